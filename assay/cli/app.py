@@ -1,0 +1,63 @@
+"""The cyclopts command tree: `assay mcp <command>` (spec/cli.md §1).
+
+Each command family lives in its own module with a ``register(mcp)`` function. Errors a user
+causes end with one line on stderr and exit 2 (DECISIONS D2), cyclopts' own parse errors
+included; tracebacks never reach the user.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import cyclopts
+
+from assay._version import __version__
+from assay.cli import _families
+from assay.cli.errors import UsageError, one_line
+
+
+def build() -> cyclopts.App:
+    app = cyclopts.App(
+        name="assay",
+        help="Policy guard between AI agents and the MCP tools they call.",
+        version=f"assay {__version__}",
+        version_format="plaintext",
+        help_format="plaintext",
+        result_action="return_value",
+    )
+    mcp = cyclopts.App(name="mcp", help="MCP runtime commands.", help_format="plaintext")
+    app.command(mcp)
+    for family in _families.FAMILIES:
+        family.register(app, mcp)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    tokens = sys.argv[1:] if argv is None else argv
+    app = build()
+    try:
+        result = app(tokens, exit_on_error=False, print_error=False)
+    except cyclopts.CycloptsError as exc:
+        sys.stderr.write(f"assay: error: {one_line(exc)}\n")
+        return 2
+    except UsageError as exc:
+        sys.stderr.write(f"assay: error: {one_line(exc)}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    if result is None:
+        return 0
+    if isinstance(result, bool):
+        return 0 if result else 1
+    if isinstance(result, int):
+        return result
+    return 0
+
+
+def entry() -> None:
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    sys.exit(code)

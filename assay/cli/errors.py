@@ -1,0 +1,24 @@
+"""One-line error reporting shared by every command (DECISIONS D2)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+_WS = re.compile(r"\s*\n\s*")
+
+
+class UsageError(Exception):
+    """A bad flag or value found after parsing; reported as `assay: error: ...`, exit 2."""
+
+
+def one_line(exc: BaseException | str) -> str:
+    """Collapse a message onto one line (cyclopts and OS messages can span several)."""
+    text = str(exc).strip()
+    return _WS.sub(" ", text) or type(exc).__name__
+
+
+def fatal(message: str, code: int = 2) -> int:
+    """Print `fatal: <message>` on one line to stderr and return ``code`` (spec/cli.md G2)."""
+    sys.stderr.write(f"fatal: {one_line(message)}\n")
+    return code

@@ -1,0 +1,377 @@
+"""The one place that starts child processes.
+
+Everything in assay that runs a program (preflight probes, the wrap relay, tests' helpers if
+they like) goes through this module, so deadlines, output caps and terminate -> kill -> reap
+come from one trio concurrency model (DECISIONS D5, D14; spec/cli.md §2.3).
+
+Why not ``trio.lowlevel.open_process``: it calls ``Popen`` in a worker thread, and Linux ties
+``PR_SET_PDEATHSIG`` to the *thread* that forked, so a relay child would be SIGKILLed when trio's
+idle worker thread retires. We fork from the trio thread itself (a fork is cheap) and wait on a
+pidfd, which keeps waiting cancellable without a thread per child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import trio
+
+__all__ = [
+    "Child",
+    "ProgramNotFound",
+    "SpawnError",
+    "BoundedResult",
+    "spawn",
+    "run_bounded",
+    "read_capped",
+    "DEVNULL",
+    "PIPE",
+    "INHERIT",
+]
+
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+INHERIT = None
+
+_PR_SET_PDEATHSIG = 1
+
+
+class SpawnError(OSError):
+    """The program exists (or might) but could not be started."""
+
+
+class ProgramNotFound(SpawnError):
+    """No file to execute: ENOENT at spawn time (spec/cli.md §2.3 P13)."""
+
+
+def _load_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_prctl = _load_prctl()
+
+
+def _make_preexec(parent_pid: int):
+    """Child-side setup between fork and exec: die with the parent (D14).
+
+    The getppid() check closes the race where the parent died before prctl ran.
+    """
+    prctl = _prctl
+
+    def preexec() -> None:  # runs in the forked child: no allocation-heavy work
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent_pid:
+                os._exit(137)
+
+    return preexec
+
+
+class Child:
+    """A running child process with trio streams for the pipes it was given.
+
+    ``returncode`` follows ``subprocess``: negative -N when the child died of signal N.
+    """
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: trio.lowlevel.FdStream | None,
+        stdout: trio.lowlevel.FdStream | None,
+        stderr: trio.lowlevel.FdStream | None,
+        own_group: bool,
+    ) -> None:
+        self._popen = popen
+        self.pid: int = popen.pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.own_group = own_group
+        self._wait_lock = trio.Lock()
+        self._pidfd: int | None = None
+        try:
+            self._pidfd = os.pidfd_open(popen.pid)
+        except (AttributeError, OSError):  # pragma: no cover - kernels without pidfd
+            self._pidfd = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """Wait for the child to exit and reap it. Cancellable; safe from several tasks."""
+        async with self._wait_lock:
+            while self._popen.returncode is None:
+                if self._pidfd is not None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                    self._popen.wait()
+                else:  # pragma: no cover - polling fallback
+                    if self._popen.poll() is None:
+                        await trio.sleep(0.02)
+            self._close_pidfd()
+            return self._popen.returncode
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            fd, self._pidfd = self._pidfd, None
+            trio.lowlevel.notify_closing(fd)
+            os.close(fd)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the direct child, if it has not been reaped yet."""
+        if self._popen.returncode is None:
+            try:
+                if self._pidfd is not None:
+                    signal.pidfd_send_signal(self._pidfd, sig)
+                else:  # pragma: no cover
+                    os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the child's whole process group (only if it was spawned in its own group)."""
+        if not self.own_group:
+            self.send_signal(sig)
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def stop(self, *, term_grace: float = 0.5, group: bool | None = None) -> int:
+        """SIGTERM, then SIGKILL after ``term_grace`` seconds, then reap.
+
+        Runs shielded: a stop that was started is finished, even while the caller is being
+        cancelled, so no child is left behind.
+        """
+        use_group = self.own_group if group is None else group
+        sig = self.signal_group if use_group else self.send_signal
+        with trio.CancelScope(shield=True):
+            if self.returncode is None:
+                sig(signal.SIGTERM)
+                with trio.move_on_after(term_grace):
+                    return await self.wait()
+                sig(signal.SIGKILL)
+            elif use_group:
+                sig(signal.SIGKILL)  # the leader is gone; sweep what is left of its group
+            return await self.wait()
+
+    async def kill_and_reap(self) -> int:
+        """SIGKILL the direct child and reap it (spec/cli.md §2.3 P11), shielded."""
+        with trio.CancelScope(shield=True):
+            self.kill()
+            return await self.wait()
+
+    async def aclose_streams(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+
+
+def _candidate_exists(program: str, env: Mapping[str, str] | None) -> bool:
+    """Is there a file that exec would have tried for ``program`` (PATH search for bare names)?"""
+    if os.sep in program:
+        return os.path.isfile(program)
+    return any(os.path.isfile(os.path.join(d, program)) for d in os.get_exec_path(env))
+
+
+def _stream_arg(kind, name: str, to_child: bool):
+    """Return (popen_arg, parent_fd_or_None, child_fd_to_close_or_None)."""
+    if kind is PIPE:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        if to_child:
+            return r, w, r
+        return w, r, w
+    if kind is None or kind is DEVNULL or isinstance(kind, int):
+        return kind, None, None
+    raise ValueError(f"unsupported {name} disposition: {kind!r}")
+
+
+def spawn(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    stdin=PIPE,
+    stdout=PIPE,
+    stderr=PIPE,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    own_group: bool = False,
+    die_with_parent: bool = False,
+) -> Child:
+    """Start ``argv`` and return a :class:`Child`. Must be called from the trio thread.
+
+    ``own_group`` puts the child in a new process group (so a stop can reach its descendants);
+    ``die_with_parent`` asks Linux to SIGKILL it when this process dies (D14).
+    Raises :class:`ProgramNotFound` for ENOENT and :class:`SpawnError` for any other failure.
+    """
+    opened: list[int] = []
+    to_close_after: list[int] = []
+    try:
+        a_in, p_in, c_in = _stream_arg(stdin, "stdin", True)
+        for fd in (p_in, c_in):
+            if fd is not None:
+                opened.append(fd)
+        a_out, p_out, c_out = _stream_arg(stdout, "stdout", False)
+        for fd in (p_out, c_out):
+            if fd is not None:
+                opened.append(fd)
+        a_err, p_err, c_err = _stream_arg(stderr, "stderr", False)
+        for fd in (p_err, c_err):
+            if fd is not None:
+                opened.append(fd)
+        to_close_after = [fd for fd in (c_in, c_out, c_err) if fd is not None]
+        kwargs: dict = {}
+        if own_group:
+            kwargs["process_group"] = 0
+        if die_with_parent:
+            kwargs["preexec_fn"] = _make_preexec(os.getpid())
+        try:
+            popen = subprocess.Popen(
+                [os.fspath(a) for a in argv],
+                stdin=a_in,
+                stdout=a_out,
+                stderr=a_err,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                close_fds=True,
+                **kwargs,
+            )
+        except FileNotFoundError as exc:
+            program = os.fspath(argv[0])
+            if cwd is not None and not os.path.isdir(cwd):
+                raise SpawnError(exc.errno, exc.strerror, os.fspath(cwd)) from None
+            if _candidate_exists(program, env):
+                # The file is there but exec said ENOENT: its #! interpreter is missing
+                # (DECISIONS D18). That is "cannot start", not "not found".
+                raise SpawnError(errno.ENOEXEC, "cannot execute (interpreter not found)", program) from None
+            raise ProgramNotFound(exc.errno, exc.strerror, program) from None
+        except OSError as exc:
+            raise SpawnError(exc.errno or errno.EIO, exc.strerror or str(exc), os.fspath(argv[0])) from None
+        except subprocess.SubprocessError as exc:
+            raise SpawnError(errno.EIO, str(exc), os.fspath(argv[0])) from None
+    except BaseException:
+        for fd in opened:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        raise
+    for fd in to_close_after:
+        os.close(fd)
+    return Child(
+        popen,
+        trio.lowlevel.FdStream(p_in) if p_in is not None else None,
+        trio.lowlevel.FdStream(p_out) if p_out is not None else None,
+        trio.lowlevel.FdStream(p_err) if p_err is not None else None,
+        own_group,
+    )
+
+
+async def read_capped(stream: trio.abc.ReceiveStream, cap: int, sink: bytearray) -> bool:
+    """Read ``stream`` into ``sink`` until EOF or ``cap`` bytes, then close it.
+
+    Closing the read end at the cap means a child that keeps writing gets EPIPE/SIGPIPE instead
+    of blocking on a full pipe. Returns True when the cap was hit (output truncated).
+    """
+    truncated = False
+    try:
+        while len(sink) < cap:
+            chunk = await stream.receive_some(max(4096, min(65536, cap - len(sink))))
+            if not chunk:
+                break
+            room = cap - len(sink)
+            if len(chunk) > room:
+                sink += chunk[:room]
+                truncated = True
+                break
+            sink += chunk
+        else:
+            truncated = True
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+    return truncated
+
+
+@dataclass(frozen=True)
+class BoundedResult:
+    """What a bounded run produced. ``returncode`` is None exactly when ``timed_out``."""
+
+    timed_out: bool
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status with a death by signal counted as 1 (spec/cli.md §2.3 P12)."""
+        if self.returncode is None:
+            return None
+        return 1 if self.returncode < 0 else self.returncode
+
+
+async def run_bounded(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    timeout: float,
+    stdout_cap: int,
+    stderr_cap: int,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> BoundedResult:
+    """Run a child with stdin at EOF, both outputs piped and capped, under a wall-clock deadline.
+
+    The run completes only when the child exited *and* both readers finished before the
+    deadline (spec/cli.md §2.3 P10); otherwise the direct child is SIGKILLed and reaped and the
+    result says ``timed_out``. Raises :class:`ProgramNotFound` / :class:`SpawnError` on spawn.
+    """
+    deadline = trio.current_time() + timeout
+    child = spawn(argv, stdin=DEVNULL, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
+    out, err = bytearray(), bytearray()
+    flags = {"out": False, "err": False}
+    completed = False
+    try:
+        with trio.move_on_at(deadline):
+
+            async def pump(name: str, stream, sink: bytearray, cap: int) -> None:
+                flags[name] = await read_capped(stream, cap, sink)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pump, "out", child.stdout, out, stdout_cap)
+                nursery.start_soon(pump, "err", child.stderr, err, stderr_cap)
+                nursery.start_soon(child.wait)
+            completed = True
+    finally:
+        if not completed:
+            await child.kill_and_reap()
+        await child.aclose_streams()
+    return BoundedResult(
+        timed_out=not completed,
+        returncode=child.returncode if completed else None,
+        stdout=bytes(out),
+        stderr=bytes(err),
+        stdout_truncated=flags["out"],
+        stderr_truncated=flags["err"],
+    )

@@ -1,0 +1,118 @@
+"""Process entry of `assay-mcp-server`: arguments, environment checks, policy root, then serve.
+
+Kept import-light on purpose: `assay mcp preflight` gives `--version` and the startup probe two
+seconds each (spec/server.md C3), so YAML, jsonschema and trio load only once serving starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+from assay._version import __version__
+
+PROG = "assay-mcp-server"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def server_info() -> dict[str, str]:
+    """The one serverInfo object (initialize result and assay_server_identity, seed §5)."""
+    return {"name": PROG, "version": __version__}
+
+
+def fatal_lines(message: str) -> str:
+    """Prefix every line of a fatal report, even lines made by newlines inside a path (C7)."""
+    return "".join(f"{PROG}: {line}\n" for line in _LINE_BREAK.split(message))
+
+
+def _fatal(message: str, code: int = 1) -> int:
+    sys.stderr.write(fatal_lines(message))
+    sys.stderr.flush()
+    return code
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (C1, DECISIONS D2)
+        raise _UsageError(message)
+
+
+class _Once(argparse.Action):
+    """A value option that may be given only once (a repeated --policy-root is a usage error)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, "_seen_" + self.dest, False):
+            raise argparse.ArgumentError(self, f"{option_string} given more than once")
+        setattr(namespace, "_seen_" + self.dest, True)
+        setattr(namespace, self.dest, values)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="MCP server (stdio) exposing Assay policy-check tools.",
+        exit_on_error=False,
+    )
+    parser.add_argument(
+        "--policy-root",
+        action=_Once,
+        default="policies",
+        metavar="DIR",
+        help="directory that confines every policy path a tool receives (default: policies)",
+    )
+    parser.add_argument("-V", "--version", action="store_true", help="print the identity line and exit")
+    return parser
+
+
+def auth_variables(environ) -> list[str]:
+    """Names of ASSAY_AUTH_* variables (prefix matched case-insensitively), sorted (C5)."""
+    return sorted(name for name in environ if name.upper().startswith("ASSAY_AUTH_"))
+
+
+def validate_root(root: str) -> str:
+    """Canonicalise the policy root once; raise ValueError with the C6 text when unusable."""
+    try:
+        real = os.path.realpath(root, strict=True)
+    except OSError as exc:
+        raise ValueError(f"invalid --policy-root: {exc.strerror or exc}") from None
+    if not os.path.isdir(real):
+        raise ValueError(f"invalid --policy-root: not a directory: {root}")
+    return real
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser().parse_args(args_in)
+    except (_UsageError, argparse.ArgumentError) as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    if args.version:
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        sys.stdout.flush()
+        return 0
+    names = auth_variables(os.environ)
+    if names:
+        return _fatal(
+            "ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names)
+        )
+    try:
+        root = validate_root(args.policy_root)
+    except ValueError as exc:
+        return _fatal(str(exc))
+    from assay.server.stdio import serve_stdio
+
+    return serve_stdio(root)
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
