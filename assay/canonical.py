@@ -1,0 +1,103 @@
+"""Strict JSON reading and canonical (JCS, RFC 8785) digests, shared by every component.
+
+Sans-IO. Strict reading (DECISIONS D3a): duplicate member names at any depth, NaN/Infinity
+literals, numbers that overflow to infinity and nesting too deep for the parser are all refused
+with :class:`StrictJSONError`. Digests hash the JCS bytes with SHA-256; ``jcs`` turns numbers
+into doubles as upstream does, so the spec's vectors reproduce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import jcs
+
+__all__ = [
+    "StrictJSONError",
+    "DuplicateMemberError",
+    "loads_strict",
+    "jcs_bytes",
+    "sha256_hex",
+    "jcs_sha256_hex",
+    "jcs_digest",
+]
+
+
+class StrictJSONError(ValueError):
+    """Input is not strict JSON. ``reason`` is a stable short code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class DuplicateMemberError(StrictJSONError):
+    def __init__(self, name: str) -> None:
+        super().__init__("duplicate_member", f"duplicate member name {json.dumps(name, ensure_ascii=False)}")
+        self.name = name
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateMemberError(key)
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJSONError("malformed_json", f"{name} is not valid JSON")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise StrictJSONError("malformed_json", "number out of range")
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
+
+
+def loads_strict(data: str | bytes) -> Any:
+    """Parse one JSON text strictly. Bytes must be UTF-8 (a BOM is refused)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StrictJSONError("invalid_utf8", f"invalid UTF-8 at byte {exc.start}") from None
+    else:
+        text = data
+    try:
+        return _DECODER.decode(text)
+    except StrictJSONError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError("malformed_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise StrictJSONError("malformed_json", "nesting too deep") from None
+    except ValueError as exc:  # e.g. integer strings longer than Python's digit limit
+        raise StrictJSONError("malformed_json", str(exc)) from None
+
+
+def jcs_bytes(value: Any) -> bytes:
+    """RFC 8785 canonical JSON bytes of ``value``."""
+    return jcs.canonicalize(value)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def jcs_sha256_hex(value: Any) -> str:
+    """Lowercase hex SHA-256 of the JCS encoding of ``value``."""
+    return hashlib.sha256(jcs_bytes(value)).hexdigest()
+
+
+def jcs_digest(value: Any) -> str:
+    """``sha256:<hex>`` of the JCS encoding of ``value`` (the form digests take in documents)."""
+    return "sha256:" + jcs_sha256_hex(value)
