@@ -317,6 +317,7 @@ async def read_capped(stream: trio.abc.ReceiveStream, cap: int, sink: bytearray)
 class BoundedResult:
     """What a bounded run produced. ``returncode`` is None exactly when ``timed_out``."""
 
+    pid: int
     timed_out: bool
     returncode: int | None
     stdout: bytes
@@ -368,6 +369,7 @@ async def run_bounded(
             await child.kill_and_reap()
         await child.aclose_streams()
     return BoundedResult(
+        pid=child.pid,
         timed_out=not completed,
         returncode=child.returncode if completed else None,
         stdout=bytes(out),
