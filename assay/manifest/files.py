@@ -1,0 +1,75 @@
+"""The thin file layer of the manifest workflow: bounded reads and create-new writes (M26-M28).
+
+Everything else is the sans-IO core; this module only turns paths into bytes (never more than
+limit+1 bytes are read) and bytes into a newly created file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from assay.manifest.candidate import build_candidate, promote
+from assay.manifest.core import MAX_MANIFEST_BYTES, ManifestError, check_output_size, render_document
+from assay.manifest.declared import parse_declared
+from assay.manifest.publish import PublishError, publish_new
+
+__all__ = ["read_bounded", "write_new", "export_candidate", "promote_files", "load_declared"]
+
+_CHUNK = 64 * 1024
+
+
+def read_bounded(path: str, limit: int = MAX_MANIFEST_BYTES) -> bytes:
+    """M26: read ``path`` whole, refusing it once more than ``limit`` bytes were seen."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ManifestError(f"reading {path}", exc.strerror or str(exc)) from None
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while total <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise ManifestError(
+            f"reading {path} within the {limit}-byte manifest limit", exc.strerror or str(exc)
+        ) from None
+    finally:
+        os.close(fd)
+    if total > limit:
+        raise ManifestError(
+            f"reading {path} within the {limit}-byte manifest limit", f"exceeded source bytes limit of {limit}"
+        )
+    return b"".join(chunks)
+
+
+def write_new(path: str, data: bytes) -> None:
+    """M27-M28: refuse oversized output, then publish create-new (nothing replaced, no residue)."""
+    check_output_size(data, path)
+    try:
+        publish_new(path, data)
+    except PublishError as exc:
+        raise ManifestError(exc.message) from None
+
+
+def export_candidate(from_observed: str, out: str) -> None:
+    """``assay mcp manifest candidate``: observed bytes -> candidate file."""
+    source = read_bounded(from_observed)
+    write_new(out, render_document(build_candidate(source)))
+
+
+def promote_files(candidate: str, source: str, out: str) -> None:
+    """``assay mcp manifest promote``: candidate + the same observed bytes -> declared file."""
+    candidate_bytes = read_bounded(candidate)
+    declared = promote(candidate_bytes, lambda: read_bounded(source))
+    data = render_document(declared)
+    parse_declared(data)  # M23: what is written must load as a declared baseline
+    write_new(out, data)
+
+
+def load_declared(path: str) -> dict:
+    """Read and validate a declared baseline through the shared ceiling (server loader entry)."""
+    return parse_declared(read_bounded(path))
