@@ -1,14 +1,135 @@
-"""`assay mcp discover`: arrives with its own issue; until then it refuses with exit 2."""
+"""`assay mcp discover` (spec/cli.md §4) and its hidden deprecated flat form `assay discover` (§8).
+
+A thin layer over :mod:`assay.discover`: read the policy, run the scanners, print or write the
+document, then report findings. The shim runs the very same function after one stderr warning
+line, so stdout, exit codes and artifacts cannot drift apart (DECISIONS D30).
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import tempfile
+import time
+from typing import Annotated, Literal
+
 import cyclopts
+from cyclopts import Parameter
 
 from assay.cli.errors import fatal
 
+SHIM_WARNING = "warning: `assay discover` is deprecated; use `assay mcp discover` instead"
+
+
+def _generated_at_ns() -> int:
+    """Now, or ``SOURCE_DATE_EPOCH`` when set (reproducible reports, byte-comparable runs)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        return int(epoch) * 1_000_000_000
+    return time.time_ns()
+
+
+def _write_output(path: str, text: str) -> None:
+    """Replace ``path`` atomically (temp file in the same directory, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".assay-discover-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def discover_command(
+    *,
+    local: Annotated[bool, Parameter(name="--local", negative=())] = False,
+    format: Annotated[Literal["table", "json", "yaml"], Parameter(name="--format")] = "table",
+    output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
+    fail_on: Annotated[
+        list[str] | None, Parameter(name="--fail-on", consume_multiple=False, negative=())
+    ] = None,
+    policy: Annotated[str | None, Parameter(name="--policy")] = None,
+) -> int:
+    """List MCP servers in client config files and among running processes.
+
+    Exit codes: 0; 10 unmanaged servers found and failing; 11 servers without authentication found and failing; 2 usage errors.
+
+    Parameters
+    ----------
+    local
+        Accepted for compatibility; discovery is always local.
+    format
+        table (human report), json or yaml (the inventory document).
+    output
+        Write the json/yaml document to this file instead of stdout (ignored for table).
+    fail_on
+        Comma-separated findings that fail the run: unmanaged, no_auth. Repeatable.
+    policy
+        A policy file whose discovery section selects methods and reactions.
+    """
+    from assay import clients
+    from assay import discover as d
+
+    settings = d.DiscoverySettings()
+    if policy is not None:
+        try:
+            with open(policy, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            return fatal(f"cannot read policy {policy}: {exc.strerror or exc}")
+        try:
+            settings = d.parse_discovery_settings(data)
+        except d.PolicyError as exc:
+            return fatal(f"invalid policy {policy}: {exc}")
+
+    locations = clients.config_locations(
+        clients.current_platform(), clients.current_home(), os.environ, os.getcwd()
+    )
+    result = d.run_discovery(settings, locations=locations, self_pid=os.getpid())
+    for line in result.warnings:
+        sys.stderr.write(line + "\n")
+    now = _generated_at_ns()
+    doc = d.build_document(result.servers, result.errors, generated_at_ns=now, host=d.host_info())
+
+    if format == "table":
+        for line in d.error_warning_lines(result.errors):
+            sys.stderr.write(line + "\n")
+        sys.stdout.write(d.render_table(doc, now))
+    else:
+        text = d.render_json(doc) if format == "json" else d.render_yaml(doc)
+        if output is not None:
+            try:
+                _write_output(output, text)
+            except OSError as exc:
+                return fatal(f"cannot write {output}: {exc.strerror or exc}")
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+    lines, code = d.evaluate_findings(doc["summary"], d.parse_fail_on(fail_on), settings)
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    return code
+
+
+def _shim(command, warning: str):
+    """The same command behind a one-line deprecation warning (spec/cli.md §8 H3)."""
+
+    @functools.wraps(command)
+    def shim(*args, **kwargs):
+        sys.stderr.write(warning + "\n")
+        sys.stderr.flush()
+        return command(*args, **kwargs)
+
+    return shim
+
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
-    @mcp.command(name="discover")
-    def discover_command(*tokens: str) -> int:
-        """Not available in this release yet."""
-        return fatal("assay mcp discover is not available in this release yet")
+    mcp.command(discover_command, name="discover")
+    app.command(_shim(discover_command, SHIM_WARNING), name="discover", show=False)
