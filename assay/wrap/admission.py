@@ -1,0 +1,291 @@
+"""Client-frame admission for the wrap relay: bytes in, verdict out (sans-IO).
+
+Splitting (wrap.md §3.1, DECISIONS D11): LF only; a trailing CR belongs to the terminator; a
+line longer than the cap is never buffered whole, it is discarded up to its newline and reported
+once as ``frame_too_large``. Admission (§3.2): one strict JSON object, unique member names at
+every depth, a string ``method`` when present. Faults are reported in D11's order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 128  # serde_json's recursion limit (wrap.md §3.2.4)
+
+# Reasons, in the order a line with several faults reports them (D11).
+FRAME_TOO_LARGE = "frame_too_large"
+INVALID_UTF8 = "invalid_utf8"
+EMBEDDED_LINE_BREAK = "embedded_line_break"
+MALFORMED_JSON = "malformed_json"
+BATCH = "batch"
+NOT_AN_OBJECT = "not_an_object"
+DUPLICATE_MEMBER = "duplicate_member"
+NON_STRING_METHOD = "non_string_method"
+
+_ABSENT: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An admitted frame. ``raw`` is the line exactly as read, terminator included."""
+
+    raw: bytes
+    frame: dict[str, Any]
+
+    @property
+    def method(self) -> str | None:
+        return self.frame.get("method")
+
+    @property
+    def has_id(self) -> bool:
+        return "id" in self.frame
+
+    @property
+    def request_id(self) -> Any:
+        return self.frame.get("id")
+
+    @property
+    def is_request(self) -> bool:
+        """A client request: a string ``method`` and an ``id`` member (DECISIONS D10)."""
+        return isinstance(self.frame.get("method"), str) and "id" in self.frame
+
+    @property
+    def is_response(self) -> bool:
+        """No ``method`` member: a reply to a server-initiated request (wrap.md §3.4.1)."""
+        return "method" not in self.frame
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A frame refused locally. ``raw`` is kept only for its digest and never echoed; an
+    over-long frame has no ``raw`` (it was never held) but carries its ``digest``."""
+
+    raw: bytes
+    reason: str
+    digest: str | None = None
+
+    @property
+    def frame_digest(self) -> str:
+        return self.digest if self.digest is not None else frame_digest(self.raw)
+
+
+# -- strict JSON ----------------------------------------------------------------------------------
+
+
+class _Malformed(ValueError):
+    pass
+
+
+class _Pairs:
+    """object_pairs_hook that builds dicts and remembers whether any object repeated a name."""
+
+    __slots__ = ("duplicate",)
+
+    def __init__(self) -> None:
+        self.duplicate = False
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            self.duplicate = True
+        return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise _Malformed(name)
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Malformed("number out of range")
+    return value
+
+
+def _strict_int(text: str) -> int:
+    if len(text) > 300 and math.isinf(float(text)):
+        raise _Malformed("number out of range")  # serde reads it as a double that overflows
+    try:
+        return int(text)
+    except ValueError:  # Python's digit limit; such a number is finite, keep it as a float
+        return float(text)  # type: ignore[return-value]
+
+
+_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _too_deep(content: bytes) -> bool:
+    """Nesting deeper than MAX_DEPTH, counted outside strings. Cheap unless many brackets."""
+    if content.count(b"[") + content.count(b"{") <= MAX_DEPTH:
+        return False
+    brackets = _STRINGS.sub(b"", content).translate(None, _BRACKETS)
+    steps = (1 if b in (0x5B, 0x7B) else -1 for b in brackets)
+    return max(itertools.accumulate(steps), default=0) > MAX_DEPTH
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _content(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return line[:-2]
+    if line.endswith(b"\n"):
+        return line[:-1]
+    return line
+
+
+def frame_digest(line: bytes) -> str:
+    """Hex SHA-256 of a line's bytes without its terminator (wrap.md §6.8 ``frame_digest``)."""
+    return hashlib.sha256(_content(line)).hexdigest()
+
+
+def is_blank(line: bytes) -> bool:
+    """Empty or only spaces/tabs once the terminator is removed (wrap.md §3.2.1, D11)."""
+    return not _content(line).strip(b" \t")
+
+
+def admit(line: bytes) -> Admitted | Rejected | None:
+    """Judge one client line (terminator included). None means blank: ignore it entirely."""
+    content = _content(line)
+    if not content.strip(b" \t"):
+        return None
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return Rejected(line, INVALID_UTF8)
+    if "\r" in text:
+        return Rejected(line, EMBEDDED_LINE_BREAK)
+    if _too_deep(content):
+        return Rejected(line, MALFORMED_JSON)
+    pairs = _Pairs()
+    decoder = json.JSONDecoder(
+        object_pairs_hook=pairs, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
+    )
+    stripped = text.strip(" \t")
+    try:
+        value, end = decoder.raw_decode(stripped)
+    except (ValueError, RecursionError):
+        return Rejected(line, MALFORMED_JSON)
+    if end != len(stripped):
+        return Rejected(line, MALFORMED_JSON)
+    if _SURROGATE_ESCAPE.search(content) and _has_lone_surrogate(value):
+        return Rejected(line, MALFORMED_JSON)
+    if isinstance(value, list):
+        return Rejected(line, BATCH)
+    if not isinstance(value, dict):
+        return Rejected(line, NOT_AN_OBJECT)
+    if pairs.duplicate:
+        return Rejected(line, DUPLICATE_MEMBER)
+    if "method" in value and not isinstance(value["method"], str):
+        return Rejected(line, NON_STRING_METHOD)
+    return Admitted(line, value)
+
+
+# -- splitting ------------------------------------------------------------------------------------
+
+
+class LineSplitter:
+    """Cut a byte stream into LF-terminated lines without ever holding more than the cap.
+
+    ``feed`` returns complete lines (bytes, terminator included) in order; a line whose body
+    exceeds the cap comes out as a :class:`Rejected` (``frame_too_large``) when it ends. Its
+    bytes are hashed on the fly and dropped, so memory stays bounded by the cap. ``close``
+    returns the unterminated final line, if any. The cap counts the line without its
+    terminator (``\\n`` or ``\\r\\n``).
+    """
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.cap = max_frame_bytes
+        self._buf = bytearray()
+        self._hasher = None  # set while discarding an over-long line
+        self._held_cr = False  # a CR at a chunk end might be the start of the terminator
+
+    def _discard(self, chunk: bytes, final: bool) -> None:
+        if self._held_cr:
+            self._hasher.update(b"\r")
+            self._held_cr = False
+        if not final and chunk.endswith(b"\r"):
+            chunk = chunk[:-1]
+            self._held_cr = True
+        self._hasher.update(chunk)
+
+    def _too_large(self) -> Rejected:
+        digest = self._hasher.hexdigest()
+        self._hasher = None
+        self._held_cr = False
+        return Rejected(b"", FRAME_TOO_LARGE, digest)
+
+    def feed(self, data: bytes) -> list[bytes | Rejected]:
+        out: list[bytes | Rejected] = []
+        start = 0
+        n = len(data)
+        while start < n:
+            nl = data.find(b"\n", start)
+            if self._hasher is not None:
+                if nl < 0:
+                    self._discard(data[start:], final=False)
+                    return out
+                body = data[start:nl]
+                if body.endswith(b"\r"):
+                    body = body[:-1]
+                elif not body and self._held_cr:
+                    self._held_cr = False  # the held CR was the terminator's
+                self._discard(body, final=True)
+                out.append(self._too_large())
+                start = nl + 1
+                continue
+            if nl < 0:
+                self._buf += data[start:]
+                if len(self._buf) > self.cap + 1:  # +1: room for the CR of a CRLF
+                    self._hasher = hashlib.sha256()
+                    pending = bytes(self._buf)
+                    self._buf.clear()
+                    self._discard(pending, final=False)
+                return out
+            if self._buf:
+                self._buf += data[start : nl + 1]
+                line = bytes(self._buf)
+                self._buf.clear()
+            else:
+                line = data[start : nl + 1]
+            start = nl + 1
+            body_len = len(line) - (2 if line.endswith(b"\r\n") else 1)
+            out.append(Rejected(b"", FRAME_TOO_LARGE, frame_digest(line)) if body_len > self.cap else line)
+        return out
+
+    def close(self) -> bytes | Rejected | None:
+        """End of stream: the unterminated last line (still a line, wrap.md §3.1.2), if any."""
+        if self._hasher is not None:
+            if self._held_cr:
+                self._hasher.update(b"\r")
+            return self._too_large()
+        if not self._buf:
+            return None
+        line = bytes(self._buf)
+        self._buf.clear()
+        if len(line) > self.cap:
+            return Rejected(b"", FRAME_TOO_LARGE, frame_digest(line))
+        return line
