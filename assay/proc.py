@@ -104,6 +104,7 @@ class Child:
         self.stderr = stderr
         self.own_group = own_group
         self._wait_lock = trio.Lock()
+        self._exited = False  # exited (maybe not yet reaped)
         self._pidfd: int | None = None
         try:
             self._pidfd = os.pidfd_open(popen.pid)
@@ -114,18 +115,36 @@ class Child:
     def returncode(self) -> int | None:
         return self._popen.returncode
 
+    async def wait_exit(self) -> None:
+        """Wait until the child has exited, *without* reaping it.
+
+        While the exited child is an unreaped zombie its pid, and so its process group id,
+        cannot be reused: the safe moment to sweep the group (:meth:`signal_group`).
+        """
+        async with self._wait_lock:
+            if self._popen.returncode is not None or self._exited:
+                return
+            if self._pidfd is not None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+            else:
+                while not self._has_exited():  # pragma: no cover - polling fallback without pidfd
+                    await trio.sleep(0.02)
+            self._exited = True
+
+    def _has_exited(self) -> bool:  # pragma: no cover - used only without pidfd
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
     async def wait(self) -> int:
         """Wait for the child to exit and reap it. Cancellable; safe from several tasks."""
-        async with self._wait_lock:
-            while self._popen.returncode is None:
-                if self._pidfd is not None:
-                    await trio.lowlevel.wait_readable(self._pidfd)
-                    self._popen.wait()
-                else:  # pragma: no cover - polling fallback
-                    if self._popen.poll() is None:
-                        await trio.sleep(0.02)
-            self._close_pidfd()
-            return self._popen.returncode
+        await self.wait_exit()
+        if self._popen.returncode is None:
+            self._popen.wait()  # it has exited: this only collects the status
+        self._close_pidfd()
+        return self._popen.returncode
 
     def _close_pidfd(self) -> None:
         if self._pidfd is not None:
@@ -145,9 +164,14 @@ class Child:
                 pass
 
     def signal_group(self, sig: int) -> None:
-        """Signal the child's whole process group (only if it was spawned in its own group)."""
+        """Signal the child's whole process group (only if it was spawned in its own group).
+
+        Only while the leader is unreaped: after that its pid (the group id) could be reused.
+        """
         if not self.own_group:
             self.send_signal(sig)
+            return
+        if self._popen.returncode is not None:
             return
         try:
             os.killpg(self.pid, sig)
@@ -160,6 +184,9 @@ class Child:
     async def stop(self, *, term_grace: float = 0.5, group: bool | None = None) -> int:
         """SIGTERM, then SIGKILL after ``term_grace`` seconds, then reap.
 
+        With ``group`` (default: when spawned in its own group) the signals go to the whole
+        process group, and once the leader has exited whatever is left of the group is
+        SIGKILLed before the leader is reaped, so no descendant outlives the stop (D14).
         Runs shielded: a stop that was started is finished, even while the caller is being
         cancelled, so no child is left behind.
         """
@@ -167,12 +194,17 @@ class Child:
         sig = self.signal_group if use_group else self.send_signal
         with trio.CancelScope(shield=True):
             if self.returncode is None:
-                sig(signal.SIGTERM)
-                with trio.move_on_after(term_grace):
-                    return await self.wait()
-                sig(signal.SIGKILL)
-            elif use_group:
-                sig(signal.SIGKILL)  # the leader is gone; sweep what is left of its group
+                exited = False
+                if not self._exited:
+                    sig(signal.SIGTERM)
+                    with trio.move_on_after(term_grace):
+                        await self.wait_exit()
+                        exited = True
+                    if not exited:
+                        sig(signal.SIGKILL)
+                await self.wait_exit()
+                if use_group:
+                    self.signal_group(signal.SIGKILL)  # the zombie leader still holds the group id
             return await self.wait()
 
     async def kill_and_reap(self) -> int:
