@@ -101,13 +101,34 @@ def main(argv: list[str] | None = None) -> int:
         return _fatal(
             "ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names)
         )
+    # C4: env config -> logging -> server_start -> serve. server_start is written once the root
+    # is known good, so a refused start keeps stderr to the one fatal line preflight shows.
+    from assay.server.config import config_from_env
+    from assay.server.log import TARGET_MAIN, Logger
+
+    config = config_from_env(os.environ)
     try:
         root = validate_root(args.policy_root)
     except ValueError as exc:
         return _fatal(str(exc))
+    logger = Logger(sys.stderr.buffer, config.log_filter)
+    for name in config.invalid:  # D2: keep the default, say so once; the value is not printed
+        logger.event("WARN", TARGET_MAIN, "invalid_env_value", name=name)
+    logger.event(
+        "INFO",
+        TARGET_MAIN,
+        "server_start",
+        policy_root=args.policy_root,
+        timeout_ms=config.timeout_ms,
+        max_msg_bytes=config.max_msg_bytes,
+        max_policy_bytes=config.max_policy_bytes,
+        max_tool_calls=config.max_tool_calls,
+        max_field_bytes=config.max_field_bytes,
+        cache_entries=config.cache_entries,
+    )
     from assay.server.stdio import serve_stdio
 
-    return serve_stdio(root)
+    return serve_stdio(root, config, logger)
 
 
 def entry() -> None:

@@ -1,0 +1,62 @@
+"""Parsed-policy cache keyed by path and content digest (spec/server.md §7 K1, K2).
+
+The file is re-read on every call under the byte ceiling; the cache only saves re-parsing, so an
+edit takes effect on the next call. Only successful parses are stored (K2). Eviction is
+approximate LFU: the entry used least often goes first, ties broken by age.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any, Callable
+
+from assay.server.log import TARGET_SERVER, Logger
+
+__all__ = ["PolicyCache", "cache_key"]
+
+
+def cache_key(path: str, data: bytes) -> str:
+    return f"{path}:{hashlib.sha256(data).hexdigest()}"
+
+
+class PolicyCache:
+    def __init__(self, name: str, capacity: int, logger: Logger | None = None) -> None:
+        self.name = name
+        self.capacity = capacity
+        self._logger = logger
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[Any]] = {}  # key -> [value, uses, tick]
+        self._tick = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def get_or_parse(self, path: str, data: bytes, parse: Callable[[bytes], Any]) -> Any:
+        """Return the parsed value; ``parse`` raising means nothing is stored."""
+        key = cache_key(path, data)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry[1] += 1
+                value = entry[0]
+        if entry is not None:
+            self._log("cache_hit", key)
+            return value
+        self._log("cache_miss", key)
+        value = parse(data)
+        if self.capacity > 0:
+            with self._lock:
+                if key not in self._entries and len(self._entries) >= self.capacity:
+                    victim = min(self._entries, key=lambda k: (self._entries[k][1], self._entries[k][2]))
+                    del self._entries[victim]
+                self._tick += 1
+                self._entries[key] = [value, 1, self._tick]
+        return value
+
+    def _log(self, event: str, key: str) -> None:
+        if self._logger is not None:
+            self._logger.event("DEBUG", TARGET_SERVER, event, key=key, cache=self.name)

@@ -1,0 +1,96 @@
+"""JSON-line logging on stderr (spec/server.md §6 G1).
+
+One event is one line `{"timestamp","level","fields":{"event",...},"target"}`; stdout never sees
+a log line (T2). The filter follows ASSAY_LOG: a level, or `target=level` directives separated by
+commas (the longest matching target prefix wins); anything unparsable counts as `info`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from typing import Any, BinaryIO
+
+import ujson
+
+__all__ = ["Logger", "parse_filter", "encode_event", "TARGET_MAIN", "TARGET_SERVER", "TARGET_BILLING"]
+
+TARGET_MAIN = "assay_mcp_server"
+TARGET_SERVER = "assay_mcp_server::server"
+TARGET_BILLING = "assay_billing"
+
+_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 5}
+_NAMES = {"DEBUG": 1, "INFO": 2, "WARN": 3, "ERROR": 4}
+
+
+def parse_filter(spec: str | None) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """(default level, ((target, level), ...)); an invalid spec gives plain `info`."""
+    default = _LEVELS["info"]
+    if not spec or not spec.strip():
+        return default, ()
+    targets: list[tuple[str, int]] = []
+    seen_default = None
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" in part:
+            target, _, level = part.partition("=")
+            target, level = target.strip(), level.strip().lower()
+            if not target or level not in _LEVELS:
+                return default, ()
+            targets.append((target, _LEVELS[level]))
+        else:
+            if part.lower() not in _LEVELS:
+                return default, ()
+            seen_default = _LEVELS[part.lower()]
+    targets.sort(key=lambda item: len(item[0]), reverse=True)
+    return (default if seen_default is None else seen_default), tuple(targets)
+
+
+def _dumps(obj: Any) -> str:
+    try:
+        return ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
+    except (OverflowError, TypeError, ValueError, UnicodeError):
+        # Lone surrogates or huge integers: the standard library escapes what ujson refuses.
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
+def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime | None = None) -> bytes:
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    line = _dumps({"timestamp": stamp, "level": level, "fields": fields, "target": target})
+    return line.encode("utf-8", "backslashreplace") + b"\n"
+
+
+class Logger:
+    """Thread-safe: tool handlers run in worker threads and may log cache events."""
+
+    def __init__(self, stream: BinaryIO | None, spec: str | None = "info") -> None:
+        self._stream = stream
+        self._default, self._targets = parse_filter(spec)
+        self._lock = threading.Lock()
+        self.records: list[dict[str, Any]] | None = None  # set to a list to keep events in memory
+
+    def enabled(self, level: str, target: str) -> bool:
+        wanted = self._default
+        for prefix, lvl in self._targets:
+            if target == prefix or target.startswith(prefix + "::"):
+                wanted = lvl
+                break
+        return _NAMES[level] >= wanted
+
+    def event(self, level: str, target: str, event: str, **fields: Any) -> None:
+        if not self.enabled(level, target):
+            return
+        payload = {"event": event, **fields}
+        data = encode_event(level, target, payload)
+        with self._lock:
+            if self.records is not None:
+                self.records.append({"level": level, "target": target, "fields": payload})
+            if self._stream is not None:
+                try:
+                    self._stream.write(data)
+                    self._stream.flush()
+                except (OSError, ValueError):
+                    pass  # a closed stderr must never take the server down

@@ -1,0 +1,335 @@
+"""The MCP protocol of `assay-mcp-server`, sans-IO (spec/server.md §2, §3, §5, §6).
+
+:class:`ServerProtocol` turns one inbound frame (a line without its terminator, or an
+:class:`~assay.server.framing.Oversize` marker) into response bytes, ``None`` (no reply), or a
+:class:`PendingCall` for `tools/call`. The I/O shell runs ``call.work`` under the dispatch
+deadline and hands the outcome back to :meth:`ServerProtocol.complete`, which builds the
+CallToolResult bytes. Tests can drive everything synchronously with :meth:`handle_blocking`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from assay.canonical import StrictJSONError, loads_strict
+from assay.server.config import ServerConfig
+from assay.server.context import ToolContext
+from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
+from assay.server.framing import Oversize
+from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "LATEST_VERSION",
+    "META_VERSION_KEY",
+    "PendingCall",
+    "ServerProtocol",
+    "encode_message",
+    "payload_text",
+    "is_error_payload",
+]
+
+SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # DECISIONS D20
+LATEST_VERSION = "2025-11-25"
+META_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+INIT_PARAMS_MESSAGE = "Invalid initialize params: expected the required legacy MCP fields"
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """Compact JSON, non-ASCII raw (T10), one line. Lone surrogates (valid in JSON escapes but
+    not encodable as UTF-8) fall back to ASCII escapes, so stdout always carries valid UTF-8."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def payload_text(payload: dict[str, Any]) -> str:
+    """The CallToolResult text: 2-space pretty JSON, non-ASCII raw (P12)."""
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def is_error_payload(payload: dict[str, Any]) -> bool:
+    """P13: an `error` member, or `allowed` exactly false."""
+    return "error" in payload or payload.get("allowed") is False
+
+
+def _result(result: Any, rpc_id: Any) -> bytes:
+    return encode_message({"jsonrpc": "2.0", "result": result, "id": rpc_id})
+
+
+def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return encode_message({"jsonrpc": "2.0", "error": err, "id": rpc_id})
+
+
+def _compact_len(value: Any) -> int:
+    try:
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _valid_initialize(params: Any) -> bool:
+    """P5: protocolVersion string, capabilities object, clientInfo{name,version} strings."""
+    if not isinstance(params, dict):
+        return False
+    info = params.get("clientInfo")
+    return (
+        isinstance(params.get("protocolVersion"), str)
+        and isinstance(params.get("capabilities"), dict)
+        and isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+    )
+
+
+def _correlation(params: Any) -> str:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or "traceparent" not in meta:
+        return "none"
+    value = meta["traceparent"]
+    if isinstance(value, str) and _TRACEPARENT.fullmatch(value) and value[:2] != "ff":
+        return "propagated_trace_context"
+    return "malformed_trace_context"
+
+
+@dataclass
+class PendingCall:
+    """A `tools/call` admitted and logged, waiting for its handler to run under the deadline."""
+
+    rid: str
+    rpc_id: Any
+    tool_name: str  # a known tool name, or "unknown" (never the caller's string, G3/G4)
+    work: Callable[[], dict[str, Any]]
+    takes_decision: bool
+    correlation: str
+    started: float = field(default=0.0)
+
+
+class ServerProtocol:
+    def __init__(
+        self,
+        root: str,
+        config: ServerConfig,
+        logger: Logger,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from assay.server.main import server_info
+        from assay.server.tools import BY_NAME, TOOLS
+
+        self.config = config
+        self.logger = logger
+        self.ctx = ToolContext(root, config, logger)
+        self._clock = clock
+        self._rid = 0
+        self._server_info = server_info
+        self._tools = BY_NAME
+        self._tools_list = {"tools": [tool.listing() for tool in TOOLS]}
+
+    # -- framing and admission (§2) ---------------------------------------------------------
+
+    def _next_rid(self) -> str:
+        self._rid += 1
+        return f"r-{self._rid:06d}"
+
+    def receive(self, frame: bytes | Oversize) -> bytes | PendingCall | None:
+        rid = self._next_rid()  # T4: every line, blank and oversize ones included
+        if isinstance(frame, Oversize):  # T5: the size gate comes first
+            limit = self.config.max_msg_bytes
+            self.logger.event("WARN", TARGET_MAIN, "limit_exceeded", rid=rid, bytes_in=frame.nbytes, max=limit)
+            return _result(
+                {
+                    "allowed": False,
+                    "error": {"code": "E_LIMIT_EXCEEDED", "message": f"message bytes={frame.nbytes} > max={limit}"},
+                },
+                None,
+            )
+        try:
+            text = frame.decode("utf-8")
+        except UnicodeDecodeError:  # D21: ignored like any unparsable line
+            self._parse_error(rid, "invalid_utf8")
+            return None
+        if not text.strip():  # T6
+            return None
+        try:
+            message = loads_strict(text)
+        except StrictJSONError as exc:
+            self._parse_error(rid, exc.reason)
+            return None
+        if not isinstance(message, dict):
+            self._parse_error(rid, "batch" if isinstance(message, list) else "not_an_object")
+            return None
+        if not isinstance(message.get("method"), str) or not isinstance(message.get("jsonrpc"), str):
+            self._parse_error(rid, "not_a_request")
+            return None
+        return self._dispatch(rid, message, len(frame))
+
+    def _parse_error(self, rid: str, reason: str) -> None:
+        # T7: the line's content is never echoed, only a fixed reason code.
+        self.logger.event("WARN", TARGET_SERVER, "json_parse_error", rid=rid, error=reason)
+
+    # -- methods (§3) --------------------------------------------------------------------------
+
+    def _dispatch(self, rid: str, message: dict[str, Any], bytes_in: int) -> bytes | PendingCall | None:
+        method: str = message["method"]
+        params = message.get("params")  # `params: null` counts as absent (T7)
+        if "id" not in message or method.startswith("notifications/"):
+            # D20a: notifications never get a reply, whatever their name.
+            if method == "notifications/initialized":
+                self.logger.event("INFO", TARGET_SERVER, "initialized", rid=rid)
+            return None
+        rpc_id = message["id"]
+        if isinstance(params, dict):  # P1 / D20: the revision gate, requests only
+            meta = params.get("_meta")
+            if isinstance(meta, dict):
+                requested = meta.get(META_VERSION_KEY)
+                if isinstance(requested, str) and requested not in SUPPORTED_VERSIONS:
+                    return _error(
+                        -32022,
+                        "unsupported protocol version",
+                        rpc_id,
+                        {"requested": requested, "supported": list(SUPPORTED_VERSIONS)},
+                    )
+        if method == "initialize":
+            if not _valid_initialize(params):
+                return _error(-32602, INIT_PARAMS_MESSAGE, rpc_id)
+            asked = params["protocolVersion"]
+            version = asked if asked in SUPPORTED_VERSIONS else LATEST_VERSION
+            return _result(
+                {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": self._server_info()},
+                rpc_id,
+            )
+        if method == "ping":  # D20: MCP requires an empty result
+            return _result({}, rpc_id)
+        if method == "tools/list":
+            return _result(self._tools_list, rpc_id)
+        if method == "tools/call":
+            return self._tools_call(rid, rpc_id, params, bytes_in)
+        return _error(-32601, "Method not found", rpc_id)  # the method name is never echoed
+
+    def _tools_call(self, rid: str, rpc_id: Any, params: Any, bytes_in: int) -> bytes | PendingCall:
+        if params is None:  # P11: no tool events
+            return _error(-32602, "Missing params", rpc_id)
+        if isinstance(params, dict):
+            name = params.get("name") if isinstance(params.get("name"), str) else ""
+            arguments = params["arguments"] if "arguments" in params else {}
+        else:
+            name, arguments = "", {}
+        tool = self._tools.get(name)
+        takes_decision = tool is None or tool.takes_decision
+        if takes_decision:  # G2, G5: unknown names are metered too; the identity tool is not
+            self.logger.event("INFO", TARGET_BILLING, "assay.usage.metered", usage_type="policy_check", count=1)
+        self.logger.event(
+            "INFO",
+            TARGET_SERVER,
+            "tool_call_start",
+            rid=rid,
+            rpc_id=rpc_id,
+            bytes_in=bytes_in,
+            args_bytes=_compact_len(arguments),
+        )
+        ctx = self.ctx
+        if tool is None:
+
+            def work() -> dict[str, Any]:
+                raise LookupError("unknown tool")  # P14: fail-closed E_INTERNAL, name not echoed
+
+        else:
+            run = tool.run
+
+            def work() -> dict[str, Any]:
+                try:
+                    return run(ctx, arguments)
+                except ToolError as exc:
+                    return exc.payload()
+
+        return PendingCall(
+            rid=rid,
+            rpc_id=rpc_id,
+            tool_name=tool.name if tool is not None else "unknown",
+            work=work,
+            takes_decision=takes_decision,
+            correlation=_correlation(params),
+            started=self._clock(),
+        )
+
+    # -- completion (§3.3, §5, §6) -------------------------------------------------------------
+
+    def complete(
+        self,
+        call: PendingCall,
+        payload: dict[str, Any] | None = None,
+        *,
+        failed: bool = False,
+        timed_out: bool = False,
+    ) -> bytes:
+        """Build the CallToolResult. ``failed``/``timed_out`` select the fixed F2/F3 payloads."""
+        duration_ms = max(0, int((self._clock() - call.started) * 1000))
+        ids = {"rid": call.rid, "rpc_id": call.rpc_id}
+        if timed_out:
+            payload = TIMEOUT_PAYLOAD()
+            self.logger.event(
+                "WARN", TARGET_SERVER, "tool_call_timeout", **ids, duration_ms=duration_ms, code="E_TIMEOUT"
+            )
+        elif failed or not isinstance(payload, dict):
+            payload = INTERNAL_PAYLOAD()
+            self.logger.event(
+                "ERROR", TARGET_SERVER, "tool_execution_error", **ids, duration_ms=duration_ms, code="E_INTERNAL"
+            )
+        is_error = is_error_payload(payload)
+        error = payload.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        done: dict[str, Any] = {**ids, "duration_ms": duration_ms, "outcome": "app_error" if error is not None else "ok"}
+        if call.takes_decision:
+            done["allowed"] = not is_error
+        if error is not None:
+            done["code"] = code
+        self.logger.event("INFO", TARGET_SERVER, "tool_call_done", **done)
+        if call.takes_decision:
+            self.logger.event(
+                "INFO", TARGET_SERVER, "tool_decision", **ids, decision=self._decision_record(call, payload, code)
+            )
+        text = payload_text(payload)
+        return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, call.rpc_id)
+
+    @staticmethod
+    def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> str:
+        """A minimal `assay.tool_decision_surface.v0` entry, as a JSON string (G4)."""
+        if isinstance(code, str):
+            effect, status = "error", code
+        elif payload.get("allowed") is True:
+            effect, status = "allow", "success"
+        else:
+            effect, status = "deny", "blocked"
+        record = {
+            "schema": "assay.tool_decision_surface.v0",
+            "tool": {"name": call.tool_name},
+            "server": {"id": "mcp"},
+            "decision": {"effect": effect},
+            "response": {"status": status, "side_effect_verified": False},
+            "redaction": {"arguments_redacted": True, "secret_material_stored": False},
+            "correlation": {"source": call.correlation},
+        }
+        return json.dumps(record, separators=(",", ":"))
+
+    # -- synchronous driver (tests, property checks) -----------------------------------------
+
+    def handle_blocking(self, frame: bytes | Oversize) -> bytes | None:
+        """receive + run the handler inline (no deadline) + complete."""
+        out = self.receive(frame)
+        if isinstance(out, PendingCall):
+            try:
+                payload = out.work()
+            except Exception:
+                return self.complete(out, failed=True)
+            return self.complete(out, payload)
+        return out

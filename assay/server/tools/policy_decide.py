@@ -1,0 +1,61 @@
+"""`assay_policy_decide` (spec/server.md §8.1, policy.md §6.4): a cheap name-only blocklist.
+
+Its own dialect: a mapping whose `blocklist` is a list of exact tool names. No wildcards, so
+`dangerous_*` blocks only a tool literally named so (D3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.server.context import ToolContext, arguments_object, field_limit, require_str
+from assay.server.tools import Tool
+from assay.server.yamldoc import parse_mapping, structure_error
+
+NAME = "assay_policy_decide"
+
+
+def parse_blocklist(data: bytes) -> frozenset[str]:
+    """D2: root mapping; `allow`/`deny`/`tools` refused; `blocklist` absent or a list of strings."""
+    doc = parse_mapping(data)
+    if any(key in doc for key in ("allow", "deny", "tools")):
+        raise structure_error()
+    if "blocklist" not in doc:
+        return frozenset()
+    items = doc["blocklist"]
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise structure_error()
+    return frozenset(items)
+
+
+def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+    args = arguments_object(arguments)
+    tool = require_str(args, "tool")
+    policy = require_str(args, "policy")
+    limit = ctx.config.max_field_bytes
+    field_limit(tool, limit, "tool name too long")
+    field_limit(policy, limit, "policy path too long")
+    path, data = ctx.read_policy(policy)
+    blocked = ctx.caches["blocklist"].get_or_parse(path, data, parse_blocklist)
+    if tool in blocked:
+        return {"allowed": False, "matches": [f"Tool '{tool}' is blocked by policy"]}
+    return {"allowed": True, "reason": "Allowed by policy"}
+
+
+TOOL = Tool(
+    name=NAME,
+    description=(
+        "Cheap name-only decision: is this tool name on the policy file's blocklist? Exact "
+        "names, no wildcards. The policy path is relative to the server's policy root."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "minLength": 1, "description": "Tool name to decide on"},
+            "policy": {"type": "string", "minLength": 1, "description": "Policy file, relative to the policy root"},
+        },
+        "required": ["tool", "policy"],
+        "additionalProperties": False,
+    },
+    run=run,
+)

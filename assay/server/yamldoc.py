@@ -1,0 +1,53 @@
+"""Policy bytes -> YAML value, with the server's parse-error taxonomy (spec/server.md E2-E4).
+
+The YAML reading itself (YAML 1.2 scalars, duplicate keys refused, alias-expansion cap) is the
+policy engine's (`assay.policy.yamlio`); this module only maps its failures onto the three
+fixed E_POLICY_PARSE messages, never passing parser text or policy content through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.server.errors import (
+    MSG_ROOT_NOT_MAPPING,
+    MSG_STRUCTURE_INVALID,
+    MSG_YAML_INVALID,
+    ToolError,
+)
+
+__all__ = ["parse_document", "parse_mapping", "syntax_error", "structure_error"]
+
+
+def syntax_error(line: int | None = None, column: int | None = None) -> ToolError:
+    details = None
+    if line and column and line > 0 and column > 0:  # E3: 1-based, both > 0
+        details = {"line": line, "column": column}
+    return ToolError("E_POLICY_PARSE", MSG_YAML_INVALID, details)
+
+
+def structure_error() -> ToolError:
+    return ToolError("E_POLICY_PARSE", MSG_STRUCTURE_INVALID)
+
+
+def parse_document(data: bytes) -> Any:
+    """Decode and parse one YAML document; ToolError(E_POLICY_PARSE) on failure."""
+    from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise syntax_error() from None  # invalid UTF-8: no details (E3)
+    try:
+        return parse_yaml(text)
+    except YamlSyntaxError as exc:
+        raise syntax_error(exc.line, exc.column) from None
+    except YamlStructureError:
+        raise structure_error() from None
+
+
+def parse_mapping(data: bytes) -> dict[str, Any]:
+    value = parse_document(data)
+    if not isinstance(value, dict):
+        raise ToolError("E_POLICY_PARSE", MSG_ROOT_NOT_MAPPING)
+    return value
