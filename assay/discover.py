@@ -16,7 +16,6 @@ import json
 import os
 import platform as _platform
 import posixpath
-import re
 import shlex
 import socket
 import stat
@@ -32,7 +31,6 @@ from assay.clients import ConfigLocation
 __all__ = [
     "ProcInfo",
     "DiscoverySettings",
-    "PolicyError",
     "MAX_CONFIG_BYTES",
     "MCP_PROCESS_MARKERS",
     "runs_assay_wrap",
@@ -52,7 +50,7 @@ __all__ = [
     "error_warning_lines",
     "evaluate_findings",
     "parse_fail_on",
-    "parse_discovery_settings",
+    "settings_from_policy",
     "host_info",
     "read_config_file",
     "scan_config_files",
@@ -71,9 +69,7 @@ MCP_PROCESS_MARKERS = ("mcp-server", "@modelcontextprotocol/server", "mcp_server
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 _ASSAY_SCRIPT_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
-_METHODS = ("config_files", "processes", "network", "dns", "well_known")
 _METHOD_VARIANTS = {"network": "Network", "dns": "Dns", "well_known": "WellKnown"}
-_ACTIONS = ("log", "warn", "fail")
 _STATUS_VARIANTS = {
     "configured": "Configured",
     "running": "Running",
@@ -82,10 +78,6 @@ _STATUS_VARIANTS = {
     "unknown": "Unknown",
 }
 _AUTH_VARIANTS = {"none": "None", "api_key": "ApiKey", "o_auth": "OAuth", "mtls": "Mtls", "unknown": "Unknown"}
-
-
-class PolicyError(ValueError):
-    """The `--policy` file cannot be used for discovery settings."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,89 +526,22 @@ def evaluate_findings(
     return lines, code
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """YAML 1.2 booleans (``yes``/``on`` stay strings) and no duplicate keys (DECISIONS D4)."""
+def settings_from_policy(discovery: Mapping[str, Any] | None) -> DiscoverySettings:
+    """Discovery settings from a loaded policy's ``discovery`` block (spec/cli.md §4 D2).
 
-
-_StrictLoader.yaml_implicit_resolvers = {
-    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
-    loader.flatten_mapping(node)
-    seen: set = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        try:
-            duplicate = key in seen
-        except TypeError:
-            raise yaml.constructor.ConstructorError(None, None, "unhashable key", key_node.start_mark)
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {_quote(str(key))}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def parse_discovery_settings(data: bytes) -> DiscoverySettings:
-    """Discovery settings from a policy file's bytes (spec/cli.md §4 D2, policy.md §10.4).
-
-    No ``discovery:`` section -> scan as without a policy. With one, ``enabled`` defaults to
-    false and an empty ``methods`` list means both scanners. Only this section is validated
-    here; the rest of the policy is the policy engine's business.
+    No block -> scan as without a policy. With one, ``enabled`` defaults to false (the policy
+    loader fills the defaults of policy.md §10.4) and an empty ``methods`` list means both.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PolicyError("not valid UTF-8") from None
-    try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PolicyError(f"invalid YAML: {problem}{where}") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise PolicyError("top level is not a mapping")
-    section = doc.get("discovery")
-    if section is None:
+    if discovery is None:
         return DiscoverySettings()
-    if not isinstance(section, dict):
-        raise PolicyError("discovery: expected a mapping")
-    enabled = section.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise PolicyError("discovery.enabled: expected true or false")
-    methods = section.get("methods")
-    if methods is None or methods == []:
-        methods = ["config_files", "processes"]
-    if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
-        raise PolicyError("discovery.methods: expected a list of method names")
-    for m in methods:
-        if m not in _METHODS:
-            raise PolicyError(f"discovery.methods: unknown method {_quote(m)} (known: {', '.join(_METHODS)})")
-    findings = section.get("on_findings") or {}
-    if not isinstance(findings, dict):
-        raise PolicyError("discovery.on_findings: expected a mapping")
-    actions = {}
-    for key in ("unmanaged_server", "no_auth"):
-        value = findings.get(key, "log")
-        if value not in _ACTIONS:
-            raise PolicyError(f"discovery.on_findings.{key}: expected one of log, warn, fail")
-        actions[key] = value
-    return DiscoverySettings(enabled=enabled, methods=tuple(methods), **actions)
+    methods = tuple(discovery.get("methods") or ("config_files", "processes"))
+    findings = discovery.get("on_findings") or {}
+    return DiscoverySettings(
+        enabled=bool(discovery.get("enabled", False)),
+        methods=methods,
+        unmanaged_server=findings.get("unmanaged_server", "log"),
+        no_auth=findings.get("no_auth", "log"),
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -83,10 +83,13 @@ def discover_command(
                 data = f.read()
         except OSError as exc:
             return fatal(f"cannot read policy {policy}: {exc.strerror or exc}")
+        from assay.policy import PolicyError, load_policy
+
         try:
-            settings = d.parse_discovery_settings(data)
-        except d.PolicyError as exc:
-            return fatal(f"invalid policy {policy}: {exc}")
+            loaded = load_policy(data, source=policy, warn=lambda line: sys.stderr.write(line + "\n"))
+        except PolicyError as exc:
+            return fatal(str(exc))
+        settings = d.settings_from_policy(loaded.discovery)
 
     locations = clients.config_locations(
         clients.current_platform(), clients.current_home(), os.environ, os.getcwd()
