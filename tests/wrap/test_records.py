@@ -1,0 +1,855 @@
+"""Record builders of the wrap relay against the spec's own examples (spec/wrap.md §3.3, §4.3-§4.5,
+§6.1-§6.4, §6.6; policy.md §6.1; DECISIONS D10-D16b), byte for byte where the spec shows bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assay.canonical import jcs_bytes
+from assay.wrap.records import (
+    ABSENT,
+    REJECTION_REASONS,
+    DecisionFacts,
+    audit_decision,
+    audit_record,
+    audit_record_for,
+    decision_data,
+    decision_event,
+    delegation_of,
+    deny_reply,
+    encode_line,
+    is_modern_request,
+    merge_obligations,
+    obligation_outcomes,
+    rejection_reply,
+    rejection_warning,
+    rfc3339_utc,
+    tool_call_id_for,
+    tool_identity_line,
+    typed_decision_of,
+    verbose_line,
+    wrap_reason_code,
+)
+from assay.wrap.reports import (
+    coverage_report,
+    declared_tools_of,
+    new_session_id,
+    pretty_json,
+    session_context,
+    state_window,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+EVT_ID = "evt_decision_3b0f6c1e-8a47-4b1e-9a51-0c7d2f9e4a10"
+EVT_TIME = "2026-08-22T10:15:02.123456789+00:00"
+DENIED_BY_NAME = "Tool is explicitly denylisted by name"
+NO_SCHEMA = "Tool allowed but has no schema"
+
+
+def compact(pretty: str) -> bytes:
+    """The spec prints one-line records across several lines; join them back."""
+    return "".join(line.strip() for line in pretty.strip().splitlines()).encode() + b"\n"
+
+
+def exec_deny() -> DecisionFacts:
+    return DecisionFacts(
+        tool="exec",
+        outcome="deny",
+        policy_code="E_TOOL_DENIED",
+        reason=DENIED_BY_NAME,
+        contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec", "reason": DENIED_BY_NAME},
+        match_basis="name",
+        matched_rule="tools.deny",
+        policy_version="2.0",
+        policy_digest=DIGEST,
+    )
+
+
+def warn_facts(tool: str = "search") -> DecisionFacts:
+    return DecisionFacts(
+        tool=tool,
+        outcome="allow_with_warning",
+        policy_code="E_TOOL_UNCONSTRAINED",
+        reason=NO_SCHEMA,
+        obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA),
+        policy_version="2.0",
+        policy_digest=DIGEST,
+    )
+
+
+# --- §6.1.6: the enforce-mode example, byte for byte -------------------------------------------
+
+SPEC_6_1_6 = """
+{"specversion":"1.0","id":"evt_decision_3b0f6c1e-8a47-4b1e-9a51-0c7d2f9e4a10","type":"assay.tool.decision",
+ "source":"assay://org/app","time":"2026-08-22T10:15:02.123456789+00:00","data":{
+ "tool":"exec","match_basis":"name","matched_rule":"tools.deny","typed_decision":"deny",
+ "policy_version":"2.0","policy_digest":"sha256:<64hex>","policy_snapshot_digest":"sha256:<64hex>",
+ "policy_snapshot_digest_alg":"sha256","policy_snapshot_canonicalization":"jcs:mcp_policy",
+ "policy_snapshot_schema":"assay.mcp.policy.snapshot.v1",
+ "decision_outcome_kind":"policy_deny","decision_origin":"policy_engine",
+ "outcome_compat_state":"legacy_fields_preserved","fulfillment_decision_path":"policy_deny",
+ "decision_basis_version":"wave39_v1","compat_fallback_applied":false,
+ "classification_source":"converged_outcome","replay_diff_reason":"converged_policy_deny",
+ "legacy_shape_detected":false,"decision_consumer_contract_version":"wave41_v1",
+ "consumer_read_path":"converged_decision","consumer_fallback_applied":false,
+ "consumer_payload_state":"converged",
+ "required_consumer_fields":["decision","reason_code","decision_outcome_kind","decision_origin","fulfillment_decision_path","decision_basis_version"],
+ "decision_context_contract_version":"wave42_v1","context_payload_state":"absent_envelope",
+ "required_context_fields":["lane","principal","auth_context_summary","approval_state"],
+ "missing_context_fields":["lane","principal","auth_context_summary","approval_state"],
+ "policy_deny":true,"fail_closed_deny":false,"enforcement_deny":false,
+ "deny_precedence_version":"wave40_v1","deny_classification_source":"outcome_kind",
+ "deny_legacy_fallback_applied":false,"deny_convergence_reason":"outcome_policy_deny",
+ "obligation_applied_present":false,"obligation_skipped_present":false,"obligation_error_present":false,
+ "decision":"deny","reason_code":"P_TOOL_DENIED","reason":"Tool is explicitly denylisted by name",
+ "tool_call_id":"req_7","request_id":7}}
+""".replace("sha256:<64hex>", DIGEST)
+
+
+def test_6_1_6_enforce_deny_event_bytes():
+    request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
+    data = decision_data(
+        exec_deny(),
+        dry_run=False,
+        tool_call_id=tool_call_id_for(request["params"], request["id"]),
+        request_id=request["id"],
+    )
+    event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
+    assert encode_line(event) == compact(SPEC_6_1_6)
+
+
+def test_6_1_2_envelope_defaults_and_no_datacontenttype():
+    event = decision_event("assay://x", {"tool": "t"})
+    assert list(event) == ["specversion", "id", "type", "source", "time", "data"]
+    assert "datacontenttype" not in event
+    assert event["id"].startswith("evt_decision_")
+    assert uuid.UUID(event["id"].removeprefix("evt_decision_")).version == 4
+    stamp = datetime.fromisoformat(event["time"])
+    assert event["time"].endswith("+00:00") and len(event["time"].split(".")[1]) == len("123456+00:00")
+    assert abs(datetime.now(timezone.utc) - stamp) < timedelta(minutes=5)
+
+
+def test_6_rfc3339_utc_converts_and_keeps_six_digits():
+    moment = datetime(2026, 8, 22, 12, 15, 2, 123456, tzinfo=timezone(timedelta(hours=2)))
+    assert rfc3339_utc(moment) == "2026-08-22T10:15:02.123456+00:00"
+    assert rfc3339_utc(datetime(2026, 8, 22, 10, 15, 2)) == "2026-08-22T10:15:02.000000+00:00"
+
+
+# --- §6.1.7-§6.1.10 ------------------------------------------------------------------------------
+
+
+def test_6_1_7_dry_run_differs_only_in_listed_keys():
+    enforce = decision_data(exec_deny(), dry_run=False, tool_call_id="req_7", request_id=7)
+    dry = decision_data(exec_deny(), dry_run=True, tool_call_id="req_7", request_id=7)
+    assert list(dry) == list(enforce)
+    changed = {k: dry[k] for k in dry if dry[k] != enforce[k]}
+    assert changed == {
+        "decision": "allow",
+        "decision_outcome_kind": "obligation_skipped",
+        "decision_origin": "obligation_executor",
+        "fulfillment_decision_path": "policy_allow",
+        "replay_diff_reason": "converged_obligation_skipped",
+        "policy_deny": False,
+        "deny_convergence_reason": "outcome_not_deny",
+    }
+    assert (dry["typed_decision"], dry["reason_code"], dry["reason"]) == ("deny", "P_TOOL_DENIED", DENIED_BY_NAME)
+
+
+def test_6_1_8_allow_with_warning():
+    data = decision_data(warn_facts(), dry_run=False, tool_call_id="req_3", request_id=3)
+    assert "match_basis" not in data and "matched_rule" not in data
+    assert data["typed_decision"] == "allow_with_obligations"
+    assert data["obligations"] == [
+        {"type": "legacy_warning", "detail": "E_TOOL_UNCONSTRAINED:Tool allowed but has no schema"}
+    ]
+    assert encode_line(data["obligation_outcomes"]) == (
+        b'[{"type":"log","status":"applied","reason":"mapped from legacy_warning",'
+        b'"reason_code":"legacy_warning_mapped","enforcement_stage":"executor","normalization_version":"v1"}]\n'
+    )
+    assert data["decision_outcome_kind"] == "obligation_applied"
+    assert data["obligation_applied_present"] is True and data["obligation_skipped_present"] is False
+    assert (data["decision"], data["reason_code"], data["reason"]) == ("allow", "E_TOOL_UNCONSTRAINED", NO_SCHEMA)
+    keys = list(data)
+    assert keys.index("policy_snapshot_schema") < keys.index("obligations") < keys.index("obligation_outcomes")
+    assert keys.index("obligation_outcomes") < keys.index("decision_outcome_kind")
+
+
+def test_6_1_9_plain_allow_by_name():
+    facts = DecisionFacts(
+        tool="read_file", outcome="allow", match_basis="name", matched_rule="tools.allow", policy_version=""
+    )
+    data = decision_data(facts, dry_run=False, tool_call_id="req_2", request_id=2)
+    assert (data["match_basis"], data["matched_rule"], data["typed_decision"]) == ("name", "tools.allow", "allow")
+    assert (data["decision"], data["reason_code"]) == ("allow", "P_POLICY_ALLOW")
+    assert "reason" not in data and "obligations" not in data and "obligation_outcomes" not in data
+    assert data["decision_outcome_kind"] == "obligation_skipped"
+    assert data["replay_diff_reason"] == "converged_obligation_skipped"
+    assert data["deny_convergence_reason"] == "outcome_not_deny"
+    assert data["policy_version"] == "unspecified"  # §6.1.5: "unspecified" when empty
+    assert "policy_digest" not in data and "policy_snapshot_digest_alg" not in data  # cluster follows the digest
+
+
+def test_6_1_10_drift_deny():
+    reason = (
+        "Tool integrity failure: identity drifted from pinned version. "
+        "(Runtime: default-mcp-server:read_file:923b083c, Pinned: default-mcp-server:read_file:00000000)"
+    )
+    facts = DecisionFacts(
+        tool="read_file",
+        outcome="deny",
+        policy_code="E_TOOL_DRIFT",
+        reason=reason,
+        obligations=merge_obligations("deny", "E_TOOL_DRIFT", reason),
+    )
+    data = decision_data(facts, dry_run=False, tool_call_id="req_9", request_id=9)
+    assert data["typed_decision"] == "deny_with_alert"
+    assert data["obligations"] == [{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}]
+    assert data["obligation_outcomes"] == [
+        {
+            "type": "alert",
+            "status": "applied",
+            "reason_code": "obligation_applied",
+            "enforcement_stage": "executor",
+            "normalization_version": "v1",
+        }
+    ]
+    assert data["decision_outcome_kind"] == "policy_deny" and data["policy_deny"] is True
+    assert data["reason_code"] == "P_TOOL_DRIFT" and data["decision"] == "deny"
+
+
+def test_d10_rate_limit_deny_names_the_called_tool():
+    facts = DecisionFacts(
+        tool="search",
+        outcome="deny",
+        policy_code="E_RATE_LIMIT",
+        reason="Rate limit exceeded (tool calls)",
+        contract={"status": "deny", "error_code": "E_RATE_LIMIT"},
+    )
+    data = decision_data(facts, dry_run=False, tool_call_id="req_4", request_id=4)
+    assert data["tool"] == "search" and data["reason_code"] == "P_RATE_LIMIT"
+    record = audit_record_for(facts, dry_run=False, request_id=4, timestamp="t")
+    assert record["tool"] == "search" and record["agentic"] == {"status": "deny", "error_code": "E_RATE_LIMIT"}
+    assert verbose_line("deny", facts.tool, reason=facts.reason) == "[assay] DENY search (reason: Rate limit exceeded (tool calls))"
+
+
+def test_6_1_5_optional_clusters_in_order():
+    facts = DecisionFacts(
+        tool="read_file",
+        outcome="allow",
+        tool_classes=["fs.write", "fs.read"],
+        matched_tool_classes=["fs.read"],
+        match_basis="name+class",
+        matched_rule="tools.allow+tools.allow_classes",
+        policy_version="2.0",
+        policy_digest=DIGEST,
+        obligations=[
+            {"detail": "runtime approval artifact required", "type": "approval_required"},
+            {
+                "type": "restrict_scope",
+                "detail": "restrict_scope contract captured; runtime enforcement deferred",
+                "restrict_scope": {"scope_match_mode": "exact", "scope_value": "*", "scope_type": "resource"},
+            },
+            {"type": "custom_thing"},
+        ],
+        approval_state="required",
+        scope_type="resource",
+        scope_value="*",
+        scope_match_mode="exact",
+        scope_evaluation_state="mismatch",
+        scope_failure_reason="scope_target_missing",
+        restrict_scope_present=True,
+        restrict_scope_target="resource:<missing>",
+        restrict_scope_match=False,
+        restrict_scope_reason="scope_target_missing",
+    )
+    data = decision_data(
+        facts,
+        dry_run=False,
+        tool_call_id="tc-1",
+        request_id="r1",
+        delegated_from="agent:planner",
+        delegation_depth=2,
+        tool_definition_digest="sha256:5b01add87bf5740c5f3b621ca10ed476b89edd522c5476a22f015ae03d4b0915",
+    )
+    keys = list(data)
+    assert keys[:6] == ["tool", "tool_classes", "matched_tool_classes", "match_basis", "matched_rule", "typed_decision"]
+    assert data["tool_classes"] == ["fs.read", "fs.write"]
+    td = keys.index("tool_definition_digest")
+    assert keys[td : td + 5] == [
+        "tool_definition_digest",
+        "tool_definition_digest_alg",
+        "tool_definition_canonicalization",
+        "tool_definition_schema",
+        "tool_definition_source",
+    ]
+    assert keys.index("policy_snapshot_schema") < td < keys.index("obligations")
+    assert keys.index("obligation_outcomes") < keys.index("approval_state") < keys.index("scope_type")
+    assert keys.index("restrict_scope_reason") < keys.index("decision_outcome_kind")
+    assert keys[-6:] == ["delegated_from", "delegation_depth", "decision", "reason_code", "tool_call_id", "request_id"]
+    assert keys[-7] == "obligation_error_present"
+    assert data["obligations"][0] == {"type": "approval_required", "detail": "runtime approval artifact required"}
+    assert list(data["obligations"][0]) == ["type", "detail"]
+    assert list(data["obligations"][1]["restrict_scope"]) == ["scope_type", "scope_value", "scope_match_mode"]
+    assert [(o["type"], o["status"], o["reason_code"]) for o in data["obligation_outcomes"]] == [
+        ("approval_required", "skipped", "validated_in_handler"),
+        ("restrict_scope", "skipped", "contract_only"),
+        ("custom_thing", "skipped", "unsupported_obligation_type"),
+    ]
+    # approval_state is one of the four context fields: the envelope becomes partial
+    assert data["context_payload_state"] == "partial_envelope"
+    assert data["missing_context_fields"] == ["lane", "principal", "auth_context_summary"]
+    assert data["decision_outcome_kind"] == "obligation_skipped" and data["obligation_skipped_present"] is True
+
+
+def test_6_1_5_request_id_omitted_when_absent_or_null():
+    for rid in (ABSENT, None):
+        assert "request_id" not in decision_data(exec_deny(), dry_run=False, tool_call_id="gen_x", request_id=rid)
+    for rid in (0, "", False, 2**70, 1.5):
+        assert decision_data(exec_deny(), dry_run=False, tool_call_id="x", request_id=rid)["request_id"] == rid
+
+
+def test_facts_refuse_unknown_outcome_and_missing_code():
+    with pytest.raises(ValueError):
+        DecisionFacts(tool="t", outcome="would_deny")
+    with pytest.raises(ValueError):
+        DecisionFacts(tool="t", outcome="deny")
+    with pytest.raises(ValueError):
+        DecisionFacts(tool="t", outcome="allow", match_basis="regex")
+
+
+# --- §4.3 reason codes and typed decisions -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "expected"),
+    [
+        ("allow", None, "P_POLICY_ALLOW"),
+        ("allow_with_warning", "E_TOOL_UNCONSTRAINED", "E_TOOL_UNCONSTRAINED"),
+        ("deny", "E_TOOL_DENIED", "P_TOOL_DENIED"),
+        ("deny", "E_TOOL_NOT_ALLOWED", "P_TOOL_NOT_ALLOWED"),
+        ("deny", "E_ARG_SCHEMA", "P_ARG_SCHEMA"),
+        ("deny", "E_RATE_LIMIT", "P_RATE_LIMIT"),
+        ("deny", "E_TOOL_DRIFT", "P_TOOL_DRIFT"),
+        ("deny", "E_SCHEMA_COMPILE", "P_POLICY_DENY"),
+        ("deny", "E_TOOL_UNCONSTRAINED", "P_POLICY_DENY"),
+        ("deny", "E_SOMETHING_NEW", "P_POLICY_DENY"),
+    ],
+)
+def test_4_3_reason_code_mapping(outcome, code, expected):
+    assert wrap_reason_code(outcome, code) == expected
+
+
+def test_5_5_typed_decision_projection():
+    assert typed_decision_of("allow", None) == "allow"
+    assert typed_decision_of("allow_with_warning", "E_TOOL_UNCONSTRAINED") == "allow_with_obligations"
+    assert typed_decision_of("deny", "E_TOOL_DRIFT") == "deny_with_alert"
+    assert typed_decision_of("deny", "E_ARG_SCHEMA") == "deny"
+
+
+def test_t2_merge_obligations_skips_exact_duplicates():
+    extra = [{"type": "approval_required", "detail": "d"}, {"type": "approval_required", "detail": "d"}]
+    merged = merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, extra)
+    assert [o["type"] for o in merged] == ["legacy_warning", "approval_required"]
+    assert obligation_outcomes([{"type": "log"}])[0] == {
+        "type": "log",
+        "status": "applied",
+        "reason_code": "obligation_applied",
+        "enforcement_stage": "executor",
+        "normalization_version": "v1",
+    }
+
+
+def test_4_3_verbose_lines():
+    assert verbose_line("allow", "read_file") == "[assay] ALLOW read_file"
+    assert verbose_line("allow", None) == "[assay] ALLOW unknown"
+    assert verbose_line("allow_with_warning", "search", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA) == (
+        "[assay] WARNING: Allowing tool 'search' with warning (code: E_TOOL_UNCONSTRAINED, "
+        "reason: Tool allowed but has no schema)."
+    )
+    assert verbose_line("deny", "exec", reason=DENIED_BY_NAME) == f"[assay] DENY exec (reason: {DENIED_BY_NAME})"
+    assert verbose_line("deny", "exec", reason="r", dry_run=True) == "[assay] WOULD_DENY exec (reason: r)"
+    assert tool_identity_line("read_file", "default-mcp-server", "a" * 64, "b" * 64) == (
+        f"[assay] TOOL read_file server_id=default-mcp-server schema_hash={'a' * 64} meta_hash={'b' * 64}"
+    )
+
+
+# --- §4.4 / policy.md §6.1 deny replies ----------------------------------------------------------
+
+SPEC_4_4 = (
+    b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
+    b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
+    b'"reason":"Tool is explicitly denylisted by name"}}}\n'
+)
+W1 = (
+    b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
+    b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
+    b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}}}\n'
+)
+W2 = [
+    '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}',
+    '{"status":"deny","error_code":"E_RATE_LIMIT"}',
+    '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update (SOTA Moat)"}',
+    # D16 drops the "(SOTA Moat)" suffix in our engine; the reply carries whatever the contract says
+    '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update"}',
+    '{"status":"deny","error_code":"E_SCHEMA_COMPILE","tool":"lookup","message":"Declared schema failed to prepare or compile: shared and tool-local $defs entries must not overlap"}',
+    '{"status":"deny","error_code":"E_TOOL_UNCONSTRAINED","tool":"list_dir","reason":"Tool has no schema (enforcement: deny)"}',
+]
+PREFIX = b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],"isError":true,"structuredContent":'
+
+
+def test_4_4_deny_reply_example_bytes():
+    assert deny_reply(7, exec_deny().contract) == SPEC_4_4
+
+
+def test_policy_6_1_w1_arg_schema_reply_bytes():
+    contract = {
+        "status": "deny",
+        "error_code": "E_ARG_SCHEMA",
+        "tool": "read_file",
+        "violations": [{"path": "/path", "message": '"/etc/passwd" does not match "^/workspace/"'}],
+    }
+    assert deny_reply(7, contract) == W1
+
+
+@pytest.mark.parametrize("contract_text", W2)
+@pytest.mark.parametrize(("rid", "rid_bytes"), [(7, b"7"), ("abc", b'"abc"'), (None, b"null"), (ABSENT, b"null")])
+def test_policy_6_1_w2_reply_bytes_per_contract_shape(contract_text, rid, rid_bytes):
+    contract = json.loads(contract_text)
+    expected = PREFIX % rid_bytes + contract_text.encode() + b"}}\n"
+    assert deny_reply(rid, contract) == expected
+
+
+def test_d16a_modern_reply_appends_result_type_last():
+    modern = deny_reply(7, exec_deny().contract, modern=True)
+    assert modern == SPEC_4_4[: -len(b"}}\n")] + b',"resultType":"complete"}}\n'
+    assert list(json.loads(modern)["result"]) == ["content", "isError", "structuredContent", "resultType"]
+
+
+@pytest.mark.parametrize(
+    ("meta", "modern"),
+    [
+        ({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, True),
+        ({"io.modelcontextprotocol/protocolVersion": "2027-01-15"}, True),
+        ({"io.modelcontextprotocol/protocolVersion": "2025-11-25"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": "2026-07-27"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": "2026-99-99"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": "2026-02-30"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": "9999"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": " 2026-07-28"}, False),
+        ({"io.modelcontextprotocol/protocolVersion": 20260728}, False),
+        ({"protocolVersion": "2026-07-28"}, False),
+        ([], False),
+        (None, False),
+    ],
+)
+def test_d16a_is_modern_request(meta, modern):
+    frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "_meta": meta}}
+    assert is_modern_request(frame) is modern
+
+
+def test_d16a_protocol_version_must_be_under_params_meta():
+    assert not is_modern_request({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    assert not is_modern_request({"params": ["2026-07-28"]})
+    assert not is_modern_request({"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}})
+
+
+JSON_LEAF = st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.text()
+JSON_NO_FLOAT = st.recursive(JSON_LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=16)
+JSON_ANY = st.recursive(
+    JSON_LEAF | st.floats(allow_nan=False, allow_infinity=False),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rid=JSON_ANY, contract=st.dictionaries(st.text(), JSON_ANY, max_size=5), modern=st.booleans())
+def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
+    line = deny_reply(rid, contract, modern=modern)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    parsed = json.loads(line)
+    assert list(parsed) == ["jsonrpc", "id", "result"]
+    assert parsed["id"] == rid and type(parsed["id"]) is type(rid)
+    assert parsed["result"]["structuredContent"] == contract
+    assert list(parsed["result"]["structuredContent"]) == list(contract)
+    assert ("resultType" in parsed["result"]) is modern
+
+
+# --- D3a encode_line ---------------------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_NO_FLOAT)
+def test_d3a_encode_line_equals_compact_stdlib_json(value):
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    assert encode_line(value) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_ANY)
+def test_d3a_encode_line_floats_parse_back_equal(value):
+    assert json.loads(encode_line(value)) == value
+
+
+def test_d3a_encode_line_keeps_slashes_and_unicode():
+    assert encode_line({"a": "x/y é \u2028 😀"}) == '{"a":"x/y é \u2028 😀"}\n'.encode()
+
+
+# --- §3.3 / D11 rejection replies --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "code", "message"),
+    [
+        ("frame_too_large", -32600, "Invalid Request"),
+        ("invalid_utf8", -32700, "Parse error"),
+        ("embedded_line_break", -32700, "Parse error"),
+        ("malformed_json", -32700, "Parse error"),
+        ("batch", -32600, "Invalid Request"),
+        ("not_an_object", -32600, "Invalid Request"),
+        ("duplicate_member", -32600, "Invalid Request"),
+        ("non_string_method", -32600, "Invalid Request"),
+    ],
+)
+def test_3_3_rejection_reply_bytes(reason, code, message):
+    expected = (
+        '{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"%s","data":{"reason":"%s"}}}\n'
+        % (code, message, reason)
+    ).encode()
+    assert rejection_reply(reason) == expected
+    assert rejection_warning(reason) == f"[assay] WARNING: rejected client frame ({reason})"
+
+
+def test_3_3_spec_example_and_reason_table_complete():
+    assert rejection_reply("malformed_json") == (
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error","data":{"reason":"malformed_json"}}}\n'
+    )
+    assert list(REJECTION_REASONS) == [
+        "frame_too_large",
+        "invalid_utf8",
+        "embedded_line_break",
+        "malformed_json",
+        "batch",
+        "not_an_object",
+        "duplicate_member",
+        "non_string_method",
+    ]
+    with pytest.raises(ValueError):
+        rejection_reply("other")
+    with pytest.raises(ValueError):
+        rejection_warning("other")
+
+
+# --- §4.5 tool_call_id and delegation ----------------------------------------------------------
+
+FIXED = uuid.UUID("12345678-1234-4234-9234-123456789abc")
+
+
+def tcid(params, rid):
+    return tool_call_id_for(params, rid, new_uuid=lambda: FIXED)
+
+
+@pytest.mark.parametrize(
+    ("rid", "expected"),
+    [
+        (7, "req_7"),
+        (0, "req_0"),
+        (-5, "req_-5"),
+        ("abc", "req_abc"),
+        ("", "req_"),
+        (2**63 - 1, f"req_{2**63 - 1}"),
+        (-(2**63), f"req_{-(2**63)}"),
+        (2**63, f"gen_{FIXED}"),
+        (-(2**63) - 1, f"gen_{FIXED}"),
+        (2**100, f"gen_{FIXED}"),
+        (True, f"gen_{FIXED}"),
+        (False, f"gen_{FIXED}"),
+        (7.0, f"gen_{FIXED}"),
+        (None, f"gen_{FIXED}"),
+        (ABSENT, f"gen_{FIXED}"),
+        ([1], f"gen_{FIXED}"),
+        ({"a": 1}, f"gen_{FIXED}"),
+    ],
+)
+def test_4_5_2_tool_call_id_from_request_id(rid, expected):
+    assert tcid({"name": "t", "arguments": {}}, rid) == expected
+
+
+def test_4_5_2_tool_call_id_prefers_arguments_meta():
+    assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": "tc_1"}}}, 7) == "tc_1"
+    assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": 5}}}, 7) == "req_7"
+    assert tcid({"name": "t", "arguments": {"_meta": "tc"}}, 7) == "req_7"
+    # under params._meta, not params.arguments._meta: not used
+    assert tcid({"name": "t", "_meta": {"tool_call_id": "tc_1"}, "arguments": {}}, 7) == "req_7"
+    # params not of the tools/call shape (no string name): arguments are not read
+    assert tcid({"arguments": {"_meta": {"tool_call_id": "tc_1"}}}, 7) == "req_7"
+    assert tcid(None, "x") == "req_x"
+
+
+def test_4_5_2_generated_id_is_uuid4_by_default():
+    value = tool_call_id_for({"name": "t"}, ABSENT)
+    assert value.startswith("gen_") and uuid.UUID(value[4:]).version == 4
+    assert value[4:] == value[4:].lower()
+
+
+def test_4_5_4_delegation():
+    def deleg(d):
+        return delegation_of({"name": "t", "arguments": {"_meta": {"delegation": d}}})
+
+    assert deleg({"delegated_from": " agent:a ", "delegation_depth": 2}) == ("agent:a", 2)
+    assert deleg({"delegated_from": "a", "delegation_depth": 2**32 - 1}) == ("a", 2**32 - 1)
+    for bad in (0, 2**32, -1, True, 1.0, "2", None):
+        assert deleg({"delegated_from": "a", "delegation_depth": bad}) == ("a", None)
+    assert deleg({"delegated_from": "  ", "delegation_depth": 1}) == (None, None)
+    assert deleg({"delegated_from": 5, "delegation_depth": 1}) == (None, None)
+    assert deleg({"delegation_depth": 1}) == (None, None)
+    assert deleg("x") == (None, None)
+    assert delegation_of({"name": "t"}) == (None, None)
+    assert delegation_of({"arguments": {"_meta": {"delegation": {"delegated_from": "a"}}}}) == (None, None)
+
+
+# --- §6.2 audit records ------------------------------------------------------------------------
+
+SPEC_6_2 = (
+    b'{"timestamp":"2026-08-22T10:15:02.123456789+00:00","decision":"would_deny","tool":"delete_file","reason":"Tool is explicitly denylisted by name","request_id":1,"agentic":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"delete_file","reason":"Tool is explicitly denylisted by name"}}\n'
+    b'{"timestamp":"2026-08-22T10:15:03.000000001+00:00","decision":"allow","tool":"read_file","reason":null,"request_id":2}\n'
+    b'{"timestamp":"2026-08-22T10:15:04.5+00:00","decision":"allow_with_warning","tool":"","reason":"Tool allowed but has no schema"}\n'
+)
+
+
+def test_6_2_audit_records_bytes():
+    deny = DecisionFacts(
+        tool="delete_file",
+        outcome="deny",
+        policy_code="E_TOOL_DENIED",
+        reason=DENIED_BY_NAME,
+        contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "delete_file", "reason": DENIED_BY_NAME},
+    )
+    lines = [
+        audit_record_for(deny, dry_run=True, request_id=1, timestamp="2026-08-22T10:15:02.123456789+00:00"),
+        audit_record_for(
+            DecisionFacts(tool="read_file", outcome="allow"),
+            dry_run=True,
+            request_id=2,
+            timestamp="2026-08-22T10:15:03.000000001+00:00",
+        ),
+        audit_record_for(warn_facts(""), dry_run=False, timestamp="2026-08-22T10:15:04.5+00:00"),
+    ]
+    assert b"".join(encode_line(r) for r in lines) == SPEC_6_2
+    # the general builder gives the same bytes
+    assert encode_line(
+        audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00")
+    ) == SPEC_6_2.splitlines(keepends=True)[1]
+
+
+def test_6_2_audit_record_rules():
+    assert audit_decision("deny", dry_run=False) == "deny"
+    assert audit_decision("deny", dry_run=True) == "would_deny"
+    assert audit_decision("allow_with_warning", dry_run=True) == "allow_with_warning"
+    record = audit_record("allow", None, None, request_id=None, timestamp=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    assert record == {"timestamp": "2026-01-02T00:00:00.000000+00:00", "decision": "allow", "tool": None, "reason": None}
+    # an allowed tools/call whose params did not fit: tool null (upstream)
+    assert audit_record_for(DecisionFacts(tool="", outcome="allow"), dry_run=False, tool=None, timestamp="t")["tool"] is None
+    with pytest.raises(ValueError):
+        audit_record("block", "t", None)
+
+
+def test_d14a_one_audit_record_per_warning():
+    record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t")
+    assert record == {
+        "timestamp": "t",
+        "decision": "allow_with_warning",
+        "tool": "search",
+        "reason": NO_SCHEMA,
+        "request_id": 3,
+    }
+
+
+# --- §6.3 coverage -----------------------------------------------------------------------------
+
+
+def _event(tool: str, classes=()) -> dict:
+    facts = DecisionFacts(tool=tool, outcome="allow", tool_classes=list(classes))
+    return decision_event("assay://org/app", decision_data(facts, dry_run=False, tool_call_id="x"), time="t")
+
+
+SPEC_6_3 = {
+    "schema_version": "coverage_report_v1",
+    "report_version": "1",
+    "run": {"assay_version": "5.4.0", "generated_at": "2026-08-22T10:20:00Z", "source": "decision_jsonl"},
+    "tools": {"tools_seen": ["exec", "read_file"], "tools_declared": ["exec", "read_file"], "tools_unknown": []},
+    "taxonomy": {"tool_classes_seen": [], "tool_classes_missing": ["exec", "read_file"]},
+    "routes": {"routes_seen": [{"from": "read_file", "to": "exec", "count": 1}]},
+    "findings": [
+        {
+            "kind": "missing_taxonomy",
+            "severity": "note",
+            "message": "tool 'exec' was seen but has no taxonomy entry",
+            "tool": "exec",
+            "count": 1,
+        },
+        {
+            "kind": "missing_taxonomy",
+            "severity": "note",
+            "message": "tool 'read_file' was seen but has no taxonomy entry",
+            "tool": "read_file",
+            "count": 1,
+        },
+    ],
+}
+
+
+def test_6_3_coverage_example():
+    declared = declared_tools_of(deny=["exec"], schema_keys=["read_file", "$defs"])
+    report = coverage_report(
+        [_event("read_file"), _event("exec")],
+        declared,
+        assay_version="5.4.0",
+        generated_at=datetime(2026, 8, 22, 10, 20, 0, 999999, tzinfo=timezone.utc),
+    )
+    assert report == SPEC_6_3
+    assert json.dumps(report) == json.dumps(SPEC_6_3)  # key order too
+    text = pretty_json(report)
+    assert not text.endswith(b"\n") and text == json.dumps(SPEC_6_3, indent=2).encode()
+    assert b'\n  "schema_version": "coverage_report_v1",\n' in text
+
+
+def test_6_3_coverage_rules():
+    events = [
+        _event("b", ["net"]),
+        _event("a"),
+        _event("b", ["fs", " "]),
+        _event(""),  # a tools/call that named no tool: skipped, not fatal, and no route through it
+        _event("a"),
+        _event(" b "),
+        {"data": {"tool_name": "c"}},
+        {"tool": "d"},
+        {"data": {}},
+    ]
+    report = coverage_report(events, ["a", " zz ", ""], generated_at="G")
+    assert report["run"]["generated_at"] == "G"
+    assert report["tools"] == {"tools_seen": ["a", "b", "c", "d"], "tools_declared": ["a", "zz"], "tools_unknown": ["b", "c", "d"]}
+    assert report["taxonomy"] == {"tool_classes_seen": ["fs", "net"], "tool_classes_missing": ["a", "c", "d"]}
+    assert report["routes"]["routes_seen"] == [
+        {"from": "a", "to": "b", "count": 2},
+        {"from": "b", "to": "a", "count": 2},
+        {"from": "b", "to": "c", "count": 1},
+        {"from": "c", "to": "d", "count": 1},
+    ]
+    kinds = [(f["kind"], f["tool"]) for f in report["findings"]]
+    assert kinds == [
+        ("missing_taxonomy", "a"),
+        ("missing_taxonomy", "c"),
+        ("missing_taxonomy", "d"),
+        ("unknown_tool", "b"),
+        ("unknown_tool", "c"),
+        ("unknown_tool", "d"),
+    ]
+    assert report["findings"][3]["message"] == "tool 'b' was seen but not declared"
+    empty = coverage_report([], [], generated_at="G")
+    assert empty["tools"]["tools_seen"] == [] and empty["routes"]["routes_seen"] == [] and empty["findings"] == []
+
+
+def test_6_3_4_declared_tools():
+    assert declared_tools_of(
+        allow=[" read_file ", "fs_*"],
+        deny=["exec", "*delete*"],
+        schema_keys=["lookup", "$defs"],
+        constraint_tools=["legacy"],
+        pin_keys=["read_file", ""],
+    ) == ["exec", "legacy", "lookup", "read_file"]
+    assert declared_tools_of() == []
+
+
+def test_6_3_generated_at_defaults_to_now_utc_seconds():
+    stamp = coverage_report([], [])["run"]["generated_at"]
+    parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs(datetime.now(timezone.utc) - parsed) < timedelta(minutes=5)
+    assert coverage_report([], [])["run"]["assay_version"] == __import__("assay").__version__
+
+
+# --- §6.4 state window -------------------------------------------------------------------------
+
+
+def test_6_4_state_window_example():
+    doc = state_window("assay://org/app", "default-mcp-server", "mcpwrap-4242-1755856800123456789")
+    assert doc == {
+        "schema_version": "session_state_window_v1",
+        "report_version": "1",
+        "session": {
+            "event_source": "assay://org/app",
+            "server_id": "default-mcp-server",
+            "session_id": "mcpwrap-4242-1755856800123456789",
+        },
+        "window": {"window_kind": "session"},
+        "snapshot": {
+            "state_snapshot_id": "sha256:5394486c124c16c0c88fb65504907f69dd5bc4895139d3f9dc302cea27d6b46a",
+            "canonicalization": {"method": "canonical_json_sha256"},
+        },
+        "privacy": {"stores_raw_tool_args": False, "stores_raw_prompt_bodies": False, "stores_raw_document_bodies": False},
+    }
+    assert list(doc) == ["schema_version", "report_version", "session", "window", "snapshot", "privacy"]
+    assert not pretty_json(doc).endswith(b"\n")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(), st.text(), st.text())
+def test_6_4_snapshot_id_recomputed_independently(source, server, session):
+    doc = state_window(source, server, session)
+    payload = {k: doc[k] for k in ("session", "window", "privacy")}
+    expected = hashlib.sha256(
+        json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
+    assert doc["snapshot"]["state_snapshot_id"] == f"sha256:{expected}"
+
+
+def test_6_4_new_session_id():
+    assert new_session_id(4242, 1755856800123456789) == "mcpwrap-4242-1755856800123456789"
+    import os
+
+    assert new_session_id().startswith(f"mcpwrap-{os.getpid()}-")
+
+
+# --- §6.6 session context ----------------------------------------------------------------------
+
+SPEC_6_6 = b"""{
+  "schema": "assay.mcp_session_context.v0",
+  "mode": "enforce",
+  "command_digest": "sha256:3f1d8172432a2bfb73dc46226e68993089139f2d916e03a34d716a2c35aa6932",
+  "command_digest_alg": "sha256",
+  "command_canonicalization": "jcs:command_argv.v0"
+}"""
+
+
+def test_6_6_session_context_vector_bytes():
+    argv = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/demo"]
+    assert jcs_bytes(argv) == b'["npx","-y","@modelcontextprotocol/server-filesystem","/srv/demo"]'
+    assert pretty_json(session_context(argv, dry_run=False)) == SPEC_6_6
+    dry = session_context(argv, dry_run=True)
+    assert dry["mode"] == "dry_run"
+    assert b"/srv/demo" not in pretty_json(dry) and b"npx" not in pretty_json(dry)
+
+
+def test_6_6_session_context_refuses_unencodable_argv():
+    with pytest.raises(ValueError):
+        session_context([], dry_run=False)
+    with pytest.raises(ValueError):
+        session_context(["x", "bad\udcff"], dry_run=False)  # surrogateescape of a non-UTF-8 byte
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(), min_size=1, max_size=6), st.booleans())
+def test_6_6_digest_matches_independent_jcs_of_string_array(argv, dry_run):
+    # For an array of strings, RFC 8785 is ECMAScript JSON.stringify: the stdlib's compact,
+    # non-ASCII-escaping form writes strings the same way.
+    independent = json.dumps(argv, separators=(",", ":"), ensure_ascii=False).encode()
+    doc = session_context(argv, dry_run=dry_run)
+    assert doc["command_digest"] == "sha256:" + hashlib.sha256(independent).hexdigest()
+    assert doc["mode"] == ("dry_run" if dry_run else "enforce")
