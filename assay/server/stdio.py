@@ -100,4 +100,9 @@ def serve_stdio(policy_root: str, config=None, logger=None) -> int:
     if logger is None:
         logger = Logger(sys.stderr.buffer, config.log_filter)
     proto = ServerProtocol(policy_root, config, logger)
+    # Load the policy engine (YAML, jsonschema) now, once the startup checks have passed, so a
+    # first tool call does not spend its dispatch deadline on imports.
+    import assay.policy  # noqa: F401
+    import assay.policy.yamlio  # noqa: F401
+
     return trio.run(serve, proto)
