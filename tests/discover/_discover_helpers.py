@@ -124,13 +124,13 @@ def start_server(tmp: Path, *flags: str) -> Helper:
     return Helper([PY, str(script), *flags])
 
 
-def start_wrap(tmp: Path) -> Helper:
-    """A process whose argv is ``python .../assay mcp wrap --policy p -- python fake-mcp-server.py``."""
+def start_wrap(tmp: Path, server_name: str = "fake-mcp-server.py") -> Helper:
+    """A process whose argv is ``python .../assay mcp wrap --policy p -- python <server_name>``."""
     bindir = tmp / "bin"
     bindir.mkdir(exist_ok=True)
     script = bindir / "assay"
     script.write_text(FAKE_WRAP)
-    server = tmp / "fake-mcp-server.py"
+    server = tmp / server_name
     if not server.exists():
         server.write_text(FAKE_SERVER)
     return Helper([PY, str(script), "mcp", "wrap", "--policy", "p.yaml", "--", PY, str(server)])
