@@ -141,3 +141,24 @@ def test_invalid_env_values_keep_defaults_and_warn(serve):
     assert start["max_msg_bytes"] == 1_000_000 and start["timeout_ms"] == 2000
     assert sorted(w["name"] for w in s.fields("invalid_env_value")) == ["ASSAY_MCP_MAX_BYTES", "ASSAY_MCP_TIMEOUT_MS"]
     assert b"soon" not in s.stderr
+
+
+def test_sequence_limits_legacy_and_bad_history(serve, policy_root):
+    """S1, S3, L1: history/next_tool limits, legacy exact match, a non-list history is E_INTERNAL."""
+    (policy_root / "legacy.yaml").write_text("[a, b]\n")
+    s = serve(
+        [
+            call(1, "assay_check_sequence", {"history": ["a"], "next_tool": "b", "policy": "legacy.yaml"}),
+            call(2, "assay_check_sequence", {"history": ["b"], "next_tool": "a", "policy": "legacy.yaml"}),
+            call(3, "assay_check_sequence", {"history": ["a", "a", "a"], "next_tool": "b", "policy": "legacy.yaml"}),
+            call(4, "assay_check_sequence", {"history": [], "next_tool": "x" * 13, "policy": "legacy.yaml"}),
+            call(5, "assay_check_sequence", {"history": "a", "next_tool": "b", "policy": "legacy.yaml"}),
+        ],
+        env={"ASSAY_MCP_MAX_TOOL_CALLS": "2", "ASSAY_MCP_MAX_FIELD_BYTES": "12"},
+    )
+    p = [payload_of(r) for r in s.responses]
+    assert p[0] == {"allowed": True, "violations": [], "suggested_fix": None}
+    assert p[1]["violations"] == [{"constraint": "sequence_exact_match", "suggestion": 'Expected ["a", "b"], found ["b", "a"]'}]
+    assert p[2]["error"] == {"code": "E_LIMIT_EXCEEDED", "message": "history too long"}
+    assert p[3]["error"] == {"code": "E_LIMIT_EXCEEDED", "message": "next_tool too long"}
+    assert p[4]["error"]["code"] == "E_INTERNAL"
