@@ -122,9 +122,11 @@ class DecisionFacts:
 
     ``tool`` is the name of the tool that was called ("" when ``params`` did not fit the
     ``tools/call`` shape). For rate-limit denies it is still the called tool, never ``ALL``
-    (DECISIONS D10). ``obligations`` is the final list (typed-contract obligations first, then
-    approval/scope/redaction; see :func:`merge_obligations` for an engine that only returns the
-    latter). ``typed_decision`` left as None is derived by :func:`typed_decision_of`.
+    (DECISIONS D10). ``obligations`` may be the engine's final list or only its
+    approval/scope/redaction obligations: the event always carries the typed-contract ones
+    (``legacy_warning``, drift ``alert``) first, added here when missing and never duplicated
+    (:func:`merge_obligations`). ``typed_decision`` left as None is derived by
+    :func:`typed_decision_of`.
 
     The optional evidence fields are the ones the policy engine sets for the approval,
     restrict-scope and redact-args obligations (policy.md §10.1); None means "not set" and the
@@ -166,6 +168,22 @@ class DecisionFacts:
     redact_args_mode: str | None = None
     redact_args_result: str | None = None
     redact_args_reason: str | None = None
+
+    @classmethod
+    def of(cls, decision: Any, **overrides: Any) -> DecisionFacts:
+        """Facts from any object with the engine's attribute names (``assay.policy.Decision``).
+
+        Read by name, so this module needs no import of the engine: ``reason_code`` becomes
+        ``policy_code``; attributes the object lacks stay unset. ``overrides`` win (e.g.
+        ``tool=`` for the called tool).
+        """
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            source = "reason_code" if name == "policy_code" else name
+            if hasattr(decision, source):
+                values[name] = getattr(decision, source)
+        values.update(overrides)
+        return cls(**values)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -457,7 +475,7 @@ def decision_data(
     data["typed_decision"] = facts.typed_decision or typed_decision_of(facts.outcome, facts.policy_code)
     version = facts.policy_version
     data["policy_version"] = version if version is not None and version.strip() else "unspecified"
-    if facts.policy_digest is not None:
+    if facts.policy_digest:  # None or "" means the digest could not be computed: no cluster
         data["policy_digest"] = facts.policy_digest
         data["policy_snapshot_digest"] = facts.policy_digest
         data["policy_snapshot_digest_alg"] = "sha256"
@@ -469,9 +487,10 @@ def decision_data(
         data["tool_definition_canonicalization"] = "jcs:mcp_tool_definition.v1"
         data["tool_definition_schema"] = "assay.mcp.tool-definition.snapshot.v1"
         data["tool_definition_source"] = "mcp.tools/list"
-    outcomes = obligation_outcomes(facts.obligations)
-    if facts.obligations:
-        data["obligations"] = [_ordered_obligation(o) for o in facts.obligations]
+    obligations = merge_obligations(facts.outcome, facts.policy_code, facts.reason, facts.obligations)
+    outcomes = obligation_outcomes(obligations)
+    if obligations:
+        data["obligations"] = [_ordered_obligation(o) for o in obligations]
         data["obligation_outcomes"] = outcomes
     for name in _EVIDENCE_FIELDS:
         value = getattr(facts, name)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.canonical import jcs_bytes
+from assay.policy import SessionState, evaluate, load_policy
 from assay.wrap.records import (
     ABSENT,
     REJECTION_REASONS,
@@ -123,6 +124,56 @@ def test_6_1_6_enforce_deny_event_bytes():
     )
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
     assert encode_line(event) == compact(SPEC_6_1_6)
+
+
+def _engine(policy_yaml: str, tool: str, arguments=None, state=None) -> DecisionFacts:
+    policy = load_policy(policy_yaml.encode(), warn=lambda _line: None)
+    return DecisionFacts.of(evaluate(policy, tool, arguments, state if state is not None else SessionState()))
+
+
+def test_6_1_6_from_the_real_policy_engine():
+    """The same example end to end: assay.policy's Decision → facts → the spec's bytes."""
+    facts = _engine('version: "2.0"\ntools: {deny: ["exec"]}\n', "exec", {})
+    assert facts.policy_digest and facts.policy_digest.startswith("sha256:")
+    data = decision_data(facts, dry_run=False, tool_call_id="req_7", request_id=7)
+    event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
+    assert encode_line(event) == compact(SPEC_6_1_6.replace(DIGEST, facts.policy_digest))
+    assert deny_reply(7, facts.contract) == SPEC_4_4
+
+
+def test_6_1_8_to_10_from_the_real_policy_engine():
+    warn = _engine('version: "2.0"\n', "search", {})
+    data = decision_data(warn, dry_run=False, tool_call_id="x")
+    assert data["obligations"] == [{"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{NO_SCHEMA}"}]
+    assert data["decision_outcome_kind"] == "obligation_applied" and data["reason"] == NO_SCHEMA
+    allow = decision_data(_engine('version: "2.0"\ntools: {allow: ["read_file"]}\nenforcement: {unconstrained_tools: allow}\n', "read_file"), dry_run=False, tool_call_id="x")
+    assert (allow["match_basis"], allow["matched_rule"], allow["reason_code"]) == ("name", "tools.allow", "P_POLICY_ALLOW")
+    assert "reason" not in allow and allow["decision_outcome_kind"] == "obligation_skipped"
+    state = SessionState()
+    policy = 'version: "2.0"\nlimits: {max_tool_calls_total: 1}\n'
+    _engine(policy, "search", {}, state)
+    limited = _engine(policy, "search", {}, state)
+    assert limited.tool == "search" and limited.policy_code == "E_RATE_LIMIT"  # D10
+    assert decision_data(limited, dry_run=False, tool_call_id="x")["reason_code"] == "P_RATE_LIMIT"
+
+
+def test_6_1_10_drift_from_the_real_policy_engine():
+    policy = (
+        'version: "2.0"\ntool_pins:\n  read_file:\n    server_id: default-mcp-server\n'
+        "    tool_name: read_file\n    schema_hash: " + "a" * 64 + "\n    meta_hash: " + "b" * 64 + "\n"
+    )
+    state = SessionState()
+    state.observe_tools("default-mcp-server", [{"name": "read_file", "description": "Read a file"}])
+    facts = _engine(policy, "read_file", {}, state)
+    data = decision_data(facts, dry_run=False, tool_call_id="x")
+    assert data["typed_decision"] == "deny_with_alert" and data["reason_code"] == "P_TOOL_DRIFT"
+    assert data["obligations"] == [{"type": "alert", "detail": f"E_TOOL_DRIFT:{facts.reason}"}]  # not doubled
+    assert [o["type"] for o in data["obligation_outcomes"]] == ["alert"]
+    # D16: the contract reason has no "(SOTA Moat)" suffix
+    assert deny_reply(1, facts.contract) == PREFIX % b"1" + (
+        b'{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file",'
+        b'"reason":"Tool metadata or schema has changed without policy update"}}}\n'
+    )
 
 
 def test_6_1_2_envelope_defaults_and_no_datacontenttype():
@@ -351,6 +402,29 @@ def test_5_5_typed_decision_projection():
     assert typed_decision_of("allow_with_warning", "E_TOOL_UNCONSTRAINED") == "allow_with_obligations"
     assert typed_decision_of("deny", "E_TOOL_DRIFT") == "deny_with_alert"
     assert typed_decision_of("deny", "E_ARG_SCHEMA") == "deny"
+
+
+def test_t2_event_obligations_same_whether_engine_list_is_final_or_metadata_only():
+    bare = DecisionFacts(tool="search", outcome="allow_with_warning", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA)
+    approval = {"type": "approval_required", "detail": "runtime approval artifact required"}
+    with_extra = DecisionFacts(
+        tool="search",
+        outcome="allow_with_warning",
+        policy_code="E_TOOL_UNCONSTRAINED",
+        reason=NO_SCHEMA,
+        obligations=[approval],
+    )
+    final = DecisionFacts(
+        tool="search",
+        outcome="allow_with_warning",
+        policy_code="E_TOOL_UNCONSTRAINED",
+        reason=NO_SCHEMA,
+        obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, [approval]),
+    )
+    kw = {"dry_run": False, "tool_call_id": "x"}
+    assert decision_data(bare, **kw)["obligations"] == warn_facts().obligations
+    assert decision_data(with_extra, **kw) == decision_data(final, **kw)
+    assert [o["type"] for o in decision_data(final, **kw)["obligations"]] == ["legacy_warning", "approval_required"]
 
 
 def test_t2_merge_obligations_skips_exact_duplicates():
