@@ -758,10 +758,12 @@ def verbose_line(
     Allow: ``[assay] ALLOW <tool>`` (``unknown`` when ``tool`` is None, i.e. params did not fit
     the ``tools/call`` shape). Warning: ``[assay] WARNING: Allowing tool '<tool>' with warning
     (code: <code>, reason: <reason>).`` Deny: ``[assay] DENY <tool> (reason: <reason>)``, or
-    ``WOULD_DENY`` in dry-run.
+    ``WOULD_DENY`` in dry-run. For a warning or deny, None stands for the evaluated name ``""``
+    (upstream prints the name the policy saw; only the allow line says ``unknown``).
     """
     if outcome == "allow":
         return f"[assay] ALLOW {tool if tool is not None else 'unknown'}"
+    tool = "" if tool is None else tool
     if outcome == "allow_with_warning":
         return f"[assay] WARNING: Allowing tool '{tool}' with warning (code: {policy_code}, reason: {reason})."
     if outcome == "deny":

@@ -449,6 +449,11 @@ def test_4_3_verbose_lines():
     )
     assert verbose_line("deny", "exec", reason=DENIED_BY_NAME) == f"[assay] DENY exec (reason: {DENIED_BY_NAME})"
     assert verbose_line("deny", "exec", reason="r", dry_run=True) == "[assay] WOULD_DENY exec (reason: r)"
+    # params that did not fit tools/call: the policy saw tool "", only ALLOW says "unknown"
+    assert verbose_line("deny", None, reason="r") == "[assay] DENY  (reason: r)"
+    assert verbose_line("allow_with_warning", None, policy_code="C", reason="r") == (
+        "[assay] WARNING: Allowing tool '' with warning (code: C, reason: r)."
+    )
     assert tool_identity_line("read_file", "default-mcp-server", "a" * 64, "b" * 64) == (
         f"[assay] TOOL read_file server_id=default-mcp-server schema_hash={'a' * 64} meta_hash={'b' * 64}"
     )
