@@ -461,39 +461,6 @@ class TrustPolicy:
         return kid in self.trusted_key_ids or any(entry.key_id == kid for entry in self.trusted_keys)
 
 
-def _yaml_loader() -> type:
-    """PyYAML safe loader: duplicate keys refused, YAML 1.2 booleans only (DECISIONS D4)."""
-    import yaml
-
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Loader(base):  # type: ignore[misc, valid-type]
-        pass
-
-    Loader.yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-        for first, resolvers in base.yaml_implicit_resolvers.items()
-    }
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-    )
-
-    def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
-        loader.flatten_mapping(node)
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if key in out:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            out[key] = loader.construct_object(value_node, deep=True)
-        return out
-
-    Loader.add_constructor("tag:yaml.org,2002:map", mapping)
-    return Loader
-
-
 _POLICY_KEYS = ("require_signed", "trusted_key_ids", "trusted_keys")
 _ENTRY_KEYS = ("key_id", "public_key_path", "name")
 
@@ -501,12 +468,15 @@ _ENTRY_KEYS = ("key_id", "public_key_path", "name")
 def parse_trust_policy(text: str) -> TrustPolicy:
     """Parse trust-policy YAML. Unknown keys are refused: a misspelt ``require_signed`` must not
     silently turn verification off."""
-    import yaml
+    from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
     try:
-        doc = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - safe loader subclass
-    except yaml.YAMLError as exc:
-        raise SigningError(f"failed to parse trust policy YAML: {' '.join(str(exc).split())}") from None
+        doc = parse_yaml(text)  # YAML 1.2 scalars, duplicate keys refused (DECISIONS D4/D4a)
+    except YamlSyntaxError as exc:
+        where = f" at line {exc.line} column {exc.column}" if exc.line else ""
+        raise SigningError(f"failed to parse trust policy YAML: {exc}{where}") from None
+    except YamlStructureError as exc:
+        raise SigningError(f"failed to parse trust policy YAML: {exc}") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
