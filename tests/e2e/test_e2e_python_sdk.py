@@ -1,0 +1,142 @@
+"""End to end: the official `mcp` Python SDK client through `assay mcp wrap` to real servers
+(issue 4): the low-level `ClientSession` over `stdio_client` (the 2025 `initialize` handshake)
+and the high-level `mcp.Client` in `mode="auto"` (probes `server/discover` in the same process,
+so it negotiates 2026-07-28 with a modern server).
+
+`stdio_client` hands the child only HOME/PATH/SHELL/TERM/USER/LOGNAME unless given `env=`, so
+every run passes the test environment explicitly.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+from mcp import Client, ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from _e2e_support import (
+    DEMO_CALLS,
+    DEMO_POLICY,
+    DEMO_SERVER,
+    MODERN,
+    RUN_TIMEOUT,
+    TS_MODERN_SERVER,
+    Call,
+    WrapRun,
+    assert_all_ended,
+    assert_denied,
+    assert_logs,
+)
+
+
+def _text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def _params(run: WrapRun, env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
+
+
+def _assert_results(results: list, calls: list[Call]) -> None:
+    for call, result in zip(calls, results, strict=True):
+        if call.code is None:
+            assert result.is_error is False, (call, result)
+        else:
+            assert_denied(call.name, result.is_error, result.structured_content, _text(result), call.code)
+
+
+async def _assert_one_run_ended(run: WrapRun) -> None:
+    """One wrap and one server were started, and neither outlived the client (D14)."""
+    wraps, servers = run.pids()
+    assert len(wraps) == 1 and len(servers) == 1, (wraps, servers)
+    await assert_all_ended(wraps + servers)
+
+
+async def _session_calls(run: WrapRun, env: dict[str, str], calls: list[Call]) -> tuple[str, list[str], list]:
+    """ClientSession over stdio_client: initialize, list tools, make `calls`."""
+    with trio.fail_after(RUN_TIMEOUT), run.stderr.open("w") as errlog:
+        async with stdio_client(_params(run, env), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                tools = await session.list_tools()
+                results = [await session.call_tool(c.name, c.arguments) for c in calls]
+    return init.protocol_version, [t.name for t in tools.tools], results
+
+
+async def test_client_session_stdio_enforces_policy(tmp_path, base_env):
+    """wrap.md §4.3/§4.4, §6.1/§6.2, D10: ClientSession over stdio_client against the SDK demo
+    server: allowed calls reach the server, denied calls are isError results carrying the
+    policy's error_code, and each call has one decision event and one audit record."""
+    run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
+    version, tools, results = await _session_calls(run, base_env, DEMO_CALLS)
+
+    assert version != MODERN  # the initialize handshake is the 2025 era
+    assert set(tools) == {"read_file", "list_dir", "write_file", "exec"}
+    _assert_results(results, DEMO_CALLS)
+    assert "Hello from the demo server." in _text(results[0])
+    assert_logs(run, DEMO_CALLS)
+    await _assert_one_run_ended(run)
+    stderr = run.stderr_text()
+    assert "[assay] DENY exec (reason: Tool is explicitly denylisted by name)" in stderr, stderr
+    assert "[assay] ALLOW read_file" in stderr
+
+
+async def test_client_session_stdio_dry_run_forwards_denied_calls(tmp_path, base_env):
+    """wrap.md §4.3 dry-run row, §6.1.7, §6.2: under --dry-run the calls the policy denies reach
+    the server (its own answers come back), the decision log says `decision: allow` while keeping
+    the deny in reason_code/typed_decision, and the audit log says `would_deny`."""
+    run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)], dry_run=True)
+    _version, _tools, results = await _session_calls(run, base_env, DEMO_CALLS)
+
+    by_name = dict(zip([c.name for c in DEMO_CALLS[2:]], results[2:], strict=True))
+    # Forwarded: the server answered, nothing says "blocked by policy".
+    assert all("Content blocked by policy" not in _text(r) for r in results)
+    assert by_name["exec"].is_error is False and _text(by_name["exec"]) == "pretended to run: rm -rf /"
+    assert by_name["write_file"].is_error is False and "wrote 1 bytes" in _text(by_name["write_file"])
+    # read_file("/etc/passwd") reached the demo server, which raised (no such file); the SDK masks it.
+    assert by_name["read_file"].is_error is True
+    assert _text(by_name["read_file"]) == "Error executing tool read_file"
+    assert_logs(run, DEMO_CALLS)
+    await _assert_one_run_ended(run)
+    stderr = run.stderr_text()
+    assert "[assay] DRY RUN MODE: No actions will be blocked." in stderr, stderr
+    assert "[assay] WOULD_DENY exec (reason: Tool is explicitly denylisted by name)" in stderr, stderr
+
+
+async def _client_auto_calls(run: WrapRun, env: dict[str, str], calls: list[Call]) -> tuple[str, list[str], list]:
+    with trio.fail_after(RUN_TIMEOUT):
+        async with Client(_params(run, env), mode="auto") as client:
+            tools = await client.list_tools()
+            results = [await client.call_tool(c.name, c.arguments) for c in calls]
+            version = client.protocol_version
+    return version, [t.name for t in tools.tools], results
+
+
+async def test_high_level_client_auto_mode_modern_era(tmp_path, base_env):
+    """D16a: `mcp.Client(..., mode="auto")` negotiates 2026-07-28 with the SDK's MCPServer
+    through wrap; denied calls come back as valid modern isError results with the error_code."""
+    run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
+    version, tools, results = await _client_auto_calls(run, base_env, DEMO_CALLS)
+
+    assert version == MODERN
+    assert set(tools) == {"read_file", "list_dir", "write_file", "exec"}
+    _assert_results(results, DEMO_CALLS)
+    assert results[0].structured_content == {"result": "# Demo workspace\nHello from the demo server.\n"}
+    assert_logs(run, DEMO_CALLS)
+    await _assert_one_run_ended(run)
+
+
+async def test_high_level_client_auto_mode_against_ts_server(node, tmp_path, base_env):
+    """D16a across SDKs: the Python client in auto mode negotiates 2026-07-28 with a TypeScript
+    `serveStdio` server through wrap; allowed and denied calls as the policy says."""
+    run = WrapRun(tmp_path, DEMO_POLICY, ["node", str(TS_MODERN_SERVER)])
+    calls = [c for c in DEMO_CALLS if c.name != "write_file"]
+    version, tools, results = await _client_auto_calls(run, base_env, calls)
+
+    assert version == MODERN
+    assert set(tools) == {"read_file", "list_dir", "exec"}
+    _assert_results(results, calls)
+    assert _text(results[0]) == "# Demo workspace\n"
+    assert_logs(run, calls)
+    await _assert_one_run_ended(run)

@@ -1,0 +1,113 @@
+"""End to end: the official TypeScript SDK v2 client (`@modelcontextprotocol/client`, in
+`versionNegotiation: {mode: 'auto'}`) through `assay mcp wrap` to real servers (issue 4).
+
+In auto mode the client first spawns a disposable sibling of the whole command (here: wrap and
+its server), sends it `server/discover`, kills it (SIGTERM, SIGKILL 1 s later), and only then
+starts the real session. Both runs are visible in the pid files (see _e2e_support.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from _e2e_support import (
+    DEMO_CALLS,
+    DEMO_POLICY,
+    DEMO_SERVER,
+    E2E,
+    EVERYTHING_SERVER,
+    MODERN,
+    TS_MODERN_SERVER,
+    Call,
+    WrapRun,
+    assert_all_ended,
+    assert_denied,
+    assert_logs,
+    run_ts_client,
+)
+
+EVERYTHING_CALLS = [
+    Call("echo", {"message": "hello through wrap"}),
+    Call("get-sum", {"a": 2, "b": 40}),
+    Call("get-env", {}, "E_TOOL_DENIED"),
+    # get-structured-content declares an outputSchema: the client must still accept the deny
+    # (isError results are not validated against it).
+    Call("get-structured-content", {"location": "New York"}, "E_TOOL_NOT_ALLOWED"),
+    Call("echo", {"message": "x" * 41}, "E_ARG_SCHEMA"),
+]
+
+
+def _as_json(calls: list[Call]) -> list[dict]:
+    return [{"name": c.name, "arguments": c.arguments} for c in calls]
+
+
+def _assert_results(results: list[dict], calls: list[Call]) -> None:
+    for call, got in zip(calls, results, strict=True):
+        assert got["name"] == call.name
+        assert "thrown" not in got, f"the TS client refused wrap's reply to {call.name}: {got['thrown']}"
+        if call.code is None:
+            assert got["is_error"] is False, got
+        else:
+            assert_denied(call.name, got["is_error"], got["structuredContent"], got["text"], call.code)
+
+
+async def _assert_probe_and_session_ended(run: WrapRun) -> None:
+    """The auto-mode probe run and the session run each started one wrap and one server, and
+    none of the four processes outlived the client (D14: no orphans)."""
+    wraps, servers = run.pids()
+    assert len(wraps) == 2, f"expected the probe wrap and the session wrap, got pids {wraps}"
+    assert len(servers) == 2, f"expected one server per wrap run, got pids {servers}"
+    await assert_all_ended(wraps + servers)
+
+
+async def test_ts_client_auto_mode_against_server_everything(node, tmp_path, base_env):
+    """wrap.md §4.3/§4.4, §6.1/§6.2, D10, D14: server-everything (a 2025-era server on SDK v1)
+    makes the auto-mode probe fall back to `initialize`; allowed calls reach the server, denied
+    ones come back as isError results with the policy's error_code; logs hold one record per
+    call; the probe's wrap and server, and the session's, are all gone afterwards."""
+    run = WrapRun(tmp_path, E2E / "everything_policy.yaml", ["node", str(EVERYTHING_SERVER), "stdio"])
+    out = await run_ts_client(node, run, _as_json(EVERYTHING_CALLS), base_env)
+
+    connected = out["connected"]
+    assert connected["era"] == "legacy", connected
+    assert {"echo", "get-sum", "get-env", "get-structured-content"} <= set(connected["tools"])
+    _assert_results(out["calls"], EVERYTHING_CALLS)
+    echo, total = out["calls"][0], out["calls"][1]
+    assert echo["text"] == "Echo: hello through wrap"
+    assert "42" in total["text"]
+    assert_logs(run, EVERYTHING_CALLS)
+    await _assert_probe_and_session_ended(run)
+    stderr = run.stderr_text()
+    assert "[assay] DENY get-env (reason: Tool is explicitly denylisted by name)" in stderr, stderr
+
+
+async def test_ts_client_auto_mode_modern_era_ts_server(node, tmp_path, base_env):
+    """D16a: against a 2026-07-28 server (`serveStdio` from @modelcontextprotocol/server) the
+    client negotiates the modern era through wrap, and wrap's deny replies are results the
+    client accepts (it refuses a modern result without `resultType: "complete"`)."""
+    run = WrapRun(tmp_path, DEMO_POLICY, ["node", str(TS_MODERN_SERVER)])
+    calls = [c for c in DEMO_CALLS if c.name != "write_file"] + [Call("write_file", {"path": "/w"}, "E_TOOL_NOT_ALLOWED")]
+    out = await run_ts_client(node, run, _as_json(calls), base_env)
+
+    assert out["connected"]["era"] == "modern", out["connected"]
+    assert out["connected"]["protocolVersion"] == MODERN
+    _assert_results(out["calls"], calls)
+    assert out["calls"][0]["text"] == "# Demo workspace\n"
+    assert_logs(run, calls)
+    await _assert_probe_and_session_ended(run)
+
+
+async def test_ts_client_auto_mode_modern_era_python_server(node, tmp_path, base_env):
+    """D16a across SDKs: the TypeScript client negotiates 2026-07-28 with the `mcp` Python SDK's
+    MCPServer (examples/demo_server.py) through wrap; allowed and denied calls as the policy
+    says."""
+    run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
+    out = await run_ts_client(node, run, _as_json(DEMO_CALLS), base_env)
+
+    assert out["connected"]["era"] == "modern", out["connected"]
+    assert out["connected"]["protocolVersion"] == MODERN
+    assert set(out["connected"]["tools"]) == {"read_file", "list_dir", "write_file", "exec"}
+    _assert_results(out["calls"], DEMO_CALLS)
+    assert "Hello from the demo server." in out["calls"][0]["text"]
+    assert_logs(run, DEMO_CALLS)
+    await _assert_probe_and_session_ended(run)
