@@ -118,6 +118,18 @@ def _strict_int(text: str) -> int:
         return float(text)  # type: ignore[return-value]
 
 
+# One decoder for the process: admission is synchronous and never re-entered, so the hook's
+# flag is reset before each parse and read right after it.
+_PAIRS = _Pairs()
+_DECODER = json.JSONDecoder(object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float)
+# Integers are parsed by the C scanner; only a frame holding a digit run long enough to overflow
+# a double (serde reads such an integer as an infinite double and refuses it) takes the decoder
+# that checks every integer.
+_LONG_DIGITS = re.compile(rb"\d{309}")
+_DECODER_BIG_INTS = json.JSONDecoder(
+    object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
+)
+
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -180,12 +192,10 @@ def admit(line: bytes) -> Admitted | Rejected | None:
         return Rejected(line, EMBEDDED_LINE_BREAK)
     if _too_deep(content):
         return Rejected(line, MALFORMED_JSON)
-    pairs = _Pairs()
-    decoder = json.JSONDecoder(
-        object_pairs_hook=pairs, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
-    )
     stripped = text.strip(" \t")
+    _PAIRS.duplicate = False
     try:
+        decoder = _DECODER_BIG_INTS if _LONG_DIGITS.search(content) else _DECODER
         value, end = decoder.raw_decode(stripped)
     except (ValueError, RecursionError):
         return Rejected(line, MALFORMED_JSON)
@@ -197,7 +207,7 @@ def admit(line: bytes) -> Admitted | Rejected | None:
         return Rejected(line, BATCH)
     if not isinstance(value, dict):
         return Rejected(line, NOT_AN_OBJECT)
-    if pairs.duplicate:
+    if _PAIRS.duplicate:
         return Rejected(line, DUPLICATE_MEMBER)
     if "method" in value and not isinstance(value["method"], str):
         return Rejected(line, NON_STRING_METHOD)

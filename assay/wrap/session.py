@@ -45,6 +45,7 @@ class SessionOptions:
     event_source: str | None = None
     decision_sinks: tuple[str, ...] = ()
     audit: bool = False
+    keep_events: bool = False  # hold this run's decision events in memory (coverage, D15a)
 
 
 def _id_key(value: Any) -> tuple[str, Any] | None:
@@ -156,33 +157,60 @@ class WrapSession:
         valid = isinstance(params, dict) and isinstance(params.get("name"), str)
         name: str = params["name"] if valid else ""
         arguments: Any = params.get("arguments") if valid else None
-        decision = evaluate(self.policy, name, arguments, self.state, server_id=self.options.label)
-        facts = facts_from_decision(decision, name)
         opts = self.options
+        decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
+        denied = decision.outcome == "deny"
         has_id = "id" in frame
-        request_id = frame["id"] if has_id else records.ABSENT
-        delegated_from, delegation_depth = records.delegation_of(params)
-        data = records.decision_data(
-            facts,
-            dry_run=opts.dry_run,
-            tool_call_id=records.tool_call_id_for(params, request_id),
-            request_id=request_id,
-            delegated_from=delegated_from,
-            delegation_depth=delegation_depth,
-            tool_definition_digest=self._bindings.get(name) if valid else None,
-        )
-        stamp = {"time": self._now()} if self._now else {}
-        event = records.decision_event(
-            opts.event_source or "",
-            data,
-            event_id=self._new_event_id() if self._new_event_id else None,
-            **stamp,
-        )
-        self.events.append(event)
-        outcome = FrameOutcome(decision_event_id=event["id"])
-        if opts.decision_sinks:
-            line = records.encode_line(event)
-            outcome.records.extend((sink, line) for sink in opts.decision_sinks)
+        outcome = FrameOutcome()
+        # Records are built only when something consumes them: the hot path of a plain
+        # enforcing relay is evaluate -> forward or deny reply.
+        if opts.decision_sinks or opts.keep_events or opts.audit or opts.verbose:
+            self._record(outcome, decision, frame, params, name, valid)
+        if denied and not opts.dry_run:
+            if has_id:
+                outcome.reply = records.deny_reply(
+                    frame["id"], decision.contract or {}, modern=records.is_modern_request(frame)
+                )
+                outcome.disposition = "blocked"
+                self.counts["blocked"] += 1
+            else:  # D12: a denied notification gets no reply; it is dropped and logged
+                outcome.disposition = "dropped"
+                self.counts["dropped"] += 1
+            return outcome
+        outcome.forward = item.raw
+        self.counts["forwarded"] += 1
+        return outcome
+
+    def _record(
+        self, outcome: FrameOutcome, decision: Decision, frame: dict, params: Any, name: str, valid: bool
+    ) -> None:
+        """Decision event, audit record and --verbose line of one evaluated call."""
+        opts = self.options
+        facts = facts_from_decision(decision, name)
+        request_id = frame["id"] if "id" in frame else records.ABSENT
+        if opts.decision_sinks or opts.keep_events:
+            delegated_from, delegation_depth = records.delegation_of(params)
+            data = records.decision_data(
+                facts,
+                dry_run=opts.dry_run,
+                tool_call_id=records.tool_call_id_for(params, request_id),
+                request_id=request_id,
+                delegated_from=delegated_from,
+                delegation_depth=delegation_depth,
+                tool_definition_digest=self._bindings.get(name) if valid else None,
+            )
+            event = records.decision_event(
+                opts.event_source or "",
+                data,
+                event_id=self._new_event_id() if self._new_event_id else None,
+                time=self._now() if self._now else None,
+            )
+            if opts.keep_events:
+                self.events.append(event)
+            outcome.decision_event_id = event["id"]
+            if opts.decision_sinks:
+                line = records.encode_line(event)
+                outcome.records.extend((sink, line) for sink in opts.decision_sinks)
         if opts.audit:
             rec = records.audit_record_for(
                 facts,
@@ -202,20 +230,6 @@ class WrapSession:
                     dry_run=opts.dry_run,
                 )
             )
-        if facts.outcome == "deny" and not opts.dry_run:
-            if has_id:
-                outcome.reply = records.deny_reply(
-                    frame["id"], facts.contract or {}, modern=records.is_modern_request(frame)
-                )
-                outcome.disposition = "blocked"
-                self.counts["blocked"] += 1
-            else:  # D12: a denied notification gets no reply; it is dropped and logged
-                outcome.disposition = "dropped"
-                self.counts["dropped"] += 1
-            return outcome
-        outcome.forward = item.raw
-        self.counts["forwarded"] += 1
-        return outcome
 
     def client_eof(self) -> FrameOutcome:
         """The client closed its side; nothing to do at this stage (hook for one-run outputs)."""
