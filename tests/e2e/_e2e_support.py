@@ -186,6 +186,7 @@ REASON_CODE = {
     "E_TOOL_DENIED": "P_TOOL_DENIED",
     "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
     "E_ARG_SCHEMA": "P_ARG_SCHEMA",
+    "E_TOOL_DRIFT": "P_TOOL_DRIFT",
 }
 
 # examples/assay.yaml against examples/demo_server.py (and tests/e2e/ts_modern_server.mjs, which
@@ -225,7 +226,8 @@ def assert_logs(run: WrapRun, calls: list[Call]) -> None:
     for call, d, a in zip(calls, decisions, audits, strict=True):
         denied = call.code is not None
         assert d["reason_code"] == REASON_CODE[call.code], d
-        assert d["typed_decision"] == ("deny" if denied else "allow"), d
+        typed = "allow" if not denied else "deny_with_alert" if call.code == "E_TOOL_DRIFT" else "deny"
+        assert d["typed_decision"] == typed, d
         assert d["decision"] == ("deny" if denied and not run.dry_run else "allow"), d
         assert d["tool_call_id"] == f"req_{d['request_id']}"
         assert d["policy_deny"] is (denied and not run.dry_run)

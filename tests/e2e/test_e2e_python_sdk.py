@@ -19,6 +19,8 @@ from _e2e_support import (
     DEMO_CALLS,
     DEMO_POLICY,
     DEMO_SERVER,
+    E2E,
+    EVERYTHING_SERVER,
     MODERN,
     RUN_TIMEOUT,
     TS_MODERN_SERVER,
@@ -138,5 +140,25 @@ async def test_high_level_client_auto_mode_against_ts_server(node, tmp_path, bas
     assert set(tools) == {"read_file", "list_dir", "exec"}
     _assert_results(results, calls)
     assert _text(results[0]) == "# Demo workspace\n"
+    assert_logs(run, calls)
+    await _assert_one_run_ended(run)
+
+
+async def test_high_level_client_auto_mode_falls_back_to_legacy(node, tmp_path, base_env):
+    """The auto-mode probe in place: `mcp.Client(..., mode="auto")` sends `server/discover`
+    through wrap to @modelcontextprotocol/server-everything (a 2025-era server, which answers
+    -32601), falls back to `initialize` on the same wrap run, and the policy still holds."""
+    run = WrapRun(tmp_path, E2E / "everything_policy.yaml", ["node", str(EVERYTHING_SERVER), "stdio"])
+    calls = [
+        Call("echo", {"message": "hello from python"}),
+        Call("get-env", {}, "E_TOOL_DENIED"),
+        Call("get-structured-content", {"location": "New York"}, "E_TOOL_NOT_ALLOWED"),
+    ]
+    version, tools, results = await _client_auto_calls(run, base_env, calls)
+
+    assert version != MODERN
+    assert {"echo", "get-env", "get-sum"} <= set(tools)
+    _assert_results(results, calls)
+    assert _text(results[0]) == "Echo: hello from python"
     assert_logs(run, calls)
     await _assert_one_run_ended(run)

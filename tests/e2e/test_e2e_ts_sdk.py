@@ -8,7 +8,11 @@ starts the real session. Both runs are visible in the pid files (see _e2e_suppor
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
+
+import jcs
 
 from _e2e_support import (
     DEMO_CALLS,
@@ -110,4 +114,54 @@ async def test_ts_client_auto_mode_modern_era_python_server(node, tmp_path, base
     _assert_results(out["calls"], DEMO_CALLS)
     assert "Hello from the demo server." in out["calls"][0]["text"]
     assert_logs(run, DEMO_CALLS)
+    await _assert_probe_and_session_ended(run)
+
+
+def _pin(label: str, name: str, input_schema: dict, description: str) -> dict:
+    """A tool_pins entry computed here from the tool definition the server declares (wrap.md
+    §4.2: schema_hash = SHA-256 of JCS(inputSchema), meta_hash = SHA-256 of the description),
+    independently of wrap's own hashing."""
+    return {
+        "server_id": label,
+        "tool_name": name,
+        "schema_hash": hashlib.sha256(jcs.canonicalize(input_schema)).hexdigest(),
+        "meta_hash": hashlib.sha256(description.encode()).hexdigest(),
+    }
+
+
+async def test_ts_client_modern_era_tool_pins(node, tmp_path, base_env):
+    """wrap.md §4.2, D13, D16: wrap learns tool identities from the real tools/list exchange of a
+    modern session (without changing the server's lines). A pin that matches what
+    ts_modern_server.mjs declares lets the call through; a pin whose description changed, or
+    whose server_id is not this run's --label, denies the call with E_TOOL_DRIFT (drift is
+    checked before the deny list, so exec reports drift)."""
+    label = "e2e-pinned-server"
+    path_schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    exec_schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+    pins = {
+        "read_file": _pin(label, "read_file", path_schema, "Read a file."),
+        "list_dir": _pin(label, "list_dir", path_schema, "List files (an older description)."),
+        "exec": _pin("another-server", "exec", exec_schema, "Pretend to run a command."),
+    }
+    policy = tmp_path / "pinned.yaml"
+    policy.write_text(DEMO_POLICY.read_text() + "\ntool_pins: " + json.dumps(pins) + "\n")
+    run = WrapRun(tmp_path, policy, ["node", str(TS_MODERN_SERVER)], label=label)
+    calls = [
+        Call("read_file", {"path": "/workspace/README.md"}),
+        Call("list_dir", {"path": "/workspace"}, "E_TOOL_DRIFT"),
+        Call("exec", {"command": "id"}, "E_TOOL_DRIFT"),
+    ]
+    out = await run_ts_client(node, run, _as_json(calls), base_env)
+
+    assert out["connected"]["era"] == "modern", out["connected"]
+    _assert_results(out["calls"], calls)
+    assert out["calls"][1]["structuredContent"]["reason"] == "Tool metadata or schema has changed without policy update"
+    assert_logs(run, calls)
+    drift = run.decisions()[1]
+    assert drift["reason"].startswith("Tool integrity failure: identity drifted from pinned version."), drift
+    assert f"(Runtime: {label}:list_dir:" in drift["reason"]
+    stderr = run.stderr_text()
+    read_pin = pins["read_file"]
+    assert (f"[assay] TOOL read_file server_id={label} schema_hash={read_pin['schema_hash']} "
+            f"meta_hash={read_pin['meta_hash']}") in stderr, stderr
     await _assert_probe_and_session_ended(run)
