@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+import mcp.types as types
 import trio
 from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -161,4 +162,36 @@ async def test_high_level_client_auto_mode_falls_back_to_legacy(node, tmp_path, 
     _assert_results(results, calls)
     assert _text(results[0]) == "Echo: hello from python"
     assert_logs(run, calls)
+    await _assert_one_run_ended(run)
+
+
+async def test_server_initiated_sampling_round_trip(node, tmp_path, base_env):
+    """wrap.md §3.4.1 and §5, D10: a server-initiated `sampling/createMessage` (server-everything's
+    trigger-sampling-request tool) reaches the client through wrap, the client's response (a
+    frame without `method`) is relayed back unevaluated, and the tool's result carries the
+    client's sample. Only the tools/call itself is in the logs."""
+    run = WrapRun(tmp_path, E2E / "everything_policy.yaml", ["node", str(EVERYTHING_SERVER), "stdio"])
+    asked: list[str] = []
+
+    async def sampling(_context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="sampled-by-the-e2e-client"),
+            model="e2e-model",
+            stop_reason="endTurn",
+        )
+
+    call = Call("trigger-sampling-request", {"prompt": "through wrap", "maxTokens": 5})
+    with trio.fail_after(RUN_TIMEOUT), run.stderr.open("w") as errlog:
+        async with stdio_client(_params(run, base_env), errlog=errlog) as (read, write):
+            async with ClientSession(read, write, sampling_callback=sampling) as session:
+                await session.initialize()
+                await session.list_tools()
+                result = await session.call_tool(call.name, call.arguments)
+
+    assert asked == ["Resource trigger-sampling-request context: through wrap"]
+    assert result.is_error is False, result
+    assert "sampled-by-the-e2e-client" in _text(result) and "e2e-model" in _text(result)
+    assert_logs(run, [call])
     await _assert_one_run_ended(run)
