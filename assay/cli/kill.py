@@ -40,7 +40,7 @@ def kill_command(
     yes: Annotated[bool, Parameter(name="--yes", negative=())] = False,
     inventory: Annotated[str, Parameter(name="--inventory")] = os.path.join(".assay", "inventory.yaml"),
     mode: Annotated[Literal["graceful", "immediate"], Parameter(name="--mode")] = "graceful",
-    grace: Annotated[float, Parameter(name="--grace", converter=_grace_converter)] = 5.0,
+    grace: Annotated[float, Parameter(name="--grace", converter=_grace_converter, show_default=lambda _: "5s")] = 5.0,
     kill_children: Annotated[bool, Parameter(name="--kill-children", negative=())] = False,
     force: Annotated[bool, Parameter(name="--force", negative=())] = False,
 ) -> int:
