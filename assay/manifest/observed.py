@@ -133,6 +133,8 @@ def observed_document(
     pairs = []
     raw_names = []
     for tool in tools:
+        if not isinstance(tool, Mapping):
+            tool = {}  # a non-object entry is a tool with no name and no fields
         name = tool.get("name")
         raw = name if isinstance(name, str) else ""
         digest = tool_digest(tool)

@@ -51,7 +51,11 @@ def _parent(path: str) -> str:
 
 
 def _write_temp(path: str, data: bytes, mode: int) -> str:
-    """Create a fresh temporary file beside ``path``, write ``data`` fully, fsync; return its name."""
+    """Create a fresh temporary file beside ``path``, write ``data`` fully, fsync; return its name.
+
+    The file is created with ``mode`` minus the umask (0600 for private keys stays 0600 or
+    narrower), and never exists under a wider mode, even briefly.
+    """
     parent = _parent(path)
     base = os.path.basename(path) or "output"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
@@ -68,7 +72,6 @@ def _write_temp(path: str, data: bytes, mode: int) -> str:
         raise PublishError(f"creating temporary output beside {path}: too many name collisions")
     try:
         try:
-            os.fchmod(fd, mode)  # exact mode whatever the umask (0600 for private keys)
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)  # a short write is not an error: keep going
