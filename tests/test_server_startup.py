@@ -5,6 +5,7 @@ The protocol itself is tested under tests/server/. These pin the behaviour prefl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -14,6 +15,15 @@ from tests.conftest import SERVER
 
 def run(args, env, stdin: bytes = b"", cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([str(SERVER), *args], input=stdin, env=env, cwd=cwd, capture_output=True, timeout=60)
+
+
+def fatal_text(res: subprocess.CompletedProcess) -> str:
+    """stderr without the JSON log events (C4 logs server_start before the root check)."""
+    lines = res.stderr.decode().splitlines(keepends=True)
+    for line in lines:
+        if line.startswith("{"):
+            json.loads(line)  # every non-fatal line must be a JSON event
+    return "".join(line for line in lines if not line.startswith("{"))
 
 
 def test_version_line_exact(base_env):
@@ -49,7 +59,9 @@ def test_missing_root_exits_1_with_strerror(tmp_path, base_env):
     """C6 / D29: missing root -> `invalid --policy-root: <strerror>`, no `(os error N)`."""
     res = run(["--policy-root", str(tmp_path / "nope")], base_env)
     assert res.returncode == 1
-    assert res.stderr.decode() == "assay-mcp-server: invalid --policy-root: No such file or directory\n"
+    assert fatal_text(res) == "assay-mcp-server: invalid --policy-root: No such file or directory\n"
+    events = [json.loads(l) for l in res.stderr.decode().splitlines() if l.startswith("{")]
+    assert [e["fields"].get("event") for e in events][:1] == ["server_start"]  # C4: logged before the root check
 
 
 def test_default_root_is_policies_relative_to_cwd(tmp_path, base_env):
@@ -66,7 +78,7 @@ def test_root_not_a_directory(tmp_path, base_env):
     f.write_text("x")
     res = run(["--policy-root", str(f)], base_env)
     assert res.returncode == 1
-    assert res.stderr.decode() == f"assay-mcp-server: invalid --policy-root: not a directory: {f}\n"
+    assert fatal_text(res) == f"assay-mcp-server: invalid --policy-root: not a directory: {f}\n"
 
 
 def test_every_fatal_line_is_prefixed_even_from_a_path_with_newlines(tmp_path, base_env):
@@ -75,7 +87,7 @@ def test_every_fatal_line_is_prefixed_even_from_a_path_with_newlines(tmp_path, b
     evil.write_text("x")
     res = run(["--policy-root", str(evil)], base_env)
     assert res.returncode == 1
-    lines = res.stderr.decode().splitlines()
+    lines = fatal_text(res).splitlines()
     assert len(lines) == 3
     assert all(line.startswith("assay-mcp-server: ") for line in lines)
 

@@ -101,16 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         return _fatal(
             "ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names)
         )
-    # C4: env config -> logging -> server_start -> serve. server_start is written once the root
-    # is known good, so a refused start keeps stderr to the one fatal line preflight shows.
+    # C4: env config -> logging -> server_start -> validate root -> serve. The fatal lines that
+    # follow a refused root are prefixed (C7), so they can never pass for a JSON log event.
     from assay.server.config import config_from_env
     from assay.server.log import TARGET_MAIN, Logger
 
     config = config_from_env(os.environ)
-    try:
-        root = validate_root(args.policy_root)
-    except ValueError as exc:
-        return _fatal(str(exc))
     logger = Logger(sys.stderr.buffer, config.log_filter)
     for name in config.invalid:  # D2: keep the default, say so once; the value is not printed
         logger.event("WARN", TARGET_MAIN, "invalid_env_value", name=name)
@@ -126,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         max_field_bytes=config.max_field_bytes,
         cache_entries=config.cache_entries,
     )
+    sys.stderr.flush()
+    try:
+        root = validate_root(args.policy_root)
+    except ValueError as exc:
+        return _fatal(str(exc))
     from assay.server.stdio import serve_stdio
 
     return serve_stdio(root, config, logger)
