@@ -1,7 +1,7 @@
 """Helpers for the end-to-end tests: real official MCP clients and servers talking through
 `assay mcp wrap` (issue 4; wrap.md §1-§4, DECISIONS D10-D17).
 
-Every wrap run here is started through `/bin/sh -c 'echo $$ >> PIDFILE; exec ...'`, for wrap and
+Every wrap run here is started through `/bin/sh -c 'echo $$ >> PIDFILE && exec ...'`, for wrap and
 for the wrapped server alike, so each process appends its own pid before it becomes the real
 program (same pid after `exec`). The tests then know exactly which processes a run started
 (including the TypeScript client's disposable probe run) and can prove they all ended: each pid
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,8 +145,6 @@ async def assert_all_ended(pids: list[int], timeout: float = EXIT_TIMEOUT) -> No
 
 
 def _exited(pidfd: int) -> bool:
-    import select
-
     return bool(select.select([pidfd], [], [], 0)[0])
 
 

@@ -10,7 +10,7 @@
 //   {"kind":"call","name":...,"is_error":bool,"structuredContent":...,"text":...}
 //     or {"kind":"call","name":...,"thrown":"<error message>"} when the SDK refused the reply
 //   {"kind":"closed"}
-// Anything unexpected exits 1 with one line on stderr.
+// Anything unexpected (connect or list failure) exits 1 with the error on stderr.
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
