@@ -25,6 +25,13 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         deny_deprecations: Annotated[bool, Parameter(name="--deny-deprecations", negative="")] = False,
         max_frame_bytes: Annotated[int, Parameter(name="--max-frame-bytes")] = 64 * 1024 * 1024,
         shutdown_grace: Annotated[float, Parameter(name="--shutdown-grace")] = 1.0,
+        decision_log_new: Annotated[str | None, Parameter(name="--decision-log-new")] = None,
+        request_receipts_out: Annotated[str | None, Parameter(name="--request-receipts-out")] = None,
+        session_context_out: Annotated[str | None, Parameter(name="--session-context-out")] = None,
+        session_stop_out: Annotated[str | None, Parameter(name="--session-stop-out")] = None,
+        coverage_out: Annotated[str | None, Parameter(name="--coverage-out")] = None,
+        state_window_out: Annotated[str | None, Parameter(name="--state-window-out")] = None,
+        observed_manifest_out: Annotated[str | None, Parameter(name="--observed-manifest-out")] = None,
     ) -> int:
         """Wrap an MCP server over stdio and enforce a policy on its tool calls.
 
@@ -52,6 +59,20 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             Largest client frame in bytes; longer ones are rejected (frame_too_large).
         shutdown_grace
             Seconds the server gets after client EOF before it is terminated.
+        decision_log_new
+            This session's decision events in a new file (create-new, one run).
+        request_receipts_out
+            One receipt per client frame of the session (create-new, one run).
+        session_context_out
+            Mode and command digest of the session (create-new, one run).
+        session_stop_out
+            How the session ended (create-new, one run).
+        coverage_out
+            coverage_report_v1 of this session, written at its end (create-new).
+        state_window_out
+            session_state_window_v1, written at session end (create-new).
+        observed_manifest_out
+            The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).
         """
         import trio
 
@@ -75,6 +96,13 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             deny_deprecations=deny_deprecations,
             max_frame_bytes=max_frame_bytes,
             shutdown_grace=shutdown_grace,
+            decision_log_new=decision_log_new,
+            request_receipts_out=request_receipts_out,
+            session_context_out=session_context_out,
+            session_stop_out=session_stop_out,
+            coverage_out=coverage_out,
+            state_window_out=state_window_out,
+            observed_manifest_out=observed_manifest_out,
         )
         try:
             return trio.run(run_wrap, config)

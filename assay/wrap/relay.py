@@ -95,7 +95,7 @@ class Relay:
         shutdown_grace: float,
         handle_signals: bool = True,
         env: dict[str, str] | None = None,
-        on_session_start: Callable[[], None] | None = None,
+        on_session_start: Callable[[], dict[str, RecordSink]] | None = None,
     ) -> None:
         self.argv = argv
         self.session = session
@@ -116,6 +116,7 @@ class Relay:
         self._child_exited = trio.Event()
         self._server_done = trio.Event()
         self._client_gone = False
+        self.start_failed = False  # the one-run outputs could not be created (OR-8)
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -195,8 +196,8 @@ class Relay:
             last = splitter.close()
             if last is not None:
                 await self._handle_batch(child, [last])
-            outcome = self.session.client_eof()
-            await self._apply(child, [outcome])
+            if self.session.starts_session_at_eof():
+                self._start_session()
         except RelayFatal as exc:
             self._fatal = exc
             self._end(exc.stop_cause)
@@ -219,14 +220,33 @@ class Relay:
             judged = admit(item) if isinstance(item, bytes) else item
             if judged is None:
                 continue
+            if self.session.starts_session(judged):
+                # Pre-session frames are done first; if the outputs cannot be created the
+                # triggering frame is neither handled nor forwarded (OR-8).
+                await self._apply(child, outcomes)
+                outcomes = []
+                self._start_session()
             outcome = self.session.handle(judged)
             outcomes.append(outcome)
             if outcome.fatal is not None:
                 break
         await self._apply(child, outcomes)
 
+    def _start_session(self) -> None:
+        """The run becomes a session: create the one-run outputs (OR-7), fail closed (OR-8)."""
+        self.session.begin_session()
+        if self.on_session_start is not None:
+            try:
+                self.sinks.update(self.on_session_start())
+            except Exception as exc:  # an OutputError, or any failure creating outputs
+                self.start_failed = True
+                raise RelayFatal(str(exc), "output_error") from None
+
     async def _apply(self, child: proc.Child, outcomes: list[FrameOutcome]) -> None:
+        if not outcomes:
+            return
         by_sink: dict[str, list[bytes]] = {}
+        receipts: list[bytes] = []
         stderr_lines: list[str] = []
         replies: list[bytes] = []
         forwards: list[bytes] = []
@@ -242,6 +262,8 @@ class Relay:
                 replies.append(outcome.reply)
             if outcome.forward:
                 forwards.append(outcome.forward)
+            if outcome.receipt:
+                receipts.append(outcome.receipt)
         for line in stderr_lines:
             self.warn(line)
         for name, lines in by_sink.items():
@@ -257,6 +279,8 @@ class Relay:
                 raise RelayFatal(
                     f"cannot write to the wrapped command: {_why(exc)}", "child_write_failed"
                 ) from None
+        if receipts and "receipts" in self.sinks:
+            self.sinks["receipts"].write(b"".join(receipts))
         if fatal is not None:
             raise RelayFatal(fatal.fatal, fatal.fatal_cause or "output_error")
 

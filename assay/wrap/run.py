@@ -13,13 +13,23 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import trio
 
 from assay import proc
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
+from assay.manifest.publish import publish_new
+from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.relay import Relay, RecordSink, open_stdio
+from assay.wrap.reports import (
+    coverage_report,
+    declared_tools_of,
+    new_session_id,
+    pretty_json,
+    session_context,
+    state_window,
+)
 from assay.wrap.session import AUDIT_SINK, SessionOptions, WrapSession
 
 DEFAULT_LABEL = "default-mcp-server"  # D17
@@ -47,7 +57,31 @@ class WrapConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     env: dict[str, str] | None = None
-    extra: dict = field(default_factory=dict)
+    # one-run outputs (wrap.md §6.6-§6.9, §7) and session-end reports (§6.3, §6.4, D33)
+    decision_log_new: str | None = None
+    request_receipts_out: str | None = None
+    session_context_out: str | None = None
+    session_stop_out: str | None = None
+    coverage_out: str | None = None
+    state_window_out: str | None = None
+    observed_manifest_out: str | None = None
+
+    def create_new_outputs(self) -> dict[str, str]:
+        """flag -> path of every create-new output that was asked for."""
+        rows = {
+            "--decision-log-new": self.decision_log_new,
+            "--request-receipts-out": self.request_receipts_out,
+            "--session-context-out": self.session_context_out,
+            "--session-stop-out": self.session_stop_out,
+            "--coverage-out": self.coverage_out,
+            "--state-window-out": self.state_window_out,
+            "--observed-manifest-out": self.observed_manifest_out,
+        }
+        return {flag: path for flag, path in rows.items() if path}
+
+    def append_outputs(self) -> dict[str, str]:
+        rows = {"--decision-log": self.decision_log, "--audit-log": self.audit_log}
+        return {flag: path for flag, path in rows.items() if path}
 
 
 def validate_event_source(value: str | None, logging_enabled: bool) -> str | None:
@@ -128,25 +162,61 @@ async def run_wrap(
         os.environ["ASSAY_STRICT_DEPRECATIONS"] = "1"
     strict = os.environ.get("ASSAY_STRICT_DEPRECATIONS") == "1"
     policy = load_policy_file(config.policy_path, strict_deprecations=strict, warn=warn)
-    logging_enabled = bool(config.decision_log or config.audit_log)
+    try:
+        check_before_spawn(config.create_new_outputs(), config.append_outputs())  # OR-2..OR-4
+    except OutputError as exc:
+        raise WrapError(str(exc)) from None
+    logging_enabled = bool(
+        config.decision_log or config.audit_log or config.decision_log_new or config.coverage_out
+        or config.state_window_out
+    )
     source = validate_event_source(config.event_source, logging_enabled)
+    session_id = new_session_id()
+    context_bytes = b""
+    if config.session_context_out:
+        try:  # computed before spawn: an argument that is not valid UTF-8 cannot be digested
+            context_bytes = pretty_json(session_context(config.argv, dry_run=config.dry_run))
+        except ValueError as exc:
+            raise WrapError(f"--session-context-out: {exc}") from None
 
     sinks: dict[str, RecordSink] = {}
+    one_run: dict[str, RecordSink] = {}
     restore: Callable[[], None] | None = None
     try:
         if config.decision_log:
             sinks["decision_log"] = _open_append(config.decision_log, "decision log")
         if config.audit_log:
             sinks[AUDIT_SINK] = _open_append(config.audit_log, "audit log")
+        decision_sinks = tuple(
+            name for name, path in (("decision_log", config.decision_log), ("decision_log_new", config.decision_log_new))
+            if path
+        )
         options = SessionOptions(
             dry_run=config.dry_run,
             verbose=config.verbose,
             label=config.label,
             event_source=source,
-            decision_sinks=("decision_log",) if config.decision_log else (),
+            decision_sinks=decision_sinks,
             audit=bool(config.audit_log),
+            keep_events=bool(config.coverage_out),
+            receipts=bool(config.request_receipts_out),
         )
         session = WrapSession(policy, options)
+        plan = OneRunPlan(
+            decision_log_new=config.decision_log_new,
+            request_receipts=config.request_receipts_out,
+            session_context=config.session_context_out,
+            session_stop=config.session_stop_out,
+        )
+        def start_session() -> dict[str, RecordSink]:
+            """OR-7: create the one-run outputs in order; the context is written at once."""
+            for name, flag, path in plan.items():
+                fh = create_exclusive(flag, path)
+                one_run[name] = RecordSink(flag, fh)
+                if name == "session_context":
+                    one_run[name].write(context_bytes)
+            return {k: v for k, v in one_run.items() if k in ("decision_log_new", "receipts")}
+
         if config.dry_run:
             warn("[assay] DRY RUN MODE: No actions will be blocked.")
         warn(command_banner(config.argv))
@@ -165,6 +235,7 @@ async def run_wrap(
             shutdown_grace=config.shutdown_grace,
             handle_signals=handle_signals,
             env=config.env,
+            on_session_start=start_session if plan.items() else None,
         )
         try:
             relay.spawn()
@@ -173,9 +244,85 @@ async def run_wrap(
         result = await relay.run()
         if result.fatal:
             warn(f"fatal: {result.fatal}")
-        return result.exit_code
+        code = result.exit_code
+        if not session.started or relay.start_failed:
+            return code  # OR-6, OR-8: no stop record, no coverage, no state window
+        if "session_stop" in one_run:
+            try:
+                one_run["session_stop"].write(pretty_json(stop_record(result, session)))
+            except Exception as exc:  # RelayFatal from the sink: fail closed
+                warn(f"fatal: {exc}")
+                code = code or 2
+        return finish_reports(config, policy, session, source, session_id, code, warn)
     finally:
-        for sink in sinks.values():
+        for sink in (*sinks.values(), *one_run.values()):
             sink.close()
         if restore is not None:
             restore()
+
+
+def stop_record(result, session: WrapSession) -> dict:
+    """The session-stop record (wrap.md §6.9, DECISIONS D15), filled once the child is reaped."""
+    record: dict = {"schema": "assay.mcp_session_stop.v0", "stop_cause": result.stop_cause}
+    if result.wrap_signal is not None:
+        record["wrap_signal"] = result.wrap_signal
+    rc = result.child_returncode
+    record["child_exit"] = {
+        "code": rc if rc is not None and rc >= 0 else None,
+        "signal": -rc if rc is not None and rc < 0 else None,
+    }
+    counts = session.counts
+    record["frames"] = {
+        "forwarded": counts["forwarded"],
+        "blocked": counts["blocked"] + counts["dropped"],
+        "rejected": counts["rejected"],
+    }
+    return record
+
+
+def finish_reports(config: WrapConfig, policy, session: WrapSession, source, session_id: str, code: int, warn) -> int:
+    """Coverage, state window and observed manifest at session end (§6.3, §6.4, D15a, D33).
+
+    Exit precedence (wrap.md §1.4.2): a nonzero wrapped status wins, then coverage, then the
+    state window (and observed manifest). Statuses: 3 for a write failure.
+    """
+    statuses: list[tuple[str, int]] = []
+    jobs = []
+    if config.coverage_out:
+        declared = declared_tools_of(
+            allow=policy.tools.allow, deny=policy.tools.deny, schema_keys=policy.schemas.keys(),
+            pin_keys=policy.tool_pins.keys(),
+        )
+        jobs.append(("coverage", config.coverage_out, "coverage_report_v1",
+                     lambda: coverage_report(session.events, declared)))
+    if config.state_window_out:
+        jobs.append(("state-window", config.state_window_out, "session_state_window_v1",
+                     lambda: state_window(source or "", config.label, session_id)))
+    if config.observed_manifest_out:
+        jobs.append(("observed-manifest", config.observed_manifest_out, "assay.mcp_manifest_observed.v0",
+                     lambda: observed_manifest(session, config.label)))
+    for kind, path, schema, build in jobs:
+        try:
+            publish_new(path, pretty_json(build()))
+        except OSError as exc:
+            warn(f"fatal: cannot write {schema} to {path}: {exc}")
+            statuses.append((kind, 3))
+            continue
+        warn(f"Wrote {schema} to {path}")
+    failed = [status for _kind, status in statuses]
+    if code != 0:
+        if failed:
+            warn(f"Coverage/state-window generation failed after wrapped command exited with code {code}; "
+                 "preserving wrapped exit code")
+        return code
+    return failed[0] if failed else 0
+
+
+def observed_manifest(session: WrapSession, label: str) -> dict:
+    """D33: the last tools/list exchange (whole nextCursor chain) as an observed-v0 document."""
+    from assay.manifest.observed import observed_document
+
+    chain = session.last_chain
+    if chain is None:
+        return observed_document(label, None)
+    return observed_document(label, chain.tools, complete=chain.complete)

@@ -17,7 +17,7 @@ import ujson
 from assay.canonical import jcs_digest
 from assay.policy import Decision, Policy, SessionState, evaluate
 from assay.wrap import records
-from assay.wrap.admission import Admitted, Rejected
+from assay.wrap.admission import Admitted, Rejected, frame_digest
 
 DECISION_SINKS = ("decision_log",)  # sinks that take assay.tool.decision events
 AUDIT_SINK = "audit_log"
@@ -33,6 +33,7 @@ class FrameOutcome:
     stderr: list[str] = field(default_factory=list)
     disposition: str = "forwarded"  # forwarded | blocked | rejected | dropped | none
     decision_event_id: str | None = None
+    receipt: bytes | None = None  # written after the frame's outcome is complete (wrap.md §6.8)
     fatal: str | None = None
     fatal_cause: str | None = None
 
@@ -46,6 +47,7 @@ class SessionOptions:
     decision_sinks: tuple[str, ...] = ()
     audit: bool = False
     keep_events: bool = False  # hold this run's decision events in memory (coverage, D15a)
+    receipts: bool = False  # build request receipts (wrap.md §6.8)
 
 
 def _id_key(value: Any) -> tuple[str, Any] | None:
@@ -59,33 +61,6 @@ def _id_key(value: Any) -> tuple[str, Any] | None:
     if isinstance(value, float) and value.is_integer():
         return ("n", int(value))
     return None
-
-
-def facts_from_decision(decision: Decision, called_tool: str) -> records.DecisionFacts:
-    """The engine's decision as the plain facts records are built from. The tool is always
-    the called one (a rate-limit deny names it, not ``ALL``: DECISIONS D10)."""
-    return records.DecisionFacts(
-        tool=called_tool,
-        outcome=decision.outcome,
-        policy_code=decision.reason_code,
-        reason=decision.reason,
-        contract=decision.contract,
-        typed_decision=decision.typed_decision,
-        obligations=decision.obligations,
-        tool_classes=decision.tool_classes,
-        matched_tool_classes=decision.matched_tool_classes,
-        match_basis=decision.match_basis,
-        matched_rule=decision.matched_rule,
-        policy_version=decision.policy_version,
-        policy_digest=decision.policy_digest,
-        approval_state=decision.approval_state,
-        scope_type=decision.scope_type,
-        scope_value=decision.scope_value,
-        scope_match_mode=decision.scope_match_mode,
-        redaction_target=decision.redaction_target,
-        redaction_mode=decision.redaction_mode,
-        redaction_scope=decision.redaction_scope,
-    )
 
 
 def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
@@ -102,6 +77,22 @@ def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
     projection["input_schema"] = schema
     projection["server_id"] = label.strip()
     return jcs_digest(projection)
+
+
+class _Chain:
+    """One tools/list exchange, following ``nextCursor`` pages (D33)."""
+
+    __slots__ = ("tools", "next_cursor", "complete")
+
+    def __init__(self) -> None:
+        self.tools: list[dict[str, Any]] = []
+        self.next_cursor: str | None = None
+        self.complete = False
+
+    def add_page(self, tools: list[Any], next_cursor: Any) -> None:
+        self.tools.extend(t for t in tools if isinstance(t, dict))
+        self.next_cursor = next_cursor if isinstance(next_cursor, str) else None
+        self.complete = self.next_cursor is None
 
 
 class WrapSession:
@@ -124,10 +115,64 @@ class WrapSession:
         self._bindings: dict[str, str] = {}  # tool name -> tool-definition digest (wrap.md §4.2.4)
         self.events: list[dict[str, Any]] = []  # this run's decision events (coverage, D15a)
         self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
+        self.started = False  # the run became a session (wrap.md §7 OR-5)
+        self.seen_nonblank = False
+        self._receipt_seq = 0
+        # tools/list chains for the observed manifest (D33): pending id -> chain
+        self._chains: dict[tuple[str, Any], _Chain] = {}
+        self.last_chain: _Chain | None = None
+
+    # -- session start (wrap.md §7) --------------------------------------------------------------
+
+    def starts_session(self, item: Admitted | Rejected) -> bool:
+        """OR-5a: the first nonblank client line that is not a server/discover request (rejected
+        lines included) starts the session, just before it is handled."""
+        if self.started:
+            return False
+        return not (isinstance(item, Admitted) and item.frame.get("method") == "server/discover")
+
+    def starts_session_at_eof(self) -> bool:
+        """OR-5b: client EOF starts the session only when no nonblank line came at all."""
+        return not self.started and not self.seen_nonblank
+
+    def begin_session(self) -> None:
+        """Mark the session started; frame counts cover the session only (§6.9)."""
+        self.started = True
+        self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
 
     # -- client frames ---------------------------------------------------------------------------
 
     def handle(self, item: Admitted | Rejected) -> FrameOutcome:
+        """Decide what one nonblank client frame does (see :class:`FrameOutcome`)."""
+        self.seen_nonblank = True
+        outcome = self._handle(item)
+        if self.options.receipts and self.started:
+            outcome.receipt = self._receipt(item, outcome)
+        return outcome
+
+    def _receipt(self, item: Admitted | Rejected, outcome: FrameOutcome) -> bytes:
+        """One request receipt (wrap.md §6.8): digests and dispositions, never arguments."""
+        self._receipt_seq += 1
+        receipt: dict[str, Any] = {"schema": "assay.mcp_request_receipt.v0", "seq": self._receipt_seq}
+        if isinstance(item, Rejected):
+            receipt["frame_digest"] = "sha256:" + item.frame_digest
+            receipt["kind"] = "rejected"
+            receipt["disposition"] = "rejected"
+            receipt["reject_reason"] = item.reason
+            return records.encode_line(receipt)
+        frame = item.frame
+        receipt["frame_digest"] = "sha256:" + frame_digest(item.raw)
+        receipt["kind"] = "request" if item.is_request else "response" if item.is_response else "notification"
+        if "method" in frame:
+            receipt["method"] = frame["method"]
+        if "id" in frame:
+            receipt["request_id"] = frame["id"]
+        receipt["disposition"] = "forwarded" if outcome.disposition == "forwarded" else "blocked"
+        if outcome.decision_event_id is not None:
+            receipt["decision_event_id"] = outcome.decision_event_id
+        return records.encode_line(receipt)
+
+    def _handle(self, item: Admitted | Rejected) -> FrameOutcome:
         if isinstance(item, Rejected):
             self.counts["rejected"] += 1
             return FrameOutcome(
@@ -147,6 +192,7 @@ class WrapSession:
                     key = _id_key(frame["id"])
                     if key is not None:
                         self._pending_tools_list.add(key)
+                        self._chains[key] = self._chain_for(frame.get("params"))
             self.counts["forwarded"] += 1
             return FrameOutcome(forward=item.raw)
         return self._tool_call(item)
@@ -186,7 +232,7 @@ class WrapSession:
     ) -> None:
         """Decision event, audit record and --verbose line of one evaluated call."""
         opts = self.options
-        facts = facts_from_decision(decision, name)
+        facts = records.DecisionFacts.of(decision, tool=name)  # the called tool, even for rate limits (D10)
         request_id = frame["id"] if "id" in frame else records.ABSENT
         if opts.decision_sinks or opts.keep_events:
             delegated_from, delegation_depth = records.delegation_of(params)
@@ -231,9 +277,14 @@ class WrapSession:
                 )
             )
 
-    def client_eof(self) -> FrameOutcome:
-        """The client closed its side; nothing to do at this stage (hook for one-run outputs)."""
-        return FrameOutcome(disposition="none")
+    def _chain_for(self, params: Any) -> _Chain:
+        """A tools/list request continues the last chain when it asks for that chain's
+        ``nextCursor``; otherwise it starts a new one (D33)."""
+        cursor = params.get("cursor") if isinstance(params, dict) else None
+        last = self.last_chain
+        if isinstance(cursor, str) and last is not None and last.next_cursor == cursor:
+            return last
+        return _Chain()
 
     # -- server lines ----------------------------------------------------------------------------
 
@@ -244,7 +295,7 @@ class WrapSession:
 
     def observe_server_line(self, line: bytes) -> list[str]:
         """Record tool identities from the tools/list result answering one of our requests."""
-        if b'"tools"' not in line:
+        if b'"tools"' not in line and b'"error"' not in line:
             return []
         try:
             message = ujson.loads(line)
@@ -256,10 +307,14 @@ class WrapSession:
         if key is None or key not in self._pending_tools_list:
             return []
         self._pending_tools_list.discard(key)
+        chain = self._chains.pop(key, None)
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             return []
         tools = result["tools"]
+        if chain is not None:
+            chain.add_page(tools, result.get("nextCursor"))
+            self.last_chain = chain
         seen = self.state.observe_tools(self.options.label, tools)
         for tool in tools:
             if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"].strip():

@@ -1,0 +1,103 @@
+"""wrap's create-new outputs and the one-run lifecycle (wrap.md §7 OR-1..OR-13, DECISIONS D15, D15a).
+
+Two kinds of create-new output:
+
+- one-run outputs (`--decision-log-new`, `--request-receipts-out`, `--session-context-out`,
+  `--session-stop-out`): created with O_EXCL|O_NOFOLLOW when the run becomes a session, then
+  written only through the descriptors opened then (OR-7, OR-10);
+- session-end reports (`--coverage-out`, `--state-window-out`, `--observed-manifest-out`):
+  published at session end with :func:`assay.manifest.publish.publish_new`, never replacing.
+
+All of them are checked before the child is spawned (OR-2..OR-4): nothing may exist at the path
+(lstat: files, directories, symlinks, dangling ones included), the parent must be an existing
+directory, and no path may name the same file as any other wrap output.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ONE_RUN_FLAGS = ("--decision-log-new", "--request-receipts-out", "--session-context-out", "--session-stop-out")
+REPORT_FLAGS = ("--coverage-out", "--state-window-out", "--observed-manifest-out")
+CREATE_NEW_FLAGS = ONE_RUN_FLAGS + REPORT_FLAGS
+
+
+class OutputError(Exception):
+    """An output path was refused or could not be created or written (fatal, exit 2)."""
+
+
+def identity_key(path: str) -> str:
+    """What two paths are compared by (OR-3): the parent resolved with realpath plus the final
+    name; the absolute, lexically normalised path when the parent does not exist."""
+    absolute = os.path.abspath(path)
+    parent, name = os.path.split(absolute)
+    if os.path.isdir(parent):
+        return os.path.join(os.path.realpath(parent), name)
+    return os.path.normpath(absolute)
+
+
+def check_before_spawn(create_new: Mapping[str, str], others: Mapping[str, str]) -> None:
+    """OR-2..OR-4 for every create-new output; raises OutputError with a one-line reason.
+
+    ``create_new`` maps flag -> path for the outputs that must be new; ``others`` maps flag ->
+    path for the remaining wrap outputs (append-mode logs) they must not clash with.
+    """
+    seen: dict[str, str] = {}
+    for flag, path in others.items():
+        seen.setdefault(identity_key(path), flag)
+    for flag, path in create_new.items():
+        key = identity_key(path)
+        if key in seen:
+            raise OutputError(f"{flag} {path} names the same file as {seen[key]}; give each output its own path")
+        seen[key] = flag
+    for flag, path in create_new.items():
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise OutputError(f"{flag} {path}: {exc.strerror or exc}") from None
+        else:
+            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "a file"
+            raise OutputError(f"{flag} {path} already exists ({what}); use a fresh path for each run")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise OutputError(f"{flag} {path}: parent directory does not exist")
+
+
+def create_exclusive(flag: str, path: str):
+    """OR-7: O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 minus umask; an unbuffered file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == 17:  # EEXIST: taken after the pre-spawn check (OR-8)
+            raise OutputError(f"{flag} {path} was created by someone else after the start-up check; refusing it") from None
+        raise OutputError(f"cannot create {flag} {path}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "wb", buffering=0)
+
+
+@dataclass
+class OneRunPlan:
+    """The one-run outputs a run asked for (flag -> path), in creation order (OR-7)."""
+
+    decision_log_new: str | None = None
+    request_receipts: str | None = None
+    session_context: str | None = None
+    session_stop: str | None = None
+
+    def items(self) -> list[tuple[str, str, str]]:
+        """(sink name, flag, path) for each requested output, in creation order."""
+        rows = [
+            ("decision_log_new", "--decision-log-new", self.decision_log_new),
+            ("receipts", "--request-receipts-out", self.request_receipts),
+            ("session_context", "--session-context-out", self.session_context),
+            ("session_stop", "--session-stop-out", self.session_stop),
+        ]
+        return [(name, flag, path) for name, flag, path in rows if path]
+
+    def by_flag(self) -> dict[str, str]:
+        return {flag: path for _name, flag, path in self.items()}
