@@ -51,6 +51,7 @@ class WrapRun:
     server: list[str]
     dry_run: bool = False
     label: str = "e2e-server"
+    extra: list[str] = field(default_factory=list)  # more wrap options (e.g. one-run outputs)
     decision_log: Path = field(init=False)
     audit_log: Path = field(init=False)
     wrap_pids: Path = field(init=False)
@@ -76,6 +77,7 @@ class WrapRun:
             "--label", self.label,
             "--verbose",
             *(["--dry-run"] if self.dry_run else []),
+            *self.extra,
             "--", *recorded(self.server_pids, self.server),
         ]
         return recorded(self.wrap_pids, wrap)
