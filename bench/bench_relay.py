@@ -4,6 +4,7 @@ Run: .venv/bin/python bench/bench_relay.py [--frames 20000] [--rounds 2000] [--r
 
 Each run measures, in the same process and back to back:
   direct        client <-> echo server
+  byte relay    client <-> a trio relay that only copies bytes (bench/byte_relay.py) <-> echo server
   wrap enforce  client <-> assay mcp wrap (allowlist + a 5-property schema) <-> echo server
   wrap dry-run  the same with --dry-run
 Throughput: N pipelined ~200-byte tools/call frames, time until every reply arrived.
@@ -124,6 +125,7 @@ def main() -> int:
     policy.write_text(POLICY)
     setups = {
         "direct": ECHO,
+        "byte relay": [sys.executable, str(HERE / "byte_relay.py"), *ECHO],
         "wrap enforce": [assay, "mcp", "wrap", "--policy", str(policy), "--", *ECHO],
         "wrap dry-run": [assay, "mcp", "wrap", "--policy", str(policy), "--dry-run", "--", *ECHO],
     }

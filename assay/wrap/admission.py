@@ -83,8 +83,21 @@ class _Malformed(ValueError):
     pass
 
 
+class _Duplicate(Exception):
+    pass
+
+
+def _pairs_fast(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """object_pairs_hook of the fast path: a repeated name aborts the parse."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Duplicate
+    return obj
+
+
 class _Pairs:
-    """object_pairs_hook that builds dicts and remembers whether any object repeated a name."""
+    """object_pairs_hook of the slow path: builds every dict, remembers any repeated name, so
+    that a line with a duplicate *and* an earlier-ranked fault reports the earlier one (D11)."""
 
     __slots__ = ("duplicate",)
 
@@ -118,21 +131,29 @@ def _strict_int(text: str) -> int:
         return float(text)  # type: ignore[return-value]
 
 
-# One decoder for the process: admission is synchronous and never re-entered, so the hook's
-# flag is reset before each parse and read right after it.
+# Decoders are shared by the whole process: admission is synchronous and never re-entered.
+# The fast one parses integers in C and aborts on a repeated name; the careful one checks every
+# integer (serde reads an integer too long for a double as infinity and refuses it) and flags
+# duplicates without aborting, so that D11's order of faults can be honoured.
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_fast, parse_constant=_no_constant, parse_float=_strict_float)
 _PAIRS = _Pairs()
-_DECODER = json.JSONDecoder(object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float)
-# Integers are parsed by the C scanner; only a frame holding a digit run long enough to overflow
-# a double (serde reads such an integer as an infinite double and refuses it) takes the decoder
-# that checks every integer.
-_LONG_DIGITS = re.compile(rb"\d{309}")
-_DECODER_BIG_INTS = json.JSONDecoder(
+_DECODER_CAREFUL = json.JSONDecoder(
     object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
 )
+# Rare content that needs a closer look: a digit run that may overflow a double, or a \u escape
+# of a surrogate (which must be part of a valid pair). Cheap substring and length tests first.
+_LONG_DIGITS = re.compile(rb"\d{309}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _needs_care(content: bytes) -> bool:
+    return bool(
+        (b"\\u" in content and _SURROGATE_ESCAPE.search(content))
+        or (len(content) >= 309 and _LONG_DIGITS.search(content))
+    )
 
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _too_deep(content: bytes) -> bool:
@@ -181,7 +202,7 @@ def is_blank(line: bytes) -> bool:
 
 def admit(line: bytes) -> Admitted | Rejected | None:
     """Judge one client line (terminator included). None means blank: ignore it entirely."""
-    content = _content(line)
+    content = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
     if not content.strip(b" \t"):
         return None
     try:
@@ -192,16 +213,30 @@ def admit(line: bytes) -> Admitted | Rejected | None:
         return Rejected(line, EMBEDDED_LINE_BREAK)
     if _too_deep(content):
         return Rejected(line, MALFORMED_JSON)
-    stripped = text.strip(" \t")
+    if not _needs_care(content):
+        try:
+            value = _DECODER.decode(text)  # whitespace around the value allowed, nothing else
+        except _Duplicate:
+            return _admit_carefully(line, text)
+        except (ValueError, RecursionError):
+            return Rejected(line, MALFORMED_JSON)
+        if type(value) is dict:
+            method = value.get("method", "")
+            if method.__class__ is not str and "method" in value:
+                return Rejected(line, NON_STRING_METHOD)
+            return Admitted(line, value)
+        return Rejected(line, BATCH if isinstance(value, list) else NOT_AN_OBJECT)
+    return _admit_carefully(line, text)
+
+
+def _admit_carefully(line: bytes, text: str) -> Admitted | Rejected:
+    """The slow path: every integer checked, lone surrogates found, duplicates ranked (D11)."""
     _PAIRS.duplicate = False
     try:
-        decoder = _DECODER_BIG_INTS if _LONG_DIGITS.search(content) else _DECODER
-        value, end = decoder.raw_decode(stripped)
+        value = _DECODER_CAREFUL.decode(text)
     except (ValueError, RecursionError):
         return Rejected(line, MALFORMED_JSON)
-    if end != len(stripped):
-        return Rejected(line, MALFORMED_JSON)
-    if _SURROGATE_ESCAPE.search(content) and _has_lone_surrogate(value):
+    if _has_lone_surrogate(value):
         return Rejected(line, MALFORMED_JSON)
     if isinstance(value, list):
         return Rejected(line, BATCH)
