@@ -30,6 +30,7 @@ __all__ = [
     "RuleEvaluation",
     "SequenceCall",
     "parse_sequence_policy",
+    "parse_policy_mapping",
     "evaluate_rules",
     "check_sequence",
     "RULE_KINDS",
@@ -105,18 +106,54 @@ class Rule:
             return f"after:{self.trigger}->{self.then}@{self.within}"
         return f"sequence{':strict' if self.strict else ''}:" + ">".join(str(t) for t in self.tools)
 
+    def selectors(self) -> tuple[Selector, ...]:
+        """Every selector the rule names, in field order (``tools`` members included)."""
+        single = (self.tool, self.first, self.trigger, self.then, self.forbidden)
+        return tuple(s for s in single if s is not None) + self.tools
+
+    @property
+    def coverage_id(self) -> str:
+        """Lower-cased id of the coverage and explain tools (server.md V4); selectors by tool name."""
+        k = self.kind
+        if k == "require":
+            return f"require_{self.tool.tool.lower()}"  # type: ignore[union-attr]
+        if k == "eventually":
+            return f"eventually_{self.tool.tool.lower()}_{self.within}"  # type: ignore[union-attr]
+        if k == "max_calls":
+            return f"max_calls_{self.tool.tool.lower()}_{self.max}"  # type: ignore[union-attr]
+        if k == "before":
+            return f"before_{self.first.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+        if k == "after":
+            return f"after_{self.trigger.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+        if k == "never_after":
+            return f"never_after_{self.trigger.tool.lower()}_forbidden_{self.forbidden.tool.lower()}"  # type: ignore[union-attr]
+        if k == "sequence":
+            return "sequence_" + "_".join(s.tool.lower() for s in self.tools)
+        return f"blocklist_{(self.pattern or '').lower()}"
+
 
 @dataclass(frozen=True)
 class SequencePolicy:
-    """A parsed sequence document: ``form`` is ``policy`` (v1.1 mapping), ``rules`` or ``legacy``."""
+    """A parsed sequence document: ``form`` is ``policy`` (v1.1 mapping), ``rules`` or ``legacy``.
+
+    The ``tools`` section is unused by the sequence check but read by the coverage and explain
+    tools (server.md V4, X2): ``allow``/``deny`` stay ``None`` when absent, ``require_args`` holds
+    its tool names."""
 
     form: str
     rules: tuple[Rule, ...] = ()
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     expected: tuple[str, ...] = ()  # legacy form only
     version: str | None = None
-    name: str = ""
+    name: str | None = None
     on_error: str = "block"
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] | None = None
+    require_args: tuple[str, ...] = ()
+
+    def resolve(self, name: str) -> tuple[str, ...]:
+        """An alias stands for its members; any other name for itself (SQ4)."""
+        return self.aliases.get(name, (name,))
 
 
 class SequenceCall(NamedTuple):
@@ -216,8 +253,9 @@ def _policy_form(doc: dict) -> SequencePolicy:
         if k not in _POLICY_KEYS:
             raise _Bad(f"unknown key {k!r}")
     version = _str(_field(doc, "version"))
-    name = _str(doc.get("name", ""))
+    name = _str(doc["name"]) if "name" in doc else None
     tools = doc.get("tools")
+    lists: dict[str, Any] = {}
     if tools is not None:
         if not isinstance(tools, dict):
             raise _Bad("tools must be a mapping")
@@ -227,12 +265,13 @@ def _policy_form(doc: dict) -> SequencePolicy:
             if v is None:
                 continue
             if k in ("allow", "deny"):
-                _strings(v)
+                lists[k] = _strings(v)
             elif not isinstance(v, dict) or not all(isinstance(x, str) for x in v):
                 raise _Bad(f"tools.{k} must be a mapping")
             elif k == "require_args":
                 for x in v.values():
                     _strings(x)
+                lists[k] = tuple(v)
             else:
                 for x in v.values():
                     if not isinstance(x, dict) or not all(isinstance(y, str) for y in x):
@@ -248,8 +287,24 @@ def _policy_form(doc: dict) -> SequencePolicy:
     if on_error not in ("block", "allow"):
         raise _Bad("on_error must be block or allow")
     return SequencePolicy(
-        "policy", tuple(_rule(r) for r in seqs), aliases, version=version, name=name, on_error=on_error
+        "policy",
+        tuple(_rule(r) for r in seqs),
+        aliases,
+        version=version,
+        name=name,
+        on_error=on_error,
+        allow=lists.get("allow"),
+        deny=lists.get("deny"),
+        require_args=lists.get("require_args", ()),
     )
+
+
+def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
+    """An already-parsed YAML mapping → the v1.1 policy form alone (SQ1 form a; server.md V3)."""
+    try:
+        return _policy_form(doc)
+    except _Bad as exc:
+        raise SequencePolicyError(str(exc)) from None
 
 
 def parse_sequence_policy(data: bytes) -> SequencePolicy:

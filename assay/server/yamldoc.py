@@ -7,7 +7,7 @@ fixed E_POLICY_PARSE messages, never passing parser text or policy content throu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.server.errors import (
     MSG_ROOT_NOT_MAPPING,
@@ -16,7 +16,10 @@ from assay.server.errors import (
     ToolError,
 )
 
-__all__ = ["parse_document", "parse_mapping", "syntax_error", "structure_error"]
+if TYPE_CHECKING:
+    from assay.policy.sequence import SequencePolicy
+
+__all__ = ["parse_document", "parse_mapping", "parse_v11_policy", "syntax_error", "structure_error"]
 
 
 def syntax_error(line: int | None = None, column: int | None = None) -> ToolError:
@@ -51,3 +54,15 @@ def parse_mapping(data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError("E_POLICY_PARSE", MSG_ROOT_NOT_MAPPING)
     return value
+
+
+def parse_v11_policy(data: bytes) -> SequencePolicy:
+    """Bytes -> the typed v1.1 policy of the coverage and explain tools (V3, X1): the mapping
+    stage first, then the sequence dialect's policy form; a shape mismatch is the E2 structure error."""
+    from assay.policy.sequence import parse_policy_mapping
+
+    doc = parse_mapping(data)
+    try:
+        return parse_policy_mapping(doc)
+    except (ValueError, TypeError, AttributeError):
+        raise structure_error() from None

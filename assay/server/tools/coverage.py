@@ -6,12 +6,15 @@ reports as triggered. Lists that come from sets are sorted so the output is dete
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.server.context import ToolContext, arguments_object, require_str
 from assay.server.errors import ToolError
 from assay.server.tools import Tool
-from assay.server.v11 import SeqPolicy, load_v11
+from assay.server.yamldoc import parse_v11_policy
+
+if TYPE_CHECKING:
+    from assay.policy.sequence import SequencePolicy
 
 NAME = "assay_check_coverage"
 
@@ -43,22 +46,22 @@ def _pct(part: int, whole: int) -> float:
     return 100.0 if whole == 0 else min(100.0, part * 100.0 / whole)
 
 
-def policy_tools(policy: SeqPolicy) -> set[str]:
+def policy_tools(policy: SequencePolicy) -> set[str]:
     names: set[str] = set(policy.allow or ()) | set(policy.deny or ()) | set(policy.require_args)
     for rule in policy.rules:
-        names.update(rule.tool_names())
+        names.update(sel.tool for sel in rule.selectors())
     for alias, members in policy.aliases.items():
         names.add(alias)
         names.update(members)
     return names
 
 
-def coverage_report(policy: SeqPolicy, traces: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+def coverage_report(policy: SequencePolicy, traces: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
     tools = policy_tools(policy)
     seen = {tool for trace in traces for tool in trace["tools"]}
     seen_policy = tools & seen
     tool_pct = _pct(len(seen_policy), len(tools))
-    rule_ids = sorted({rule.rule_id() for rule in policy.rules})
+    rule_ids = sorted({rule.coverage_id for rule in policy.rules})
     triggered = {rule for trace in traces for rule in trace["rules_triggered"]}
     rule_pct = _pct(len(triggered), len(rule_ids))
     overall = (tool_pct + rule_pct) / 2
@@ -66,8 +69,8 @@ def coverage_report(policy: SeqPolicy, traces: list[dict[str, Any]], threshold: 
     for tool in policy.deny or ():
         risky.setdefault(tool, "denied tool never exercised by a trace")
     for rule in policy.rules:
-        if rule.type == "never_after":
-            risky.setdefault(rule.fields["forbidden"], "tool forbidden by a never_after rule never exercised")
+        if rule.kind == "never_after":
+            risky.setdefault(rule.forbidden.tool, "tool forbidden by a never_after rule never exercised")
     gaps = [
         {"tool": tool, "reason": reason, "severity": "high"}
         for tool, reason in sorted(risky.items())
@@ -150,7 +153,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     if not 0 <= threshold <= 100:  # V2: before any file access
         raise ToolError("E_INVALID_THRESHOLD", "Threshold must be between 0 and 100")
     _path, data = ctx.read_policy(policy_path)
-    report = coverage_report(load_v11(data), traces, float(threshold))
+    report = coverage_report(parse_v11_policy(data), traces, float(threshold))
     if fmt == "markdown":
         return {
             "format": "markdown",

@@ -10,11 +10,14 @@ explanation texts are ours; rule ids match the coverage tool's.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.server.context import ToolContext, arguments_object, require_str
 from assay.server.tools import Tool
-from assay.server.v11 import Rule, SeqPolicy, load_v11
+from assay.server.yamldoc import parse_v11_policy
+
+if TYPE_CHECKING:
+    from assay.policy.sequence import Rule, Selector, SequencePolicy
 
 NAME = "assay_explain_trace"
 _MISSING = object()
@@ -46,6 +49,11 @@ def _decode_trace(raw: Any) -> list[dict[str, Any]]:
     return steps
 
 
+def _names(selectors: tuple[Selector, ...]) -> list[str]:
+    """Steps carry names only, so a `{tool, args_match}` selector stands for its tool name."""
+    return [sel.tool for sel in selectors]
+
+
 def _ev(rule_id: str, rule_type: str, passed: bool, explanation: str, context: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"rule_id": rule_id, "rule_type": rule_type, "passed": passed, "explanation": explanation}
     if context is not None:
@@ -54,7 +62,7 @@ def _ev(rule_id: str, rule_type: str, passed: bool, explanation: str, context: A
 
 
 class _Explainer:
-    def __init__(self, policy: SeqPolicy) -> None:
+    def __init__(self, policy: SequencePolicy) -> None:
         self.policy = policy
         self.seen: list[str] = []
         self.counts: dict[str, int] = {}
@@ -63,8 +71,8 @@ class _Explainer:
         self.progress: dict[int, int] = {}  # sequence rule index -> next expected member
         self.members = {m for ms in policy.aliases.values() for m in ms}
 
-    def hits(self, tool: str, selector: str) -> bool:
-        return tool in self.policy.resolve(selector)
+    def hits(self, tool: str, name: str) -> bool:
+        return tool in self.policy.resolve(name)
 
     def static(self, tool: str) -> dict[str, Any] | None:
         p = self.policy
@@ -75,84 +83,84 @@ class _Explainer:
         return None
 
     def rule(self, i: int, rule: Rule, tool: str, idx: int) -> dict[str, Any]:
-        f, rid, kind = rule.fields, rule.rule_id(), rule.type
+        rid, kind = rule.coverage_id, rule.kind
         if kind == "require":
-            return _ev(rid, kind, True, f"'{f['tool']}' must appear somewhere (checked when the trace ends)")
+            return _ev(rid, kind, True, f"'{rule.tool.tool}' must appear somewhere (checked when the trace ends)")
         if kind == "eventually":
-            seen = self.hits(tool, f["tool"]) or any(self.hits(t, f["tool"]) for t in self.seen)
-            passed = seen or idx < f["within"]
+            seen = self.hits(tool, rule.tool.tool) or any(self.hits(t, rule.tool.tool) for t in self.seen)
+            passed = seen or idx < rule.within
             if seen:
-                text = f"'{f['tool']}' has been called"
+                text = f"'{rule.tool.tool}' has been called"
             elif passed:
-                text = f"'{f['tool']}' still due within the first {f['within']} calls (this is call {idx + 1})"
+                text = f"'{rule.tool.tool}' still due within the first {rule.within} calls (this is call {idx + 1})"
             else:
-                text = f"'{f['tool']}' was not called within the first {f['within']} calls"
-            ctx = {"required_tool": f["tool"], "within": f["within"], "current_index": idx, "seen": seen}
+                text = f"'{rule.tool.tool}' was not called within the first {rule.within} calls"
+            ctx = {"required_tool": rule.tool.tool, "within": rule.within, "current_index": idx, "seen": seen}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "max_calls":
-            targets = self.policy.resolve(f["tool"])
+            targets = self.policy.resolve(rule.tool.tool)
             count = sum(self.counts.get(t, 0) for t in set(targets)) + (1 if tool in targets else 0)
-            passed = count <= f["max"]
+            passed = count <= rule.max
             text = (
-                f"'{f['tool']}' call {count} of at most {f['max']}"
+                f"'{rule.tool.tool}' call {count} of at most {rule.max}"
                 if passed
-                else f"'{f['tool']}' called {count} times, more than the {f['max']} allowed"
+                else f"'{rule.tool.tool}' called {count} times, more than the {rule.max} allowed"
             )
-            return _ev(rid, kind, passed, text, {"tool": f["tool"], "max": f["max"], "current_count": count})
+            return _ev(rid, kind, passed, text, {"tool": rule.tool.tool, "max": rule.max, "current_count": count})
         if kind == "before":
-            is_then = self.hits(tool, f["then"])
-            first_seen = any(self.hits(t, f["first"]) for t in self.seen)
+            is_then = self.hits(tool, rule.then.tool)
+            first_seen = any(self.hits(t, rule.first.tool) for t in self.seen)
             passed = not is_then or first_seen
             if not is_then:
-                text = f"not a '{f['then']}' call; rule does not apply"
+                text = f"not a '{rule.then.tool}' call; rule does not apply"
             elif first_seen:
-                text = f"'{f['first']}' came before '{f['then']}'"
+                text = f"'{rule.first.tool}' came before '{rule.then.tool}'"
             else:
-                text = f"'{f['then']}' needs '{f['first']}' to be called first"
-            ctx = {"first": f["first"], "then": f["then"], "first_seen": first_seen, "is_then_call": is_then}
+                text = f"'{rule.then.tool}' needs '{rule.first.tool}' to be called first"
+            ctx = {"first": rule.first.tool, "then": rule.then.tool, "first_seen": first_seen, "is_then_call": is_then}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "after":
             pending = self.after.get(i)
             passed = True
             if pending is not None:
                 trigger_idx, deadline = pending
-                if self.hits(tool, f["then"]):
+                if self.hits(tool, rule.then.tool):
                     passed = idx <= deadline
                     text = (
-                        f"'{f['then']}' answers '{f['trigger']}' in time"
+                        f"'{rule.then.tool}' answers '{rule.trigger.tool}' in time"
                         if passed
-                        else f"'{f['then']}' came too late after '{f['trigger']}' (step {idx}, deadline {deadline})"
+                        else f"'{rule.then.tool}' came too late after '{rule.trigger.tool}' (step {idx}, deadline {deadline})"
                     )
                 elif idx > deadline:
                     passed = False
                     text = (
-                        f"'{f['then']}' was due within {f['within']} calls after '{f['trigger']}' "
+                        f"'{rule.then.tool}' was due within {rule.within} calls after '{rule.trigger.tool}' "
                         f"(step {trigger_idx})"
                     )
                 else:
-                    text = f"waiting for '{f['then']}' for {deadline - idx} more calls"
-            elif self.hits(tool, f["trigger"]):
-                text = f"'{f['trigger']}' called; '{f['then']}' now due within {f['within']} calls"
+                    text = f"waiting for '{rule.then.tool}' for {deadline - idx} more calls"
+            elif self.hits(tool, rule.trigger.tool):
+                text = f"'{rule.trigger.tool}' called; '{rule.then.tool}' now due within {rule.within} calls"
             else:
-                text = f"waiting for '{f['trigger']}'"
-            return _ev(rid, kind, passed, text, {"trigger": f["trigger"], "then": f["then"], "within": f["within"]})
+                text = f"waiting for '{rule.trigger.tool}'"
+            return _ev(rid, kind, passed, text, {"trigger": rule.trigger.tool, "then": rule.then.tool, "within": rule.within})
         if kind == "never_after":
             triggered = i in self.never_after
-            is_trigger = self.hits(tool, f["trigger"])
-            is_forbidden = self.hits(tool, f["forbidden"])
+            is_trigger = self.hits(tool, rule.trigger.tool)
+            is_forbidden = self.hits(tool, rule.forbidden.tool)
             passed = not (triggered and is_forbidden)
             if not passed:
-                text = f"'{f['forbidden']}' is forbidden after '{f['trigger']}' (step {self.never_after[i]})"
+                text = f"'{rule.forbidden.tool}' is forbidden after '{rule.trigger.tool}' (step {self.never_after[i]})"
             elif triggered:
-                text = f"'{f['forbidden']}' is forbidden since step {self.never_after[i]}"
+                text = f"'{rule.forbidden.tool}' is forbidden since step {self.never_after[i]}"
             elif is_trigger:
-                text = f"'{f['trigger']}' called; '{f['forbidden']}' is forbidden from now on"
+                text = f"'{rule.trigger.tool}' called; '{rule.forbidden.tool}' is forbidden from now on"
             else:
-                text = f"waiting for '{f['trigger']}'"
-            ctx = {"trigger": f["trigger"], "forbidden": f["forbidden"], "triggered": triggered or is_trigger}
+                text = f"waiting for '{rule.trigger.tool}'"
+            ctx = {"trigger": rule.trigger.tool, "forbidden": rule.forbidden.tool, "triggered": triggered or is_trigger}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "sequence":
-            tools, strict = f["tools"], f["strict"]
+            tools, strict = _names(rule.tools), rule.strict
             k = self.progress.get(i, 0)
             passed = True
             if k >= len(tools):
@@ -171,51 +179,49 @@ class _Explainer:
                 else:
                     text = f"sequence waiting for '{expected}' ({k} of {len(tools)} done)"
             return _ev(rid, kind, passed, text, {"tools": tools, "strict": strict, "progress": k})
-        passed = f["pattern"] not in tool
+        passed = rule.pattern not in tool
         text = (
-            f"'{tool}' does not contain the blocked pattern '{f['pattern']}'"
+            f"'{tool}' does not contain the blocked pattern '{rule.pattern}'"
             if passed
-            else f"'{tool}' contains the blocked pattern '{f['pattern']}'"
+            else f"'{tool}' contains the blocked pattern '{rule.pattern}'"
         )
         return _ev(rid, kind, passed, text)
 
     def advance(self, tool: str, idx: int) -> None:
         self.counts[tool] = self.counts.get(tool, 0) + 1
         for i, rule in enumerate(self.policy.rules):
-            f = rule.fields
-            if rule.type == "never_after" and i not in self.never_after and self.hits(tool, f["trigger"]):
+            if rule.kind == "never_after" and i not in self.never_after and self.hits(tool, rule.trigger.tool):
                 self.never_after[i] = idx
-            elif rule.type == "after" and self.hits(tool, f["trigger"]):
-                self.after[i] = (idx, idx + f["within"])
-            elif rule.type == "sequence":
+            elif rule.kind == "after" and self.hits(tool, rule.trigger.tool):
+                self.after[i] = (idx, idx + rule.within)
+            elif rule.kind == "sequence":
                 k = self.progress.get(i, 0)
-                if k < len(f["tools"]) and self.hits(tool, f["tools"][k]):
+                if k < len(rule.tools) and self.hits(tool, rule.tools[k].tool):
                     self.progress[i] = k + 1
         self.seen.append(tool)
 
     def end_of_trace(self) -> list[dict[str, Any]]:
         out = []
         for i, rule in enumerate(self.policy.rules):
-            f = rule.fields
-            if rule.type == "require" and not any(self.hits(t, f["tool"]) for t in self.seen):
-                out.append(_ev(rule.rule_id(), "require", False, f"required tool '{f['tool']}' was never called"))
-            elif rule.type == "after" and i in self.after:
+            if rule.kind == "require" and not any(self.hits(t, rule.tool.tool) for t in self.seen):
+                out.append(_ev(rule.coverage_id, "require", False, f"required tool '{rule.tool.tool}' was never called"))
+            elif rule.kind == "after" and i in self.after:
                 trigger_idx, deadline = self.after[i]
-                if not any(self.hits(t, f["then"]) for t in self.seen[trigger_idx + 1 :]):
+                if not any(self.hits(t, rule.then.tool) for t in self.seen[trigger_idx + 1 :]):
                     out.append(
                         _ev(
-                            rule.rule_id(),
+                            rule.coverage_id,
                             "after",
                             False,
-                            f"'{f['trigger']}' at step {trigger_idx} was never followed by '{f['then']}' "
+                            f"'{rule.trigger.tool}' at step {trigger_idx} was never followed by '{rule.then.tool}' "
                             "before the trace ended",
-                            {"trigger": f["trigger"], "deadline": deadline, "trace_len": len(self.seen)},
+                            {"trigger": rule.trigger.tool, "deadline": deadline, "trace_len": len(self.seen)},
                         )
                     )
         return out
 
 
-def explain(policy: SeqPolicy, trace: list[dict[str, Any]]) -> dict[str, Any]:
+def explain(policy: SequencePolicy, trace: list[dict[str, Any]]) -> dict[str, Any]:
     ex = _Explainer(policy)
     steps: list[dict[str, Any]] = []
     blocking: list[str] = []
@@ -323,7 +329,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     if not isinstance(fmt, str):
         raise TypeError("format must be a string")
     _path, data = ctx.read_policy(policy_path)
-    ex = explain(load_v11(data), trace)
+    ex = explain(parse_v11_policy(data), trace)
     counts = {"blocked_steps": ex["blocked_steps"], "total_steps": ex["total_steps"]}
     if fmt in ("markdown", "md"):
         md = render_markdown(ex)
