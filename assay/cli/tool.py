@@ -32,6 +32,21 @@ def _error(exc: BaseException | str) -> None:
     sys.stderr.write(f"error: {one_line(exc)}\n")
 
 
+def _read_tool_definition(tool: str) -> object:
+    """The tool file's JSON; sign and verify report a failed read or parse in the same words."""
+    from assay import signing
+
+    try:
+        with open(tool, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise signing.SigningError(f"failed to read tool file: {tool}: {exc.strerror or exc}") from None
+    try:
+        return signing.parse_tool_json(data)
+    except signing.SigningError as exc:
+        raise signing.SigningError(f"failed to parse tool JSON: {tool}: {exc}") from None
+
+
 def run_keygen(out: str, force: bool) -> int:
     from assay import signing
     from assay.manifest.publish import PublishError, publish_new, publish_replace
@@ -94,15 +109,7 @@ def run_sign(tool: str, key: str, out: str | None, in_place: bool, embed_pubkey:
         else:
             raise signing.SigningError("must specify --out <PATH> or --in-place")
         private = signing.load_private_key_file(key)
-        try:
-            with open(tool, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise signing.SigningError(f"failed to read tool file: {tool}: {exc.strerror or exc}") from None
-        try:
-            definition = signing.parse_tool_json(data)
-        except signing.SigningError as exc:
-            raise signing.SigningError(f"failed to parse tool JSON: {tool}: {exc}") from None
+        definition = _read_tool_definition(tool)
         when, warning = signing.signed_at_from_environment()
         if warning:
             sys.stderr.write(warning + "\n")
@@ -145,15 +152,7 @@ def run_verify(
             sys.stdout.write(text)
 
     try:
-        try:
-            with open(tool, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise signing.SigningError(f"failed to read tool file: {tool}: {exc.strerror or exc}") from None
-        try:
-            definition = signing.parse_tool_json(data)
-        except signing.SigningError as exc:
-            raise signing.SigningError(f"failed to parse tool JSON: {tool}: {exc}") from None
+        definition = _read_tool_definition(tool)
         if not isinstance(definition, dict):
             raise signing.SigningError(f"tool definition must be a JSON object: {tool}")
         policy = signing.load_trust_policy_file(trust_policy) if trust_policy is not None else None
