@@ -226,10 +226,7 @@ class Relay:
                 await self._apply(child, outcomes)
                 outcomes = []
                 self._start_session()
-            outcome = self.session.handle(judged)
-            outcomes.append(outcome)
-            if outcome.fatal is not None:
-                break
+            outcomes.append(self.session.handle(judged))
         await self._apply(child, outcomes)
 
     def _start_session(self) -> None:
@@ -243,33 +240,43 @@ class Relay:
                 raise RelayFatal(str(exc), "output_error") from None
 
     async def _apply(self, child: proc.Child, outcomes: list[FrameOutcome]) -> None:
-        if not outcomes:
-            return
-        by_sink: dict[str, list[bytes]] = {}
-        receipts: list[bytes] = []
-        stderr_lines: list[str] = []
+        """Perform the outcomes of one read, in frame order, with as few writes as possible.
+
+        A frame's records are written before its forward or reply (fail closed, D14a): when a
+        record write fails, the frames before it still get their effects and the failing frame
+        gets none. Replies and forwards are batched into one write each; receipts follow them
+        (wrap.md §6.8: written once the frame's outcome is complete).
+        """
         replies: list[bytes] = []
         forwards: list[bytes] = []
-        fatal: FrameOutcome | None = None
-        for outcome in outcomes:
-            if outcome.fatal is not None:
-                fatal = outcome
-                break
-            stderr_lines.extend(outcome.stderr)
-            for sink, line in outcome.records:
-                by_sink.setdefault(sink, []).append(line)
-            if outcome.reply:
-                replies.append(outcome.reply)
-            if outcome.forward:
-                forwards.append(outcome.forward)
-            if outcome.receipt:
-                receipts.append(outcome.receipt)
-        for line in stderr_lines:
-            self.warn(line)
+        receipts: list[bytes] = []
+        try:
+            for outcome in outcomes:
+                for line in outcome.stderr:
+                    self.warn(line)
+                if outcome.records:
+                    self._write_records(outcome.records)
+                if outcome.reply:
+                    replies.append(outcome.reply)
+                if outcome.forward:
+                    forwards.append(outcome.forward)
+                if outcome.receipt:
+                    receipts.append(outcome.receipt)
+        finally:
+            # Also on a failed record write: what came before the failing frame still happens.
+            with trio.CancelScope(shield=True):
+                await self._flush(child, replies, forwards, receipts)
+
+    def _write_records(self, records: list[tuple[str, bytes]]) -> None:
+        by_sink: dict[str, list[bytes]] = {}
+        for name, line in records:
+            by_sink.setdefault(name, []).append(line)
         for name, lines in by_sink.items():
             sink = self.sinks.get(name)
             if sink is not None:
                 sink.write(b"".join(lines))
+
+    async def _flush(self, child: proc.Child, replies: list[bytes], forwards: list[bytes], receipts: list[bytes]) -> None:
         if replies:
             await self._to_client(b"".join(replies))
         if forwards and child.stdin is not None:
@@ -281,8 +288,6 @@ class Relay:
                 ) from None
         if receipts and "receipts" in self.sinks:
             self.sinks["receipts"].write(b"".join(receipts))
-        if fatal is not None:
-            raise RelayFatal(fatal.fatal, fatal.fatal_cause or "output_error")
 
     async def _shutdown_after_eof(self, child: proc.Child) -> None:
         """D14 client EOF: let the child finish; SIGTERM the group after the grace, SIGKILL 0.5 s later."""

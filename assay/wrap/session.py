@@ -34,8 +34,6 @@ class FrameOutcome:
     disposition: str = "forwarded"  # forwarded | blocked | rejected | dropped | none
     decision_event_id: str | None = None
     receipt: bytes | None = None  # written after the frame's outcome is complete (wrap.md §6.8)
-    fatal: str | None = None
-    fatal_cause: str | None = None
 
 
 @dataclass

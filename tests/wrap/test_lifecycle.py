@@ -298,3 +298,34 @@ def test_spawn_failure_is_fatal(tmp_path):
     )
     assert res.returncode == 2
     assert res.stderr.decode().strip().splitlines()[-1].startswith("fatal: cannot start ")
+
+
+def test_log_write_error_is_fatal_and_frame_not_forwarded(wrapper: Wrapper):
+    """D14a: a write error on a log during the run is fatal (fail closed): the frame whose record
+    failed is not forwarded, the child is stopped, the stop record says output_error, exit 2."""
+    if not os.path.exists("/dev/full"):
+        pytest.fail("this test needs /dev/full (Linux)")
+    pidfile = wrapper.tmp / "child.pid"
+    proc = wrapper.popen(
+        "--event-source", "assay://t/x", "--decision-log", "/dev/full", "--session-stop-out", "stop.json",
+        server_opts=("--pidfile", str(pidfile), "--on-eof-hang"),
+    )
+    try:
+        assert exchange(proc, request(1, "ping"))["id"] == 1  # no record needed: relayed
+        code, out, err = finish_with_input(proc, call(2, "read_file", {"path": "/workspace/a"}) + request(3, "ping"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 2
+    assert err.decode().strip().splitlines()[-1].startswith("fatal: cannot write decision log")
+    assert out == b""  # no reply for the failed frame nor anything after it
+    assert wrapper.record.read_bytes() == request(1, "ping")  # the tools/call never reached the server
+    assert wait_dead(read_pid(pidfile))
+    stop = json.loads((wrapper.tmp / "stop.json").read_text())
+    assert stop["stop_cause"] == "output_error"
+
+
+def finish_with_input(proc: subprocess.Popen, data: bytes, timeout: float = 60) -> tuple[int, bytes, bytes]:
+    out, err = proc.communicate(data, timeout=timeout)
+    return proc.returncode, out, err
