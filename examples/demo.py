@@ -28,8 +28,11 @@ def _text(result) -> str:
 
 async def main() -> int:
     assay = shutil.which("assay") or str(Path(sys.executable).parent / "assay")
-    workdir = Path(tempfile.mkdtemp(prefix="assay-demo-"))
-    decision_log = workdir / "decisions.ndjson"
+    with tempfile.TemporaryDirectory(prefix="assay-demo-") as workdir:
+        return await _demo(assay, Path(workdir) / "decisions.ndjson")
+
+
+async def _demo(assay: str, decision_log: Path) -> int:
     params = StdioServerParameters(
         command=assay,
         args=[
@@ -62,7 +65,7 @@ async def main() -> int:
                 if result.is_error and result.structured_content:
                     detail += "  " + json.dumps(result.structured_content)
                 print(f"  {verdict}  {name}({json.dumps(args)}) -> {detail}")
-    print(f"\ndecision log ({decision_log}):")
+    print("\ndecision log (--decision-log):")
     for line in decision_log.read_text().splitlines():
         data = json.loads(line)["data"]
         print(f"  {data['decision']:5}  {data['tool']:10}  {data['reason_code']:20}  {data.get('reason', '')}")

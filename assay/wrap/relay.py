@@ -334,7 +334,7 @@ class Relay:
                     continue
                 complete, rest = data[:cut], data[cut:]
                 if self.session.wants_server_lines:
-                    for line in (tail + complete).splitlines(keepends=True):
+                    for line in (tail + complete).split(b"\n"):  # LF only, as on the client side
                         for text in self.session.observe_server_line(line):
                             self.warn(text)
                 if held:
