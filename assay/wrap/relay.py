@@ -170,13 +170,18 @@ class Relay:
     async def _to_client(self, data: bytes) -> None:
         if self._client_gone or not data:
             return
-        async with self._out_lock:
-            try:
-                await self.client_out.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                # The client closed its side: nobody can read replies any more. Treat as EOF.
-                self._client_gone = True
-                self._end("client_eof")
+        try:
+            self._out_lock.acquire_nowait()  # uncontended: no extra trip through the scheduler
+        except trio.WouldBlock:
+            await self._out_lock.acquire()
+        try:
+            await self.client_out.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The client closed its side: nobody can read replies any more. Treat as EOF.
+            self._client_gone = True
+            self._end("client_eof")
+        finally:
+            self._out_lock.release()
 
     # -- client -> server ------------------------------------------------------------------------
 
@@ -262,10 +267,12 @@ class Relay:
                     forwards.append(outcome.forward)
                 if outcome.receipt:
                     receipts.append(outcome.receipt)
-        finally:
-            # Also on a failed record write: what came before the failing frame still happens.
+        except RelayFatal:
+            # A failed record write: what came before the failing frame still happens.
             with trio.CancelScope(shield=True):
                 await self._flush(child, replies, forwards, receipts)
+            raise
+        await self._flush(child, replies, forwards, receipts)
 
     def _write_records(self, records: list[tuple[str, bytes]]) -> None:
         by_sink: dict[str, list[bytes]] = {}
