@@ -34,6 +34,12 @@ def build() -> cyclopts.App:
 
 def main(argv: list[str] | None = None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
+    if tokens[:2] == ["mcp", "wrap"] and "--" not in tokens and not {"-h", "--help"} & set(tokens):
+        # wrap.md §1.1: the server command comes after a literal `--`, so none of its arguments
+        # can ever be mistaken for a wrap option.
+        sys.stderr.write("assay: error: give the MCP server command after --: "
+                         "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
+        return 2
     app = build()
     try:
         result = app(tokens, exit_on_error=False, print_error=False)

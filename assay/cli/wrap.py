@@ -12,7 +12,7 @@ from assay.cli.errors import UsageError, fatal
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
-    @mcp.command(name="wrap")
+    @mcp.command(name="wrap", usage="Usage: assay mcp wrap [OPTIONS] -- <command> [args...]")
     def wrap_command(
         *command: Annotated[str, Parameter(allow_leading_hyphen=True)],
         policy: Annotated[str, Parameter(name="--policy")] = "assay.yaml",

@@ -270,6 +270,9 @@ def test_valid_event_sources_accepted(tmp_path):
         ["--policy", "a", "--policy", "b", "--", "true"],
         ["--bogus", "--", "true"],
         [],
+        ["--"],
+        ["true"],  # wrap.md §1.1: the command must follow a literal --
+        ["--dry-run", "python", "server.py"],
     ],
 )
 def test_usage_errors_exit_2(tmp_path, args):
