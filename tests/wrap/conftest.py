@@ -167,3 +167,16 @@ def exchange(proc: subprocess.Popen, frame: bytes, timeout: float = 60.0) -> dic
     proc.stdin.write(frame)
     proc.stdin.flush()
     return json.loads(read_line(proc.stdout, timeout))
+
+
+def stop_and_close(proc: subprocess.Popen) -> None:
+    """Test cleanup: kill the process if it is still running, reap it, close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except (BrokenPipeError, ValueError):
+                pass

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ASSAY
 from tests.wrap.conftest import (
+    stop_and_close,
     RECORDER,
     Wrapper,
     call,
@@ -35,9 +36,7 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, bytes, byt
             proc.stdin = None
         out, err = proc.communicate(timeout=timeout)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
     return proc.returncode, out, err
 
 
@@ -62,13 +61,7 @@ def test_child_exit_first_ends_wrap_without_client_eof(wrapper: Wrapper):
         assert [json.loads(l)["id"] for l in out.splitlines()] == [1, 2]
         assert not pid_alive(read_pid(pidfile))
     finally:
-        proc.kill()
-        proc.wait()
-        for s in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                s.close()
-            except BrokenPipeError:
-                pass
+        stop_and_close(proc)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -87,9 +80,7 @@ def test_signal_to_wrap_stops_child_and_exits_128_plus_n(wrapper: Wrapper, signu
         assert code == 128 + signum
         assert wait_dead(child) and wait_dead(grandchild)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
 
 
 def test_child_ignoring_sigterm_is_killed_after_grace(wrapper: Wrapper):
@@ -107,9 +98,7 @@ def test_child_ignoring_sigterm_is_killed_after_grace(wrapper: Wrapper):
         assert time.monotonic() - started < 20
         assert not pid_alive(read_pid(pidfile))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
 
 
 def test_child_closing_stdout_early(wrapper: Wrapper):
@@ -149,9 +138,7 @@ def test_sigkill_of_wrap_takes_the_child_down(wrapper: Wrapper):
         proc.wait()
         assert wait_dead(child)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
 
 
 def test_ten_thousand_pipelined_calls_each_answered_once(wrapper: Wrapper):
@@ -317,9 +304,7 @@ def test_log_write_error_is_fatal_and_frame_not_forwarded(wrapper: Wrapper):
         assert exchange(proc, request(1, "ping"))["id"] == 1  # no record needed: relayed
         code, out, err = finish_with_input(proc, call(2, "read_file", {"path": "/workspace/a"}) + request(3, "ping"))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
     assert code == 2
     assert err.decode().strip().splitlines()[-1].startswith("fatal: cannot write decision log")
     assert out == b""  # no reply for the failed frame nor anything after it

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ASSAY
 from tests.wrap.conftest import (
+    stop_and_close,
     RECORDER,
     Wrapper,
     call,
@@ -229,14 +230,7 @@ def test_or6_discover_probe_killed_by_signal_leaves_nothing(wrapper: Wrapper, ho
         proc.send_signal(how)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for s in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                s.close()
-            except BrokenPipeError:
-                pass
+        stop_and_close(proc)
     assert not any(files(wrapper.tmp).values())
 
 
@@ -268,9 +262,7 @@ def test_or8_race_refused_nothing_overwritten_frame_not_forwarded(wrapper: Wrapp
         child = read_pid(pidfile)  # the server has run its startup code: the path is taken
         out, err = proc.communicate(call(1, "search", {"q": 1}), timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_and_close(proc)
     assert proc.returncode == 2
     assert err.decode().strip().splitlines()[-1].startswith("fatal: --session-context-out")
     assert taken.read_text() == "theirs"  # untouched
@@ -293,14 +285,7 @@ def test_stop_record_child_exit(wrapper: Wrapper):
         proc.stdin.flush()
         assert proc.wait(timeout=60) == 4
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for s in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                s.close()
-            except BrokenPipeError:
-                pass
+        stop_and_close(proc)
     stop = json.loads((wrapper.tmp / "stop.json").read_text())
     assert stop["stop_cause"] == "child_exit"
     assert stop["child_exit"] == {"code": 4, "signal": None}
@@ -314,12 +299,7 @@ def test_stop_record_signal(wrapper: Wrapper):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdin.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_and_close(proc)
     stop = json.loads((wrapper.tmp / "stop.json").read_text())
     assert stop["stop_cause"] == "signal"
     assert stop["wrap_signal"] == signal.SIGTERM
@@ -336,12 +316,7 @@ def test_reports_written_whatever_the_stop_cause(wrapper: Wrapper):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdin.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_and_close(proc)
     assert json.loads((wrapper.tmp / "coverage.json").read_text())["tools"]["tools_seen"] == ["search"]
     assert (wrapper.tmp / "window.json").exists()
 
@@ -368,11 +343,7 @@ def test_observed_manifest_follows_next_cursor_and_feeds_manifest_candidate(wrap
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_and_close(proc)
     assert pages == 3
     doc = json.loads((wrapper.tmp / "observed.json").read_text())
     assert doc["observed"]["tool_count"] == 5

@@ -11,7 +11,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.wrap.conftest import DENY_EXEC, Wrapper, call, exchange, request
+from tests.wrap.conftest import stop_and_close, DENY_EXEC, Wrapper, call, exchange, request
 from tests.wrap.test_admission import BAD, GOOD
 
 REJECT_CODES = {
@@ -225,10 +225,7 @@ def test_tool_pins_drift_from_tools_list(wrapper: Wrapper):
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_and_close(proc)
     assert wrapper.record.read_bytes() == call(1, "echo", {}) + request(2, "tools/list")
 
 
