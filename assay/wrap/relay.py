@@ -23,7 +23,8 @@ from assay.wrap.admission import LineSplitter, Rejected, admit
 from assay.wrap.session import FrameOutcome, WrapSession
 
 READ_SIZE = 65536
-SERVER_TAIL_LIMIT = 1 << 20  # a partial server line is held back up to this size (see _ServerPump)
+SERVER_TAIL_LIMIT = 1 << 20  # a partial server line is held back up to this size (see _server_pump)
+SERVER_OBSERVE_LIMIT = 64 << 20  # largest server line read for tool identities (a tools/list answer)
 KILL_AFTER_TERM_S = 0.5  # D14: SIGKILL the group 0.5 s after SIGTERM
 
 
@@ -313,10 +314,13 @@ class Relay:
         """Relay child stdout byte for byte, whole lines at a time (our replies never split one).
 
         A partial line is held back until its newline, up to SERVER_TAIL_LIMIT; beyond that it
-        is written through while holding the output lock until the line completes.
+        is written through while holding the output lock until the line completes. While a
+        tools/list answer is awaited, such a long line is also kept (up to SERVER_OBSERVE_LIMIT)
+        so that a large tool list still yields the identities tool_pins are checked against.
         """
         tail = b""
         held = False  # we hold the output lock across a partial line
+        seen: bytearray | None = None  # the start of a held line, kept for observation
         stream = child.stdout
         assert stream is not None
         try:
@@ -330,24 +334,28 @@ class Relay:
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:
                     if held:
+                        seen = self._keep(seen, data)
                         await self._write_held(data)
                         continue
                     tail += data
                     if len(tail) > SERVER_TAIL_LIMIT:
                         await self._out_lock.acquire()
                         held = True
+                        seen = self._keep(bytearray() if self.session.wants_server_lines else None, tail)
                         await self._write_held(tail)
                         tail = b""
                     continue
                 complete, rest = data[:cut], data[cut:]
                 if self.session.wants_server_lines:
-                    for line in (tail + complete).split(b"\n"):  # LF only, as on the client side
+                    start = bytes(seen) if held and seen is not None else tail
+                    for line in (start + complete).split(b"\n"):  # LF only, as on the client side
                         for text in self.session.observe_server_line(line):
                             self.warn(text)
                 if held:
                     await self._write_held(complete)
                     self._out_lock.release()
                     held = False
+                    seen = None
                 else:
                     await self._to_client(tail + complete)
                 tail = rest
@@ -360,6 +368,17 @@ class Relay:
             if held:
                 self._out_lock.release()
             self._server_done.set()
+
+    def _keep(self, seen: bytearray | None, data: bytes) -> bytearray | None:
+        """Grow the observation copy of a held line, dropping it past SERVER_OBSERVE_LIMIT."""
+        if seen is None:
+            return None
+        if len(seen) + len(data) > SERVER_OBSERVE_LIMIT:
+            self.warn("[assay] WARNING: a server line over "
+                      f"{SERVER_OBSERVE_LIMIT} bytes was relayed without reading tool identities from it")
+            return None
+        seen += data
+        return seen
 
     async def _write_held(self, data: bytes) -> None:
         if self._client_gone:

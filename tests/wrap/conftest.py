@@ -140,26 +140,31 @@ def env_without_assay() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
 
 
+_PENDING: dict[int, bytes] = {}  # bytes read past a line end, per pipe
+
+
 def read_line(stream, timeout: float = 60.0) -> bytes:
     """Read one line from a pipe, failing the test (not hanging) after ``timeout`` seconds."""
     import select
-
-    buf = b""
     import time
 
-    end = time.monotonic() + timeout
     fd = stream.fileno()
-    while not buf.endswith(b"\n"):
+    buf = _PENDING.pop(fd, b"")
+    end = time.monotonic() + timeout
+    while b"\n" not in buf:
         left = end - time.monotonic()
         if left <= 0:
             raise AssertionError(f"no complete line within {timeout}s (got {buf[:200]!r})")
         ready, _, _ = select.select([fd], [], [], left)
         if ready:
-            byte = os.read(fd, 1)
-            if not byte:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
                 return buf
-            buf += byte
-    return buf
+            buf += chunk
+    line, _, rest = buf.partition(b"\n")
+    if rest:
+        _PENDING[fd] = rest
+    return line + b"\n"
 
 
 def exchange(proc: subprocess.Popen, frame: bytes, timeout: float = 60.0) -> dict:

@@ -255,3 +255,31 @@ def test_rate_limit_counts_every_request(wrapper: Wrapper):
     replies = {r["id"]: r for r in run.replies()}
     assert replies[3]["result"]["structuredContent"] == {"status": "deny", "error_code": "E_RATE_LIMIT"}
     assert replies[4]["result"] == {"echo": "ping"}  # non-tool requests are never blocked
+
+
+def test_tool_pins_checked_after_a_tools_list_larger_than_the_line_buffer(wrapper: Wrapper):
+    """A tools/list answer of several MiB (longer than the 1 MiB partial-line buffer, so it is
+    written through in pieces) still yields identities: a server cannot dodge its pins by
+    padding its tool list. The answer reaches the client byte for byte."""
+    from assay.policy import tool_identity
+
+    pinned = {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}}
+    padding = [
+        {"name": f"pad{i}", "description": "x" * 1000, "inputSchema": {"type": "object"}} for i in range(3000)
+    ]
+    tools = padding + [dict(pinned, description="Echo, changed")]
+    (wrapper.tmp / "tools.json").write_text(json.dumps(tools))
+    schema_hash, meta_hash = tool_identity(pinned)
+    wrapper.policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["echo"]\nschemas:\n  echo: {type: object}\ntool_pins:\n'
+        f"  echo:\n    server_id: default-mcp-server\n    tool_name: echo\n"
+        f'    schema_hash: "{schema_hash}"\n    meta_hash: "{meta_hash}"\n'
+    )
+    proc = wrapper.popen(server_opts=("--tools-file", str(wrapper.tmp / "tools.json")))
+    try:
+        listed = exchange(proc, request(1, "tools/list"))
+        assert len(listed["result"]["tools"]) == 3001
+        denied = exchange(proc, call(2, "echo", {}))
+        assert denied["result"]["structuredContent"]["error_code"] == "E_TOOL_DRIFT"
+    finally:
+        stop_and_close(proc)
