@@ -20,6 +20,8 @@ from typing import Any, Final
 
 import ujson
 
+from assay.policy.engine import event_reason_code
+
 __all__ = [
     "ABSENT",
     "DecisionFacts",
@@ -173,7 +175,7 @@ class DecisionFacts:
     def of(cls, decision: Any, **overrides: Any) -> DecisionFacts:
         """Facts from any object with the engine's attribute names (``assay.policy.Decision``).
 
-        Read by name, so this module needs no import of the engine: ``reason_code`` becomes
+        Read by name (any object with these attributes will do): ``reason_code`` becomes
         ``policy_code``; attributes the object lacks stay unset. ``overrides`` win (e.g.
         ``tool=`` for the called tool).
         """
@@ -258,30 +260,18 @@ def merge_obligations(
 # Reason codes and obligation outcomes
 # ---------------------------------------------------------------------------------------------
 
-_DENY_REASON_CODES: Final = {
-    "E_TOOL_DENIED": "P_TOOL_DENIED",
-    "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
-    "E_ARG_SCHEMA": "P_ARG_SCHEMA",
-    "E_RATE_LIMIT": "P_RATE_LIMIT",
-    "E_TOOL_DRIFT": "P_TOOL_DRIFT",
-}
-
-
 def wrap_reason_code(outcome: str, policy_code: str | None) -> str:
     """``data.reason_code`` of a decision event (wrap.md §4.3).
 
     Allow → ``P_POLICY_ALLOW``; a warning keeps its raw code (``E_TOOL_UNCONSTRAINED``); a deny
-    maps to its ``P_*`` code, with ``P_POLICY_DENY`` as the fail-closed catch-all.
+    maps to its ``P_*`` code, with ``P_POLICY_DENY`` as the fail-closed catch-all. The mapping
+    itself is the policy engine's (policy.md §5.3); this adds the checks a record builder needs.
     """
-    if outcome == "allow":
-        return "P_POLICY_ALLOW"
-    if outcome == "allow_with_warning":
-        if not policy_code:
-            raise ValueError("a warning outcome needs its policy_code")
-        return policy_code
-    if outcome == "deny":
-        return _DENY_REASON_CODES.get(policy_code or "", "P_POLICY_DENY")
-    raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+    if outcome == "allow_with_warning" and not policy_code:
+        raise ValueError("a warning outcome needs its policy_code")
+    return event_reason_code(outcome, policy_code)
 
 
 # type → (outcome type, status, reason, reason_code). Executor-stage mapping for obligations the
