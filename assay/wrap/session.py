@@ -291,6 +291,16 @@ class WrapSession:
         """True while a tools/list answer is awaited: only then are server lines parsed (D13)."""
         return bool(self._pending_tools_list)
 
+    def server_line(self, line: bytes) -> tuple[bool, list[str]]:
+        """One complete server line (without its LF): relay it?, and stderr lines."""
+        if not self._pending_tools_list:
+            return True, []
+        return True, self.observe_server_line(line)
+
+    def server_line_unreadable(self) -> list[str]:
+        """A server line too long to read was streamed through."""
+        return []
+
     def observe_server_line(self, line: bytes) -> list[str]:
         """Record tool identities from the tools/list result answering one of our requests."""
         if b'"tools"' not in line and b'"error"' not in line:
