@@ -764,5 +764,9 @@ def spawn_kept(
         raise SpawnError(err, text, program)
     server_pid = struct.unpack("!i", first[1:5])[0]
     os.set_blocking(st_r, False)
-    return KeptChild(pid, server_pid, ctl_w, st_r,
-                     trio.lowlevel.FdStream(in_w), trio.lowlevel.FdStream(out_r))
+    child = KeptChild(pid, server_pid, ctl_w, st_r,
+                      trio.lowlevel.FdStream(in_w), trio.lowlevel.FdStream(out_r))
+    if first[5:6] == b"X" and len(first) >= 10:  # it exited already: both messages came in one read
+        child._returncode = struct.unpack("!i", first[6:10])[0]
+        child._exited = True
+    return child
