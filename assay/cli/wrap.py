@@ -51,6 +51,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     ) -> int:
         """Wrap an MCP server over stdio and enforce a policy on its tool calls.
 
+        Exit codes: the server's exit code; 128+N when wrap got signal N or the server died of it; 2 usage and fatal errors; 3 a session report could not be written.
+
         Parameters
         ----------
         command
