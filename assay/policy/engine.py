@@ -377,7 +377,7 @@ def _int_text(number: int) -> str:
 
 
 def tool_identity(tool: dict[str, Any]) -> tuple[str, str]:
-    """``(schema_hash, meta_hash)`` of one ``tools/list`` entry (§8 D2/D3, wrap.md §4.2).
+    """``(schema_hash, meta_hash)`` of one ``tools/list`` entry (docs/wrap.md, "Tool pins").
 
     schema_hash = SHA-256 of JCS(``inputSchema``, else ``input_schema``; the bytes ``null`` when
     both are absent or null); meta_hash = SHA-256 of the ``description`` string as given
@@ -403,7 +403,7 @@ PIN_UNKNOWN_REASONS = {
 
 
 class SessionState:
-    """Per-session state for the relay (§5.6, DECISIONS D10, D13).
+    """Per-session state for the relay (docs/policy.md; docs/wrap.md, "Enforcement" and "Tool pins").
 
     ``requests_count`` counts every client request (``note_request`` for non-``tools/call``
     requests, ``evaluate`` for ``tools/call``); ``tool_calls_count`` counts ``tools/call``.
@@ -428,7 +428,7 @@ class SessionState:
         self.unreadable = False
 
     def note_request(self) -> None:
-        """Count a client request that is not ``tools/call`` (never blocked by policy, D10)."""
+        """Count a client request that is not ``tools/call`` (never blocked by policy)."""
         self.requests_count += 1
 
     def mark_unreadable(self) -> None:
@@ -436,7 +436,7 @@ class SessionState:
         self.unreadable = True
 
     def observe_tools(self, server_id: str, tools: Any) -> list[tuple[str, str, str]]:
-        """Record identities from one ``tools/list`` answer's ``tools`` array (wrap.md §4.2).
+        """Record identities from one ``tools/list`` answer's ``tools`` array.
 
         Entries that are not objects or lack a non-blank string ``name`` are skipped. A name
         that occurs twice in the array is ambiguous from then on. Returns ``(name, schema_hash,

@@ -669,7 +669,7 @@ def deny_payload_text(contract: Mapping[str, Any]) -> str:
 def deny_reply(
     request_id: Any, contract: Mapping[str, Any], *, modern: bool = False, structured: bool = True
 ) -> bytes:
-    """The enforce-mode deny line: a ``CallToolResult`` with ``isError: true`` (§4.4).
+    """The enforce-mode deny line: a ``CallToolResult`` with ``isError: true``.
 
     ``content`` holds the text item ``Content blocked by policy`` and a second text item with
     the deny payload as JSON (``status``, ``error_code``, ``tool``, ``reason`` or
@@ -758,7 +758,7 @@ def rejection_warning(reason: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# stderr lines (wrap.md §4.3); returned without the newline. Every name, id and reason that
+# stderr lines (docs/wrap-records.md); returned without the newline. Every name, id and reason that
 # comes from a client, a server or a policy is JSON-quoted with ASCII escapes, so no control
 # character or terminal escape reaches the terminal raw and no line can forge another.
 # ---------------------------------------------------------------------------------------------
@@ -775,7 +775,7 @@ def quoted(value: Any) -> str:
 def verbose_line(
     outcome: str, tool: str | None, *, policy_code: str | None = None, reason: str | None = None, dry_run: bool = False
 ) -> str:
-    """The ``--verbose`` line for one decision (§4.3), names and reasons JSON-quoted.
+    """The ``--verbose`` line for one decision, names and reasons JSON-quoted.
 
     Allow: ``[assay] ALLOW "<tool>"`` (``unknown``, unquoted, when ``tool`` is None, i.e. params
     did not fit the ``tools/call`` shape). Warning: ``[assay] WARNING: Allowing tool "<tool>"
