@@ -20,6 +20,7 @@ every response up by ``Number(id)``.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from json.decoder import scanstring
@@ -54,8 +55,10 @@ NOT_JSON: Final = _Marker("NOT_JSON")
 TOO_HARD: Final = _Marker("TOO_HARD")
 """The line may be JSON but reading it would exceed the work budget: fail closed."""
 
-DEEP_PARSE_BUDGET: Final = 2_000_000
-"""Values the iterative parser builds for one line before giving up (about a second)."""
+DEEP_PARSE_BUDGET: Final = 200_000
+"""Values the iterative parser builds for one line before giving up (a fraction of a second;
+only lines nested deeper than the fast readers allow get there, which honest servers never
+send)."""
 
 
 class RawNumber:
@@ -107,12 +110,17 @@ def read_text(text: str, budget: int = DEEP_PARSE_BUDGET) -> Any:
         pass
     except (ValueError, TypeError, OverflowError, MemoryError):
         return NOT_JSON
+    collecting = gc.isenabled()
+    gc.disable()  # millions of fresh containers would trigger full collections over and over
     try:
         return _parse_iterative(text, budget)
     except _TooHard:
         return TOO_HARD
     except (ValueError, TypeError, OverflowError, IndexError, MemoryError):
         return NOT_JSON
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _TooHard(Exception):
