@@ -16,6 +16,7 @@ import hashlib
 
 import ujson
 
+from assay.canonical import jcs_bytes
 from assay.policy import Decision, Policy, SessionState, evaluate
 from assay.policy.engine import identity_bytes
 from assay.wrap import records, serverlines
@@ -88,19 +89,33 @@ def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
 
 
 class _Chain:
-    """One tools/list exchange, following ``nextCursor`` pages (D33)."""
+    """One tools/list exchange, following ``nextCursor`` pages (D33).
 
-    __slots__ = ("tools", "next_cursor", "complete")
+    A tool whose definition has no canonical JSON form (a lone surrogate, an integer beyond
+    what JCS encodes, nesting deeper than the encoder recurses) cannot be digested for the
+    observed manifest: it is left out and the chain counts as incomplete, so that the
+    manifest says so instead of the session end failing on server content."""
+
+    __slots__ = ("tools", "next_cursor", "complete", "skipped")
 
     def __init__(self) -> None:
         self.tools: list[dict[str, Any]] = []
         self.next_cursor: str | None = None
         self.complete = False
+        self.skipped = False
 
     def add_page(self, tools: list[Any], next_cursor: Any) -> None:
-        self.tools.extend(t for t in tools if isinstance(t, dict))
+        for tool in tools:
+            if not isinstance(tool, dict):
+                continue
+            try:
+                jcs_bytes(tool)
+            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, MemoryError):
+                self.skipped = True
+                continue
+            self.tools.append(tool)
         self.next_cursor = next_cursor if isinstance(next_cursor, str) else None
-        self.complete = self.next_cursor is None
+        self.complete = self.next_cursor is None and not self.skipped
 
 
 class WrapSession:

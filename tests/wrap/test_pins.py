@@ -291,3 +291,18 @@ def test_ujson_reading_equals_the_lenient_reading_for_plain_lines():
 
     line = answer(1, [HONEST, EVIL])
     assert read_text(line.decode()) == ujson.loads(line)
+
+
+def test_observed_manifest_never_fails_on_undigestible_tools():
+    """The session-end observed manifest digests every recorded tool: one it cannot digest is
+    left out and the chain is incomplete, instead of failing at session end."""
+    from assay.manifest.observed import observed_document
+
+    session = new_session()
+    line = TRICKS["lone surrogate"]().replace(b'"id": 3', b'"id": 1')
+    listed(session, 1, line.replace(b'"tools": [', b'"tools": [{"name": "echo", "inputSchema": {"type": "object"}}, '))
+    chain = session.last_chain
+    assert [t["name"] for t in chain.tools] == ["echo"] and chain.complete is False
+    document = observed_document("lab", chain.tools, complete=chain.complete)
+    assert document["observed"]["tool_count"] == 1
+    assert document["observed"]["tools_list_complete"] != "complete"
