@@ -238,3 +238,57 @@ def test_property_any_spelling_of_a_rug_pull_is_denied(line):
     assert relay is True
     assert all(s.isascii() and s.isprintable() for s in stderr)
     assert_denied(session)
+
+
+# --- the Python SDK as an oracle -----------------------------------------------------------------
+
+ID_SPELLINGS = st.sampled_from([2, "2", " 2", "+2", "02", "2_0", "0x2", "2.0", 2.0, 3, "3", "abc", None, True, "", "٢"])
+
+
+@st.composite
+def server_messages(draw):
+    message = {"jsonrpc": "2.0"}
+    if draw(st.booleans()):
+        message["id"] = draw(ID_SPELLINGS)
+    kind = draw(st.sampled_from(["result", "error", "both", "method", "method_null", "neither"]))
+    if kind in ("result", "both", "method_null"):
+        message["result"] = {"content": []}
+    if kind in ("error", "both"):
+        message["error"] = {"code": -1, "message": "m"}
+    if kind == "method":
+        message["method"] = "x"
+        message["result"] = {}
+    if kind == "method_null":
+        message["method"] = None
+    text = json.dumps(message)
+    for member in ("id", "result", "error", "method"):
+        if draw(st.booleans()):
+            text = text.replace(f'"{member}":', '"' + "".join(f"\\u{ord(c):04x}" for c in member) + '":')
+    return text.encode()
+
+
+@settings(max_examples=400, deadline=None)
+@given(sent=st.sampled_from([2, "2", "abc", 20]), line=server_messages())
+def test_property_every_answer_the_python_sdk_accepts_is_relayed(sent, line):
+    """Whenever the Python SDK would take the line as the answer to the pending request, wrap
+    relays it (and counts that request answered); whatever else wrap relays is no response."""
+    from mcp import types
+    from mcp.shared.dispatcher import coerce_request_id
+
+    try:
+        parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:
+        parsed = None
+    sdk_answer = (
+        isinstance(parsed, (types.JSONRPCResponse, types.JSONRPCError))
+        and parsed.id is not None
+        and coerce_request_id(parsed.id) == coerce_request_id(sent)
+    )
+    session = deny_exec_session()
+    session.handle(call(sent, "echo"))
+    relayed, _ = session.server_line(line)
+    if sdk_answer:
+        assert relayed, line
+        assert session.server_line(response(sent))[0] is False  # it consumed the pending request
+    if isinstance(parsed, (types.JSONRPCResponse, types.JSONRPCError)) and not relayed:
+        assert not sdk_answer
