@@ -238,12 +238,19 @@ def test_invalid_utf8_read_both_ways_a_client_may_read_it():
     assert_denied(session, 2)
 
 
-def test_honest_invalid_utf8_description_can_be_pinned_as_node_reads_it():
+def test_a_replacement_character_in_a_description_is_an_ordinary_character():
     tool = dict(HONEST, description="caf\ufffd")
     session = new_session(pinned_policy(tool))
-    line = answer(1, [dict(HONEST, description="caf\ufffd")])
-    assert listed(session, 1, line)
+    assert listed(session, 1, answer(1, [tool]))
     assert outcome_of(session, 2) == ("forwarded", None)
+
+
+def test_invalid_utf8_in_a_pinned_definition_always_denies():
+    """Clients read such a definition in two ways (U+FFFD or the byte dropped), so no single
+    pin equals every definition that reached them: even a pin of Node's reading is denied."""
+    session = new_session(pinned_policy(dict(HONEST, description="caf\ufffd")))
+    assert listed(session, 1, answer(1, [dict(HONEST, description="caf")]).replace(b'"caf"', b'"caf\xff"'))
+    assert_denied(session, 2)
 
 
 def test_label_is_part_of_the_identity():
