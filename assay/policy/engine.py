@@ -750,11 +750,11 @@ def evaluate(
             problem = state.pin_problem(tool_name, pinned, server_id)
             if problem is not None:
                 kind, runtime = problem
-                if kind == "drifted":
-                    assert runtime is not None
+                if kind == "drifted" and runtime is not None:
                     reason = REASONS["drift"].format(runtime=runtime.fingerprint(), pinned=pinned.fingerprint())
-                else:
-                    reason = PIN_UNKNOWN_REASONS[kind]
+                    told = REASONS["drift_contract"]
+                else:  # the reply tells the model which case too
+                    reason = told = PIN_UNKNOWN_REASONS[kind]
                 return Decision(
                     "deny",
                     tool_name,
@@ -764,7 +764,7 @@ def evaluate(
                         "status": "deny",
                         "error_code": "E_TOOL_DRIFT",
                         "tool": tool_name,
-                        "reason": REASONS["drift_contract"],
+                        "reason": told,
                     },
                     typed_decision="deny_with_alert",
                     obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],

@@ -174,7 +174,8 @@ def session_decision_reason(session: WrapSession) -> str:
 
 def test_pinned_tool_called_before_any_tools_list_is_denied_not_yet_listed():
     session = new_session()
-    assert_denied(session, 1)
+    payload = assert_denied(session, 1)
+    assert payload["reason"].startswith("Tool integrity failure: the pinned tool has not been seen")
     assert "has not been seen in a tools/list answer yet" in session_decision_reason(session)
 
 
@@ -188,7 +189,7 @@ def test_a_tools_list_that_omits_the_pinned_tool_leaves_it_not_listed():
 def test_duplicate_name_is_ambiguous_even_when_both_equal_the_pin():
     session = new_session()
     listed(session, 1, answer(1, [HONEST, HONEST]))
-    assert_denied(session, 2)
+    assert "defined more than once" in assert_denied(session, 2)["reason"]
     assert "defined more than once" in session_decision_reason(session)
 
 
@@ -206,7 +207,7 @@ def test_unreadable_answer_makes_pinned_identity_unknown():
     session.handle(request(3, "tools/list"))
     assert session.server_line_unreadable() != []
     listed(session, 4, answer(4, [HONEST]))
-    assert_denied(session)
+    assert "could not be read" in assert_denied(session)["reason"]
     assert "could not be read" in session_decision_reason(session)
 
 
