@@ -9,7 +9,7 @@ the policy, so a call costs a dict lookup plus, for a tool with a schema, one va
 from __future__ import annotations
 
 import hashlib
-import json
+import json as _json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +26,6 @@ __all__ = [
     "ToolIdentity",
     "evaluate",
     "tool_identity",
-    "identity_bytes",
-    "PIN_UNKNOWN_REASONS",
     "event_reason_code",
     "DEFAULT_SERVER_ID",
     "REASONS",
@@ -333,7 +331,7 @@ def identity_bytes(value: Any) -> bytes:
         if cls is _Verbatim:
             out.append(item.text)
         elif cls is str:
-            out.append(json.dumps(item))  # ASCII-escaped: lone surrogates become \\udXXX
+            out.append(_json.dumps(item))  # ASCII-escaped: lone surrogates become \\udXXX
         elif item is None or item is True or item is False:
             out.append("null" if item is None else "true" if item else "false")
         elif isinstance(item, int):
@@ -346,7 +344,7 @@ def identity_bytes(value: Any) -> bytes:
             keys = sorted(item, key=str)
             for n, key in enumerate(reversed(keys)):
                 stack.append(item[key])
-                stack.append(_Verbatim(json.dumps(str(key)) + ":"))
+                stack.append(_Verbatim(_json.dumps(str(key)) + ":"))
                 if n != len(keys) - 1:
                     stack.append(_Verbatim(","))
         elif isinstance(item, (list, tuple)):
@@ -358,7 +356,7 @@ def identity_bytes(value: Any) -> bytes:
                     stack.append(_Verbatim(","))
         else:  # a number too long for int() keeps its digits (json_number_text); else its repr
             text = getattr(item, "json_number_text", None)
-            out.append(text if isinstance(text, str) else json.dumps(repr(item)))
+            out.append(text if isinstance(text, str) else _json.dumps(repr(item)))
     return _FALLBACK_TAG + "".join(out).encode("ascii", "backslashreplace")
 
 
