@@ -34,12 +34,16 @@ def build() -> cyclopts.App:
 
 def main(argv: list[str] | None = None) -> int:
     tokens = sys.argv[1:] if argv is None else argv
-    if tokens[:2] == ["mcp", "wrap"] and "--" not in tokens and not {"-h", "--help"} & set(tokens):
-        # wrap.md §1.1: the server command comes after a literal `--`, so none of its arguments
-        # can ever be mistaken for a wrap option.
-        sys.stderr.write("assay: error: give the MCP server command after --: "
-                         "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
-        return 2
+    if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
+        # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
+        # and the server command comes after it, so nothing of it is ever taken for the other.
+        if "--" not in tokens:
+            sys.stderr.write("assay: error: give the MCP server command after --: "
+                             "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
+            return 2
+        from assay.cli import wrap as wrap_cli
+
+        wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
     app = build()
     try:
         result = app(tokens, exit_on_error=False, print_error=False)
@@ -58,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(result, int):
         return result
     return 0
+
+
+def _dash(tokens: list[str]) -> int:
+    return tokens.index("--") if "--" in tokens else len(tokens)
 
 
 def entry() -> None:

@@ -10,6 +10,22 @@ from cyclopts import Parameter
 
 from assay.cli.errors import UsageError, fatal
 
+# The tokens after `--`, as the command line gave them (set by assay.cli.app.main): whatever
+# cyclopts collected as the command beyond these came from before `--`, which is refused.
+SERVER_COMMAND: list[str] = []
+
+
+def _before_dash(command: tuple[str, ...]) -> None:
+    extra = list(command[: len(command) - len(SERVER_COMMAND)]) if len(command) >= len(SERVER_COMMAND) else list(command)
+    if list(command[len(extra):]) != SERVER_COMMAND:
+        extra = list(command)
+    if not extra:
+        return
+    token = extra[0]
+    if token.startswith("-"):
+        raise UsageError(f"unknown option before --: {token} (see assay mcp wrap --help)")
+    raise UsageError(f"unexpected argument before --: {token} (the server command goes after --)")
+
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     @mcp.command(name="wrap", usage="Usage: assay mcp wrap [OPTIONS] -- <command> [args...]")
@@ -34,6 +50,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         observed_manifest_out: Annotated[str | None, Parameter(name="--observed-manifest-out")] = None,
     ) -> int:
         """Wrap an MCP server over stdio and enforce a policy on its tool calls.
+
+        Exit codes: the server's exit code; 128+N when wrap got signal N or the server died of it; 2 usage and fatal errors; 3 a session report could not be written.
 
         Parameters
         ----------
@@ -78,6 +96,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
 
         from assay.wrap.run import WrapConfig, WrapError, run_wrap
 
+        _before_dash(command)
+        command = tuple(SERVER_COMMAND)
         if not command:
             raise UsageError("missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...]")
         if max_frame_bytes < 1:

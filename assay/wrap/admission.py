@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import operator
 import json
 import math
 import re
@@ -153,16 +154,66 @@ def _needs_care(content: bytes) -> bool:
     )
 
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_DEPTH_BLOCK = 1 << 20
 
 
 def _too_deep(content: bytes) -> bool:
-    """Nesting deeper than MAX_DEPTH, counted outside strings. Cheap unless many brackets."""
+    """Nesting deeper than MAX_DEPTH, counted outside strings, in linear time at C speed.
+
+    Only brackets matter, ``{`` and ``[`` alike; they are walked in blocks with the depth
+    carried from block to block. A block whose opens cannot reach the limit is skipped at once
+    (a line of ``[`` is decided in its first block). Otherwise :func:`_block_exceeds` finds the
+    block's deepest point. An unbalanced sequence is malformed JSON whichever way this answers.
+    """
     if content.count(b"[") + content.count(b"{") <= MAX_DEPTH:
         return False
-    brackets = _STRINGS.sub(b"", content).translate(None, _BRACKETS)
-    steps = (1 if b in (0x5B, 0x7B) else -1 for b in brackets)
-    return max(itertools.accumulate(steps), default=0) > MAX_DEPTH
+    if b'"' in content:
+        content = _STRINGS.sub(b"", content)
+    brackets = content.translate(_ONE_KIND, _BRACKETS)
+    depth = 0
+    for start in range(0, len(brackets), _DEPTH_BLOCK):
+        block = brackets[start : start + _DEPTH_BLOCK]
+        opens = block.count(b"[")
+        if depth + opens > MAX_DEPTH and _block_exceeds(block, MAX_DEPTH - depth):
+            return True
+        depth += 2 * opens - len(block)
+    return False
+
+
+def _peak(block: bytes) -> int:
+    """The highest depth reached in ``block`` relative to its start (0 at least).
+
+    Cut at every ``][``, a block is pieces of opens-then-closes; a piece peaks after its
+    opens, at "depth before the piece + its opens", and the ``]`` and ``[`` that the cut
+    removed cancel out. map/accumulate keep the loop in C.
+    """
+    pieces = block.split(b"][")
+    opens = list(map(bytes.count, pieces, itertools.repeat(b"[")))
+    nets = map(operator.sub, map(operator.mul, opens, itertools.repeat(2)), map(len, pieces))
+    before = itertools.accumulate(nets, initial=0)
+    return max(0, max(map(operator.add, before, opens)))
+
+
+def _block_exceeds(block: bytes, room: int) -> bool:
+    """Does ``block`` go more than ``room`` levels above its start?
+
+    A block with many short alternations (``[],[],...``) would be many pieces: first remove
+    adjacent ``[]`` pairs a few times (each pass lowers the peak by at most one, so the peak of
+    what is left plus the passes bounds it); only when that bound is too high is the block
+    walked exactly.
+    """
+    if block.count(b"][") * 16 > len(block):
+        reduced, passes = block, 0
+        while passes < 8:
+            shorter = reduced.replace(b"[]", b"")
+            if len(shorter) == len(reduced):
+                break
+            reduced, passes = shorter, passes + 1
+        if _peak(reduced) + passes <= room:
+            return False
+    return _peak(block) > room
 
 
 def _has_lone_surrogate(value: Any) -> bool:

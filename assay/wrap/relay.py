@@ -8,13 +8,12 @@ and manages the child's life: no orphans, and every byte the child wrote reaches
 
 from __future__ import annotations
 
-import math
+import errno
 import os
 import signal
-import sys
+import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import trio
 
@@ -23,13 +22,15 @@ from assay.wrap.admission import LineSplitter, Rejected, admit
 from assay.wrap.session import FrameOutcome, WrapSession
 
 READ_SIZE = 65536
-SERVER_TAIL_LIMIT = 1 << 20  # a partial server line is held back up to this size (see _server_pump)
-SERVER_OBSERVE_LIMIT = 64 << 20  # largest server line read for tool identities (a tools/list answer)
-KILL_AFTER_TERM_S = 0.5  # D14: SIGKILL the group 0.5 s after SIGTERM
+SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read by the session) up to this size
+REPLY_QUEUE_LIMIT = 16 << 20  # wrap's own replies waiting for the client, before the client pump waits
+BIG_CLIENT_LINE = 1 << 20  # client lines at least this long are admitted off the trio thread
+KILL_AFTER_TERM_S = 0.5  # SIGKILL 0.5 s after SIGTERM
+SIGNAL_DRAIN_S = 0.5  # after a signal, output already written still gets this long to reach the client
 
 
 class RelayFatal(Exception):
-    """A fatal condition during the run: the relay stops the child and exits 2 (D14a)."""
+    """A fatal condition during the run: the relay stops the child and exits 2."""
 
     def __init__(self, message: str, stop_cause: str) -> None:
         super().__init__(message)
@@ -37,18 +38,37 @@ class RelayFatal(Exception):
 
 
 class RecordSink:
-    """An open output that records are appended to, fail-closed (D14a): a failed write raises."""
+    """An open output that records are appended to, fail-closed: a record is written whole
+    before the frame it describes has any effect. Short writes are retried; a write that cannot
+    complete raises :class:`RelayFatal`, and a partial record is cut off again (regular files),
+    so a log never ends in a fragment."""
 
     def __init__(self, name: str, fh) -> None:
         self.name = name
         self._fh = fh
+        self._fd = fh.fileno()
 
     def write(self, data: bytes) -> None:
+        done = 0
         try:
-            self._fh.write(data)
-            self._fh.flush()
+            view = memoryview(data)
+            while done < len(data):
+                n = os.write(self._fd, view[done:])
+                if n <= 0:
+                    raise OSError(errno.EIO, "short write")
+                done += n
         except OSError as exc:
+            if done:
+                self._cut(done)
             raise RelayFatal(f"cannot write {self.name}: {exc.strerror or exc}", "output_error") from None
+
+    def _cut(self, written: int) -> None:
+        try:
+            st = os.fstat(self._fd)
+            if stat.S_ISREG(st.st_mode):
+                os.ftruncate(self._fd, max(0, st.st_size - written))
+        except OSError:
+            pass
 
     def close(self) -> None:
         try:
@@ -59,18 +79,17 @@ class RecordSink:
 
 @dataclass
 class RunResult:
-    """How a relay run ended. ``exit_code`` follows D14."""
+    """How a relay run ended (docs/wrap.md, "Exit status")."""
 
     exit_code: int
     stop_cause: str
     child_returncode: int | None
     wrap_signal: int | None = None
     fatal: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 def exit_status(child_returncode: int | None, wrap_signal: int | None) -> int:
-    """D14: 128+N if wrap got signal N; else the child's code, or 128+N if it died of signal N."""
+    """128+N if wrap got signal N; else the child's code, or 128+N if it died of signal N."""
     if wrap_signal is not None:
         return 128 + wrap_signal
     if child_returncode is None:
@@ -81,7 +100,21 @@ def exit_status(child_returncode: int | None, wrap_signal: int | None) -> int:
 
 
 class Relay:
-    """One wrap run. Construct, then ``await run()``; the result carries the exit status."""
+    """One wrap run. Construct, then ``await run()``; the result carries the exit status.
+
+    How each path ends (docs/wrap.md, "Lifecycle"):
+
+    - the child exits first: the client pump stops, every byte the child wrote is delivered
+      however slowly the client reads (no timer cancels delivery), then the run ends;
+    - client EOF: the child's stdin is closed; while it still owes replies and keeps writing,
+      the grace period counts from its last output; then SIGTERM, then SIGKILL;
+    - a write to the child fails (EPIPE): the same as the child exiting, never fatal;
+    - SIGINT, SIGTERM, SIGHUP: SIGTERM to the child, SIGKILL 0.5 s later, exit 128+N;
+    - a record cannot be written: fatal, exit 2.
+
+    Whatever the path, the child is stopped through :mod:`assay.proc`, whose keeper ends every
+    process of the run (its group and any descendant that left it).
+    """
 
     def __init__(
         self,
@@ -109,7 +142,7 @@ class Relay:
         self.handle_signals = handle_signals
         self.env = env
         self.on_session_start = on_session_start
-        self.child: proc.Child | None = None
+        self.child: proc.KeptChild | proc.Child | None = None
         self._out_lock = trio.Lock()
         self._stop_cause: str | None = None
         self._wrap_signal: int | None = None
@@ -117,30 +150,32 @@ class Relay:
         self._child_exited = trio.Event()
         self._server_done = trio.Event()
         self._client_gone = False
-        self.start_failed = False  # the one-run outputs could not be created (OR-8)
+        self._client_scope = trio.CancelScope()
+        # wrap's own replies (denies, rejections) wait here for the client, never for the server
+        self._replies: list[bytes] = []
+        self._reply_bytes = 0
+        self._reply_wake = trio.Event()
+        self._reply_room = trio.Event()
+        self._midline = False  # a server line longer than SERVER_HOLD_LIMIT is being streamed
+        self._last_output = 0.0  # trio clock of the child's last output
+        self.start_failed = False  # the one-run outputs could not be created
 
     # -- entry -----------------------------------------------------------------------------------
 
-    def spawn(self) -> proc.Child:
-        """Start the child (own process group, dies with us). Raises proc.SpawnError."""
-        self.child = proc.spawn(
-            self.argv,
-            stdin=proc.PIPE,
-            stdout=proc.PIPE,
-            stderr=proc.INHERIT,
-            env=self.env,
-            own_group=True,
-            die_with_parent=True,
-        )
+    def spawn(self) -> proc.KeptChild | proc.Child:
+        """Start the child under proc's keeper. Raises proc.SpawnError."""
+        self.child = proc.spawn_kept(self.argv, env=self.env)
         return self.child
 
     async def run(self) -> RunResult:
         child = self.child or self.spawn()
+        self._last_output = trio.current_time()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._server_pump, child)
-                nursery.start_soon(self._client_pump, child)
+                nursery.start_soon(self._reply_writer)
+                nursery.start_soon(self._client_side, child)
                 nursery.start_soon(self._child_watch, child)
                 if self.handle_signals:
                     nursery.start_soon(self._signal_watch, child)
@@ -168,25 +203,80 @@ class Relay:
             self._stop_cause = cause
         self._nursery.cancel_scope.cancel()
 
-    async def _to_client(self, data: bytes) -> None:
+    def _cause(self, cause: str) -> None:
+        if self._stop_cause is None:
+            self._stop_cause = cause
+
+    def _lost_client(self) -> None:
+        """The client closed its side: nobody can read replies any more. Treat as EOF."""
+        self._client_gone = True
+        self._end("client_eof")
+
+    async def _send(self, data: bytes) -> None:
+        """Write to the client; the caller holds the output lock."""
         if self._client_gone or not data:
             return
+        try:
+            await self.client_out.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._lost_client()
+
+    async def _drain_replies(self) -> None:
+        """Write queued replies; the caller holds the output lock and no server line is open."""
+        while self._replies and not self._midline:
+            data = b"".join(self._replies)
+            self._replies.clear()
+            self._reply_bytes = 0
+            self._reply_room.set()
+            await self._send(data)
+
+    async def _to_client(self, data: bytes) -> None:
+        """Whole server lines to the client, then any replies that queued meanwhile."""
         try:
             self._out_lock.acquire_nowait()  # uncontended: no extra trip through the scheduler
         except trio.WouldBlock:
             await self._out_lock.acquire()
         try:
-            await self.client_out.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            # The client closed its side: nobody can read replies any more. Treat as EOF.
-            self._client_gone = True
-            self._end("client_eof")
+            await self._send(data)
+            if self._replies:
+                await self._drain_replies()
         finally:
             self._out_lock.release()
 
+    async def _queue_reply(self, data: bytes) -> None:
+        """Hand a reply to the reply writer. Waits only when REPLY_QUEUE_LIMIT bytes are queued,
+        that is when the client itself stopped reading."""
+        if self._client_gone:
+            return
+        self._replies.append(data)
+        self._reply_bytes += len(data)
+        self._reply_wake.set()
+        while self._reply_bytes > REPLY_QUEUE_LIMIT and not self._client_gone:
+            self._reply_room = trio.Event()
+            await self._reply_room.wait()
+
+    async def _reply_writer(self) -> None:
+        while True:
+            await self._reply_wake.wait()
+            self._reply_wake = trio.Event()
+            if not self._replies:
+                continue
+            async with self._out_lock:  # waits at most for the server line in progress
+                await self._drain_replies()
+
+    async def _replies_flushed(self) -> None:
+        """Wait until every queued reply reached the client (or the client is gone)."""
+        while self._replies and not self._client_gone:
+            async with self._out_lock:
+                await self._drain_replies()
+
     # -- client -> server ------------------------------------------------------------------------
 
-    async def _client_pump(self, child: proc.Child) -> None:
+    async def _client_side(self, child) -> None:
+        with self._client_scope:
+            await self._client_pump(child)
+
+    async def _client_pump(self, child) -> None:
         splitter = LineSplitter(self.max_frame_bytes)
         try:
             while True:
@@ -197,46 +287,62 @@ class Relay:
                 if not data:
                     break
                 items = splitter.feed(data)
-                if items:
-                    await self._handle_batch(child, items)
+                if items and not await self._handle_batch(child, items):
+                    return await self._child_gone_quiet(child)
             last = splitter.close()
-            if last is not None:
-                await self._handle_batch(child, [last])
+            if last is not None and not await self._handle_batch(child, [last]):
+                return await self._child_gone_quiet(child)
             if self.session.starts_session_at_eof():
                 self._start_session()
         except RelayFatal as exc:
             self._fatal = exc
             self._end(exc.stop_cause)
             return
-        if self._stop_cause is None:
-            self._stop_cause = "client_eof"
+        self._cause("client_eof")
         if child.stdin is not None:
             with trio.CancelScope(shield=True):
                 await child.stdin.aclose()
         await self._shutdown_after_eof(child)
 
-    async def _handle_batch(self, child: proc.Child, items: list[bytes | Rejected]) -> None:
+    async def _child_gone_quiet(self, child) -> None:
+        """The child stopped reading (EPIPE): this is the child-exit path. Stop reading the
+        client; if the child lingers, it gets the client-EOF treatment."""
+        self._cause("child_exit")
+        if child.stdin is not None:
+            with trio.CancelScope(shield=True):
+                await child.stdin.aclose()
+        await self._shutdown_after_eof(child)
+
+    async def _handle_batch(self, child, items: list[bytes | Rejected]) -> bool:
         """Judge every frame of one read, then write records, replies and forwards in bulk.
 
         Records are written before the frames they describe are forwarded or answered, so a
-        failing record write stops the run before the frame has any effect (D14a).
+        failing record write stops the run before the frame has any effect. Returns False when
+        the child no longer reads its stdin.
         """
         outcomes: list[FrameOutcome] = []
         for item in items:
-            judged = admit(item) if isinstance(item, bytes) else item
+            if isinstance(item, bytes):
+                if len(item) >= BIG_CLIENT_LINE:  # keep the other direction moving meanwhile
+                    judged = await trio.to_thread.run_sync(admit, item)
+                else:
+                    judged = admit(item)
+            else:
+                judged = item
             if judged is None:
                 continue
             if self.session.starts_session(judged):
                 # Pre-session frames are done first; if the outputs cannot be created the
-                # triggering frame is neither handled nor forwarded (OR-8).
-                await self._apply(child, outcomes)
+                # triggering frame is neither handled nor forwarded.
+                if not await self._apply(child, outcomes):
+                    return False
                 outcomes = []
                 self._start_session()
             outcomes.append(self.session.handle(judged))
-        await self._apply(child, outcomes)
+        return await self._apply(child, outcomes)
 
     def _start_session(self) -> None:
-        """The run becomes a session: create the one-run outputs (OR-7), fail closed (OR-8)."""
+        """The run becomes a session: create the one-run outputs, fail closed."""
         self.session.begin_session()
         if self.on_session_start is not None:
             try:
@@ -245,13 +351,13 @@ class Relay:
                 self.start_failed = True
                 raise RelayFatal(str(exc), "output_error") from None
 
-    async def _apply(self, child: proc.Child, outcomes: list[FrameOutcome]) -> None:
+    async def _apply(self, child, outcomes: list[FrameOutcome]) -> bool:
         """Perform the outcomes of one read, in frame order, with as few writes as possible.
 
-        A frame's records are written before its forward or reply (fail closed, D14a): when a
-        record write fails, the frames before it still get their effects and the failing frame
-        gets none. Replies and forwards are batched into one write each; receipts follow them
-        (wrap.md §6.8: written once the frame's outcome is complete).
+        A frame's records are written before its forward or reply: when a record write fails,
+        the frames before it still get their effects and the failing frame gets none. Replies
+        are queued for the reply writer (never waiting on server output), forwards go to the
+        child in one write; receipts follow them (written once the frame's outcome is complete).
         """
         replies: list[bytes] = []
         forwards: list[bytes] = []
@@ -272,8 +378,9 @@ class Relay:
             # A failed record write: what came before the failing frame still happens.
             with trio.CancelScope(shield=True):
                 await self._flush(child, replies, forwards, receipts)
+                await self._replies_flushed()
             raise
-        await self._flush(child, replies, forwards, receipts)
+        return await self._flush(child, replies, forwards, receipts)
 
     def _write_records(self, records: list[tuple[str, bytes]]) -> None:
         by_sink: dict[str, list[bytes]] = {}
@@ -284,43 +391,71 @@ class Relay:
             if sink is not None:
                 sink.write(b"".join(lines))
 
-    async def _flush(self, child: proc.Child, replies: list[bytes], forwards: list[bytes], receipts: list[bytes]) -> None:
+    async def _flush(self, child, replies: list[bytes], forwards: list[bytes], receipts: list[bytes]) -> bool:
+        ok = True
         if replies:
-            await self._to_client(b"".join(replies))
+            await self._queue_reply(b"".join(replies))
         if forwards and child.stdin is not None:
             try:
                 await child.stdin.send_all(b"".join(forwards))
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise RelayFatal(
-                    f"cannot write to the wrapped command: {_why(exc)}", "child_write_failed"
-                ) from None
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                ok = False  # the child stopped reading: the child-exit path
         if receipts and "receipts" in self.sinks:
             self.sinks["receipts"].write(b"".join(receipts))
+        return ok
 
-    async def _shutdown_after_eof(self, child: proc.Child) -> None:
-        """D14 client EOF: let the child finish; SIGTERM the group after the grace, SIGKILL 0.5 s later."""
-        with trio.move_on_after(self.shutdown_grace):
-            await self._child_exited.wait()
-            return
+    async def _shutdown_after_eof(self, child) -> None:
+        """Let the child finish. The grace counts from client EOF, or from the child's last
+        output while it still owes replies; then SIGTERM, then SIGKILL 0.5 s later."""
+        eof = trio.current_time()
+        while True:
+            base = max(eof, self._last_output) if self._owes_replies() else eof
+            with trio.move_on_at(base + self.shutdown_grace):
+                await self._child_exited.wait()
+                return
+            if self._owes_replies() and self._last_output + self.shutdown_grace > trio.current_time():
+                continue  # it wrote meanwhile: keep waiting
+            break
         child.signal_group(signal.SIGTERM)
         with trio.move_on_after(KILL_AFTER_TERM_S):
             await self._child_exited.wait()
             return
         child.signal_group(signal.SIGKILL)
 
+    def _owes_replies(self) -> bool:
+        owes = getattr(self.session, "awaiting_replies", None)
+        return True if owes is None else bool(owes)
+
     # -- server -> client ------------------------------------------------------------------------
 
-    async def _server_pump(self, child: proc.Child) -> None:
-        """Relay child stdout byte for byte, whole lines at a time (our replies never split one).
+    def _judge_lines(self, chunk: bytes) -> bytes:
+        """``chunk`` is whole LF-terminated lines: what of it goes to the client. The session
+        sees every line (pins, pending ids) and may drop a response nobody asked for."""
+        server_line = self.session.server_line
+        lines = chunk.split(b"\n")
+        lines.pop()  # after the last LF
+        keep: list[bytes] | None = None
+        for i, line in enumerate(lines):
+            relay_it, notes = server_line(line)
+            for text in notes:
+                self.warn(text)
+            if not relay_it and keep is None:
+                keep = lines[:i]
+            elif relay_it and keep is not None:
+                keep.append(line)
+        if keep is None:
+            return chunk
+        return b"".join(line + b"\n" for line in keep)
 
-        A partial line is held back until its newline, up to SERVER_TAIL_LIMIT; beyond that it
-        is written through while holding the output lock until the line completes. While a
-        tools/list answer is awaited, such a long line is also kept (up to SERVER_OBSERVE_LIMIT)
-        so that a large tool list still yields the identities tool_pins are checked against.
+    async def _server_pump(self, child) -> None:
+        """Relay child stdout whole lines at a time, byte for byte (our replies never split one).
+
+        A partial line is held until its LF, up to SERVER_HOLD_LIMIT, so nothing waits on a
+        half-written line. A longer line is streamed through under the output lock (its content
+        is not read: the session is told it was unreadable); wrap's replies queue meanwhile.
         """
-        tail = b""
-        held = False  # we hold the output lock across a partial line
-        seen: bytearray | None = None  # the start of a held line, kept for observation
+        tail = bytearray()
+        streaming = False
         stream = child.stdout
         assert stream is not None
         try:
@@ -331,93 +466,90 @@ class Relay:
                     data = b""
                 if not data:
                     break
+                self._last_output = trio.current_time()
+                if streaming:
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        await self._send(data)
+                        continue
+                    await self._send(data[: nl + 1])
+                    streaming = False
+                    self._midline = False
+                    await self._drain_replies()
+                    self._out_lock.release()
+                    data = data[nl + 1:]
+                    if not data:
+                        continue
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:
-                    if held:
-                        seen = self._keep(seen, data)
-                        await self._write_held(data)
-                        continue
                     tail += data
-                    if len(tail) > SERVER_TAIL_LIMIT:
-                        await self._out_lock.acquire()
-                        held = True
-                        seen = self._keep(bytearray() if self.session.wants_server_lines else None, tail)
-                        await self._write_held(tail)
-                        tail = b""
-                    continue
-                complete, rest = data[:cut], data[cut:]
-                if self.session.wants_server_lines:
-                    start = bytes(seen) if held and seen is not None else tail
-                    for line in (start + complete).split(b"\n"):  # LF only, as on the client side
-                        for text in self.session.observe_server_line(line):
+                    if len(tail) > SERVER_HOLD_LIMIT:
+                        for text in self.session.server_line_unreadable():
                             self.warn(text)
-                if held:
-                    await self._write_held(complete)
-                    self._out_lock.release()
-                    held = False
-                    seen = None
+                        await self._out_lock.acquire()
+                        streaming = True
+                        self._midline = True
+                        await self._send(bytes(tail))
+                        tail = bytearray()
+                    continue
+                if tail:
+                    tail += data[:cut]
+                    chunk = bytes(tail)
+                    tail = bytearray(data[cut:])
                 else:
-                    await self._to_client(tail + complete)
-                tail = rest
-            if tail:
-                if held:
-                    await self._write_held(tail)
-                else:
-                    await self._to_client(tail)
+                    chunk = data[:cut] if cut < len(data) else data
+                    if cut < len(data):
+                        tail = bytearray(data[cut:])
+                out = self._judge_lines(chunk)
+                if out:
+                    await self._to_client(out)
+            if tail and not streaming:
+                # an unterminated last line: relayed as it is (it answers nothing we can match)
+                await self._to_client(bytes(tail))
         finally:
-            if held:
+            if streaming:
+                self._midline = False
                 self._out_lock.release()
             self._server_done.set()
 
-    def _keep(self, seen: bytearray | None, data: bytes) -> bytearray | None:
-        """Grow the observation copy of a held line, dropping it past SERVER_OBSERVE_LIMIT."""
-        if seen is None:
-            return None
-        if len(seen) + len(data) > SERVER_OBSERVE_LIMIT:
-            self.warn("[assay] WARNING: a server line over "
-                      f"{SERVER_OBSERVE_LIMIT} bytes was relayed without reading tool identities from it")
-            return None
-        seen += data
-        return seen
-
-    async def _write_held(self, data: bytes) -> None:
-        if self._client_gone:
-            return
-        try:
-            await self.client_out.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._client_gone = True
-
     # -- child and signals -----------------------------------------------------------------------
 
-    async def _child_watch(self, child: proc.Child) -> None:
-        """D14 child exits first: relay all it wrote, then end at once (no wait for client EOF)."""
+    async def _child_watch(self, child) -> None:
+        """The child exits: stop reading the client, deliver all it wrote, then end.
+
+        No timer cancels delivery. Only when a descendant keeps the child's stdout open and
+        stays silent for the grace period is the run's process tree killed, which closes it.
+        """
         await child.wait_exit()
         self._child_exited.set()
-        # Output already in the pipe still comes through; a descendant that keeps the pipe
-        # open gets the grace period, then the group is swept in run().
-        with trio.move_on_after(max(self.shutdown_grace, 0.05)):
-            await self._server_done.wait()
+        self._client_scope.cancel()
+        while not self._server_done.is_set():
+            with trio.move_on_at(self._last_output + max(self.shutdown_grace, 0.05)):
+                await self._server_done.wait()
+            if self._server_done.is_set():
+                break
+            if self._last_output + max(self.shutdown_grace, 0.05) <= trio.current_time():
+                child.signal_group(signal.SIGKILL)
+                await self._server_done.wait()
+        await self._replies_flushed()
         self._end("child_exit")
 
-    async def _signal_watch(self, child: proc.Child) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    async def _signal_watch(self, child) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for signum in signals:
                 self._wrap_signal = signum
-                if self._stop_cause is None:
-                    self._stop_cause = "signal"
+                self._cause("signal")
+                self._client_scope.cancel()
                 child.signal_group(signal.SIGTERM)
                 with trio.move_on_after(KILL_AFTER_TERM_S):
                     await self._child_exited.wait()
-                child.signal_group(signal.SIGKILL)
+                if not self._child_exited.is_set():
+                    child.signal_group(signal.SIGKILL)
+                with trio.move_on_after(SIGNAL_DRAIN_S):
+                    await self._server_done.wait()
+                    await self._replies_flushed()
+                self._end("signal")
                 return
-
-
-def _why(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(cause, OSError) and cause.strerror:
-        return cause.strerror
-    return "Broken pipe"
 
 
 async def open_stdio() -> tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, Callable[[], None]]:

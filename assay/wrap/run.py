@@ -7,10 +7,12 @@ the child is spawned, so a refused run leaves no child and no output behind.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,20 +102,58 @@ def validate_event_source(value: str | None, logging_enabled: bool) -> str | Non
     return source
 
 
-def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
-    """Read and load the policy; missing means fatal, never allow-all (wrap.md §1.3 step 4)."""
-    from assay.policy import PolicyError, load_policy
+MAX_POLICY_BYTES_ENV = "ASSAY_MCP_MAX_POLICY_BYTES"
+DEFAULT_MAX_POLICY_BYTES = 1_000_000
 
+
+def max_policy_bytes() -> int:
+    """The policy byte ceiling (docs/policy.md, "File ceilings"), from the environment."""
+    raw = os.environ.get(MAX_POLICY_BYTES_ENV, "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_MAX_POLICY_BYTES
+    except ValueError:
+        value = DEFAULT_MAX_POLICY_BYTES
+    return value if value > 0 else DEFAULT_MAX_POLICY_BYTES
+
+
+def read_policy_bytes(path: str) -> bytes:
+    """The policy file's bytes: a regular file, opened without blocking (a FIFO is refused,
+    never waited on), at most the byte ceiling. Raises WrapError with one line."""
     if not os.path.exists(path):  # a dangling symlink counts as missing
         raise WrapError(
             f"Policy file not found at {path}. Aborting instead of using insecure default (allow-all) policy."
         )
-    warn(f"[assay] loading policy from {path}")
+    limit = max_policy_bytes()
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WrapError(f"cannot read policy {path}: not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise WrapError(f"policy {path} is larger than {limit} bytes (the {MAX_POLICY_BYTES_ENV} ceiling)")
+    return b"".join(chunks)
+
+
+def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
+    """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup")."""
+    from assay.policy import PolicyError, load_policy
+
+    data = read_policy_bytes(path)
+    warn(f"[assay] loading policy from {path}")
     try:
         return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn)
     except PolicyError as exc:
@@ -121,9 +161,18 @@ def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[st
 
 
 def _open_append(path: str, what: str) -> RecordSink:
+    """Open a log for appending. Never blocks: a FIFO without a reader is an error."""
     try:
-        fh = open(path, "ab", buffering=0)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise WrapError(f"cannot open {what} {path}: it is a FIFO with no reader") from None
+        raise WrapError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+    try:
+        os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "ab", buffering=0)
+    except OSError as exc:
+        os.close(fd)
         raise WrapError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
     return RecordSink(what, fh)
 

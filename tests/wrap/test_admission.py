@@ -197,3 +197,48 @@ def test_splitter_matches_reference_split(parts, chunk, cap):
         expected.append(("big", frame_digest(line)) if body > cap else line)
     got = [("big", x.frame_digest) if isinstance(x, Rejected) else x for x in out]
     assert got == expected
+
+
+# -- nesting depth is decided in linear time (docs/wrap.md, "Admission") -----------------------
+
+import time as _time
+
+from hypothesis import given, settings, strategies as st
+
+from assay.wrap import admission as _adm
+
+
+def _reference_depth(content: bytes) -> int:
+    import re as _re
+
+    stripped = _re.sub(rb'"(?:[^"\\]|\\.)*"', b"", content)
+    depth = peak = 0
+    for b in stripped:
+        if b in b"[{":
+            depth += 1
+            peak = max(peak, depth)
+        elif b in b"]}":
+            depth -= 1
+    return peak
+
+
+def test_a_64_mib_line_of_brackets_is_refused_quickly():
+    line = b"[" * (64 << 20) + b"\n"
+    started = _time.monotonic()
+    assert admit(line).reason == "malformed_json"
+    assert _time.monotonic() - started < 5  # was 9-11 s; well under a second on an idle machine
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b",", b"\\", b"a", b"[]"]), max_size=600),
+       st.integers(min_value=1, max_value=64))
+def test_depth_check_matches_a_plain_walk(parts, block):
+    content = b"".join(parts)
+    content += b"]" * max(0, content.count(b"[") + content.count(b"{") - content.count(b"]") - content.count(b"}"))
+    old = _adm._DEPTH_BLOCK
+    _adm._DEPTH_BLOCK = block  # many blocks: the depth carried across them must stay exact
+    try:
+        doc = b"[" * (_adm.MAX_DEPTH - 3) + content  # near the limit, so both answers occur
+        assert _adm._too_deep(doc + b"]" * (_adm.MAX_DEPTH - 3)) == (_reference_depth(doc) > _adm.MAX_DEPTH)
+    finally:
+        _adm._DEPTH_BLOCK = old
