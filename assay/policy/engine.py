@@ -9,6 +9,7 @@ the policy, so a call costs a dict lookup plus, for a tool with a schema, one va
 from __future__ import annotations
 
 import hashlib
+import json as _json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -306,17 +307,85 @@ class ToolIdentity(tuple):
         return {"server_id": self[0], "tool_name": self[1], "schema_hash": self[2], "meta_hash": self[3]}
 
 
+_FALLBACK_TAG = b"\x00assay-noncanonical\x00"  # never the start of a JCS text
+
+
+def identity_bytes(value: Any) -> bytes:
+    """Canonical bytes of a JSON value taken from a server: RFC 8785 (JCS) when the value has a
+    JCS form, else a tagged fallback form. Never raises on parsed JSON content.
+
+    Servers send what JCS cannot encode (lone surrogates such as ``"\\ud83d"``, integers above
+    1e308, ``NaN``, nesting deeper than the recursion limit); the fallback is a deterministic,
+    iterative encoding (sorted members, ASCII-escaped strings, exact integers) that starts with
+    a tag no JCS text starts with, so the two forms never collide.
+    """
+    try:
+        return jcs_bytes(value)
+    except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, MemoryError):
+        pass
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        cls = item.__class__
+        if cls is _Verbatim:
+            out.append(item.text)
+        elif cls is str:
+            out.append(_json.dumps(item))  # ASCII-escaped: lone surrogates become \\udXXX
+        elif item is None or item is True or item is False:
+            out.append("null" if item is None else "true" if item else "false")
+        elif isinstance(item, int):
+            out.append(_int_text(item))
+        elif isinstance(item, float):
+            out.append(repr(item))
+        elif isinstance(item, dict):
+            out.append("{")
+            stack.append(_Verbatim("}"))
+            keys = sorted(item, key=str)
+            for n, key in enumerate(reversed(keys)):
+                stack.append(item[key])
+                stack.append(_Verbatim(_json.dumps(str(key)) + ":"))
+                if n != len(keys) - 1:
+                    stack.append(_Verbatim(","))
+        elif isinstance(item, (list, tuple)):
+            out.append("[")
+            stack.append(_Verbatim("]"))
+            for n, element in enumerate(reversed(item)):
+                stack.append(element)
+                if n != len(item) - 1:
+                    stack.append(_Verbatim(","))
+        else:  # a number too long for int() keeps its digits (json_number_text); else its repr
+            text = getattr(item, "json_number_text", None)
+            out.append(text if isinstance(text, str) else _json.dumps(repr(item)))
+    return _FALLBACK_TAG + "".join(out).encode("ascii", "backslashreplace")
+
+
+class _Verbatim:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _int_text(number: int) -> str:
+    try:
+        return str(number)
+    except ValueError:  # beyond Python's decimal digit limit: hex is exact and unlimited
+        return hex(number)
+
+
 def tool_identity(tool: dict[str, Any]) -> tuple[str, str]:
-    """``(schema_hash, meta_hash)`` of one ``tools/list`` entry (§8 D2/D3, wrap.md §4.2).
+    """``(schema_hash, meta_hash)`` of one ``tools/list`` entry (docs/wrap.md, "Tool pins").
 
     schema_hash = SHA-256 of JCS(``inputSchema``, else ``input_schema``; the bytes ``null`` when
     both are absent or null); meta_hash = SHA-256 of the ``description`` string as given
-    (untrimmed), of ``""`` when absent or not a string.
+    (untrimmed), of ``""`` when absent or not a string. Values JCS cannot encode hash their
+    :func:`identity_bytes` fallback form; this never raises on parsed JSON content.
     """
     schema = tool.get("inputSchema")
     if schema is None:
         schema = tool.get("input_schema")
-    schema_hash = hashlib.sha256(jcs_bytes(schema)).hexdigest()
+    schema_hash = hashlib.sha256(identity_bytes(schema)).hexdigest()
     description = tool.get("description")
     if not isinstance(description, str):
         description = ""
@@ -324,46 +393,71 @@ def tool_identity(tool: dict[str, Any]) -> tuple[str, str]:
     return schema_hash, meta_hash
 
 
+PIN_UNKNOWN_REASONS = {
+    "ambiguous": "Tool integrity failure: the pinned tool is defined more than once in one tools/list answer",
+    "unreadable": "Tool integrity failure: a tools/list answer could not be read, so the pinned tool's identity is unknown",
+    "not_listed": "Tool integrity failure: the pinned tool has not been seen in a tools/list answer yet",
+}
+
+
 class SessionState:
-    """Per-session state for the relay (§5.6, DECISIONS D10, D13, D16).
+    """Per-session state for the relay (docs/policy.md; docs/wrap.md, "Enforcement" and "Tool pins").
 
     ``requests_count`` counts every client request (``note_request`` for non-``tools/call``
     requests, ``evaluate`` for ``tools/call``); ``tool_calls_count`` counts ``tools/call``.
-    Observed tool identities feed the pin check; the latest observation per name wins.
+
+    Pins fail closed (docs/wrap.md, "Tool pins"): a pinned tool is allowed only when every
+    definition of it that reached the client was read and equals the pin. So the state keeps,
+    per tool name, every distinct identity observed (not only the latest), the names defined
+    more than once in one answer (ambiguous), and whether any ``tools/list`` answer could not be
+    read (then every pinned tool's identity is unknown). All of it is sticky for the session.
     """
 
-    __slots__ = ("requests_count", "tool_calls_count", "_identities")
+    __slots__ = ("requests_count", "tool_calls_count", "_identities", "_variants", "_ambiguous", "unreadable")
+
+    MAX_VARIANTS = 16  # distinct identities kept per name; more only confirms the drift
 
     def __init__(self) -> None:
         self.requests_count = 0
         self.tool_calls_count = 0
-        self._identities: dict[str, ToolIdentity] = {}
+        self._identities: dict[str, ToolIdentity] = {}  # latest per name (--verbose)
+        self._variants: dict[str, list[ToolIdentity]] = {}  # every distinct identity per name
+        self._ambiguous: set[str] = set()
+        self.unreadable = False
 
     def note_request(self) -> None:
-        """Count a client request that is not ``tools/call`` (never blocked by policy, D10)."""
+        """Count a client request that is not ``tools/call`` (never blocked by policy)."""
         self.requests_count += 1
 
-    def observe_tools(self, server_id: str, tools: Any) -> list[tuple[str, str, str]]:
-        """Record identities from a ``tools/list`` result's ``tools`` array (wrap.md §4.2).
+    def mark_unreadable(self) -> None:
+        """A ``tools/list`` answer reached the client that could not be read."""
+        self.unreadable = True
 
-        Entries that are not objects or lack a non-blank string ``name`` are skipped. Returns
-        ``(name, schema_hash, meta_hash)`` for each tool not seen before or whose identity
-        changed, in list order — what ``--verbose`` prints (D13).
+    def observe_tools(self, server_id: str, tools: Any) -> list[tuple[str, str, str]]:
+        """Record identities from one ``tools/list`` answer's ``tools`` array.
+
+        Entries that are not objects or lack a non-blank string ``name`` are skipped. A name
+        that occurs twice in the array is ambiguous from then on. Returns ``(name, schema_hash,
+        meta_hash)`` for each tool not seen before or whose identity changed, in list order.
         """
         fresh: list[tuple[str, str, str]] = []
         if not isinstance(tools, list):
             return fresh
+        here: set[str] = set()
         for tool in tools:
             if not isinstance(tool, dict):
                 continue
             name = tool.get("name")
             if not isinstance(name, str) or not name.strip():
                 continue
-            try:
-                schema_hash, meta_hash = tool_identity(tool)
-            except (TypeError, ValueError):
-                continue  # not JSON-encodable; cannot come from a parsed JSON line
+            if name in here:
+                self._ambiguous.add(name)
+            here.add(name)
+            schema_hash, meta_hash = tool_identity(tool)
             ident = ToolIdentity(server_id, name, schema_hash, meta_hash)
+            variants = self._variants.setdefault(name, [])
+            if ident not in variants and len(variants) < self.MAX_VARIANTS:
+                variants.append(ident)
             if self._identities.get(name) != ident:
                 self._identities[name] = ident
                 fresh.append((name, schema_hash, meta_hash))
@@ -372,6 +466,26 @@ class SessionState:
     def identity(self, tool_name: str) -> ToolIdentity | None:
         """The last observed identity of ``tool_name`` or ``None`` if never listed."""
         return self._identities.get(tool_name)
+
+    def pin_problem(self, tool_name: str, pinned: ToolIdentity, server_id: str) -> tuple[str, ToolIdentity | None] | None:
+        """Why a pinned tool may not run, or None when every definition seen equals the pin.
+
+        Returns ``(kind, runtime)``: kind is ``drifted`` (``runtime`` is an observed identity
+        that differs from the pin), ``ambiguous``, ``unreadable`` or ``not_listed``.
+        """
+        variants = self._variants.get(tool_name)
+        if variants:
+            for seen in variants:
+                runtime = ToolIdentity(server_id, tool_name, seen[2], seen[3])
+                if runtime != pinned:
+                    return "drifted", runtime
+        if tool_name in self._ambiguous:
+            return "ambiguous", None
+        if self.unreadable:
+            return "unreadable", None
+        if not variants:
+            return "not_listed", None
+        return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -627,30 +741,33 @@ def evaluate(
     """
     engine: _Compiled = policy._engine
     if state is not None:
-        # E1 drift: only once the tool was seen in a tools/list result (D16 parity)
+        # E1 pins fail closed: every definition seen must equal the pin (docs/wrap.md, "Tool pins")
         pin = engine.pins.get(tool_name)
         if pin is not None:
-            seen = state._identities.get(tool_name)
-            if seen is not None:
-                runtime = ToolIdentity(server_id, tool_name, seen[2], seen[3])
-                pinned = ToolIdentity(pin.server_id, pin.tool_name, pin.schema_hash, pin.meta_hash)
-                if runtime != pinned:
+            pinned = ToolIdentity(pin.server_id, pin.tool_name, pin.schema_hash, pin.meta_hash)
+            problem = state.pin_problem(tool_name, pinned, server_id)
+            if problem is not None:
+                kind, runtime = problem
+                if kind == "drifted" and runtime is not None:
                     reason = REASONS["drift"].format(runtime=runtime.fingerprint(), pinned=pinned.fingerprint())
-                    return Decision(
-                        "deny",
-                        tool_name,
-                        reason_code="E_TOOL_DRIFT",
-                        reason=reason,
-                        contract={
-                            "status": "deny",
-                            "error_code": "E_TOOL_DRIFT",
-                            "tool": tool_name,
-                            "reason": REASONS["drift_contract"],
-                        },
-                        typed_decision="deny_with_alert",
-                        obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],
-                        **engine.base(tool_name, policy.classes_for(tool_name)),
-                    )
+                    told = REASONS["drift_contract"]
+                else:  # the reply tells the model which case too
+                    reason = told = PIN_UNKNOWN_REASONS[kind]
+                return Decision(
+                    "deny",
+                    tool_name,
+                    reason_code="E_TOOL_DRIFT",
+                    reason=reason,
+                    contract={
+                        "status": "deny",
+                        "error_code": "E_TOOL_DRIFT",
+                        "tool": tool_name,
+                        "reason": told,
+                    },
+                    typed_decision="deny_with_alert",
+                    obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],
+                    **engine.base(tool_name, policy.classes_for(tool_name)),
+                )
         # E2 counters (always, before comparing)
         state.requests_count += 1
         state.tool_calls_count += 1

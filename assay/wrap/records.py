@@ -11,6 +11,7 @@ are built in serialization order and encoded without sorting.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,7 +35,10 @@ __all__ = [
     "decision_data",
     "decision_event",
     "delegation_of",
+    "deny_payload_text",
     "deny_reply",
+    "dropped_response_warning",
+    "quoted",
     "encode_line",
     "is_modern_request",
     "merge_obligations",
@@ -45,6 +49,7 @@ __all__ = [
     "tool_call_id_for",
     "tool_identity_line",
     "typed_decision_of",
+    "unreadable_answer_warning",
     "verbose_line",
     "wrap_reason_code",
 ]
@@ -84,7 +89,11 @@ def encode_line(obj: Any) -> bytes:
     booleans and null its bytes equal ``json.dumps(separators=(",", ":"), ensure_ascii=False)``;
     floats may differ in exponent spelling (``1e-7`` vs ``1e-07``) but parse back equal.
     """
-    return ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False).encode("utf-8") + b"\n"
+    text = ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate from a client's "\udXXX" escape: keep it escaped
+        return ujson.dumps(obj, ensure_ascii=True, escape_forward_slashes=False).encode("ascii") + b"\n"
 
 
 def rfc3339_utc(moment: datetime | None = None) -> str:
@@ -652,18 +661,31 @@ def audit_record_for(
 DENY_TEXT: Final = "Content blocked by policy"
 
 
-def deny_reply(request_id: Any, contract: Mapping[str, Any], *, modern: bool = False) -> bytes:
-    """The enforce-mode deny line: a ``CallToolResult`` with ``isError: true`` (§4.4).
+def deny_payload_text(contract: Mapping[str, Any]) -> str:
+    """The deny payload as compact JSON text: the second ``content`` item of a deny result."""
+    return ujson.dumps(contract, ensure_ascii=False, escape_forward_slashes=False)
 
-    ``id`` echoes the request's id unchanged; absent or null gives ``"id":null``. For a
-    2026-07-28-era request (``modern``), ``"resultType":"complete"`` is the last member of
-    ``result`` (D16a); otherwise the bytes are exactly §4.4's.
+
+def deny_reply(
+    request_id: Any, contract: Mapping[str, Any], *, modern: bool = False, structured: bool = True
+) -> bytes:
+    """The enforce-mode deny line: a ``CallToolResult`` with ``isError: true``.
+
+    ``content`` holds the text item ``Content blocked by policy`` and a second text item with
+    the deny payload as JSON (``status``, ``error_code``, ``tool``, ``reason`` or
+    ``violations``), so that the model learns why. ``structuredContent`` carries the same
+    payload unless ``structured`` is False: a tool whose definition declares an
+    ``outputSchema`` gets none, since clients validate it against that schema even on errors
+    (docs/wrap.md, "Deny replies"). ``id`` echoes the request's id unchanged; absent or null
+    gives ``"id":null``. For a 2026-07-28-era request (``modern``), ``"resultType":"complete"``
+    is the last member of ``result``.
     """
     result: dict[str, Any] = {
-        "content": [{"type": "text", "text": DENY_TEXT}],
+        "content": [{"type": "text", "text": DENY_TEXT}, {"type": "text", "text": deny_payload_text(contract)}],
         "isError": True,
-        "structuredContent": contract,
     }
+    if structured:
+        result["structuredContent"] = contract
     if modern:
         result["resultType"] = "complete"
     rid = None if request_id is ABSENT else request_id
@@ -736,31 +758,63 @@ def rejection_warning(reason: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# --verbose stderr lines (wrap.md §4.3, DECISIONS D13); returned without the newline
+# stderr lines (docs/wrap-records.md); returned without the newline. Every name, id and reason that
+# comes from a client, a server or a policy is JSON-quoted with ASCII escapes, so no control
+# character or terminal escape reaches the terminal raw and no line can forge another.
 # ---------------------------------------------------------------------------------------------
+
+
+def quoted(value: Any) -> str:
+    """``value`` as JSON with every non-ASCII and control character escaped (never raises)."""
+    try:
+        return json.dumps(value, ensure_ascii=True, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(value))
 
 
 def verbose_line(
     outcome: str, tool: str | None, *, policy_code: str | None = None, reason: str | None = None, dry_run: bool = False
 ) -> str:
-    """The ``--verbose`` line for one decision (§4.3).
+    """The ``--verbose`` line for one decision, names and reasons JSON-quoted.
 
-    Allow: ``[assay] ALLOW <tool>`` (``unknown`` when ``tool`` is None, i.e. params did not fit
-    the ``tools/call`` shape). Warning: ``[assay] WARNING: Allowing tool '<tool>' with warning
-    (code: <code>, reason: <reason>).`` Deny: ``[assay] DENY <tool> (reason: <reason>)``, or
-    ``WOULD_DENY`` in dry-run. For a warning or deny, None stands for the evaluated name ``""``
-    (upstream prints the name the policy saw; only the allow line says ``unknown``).
+    Allow: ``[assay] ALLOW "<tool>"`` (``unknown``, unquoted, when ``tool`` is None, i.e. params
+    did not fit the ``tools/call`` shape). Warning: ``[assay] WARNING: Allowing tool "<tool>"
+    with warning (code: <code>, reason: "<reason>").`` Deny: ``[assay] DENY "<tool>" (reason:
+    "<reason>")``, or ``WOULD_DENY`` in dry-run. For a warning or deny, None stands for the
+    evaluated name ``""``.
     """
     if outcome == "allow":
-        return f"[assay] ALLOW {tool if tool is not None else 'unknown'}"
+        return f"[assay] ALLOW {quoted(tool) if tool is not None else 'unknown'}"
     tool = "" if tool is None else tool
     if outcome == "allow_with_warning":
-        return f"[assay] WARNING: Allowing tool '{tool}' with warning (code: {policy_code}, reason: {reason})."
+        return (f"[assay] WARNING: Allowing tool {quoted(tool)} with warning "
+                f"(code: {policy_code}, reason: {quoted(reason)}).")
     if outcome == "deny":
-        return f"[assay] {'WOULD_DENY' if dry_run else 'DENY'} {tool} (reason: {reason})"
+        return f"[assay] {'WOULD_DENY' if dry_run else 'DENY'} {quoted(tool)} (reason: {quoted(reason)})"
     raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
 
 
 def tool_identity_line(name: str, server_id: str, schema_hash: str, meta_hash: str) -> str:
-    """D13's line for a newly seen tool, so that users can write ``tool_pins``."""
-    return f"[assay] TOOL {name} server_id={server_id} schema_hash={schema_hash} meta_hash={meta_hash}"
+    """The line for a newly seen tool, so that users can write ``tool_pins``. The name and the
+    server id are JSON strings, which YAML reads back as the same double-quoted scalars."""
+    return f"[assay] TOOL {quoted(name)} server_id={quoted(server_id)} schema_hash={schema_hash} meta_hash={meta_hash}"
+
+
+_MAX_ID_TEXT: Final = 80
+
+
+def dropped_response_warning(request_id: Any, has_id: bool = True) -> str:
+    """The stderr line for a dropped server response: its id (JSON-quoted, cut when long),
+    never its content."""
+    if not has_id:
+        shown = "no id"
+    else:
+        text = quoted(request_id)
+        shown = "id " + (text if len(text) <= _MAX_ID_TEXT else text[:_MAX_ID_TEXT] + "...(cut)")
+    return f"[assay] WARNING: dropped a server response ({shown}) that answers no pending client request"
+
+
+def unreadable_answer_warning() -> str:
+    """The stderr line when a server line that may answer a tools/list request was not read."""
+    return ("[assay] WARNING: a server line that may answer tools/list could not be read; "
+            "pinned tools are denied for the rest of the session")

@@ -12,11 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import hashlib
+
 import ujson
 
-from assay.canonical import jcs_digest
+from assay.canonical import jcs_bytes
 from assay.policy import Decision, Policy, SessionState, evaluate
-from assay.wrap import records
+from assay.policy.engine import identity_bytes
+from assay.wrap import records, serverlines
 from assay.wrap.admission import Admitted, Rejected, frame_digest
 
 DECISION_SINKS = ("decision_log",)  # sinks that take assay.tool.decision events
@@ -50,15 +53,22 @@ class SessionOptions:
 
 def _id_key(value: Any) -> tuple[str, Any] | None:
     """A hashable key for a JSON-RPC id that keeps 1 and "1" apart (bools are not ids)."""
+    if value.__class__ is int:
+        return ("n", value)
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
         return ("s", value)
     if isinstance(value, int):
-        return ("n", value)
-    if isinstance(value, float) and value.is_integer():
         return ("n", int(value))
+    if isinstance(value, float):
+        if value.is_integer():
+            return ("n", int(value))
+        return ("f", value) if value == value else None
     return None
+
+
+_TOOLS_LIST = "tools/list"
 
 
 def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
@@ -74,23 +84,38 @@ def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
         projection["description"] = description.strip()
     projection["input_schema"] = schema
     projection["server_id"] = label.strip()
-    return jcs_digest(projection)
+    # never raises on server content (lone surrogates, huge integers, deep nesting)
+    return "sha256:" + hashlib.sha256(identity_bytes(projection)).hexdigest()
 
 
 class _Chain:
-    """One tools/list exchange, following ``nextCursor`` pages (D33)."""
+    """One tools/list exchange, following ``nextCursor`` pages (D33).
 
-    __slots__ = ("tools", "next_cursor", "complete")
+    A tool whose definition has no canonical JSON form (a lone surrogate, an integer beyond
+    what JCS encodes, nesting deeper than the encoder recurses) cannot be digested for the
+    observed manifest: it is left out and the chain counts as incomplete, so that the
+    manifest says so instead of the session end failing on server content."""
+
+    __slots__ = ("tools", "next_cursor", "complete", "skipped")
 
     def __init__(self) -> None:
         self.tools: list[dict[str, Any]] = []
         self.next_cursor: str | None = None
         self.complete = False
+        self.skipped = False
 
     def add_page(self, tools: list[Any], next_cursor: Any) -> None:
-        self.tools.extend(t for t in tools if isinstance(t, dict))
+        for tool in tools:
+            if not isinstance(tool, dict):
+                continue
+            try:
+                jcs_bytes(tool)
+            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, MemoryError):
+                self.skipped = True
+                continue
+            self.tools.append(tool)
         self.next_cursor = next_cursor if isinstance(next_cursor, str) else None
-        self.complete = self.next_cursor is None
+        self.complete = self.next_cursor is None and not self.skipped
 
 
 class WrapSession:
@@ -109,7 +134,14 @@ class WrapSession:
         self.state = SessionState()
         self._new_event_id = new_event_id
         self._now = now
+        # Forwarded client requests still awaiting their answer: id key -> methods (a client may
+        # reuse an id while the first is in flight); string ids the Python SDK reads as integers
+        # are also indexed by that integer (docs/wrap.md, "Dropped server responses").
+        self._pending: dict[tuple[str, Any], list[str]] = {}
         self._pending_tools_list: set[tuple[str, Any]] = set()
+        self._py_alias: dict[int, list[tuple[str, Any]]] = {}
+        self.dropped_responses = 0  # server responses dropped (stop record, frames.dropped_responses)
+        self._output_schema_tools: set[str] = set()  # tools listed with an outputSchema
         self._bindings: dict[str, str] = {}  # tool name -> tool-definition digest (wrap.md §4.2.4)
         self.events: list[dict[str, Any]] = []  # this run's decision events (coverage, D15a)
         self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
@@ -186,11 +218,10 @@ class WrapSession:
         if method != "tools/call":
             if item.is_request:
                 self.state.note_request()
-                if method == "tools/list":
-                    key = _id_key(frame["id"])
-                    if key is not None:
-                        self._pending_tools_list.add(key)
-                        self._chains[key] = self._chain_for(frame.get("params"))
+                key = self._await_answer(frame["id"], method)
+                if method == _TOOLS_LIST and key is not None:
+                    self._pending_tools_list.add(key)
+                    self._chains[key] = self._chain_for(frame.get("params"))
             self.counts["forwarded"] += 1
             return FrameOutcome(forward=item.raw)
         return self._tool_call(item)
@@ -213,7 +244,10 @@ class WrapSession:
         if denied and not opts.dry_run:
             if has_id:
                 outcome.reply = records.deny_reply(
-                    frame["id"], decision.contract or {}, modern=records.is_modern_request(frame)
+                    frame["id"],
+                    decision.contract or {},
+                    modern=records.is_modern_request(frame),
+                    structured=not self._may_have_output_schema(name),
                 )
                 outcome.disposition = "blocked"
                 self.counts["blocked"] += 1
@@ -221,9 +255,17 @@ class WrapSession:
                 outcome.disposition = "dropped"
                 self.counts["dropped"] += 1
             return outcome
+        if has_id:
+            self._await_answer(frame["id"], "tools/call")
         outcome.forward = item.raw
         self.counts["forwarded"] += 1
         return outcome
+
+    def _may_have_output_schema(self, name: str) -> bool:
+        """Whether a definition of ``name`` that reached the client may declare an
+        ``outputSchema`` (then a deny carries no ``structuredContent``, docs/wrap.md, "Deny
+        replies"): it did, or wrap could not read some tools/list answer or its duplicates."""
+        return name in self._output_schema_tools or self.state.unreadable
 
     def _record(
         self, outcome: FrameOutcome, decision: Decision, frame: dict, params: Any, name: str, valid: bool
@@ -284,36 +326,110 @@ class WrapSession:
             return last
         return _Chain()
 
+    # -- pending client requests ----------------------------------------------------------------
+
+    def _await_answer(self, request_id: Any, method: str) -> tuple[str, Any] | None:
+        """Register a forwarded client request: its answer is relayed, any other is dropped."""
+        key = _id_key(request_id)
+        if key is None:
+            return None
+        methods = self._pending.get(key)
+        if methods is None:
+            self._pending[key] = [method]
+            if key[0] == "s":
+                alias = serverlines.python_id(key[1])
+                if alias.__class__ is int:
+                    self._py_alias.setdefault(alias, []).append(key)
+        else:
+            methods.append(method)
+        return key
+
+    def _answered(self, request_id: Any) -> tuple[tuple[str, Any], str] | None:
+        """The pending request a response id answers for some official client, removed from
+        the table, or None. The exact id first; then the Python SDK's form (a string ``int()``
+        reads answers that integer); then the TypeScript SDK's (``Number(id)``)."""
+        key = _id_key(request_id)
+        pending = self._pending
+        if key is None or key not in pending:
+            key = None
+            for candidate in self._equivalents(request_id):
+                if candidate in pending:
+                    key = candidate
+                    break
+            if key is None:
+                return None
+        methods = pending[key]
+        method = methods.pop(0)
+        if not methods:
+            del pending[key]
+            if key[0] == "s":
+                alias = serverlines.python_id(key[1])
+                if alias.__class__ is int:
+                    keys = self._py_alias.get(alias)
+                    if keys is not None and key in keys:
+                        keys.remove(key)
+                        if not keys:
+                            del self._py_alias[alias]
+        return key, method
+
+    def _equivalents(self, request_id: Any) -> list[tuple[str, Any]]:
+        """Pending keys an id answers other than its exact self, in SDK order (Python, TS)."""
+        out: list[tuple[str, Any]] = []
+        py = serverlines.python_id(request_id) if request_id.__class__ is not float else None
+        if py.__class__ is int:
+            out.append(("n", py))
+            out.extend(self._py_alias.get(py, ()))
+        number = serverlines.js_number(request_id)
+        if number is not None and number == number and number not in (float("inf"), float("-inf")):
+            if number.is_integer():
+                out.append(("n", int(number)))
+        return out
+
     # -- server lines ----------------------------------------------------------------------------
 
-    @property
-    def wants_server_lines(self) -> bool:
-        """True while a tools/list answer is awaited: only then are server lines parsed (D13)."""
-        return bool(self._pending_tools_list)
-
     def server_line(self, line: bytes) -> tuple[bool, list[str]]:
-        """One complete server line (without its LF): relay it?, and stderr lines."""
-        if not self._pending_tools_list:
-            return True, []
-        return True, self.observe_server_line(line)
+        """Judge one complete server line (the bytes before its LF): ``(relay_it, stderr)``.
 
-    def server_line_unreadable(self) -> list[str]:
-        """A server line too long to read was streamed through."""
-        return []
-
-    def observe_server_line(self, line: bytes) -> list[str]:
-        """Record tool identities from the tools/list result answering one of our requests."""
-        if b'"tools"' not in line and b'"error"' not in line:
-            return []
+        A response (no string ``method``; a ``result`` or an ``error``) is relayed only when its
+        id answers a forwarded client request still awaiting its answer; otherwise it is
+        dropped with one stderr line (docs/wrap.md, "Dropped server responses"). Requests,
+        notifications and lines that are not JSON objects are relayed. A ``tools/list`` answer
+        feeds the pin state. Never raises on content.
+        """
         try:
             message = ujson.loads(line)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            message = serverlines.read_text(line.decode("utf-8", "replace"))
+        if message.__class__ is not dict:
+            if message is serverlines.TOO_HARD:
+                return True, self._unreadable_line()
+            return True, []
+        if message.get("method").__class__ is str or ("result" not in message and "error" not in message):
+            return True, []
+        found = self._answered(message.get("id"))
+        if found is None:
+            self.dropped_responses += 1
+            return False, [records.dropped_response_warning(message.get("id"), "id" in message)]
+        key, method = found
+        if method != _TOOLS_LIST:
+            return True, []
+        return True, self._tools_answer(key, message, line)
+
+    def server_line_unreadable(self) -> list[str]:
+        """A server line too long to read was relayed unread: every pending tools/list answer
+        counts as unreadable, so pinned tools have an unknown identity from now on."""
+        return self._unreadable_line()
+
+    def _unreadable_line(self) -> list[str]:
+        if not self._pending_tools_list:
             return []
-        if not isinstance(message, dict):
+        if self.state.unreadable:
             return []
-        key = _id_key(message.get("id"))
-        if key is None or key not in self._pending_tools_list:
-            return []
+        self.state.mark_unreadable()
+        return [records.unreadable_answer_warning()]
+
+    def _tools_answer(self, key: tuple[str, Any], message: dict, line: bytes) -> list[str]:
+        """Record tool identities from the answer to one of our tools/list requests."""
         self._pending_tools_list.discard(key)
         chain = self._chains.pop(key, None)
         result = message.get("result")
@@ -323,14 +439,50 @@ class WrapSession:
         if chain is not None:
             chain.add_page(tools, result.get("nextCursor"))
             self.last_chain = chain
-        seen = self.state.observe_tools(self.options.label, tools)
+        label = self.options.label
+        seen = self.state.observe_tools(label, tools)
+        alternative = self._other_reading(line)
+        if alternative is not None:  # a client that drops invalid UTF-8 instead of replacing it
+            seen += self.state.observe_tools(label, alternative)
+            tools = tools + alternative
         for tool in tools:
             if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"].strip():
-                digest = tool_definition_digest(tool, self.options.label)
+                name = tool["name"]
+                if tool.get("outputSchema") is not None:
+                    self._output_schema_tools.add(name)
+                digest = tool_definition_digest(tool, label)
                 if digest is None:
-                    self._bindings.pop(tool["name"], None)
+                    self._bindings.pop(name, None)
                 else:
-                    self._bindings[tool["name"]] = digest
+                    self._bindings[name] = digest
         if not self.options.verbose:
             return []
-        return [records.tool_identity_line(n, self.options.label, s, m) for (n, s, m) in seen]
+        return [records.tool_identity_line(n, label, s, m) for (n, s, m) in seen]
+
+    @staticmethod
+    def _other_reading(line: bytes) -> list[Any] | None:
+        """The tools of a line with invalid UTF-8 read with the bytes dropped (a Python client
+        with ``errors="ignore"``): its definitions reach that client too. None otherwise."""
+        try:
+            line.decode("utf-8")
+            return None
+        except UnicodeDecodeError:
+            pass
+        message = serverlines.read_text(line.decode("utf-8", "ignore"))
+        if message.__class__ is not dict:
+            return None
+        result = message.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return None
+        return result["tools"]
+
+    # The relay before server_line: it calls these only while wants_server_lines is True.
+
+    @property
+    def wants_server_lines(self) -> bool:
+        """True while any forwarded request awaits its answer."""
+        return bool(self._pending)
+
+    def observe_server_line(self, line: bytes) -> list[str]:
+        """:meth:`server_line` for a relay that never drops: only its stderr lines."""
+        return self.server_line(line)[1]

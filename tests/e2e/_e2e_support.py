@@ -202,13 +202,20 @@ DEMO_CALLS = [
 
 
 def assert_denied(name: str, is_error: bool, structured: object, text: str, code: str) -> None:
-    """A deny as the client sees it (wrap.md §4.4): a CallToolResult with isError, not an error."""
+    """A deny as the client sees it (docs/wrap.md, "Deny replies"): a CallToolResult with
+    isError, not an error; its text is "Content blocked by policy" followed by the deny payload
+    as JSON; structuredContent is that payload, or absent for a tool with an outputSchema."""
     assert is_error is True, (name, structured, text)
-    assert isinstance(structured, dict), structured
-    assert structured["status"] == "deny"
-    assert structured["error_code"] == code
-    assert structured["tool"] == name
-    assert text == "Content blocked by policy"
+    assert text.startswith(DENY_TEXT), text
+    payload = json.loads(text[len(DENY_TEXT):])
+    assert payload["status"] == "deny"
+    assert payload["error_code"] == code, payload
+    if code != "E_RATE_LIMIT":
+        assert payload["tool"] == name
+    assert structured is None or structured == payload, (structured, payload)
+
+
+DENY_TEXT = "Content blocked by policy"
 
 
 def assert_logs(run: WrapRun, calls: list[Call]) -> None:

@@ -81,8 +81,8 @@ async def test_client_session_stdio_enforces_policy(tmp_path, base_env):
     assert_logs(run, DEMO_CALLS)
     await _assert_one_run_ended(run)
     stderr = run.stderr_text()
-    assert "[assay] DENY exec (reason: Tool is explicitly denylisted by name)" in stderr, stderr
-    assert "[assay] ALLOW read_file" in stderr
+    assert '[assay] DENY "exec" (reason: "Tool is explicitly denylisted by name")' in stderr, stderr
+    assert '[assay] ALLOW "read_file"' in stderr
 
 
 async def test_client_session_stdio_dry_run_forwards_denied_calls(tmp_path, base_env):
@@ -104,7 +104,7 @@ async def test_client_session_stdio_dry_run_forwards_denied_calls(tmp_path, base
     await _assert_one_run_ended(run)
     stderr = run.stderr_text()
     assert "[assay] DRY RUN MODE: No actions will be blocked." in stderr, stderr
-    assert "[assay] WOULD_DENY exec (reason: Tool is explicitly denylisted by name)" in stderr, stderr
+    assert '[assay] WOULD_DENY "exec" (reason: "Tool is explicitly denylisted by name")' in stderr, stderr
 
 
 async def _client_auto_calls(run: WrapRun, env: dict[str, str], calls: list[Call]) -> tuple[str, list[str], list]:

@@ -82,7 +82,7 @@ async def test_ts_client_auto_mode_against_server_everything(node, tmp_path, bas
     assert_logs(run, EVERYTHING_CALLS)
     await _assert_probe_and_session_ended(run)
     stderr = run.stderr_text()
-    assert "[assay] DENY get-env (reason: Tool is explicitly denylisted by name)" in stderr, stderr
+    assert '[assay] DENY "get-env" (reason: "Tool is explicitly denylisted by name")' in stderr, stderr
 
 
 async def test_ts_client_auto_mode_modern_era_ts_server(node, tmp_path, base_env):
@@ -155,13 +155,15 @@ async def test_ts_client_modern_era_tool_pins(node, tmp_path, base_env):
 
     assert out["connected"]["era"] == "modern", out["connected"]
     _assert_results(out["calls"], calls)
-    assert out["calls"][1]["structuredContent"]["reason"] == "Tool metadata or schema has changed without policy update"
+    assert json.loads(out["calls"][1]["text"][len("Content blocked by policy"):])["reason"] == (
+        "Tool metadata or schema has changed without policy update"
+    )
     assert_logs(run, calls)
     drift = run.decisions()[1]
     assert drift["reason"].startswith("Tool integrity failure: identity drifted from pinned version."), drift
     assert f"(Runtime: {label}:list_dir:" in drift["reason"]
     stderr = run.stderr_text()
     read_pin = pins["read_file"]
-    assert (f"[assay] TOOL read_file server_id={label} schema_hash={read_pin['schema_hash']} "
+    assert (f'[assay] TOOL "read_file" server_id="{label}" schema_hash={read_pin["schema_hash"]} '
             f"meta_hash={read_pin['meta_hash']}") in stderr, stderr
     await _assert_probe_and_session_ended(run)

@@ -4,6 +4,7 @@ byte for byte, metadata, session state (DECISIONS D10, D16), identity and policy
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 from pathlib import Path
 
@@ -149,7 +150,9 @@ def test_5_7_approval_obligation_on_warned_deploy():
 
 
 def test_5_7_third_call_rate_limited():
-    p = P(COMPLETE.replace("max_tool_calls_total: 500", "max_tool_calls_total: 2"))
+    # without its pin: a pinned tool never listed is denied first (docs/wrap.md, "Tool pins")
+    unpinned = re.sub(r"tool_pins:.*?\n(?=signatures)", "", COMPLETE, flags=re.S)
+    p = P(unpinned.replace("max_tool_calls_total: 500", "max_tool_calls_total: 2"))
     state = SessionState()
     got = [evaluate(p, "read_file", {"path": "/workspace/a"}, state).outcome for _ in range(3)]
     assert got == ["allow", "allow", "deny"]
@@ -175,9 +178,10 @@ def test_E1_drift_beats_everything_and_R3_does_not_count():
     assert state.tool_calls_count == 0 and state.requests_count == 0
 
 
-def test_E1_no_drift_check_until_tool_listed_and_none_when_identity_matches():
+def test_E1_pinned_tool_denied_until_listed_and_allowed_when_identity_matches():
     p, state = _pinned_policy()
-    assert evaluate(p, "read_file", {"path": "/workspace/a"}, state, server_id="fs-prod").outcome == "allow"
+    d = evaluate(p, "read_file", {"path": "/workspace/a"}, state, server_id="fs-prod")
+    assert d.reason_code == "E_TOOL_DRIFT" and "not been seen in a tools/list answer" in d.reason
     assert state.observe_tools("fs-prod", [READ_FILE]) == [("read_file", READ_FILE_SCHEMA_HASH, READ_FILE_META_HASH)]
     assert evaluate(p, "read_file", {"path": "/workspace/a"}, state, server_id="fs-prod").outcome == "allow"
     # the label is part of the identity: another --label drifts

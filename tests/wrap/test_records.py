@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.canonical import jcs_bytes
+from assay.wrap import records
 from assay.policy import SessionState, evaluate, load_policy
 from assay.wrap.records import (
     ABSENT,
@@ -170,9 +171,10 @@ def test_6_1_10_drift_from_the_real_policy_engine():
     assert data["obligations"] == [{"type": "alert", "detail": f"E_TOOL_DRIFT:{facts.reason}"}]  # not doubled
     assert [o["type"] for o in data["obligation_outcomes"]] == ["alert"]
     # D16: the contract reason has no "(SOTA Moat)" suffix
-    assert deny_reply(1, facts.contract) == PREFIX % b"1" + (
+    assert deny_reply(1, facts.contract) == expected_reply(
+        b"1",
         b'{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file",'
-        b'"reason":"Tool metadata or schema has changed without policy update"}}}\n'
+        b'"reason":"Tool metadata or schema has changed without policy update"}',
     )
 
 
@@ -287,7 +289,7 @@ def test_d10_rate_limit_deny_names_the_called_tool():
     assert data["tool"] == "search" and data["reason_code"] == "P_RATE_LIMIT"
     record = audit_record_for(facts, dry_run=False, request_id=4, timestamp="t")
     assert record["tool"] == "search" and record["agentic"] == {"status": "deny", "error_code": "E_RATE_LIMIT"}
-    assert verbose_line("deny", facts.tool, reason=facts.reason) == "[assay] DENY search (reason: Rate limit exceeded (tool calls))"
+    assert verbose_line("deny", facts.tool, reason=facts.reason) == '[assay] DENY "search" (reason: "Rate limit exceeded (tool calls)")'
 
 
 def test_6_1_5_optional_clusters_in_order():
@@ -441,35 +443,72 @@ def test_t2_merge_obligations_skips_exact_duplicates():
 
 
 def test_4_3_verbose_lines():
-    assert verbose_line("allow", "read_file") == "[assay] ALLOW read_file"
+    assert verbose_line("allow", "read_file") == '[assay] ALLOW "read_file"'
     assert verbose_line("allow", None) == "[assay] ALLOW unknown"
     assert verbose_line("allow_with_warning", "search", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA) == (
-        "[assay] WARNING: Allowing tool 'search' with warning (code: E_TOOL_UNCONSTRAINED, "
-        "reason: Tool allowed but has no schema)."
+        '[assay] WARNING: Allowing tool "search" with warning (code: E_TOOL_UNCONSTRAINED, '
+        'reason: "Tool allowed but has no schema").'
     )
-    assert verbose_line("deny", "exec", reason=DENIED_BY_NAME) == f"[assay] DENY exec (reason: {DENIED_BY_NAME})"
-    assert verbose_line("deny", "exec", reason="r", dry_run=True) == "[assay] WOULD_DENY exec (reason: r)"
+    assert verbose_line("deny", "exec", reason=DENIED_BY_NAME) == f'[assay] DENY "exec" (reason: "{DENIED_BY_NAME}")'
+    assert verbose_line("deny", "exec", reason="r", dry_run=True) == '[assay] WOULD_DENY "exec" (reason: "r")'
     # params that did not fit tools/call: the policy saw tool "", only ALLOW says "unknown"
-    assert verbose_line("deny", None, reason="r") == "[assay] DENY  (reason: r)"
+    assert verbose_line("deny", None, reason="r") == '[assay] DENY "" (reason: "r")'
     assert verbose_line("allow_with_warning", None, policy_code="C", reason="r") == (
-        "[assay] WARNING: Allowing tool '' with warning (code: C, reason: r)."
+        '[assay] WARNING: Allowing tool "" with warning (code: C, reason: "r").'
     )
     assert tool_identity_line("read_file", "default-mcp-server", "a" * 64, "b" * 64) == (
-        f"[assay] TOOL read_file server_id=default-mcp-server schema_hash={'a' * 64} meta_hash={'b' * 64}"
+        f'[assay] TOOL "read_file" server_id="default-mcp-server" schema_hash={"a" * 64} meta_hash={"b" * 64}'
     )
+
+
+FORGED = "x schema_hash=0 meta_hash=0\n[assay] TOOL read_file server_id=default-mcp-server schema_hash="
+
+
+@pytest.mark.parametrize("name", [FORGED, "a\x1b[2K\rb", "\u009b31m", "\u2028x", "\ud83d", "caf\u00e9"])
+def test_stderr_lines_quote_names_and_ids(name):
+    """No control character, escape or non-ASCII byte from a name reaches the terminal raw:
+    a name cannot forge a second line (docs/wrap.md, "--verbose")."""
+    lines = [
+        verbose_line("allow", name),
+        verbose_line("deny", name, reason=f"Runtime: lab:{name}:0"),
+        verbose_line("allow_with_warning", name, policy_code="C", reason=name),
+        tool_identity_line(name, name, "a" * 64, "b" * 64),
+        records.dropped_response_warning(name),
+    ]
+    for line in lines:
+        assert line.isascii() and line.isprintable(), line
+    for line in lines[:-1]:
+        assert json.dumps(name) in line
+    assert "\n" not in tool_identity_line(FORGED, "s", "a", "b")
+
+
+def test_dropped_response_warning_cuts_long_ids_and_never_shows_content():
+    assert records.dropped_response_warning(7) == (
+        "[assay] WARNING: dropped a server response (id 7) that answers no pending client request"
+    )
+    assert "(no id)" in records.dropped_response_warning(None, has_id=False)
+    assert len(records.dropped_response_warning("x" * 10_000)) < 200
 
 
 # --- §4.4 / policy.md §6.1 deny replies ----------------------------------------------------------
 
-SPEC_4_4 = (
-    b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
-    b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
-    b'"reason":"Tool is explicitly denylisted by name"}}}\n'
+def expected_reply(rid: bytes, payload: bytes, *, structured: bool = True) -> bytes:
+    """A deny line (docs/wrap.md, "Deny replies"): the fixed text, then the payload as JSON
+    text; the payload again as structuredContent unless the tool declares an outputSchema."""
+    text = json.dumps(payload.decode(), ensure_ascii=False).encode()
+    line = (b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+            b'{"type":"text","text":' + text + b'}],"isError":true')
+    return line + (b',"structuredContent":' + payload if structured else b"") + b"}}\n"
+
+
+SPEC_4_4_PAYLOAD = (
+    b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}'
 )
-W1 = (
-    b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
-    b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
-    b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}}}\n'
+SPEC_4_4 = expected_reply(b"7", SPEC_4_4_PAYLOAD)
+W1 = expected_reply(
+    b"7",
+    b'{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
+    b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}',
 )
 W2 = [
     '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}',
@@ -480,11 +519,34 @@ W2 = [
     '{"status":"deny","error_code":"E_SCHEMA_COMPILE","tool":"lookup","message":"Declared schema failed to prepare or compile: shared and tool-local $defs entries must not overlap"}',
     '{"status":"deny","error_code":"E_TOOL_UNCONSTRAINED","tool":"list_dir","reason":"Tool has no schema (enforcement: deny)"}',
 ]
-PREFIX = b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],"isError":true,"structuredContent":'
 
 
 def test_4_4_deny_reply_example_bytes():
     assert deny_reply(7, exec_deny().contract) == SPEC_4_4
+    assert SPEC_4_4 == (
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        b'{"type":"text","text":"{\\"status\\":\\"deny\\",\\"error_code\\":\\"E_TOOL_DENIED\\",\\"tool\\":\\"exec\\",'
+        b'\\"reason\\":\\"Tool is explicitly denylisted by name\\"}"}],"isError":true,'
+        b'"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
+        b'"reason":"Tool is explicitly denylisted by name"}}}\n'
+    )
+
+
+def test_deny_reply_without_structured_content_for_output_schema_tools():
+    """A tool with an outputSchema: clients validate structuredContent against it even on
+    errors (TS SDK v1 throws -32602), so the deny carries the payload only as text."""
+    line = deny_reply(7, exec_deny().contract, structured=False)
+    assert line == expected_reply(b"7", SPEC_4_4_PAYLOAD, structured=False)
+    result = json.loads(line)["result"]
+    assert "structuredContent" not in result and result["isError"] is True
+    assert json.loads(result["content"][1]["text"]) == exec_deny().contract
+    modern = json.loads(deny_reply(7, exec_deny().contract, modern=True, structured=False))["result"]
+    assert list(modern) == ["content", "isError", "resultType"]
+
+
+def test_deny_reply_with_a_lone_surrogate_in_the_name_does_not_crash():
+    line = deny_reply(7, {"status": "deny", "tool": "\ud800"})
+    assert json.loads(line)["result"]["structuredContent"]["tool"] == "\ud800"
 
 
 def test_policy_6_1_w1_arg_schema_reply_bytes():
@@ -501,8 +563,7 @@ def test_policy_6_1_w1_arg_schema_reply_bytes():
 @pytest.mark.parametrize(("rid", "rid_bytes"), [(7, b"7"), ("abc", b'"abc"'), (None, b"null"), (ABSENT, b"null")])
 def test_policy_6_1_w2_reply_bytes_per_contract_shape(contract_text, rid, rid_bytes):
     contract = json.loads(contract_text)
-    expected = PREFIX % rid_bytes + contract_text.encode() + b"}}\n"
-    assert deny_reply(rid, contract) == expected
+    assert deny_reply(rid, contract) == expected_reply(rid_bytes, contract_text.encode())
 
 
 def test_d16a_modern_reply_appends_result_type_last():
@@ -558,6 +619,8 @@ def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
     assert parsed["id"] == rid and type(parsed["id"]) is type(rid)
     assert parsed["result"]["structuredContent"] == contract
     assert list(parsed["result"]["structuredContent"]) == list(contract)
+    assert parsed["result"]["content"][0] == {"type": "text", "text": "Content blocked by policy"}
+    assert json.loads(parsed["result"]["content"][1]["text"]) == contract
     assert ("resultType" in parsed["result"]) is modern
 
 

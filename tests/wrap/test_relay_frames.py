@@ -109,7 +109,9 @@ def test_deny_reply_bytes_and_not_forwarded(wrapper: Wrapper):
     run = wrapper.run(frames)
     lines = run.stdout.splitlines(keepends=True)
     assert lines[0] == (
-        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        b'{"type":"text","text":"{\\"status\\":\\"deny\\",\\"error_code\\":\\"E_TOOL_DENIED\\",\\"tool\\":\\"exec\\",'
+        b'\\"reason\\":\\"Tool is explicitly denylisted by name\\"}"}],'
         b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
         b'"reason":"Tool is explicitly denylisted by name"}}}\n'
     )
@@ -121,10 +123,14 @@ def test_deny_reply_bytes_and_not_forwarded(wrapper: Wrapper):
 def test_schema_deny_reply_matches_policy_spec(wrapper: Wrapper):
     """policy.md §6.1 W1 byte for byte."""
     run = wrapper.run(call(7, "read_file", {"path": "/etc/passwd"}))
+    payload = (
+        b'{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
+        b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}'
+    )
     assert run.stdout == (
-        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
-        b'"isError":true,"structuredContent":{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
-        b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}}}\n'
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        b'{"type":"text","text":' + json.dumps(payload.decode()).encode() + b'}],'
+        b'"isError":true,"structuredContent":' + payload + b"}}\n"
     )
     assert run.record == b""
 
@@ -197,14 +203,15 @@ def test_verbose_lines(wrapper: Wrapper):
     frames += b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"bad":1}}\n'
     run = wrapper.run(frames, "--verbose", server_opts=("--tools", tools))
     err = run.stderr.decode().splitlines()
-    assert any(l.startswith("[assay] TOOL read_file server_id=default-mcp-server schema_hash=") for l in err)
-    assert "[assay] ALLOW read_file" in err
-    assert "[assay] DENY exec (reason: Tool is explicitly denylisted by name)" in err
-    assert any(l.startswith("[assay] DENY  (reason: Tool is not in the allowlist)") or "DENY" in l for l in err)
+    assert any(l.startswith('[assay] TOOL "read_file" server_id="default-mcp-server" schema_hash=') for l in err)
+    assert '[assay] ALLOW "read_file"' in err
+    assert '[assay] DENY "exec" (reason: "Tool is explicitly denylisted by name")' in err
+    assert '[assay] DENY "" (reason: "Tool is not in the allowlist")' in err
 
 
 def test_tool_pins_drift_from_tools_list(wrapper: Wrapper):
-    """§4.2/D13/D16: a pin is checked once the tool was seen; drift -> E_TOOL_DRIFT, not forwarded."""
+    """A pinned tool is denied until listed and when its listed identity drifts (docs/wrap.md,
+    "Tool pins"); a denied call is not forwarded; server lines are relayed untouched."""
     tool = {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}}
     from assay.policy import tool_identity
 
@@ -217,7 +224,7 @@ def test_tool_pins_drift_from_tools_list(wrapper: Wrapper):
     proc = wrapper.popen(server_opts=("--tools", json.dumps([tool])))
     try:
         first = exchange(proc, call(1, "echo", {}))
-        assert "isError" not in first["result"]  # before tools/list: no identity, no drift check
+        assert first["result"]["structuredContent"]["error_code"] == "E_TOOL_DRIFT"  # not yet listed
         listed = exchange(proc, request(2, "tools/list"))
         assert "tool_identity" not in listed["result"]["tools"][0]  # D13: server lines untouched
         third = exchange(proc, call(3, "echo", {}))
@@ -226,7 +233,7 @@ def test_tool_pins_drift_from_tools_list(wrapper: Wrapper):
         assert proc.wait(timeout=60) == 0
     finally:
         stop_and_close(proc)
-    assert wrapper.record.read_bytes() == call(1, "echo", {}) + request(2, "tools/list")
+    assert wrapper.record.read_bytes() == request(2, "tools/list")
 
 
 def test_modern_deny_reply_carries_result_type(wrapper: Wrapper):
