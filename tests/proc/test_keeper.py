@@ -74,11 +74,11 @@ async def test_stop_kills_group_and_detached_descendants(tmp_path):
     pids = tmp_path / "pids"
     script.write_text(textwrap.dedent(f"""
         import os, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         a = subprocess.Popen(["sleep", "977"])
         b = subprocess.Popen(["sleep", "977"], start_new_session=True)
         open({str(pids)!r}, "w").write(f"{{a.pid}} {{b.pid}}")
         print("ready", flush=True)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(1000)
     """))
     child = proc.spawn_kept([PY, str(script)])
