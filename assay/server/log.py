@@ -64,15 +64,36 @@ def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime 
 
 
 class Logger:
-    """Thread-safe: tool handlers run in worker threads and may log cache events."""
+    """Thread-safe: tool handlers run in worker threads and may log cache events.
 
-    def __init__(self, stream: BinaryIO | None, spec: str | None = "info") -> None:
+    With a ``stream`` each event is written at once (start-up, before serving). With
+    ``buffered=True`` events are only queued as encoded lines: the serving loop collects them with
+    :meth:`drain` and writes them itself, so the protocol code that logs does no I/O.
+    """
+
+    def __init__(self, stream: BinaryIO | None, spec: str | None = "info", *, buffered: bool = False) -> None:
         self._stream = stream
         self._default, self._targets = parse_filter(spec)
         self._lock = threading.Lock()
+        self._pending: list[bytes] | None = [] if buffered else None
+        self._enabled: dict[tuple[str, str], bool] = {}
         self.records: list[dict[str, Any]] | None = None  # set to a list to keep events in memory
 
+    def drain(self) -> bytes:
+        """The queued lines (buffered mode), oldest first; the queue is left empty."""
+        if not self._pending:
+            return b""
+        with self._lock:
+            lines, self._pending = self._pending, []
+        return b"".join(lines)
+
     def enabled(self, level: str, target: str) -> bool:
+        got = self._enabled.get((level, target))
+        if got is None:
+            got = self._enabled[(level, target)] = self._decide(level, target)
+        return got
+
+    def _decide(self, level: str, target: str) -> bool:
         wanted = self._default
         for prefix, lvl in self._targets:
             if target == prefix or target.startswith(prefix + "::"):
@@ -88,7 +109,9 @@ class Logger:
         with self._lock:
             if self.records is not None:
                 self.records.append({"level": level, "target": target, "fields": payload})
-            if self._stream is not None:
+            if self._pending is not None:
+                self._pending.append(data)
+            elif self._stream is not None:
                 try:
                     self._stream.write(data)
                     self._stream.flush()

@@ -12,14 +12,9 @@ import re
 import sys
 
 from assay._version import __version__
+from assay.server.info import PROG
 
-PROG = "assay-mcp-server"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def server_info() -> dict[str, str]:
-    """The one serverInfo object (initialize result and assay_server_identity, seed §5)."""
-    return {"name": PROG, "version": __version__}
 
 
 def fatal_lines(message: str) -> str:
@@ -129,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fatal(str(exc))
     from assay.server.stdio import serve_stdio
 
-    return serve_stdio(root, config, logger)
+    # While serving, the protocol only queues log lines; the serving loop writes them.
+    return serve_stdio(root, config, Logger(None, config.log_filter, buffered=True))
 
 
 def entry() -> None:

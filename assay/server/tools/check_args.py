@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
 
@@ -49,20 +49,35 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     field_limit(policy, limit, "policy path too long")
     compact = json.dumps(call_args, separators=(",", ":"), ensure_ascii=False)
     field_limit(compact, limit, "arguments too large")
-    _path, data = ctx.read_policy(policy)
+    strict = ctx.config.strict_deprecations
 
-    from assay.policy import PolicyError, evaluate, load_policy
+    def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
+        from assay.policy import PolicyError, load_policy
 
-    def warn(line: str) -> None:  # G6: unknown keys, v1 deprecation
-        ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
+        warnings: list[str] = []
+        try:
+            loaded = load_policy(data, source="policy", strict_deprecations=strict, warn=warnings.append)
+        except PolicyError as exc:
+            raise _Refused({"allowed": False, "error": exc.server_error()}) from None
+        return loaded, tuple(warnings)
 
     try:
-        loaded = load_policy(
-            data, source="policy", strict_deprecations=ctx.config.strict_deprecations, warn=warn
-        )
-    except PolicyError as exc:
-        return {"allowed": False, "error": exc.server_error()}
+        loaded, warnings = ctx.load(policy, "mcp", parse)
+    except _Refused as exc:  # never cached: the next call parses again
+        return exc.payload
+    for line in warnings:  # unknown keys, v1 deprecation: said on every call, as the policy is used
+        ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
+    from assay.policy import evaluate
+
     return decision_payload(evaluate(loaded, tool, call_args))
+
+
+class _Refused(Exception):
+    """A policy the engine refused: its payload, carried out of the cache's parse step."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("policy refused")
+        self.payload = payload
 
 
 TOOL = Tool(
@@ -82,4 +97,5 @@ TOOL = Tool(
         "additionalProperties": False,
     },
     run=run,
+    inline=True,
 )

@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.errors import ToolError
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 
 NAME = "assay_check_sequence"
 
@@ -40,8 +40,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     if len(history) > ctx.config.max_tool_calls:
         raise ToolError("E_LIMIT_EXCEEDED", "history too long")
     field_limit(next_tool, limit, "next_tool too long")
-    path, data = ctx.read_policy(policy)
-    parsed = ctx.caches["sequence"].get_or_parse(path, data, parse)
+    parsed = ctx.load(policy, "sequence", parse)
 
     from assay.policy.sequence import check_sequence
 
@@ -65,4 +64,5 @@ TOOL = Tool(
         "additionalProperties": False,
     },
     run=run,
+    inline=True,
 )
