@@ -29,7 +29,7 @@ _RACY_NS = 1_000_000_000
 
 
 class NeedsWorker(Exception):
-    """Raised on the inline path when the call would read or parse a policy: run it in a worker."""
+    """Raised on the inline path when the call would parse a policy: run it in a worker."""
 
 
 @dataclass
@@ -51,6 +51,7 @@ class ToolContext:
     rootdir: RootDir | None = None
     memo: dict[str, _Memo] = field(default_factory=dict)
     memo_lock: threading.Lock = field(default_factory=threading.Lock)
+    racy_ns: int = _RACY_NS
 
     def __post_init__(self) -> None:
         for name in CACHE_NAMES:
@@ -59,7 +60,7 @@ class ToolContext:
             self.rootdir = RootDir(self.root)
 
     def inline_view(self) -> ToolContext:
-        """The same root, caches and memo, for handlers that may not read or parse."""
+        """The same root, caches and memo, for handlers that may not parse."""
         return replace(self, inline=True)
 
     def slow_hook(self, policy: str) -> None:
@@ -78,9 +79,10 @@ class ToolContext:
         read, or when that read came within a second of the file's last change.
         """
         self.slow_hook(policy)
-        fd, st = open_policy(self.rootdir, policy)
+        parts = normalize_policy_path(policy)
+        fd, st = open_policy(self.rootdir, policy, parts)
         try:
-            name = "/".join(normalize_policy_path(policy))
+            name = "/".join(parts)
             signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             store = self.caches[cache]
             memo = self.memo.get(name)
@@ -88,8 +90,7 @@ class ToolContext:
                 found = store.lookup(memo.key)
                 if found is not None:
                     return found[0]
-            if self.inline:
-                raise NeedsWorker()
+            # A bounded read of a regular file: cheap enough inline; parsing is not.
             started = time.time_ns()
             data = read_open(fd, self.config.max_policy_bytes)
         finally:
@@ -99,7 +100,12 @@ class ToolContext:
         with self.memo_lock:
             if len(self.memo) >= max(1024, 8 * self.config.cache_entries):
                 self.memo.clear()
-            self.memo[name] = _Memo(signature, key, trusted=newest < started - _RACY_NS)
+            self.memo[name] = _Memo(signature, key, trusted=newest < started - self.racy_ns)
+        if self.inline:
+            found = store.lookup(key)
+            if found is None:
+                raise NeedsWorker()
+            return found[0]
         return store.get_or_parse(key, data, parse)
 
 

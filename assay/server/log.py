@@ -1,7 +1,7 @@
-"""JSON-line logging on stderr (spec/server.md §6 G1).
+"""JSON-line logging on stderr (docs/server.md, "Logging").
 
 One event is one line `{"timestamp","level","fields":{"event",...},"target"}`; stdout never sees
-a log line (T2). The filter follows ASSAY_LOG: a level, or `target=level` directives separated by
+a log line. The filter follows ASSAY_LOG: a level, or `target=level` directives separated by
 commas (the longest matching target prefix wins); anything unparsable counts as `info`.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
+import time
+from datetime import datetime
 from typing import Any, BinaryIO
 
 import ujson
@@ -57,9 +58,24 @@ def _dumps(obj: Any) -> str:
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
+_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp() -> str:
+    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+    global _second
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return "%s.%06dZ" % (cached[1], ns // 1000)
+
+
 def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime | None = None) -> bytes:
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    line = _dumps({"timestamp": stamp, "level": level, "fields": fields, "target": target})
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if now is not None else _timestamp()
+    # `level` and `target` are this module's constants (plain ASCII names): only `fields` needs
+    # encoding, and the line keeps the key order timestamp, level, fields, target.
+    line = '{"timestamp":"%s","level":"%s","fields":%s,"target":"%s"}' % (stamp, level, _dumps(fields), target)
     return line.encode("utf-8", "backslashreplace") + b"\n"
 
 
@@ -80,11 +96,14 @@ class Logger:
         self.records: list[dict[str, Any]] | None = None  # set to a list to keep events in memory
 
     def drain(self) -> bytes:
-        """The queued lines (buffered mode), oldest first; the queue is left empty."""
-        if not self._pending:
+        """The queued lines (buffered mode), oldest first, removed from the queue. The list is
+        never swapped, only its head cut, so a worker thread appending meanwhile loses nothing."""
+        pending = self._pending
+        if not pending:
             return b""
-        with self._lock:
-            lines, self._pending = self._pending, []
+        n = len(pending)
+        lines = pending[:n]
+        del pending[:n]
         return b"".join(lines)
 
     def enabled(self, level: str, target: str) -> bool:
@@ -102,10 +121,16 @@ class Logger:
         return _NAMES[level] >= wanted
 
     def event(self, level: str, target: str, event: str, **fields: Any) -> None:
-        if not self.enabled(level, target):
+        on = self._enabled.get((level, target))
+        if on is None:
+            on = self.enabled(level, target)
+        if not on:
             return
         payload = {"event": event, **fields}
         data = encode_event(level, target, payload)
+        if self._pending is not None and self.records is None:
+            self._pending.append(data)  # list.append is atomic; drain only cuts the list's head
+            return
         with self._lock:
             if self.records is not None:
                 self.records.append({"level": level, "target": target, "fields": payload})

@@ -234,9 +234,11 @@ def _os_text(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def open_policy(root: RootDir, p: str) -> tuple[int, os.stat_result]:
-    """Jail + open + regular-file check: (descriptor, its fstat). The caller closes the descriptor."""
-    parts = normalize_policy_path(p)
+def open_policy(root: RootDir, p: str, parts: list[str] | None = None) -> tuple[int, os.stat_result]:
+    """Jail + open + regular-file check: (descriptor, its fstat). The caller closes the descriptor.
+    ``parts`` is ``normalize_policy_path(p)`` when the caller already has it."""
+    if parts is None:
+        parts = normalize_policy_path(p)
     try:
         fd = root.open(parts) if parts else root.open(["."])
     except _Escape:

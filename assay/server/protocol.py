@@ -15,6 +15,7 @@ with :meth:`ServerProtocol.pending_log`. Tests drive everything synchronously wi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -27,6 +28,7 @@ from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
+from assay.server.jsontext import compact_json, pretty_json
 from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger
 from assay.server.tools import BY_NAME, TOOLS
 
@@ -50,17 +52,17 @@ _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
-    """Compact JSON, non-ASCII raw , one line. Lone surrogates (valid in JSON escapes but
+    """Compact JSON, non-ASCII raw, one line. Lone surrogates (valid in JSON escapes but
     not encodable as UTF-8) fall back to ASCII escapes, so stdout always carries valid UTF-8."""
     try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        return compact_json(message).encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
 
 
 def payload_text(payload: dict[str, Any]) -> str:
-    """The CallToolResult text: 2-space pretty JSON, non-ASCII raw ."""
-    return json.dumps(payload, indent=2, ensure_ascii=False)
+    """The CallToolResult text: 2-space pretty JSON, non-ASCII raw."""
+    return pretty_json(payload)
 
 
 def is_error_payload(payload: dict[str, Any]) -> bool:
@@ -81,7 +83,7 @@ def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
 
 def _compact_len(value: Any) -> int:
     try:
-        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        return len(compact_json(value).encode("utf-8", "surrogatepass"))
     except (TypeError, ValueError):
         return 0
 
@@ -108,6 +110,21 @@ def _correlation(params: Any) -> str:
     if isinstance(value, str) and _TRACEPARENT.fullmatch(value) and value[:2] != "ff":
         return "propagated_trace_context"
     return "malformed_trace_context"
+
+
+@functools.lru_cache(maxsize=512)
+def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> str:
+    """The record's JSON; a handful of distinct values, so each is built once."""
+    record = {
+        "schema": "assay.tool_decision_surface.v0",
+        "tool": {"name": tool_name},
+        "server": {"id": "mcp"},
+        "decision": {"effect": effect},
+        "response": {"status": status, "side_effect_verified": False},
+        "redaction": {"arguments_redacted": True, "secret_material_stored": False},
+        "correlation": {"source": correlation},
+    }
+    return json.dumps(record, separators=(",", ":"))
 
 
 @dataclass
@@ -331,16 +348,7 @@ class ServerProtocol:
             effect, status = "allow", "success"
         else:
             effect, status = "deny", "blocked"
-        record = {
-            "schema": "assay.tool_decision_surface.v0",
-            "tool": {"name": call.tool_name},
-            "server": {"id": "mcp"},
-            "decision": {"effect": effect},
-            "response": {"status": status, "side_effect_verified": False},
-            "redaction": {"arguments_redacted": True, "secret_material_stored": False},
-            "correlation": {"source": call.correlation},
-        }
-        return json.dumps(record, separators=(",", ":"))
+        return _decision_json(call.tool_name, effect, status, call.correlation)
 
     # -- synchronous driver (tests, property checks) -----------------------------------------
 

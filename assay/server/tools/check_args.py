@@ -7,11 +7,11 @@ identity, so limits bite only at 0 and E_TOOL_DRIFT cannot occur.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
+from assay.server.jsontext import compact_json
 from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
@@ -47,8 +47,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    compact = json.dumps(call_args, separators=(",", ":"), ensure_ascii=False)
-    field_limit(compact, limit, "arguments too large")
+    field_limit(compact_json(call_args), limit, "arguments too large")
     strict = ctx.config.strict_deprecations
 
     def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
