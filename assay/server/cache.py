@@ -1,4 +1,4 @@
-"""Parsed-policy cache keyed by path and content digest (docs/server.md, "Policy cache").
+"""Parsed-policy cache keyed by path and content digest (docs/server.md, "Shared rules").
 
 The key is `<path below the root>:<sha256 of the bytes read>`, so an edit takes effect on the
 next call. Only successful parses are stored: a parse failure or an over-limit file is tried

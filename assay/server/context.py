@@ -2,7 +2,7 @@
 
 Handlers are plain blocking functions. A call whose policy is already parsed runs inline in the
 serving loop; one that must read and parse a policy runs in a worker thread under the dispatch
-deadline (docs/server.md, "Dispatch and deadlines"). Everything here is thread-safe.
+deadline (docs/server.md, "Policy path jail"). Everything here is thread-safe.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ToolContext:
         return replace(self, inline=True)
 
     def slow_hook(self, policy: str) -> None:
-        """Test-only (docs/testing.md): sleep when ASSAY_MCP_TEST_SLOW_MS is set and `policy` says slow."""
+        """Test-only (docs/server.md, "Environment"): sleep when ASSAY_MCP_TEST_SLOW_MS is set and `policy` says slow."""
         if self.config.test_slow_ms is not None and "slow" in policy:
             if self.inline:
                 raise NeedsWorker()
@@ -114,7 +114,7 @@ def _nbytes(text: str) -> int:
 
 
 def field_limit(value: str, limit: int, message: str) -> None:
-    """Inclusive byte limits, checked before any file access (docs/server.md, "Field limits")."""
+    """Inclusive byte limits, checked before any file access (docs/server.md, "Shared rules")."""
     if _nbytes(value) > limit:
         raise ToolError("E_LIMIT_EXCEEDED", message)
 

@@ -138,6 +138,12 @@ class RootDir:
             os.close(self.fd)
             self.fd = None
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
     def open(self, parts: list[str]) -> int:
         """Open ``parts`` (normalised, non-empty) beneath the root; OSError or :class:`_Escape`."""
         if self.fd is None:

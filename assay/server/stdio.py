@@ -1,5 +1,5 @@
 """The trio shell around :class:`~assay.server.protocol.ServerProtocol` (docs/server.md,
-"Dispatch and deadlines").
+"Policy path jail").
 
 One nursery holds the reader and the handler. The reader pulls stdin through a bounded framer
 (a huge line is discarded as it arrives, never held whole) and passes each chunk's frames over a

@@ -1,7 +1,7 @@
-"""`assay_check_args` (spec/server.md §8.2, policy.md §6.2): pre-flight review of one proposed
-call against the MCP policy engine, never running it.
+"""`assay_check_args`: pre-flight review of one proposed call against the MCP policy engine,
+never running it (docs/server.md, "assay_check_args"; docs/policy.md).
 
-Evaluation starts from fresh session state for each call (policy.md ST3) and passes no runtime
+Evaluation starts from fresh session state for each call (docs/policy.md) and passes no runtime
 identity, so limits bite only at 0 and E_TOOL_DRIFT cannot occur.
 """
 
@@ -42,7 +42,7 @@ def decision_payload(decision: Any) -> dict[str, Any]:
 def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     args = arguments_object(arguments)
     tool = require_str(args, "tool")
-    call_args = args["arguments"]  # required, any JSON (A1)
+    call_args = args["arguments"]  # required, any JSON
     policy = require_str(args, "policy")
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")

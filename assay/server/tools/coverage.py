@@ -1,4 +1,4 @@
-"""`assay_check_coverage` (spec/server.md §8.4, DECISIONS D23): how well traces exercise a policy.
+"""`assay_check_coverage` (docs/server.md, "assay_check_coverage"): how well traces exercise a policy.
 
 Tool coverage = policy tools seen in the traces; rule coverage = distinct rule ids the caller
 reports as triggered. Lists that come from sets are sorted so the output is deterministic.
@@ -150,7 +150,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     fmt = args.get("format", "json")
     if not isinstance(fmt, str):
         raise TypeError("format must be a string")
-    if not 0 <= threshold <= 100:  # V2: before any file access
+    if not 0 <= threshold <= 100:  # before any file access
         raise ToolError("E_INVALID_THRESHOLD", "Threshold must be between 0 and 100")
     report = coverage_report(ctx.load(policy_path, "v11", parse_v11_policy), traces, float(threshold))
     if fmt == "markdown":

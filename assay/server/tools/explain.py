@@ -1,4 +1,4 @@
-"""`assay_explain_trace` (spec/server.md §8.5, DECISIONS D23): why each step of a recorded trace
+"""`assay_explain_trace` (docs/server.md, "assay_explain_trace"): why each step of a recorded trace
 was allowed or blocked.
 
 Each step is checked against the deny list, the allow list (alias members count as allowed) and

@@ -1,7 +1,7 @@
-"""`assay_policy_decide` (spec/server.md §8.1, policy.md §6.4): a cheap name-only blocklist.
+"""`assay_policy_decide` (docs/server.md, "assay_policy_decide"): a cheap name-only blocklist.
 
 Its own dialect: a mapping whose `blocklist` is a list of exact tool names. No wildcards, so
-`dangerous_*` blocks only a tool literally named so (D3).
+`dangerous_*` blocks only a tool literally named so.
 """
 
 from __future__ import annotations
