@@ -10,7 +10,8 @@ hits every setup alike):
 Throughput: N pipelined tools/call frames, time until every reply arrived.
 Latency: M sequential round trips (send one, wait for its reply), p50 and p99.
 CPU per call: the server process's user+system time over the throughput phase, from
-/proc/<pid>/stat (Linux), divided by N.
+/proc/<pid>/stat (Linux, 10 ms ticks), divided by N; calls/cpu-s is its inverse, the rate the
+server would reach with a core to itself (the steadier figure on a loaded machine).
 Each figure is the median over --runs runs. Targets (2-core dev machine): both tools >= 8,000
 calls/s pipelined and p50 <= 400 us. On a shared machine the absolute figures are noisy; the
 ratio to the echo baseline of the same run is the steadier number.
@@ -172,10 +173,12 @@ def main() -> int:
                 results[name][key].append(value)
     med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in results.items()}
     base = med["echo"]
-    print(f"{'setup':14} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12}")
+    print(f"{'setup':14} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12} "
+          f"{'calls/cpu-s':>12}")
     for name, m in med.items():
-        print(f"{name:14} {m['tput']:9.0f} {m['tput'] / base['tput']:8.0%} {m['p50']:8.0f} {m['p99']:8.0f} "
-              f"{m['cpu']:12.1f}")
+        per_cpu = f"{1e6 / m['cpu']:12.0f}" if m["cpu"] > 0 else f"{'-':>12}"
+        print(f"{name:14} {m['tput']:9.0f} {m['tput'] / base['tput']:8.1%} {m['p50']:8.0f} {m['p99']:8.0f} "
+              f"{m['cpu']:12.1f} {per_cpu}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
