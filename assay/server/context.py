@@ -64,7 +64,8 @@ class ToolContext:
         return replace(self, inline=True)
 
     def slow_hook(self, policy: str) -> None:
-        """Test-only (docs/server.md, "Environment"): sleep when ASSAY_MCP_TEST_SLOW_MS is set and `policy` says slow."""
+        """Test-only (docs/server.md, "Environment"): sleep when ASSAY_MCP_TEST_SLOW_MS is set
+        and `policy` says slow (always in a worker, so the deadline can cut it short)."""
         if self.config.test_slow_ms is not None and "slow" in policy:
             if self.inline:
                 raise NeedsWorker()

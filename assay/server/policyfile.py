@@ -203,8 +203,8 @@ class RootDir:
             # the regular-file check refuses it with the usual text.
             return os.open(".", FILE_FLAGS, dir_fd=stack[-1] if stack else self.fd)
         finally:
-            for fd in stack:
-                os.close(fd)
+            for held in stack:
+                os.close(held)
 
     def _inside(self, target: str) -> list[str]:
         """An absolute link target as components below the root, or :class:`_Escape`."""
