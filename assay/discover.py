@@ -208,7 +208,7 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         wrapped = runs_assay_wrap([command, *args])
         auth = _auth_from_names(env_names)
     else:
-        url = raw.get("url", raw.get("serverUrl"))
+        url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))
         if not isinstance(url, str):
             return f'server {_quote(name)}: neither "command" nor "url" is a string'
         kind = str(raw.get("type", raw.get("transport", ""))).lower()
@@ -241,43 +241,58 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
     }
 
 
-def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
-    """Parse one config file's bytes into ``(servers, errors)`` (spec/cli.md §4 D5-D6, D30a).
+def _load_toml(text: str) -> Any:
+    import tomllib
 
-    A file without the server map holds no servers and is not an error (Claude Desktop keeps
-    other settings in the same file). One bad server entry is reported and the file's other
-    servers are still listed (upstream dropped the whole file silently).
+    return tomllib.loads(text)
+
+
+def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
+    """Parse one config file's bytes into ``(servers, errors)`` (docs/discover.md, 'Config files').
+
+    A file without the server map holds no servers and is not an error (Claude Desktop, Gemini
+    CLI and Zed keep other settings in the same file). One bad server entry is reported and the
+    file's other servers are still listed. JSON, JSON with comments (VS Code, Zed) and TOML
+    (Codex CLI) are read as the client reads them.
     """
+    from assay.clients import server_maps
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return [], [_error(location, f"not valid UTF-8 (byte {exc.start})")]
     if text.startswith("\ufeff"):
         text = text[1:]
-    if location.jsonc:
-        text = strip_jsonc(text)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
-    except RecursionError:
-        return [], [_error(location, "invalid JSON: nested too deeply")]
-    if not isinstance(doc, dict):
-        return [], [_error(location, "top level is not a JSON object")]
-    key = location.servers_key
-    table = doc.get(key)
-    if table is None:
-        return [], []
-    if not isinstance(table, dict):
-        return [], [_error(location, f"{_quote(key)} is not an object")]
+    if location.toml:
+        try:
+            doc = _load_toml(text)
+        except ValueError as exc:
+            return [], [_error(location, f"invalid TOML: {exc}")]
+    else:
+        if location.jsonc:
+            text = strip_jsonc(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
+        except RecursionError:
+            return [], [_error(location, "invalid JSON: nested too deeply")]
+        if not isinstance(doc, dict):
+            return [], [_error(location, "top level is not a JSON object")]
     servers: list[dict] = []
     errors: list[dict] = []
-    for name, raw in table.items():
-        entry = _server_entry(name, raw, location)
-        if isinstance(entry, str):
-            errors.append(_error(location, entry))
-        else:
-            servers.append(entry)
+    for path, table in server_maps(doc, location):
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            errors.append(_error(location, f"{_quote('.'.join(path))} is not an object"))
+            continue
+        for name, raw in table.items():
+            entry = _server_entry(name, raw, location)
+            if isinstance(entry, str):
+                errors.append(_error(location, entry))
+            else:
+                servers.append(entry)
     return servers, errors
 
 
