@@ -339,7 +339,11 @@ async def run_kill(
                     except InventoryError as exc:
                         inventory_error = str(exc)
                 if inventory_error is not None:
-                    err(f"Warning: could not load inventory to resolve target {json.dumps(token)}: {inventory_error}")
+                    err(
+                        f"✗ Could not resolve target {json.dumps(token)}: {inventory_error} (write an inventory "
+                        f"with: assay mcp discover --format {'json' if inventory_path.lower().endswith('.json') else 'yaml'}"
+                        f" -o {inventory_path})"
+                    )
                     failed = True
                     continue
                 pid = resolve_in_inventory(inventory or {}, token)
