@@ -505,6 +505,7 @@ enforcement:
 @dataclass
 class FileOutcome:
     result: Result
+    original: str = ""
     backup: str | None = None
     written: bool = False
 
@@ -568,10 +569,14 @@ def apply_to_file(
     """Read ``path``, compute ``edit(text, location)``, and unless ``dry_run`` or nothing
     changed: write a backup next to it, then replace it atomically (a temporary file in the
     same directory, the original mode kept, renamed over it). The file is read again just
-    before the rename; if it changed meanwhile, nothing is replaced and ProtectError says so."""
+    before the rename; if it changed meanwhile, nothing is replaced and ProtectError says so.
+    A symlinked config (a dotfiles repository) is edited where the link points, so the link
+    stays a link."""
+    path = os.path.realpath(path)
     data, st = _read(path)
-    result = edit(_decode(data, path), location)
-    outcome = FileOutcome(result)
+    original = _decode(data, path)
+    result = edit(original, location)
+    outcome = FileOutcome(result, original)
     if dry_run or not result.changed:
         return outcome
     mode = stat.S_IMODE(st.st_mode)

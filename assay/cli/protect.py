@@ -158,8 +158,7 @@ def protect_command(
         say("nothing to change")
         return 0
     if dry_run:
-        old = open(location.path, encoding="utf-8").read()
-        sys.stdout.write(p.unified_diff(old, result.text, location.path))
+        sys.stdout.write(p.unified_diff(outcome.original, result.text, location.path))
         say("dry run: nothing was written")
         return 0
     if not undo and log_path is not None:

@@ -45,6 +45,17 @@ def test_apply_writes_a_backup_and_keeps_the_mode(tmp_path):
     ]
 
 
+def test_a_symlinked_config_is_edited_where_it_points(tmp_path):
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text(CURSOR)
+    link = tmp_path / "mcp.json"
+    link.symlink_to(real)
+    out = p.apply_to_file(str(link), loc("cursor"), protect)
+    assert link.is_symlink() and real.read_text() == out.result.text
+    assert out.backup.startswith(str(real) + ".assay-backup-")
+
+
 def test_dry_run_and_nothing_to_change_write_nothing(tmp_path):
     path = tmp_path / "mcp.json"
     path.write_text(CURSOR)

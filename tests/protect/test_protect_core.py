@@ -97,6 +97,18 @@ def test_toml_comments_and_other_tables_are_kept():
     assert doc["mcp_servers"]["context7"]["env"] == {"MY_ENV_VAR": "MY_ENV_VALUE"}
 
 
+@pytest.mark.parametrize("text", [
+    'mcp_servers = { a = { command = "x", args = ["1"] } }\n',
+    'mcp_servers.a.command = "x"\nmcp_servers.a.args = ["1"]\n',
+    '[mcp_servers]\na = { command = "x", args = ["1"], env = { K = "v" } }\n',
+])
+def test_toml_inline_tables_and_dotted_keys(text):
+    loc = location("codex")
+    result = p.protect_text(text, loc, OPTS)
+    assert tomllib.loads(result.text)["mcp_servers"]["a"]["args"][-3:] == ["--", "x", "1"]
+    assert p.undo_text(result.text, loc).text == text
+
+
 def test_log_dir_adds_decision_and_audit_logs_with_an_event_source():
     opts = p.WrapOptions("/bin/assay", "/p.yaml", log_dir="/var/log/assay")
     args = p.wrapped_args("my server/1", "npx", ["-y", "x"], opts)
