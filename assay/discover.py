@@ -462,7 +462,7 @@ def _client_of(server: Mapping[str, Any]) -> str:
 def render_table(doc: Mapping[str, Any], generated_at_ns: int) -> str:
     """The human report (docs/discover.md) with a WRAPPED column (docs/discover.md).
 
-    Deviation, documented in docs/discover.md: status and auth are padded like their headers so
+    A difference from upstream Assay (docs/compatibility.md): status and auth are padded like their headers so
     the added column lines up, and the summary names Managed.
     """
     host = doc["host"]

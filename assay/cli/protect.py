@@ -42,6 +42,14 @@ def _location(label: str, scope: str, config: str | None):
     raise UsageError(f"{info.display} has no {scope} config; use --scope {' or --scope '.join(scopes)}, or --config FILE")
 
 
+def _missing(path: str, alias: str) -> int:
+    return fatal(
+        f"{path} does not exist, so there is nothing to protect (add servers to it first; "
+        f"assay mcp config-path {alias} prints an entry)",
+        EXIT_REFUSED,
+    )
+
+
 def _check_policy(path: str) -> str | None:
     """None when the policy loads, else the loader's one-line message."""
     from assay.policy import PolicyError, load_policy
@@ -108,16 +116,22 @@ def protect_command(
     if undo:
         if policy is not None or init_policy or log_dir is not None:
             raise UsageError("--undo takes no --policy, --init-policy or --log-dir")
+        if not os.path.lexists(location.path):
+            return _missing(location.path, info.aliases[0])
         edit = p.undo_text
     else:
         if policy is None or not policy.strip():
             raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
         policy_path = os.path.abspath(policy)
+        if not os.path.exists(policy_path) and not init_policy:
+            raise UsageError(
+                f"policy file {policy_path} does not exist; add --init-policy to write a permissive starter policy there"
+            )
+        if log_dir is not None and not log_dir.strip():
+            raise UsageError("--log-dir is empty")
+        if not os.path.lexists(location.path):
+            return _missing(location.path, info.aliases[0])
         if not os.path.exists(policy_path):
-            if not init_policy:
-                raise UsageError(
-                    f"policy file {policy_path} does not exist; add --init-policy to write a permissive starter policy there"
-                )
             if dry_run:
                 say(f"would write a starter policy to {policy_path}")
             else:
@@ -134,8 +148,6 @@ def protect_command(
                 return fatal(f"the policy does not load, nothing was changed: {problem}", EXIT_REFUSED)
         log_path = None
         if log_dir is not None:
-            if not log_dir.strip():
-                raise UsageError("--log-dir is empty")
             log_path = os.path.abspath(log_dir)
         options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path)
 

@@ -212,6 +212,22 @@ def test_cli_refuses_unparsable_config_and_broken_policy(home, tmp_path):
     assert config.read_text() == CLAUDE_DESKTOP
 
 
+def test_cli_missing_config_is_refused_with_a_pointer(home, tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text('version: "2.0"\n')
+    res = run_assay("mcp", "protect", "cursor", "--policy", str(policy), env=make_env(home), cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.decode() == (
+        f"fatal: {home}/.cursor/mcp.json does not exist, so there is nothing to protect (add servers to it "
+        "first; assay mcp config-path cursor prints an entry)\n"
+    )
+    assert list(home.iterdir()) == []
+    # with --init-policy, nothing is written either (not even the starter policy)
+    res = run_assay("mcp", "protect", "cursor", "--policy", str(tmp_path / "new.yaml"), "--init-policy",
+                    env=make_env(home), cwd=tmp_path)
+    assert res.returncode == 1 and not (tmp_path / "new.yaml").exists()
+
+
 def test_cli_project_scope_and_explicit_config(home, tmp_path):
     (tmp_path / ".vscode").mkdir()
     (tmp_path / ".vscode" / "mcp.json").write_text(VSCODE)
