@@ -29,6 +29,7 @@ __all__ = [
     "config_dir",
     "config_locations",
     "client_locations",
+    "pick_location",
     "user_config_path",
     "resolve_client",
     "client_info",
@@ -228,6 +229,32 @@ def client_locations(
     if platform not in ("linux", "macos", "windows"):
         return []
     return [row for row in _native_rows(platform, home, env, cwd) if row.client == client]
+
+
+def pick_location(
+    client: str, scope: str, config: str | None, platform: str, home: str, env: Mapping[str, str], cwd: str
+) -> ConfigLocation:
+    """The file `protect` edits: ``config`` (an absolute path, read in the client's format) or
+    the client's row of ``scope``. ValueError with a one-line reason when there is none."""
+    info = _BY_LABEL[client]
+    rows = client_locations(client, platform, home, env, cwd)
+    if config is not None:
+        same = [r for r in rows if r.path == config]
+        if same:
+            return same[0]
+        basename = (ntpath if platform == "windows" else posixpath).basename(config)
+        nested = (("projects", "*", "mcpServers"),) if client == "claude_code" and basename == ".claude.json" else ()
+        return ConfigLocation(
+            client, config, info.servers_key, "user", jsonc=info.syntax == "jsonc", toml=info.syntax == "toml",
+            nested=nested,
+        )
+    for row in rows:
+        if row.scope == scope:
+            return row
+    scopes = sorted({r.scope for r in rows})
+    if not scopes:
+        raise ValueError(f"no known config location for {info.display} on this system; pass --config FILE")
+    raise ValueError(f"{info.display} has no {scope} config; use --scope {' or --scope '.join(scopes)}, or --config FILE")
 
 
 def user_config_path(client: str, platform: str, home: str, env: Mapping[str, str]) -> str | None:

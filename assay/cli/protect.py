@@ -18,28 +18,15 @@ EXIT_REFUSED = 1
 def _location(label: str, scope: str, config: str | None):
     from assay import clients
 
-    info = clients.client_info(label)
-    rows = clients.client_locations(
-        label, clients.current_platform(), clients.current_home(), os.environ, os.getcwd()
-    )
-    if config is not None:
-        if not config.strip():
-            raise UsageError("--config is empty; give the path of the client's config file")
-        path = os.path.abspath(config)
-        same = [r for r in rows if os.path.abspath(r.path) == path]
-        if same:
-            return same[0]
-        return clients.ConfigLocation(
-            label, path, info.servers_key, "user", jsonc=info.syntax == "jsonc", toml=info.syntax == "toml",
-            nested=(("projects", "*", "mcpServers"),) if label == "claude_code" and os.path.basename(path) == ".claude.json" else (),
+    if config is not None and not config.strip():
+        raise UsageError("--config is empty; give the path of the client's config file")
+    try:
+        return clients.pick_location(
+            label, scope, None if config is None else os.path.abspath(config),
+            clients.current_platform(), clients.current_home(), os.environ, os.getcwd(),
         )
-    for row in rows:
-        if row.scope == scope:
-            return row
-    scopes = sorted({r.scope for r in rows})
-    if not scopes:
-        raise UsageError(f"no known config location for {info.display} on this system; pass --config FILE")
-    raise UsageError(f"{info.display} has no {scope} config; use --scope {' or --scope '.join(scopes)}, or --config FILE")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _missing(path: str, alias: str) -> int:

@@ -229,3 +229,16 @@ def test_the_starter_policy_loads_without_warnings_and_allows_every_tool(tool, a
     assert warnings == []
     decision = evaluate(policy, tool, arguments)
     assert decision.outcome in ("allow", "allow_with_warning"), decision.reason
+
+
+def test_pick_location_by_scope_or_explicit_file():
+    pick = lambda *a: clients.pick_location(*a, "linux", "/home/u", {}, "/w")  # noqa: E731
+    assert pick("cursor", "user", None).path == "/home/u/.cursor/mcp.json"
+    assert pick("cursor", "project", None).path == "/w/.cursor/mcp.json"
+    other = pick("claude_code", "user", "/x/.claude.json")
+    assert (other.path, other.nested, other.syntax) == ("/x/.claude.json", (("projects", "*", "mcpServers"),), "json")
+    assert pick("claude_code", "user", "/x/team.json").nested == ()
+    assert pick("zed", "user", "/x/settings.json").syntax == "jsonc"
+    assert pick("codex", "user", "/x/c.toml").toml
+    with pytest.raises(ValueError, match="Claude Desktop has no project config; use --scope user, or --config FILE"):
+        pick("claude_desktop", "project", None)
