@@ -156,6 +156,12 @@ def test_protect_then_undo_is_the_identity(servers, indent, label):
         text = tomlkit.dumps({loc.servers_key: servers})
     else:
         text = json.dumps({"other": [1, {"a": None}], loc.servers_key: servers}, indent=indent, ensure_ascii=False)
+    if loc.jsonc and indent is not None:
+        # comments on their own lines and after members, as people write them in VS Code and Zed
+        # (not inside an "args" array: those are documented to be dropped when it is replaced)
+        text = "// top comment\n" + "\n".join(
+            line + (" // after" if line.rstrip().endswith(("},", "],")) else "") for line in text.split("\n")
+        ).replace("{\n", "{\n  /* block\n  comment */\n", 1)
     result = p.protect_text(text, loc, OPTS)
     assert entries(parsed(result.text, loc), loc).keys() == servers.keys()
     assert all(c.action == "wrapped" for c in result.changes)
@@ -242,3 +248,11 @@ def test_pick_location_by_scope_or_explicit_file():
     assert pick("codex", "user", "/x/c.toml").toml
     with pytest.raises(ValueError, match="Claude Desktop has no project config; use --scope user, or --config FILE"):
         pick("claude_desktop", "project", None)
+
+
+def test_comments_inside_a_replaced_args_array_are_dropped_and_said():
+    text = '{\n  "servers": {\n    "a": {\n      "command": "x",\n      "args": [\n        "1", // one\n        "2"\n      ]\n    }\n  }\n}\n'
+    result = p.protect_text(text, location("vscode"), OPTS)
+    assert result.changes[0].detail == 'x 1 2 (the comments inside its "args" array are dropped)'
+    assert "// one" not in result.text
+    assert p.undo_text(result.text, location("vscode")).text == text.replace('"1", // one', '"1",')
