@@ -70,7 +70,7 @@ CLIENTS: tuple[Client, ...] = (
     Client("vscode", "VS Code", ("vscode", "vs-code", "code"),
            "servers", "jsonc", "VS Code docs, 'MCP configuration reference'", stdio_type="stdio"),
     Client("windsurf", "Windsurf", ("windsurf",),
-           "mcpServers", "json", "Windsurf docs, 'Cascade MCP integration'"),
+           "mcpServers", "json", "Windsurf docs (Cascade), 'Model Context Protocol (MCP)'"),
     Client("gemini_cli", "Gemini CLI", ("gemini", "gemini-cli", "gemini_cli"),
            "mcpServers", "json", "Gemini CLI docs, 'MCP servers with Gemini CLI' and 'Gemini CLI configuration'"),
     Client("codex", "Codex CLI", ("codex", "codex-cli", "codex_cli"),
