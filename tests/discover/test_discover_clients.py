@@ -51,3 +51,16 @@ def test_discover_scans_every_client_file(tmp_path):
     assert doc["errors"] == []
     got = [(s["source"]["client"], s["name"]) for s in doc["servers"]]
     assert sorted(got) == sorted(expected)
+
+
+def test_every_client_of_the_table_is_documented_with_its_source():
+    from tests.conftest import REPO
+
+    compat = (REPO / "docs" / "compatibility.md").read_text()
+    table = compat[compat.index("## Client configs"):]
+    config_path = (REPO / "docs" / "config-path.md").read_text()
+    protect = (REPO / "docs" / "protect.md").read_text()
+    for client in clients.CLIENTS:
+        assert f"| {client.display} |" in table
+        assert f"| {client.display} |" in config_path
+        assert f"`{client.aliases[0]}`" in protect
