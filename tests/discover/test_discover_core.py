@@ -384,3 +384,16 @@ def test_K1_inventory_resolution():
 
 def test_K3_all_takes_running_process_entries_sorted_unique():
     assert k.running_pids(INVENTORY) == [10, 20]
+
+
+def test_macos_and_windows_rows_of_the_newer_clients():
+    mac = {(r.client, r.scope): r.path for r in clients.config_locations("macos", "/Users/u", {}, "/p")}
+    assert mac[("zed", "user")] == "/Users/u/.config/zed/settings.json"
+    assert mac[("vscode", "user")] == "/Users/u/Library/Application Support/Code/User/mcp.json"
+    assert mac[("codex", "user")] == "/Users/u/.codex/config.toml"
+    win = {(r.client, r.scope): r.path for r in clients.config_locations(
+        "windows", "C:\\Users\\u", {"APPDATA": "C:\\Users\\u\\AppData\\Roaming", "CODEX_HOME": "D:\\codex"}, "C:\\p")}
+    assert win[("zed", "user")] == "C:\\Users\\u\\AppData\\Roaming\\Zed\\settings.json"
+    assert win[("windsurf", "user")] == "C:\\Users\\u\\.codeium\\windsurf\\mcp_config.json"
+    assert win[("codex", "user")] == "D:\\codex\\config.toml"
+    assert win[("claude_code", "project")] == "C:\\p\\.mcp.json"
