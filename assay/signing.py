@@ -14,7 +14,8 @@ signature says who signed these bytes, not that the tool is safe.
 Trust (D31c): with ``--pubkey`` the given key is the trusted key. A trust policy trusts exactly the
 key ids it lists; a policy listing none trusts no key (upstream trusted every key then).
 
-The functions here are sans-IO except the three ``load_*_file`` helpers, which read small files.
+The functions here are sans-IO except the ``load_*_file`` helpers and :func:`read_tool_file`,
+which read small regular files through :func:`assay.inputs.read_input_file`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from assay.canonical import StrictJSONError, jcs_bytes, loads_strict
+from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input_file
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -512,18 +514,17 @@ def parse_trust_policy(text: str) -> TrustPolicy:
 
 # --- small file readers (the only I/O here) ----------------------------------------------------
 
-_MAX_SMALL_FILE = 1024 * 1024
-
-
 def _read_small(path: str, what: str) -> bytes:
+    """A regular file of at most 1 MiB (:func:`assay.inputs.read_input_file`)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SMALL_FILE + 1)
-    except OSError as exc:
-        raise SigningError(f"failed to read {what}: {path}: {exc.strerror or exc}") from None
-    if len(data) > _MAX_SMALL_FILE:
-        raise SigningError(f"failed to read {what}: {path}: larger than {_MAX_SMALL_FILE} bytes")
-    return data
+        return read_input_file(path, limit=SMALL_FILE_BYTES, what=what)
+    except InputFileError as exc:
+        raise SigningError(f"failed to read {what}: {path}: {exc.reason}") from None
+
+
+def read_tool_file(path: str) -> bytes:
+    """The bytes of a tool definition file (regular file, at most 1 MiB)."""
+    return _read_small(path, "tool file")
 
 
 def load_private_key_file(path: str) -> Ed25519PrivateKey:

@@ -36,11 +36,7 @@ def _read_tool_definition(tool: str) -> object:
     """The tool file's JSON; sign and verify report a failed read or parse in the same words."""
     from assay import signing
 
-    try:
-        with open(tool, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise signing.SigningError(f"failed to read tool file: {tool}: {exc.strerror or exc}") from None
+    data = signing.read_tool_file(tool)
     try:
         return signing.parse_tool_json(data)
     except signing.SigningError as exc:

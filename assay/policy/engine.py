@@ -1,23 +1,29 @@
-"""Evaluation (policy.md §5): (policy, session state, tool call) in, :class:`Decision` out.
+"""Evaluation (docs/policy.md, 'Evaluation and reason codes'): (policy, session state, tool
+call) in, :class:`Decision` out.
 
-Order, first match returns (§5.2): pin drift → counters and limits → deny → allow → schema →
-unconstrained mode. Everything that depends only on the tool name (classes, deny/allow matches,
-the schema to use, obligations, the resulting decision) is computed once per name and cached on
-the policy, so a call costs a dict lookup plus, for a tool with a schema, one validator run.
+Order, first match returns: pin drift → counters and limits → deny → allow → schema (compile,
+then validation) → unconstrained mode ``deny`` → path confinement → allow (with the warning of
+unconstrained mode ``warn``). Everything that depends only on the tool name (classes, deny/allow
+matches, the schema to use, the path rules, obligations, the resulting decision) is computed once
+per name and cached on the policy's compiled form (:func:`compile_policy`), so a call costs a
+dict lookup plus, for a tool with a schema, one validator run and, for a confined tool, one
+lexical normalization per path argument.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json as _json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from assay.canonical import jcs_bytes
+from assay.policy.paths import confinement_violation
 from assay.policy.patterns import NameMatcher
 from assay.policy.schemas import CompiledSchema, SchemaPrepError, compile_schema, prepare_tool_schema
 
 if TYPE_CHECKING:
-    from assay.policy.model import Policy
+    from assay.policy.model import PathRule, Policy
 
 __all__ = [
     "Decision",
@@ -26,6 +32,9 @@ __all__ = [
     "evaluate",
     "tool_identity",
     "event_reason_code",
+    "compile_policy",
+    "schema_errors",
+    "check_schemas",
     "DEFAULT_SERVER_ID",
     "REASONS",
 ]
@@ -48,6 +57,7 @@ REASONS = {
     "drift": "Tool integrity failure: identity drifted from pinned version. (Runtime: {runtime}, Pinned: {pinned})",
     # D16: upstream's "(SOTA Moat)" suffix is dropped
     "drift_contract": "Tool metadata or schema has changed without policy update",
+    "path_confinement": "Path argument {arg} is not confined: {why}",
 }
 
 _EVENT_CODES = {
@@ -382,12 +392,13 @@ _PLAN_CACHE_MAX = 4096  # names are client-controlled: bound the cache
 
 
 class _Plan:
-    __slots__ = ("decision", "schema", "arg_meta")
+    __slots__ = ("decision", "schema", "arg_meta", "paths")
 
     def __init__(self, decision: Decision, schema: CompiledSchema | None = None, arg_meta: dict | None = None) -> None:
         self.decision = decision
         self.schema = schema
         self.arg_meta = arg_meta
+        self.paths: tuple[PathRule, ...] = ()  # the path rules of this tool (allow plans only)
 
 
 def _basis(name: bool, cls: bool) -> str | None:
@@ -431,6 +442,7 @@ class _Compiled:
         self.redact_classes = frozenset(t.redact_args_classes or ())
         self.limits = policy.limits
         self.pins = policy.tool_pins
+        self.path_rules = tuple((NameMatcher(rule.tools), rule) for rule in policy.path_confinement)
         self.plans: dict[str, _Plan] = {}
         self.schemas: dict[str, CompiledSchema | str] = {}  # tool → validator or error text
 
@@ -464,9 +476,24 @@ class _Compiled:
         plan = self.plans.get(tool)
         if plan is None:
             plan = self._make_plan(tool)
+            if plan.decision.outcome != "deny":
+                plan.paths = tuple(rule for matches, rule in self.path_rules if matches(tool))
+                if plan.paths and plan.arg_meta is None:
+                    plan.arg_meta = self._meta_of(plan.decision)
             if len(self.plans) < _PLAN_CACHE_MAX:
                 self.plans[tool] = plan
         return plan
+
+    @staticmethod
+    def _meta_of(decision: Decision) -> dict[str, Any]:
+        return {
+            "tool_classes": decision.tool_classes,
+            "matched_tool_classes": decision.matched_tool_classes,
+            "match_basis": decision.match_basis,
+            "matched_rule": decision.matched_rule,
+            "policy_version": decision.policy_version,
+            "policy_digest": decision.policy_digest,
+        }
 
     def _make_plan(self, tool: str) -> _Plan:
         policy = self.policy
@@ -594,6 +621,70 @@ class _Compiled:
         return Decision(outcome, tool, obligations=unique, **kwargs, **extra, **meta)
 
 
+def compile_policy(policy: "Policy") -> _Compiled:
+    """The compiled form of ``policy`` (matchers, validators, plan cache), built on first use
+    and kept on the policy. The loader calls it, so a loaded policy is compiled once."""
+    engine = policy._engine
+    if engine is None:
+        engine = _Compiled(policy)
+        object.__setattr__(policy, "_engine", engine)
+    return engine
+
+
+def schema_errors(policy: "Policy") -> dict[str, str]:
+    """Every tool whose schema fails to prepare or compile, tool name → error."""
+    return compile_policy(policy).schema_errors()
+
+
+def check_schemas(policy: "Policy") -> str | None:
+    """The authoring-command check: ``None`` when every schema compiles, else the message
+    ``tool '<name>': <error>`` per broken tool, sorted, joined by ``; ``."""
+    errors = schema_errors(policy)
+    if not errors:
+        return None
+    return "; ".join(sorted(f"tool '{k}': {v}" for k, v in errors.items()))
+
+
+def _confined(plan: _Plan, tool: str, arguments: Any) -> Decision | None:
+    """The path-confinement deny of this call, or ``None`` when every path argument is inside."""
+    if arguments is None:
+        return None
+    for rule in plan.paths:
+        if not isinstance(arguments, dict):
+            why, arg = "the arguments are not an object", "arguments"
+        else:
+            why = None
+            for arg in rule.args:
+                value = arguments.get(arg)
+                if value is None:
+                    continue  # absent: nothing to confine (a schema can require it)
+                why = confinement_violation(
+                    value, within=rule.within, base=rule.base, resolve_symlinks=rule.resolve_symlinks
+                )
+                if why is not None:
+                    break
+            if why is None:
+                continue
+        shown = _json.dumps(arg)
+        reason = REASONS["path_confinement"].format(arg=shown, why=why)
+        return Decision(
+            "deny",
+            tool,
+            reason_code="E_PATH_CONFINEMENT",
+            reason=reason,
+            contract={
+                "status": "deny",
+                "error_code": "E_PATH_CONFINEMENT",
+                "tool": tool,
+                "argument": arg,
+                "reason": reason,
+            },
+            typed_decision="deny",
+            **plan.arg_meta,  # type: ignore[arg-type]
+        )
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # evaluate
 
@@ -625,7 +716,7 @@ def evaluate(
     case, ST3: limits bite only at 0, no drift check). ``server_id`` is the relay's ``--label``:
     the runtime identity compared with a pin is ``(server_id, tool_name, observed hashes)``.
     """
-    engine: _Compiled = policy._engine
+    engine: _Compiled = policy._engine or compile_policy(policy)
     if state is not None:
         # E1 drift: only once the tool was seen in a tools/list result (D16 parity)
         pin = engine.pins.get(tool_name)
@@ -675,10 +766,14 @@ def evaluate(
         plan = engine.plan(tool_name)
     schema = plan.schema
     if schema is None:
-        return plan.decision
+        if not plan.paths:
+            return plan.decision
+        return _confined(plan, tool_name, arguments) or plan.decision
     try:
         if schema.is_valid(arguments):
-            return plan.decision
+            if not plan.paths:
+                return plan.decision
+            return _confined(plan, tool_name, arguments) or plan.decision
         violations = schema.violations(arguments)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         # arguments the validator cannot even read: fail closed as a schema violation

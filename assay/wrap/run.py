@@ -102,7 +102,7 @@ def validate_event_source(value: str | None, logging_enabled: bool) -> str | Non
 
 def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
     """Read and load the policy; missing means fatal, never allow-all (wrap.md §1.3 step 4)."""
-    from assay.policy import PolicyError, load_policy
+    from assay.policy import PolicyError, load_policy, read_policy_file
 
     if not os.path.exists(path):  # a dangling symlink counts as missing
         raise WrapError(
@@ -110,8 +110,7 @@ def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[st
         )
     warn(f"[assay] loading policy from {path}")
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_policy_file(path)  # regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
     except OSError as exc:
         raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
     try:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.policy import PolicyError, evaluate, load_policy
-from assay.policy.model import STRICT_V1_MESSAGE
+from assay.policy import PolicyError, check_schemas, evaluate, load_policy, schema_errors
+from assay.policy.loader import STRICT_V1_MESSAGE
 
 DATA = Path(__file__).parent / "data"
 
@@ -213,8 +213,8 @@ def test_L9b_kill_switch_trigger_must_name_a_monitor_rule():
 
 def test_L10_schemas_are_not_compiled_at_load():
     p = load('schemas:\n  bad: {type: bogus}\n  good: {type: object}\n')
-    assert p.check_schemas() is not None and p.check_schemas().startswith("tool 'bad': ")
-    assert list(p.schema_errors()) == ["bad"]
+    assert check_schemas(p) is not None and check_schemas(p).startswith("tool 'bad': ")
+    assert list(schema_errors(p)) == ["bad"]
 
 
 def test_spec_example_policies_load():
