@@ -95,3 +95,14 @@ def test_wrap_policy_read_is_one_line_exit_2(tmp_path, kind):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.splitlines()[-1] == f"fatal: cannot read policy {path}: {reason}"
     assert not marker.exists()
+
+
+def test_discover_policy_read_refuses_a_fifo(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run(
+        [*ASSAY, "mcp", "discover", "--policy", str(fifo)], capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"fatal: cannot read policy {fifo}: not a regular file (a FIFO)"
