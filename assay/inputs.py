@@ -24,6 +24,7 @@ from collections.abc import Mapping
 __all__ = [
     "InputFileError",
     "read_input_file",
+    "read_input",
     "policy_byte_limit",
     "DEFAULT_POLICY_BYTES",
     "POLICY_BYTES_ENV",
@@ -80,6 +81,11 @@ def read_input_file(path: str, *, limit: int, what: str = "file") -> bytes:
     Raises :class:`InputFileError` for a missing or unreadable file, anything that is not a
     regular file, and a file longer than ``limit`` bytes.
     """
+    return read_input(path, limit=limit, what=what)[0]
+
+
+def read_input(path: str, *, limit: int, what: str = "file") -> tuple[bytes, os.stat_result]:
+    """:func:`read_input_file` plus the ``fstat`` of the descriptor the bytes came from."""
     if "\x00" in path:
         raise InputFileError(what, path, "embedded null byte in the path")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -113,4 +119,4 @@ def read_input_file(path: str, *, limit: int, what: str = "file") -> bytes:
         os.close(fd)
     if total > limit:
         raise InputFileError(what, path, f"larger than the {limit}-byte limit", errno.EFBIG)
-    return b"".join(chunks)
+    return b"".join(chunks), info

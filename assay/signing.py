@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -34,8 +35,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from assay.canonical import StrictJSONError, jcs_bytes, loads_strict
-from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input_file
+from assay.canonical import MAX_EXACT_INTEGER, StrictJSONError, inexact_number, jcs_bytes, loads_strict
+from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -65,6 +66,9 @@ __all__ = [
     "load_private_key_file",
     "load_public_key_file",
     "load_trust_policy_file",
+    "read_tool_file",
+    "InexactNumberError",
+    "private_key_mode_warning",
 ]
 
 PAYLOAD_TYPE = "application/vnd.assay.tool+json;v=1"
@@ -143,10 +147,28 @@ def _without_signature(tool: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in tool.items() if name != SIG_FIELD}
 
 
+class InexactNumberError(SigningError):
+    """A number in the tool that JCS cannot represent exactly (docs/tool-signing.md, 'Numbers')."""
+
+    def __init__(self, pointer: str, value: int, verb: str = "signed") -> None:
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:40] + "..."
+        super().__init__(
+            f"integer {shown} at {json.dumps(pointer or '/')} is beyond ±{MAX_EXACT_INTEGER} "
+            f"and cannot be {verb} exactly (JCS reads numbers as doubles); write it as a string"
+        )
+        self.pointer = pointer
+        self.value = value
+
+
 def canonical_payload(tool: dict[str, Any]) -> bytes:
-    """JCS bytes of the tool without ``x-assay-sig`` (policy.md K3, digest D5)."""
+    """JCS bytes of the tool without ``x-assay-sig``; raises :class:`InexactNumberError` for an
+    integer beyond ±(2**53 - 1), whose canonical form would also stand for its neighbours."""
+    body = _without_signature(tool)
+    found = inexact_number(body)
+    if found is not None:
+        raise InexactNumberError(*found)
     try:
-        return jcs_bytes(_without_signature(tool))
+        return jcs_bytes(body)
     except (UnicodeEncodeError, OverflowError, ValueError, TypeError) as exc:
         raise SigningError(f"tool definition cannot be canonicalized: {exc}") from None
 
@@ -407,6 +429,8 @@ def verify_tool(tool: Any, public: Ed25519PublicKey) -> VerifyResult:
         raise VerifyError(f"payload type mismatch: expected {PAYLOAD_TYPE}, got {sig.payload_type}", 4)
     try:
         payload = canonical_payload(tool)
+    except InexactNumberError as exc:
+        raise VerifyError(str(InexactNumberError(exc.pointer, exc.value, "verified")), 1) from None
     except SigningError as exc:
         raise VerifyError.malformed(str(exc)) from None
     if sig.payload_digest != _sha256_digest(payload):
@@ -514,12 +538,17 @@ def parse_trust_policy(text: str) -> TrustPolicy:
 
 # --- small file readers (the only I/O here) ----------------------------------------------------
 
-def _read_small(path: str, what: str) -> bytes:
-    """A regular file of at most 1 MiB (:func:`assay.inputs.read_input_file`)."""
+def _read_small_with_mode(path: str, what: str) -> tuple[bytes, int]:
+    """A regular file of at most 1 MiB (:func:`assay.inputs.read_input`) and its mode bits."""
     try:
-        return read_input_file(path, limit=SMALL_FILE_BYTES, what=what)
+        data, info = read_input(path, limit=SMALL_FILE_BYTES, what=what)
     except InputFileError as exc:
         raise SigningError(f"failed to read {what}: {path}: {exc.reason}") from None
+    return data, info.st_mode & 0o7777
+
+
+def _read_small(path: str, what: str) -> bytes:
+    return _read_small_with_mode(path, what)[0]
 
 
 def read_tool_file(path: str) -> bytes:
@@ -527,12 +556,28 @@ def read_tool_file(path: str) -> bytes:
     return _read_small(path, "tool file")
 
 
-def load_private_key_file(path: str) -> Ed25519PrivateKey:
-    data = _read_small(path, "private key")
+def private_key_mode_warning(path: str, mode: int) -> str | None:
+    """The one-line warning for a private key file readable by group or others."""
+    if not mode & 0o044:
+        return None
+    return (
+        f"warning: private key {path} is readable by group or others (mode {mode & 0o777:04o}); "
+        f"restrict it with: chmod 600 {path}"
+    )
+
+
+def load_private_key_file(path: str, *, warn: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+    """The private key in ``path``; a file readable by group or others is still used, and
+    ``warn`` gets one line saying so (mode taken from the descriptor the key was read from)."""
+    data, mode = _read_small_with_mode(path, "private key")
     try:
-        return load_private_key_pem(data)
+        key = load_private_key_pem(data)
     except ValueError as exc:
         raise SigningError(f"failed to parse private key PEM: {path}: {exc}") from None
+    message = private_key_mode_warning(path, mode)
+    if message is not None and warn is not None:
+        warn(message)
+    return key
 
 
 def load_public_key_file(path: str) -> Ed25519PublicKey:
