@@ -168,6 +168,6 @@ def confinement_violation(
         return f"{_quote(value)}: '..' leaves {climbed_out} on the way"
     if resolve_symlinks:
         return f"{_quote(value)} resolves outside {shown}"
-    if normal != path:
+    if normal != value:
         return f"{_quote(value)} (normalized {_quote(normal)}) is outside {shown}"
     return f"{_quote(value)} is outside {shown}"
