@@ -248,3 +248,40 @@ def test_arbitrary_yamlish_text_raises_only_policy_error(text):
         load_policy(text.encode())
     except PolicyError as e:
         assert e.kind in ("syntax", "root_not_mapping", "structure", "validation")
+
+
+@pytest.mark.parametrize("ref", ["https://example.com/s.json", "file:///etc/schema.json", "other.json#/x"])
+def test_a_ref_that_is_never_fetched_warns_at_load(ref):
+    """It used to load silently and fail only at call time (E_SCHEMA_COMPILE)."""
+    seen: list[str] = []
+    text = (
+        'version: "2.0"\nschemas:\n'
+        f'  read_file: {{type: object, properties: {{path: {{$ref: "{ref}"}}, n: {{$ref: "#/$defs/n"}}}}, '
+        "$defs: {n: {type: integer}}}\n"
+    )
+    p = load(text, warn=seen.append)
+    expected = (
+        "schemas.read_file.properties.path.$ref: remote, file: and relative references are never "
+        "fetched, so this schema will not compile and calls it covers are denied (E_SCHEMA_COMPILE)"
+    )
+    assert p.warnings == (expected,)
+    assert seen == [f"pol.yaml: {expected}"]
+    assert evaluate(p, "read_file", {"path": "x"}).reason_code == "E_SCHEMA_COMPILE"
+
+
+def test_local_refs_do_not_warn():
+    p = load('version: "2.0"\nschemas:\n  $defs: {p: {type: string}}\n  t: {properties: {a: {$ref: "#/$defs/p"}}}\n')
+    assert p.warnings == ()
+
+
+def test_model_imports_neither_loader_nor_engine():
+    """The types module is a leaf of the package: no import cycle between engine and model (the
+    model used to build the engine's compiled form in Policy.__post_init__)."""
+    import ast
+
+    import assay.policy.model as model
+
+    tree = ast.parse(Path(model.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("assay.policy")}, imported
