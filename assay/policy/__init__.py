@@ -1,7 +1,8 @@
 """The MCP policy engine (docs/policy.md): sans-IO, bytes in → :class:`Policy`, call in → :class:`Decision`.
 
 Modules: :mod:`.model` (the types), :mod:`.loader` (YAML, migration, the one policy file read),
-:mod:`.engine` (evaluation), :mod:`.paths` (path confinement), :mod:`.yamlio` (YAML 1.2 within
+:mod:`.engine` (evaluation), :mod:`.decision` (the one decision value), :mod:`.paths` (path
+confinement), :mod:`.yamlio` (YAML 1.2 within
 the expansion budget).
 
 Public API::
