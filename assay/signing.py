@@ -1,4 +1,4 @@
-"""Ed25519 signatures over MCP tool definitions (spec/policy.md §9, cli.md §7, DECISIONS D31c).
+"""Ed25519 signatures over MCP tool definitions (docs/tool-signing.md).
 
 What is signed: the JCS bytes (RFC 8785) of the tool object with its ``x-assay-sig`` member
 removed -- every other member, vendor keys included -- wrapped in the DSSE pre-authentication
@@ -11,7 +11,7 @@ What a signature does not do: nothing at runtime checks it (wrap and the policy 
 ``x-assay-sig``; runtime integrity is ``tool_pins``), ``signed_at`` is not signed, and a valid
 signature says who signed these bytes, not that the tool is safe.
 
-Trust (D31c): with ``--pubkey`` the given key is the trusted key. A trust policy trusts exactly the
+Trust: with ``--pubkey`` the given key is the trusted key. A trust policy trusts exactly the
 key ids it lists; a policy listing none trusts no key (upstream trusted every key then).
 
 The functions here are sans-IO except the ``load_*_file`` helpers and :func:`read_tool_file`,
@@ -185,7 +185,7 @@ def _spki_der(public: Ed25519PublicKey) -> bytes:
 
 
 def key_id(public: Ed25519PublicKey) -> str:
-    """``sha256:`` of the 44-byte SPKI DER encoding of the public key (digest D6)."""
+    """``sha256:`` of the 44-byte SPKI DER encoding of the public key (the key id of docs/tool-signing.md)."""
     return _sha256_digest(_spki_der(public))
 
 
@@ -258,7 +258,7 @@ def _pkcs8_v2_seed(der: bytes) -> tuple[bytes, bytes | None]:
 
 
 def load_private_key_pem(data: bytes) -> Ed25519PrivateKey:
-    """An Ed25519 private key from PKCS#8 PEM, v1 or v2 (policy.md K1). Raises ``ValueError``."""
+    """An Ed25519 private key from PKCS#8 PEM, v1 or v2 Raises ``ValueError``."""
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
@@ -416,7 +416,7 @@ def sign_tool(
 
 
 def verify_tool(tool: Any, public: Ed25519PublicKey) -> VerifyResult:
-    """Check ``tool``'s signature against ``public`` in the order of policy.md K6 step 4.
+    """Check ``tool``'s signature against ``public``: version, payload type, digest, signature, key id.
 
     Raises :class:`VerifyError` (exit code 1, 2 or 4) on the first failed check.
     """
@@ -476,14 +476,14 @@ class TrustedKey:
 
 @dataclass(frozen=True)
 class TrustPolicy:
-    """Which signing keys count (policy.md K7, DECISIONS D31c)."""
+    """Which signing keys count (docs/tool-signing.md, '3. Verify')."""
 
     require_signed: bool = False
     trusted_key_ids: tuple[str, ...] = ()
     trusted_keys: tuple[TrustedKey, ...] = field(default_factory=tuple)
 
     def is_key_trusted(self, kid: str) -> bool:
-        """Listed in either list. A policy that lists no key trusts no key (D31c)."""
+        """Listed in either list. A policy that lists no key trusts no key."""
         return kid in self.trusted_key_ids or any(entry.key_id == kid for entry in self.trusted_keys)
 
 
@@ -497,7 +497,7 @@ def parse_trust_policy(text: str) -> TrustPolicy:
     from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
     try:
-        doc = parse_yaml(text)  # YAML 1.2 scalars, duplicate keys refused (DECISIONS D4/D4a)
+        doc = parse_yaml(text)  # YAML 1.2 scalars, duplicate keys refused, expansion budgeted
     except YamlSyntaxError as exc:
         where = f" at line {exc.line} column {exc.column}" if exc.line else ""
         raise SigningError(f"failed to parse trust policy YAML: {exc}{where}") from None
@@ -598,7 +598,7 @@ def load_trust_policy_file(path: str) -> TrustPolicy:
 
 
 def key_from_trust_policy(policy: TrustPolicy, sig: ToolSignature) -> Ed25519PublicKey:
-    """K6 step 3 with a trust policy: trust is decided on the *claimed* key id (exit 3), then the
+    """The key for a trust policy: trust is decided on the *claimed* key id (exit 3), then the
     key is loaded from ``trusted_keys``; every listed key file must match its declared id."""
     if not policy.is_key_trusted(sig.key_id):
         raise VerifyError.key_not_trusted(sig.key_id)
@@ -622,7 +622,7 @@ def key_from_trust_policy(policy: TrustPolicy, sig: ToolSignature) -> Ed25519Pub
 def signed_at_from_environment() -> tuple[datetime | None, str | None]:
     """``SOURCE_DATE_EPOCH`` (integer seconds) pins ``signed_at`` for reproducible signed files.
 
-    Returns (time or None, warning or None); an invalid value keeps the clock (DECISIONS D2).
+    Returns (time or None, warning or None); an invalid value keeps the clock.
     """
     raw = os.environ.get("SOURCE_DATE_EPOCH")
     if raw is None or raw == "":

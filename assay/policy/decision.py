@@ -62,7 +62,7 @@ class Decision:
     """One evaluation result. Immutable; containers are handed out as copies.
 
     ``outcome`` ∈ ``allow`` | ``allow_with_warning`` | ``deny``; ``tool`` is the called tool
-    (also for ``E_RATE_LIMIT``, D10); ``reason_code`` is the ``E_*`` code (``None`` for allow);
+    (also for ``E_RATE_LIMIT``); ``reason_code`` is the ``E_*`` code (``None`` for allow);
     ``contract`` is the structured deny payload (upstream member order) or ``None``;
     ``typed_decision`` ∈ ``allow`` | ``allow_with_obligations`` | ``deny`` | ``deny_with_alert``.
     The approval/scope/redaction fields carry the policy's obligation contracts, set

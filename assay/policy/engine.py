@@ -39,9 +39,9 @@ __all__ = [
     "REASONS",
 ]
 
-DEFAULT_SERVER_ID = "default-mcp-server"  # D17
+DEFAULT_SERVER_ID = "default-mcp-server"  # wrap's default --label
 
-# §5.3 / §5.4 texts
+# reason texts (docs/policy.md, 'Evaluation and reason codes')
 REASONS = {
     "denied_name": "Tool is explicitly denylisted by name",
     "denied_class": "Tool is explicitly denylisted by class",
@@ -349,7 +349,7 @@ class _Compiled:
         return _Plan(self._allowish("allow_with_warning" if mode == "warn" else "allow", tool, classes, meta))
 
     def _allowish(self, outcome: str, tool: str, classes: tuple[str, ...], meta: dict[str, Any]) -> Decision:
-        """Allow / AllowWithWarning with the E8 obligations attached (§5.5 T1-T2, §10.1)."""
+        """Allow / AllowWithWarning with the obligations attached."""
         obligations: list[dict[str, Any]] = []
         extra: dict[str, Any] = {}
         kwargs: dict[str, Any] = {}
@@ -477,7 +477,7 @@ def evaluate(
     *,
     server_id: str = DEFAULT_SERVER_ID,
 ) -> Decision:
-    """Decide one ``tools/call`` (§5.2 E0-E8).
+    """Decide one ``tools/call`` (the order is in the module docstring).
 
     ``arguments`` is ``params.arguments`` (``None`` when absent, S6). ``state`` is the session's
     :class:`SessionState`; ``None`` means fresh state for this call only (the ``assay_check_args``
