@@ -258,7 +258,7 @@ def _pkcs8_v2_seed(der: bytes) -> tuple[bytes, bytes | None]:
 
 
 def load_private_key_pem(data: bytes) -> Ed25519PrivateKey:
-    """An Ed25519 private key from PKCS#8 PEM, v1 or v2 Raises ``ValueError``."""
+    """An Ed25519 private key from PKCS#8 PEM, v1 or v2. Raises ``ValueError``."""
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
