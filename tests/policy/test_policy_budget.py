@@ -36,7 +36,7 @@ def bomb(total: int, fan: int = 16) -> bytes:
 
 _MEASURE = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from assay.policy import PolicyError, evaluate, load_policy
     data = open(sys.argv[1], "rb").read()
     start = time.monotonic()
@@ -46,7 +46,10 @@ _MEASURE = textwrap.dedent(
     except PolicyError as exc:
         result = {"loaded": False, "error": str(exc), "kind": exc.kind}
     result["seconds"] = time.monotonic() - start
-    result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM: peak resident set of this process image (ru_maxrss would carry the parent's peak
+    # over fork and exec)
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    result["peak_mib"] = int(hwm.split()[1]) / 1024
     print(json.dumps(result))
     """
 )
