@@ -55,7 +55,7 @@ REASONS = {
     "rate_tool_calls": "Rate limit exceeded (tool calls)",
     "schema_compile": "Declared schema failed to prepare or compile: ",
     "drift": "Tool integrity failure: identity drifted from pinned version. (Runtime: {runtime}, Pinned: {pinned})",
-    # D16: upstream's "(SOTA Moat)" suffix is dropped
+    # upstream's "(SOTA Moat)" suffix is dropped
     "drift_contract": "Tool metadata or schema has changed without policy update",
     "path_confinement": "Path argument {arg} is not confined: {why}",
 }
