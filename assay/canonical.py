@@ -1,9 +1,10 @@
 """Strict JSON reading and canonical (JCS, RFC 8785) digests, shared by every component.
 
-Sans-IO. Strict reading (DECISIONS D3a): duplicate member names at any depth, NaN/Infinity
+Sans-IO. Strict reading: duplicate member names at any depth, NaN/Infinity
 literals, numbers that overflow to infinity and nesting too deep for the parser are all refused
 with :class:`StrictJSONError`. Digests hash the JCS bytes with SHA-256; ``jcs`` turns numbers
-into doubles as upstream does, so the spec's vectors reproduce.
+into doubles as upstream does, so the spec's vectors reproduce; :func:`inexact_number` finds the
+integers that this loses (signing refuses them).
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ __all__ = [
     "sha256_hex",
     "jcs_sha256_hex",
     "jcs_digest",
+    "MAX_EXACT_INTEGER",
+    "inexact_number",
 ]
+
+MAX_EXACT_INTEGER = 2**53 - 1  # I-JSON (RFC 7493): the integers a double holds exactly
 
 
 class StrictJSONError(ValueError):
@@ -82,6 +87,31 @@ def loads_strict(data: str | bytes) -> Any:
         raise StrictJSONError("malformed_json", "nesting too deep") from None
     except ValueError as exc:  # e.g. integer strings longer than Python's digit limit
         raise StrictJSONError("malformed_json", str(exc)) from None
+
+
+def _pointer_token(key: Any) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def inexact_number(value: Any) -> tuple[str, int] | None:
+    """The first integer JCS cannot represent exactly (beyond ±(2**53 - 1)), as ``(JSON pointer,
+    value)``, or ``None``. JCS writes every number as a double, so 9007199254740992 and
+    9007199254740993 have the same canonical bytes; a signature over them would cover both."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if -MAX_EXACT_INTEGER <= item <= MAX_EXACT_INTEGER:
+                continue
+            return where, item
+        if isinstance(item, dict):
+            # reversed so the first member in document order is reported first
+            stack.extend((v, f"{where}/{_pointer_token(k)}") for k, v in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}/{i}") for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def jcs_bytes(value: Any) -> bytes:

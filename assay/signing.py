@@ -1,4 +1,4 @@
-"""Ed25519 signatures over MCP tool definitions (spec/policy.md §9, cli.md §7, DECISIONS D31c).
+"""Ed25519 signatures over MCP tool definitions (docs/tool-signing.md).
 
 What is signed: the JCS bytes (RFC 8785) of the tool object with its ``x-assay-sig`` member
 removed -- every other member, vendor keys included -- wrapped in the DSSE pre-authentication
@@ -11,10 +11,11 @@ What a signature does not do: nothing at runtime checks it (wrap and the policy 
 ``x-assay-sig``; runtime integrity is ``tool_pins``), ``signed_at`` is not signed, and a valid
 signature says who signed these bytes, not that the tool is safe.
 
-Trust (D31c): with ``--pubkey`` the given key is the trusted key. A trust policy trusts exactly the
+Trust: with ``--pubkey`` the given key is the trusted key. A trust policy trusts exactly the
 key ids it lists; a policy listing none trusts no key (upstream trusted every key then).
 
-The functions here are sans-IO except the three ``load_*_file`` helpers, which read small files.
+The functions here are sans-IO except the ``load_*_file`` helpers and :func:`read_tool_file`,
+which read small regular files through :func:`assay.inputs.read_input_file`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -33,7 +35,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from assay.canonical import StrictJSONError, jcs_bytes, loads_strict
+from assay.canonical import MAX_EXACT_INTEGER, StrictJSONError, inexact_number, jcs_bytes, loads_strict
+from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -63,6 +66,9 @@ __all__ = [
     "load_private_key_file",
     "load_public_key_file",
     "load_trust_policy_file",
+    "read_tool_file",
+    "InexactNumberError",
+    "private_key_mode_warning",
 ]
 
 PAYLOAD_TYPE = "application/vnd.assay.tool+json;v=1"
@@ -141,10 +147,28 @@ def _without_signature(tool: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in tool.items() if name != SIG_FIELD}
 
 
+class InexactNumberError(SigningError):
+    """A number in the tool that JCS cannot represent exactly (docs/tool-signing.md, 'Numbers')."""
+
+    def __init__(self, pointer: str, value: int, verb: str = "signed") -> None:
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:40] + "..."
+        super().__init__(
+            f"integer {shown} at {json.dumps(pointer or '/')} is beyond ±{MAX_EXACT_INTEGER} "
+            f"and cannot be {verb} exactly (JCS reads numbers as doubles); write it as a string"
+        )
+        self.pointer = pointer
+        self.value = value
+
+
 def canonical_payload(tool: dict[str, Any]) -> bytes:
-    """JCS bytes of the tool without ``x-assay-sig`` (policy.md K3, digest D5)."""
+    """JCS bytes of the tool without ``x-assay-sig``; raises :class:`InexactNumberError` for an
+    integer beyond ±(2**53 - 1), whose canonical form would also stand for its neighbours."""
+    body = _without_signature(tool)
+    found = inexact_number(body)
+    if found is not None:
+        raise InexactNumberError(*found)
     try:
-        return jcs_bytes(_without_signature(tool))
+        return jcs_bytes(body)
     except (UnicodeEncodeError, OverflowError, ValueError, TypeError) as exc:
         raise SigningError(f"tool definition cannot be canonicalized: {exc}") from None
 
@@ -161,7 +185,7 @@ def _spki_der(public: Ed25519PublicKey) -> bytes:
 
 
 def key_id(public: Ed25519PublicKey) -> str:
-    """``sha256:`` of the 44-byte SPKI DER encoding of the public key (digest D6)."""
+    """``sha256:`` of the 44-byte SPKI DER encoding of the public key (the key id of docs/tool-signing.md)."""
     return _sha256_digest(_spki_der(public))
 
 
@@ -234,7 +258,7 @@ def _pkcs8_v2_seed(der: bytes) -> tuple[bytes, bytes | None]:
 
 
 def load_private_key_pem(data: bytes) -> Ed25519PrivateKey:
-    """An Ed25519 private key from PKCS#8 PEM, v1 or v2 (policy.md K1). Raises ``ValueError``."""
+    """An Ed25519 private key from PKCS#8 PEM, v1 or v2. Raises ``ValueError``."""
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
@@ -392,7 +416,7 @@ def sign_tool(
 
 
 def verify_tool(tool: Any, public: Ed25519PublicKey) -> VerifyResult:
-    """Check ``tool``'s signature against ``public`` in the order of policy.md K6 step 4.
+    """Check ``tool``'s signature against ``public``: version, payload type, digest, signature, key id.
 
     Raises :class:`VerifyError` (exit code 1, 2 or 4) on the first failed check.
     """
@@ -405,6 +429,8 @@ def verify_tool(tool: Any, public: Ed25519PublicKey) -> VerifyResult:
         raise VerifyError(f"payload type mismatch: expected {PAYLOAD_TYPE}, got {sig.payload_type}", 4)
     try:
         payload = canonical_payload(tool)
+    except InexactNumberError as exc:
+        raise VerifyError(str(InexactNumberError(exc.pointer, exc.value, "verified")), 1) from None
     except SigningError as exc:
         raise VerifyError.malformed(str(exc)) from None
     if sig.payload_digest != _sha256_digest(payload):
@@ -450,14 +476,14 @@ class TrustedKey:
 
 @dataclass(frozen=True)
 class TrustPolicy:
-    """Which signing keys count (policy.md K7, DECISIONS D31c)."""
+    """Which signing keys count (docs/tool-signing.md, '3. Verify')."""
 
     require_signed: bool = False
     trusted_key_ids: tuple[str, ...] = ()
     trusted_keys: tuple[TrustedKey, ...] = field(default_factory=tuple)
 
     def is_key_trusted(self, kid: str) -> bool:
-        """Listed in either list. A policy that lists no key trusts no key (D31c)."""
+        """Listed in either list. A policy that lists no key trusts no key."""
         return kid in self.trusted_key_ids or any(entry.key_id == kid for entry in self.trusted_keys)
 
 
@@ -471,7 +497,7 @@ def parse_trust_policy(text: str) -> TrustPolicy:
     from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
     try:
-        doc = parse_yaml(text)  # YAML 1.2 scalars, duplicate keys refused (DECISIONS D4/D4a)
+        doc = parse_yaml(text)  # YAML 1.2 scalars, duplicate keys refused, expansion budgeted
     except YamlSyntaxError as exc:
         where = f" at line {exc.line} column {exc.column}" if exc.line else ""
         raise SigningError(f"failed to parse trust policy YAML: {exc}{where}") from None
@@ -512,26 +538,46 @@ def parse_trust_policy(text: str) -> TrustPolicy:
 
 # --- small file readers (the only I/O here) ----------------------------------------------------
 
-_MAX_SMALL_FILE = 1024 * 1024
+def _read_small_with_mode(path: str, what: str) -> tuple[bytes, int]:
+    """A regular file of at most 1 MiB (:func:`assay.inputs.read_input`) and its mode bits."""
+    try:
+        data, info = read_input(path, limit=SMALL_FILE_BYTES, what=what)
+    except InputFileError as exc:
+        raise SigningError(f"failed to read {what}: {path}: {exc.reason}") from None
+    return data, info.st_mode & 0o7777
 
 
 def _read_small(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SMALL_FILE + 1)
-    except OSError as exc:
-        raise SigningError(f"failed to read {what}: {path}: {exc.strerror or exc}") from None
-    if len(data) > _MAX_SMALL_FILE:
-        raise SigningError(f"failed to read {what}: {path}: larger than {_MAX_SMALL_FILE} bytes")
-    return data
+    return _read_small_with_mode(path, what)[0]
 
 
-def load_private_key_file(path: str) -> Ed25519PrivateKey:
-    data = _read_small(path, "private key")
+def read_tool_file(path: str) -> bytes:
+    """The bytes of a tool definition file (regular file, at most 1 MiB)."""
+    return _read_small(path, "tool file")
+
+
+def private_key_mode_warning(path: str, mode: int) -> str | None:
+    """The one-line warning for a private key file readable by group or others."""
+    if not mode & 0o044:
+        return None
+    return (
+        f"warning: private key {path} is readable by group or others (mode {mode & 0o777:04o}); "
+        f"restrict it with: chmod 600 {path}"
+    )
+
+
+def load_private_key_file(path: str, *, warn: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+    """The private key in ``path``; a file readable by group or others is still used, and
+    ``warn`` gets one line saying so (mode taken from the descriptor the key was read from)."""
+    data, mode = _read_small_with_mode(path, "private key")
     try:
-        return load_private_key_pem(data)
+        key = load_private_key_pem(data)
     except ValueError as exc:
         raise SigningError(f"failed to parse private key PEM: {path}: {exc}") from None
+    message = private_key_mode_warning(path, mode)
+    if message is not None and warn is not None:
+        warn(message)
+    return key
 
 
 def load_public_key_file(path: str) -> Ed25519PublicKey:
@@ -552,7 +598,7 @@ def load_trust_policy_file(path: str) -> TrustPolicy:
 
 
 def key_from_trust_policy(policy: TrustPolicy, sig: ToolSignature) -> Ed25519PublicKey:
-    """K6 step 3 with a trust policy: trust is decided on the *claimed* key id (exit 3), then the
+    """The key for a trust policy: trust is decided on the *claimed* key id (exit 3), then the
     key is loaded from ``trusted_keys``; every listed key file must match its declared id."""
     if not policy.is_key_trusted(sig.key_id):
         raise VerifyError.key_not_trusted(sig.key_id)
@@ -576,7 +622,7 @@ def key_from_trust_policy(policy: TrustPolicy, sig: ToolSignature) -> Ed25519Pub
 def signed_at_from_environment() -> tuple[datetime | None, str | None]:
     """``SOURCE_DATE_EPOCH`` (integer seconds) pins ``signed_at`` for reproducible signed files.
 
-    Returns (time or None, warning or None); an invalid value keeps the clock (DECISIONS D2).
+    Returns (time or None, warning or None); an invalid value keeps the clock.
     """
     raw = os.environ.get("SOURCE_DATE_EPOCH")
     if raw is None or raw == "":

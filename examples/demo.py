@@ -55,6 +55,7 @@ async def _demo(assay: str, decision_log: Path) -> int:
                 ("read_file", {"path": "/workspace/README.md"}),
                 ("list_dir", {"path": "/workspace"}),
                 ("read_file", {"path": "/etc/passwd"}),
+                ("read_file", {"path": "/workspace/../etc/passwd"}),
                 ("exec", {"command": "rm -rf /"}),
                 ("write_file", {"path": "/workspace/x", "content": "y"}),
             ]

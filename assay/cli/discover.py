@@ -80,9 +80,10 @@ def discover_command(
 
     settings = d.DiscoverySettings()
     if policy is not None:
+        from assay.policy import read_policy_file
+
         try:
-            with open(policy, "rb") as f:
-                data = f.read()
+            data = read_policy_file(policy)  # regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
         except OSError as exc:
             return fatal(f"cannot read policy {policy}: {exc.strerror or exc}")
         from assay.policy import PolicyError, load_policy

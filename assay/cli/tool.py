@@ -1,8 +1,9 @@
-"""`assay mcp tool keygen|sign|verify` (spec/cli.md §7, policy.md §9) and the hidden deprecated
-`assay tool ...` shim (cli.md §8, DECISIONS D30).
+"""`assay mcp tool keygen|sign|verify` (docs/tool-signing.md) and the hidden deprecated
+`assay tool ...` shim.
 
-Errors print ``error: <message>`` on one line (not ``fatal:``); keygen and sign exit 1 on any
-error, verify exits 0-4 as documented in :mod:`assay.signing`. The shim runs the very same code
+Usage errors (a missing or conflicting flag) print ``assay: error: <message>`` and exit 2, like
+every command. Errors of the work itself print ``error: <message>`` on one line; keygen and sign
+then exit 1, verify exits 0-4 as documented in :mod:`assay.signing`. The shim runs the very same code
 after one deprecation line on stderr, so stdout, exit codes and files are identical.
 """
 
@@ -36,11 +37,7 @@ def _read_tool_definition(tool: str) -> object:
     """The tool file's JSON; sign and verify report a failed read or parse in the same words."""
     from assay import signing
 
-    try:
-        with open(tool, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise signing.SigningError(f"failed to read tool file: {tool}: {exc.strerror or exc}") from None
+    data = signing.read_tool_file(tool)
     try:
         return signing.parse_tool_json(data)
     except signing.SigningError as exc:
@@ -106,9 +103,9 @@ def run_sign(tool: str, key: str, out: str | None, in_place: bool, embed_pubkey:
             output = tool
         elif out is not None:
             output = out
-        else:
+        else:  # the command refuses this as a usage error before calling here
             raise signing.SigningError("must specify --out <PATH> or --in-place")
-        private = signing.load_private_key_file(key)
+        private = signing.load_private_key_file(key, warn=lambda line: sys.stderr.write(line + "\n"))
         definition = _read_tool_definition(tool)
         when, warning = signing.signed_at_from_environment()
         if warning:
@@ -233,6 +230,8 @@ def _register_tool_commands(target: cyclopts.App, announce: Callable[[], None]) 
         """
         if out is not None and in_place:
             raise UsageError("--out and --in-place cannot be used together")
+        if out is None and not in_place:
+            raise UsageError("must specify --out <PATH> or --in-place")
         announce()
         return run_sign(tool, key, out, in_place, embed_pubkey)
 

@@ -6,8 +6,9 @@ limit+1 bytes are read) and bytes into a newly created file.
 
 from __future__ import annotations
 
-import os
+import errno
 
+from assay.inputs import InputFileError, read_input_file
 from assay.manifest.candidate import build_candidate, promote
 from assay.manifest.core import MAX_MANIFEST_BYTES, ManifestError, check_output_size, render_document
 from assay.manifest.declared import parse_declared
@@ -15,35 +16,19 @@ from assay.manifest.publish import PublishError, publish_new
 
 __all__ = ["read_bounded", "write_new", "export_candidate", "promote_files", "load_declared"]
 
-_CHUNK = 64 * 1024
-
 
 def read_bounded(path: str, limit: int = MAX_MANIFEST_BYTES) -> bytes:
-    """M26: read ``path`` whole, refusing it once more than ``limit`` bytes were seen."""
+    """M26: read the regular file ``path`` whole, refusing it once more than ``limit`` bytes
+    were seen (the shared reader, :func:`assay.inputs.read_input_file`: a FIFO or device is
+    refused, never waited on)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ManifestError(f"reading {path}", exc.strerror or str(exc)) from None
-    chunks: list[bytes] = []
-    total = 0
-    try:
-        while total <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError as exc:
-        raise ManifestError(
-            f"reading {path} within the {limit}-byte manifest limit", exc.strerror or str(exc)
-        ) from None
-    finally:
-        os.close(fd)
-    if total > limit:
-        raise ManifestError(
-            f"reading {path} within the {limit}-byte manifest limit", f"exceeded source bytes limit of {limit}"
-        )
-    return b"".join(chunks)
+        return read_input_file(path, limit=limit, what="manifest")
+    except InputFileError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ManifestError(
+                f"reading {path} within the {limit}-byte manifest limit", f"exceeded source bytes limit of {limit}"
+            ) from None
+        raise ManifestError(f"reading {path}", exc.reason) from None
 
 
 def write_new(path: str, data: bytes) -> None:

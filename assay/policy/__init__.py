@@ -1,8 +1,16 @@
-"""The MCP policy engine (spec/policy.md): sans-IO, bytes in → :class:`Policy`, call in → :class:`Decision`.
+"""The MCP policy engine (docs/policy.md): sans-IO, bytes in → :class:`Policy`, call in → :class:`Decision`.
+
+Modules: :mod:`.model` (the types), :mod:`.loader` (YAML, migration, the one policy file read),
+:mod:`.engine` (evaluation), :mod:`.decision` (the one decision value), :mod:`.paths` (path
+confinement), :mod:`.yamlio` (YAML 1.2 within
+the expansion budget).
 
 Public API::
 
     load_policy(data: bytes, *, source="assay.yaml", strict_deprecations=False, warn=None) -> Policy
+    read_policy_file(path) -> bytes   (regular file, ASSAY_MCP_MAX_POLICY_BYTES; InputFileError)
+    load_policy_file(path, *, strict_deprecations=False, warn=None) -> Policy
+    check_schemas(policy) -> str | None,  schema_errors(policy) -> {tool: error}
     evaluate(policy, tool_name, arguments, state=None, *, server_id="default-mcp-server") -> Decision
     SessionState()  .note_request()  .observe_tools(server_id, tools)  .identity(name)
     tool_identity(tool: dict) -> (schema_hash, meta_hash)
@@ -17,12 +25,16 @@ from assay.policy.engine import (
     Decision,
     SessionState,
     ToolIdentity,
+    check_schemas,
+    compile_policy,
     evaluate,
     event_reason_code,
+    schema_errors,
     tool_identity,
 )
 from assay.policy.errors import PolicyError
-from assay.policy.model import Limits, Policy, ToolPin, ToolRules, load_policy
+from assay.policy.loader import load_policy, load_policy_file, read_policy_file
+from assay.policy.model import Limits, PathRule, Policy, ToolPin, ToolRules
 from assay.policy.patterns import NameMatcher, pattern_matches
 
 __all__ = [
@@ -31,7 +43,13 @@ __all__ = [
     "ToolRules",
     "ToolPin",
     "Limits",
+    "PathRule",
     "load_policy",
+    "load_policy_file",
+    "read_policy_file",
+    "compile_policy",
+    "check_schemas",
+    "schema_errors",
     "SessionState",
     "ToolIdentity",
     "Decision",

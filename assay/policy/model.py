@@ -1,44 +1,26 @@
-"""The typed MCP policy and its loader (policy.md §2 L1-L9, §3, §8.1).
+"""The types of a loaded MCP policy (docs/policy.md): frozen values and nothing else.
 
-``load_policy(bytes) -> Policy``: decode, parse YAML 1.2 (``yamlio``), check the root, convert
-field by field into frozen values (class ``structure`` on any type mismatch), warn about unknown
-keys, merge legacy root ``allow``/``deny``, migrate v1 ``constraints`` into schemas, validate pins
-and kill-switch triggers (class ``validation``), and compute ``policy_digest`` over the JCS form
-of the normalized model. No file I/O: callers read the bytes.
+Reading YAML into these values is :mod:`assay.policy.loader`; deciding calls with them is
+:mod:`assay.policy.engine`. This module imports neither, so both can import it.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from assay.canonical import jcs_digest
-from assay.policy.errors import PolicyError
-from assay.policy.patterns import NameMatcher
-from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
 __all__ = [
     "Policy",
     "ToolRules",
     "ToolPin",
     "Limits",
-    "load_policy",
+    "PathRule",
     "UNCONSTRAINED_MODES",
-    "V1_DEPRECATION_WARNING",
-    "STRICT_V1_MESSAGE",
 ]
 
 UNCONSTRAINED_MODES = ("warn", "deny", "allow")
-STRICT_V1_MESSAGE = "Strict mode: v1 policy format (constraints) is not allowed."
-# D29: the warning points to our docs, not to upstream's `assay policy migrate`.
-V1_DEPRECATION_WARNING = (
-    "v1 policy format (constraints) is deprecated; rewrite the constraints as schemas "
-    "(see docs/policy.md, 'Migrating from v1')"
-)
-_U64_MAX = 2**64 - 1
 
 _LIST_KEYS = (
     "allow",
@@ -84,13 +66,14 @@ _ROOT_KEYS = (
     "discovery",
     "runtime_monitor",
     "kill_switch",
+    "path_confinement",
 )
 _PIN_FIELDS = ("server_id", "tool_name", "schema_hash", "meta_hash")
 
 
 @dataclass(frozen=True, slots=True)
 class ToolPin:
-    """One ``tool_pins`` entry (§3.6); all four fields are required."""
+    """One ``tool_pins`` entry; all four fields are required."""
 
     server_id: str
     tool_name: str
@@ -112,7 +95,7 @@ class ToolPin:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """``limits`` (§3.7): session lifetime totals; ``None`` = no limit."""
+    """``limits``: session lifetime totals; ``None`` = no limit."""
 
     max_requests_total: int | None = None
     max_tool_calls_total: int | None = None
@@ -120,7 +103,7 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class ToolRules:
-    """``tools:`` (§3.2). Lists are tuples; ``None`` means absent (which differs from empty, R5)."""
+    """``tools:``. Lists are tuples; ``None`` means absent (which differs from empty)."""
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] | None = None
@@ -147,11 +130,33 @@ class ToolRules:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class PathRule:
+    """One ``path_confinement`` entry: the named arguments of the matching tools must name paths
+    inside one of ``within`` (normalized absolute directories). ``base`` resolves relative paths
+    (absent: they are denied); ``resolve_symlinks`` also resolves symlinks on this machine."""
+
+    tools: tuple[str, ...]
+    args: tuple[str, ...]
+    within: tuple[str, ...]
+    base: str | None = None
+    resolve_symlinks: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tools": list(self.tools),
+            "args": list(self.args),
+            "within": list(self.within),
+            "base": self.base,
+            "resolve_symlinks": self.resolve_symlinks,
+        }
+
+
 @dataclass(frozen=True, eq=False)
 class Policy:
     """A loaded, normalized MCP policy. Treat every container as read-only.
 
-    ``digest`` is ``policy_digest`` (§8.1), ``version_label`` is ``policy_version`` as decisions
+    ``digest`` is ``policy_digest``, ``version_label`` is ``policy_version`` as decisions
     report it (``"unspecified"`` when blank). ``warnings`` holds the load warnings (unknown keys,
     deprecations) in the order they were found.
     """
@@ -168,19 +173,18 @@ class Policy:
     discovery: dict[str, Any] | None = None
     runtime_monitor: dict[str, Any] | None = None
     kill_switch: dict[str, Any] | None = None
+    path_confinement: tuple[PathRule, ...] = ()
     v1_format: bool = False
     source: str = "assay.yaml"
     warnings: tuple[str, ...] = ()
     digest: str = ""
-    # compiled parts, filled by __post_init__ (never part of equality or the digest)
+    # the engine's compiled form, attached by the engine on first use (never part of equality
+    # or the digest); this module does not know its type
     _engine: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.digest:
             object.__setattr__(self, "digest", jcs_digest(self.to_dict()))
-        from assay.policy.engine import _Compiled  # local: engine imports this module
-
-        object.__setattr__(self, "_engine", _Compiled(self))
 
     @property
     def unconstrained_tools(self) -> str:
@@ -196,7 +200,8 @@ class Policy:
         return self.tools.allow is not None or self.tools.allow_classes is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalized model with every field present (§8.1), the input of ``policy_digest``."""
+        """The normalized model with every field present (``path_confinement`` only when set), the
+        input of ``policy_digest``."""
         limits = None
         if self.limits is not None:
             limits = {
@@ -219,541 +224,13 @@ class Policy:
             "discovery": self.discovery,
             "runtime_monitor": self.runtime_monitor,
             "kill_switch": self.kill_switch,
-        }
+        } | (
+            # only when present, so the digest of every policy without it is unchanged
+            {"path_confinement": [rule.to_dict() for rule in self.path_confinement]}
+            if self.path_confinement
+            else {}
+        )
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:
-        """The tool's class set (§3.5), sorted; empty if the tool is not listed."""
+        """The tool's class set, sorted; empty if the tool is not listed."""
         return self.tool_classes.get(tool_name, ())
-
-    def schema_errors(self) -> dict[str, str]:
-        """Every tool whose schema fails to prepare or compile, tool name → error (L10)."""
-        return self._engine.schema_errors()
-
-    def check_schemas(self) -> str | None:
-        """The authoring-command check of L10: ``None`` when every schema compiles, else the
-        message ``tool '<name>': <error>`` per broken tool, sorted, joined by ``; ``."""
-        errors = self.schema_errors()
-        if not errors:
-            return None
-        return "; ".join(sorted(f"tool '{k}': {v}" for k, v in errors.items()))
-
-
-# ----------------------------------------------------------------------------------------------
-# typed conversion
-
-
-class _Structure(Exception):
-    """Internal: a type mismatch at ``path``; becomes PolicyError(kind="structure")."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
-
-
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-class _Reader:
-    """Walks the parsed document, recording unknown keys (L5)."""
-
-    def __init__(self) -> None:
-        self.unknown: list[str] = []
-
-    def mapping(self, value: Any, path: str, *, optional: bool = False) -> dict | None:
-        if value is None and optional:
-            return None
-        if not isinstance(value, dict):
-            raise _Structure(path, f"expected a mapping, got {_type_name(value)}")
-        for key in value:
-            if not isinstance(key, str):
-                raise _Structure(path, f"mapping key {key!r} is not a string")
-        return value
-
-    def fields(self, value: dict, path: str, known: tuple[str, ...]) -> None:
-        for key in value:
-            if key not in known:
-                self.unknown.append(_join(path, key))
-
-    def string(self, value: Any, path: str, *, optional: bool = False) -> str | None:
-        if value is None and optional:
-            return None
-        if not isinstance(value, str):
-            hint = " (quote it)" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-            raise _Structure(path, f"expected a string, got {_type_name(value)}{hint}")
-        return value
-
-    def boolean(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            raise _Structure(path, f"expected a boolean, got {_type_name(value)}")
-        return value
-
-    def u64(self, value: Any, path: str, *, optional: bool = True) -> int | None:
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Structure(path, f"expected an unsigned integer, got {_type_name(value)}")
-        if value < 0 or value > _U64_MAX:
-            raise _Structure(path, f"expected an unsigned integer, got {value}")
-        return value
-
-    def strings(self, value: Any, path: str, *, optional: bool = True) -> tuple[str, ...] | None:
-        if value is None and optional:
-            return None
-        if not isinstance(value, list):
-            raise _Structure(path, f"expected a list of strings, got {_type_name(value)}")
-        out = []
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise _Structure(f"{path}[{i}]", f"expected a string, got {_type_name(item)}")
-            out.append(item)
-        return tuple(out)
-
-    def enum(self, value: Any, path: str, choices: tuple[str, ...]) -> str:
-        text = self.string(value, path)
-        if text not in choices:
-            raise _Structure(path, f"unknown value {json.dumps(text)} (expected one of {', '.join(choices)})")
-        return text  # type: ignore[return-value]
-
-
-def _json_value(value: Any, path: str) -> Any:
-    """Check that a YAML value is plain JSON (string keys, finite numbers); iterative."""
-    stack = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if item is None or isinstance(item, (str, bool, int)):
-            continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise _Structure(where, "a non-finite number is not valid JSON")
-            continue
-        if isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-            continue
-        if isinstance(item, dict):
-            for k, v in item.items():
-                if not isinstance(k, str):
-                    raise _Structure(where, f"mapping key {k!r} is not a string")
-                stack.append((v, _join(where, k)))
-            continue
-        raise _Structure(where, f"{_type_name(item)} is not a JSON value")
-    return value
-
-
-def _contract(r: _Reader, value: Any, path: str, names: tuple[str, ...]) -> dict[str, str] | None:
-    m = r.mapping(value, path, optional=True)
-    if m is None:
-        return None
-    r.fields(m, path, names)
-    out = {}
-    for name in names:
-        if name not in m:
-            raise _Structure(path, f"missing field {name}")
-        out[name] = r.string(m[name], _join(path, name))
-    return out
-
-
-def _tools(r: _Reader, value: Any) -> ToolRules:
-    m = r.mapping(value, "tools")
-    assert m is not None
-    r.fields(m, "tools", _TOOLS_KEYS)
-    kwargs: dict[str, Any] = {}
-    for key in _LIST_KEYS:
-        kwargs[key] = r.strings(m.get(key), f"tools.{key}")
-    kwargs["restrict_scope_contract"] = _contract(
-        r, m.get("restrict_scope_contract"), "tools.restrict_scope_contract", _SCOPE_FIELDS
-    )
-    kwargs["redact_args_contract"] = _contract(
-        r, m.get("redact_args_contract"), "tools.redact_args_contract", _REDACT_FIELDS
-    )
-    return ToolRules(**kwargs)
-
-
-def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None]]]:
-    """v1 ``constraints`` (§3.8): (tool, {param: regex or None}) in rule order, params sorted."""
-    if isinstance(value, list):
-        rules = []
-        for i, item in enumerate(value):
-            path = f"constraints[{i}]"
-            m = r.mapping(item, path)
-            assert m is not None
-            r.fields(m, path, ("tool", "params"))
-            if "tool" not in m:
-                raise _Structure(path, "missing field tool")
-            if "params" not in m:
-                raise _Structure(path, "missing field params")
-            tool = r.string(m["tool"], f"{path}.tool")
-            params_m = r.mapping(m["params"], f"{path}.params")
-            assert params_m is not None
-            params: dict[str, str | None] = {}
-            for pname in sorted(params_m):
-                ppath = f"{path}.params.{pname}"
-                pm = r.mapping(params_m[pname], ppath)
-                assert pm is not None
-                r.fields(pm, ppath, ("matches",))
-                params[pname] = r.string(pm.get("matches"), f"{ppath}.matches", optional=True)
-            rules.append((tool, params))  # type: ignore[arg-type]
-        return rules
-    if isinstance(value, dict):
-        m = r.mapping(value, "constraints")
-        assert m is not None
-        rules = []
-        for tool, pvalue in m.items():
-            tpath = f"constraints.{tool}"
-            params_m = r.mapping(pvalue, tpath)
-            assert params_m is not None
-            params = {}
-            for pname in sorted(params_m):
-                ppath = f"{tpath}.{pname}"
-                pv = params_m[pname]
-                if isinstance(pv, str):
-                    params[pname] = pv
-                    continue
-                pm = r.mapping(pv, ppath)
-                assert pm is not None
-                r.fields(pm, ppath, ("matches",))
-                params[pname] = r.string(pm.get("matches"), f"{ppath}.matches", optional=True)
-            rules.append((tool, params))
-        return rules
-    raise _Structure("constraints", f"expected a list or a mapping, got {_type_name(value)}")
-
-
-def _constraint_schema(params: dict[str, str | None]) -> dict[str, Any]:
-    """M1: the permissive object schema a v1 rule becomes (no maxLength, extra args allowed)."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, regex in params.items():
-        if regex is None:
-            continue
-        properties[pname] = {"type": "string", "pattern": regex, "minLength": 1}
-        required.append(pname)
-    return {"type": "object", "additionalProperties": True, "properties": properties, "required": required}
-
-
-def _discovery(r: _Reader, value: Any) -> dict[str, Any] | None:
-    m = r.mapping(value, "discovery", optional=True)
-    if m is None:
-        return None
-    r.fields(m, "discovery", ("enabled", "methods", "output", "on_findings"))
-    methods_choice = ("config_files", "processes", "network", "dns", "well_known")
-    methods = ["config_files", "processes"]
-    if m.get("methods") is not None:
-        methods = [r.enum(x, f"discovery.methods[{i}]", methods_choice) for i, x in enumerate(r.strings(m["methods"], "discovery.methods") or ())]
-    of = r.mapping(m.get("on_findings", {}), "discovery.on_findings") or {}
-    r.fields(of, "discovery.on_findings", ("unmanaged_server", "no_auth"))
-    levels = ("log", "warn", "fail")
-    return {
-        "enabled": r.boolean(m.get("enabled", False), "discovery.enabled"),
-        "methods": methods,
-        "output": r.string(m.get("output"), "discovery.output", optional=True),
-        "on_findings": {
-            "unmanaged_server": r.enum(of.get("unmanaged_server", "log"), "discovery.on_findings.unmanaged_server", levels),
-            "no_auth": r.enum(of.get("no_auth", "log"), "discovery.on_findings.no_auth", levels),
-        },
-    }
-
-
-def _monitor_match(r: _Reader, value: Any, path: str) -> dict[str, Any]:
-    m = r.mapping(value, path)
-    assert m is not None
-    r.fields(m, path, ("path_globs", "dest_globs", "not"))
-    return {
-        "path_globs": list(r.strings(m.get("path_globs"), f"{path}.path_globs") or ()),
-        "dest_globs": list(r.strings(m.get("dest_globs"), f"{path}.dest_globs") or ()),
-        "not": None if m.get("not") is None else _monitor_match(r, m["not"], f"{path}.not"),
-    }
-
-
-def _runtime_monitor(r: _Reader, value: Any) -> dict[str, Any] | None:
-    m = r.mapping(value, "runtime_monitor", optional=True)
-    if m is None:
-        return None
-    p = "runtime_monitor"
-    r.fields(m, p, ("enabled", "provider", "scope", "rules"))
-    scope_m = r.mapping(m.get("scope", {}), f"{p}.scope") or {}
-    r.fields(scope_m, f"{p}.scope", ("mode", "cgroup"))
-    cg = r.mapping(scope_m.get("cgroup", {}), f"{p}.scope.cgroup") or {}
-    cgp = f"{p}.scope.cgroup"
-    r.fields(cg, cgp, ("freeze_on_incident", "create_leaf", "name_prefix", "cleanup", "pids_max"))
-    rules = []
-    raw_rules = m.get("rules", [])
-    if not isinstance(raw_rules, list):
-        raise _Structure(f"{p}.rules", f"expected a list, got {_type_name(raw_rules)}")
-    for i, item in enumerate(raw_rules):
-        rp = f"{p}.rules[{i}]"
-        rm = r.mapping(item, rp)
-        assert rm is not None
-        r.fields(rm, rp, ("id", "type", "match", "severity", "action"))
-        for req in ("id", "type", "match"):
-            if req not in rm:
-                raise _Structure(rp, f"missing field {req}")
-        rules.append(
-            {
-                "id": r.string(rm["id"], f"{rp}.id"),
-                "type": r.enum(rm["type"], f"{rp}.type", ("file_open", "net_connect", "proc_exec")),
-                "match": _monitor_match(r, rm["match"], f"{rp}.match"),
-                "severity": r.enum(rm.get("severity", "medium"), f"{rp}.severity", ("low", "medium", "high", "critical")),
-                "action": r.enum(rm.get("action", "log"), f"{rp}.action", ("log", "alert", "deny", "trigger_kill")),
-            }
-        )
-    return {
-        "enabled": r.boolean(m.get("enabled", False), f"{p}.enabled"),
-        "provider": r.enum(m.get("provider", "ebpf"), f"{p}.provider", ("ebpf",)),
-        "scope": {
-            "mode": r.enum(scope_m.get("mode", "cgroup_v2"), f"{p}.scope.mode", ("cgroup_v2", "pid_set")),
-            "cgroup": {
-                "freeze_on_incident": r.boolean(cg.get("freeze_on_incident", True), f"{cgp}.freeze_on_incident"),
-                "create_leaf": r.boolean(cg.get("create_leaf", True), f"{cgp}.create_leaf"),
-                "name_prefix": r.string(cg.get("name_prefix", "assay"), f"{cgp}.name_prefix"),
-                "cleanup": r.boolean(cg.get("cleanup", True), f"{cgp}.cleanup"),
-                "pids_max": r.u64(cg.get("pids_max", 2048), f"{cgp}.pids_max", optional=False),
-            },
-        },
-        "rules": rules,
-    }
-
-
-def _kill_switch(r: _Reader, value: Any) -> dict[str, Any] | None:
-    m = r.mapping(value, "kill_switch", optional=True)
-    if m is None:
-        return None
-    p = "kill_switch"
-    r.fields(m, p, ("enabled", "mode", "kill_scope", "grace_period_ms", "kill_children", "capture_state", "output_dir", "triggers"))
-    modes = ("graceful", "immediate")
-    triggers = []
-    raw = m.get("triggers", [])
-    if not isinstance(raw, list):
-        raise _Structure(f"{p}.triggers", f"expected a list, got {_type_name(raw)}")
-    for i, item in enumerate(raw):
-        tp = f"{p}.triggers[{i}]"
-        tm = r.mapping(item, tp)
-        assert tm is not None
-        r.fields(tm, tp, ("on_rule", "mode"))
-        if "on_rule" not in tm:
-            raise _Structure(tp, "missing field on_rule")
-        triggers.append(
-            {
-                "on_rule": r.string(tm["on_rule"], f"{tp}.on_rule"),
-                "mode": None if tm.get("mode") is None else r.enum(tm["mode"], f"{tp}.mode", modes),
-            }
-        )
-    return {
-        "enabled": r.boolean(m.get("enabled", True), f"{p}.enabled"),
-        "mode": r.enum(m.get("mode", "graceful"), f"{p}.mode", modes),
-        "kill_scope": r.enum(m.get("kill_scope", "cgroup"), f"{p}.kill_scope", ("cgroup", "pid_fd", "legacy_pid")),
-        "grace_period_ms": r.u64(m.get("grace_period_ms", 3000), f"{p}.grace_period_ms", optional=False),
-        "kill_children": r.boolean(m.get("kill_children", True), f"{p}.kill_children"),
-        "capture_state": r.boolean(m.get("capture_state", False), f"{p}.capture_state"),
-        "output_dir": r.string(m.get("output_dir"), f"{p}.output_dir", optional=True),
-        "triggers": triggers,
-    }
-
-
-def _is_hex64(value: str) -> bool:
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
-def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[str, Any], list[str]]:
-    """L4-L9 over the parsed root mapping; returns Policy kwargs and warnings."""
-    r = _Reader()
-    warnings: list[str] = []
-    for key in doc:
-        if not isinstance(key, str):
-            raise _Structure("", f"top-level key {key!r} is not a string")
-    r.fields(doc, "", _ROOT_KEYS)
-
-    version = r.string(doc.get("version", ""), "version")
-    name = r.string(doc.get("name", ""), "name")
-    tools = _tools(r, doc.get("tools", {}))
-    root_allow = r.strings(doc.get("allow"), "allow")
-    root_deny = r.strings(doc.get("deny"), "deny")
-
-    schemas_m = r.mapping(doc.get("schemas", {}), "schemas")
-    assert schemas_m is not None
-    schemas = {k: _json_value(v, f"schemas.{k}") for k, v in schemas_m.items()}
-
-    constraints = _constraints(r, doc["constraints"]) if "constraints" in doc else []
-
-    enf = r.mapping(doc.get("enforcement", {}), "enforcement")
-    assert enf is not None
-    r.fields(enf, "enforcement", ("unconstrained_tools",))
-    mode = r.enum(enf.get("unconstrained_tools", "warn"), "enforcement.unconstrained_tools", UNCONSTRAINED_MODES)
-
-    limits = None
-    lm = r.mapping(doc.get("limits"), "limits", optional=True)
-    if lm is not None:
-        r.fields(lm, "limits", ("max_requests_total", "max_tool_calls_total"))
-        limits = Limits(
-            r.u64(lm.get("max_requests_total"), "limits.max_requests_total"),
-            r.u64(lm.get("max_tool_calls_total"), "limits.max_tool_calls_total"),
-        )
-
-    signatures = None
-    sm = r.mapping(doc.get("signatures"), "signatures", optional=True)
-    if sm is not None:
-        r.fields(sm, "signatures", ("check_descriptions",))
-        signatures = {"check_descriptions": r.boolean(sm.get("check_descriptions", False), "signatures.check_descriptions")}
-
-    pins: dict[str, ToolPin] = {}
-    pm = r.mapping(doc.get("tool_pins", {}), "tool_pins")
-    assert pm is not None
-    for pin_name, pin_value in pm.items():
-        path = f"tool_pins.{pin_name}"
-        m = r.mapping(pin_value, path)
-        assert m is not None
-        r.fields(m, path, _PIN_FIELDS)
-        values = []
-        for f in _PIN_FIELDS:
-            if f not in m:
-                raise _Structure(path, f"missing field {f}")
-            values.append(r.string(m[f], f"{path}.{f}"))
-        pins[pin_name] = ToolPin(*values)  # type: ignore[arg-type]
-
-    classes: dict[str, tuple[str, ...]] = {}
-    cm = r.mapping(doc.get("tool_classes", {}), "tool_classes")
-    assert cm is not None
-    for tool, value in cm.items():
-        classes[tool] = tuple(sorted(set(r.strings(value, f"tool_classes.{tool}", optional=False) or ())))
-
-    discovery = _discovery(r, doc.get("discovery"))
-    runtime_monitor = _runtime_monitor(r, doc.get("runtime_monitor"))
-    kill_switch = _kill_switch(r, doc.get("kill_switch"))
-
-    for path in r.unknown:
-        warnings.append(f"unknown key ignored: {path}")
-
-    # L6: v1 detection before normalization
-    v1 = bool(constraints) or version == "1.0"
-    if v1:
-        if strict_deprecations:
-            raise PolicyError("structure", STRICT_V1_MESSAGE, source=source)
-        warnings.append(V1_DEPRECATION_WARNING)
-
-    # L7: root allow/deny appended after tools.allow/deny
-    if root_allow is not None:
-        tools = _replace(tools, allow=(tools.allow or ()) + root_allow)
-    if root_deny is not None:
-        tools = _replace(tools, deny=(tools.deny or ()) + root_deny)
-
-    # L8: constraints overwrite schemas of the same tool, later rules win (M2)
-    if constraints:
-        schemas = dict(schemas)
-        for tool, params in constraints:
-            schemas[tool] = _constraint_schema(params)
-        if version in ("", "1.0"):
-            version = "2.0"
-
-    # L9 validation
-    for pin_name in sorted(pins):
-        pin = pins[pin_name]
-        for f in ("schema_hash", "meta_hash"):
-            if not _is_hex64(getattr(pin, f)):
-                raise PolicyError(
-                    "validation",
-                    f"tool_pins.{pin_name}.{f} must be exactly 64 lowercase hexadecimal characters",
-                    source=source,
-                )
-    if runtime_monitor is not None and kill_switch is not None:
-        ids = {rule["id"] for rule in runtime_monitor["rules"]}
-        for trig in kill_switch["triggers"]:
-            if trig["on_rule"] not in ids:
-                raise PolicyError(
-                    "validation", f"kill_switch.triggers references unknown rule id: {trig['on_rule']}", source=source
-                )
-
-    if signatures is not None and signatures["check_descriptions"]:
-        warnings.append("signatures.check_descriptions has no effect (descriptions are not verified at runtime)")
-
-    kwargs = dict(
-        version=version,
-        name=name,
-        tools=tools,
-        schemas=schemas,
-        enforcement=mode,
-        limits=limits,
-        signatures=signatures,
-        tool_pins=pins,
-        tool_classes=classes,
-        discovery=discovery,
-        runtime_monitor=runtime_monitor,
-        kill_switch=kill_switch,
-        v1_format=v1,
-        source=source,
-        warnings=tuple(warnings),
-    )
-    return kwargs, warnings
-
-
-def _replace(rules: ToolRules, **changes: Any) -> ToolRules:
-    values = {k: getattr(rules, k) for k in _TOOLS_KEYS}
-    values.update(changes)
-    return ToolRules(**values)
-
-
-def _dup_detail(message: str) -> str:
-    return message
-
-
-def load_policy(
-    data: bytes,
-    *,
-    source: str = "assay.yaml",
-    strict_deprecations: bool = False,
-    warn: Callable[[str], None] | None = None,
-) -> Policy:
-    """Bytes of an ``assay.yaml`` → :class:`Policy`, or :class:`PolicyError`.
-
-    ``source`` names the file in messages. ``strict_deprecations`` is L6's strict mode
-    (``--deny-deprecations`` / ``ASSAY_STRICT_DEPRECATIONS=1``; the caller reads the environment).
-    ``warn`` receives each warning line (unknown keys, v1 deprecation, no-effect keys), prefixed
-    with the source; the same lines stay on ``Policy.warnings`` without the prefix.
-    """
-    if isinstance(data, str):
-        raise TypeError("load_policy takes bytes")
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PolicyError("syntax", f"invalid UTF-8 at byte {exc.start}", source=source) from None
-    try:
-        doc = parse_yaml(text)
-    except YamlSyntaxError as exc:
-        raise PolicyError(
-            "syntax", f"invalid YAML: {exc}", source=source, line=exc.line, column=exc.column
-        ) from None
-    except YamlStructureError as exc:
-        raise PolicyError("structure", str(exc), source=source) from None
-    if not isinstance(doc, dict):
-        what = "empty document" if doc is None else _type_name(doc)
-        raise PolicyError("root_not_mapping", f"policy root is not a mapping ({what})", source=source)
-    try:
-        kwargs, warnings = _convert(doc, source, strict_deprecations)
-        policy = Policy(**kwargs)
-    except PolicyError:
-        raise
-    except _Structure as exc:
-        raise PolicyError("structure", f"invalid policy: {exc}", source=source) from None
-    except RecursionError:
-        raise PolicyError("structure", "invalid policy: nested too deeply", source=source) from None
-    except (ValueError, TypeError, OverflowError) as exc:  # e.g. JCS refusing a value
-        raise PolicyError("structure", f"invalid policy: {exc}", source=source) from None
-    if warn is not None:
-        for line in warnings:
-            warn(f"{source}: {line}")
-    return policy

@@ -1,10 +1,10 @@
-"""YAML 1.2 reading for policy files (DECISIONS D4/D4a, policy.md L1-L3).
+"""YAML 1.2 reading for policy files (docs/policy.md, 'Loading').
 
 PyYAML resolves scalars the YAML 1.1 way (``yes`` is a boolean, ``012`` is octal, ``1:30`` is
 sexagesimal, dates become timestamps) and silently keeps the last of two duplicate keys. Upstream
 reads with serde_yaml (YAML 1.2 scalars, duplicates refused), so this module swaps in a core-schema
-resolver, refuses duplicates at every depth and caps alias expansion before anything walks the
-document. The C parser is used when PyYAML has it; the resolver and constructor are ours either way.
+resolver, refuses duplicates at every depth and budgets alias expansion (nodes and scalar
+characters, as if every alias were copied) before anything is constructed or walks the document. The C parser is used when PyYAML has it; the resolver and constructor are ours either way.
 """
 
 from __future__ import annotations
@@ -18,11 +18,24 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import BaseResolver
 
-__all__ = ["MAX_NODES", "YamlSyntaxError", "YamlStructureError", "parse_yaml"]
+__all__ = [
+    "MAX_NODES",
+    "EXPANSION_FACTOR",
+    "DEFAULT_BYTE_CEILING",
+    "YamlSyntaxError",
+    "YamlStructureError",
+    "expansion_budget",
+    "parse_yaml",
+]
 
-MAX_NODES = 100_000  # D4a: expanded node count above which a document is refused
+MAX_NODES = 100_000  # expanded node count above which a document is refused
+# Scalar characters after alias expansion, as a multiple of the byte ceiling of the file
+# (policies: ASSAY_MCP_MAX_POLICY_BYTES, default 1,000,000). At 4x a refused or accepted policy
+# stays far below 100 MB of peak memory even when every byte is a large string many times aliased.
+EXPANSION_FACTOR = 4
+DEFAULT_BYTE_CEILING = 1_000_000
 
-try:  # D4: the C parser when present
+try:  # the C parser when present
     from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the PyYAML build
     from yaml.composer import Composer
@@ -192,13 +205,13 @@ class _Loader(_Parser, _Constructor, _CoreResolver):  # type: ignore[misc,valid-
         _CoreResolver.__init__(self)
 
 
-def _expanded_size(root: Node, cap: int) -> int:
-    """Node count with every alias expanded, stopping once it passes ``cap`` (D4a).
-
-    Aliases share one node object, so sizes are memoized per node; a node reachable from itself
-    (a recursive anchor) expands forever and counts as over the cap.
+def _expanded_size(root: Node, max_nodes: int, max_chars: int) -> str | None:
+    """``None`` when the document with every alias expanded stays within ``max_nodes`` nodes and
+    ``max_chars`` scalar characters, else which bound it passes (``"nodes"``/``"characters"``): what a walk over the constructed document (the policy digest, a schema compile)
+    would visit and copy. Aliases share one node object, so sizes are memoized per node; a node
+    reachable from itself (a recursive anchor) expands forever and counts as over the bound.
     """
-    sizes: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}
     on_path: set[int] = set()
     # iterative post-order walk: libyaml already caps nesting at 1000, but the pure-Python
     # parser does not, and recursion here would turn a deep document into a RecursionError.
@@ -214,18 +227,22 @@ def _expanded_size(root: Node, cap: int) -> int:
                 children = [n for pair in node.value for n in pair]
             else:
                 children = []
-            total = 1
+            nodes = 1
+            chars = len(node.value) if isinstance(node, ScalarNode) else 0
             for child in children:
-                total += sizes[id(child)]
-                if total > cap:
-                    total = cap + 1
-                    break
-            sizes[key] = total
+                n, c = sizes[id(child)]
+                nodes += n
+                chars += c
+                if nodes > max_nodes:
+                    return "nodes"
+                if chars > max_chars:
+                    return "characters"
+            sizes[key] = (nodes, chars)
             continue
         if key in sizes:
             continue
         if key in on_path:
-            return cap + 1
+            return "nodes"
         on_path.add(key)
         stack.append((node, True))
         if isinstance(node, SequenceNode):
@@ -237,18 +254,35 @@ def _expanded_size(root: Node, cap: int) -> int:
         for child in children:
             cid = id(child)
             if cid in on_path:
-                return cap + 1
+                return "nodes"
             if cid not in sizes:
                 stack.append((child, False))
-    return sizes[id(root)]
+    nodes, chars = sizes[id(root)]
+    if nodes > max_nodes:
+        return "nodes"
+    if chars > max_chars:
+        return "characters"
+    return None
 
 
-def parse_yaml(text: str, *, max_nodes: int = MAX_NODES) -> Any:
+def expansion_budget(text_length: int, byte_ceiling: int = DEFAULT_BYTE_CEILING) -> int:
+    """Scalar characters a document may expand to: ``EXPANSION_FACTOR`` times the larger of the
+    byte ceiling and the document itself, so a document without aliases always fits."""
+    return EXPANSION_FACTOR * max(byte_ceiling, text_length)
+
+
+def parse_yaml(
+    text: str,
+    *,
+    max_nodes: int = MAX_NODES,
+    byte_ceiling: int = DEFAULT_BYTE_CEILING,
+) -> Any:
     """Parse one YAML document (an empty stream is ``None``).
 
-    Raises :class:`YamlSyntaxError` (unparsable, more than one document, duplicate key) or
-    :class:`YamlStructureError` (over ``max_nodes`` after alias expansion, unsupported tag,
-    non-scalar key).
+    The composed node graph is measured before anything is constructed: more than ``max_nodes``
+    nodes or more than :func:`expansion_budget` scalar characters once every alias is expanded
+    refuses the document. Raises :class:`YamlSyntaxError` (unparsable, more than one document,
+    duplicate key) or :class:`YamlStructureError` (over a budget, unsupported tag, non-scalar key).
     """
     try:
         loader = _Loader(text)
@@ -269,9 +303,12 @@ def parse_yaml(text: str, *, max_nodes: int = MAX_NODES) -> Any:
             raise YamlSyntaxError("document nested too deeply") from None
         if node is None:
             return None
-        if _expanded_size(node, max_nodes) > max_nodes:
+        max_chars = expansion_budget(len(text), byte_ceiling)
+        over = _expanded_size(node, max_nodes, max_chars)
+        if over is not None:
+            bound = f"{max_nodes} nodes" if over == "nodes" else f"{max_chars} characters of scalars"
             raise YamlStructureError(
-                f"document expands to more than {max_nodes} nodes (alias expansion refused)"
+                f"document expands to more than {bound} once aliases are expanded (alias expansion refused)"
             )
         try:
             return loader.construct_document(node)

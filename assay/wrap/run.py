@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,57 +101,18 @@ def validate_event_source(value: str | None, logging_enabled: bool) -> str | Non
     return source
 
 
-MAX_POLICY_BYTES_ENV = "ASSAY_MCP_MAX_POLICY_BYTES"
-DEFAULT_MAX_POLICY_BYTES = 1_000_000
+def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
+    """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup")."""
+    from assay.policy import PolicyError, load_policy, read_policy_file
 
-
-def max_policy_bytes() -> int:
-    """The policy byte ceiling (docs/policy.md, "File ceilings"), from the environment."""
-    raw = os.environ.get(MAX_POLICY_BYTES_ENV, "").strip()
-    try:
-        value = int(raw) if raw else DEFAULT_MAX_POLICY_BYTES
-    except ValueError:
-        value = DEFAULT_MAX_POLICY_BYTES
-    return value if value > 0 else DEFAULT_MAX_POLICY_BYTES
-
-
-def read_policy_bytes(path: str) -> bytes:
-    """The policy file's bytes: a regular file, opened without blocking (a FIFO is refused,
-    never waited on), at most the byte ceiling. Raises WrapError with one line."""
     if not os.path.exists(path):  # a dangling symlink counts as missing
         raise WrapError(
             f"Policy file not found at {path}. Aborting instead of using insecure default (allow-all) policy."
         )
-    limit = max_policy_bytes()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_policy_file(path)  # regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
     except OSError as exc:
         raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise WrapError(f"cannot read policy {path}: not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if size > limit:
-        raise WrapError(f"policy {path} is larger than {limit} bytes (the {MAX_POLICY_BYTES_ENV} ceiling)")
-    return b"".join(chunks)
-
-
-def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
-    """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup")."""
-    from assay.policy import PolicyError, load_policy
-
-    data = read_policy_bytes(path)
     warn(f"[assay] loading policy from {path}")
     try:
         return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn)

@@ -188,6 +188,7 @@ REASON_CODE = {
     "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
     "E_ARG_SCHEMA": "P_ARG_SCHEMA",
     "E_TOOL_DRIFT": "P_TOOL_DRIFT",
+    "E_PATH_CONFINEMENT": "P_POLICY_DENY",
 }
 
 # examples/assay.yaml against examples/demo_server.py (and tests/e2e/ts_modern_server.mjs, which
@@ -195,7 +196,7 @@ REASON_CODE = {
 DEMO_CALLS = [
     Call("read_file", {"path": "/workspace/README.md"}),
     Call("list_dir", {"path": "/workspace"}),
-    Call("read_file", {"path": "/etc/passwd"}, "E_ARG_SCHEMA"),
+    Call("read_file", {"path": "/etc/passwd"}, "E_PATH_CONFINEMENT"),
     Call("exec", {"command": "rm -rf /"}, "E_TOOL_DENIED"),
     Call("write_file", {"path": "/workspace/x", "content": "y"}, "E_TOOL_NOT_ALLOWED"),
 ]

@@ -205,14 +205,22 @@ def test_read_bounded_reads_at_most_limit_plus_one(tmp_path):
         read_bounded(str(path), limit=10)
 
 
-def test_read_bounded_does_not_slurp_an_endless_source():
-    """/dev/zero never ends; the read stops after limit+1 bytes."""
-    with pytest.raises(ManifestError, match="within the 1048576-byte manifest limit"):
+def test_read_bounded_refuses_an_endless_device():
+    """/dev/zero never ends: not a regular file, refused before any read."""
+    with pytest.raises(ManifestError, match=r"reading /dev/zero: not a regular file \(a character device\)"):
         read_bounded("/dev/zero")
 
 
+def test_read_bounded_refuses_a_fifo_without_waiting(tmp_path):
+    """A FIFO with no writer used to block the open forever; it is refused at once."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ManifestError, match=r"not a regular file \(a FIFO\)"):
+        read_bounded(str(fifo))
+
+
 def test_read_bounded_directory(tmp_path):
-    with pytest.raises(ManifestError, match="Is a directory"):
+    with pytest.raises(ManifestError, match=r"not a regular file \(a directory\)"):
         read_bounded(str(tmp_path))
 
 

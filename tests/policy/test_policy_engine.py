@@ -25,8 +25,10 @@ def P(text: str):
 
 
 def wire(d: Decision, id_=7) -> str:
-    """The wrap's deny line (W1): compact JSON, members in the order built."""
-    return json.dumps({"jsonrpc": "2.0", "id": id_, "result": d.deny_result()}, separators=(",", ":"), ensure_ascii=False)
+    """The wrap's deny line (W1), built by wrap's records from the decision's contract."""
+    from assay.wrap.records import deny_reply
+
+    return deny_reply(id_, d.contract).decode("utf-8").rstrip("\n")
 
 
 def sc(d: Decision) -> str:
@@ -346,12 +348,14 @@ def test_S4_format_is_annotation_only_in_2020_12_and_draft_from_dollar_schema():
 def test_6_2_check_args_payloads():
     p = P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn"))
     assert evaluate(p, "read_file", {"path": "/workspace/x"}).check_args_result() == {"allowed": True, "violations": [], "suggested_fix": None}
-    assert evaluate(p, "list_dir", {}).check_args_result() == {
+    warned = evaluate(p, "list_dir", {}).check_args_result()
+    assert warned == {
         "allowed": True,
         "violations": [],
         "suggested_fix": None,
         "warning": {"code": "E_TOOL_UNCONSTRAINED", "reason": "Tool allowed but has no schema"},
     }
+    assert list(warned) == ["allowed", "warning", "violations", "suggested_fix"]
     r = evaluate(p, "write_file", {}).check_args_result()
     assert json.dumps(r, separators=(",", ":")) == (
         '{"allowed":false,"code":"E_TOOL_NOT_ALLOWED","reason":"Tool is not in the allowlist","violations":[],'
@@ -472,3 +476,35 @@ def test_evaluation_is_deterministic(name, args):
     assert evaluate(p1, name, args).to_dict() == first  # cached plan
     assert evaluate(p2, name, args).to_dict() == first  # fresh policy
     assert first["policy_digest"] == p2.digest
+
+
+def test_one_decision_value_serves_the_server_payload():
+    """`Decision.check_args_result` is exactly the server's `assay_check_args` payload (same
+    members, same order, same deny fallback), so the server needs no copy of its own."""
+    from assay.server.tools.check_args import decision_payload
+
+    p = P(
+        'version: "2.0"\ntools: {allow: [read_file, list_dir, "w*"], deny: [exec]}\n'
+        "schemas: {read_file: {type: object, required: [path]}, broken: {type: 7}}\n"
+        "limits: {max_tool_calls_total: 3}\n"
+        "path_confinement: [{tools: [list_dir], args: [path], within: [/w]}]\n"
+    )
+    state = SessionState()
+    calls = [("read_file", {"path": "/w"}), ("read_file", {}), ("list_dir", {"path": "/etc"}),
+             ("list_dir", {"path": "/w"}), ("exec", {}), ("nope", {}), ("write", {})]
+    decisions = [evaluate(p, name, args) for name, args in calls]
+    decisions += [evaluate(p, "write", {}, state) for _ in range(4)]  # the last is E_RATE_LIMIT
+    assert {d.reason_code for d in decisions} >= {None, "E_ARG_SCHEMA", "E_PATH_CONFINEMENT", "E_TOOL_DENIED",
+                                                 "E_TOOL_NOT_ALLOWED", "E_TOOL_UNCONSTRAINED", "E_RATE_LIMIT"}
+    for d in decisions:
+        mine, server = d.check_args_result(), decision_payload(d)
+        assert json.dumps(mine) == json.dumps(server), d
+
+
+def test_decision_lives_in_its_own_module():
+    import assay.policy
+    import assay.policy.decision
+    import assay.policy.engine
+
+    assert assay.policy.Decision is assay.policy.decision.Decision is assay.policy.engine.Decision
+    assert not hasattr(assay.policy.Decision, "metadata") and not hasattr(assay.policy.Decision, "deny_result")

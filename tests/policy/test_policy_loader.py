@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.policy import PolicyError, evaluate, load_policy
-from assay.policy.model import STRICT_V1_MESSAGE
+from assay.policy import PolicyError, check_schemas, evaluate, load_policy, schema_errors
+from assay.policy.loader import STRICT_V1_MESSAGE
 
 DATA = Path(__file__).parent / "data"
 
@@ -213,8 +213,8 @@ def test_L9b_kill_switch_trigger_must_name_a_monitor_rule():
 
 def test_L10_schemas_are_not_compiled_at_load():
     p = load('schemas:\n  bad: {type: bogus}\n  good: {type: object}\n')
-    assert p.check_schemas() is not None and p.check_schemas().startswith("tool 'bad': ")
-    assert list(p.schema_errors()) == ["bad"]
+    assert check_schemas(p) is not None and check_schemas(p).startswith("tool 'bad': ")
+    assert list(schema_errors(p)) == ["bad"]
 
 
 def test_spec_example_policies_load():
@@ -248,3 +248,40 @@ def test_arbitrary_yamlish_text_raises_only_policy_error(text):
         load_policy(text.encode())
     except PolicyError as e:
         assert e.kind in ("syntax", "root_not_mapping", "structure", "validation")
+
+
+@pytest.mark.parametrize("ref", ["https://example.com/s.json", "file:///etc/schema.json", "other.json#/x"])
+def test_a_ref_that_is_never_fetched_warns_at_load(ref):
+    """It used to load silently and fail only at call time (E_SCHEMA_COMPILE)."""
+    seen: list[str] = []
+    text = (
+        'version: "2.0"\nschemas:\n'
+        f'  read_file: {{type: object, properties: {{path: {{$ref: "{ref}"}}, n: {{$ref: "#/$defs/n"}}}}, '
+        "$defs: {n: {type: integer}}}\n"
+    )
+    p = load(text, warn=seen.append)
+    expected = (
+        "schemas.read_file.properties.path.$ref: remote, file: and relative references are never "
+        "fetched, so this schema will not compile and calls it covers are denied (E_SCHEMA_COMPILE)"
+    )
+    assert p.warnings == (expected,)
+    assert seen == [f"pol.yaml: {expected}"]
+    assert evaluate(p, "read_file", {"path": "x"}).reason_code == "E_SCHEMA_COMPILE"
+
+
+def test_local_refs_do_not_warn():
+    p = load('version: "2.0"\nschemas:\n  $defs: {p: {type: string}}\n  t: {properties: {a: {$ref: "#/$defs/p"}}}\n')
+    assert p.warnings == ()
+
+
+def test_model_imports_neither_loader_nor_engine():
+    """The types module is a leaf of the package: no import cycle between engine and model (the
+    model used to build the engine's compiled form in Policy.__post_init__)."""
+    import ast
+
+    import assay.policy.model as model
+
+    tree = ast.parse(Path(model.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("assay.policy")}, imported

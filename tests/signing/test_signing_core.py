@@ -217,7 +217,7 @@ def test_strict_tool_json():
 _scalars = (
     st.none()
     | st.booleans()
-    | st.integers(-(2**63), 2**63)
+    | st.integers(-(2**53 - 1), 2**53 - 1)  # beyond it signing refuses (test_signing_numbers)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=10)
 )
@@ -232,13 +232,21 @@ _tools = st.dictionaries(st.text(max_size=10).filter(lambda k: k != SIG_FIELD), 
 @settings(max_examples=150, deadline=None)
 @given(_tools, st.booleans())
 def test_property_any_tool_round_trips(tool, embed):
-    """sign -> bytes on disk -> strict parse -> verify succeeds, for any JSON object."""
+    """sign -> bytes on disk -> strict parse -> verify succeeds, for any JSON object whose
+    integers JCS represents exactly."""
     signed = signing.sign_tool(tool, KEY, embed_pubkey=embed)
     reread = signing.parse_tool_json(signing.render_tool(signed))
     result = signing.verify_tool(reread, KEY.public_key())
     assert result.key_id == signing.key_id(KEY.public_key())
     assert signing.canonical_payload(reread) == signing.canonical_payload(tool)
     assert list(reread)[-1] == SIG_FIELD
+
+
+@settings(max_examples=60, deadline=None)
+@given(_tools, st.integers(min_value=2**53) | st.integers(max_value=-(2**53)))
+def test_property_any_inexact_integer_is_refused(tool, number):
+    with pytest.raises(signing.InexactNumberError):
+        signing.sign_tool({**tool, "n": [number]}, KEY)
 
 
 @settings(max_examples=60, deadline=None)

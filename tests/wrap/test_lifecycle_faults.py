@@ -388,7 +388,7 @@ def test_policy_over_the_byte_ceiling_is_refused(tmp_path):
     env = {**os.environ, "ASSAY_MCP_MAX_POLICY_BYTES": "1000"}
     res = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", "true"],
                          input=b"", capture_output=True, timeout=30, cwd=tmp_path, env=env)
-    assert res.returncode == 2 and "larger than 1000 bytes" in res.stderr.decode()
+    assert res.returncode == 2 and "larger than the 1000-byte limit" in res.stderr.decode()
 
 
 def test_fifo_decision_log_without_reader_is_refused(tmp_path):

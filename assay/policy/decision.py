@@ -1,0 +1,217 @@
+"""The one decision value of the MCP policy engine: what :func:`assay.policy.evaluate` returns.
+
+Immutable; containers are handed out as copies. The surfaces read it directly: wrap's decision
+and audit records (``event_reason_code``, the obligation and evidence fields, ``contract`` as the
+deny payload) and the server's ``assay_check_args`` (:meth:`Decision.check_args_result`). The
+deny reply on the wire is wrap's (it depends on the session: protocol era, the tool's
+``outputSchema``), built from ``contract``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["Decision", "event_reason_code"]
+
+_EVENT_CODES = {
+    "E_TOOL_DENIED": "P_TOOL_DENIED",
+    "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
+    "E_ARG_SCHEMA": "P_ARG_SCHEMA",
+    "E_RATE_LIMIT": "P_RATE_LIMIT",
+    "E_TOOL_DRIFT": "P_TOOL_DRIFT",
+}
+
+
+def event_reason_code(outcome: str, reason_code: str | None) -> str:
+    """The wrap decision-event ``reason_code`` (docs/wrap-records.md).
+
+    Allow → ``P_POLICY_ALLOW``; allow-with-warning → the raw code; deny → its ``P_*`` code, any
+    unlisted deny code → ``P_POLICY_DENY`` (fail-closed catch-all).
+    """
+    if outcome == "allow":
+        return "P_POLICY_ALLOW"
+    if outcome == "allow_with_warning":
+        return reason_code or "P_POLICY_ALLOW"
+    return _EVENT_CODES.get(reason_code or "", "P_POLICY_DENY")
+
+
+_FIELDS = (
+    "outcome",
+    "tool",
+    "reason_code",
+    "reason",
+    "typed_decision",
+    "tool_classes",
+    "matched_tool_classes",
+    "match_basis",
+    "matched_rule",
+    "policy_version",
+    "policy_digest",
+    "approval_state",
+    "scope_type",
+    "scope_value",
+    "scope_match_mode",
+    "redaction_target",
+    "redaction_mode",
+    "redaction_scope",
+)
+
+
+class Decision:
+    """One evaluation result. Immutable; containers are handed out as copies.
+
+    ``outcome`` ∈ ``allow`` | ``allow_with_warning`` | ``deny``; ``tool`` is the called tool
+    (also for ``E_RATE_LIMIT``); ``reason_code`` is the ``E_*`` code (``None`` for allow);
+    ``contract`` is the structured deny payload (upstream member order) or ``None``;
+    ``typed_decision`` ∈ ``allow`` | ``allow_with_obligations`` | ``deny`` | ``deny_with_alert``.
+    The approval/scope/redaction fields carry the policy's obligation contracts, set
+    only when an obligation applied.
+    """
+
+    __slots__ = _FIELDS + ("_contract", "_obligations")
+
+    outcome: str
+    tool: str
+    reason_code: str | None
+    reason: str | None
+    typed_decision: str
+    tool_classes: tuple[str, ...]
+    matched_tool_classes: tuple[str, ...]
+    match_basis: str | None
+    matched_rule: str | None
+    policy_version: str
+    policy_digest: str
+    approval_state: str | None
+    scope_type: str | None
+    scope_value: str | None
+    scope_match_mode: str | None
+    redaction_target: str | None
+    redaction_mode: str | None
+    redaction_scope: str | None
+
+    def __init__(
+        self,
+        outcome: str,
+        tool: str,
+        *,
+        reason_code: str | None = None,
+        reason: str | None = None,
+        contract: dict[str, Any] | None = None,
+        typed_decision: str = "allow",
+        obligations: Iterable[dict[str, Any]] = (),
+        tool_classes: tuple[str, ...] = (),
+        matched_tool_classes: tuple[str, ...] = (),
+        match_basis: str | None = None,
+        matched_rule: str | None = None,
+        policy_version: str = "unspecified",
+        policy_digest: str = "",
+        approval_state: str | None = None,
+        scope_type: str | None = None,
+        scope_value: str | None = None,
+        scope_match_mode: str | None = None,
+        redaction_target: str | None = None,
+        redaction_mode: str | None = None,
+        redaction_scope: str | None = None,
+    ) -> None:
+        s = object.__setattr__
+        s(self, "outcome", outcome)
+        s(self, "tool", tool)
+        s(self, "reason_code", reason_code)
+        s(self, "reason", reason)
+        s(self, "_contract", contract)
+        s(self, "typed_decision", typed_decision)
+        s(self, "_obligations", tuple(obligations))
+        s(self, "tool_classes", tuple(tool_classes))
+        s(self, "matched_tool_classes", tuple(matched_tool_classes))
+        s(self, "match_basis", match_basis)
+        s(self, "matched_rule", matched_rule)
+        s(self, "policy_version", policy_version)
+        s(self, "policy_digest", policy_digest)
+        s(self, "approval_state", approval_state)
+        s(self, "scope_type", scope_type)
+        s(self, "scope_value", scope_value)
+        s(self, "scope_match_mode", scope_match_mode)
+        s(self, "redaction_target", redaction_target)
+        s(self, "redaction_mode", redaction_mode)
+        s(self, "redaction_scope", redaction_scope)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Decision is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Decision is immutable")
+
+    # -- views -----------------------------------------------------------------------------
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome != "deny"
+
+    @property
+    def contract(self) -> dict[str, Any] | None:
+        """The structured deny payload (a fresh copy), ``None`` unless the outcome is deny."""
+        c = self._contract
+        if c is None:
+            return None
+        out = dict(c)
+        if "violations" in out:
+            out["violations"] = [dict(v) for v in out["violations"]]
+        return out
+
+    @property
+    def obligations(self) -> list[dict[str, Any]]:
+        """Obligations (copies): typed-contract ones first, then approval/scope/redact."""
+        return [_copy_obligation(o) for o in self._obligations]
+
+    @property
+    def event_reason_code(self) -> str:
+        """``reason_code`` for the wrap decision event."""
+        return event_reason_code(self.outcome, self.reason_code)
+
+    def check_args_result(self) -> dict[str, Any]:
+        """The ``assay_check_args`` payload: ``allowed``, then for a warning ``warning``, then
+        ``violations`` and ``suggested_fix``; a deny adds ``code``, ``reason`` and ``contract``
+        (``{"status": "deny", "error_code": <code>}`` when the deny carries no payload)."""
+        if self.outcome == "allow":
+            return {"allowed": True, "violations": [], "suggested_fix": None}
+        if self.outcome == "allow_with_warning":
+            return {
+                "allowed": True,
+                "warning": {"code": self.reason_code, "reason": self.reason},
+                "violations": [],
+                "suggested_fix": None,
+            }
+        contract = self.contract or {"status": "deny", "error_code": self.reason_code}
+        return {
+            "allowed": False,
+            "code": self.reason_code,
+            "reason": self.reason,
+            "violations": list(contract.get("violations", [])),
+            "suggested_fix": None,
+            "contract": contract,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, for logging and comparisons."""
+        out = {name: getattr(self, name) for name in _FIELDS}
+        out["tool_classes"] = list(self.tool_classes)
+        out["matched_tool_classes"] = list(self.matched_tool_classes)
+        out["contract"] = self.contract
+        out["obligations"] = self.obligations
+        out["event_reason_code"] = self.event_reason_code
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Decision(outcome={self.outcome!r}, tool={self.tool!r}, reason_code={self.reason_code!r})"
+
+
+def _copy_obligation(o: dict[str, Any]) -> dict[str, Any]:
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in o.items()}
