@@ -41,7 +41,8 @@ def sc(d: Decision) -> str:
 def test_W1_arg_schema_deny_line_byte_for_byte():
     d = evaluate(P(MINIMAL), "read_file", {"path": "/etc/passwd"})
     assert wire(d) == (
-        '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
+        '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        '{"type":"text","text":' + json.dumps(sc(d), ensure_ascii=False) + '}],'
         '"isError":true,"structuredContent":{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
         '"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}}}'
     )
@@ -50,7 +51,9 @@ def test_W1_arg_schema_deny_line_byte_for_byte():
 def test_wrap_4_4_denylist_line_byte_for_byte():
     d = evaluate(P('version: "2.0"\ntools: {deny: ["exec"]}\n'), "exec", {})
     assert wire(d) == (
-        '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"}],'
+        '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        '{"type":"text","text":"{\\"status\\":\\"deny\\",\\"error_code\\":\\"E_TOOL_DENIED\\",\\"tool\\":\\"exec\\",'
+        '\\"reason\\":\\"Tool is explicitly denylisted by name\\"}"}],'
         '"isError":true,"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
         '"reason":"Tool is explicitly denylisted by name"}}}'
     )
