@@ -1,13 +1,13 @@
 """`assay mcp discover`: MCP servers in client config files and among running processes.
 
-Sans-IO core (spec/cli.md §4; DECISIONS D29a, D30a, D31): parse a config file's bytes into server
+Sans-IO core (docs/discover.md): parse a config file's bytes into server
 entries and per-file errors, classify a process table snapshot, summarise, render JSON / YAML /
 table, and decide the exit code. The thin I/O layer at the bottom reads the files of
 :mod:`assay.clients` and scans ``/proc``. `assay mcp kill` reuses the process scan so that both
-commands agree on what an MCP server process is (D31a).
+commands agree on what an MCP server process is (docs/discover.md).
 
 A malformed or unreadable config file never crashes the scan and is never skipped silently: it
-becomes an entry of the ``errors`` list (D30a).
+becomes an entry of the ``errors`` list (docs/discover.md).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: A process whose argv (joined by spaces, lower-cased) contains one of these is an MCP server
-#: (spec/cli.md §4 D7).
+#: (docs/discover.md).
 MCP_PROCESS_MARKERS = ("mcp-server", "@modelcontextprotocol/server", "mcp_server")
 
 #: Config files larger than this are reported, not read (a client config is a few KiB).
@@ -94,7 +94,7 @@ def runs_assay_wrap(argv: Sequence[str], _depth: int = 0) -> bool:
     ``argv`` is a config entry's ``[command, *args]`` or a process's argv (for a console script
     that is ``[python, /path/bin/assay, mcp, wrap, ...]``). Scanning stops at ``--``: what
     follows belongs to someone else's child. Tokens holding whitespace (``sh -c "..."``) are
-    split shell-style and searched too, so a launcher shim still counts (D30a).
+    split shell-style and searched too, so a launcher shim still counts (docs/discover.md).
     """
     tokens = list(argv)
     for i, token in enumerate(tokens):
@@ -116,13 +116,13 @@ def runs_assay_wrap(argv: Sequence[str], _depth: int = 0) -> bool:
 
 
 def looks_like_mcp_server(argv: Sequence[str]) -> bool:
-    """Upstream's process predicate (spec/cli.md §4 D7)."""
+    """Upstream's process predicate (docs/discover.md)."""
     joined = " ".join(argv).lower()
     return any(marker in joined for marker in MCP_PROCESS_MARKERS)
 
 
 def _auth_from_names(names: Iterable[str]) -> str:
-    """``api_key`` when a credential-looking name is present (spec/cli.md §4 D6)."""
+    """``api_key`` when a credential-looking name is present (docs/discover.md)."""
     for name in names:
         upper = name.upper()
         if "KEY" in upper or "TOKEN" in upper:
@@ -208,7 +208,7 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         wrapped = runs_assay_wrap([command, *args])
         auth = _auth_from_names(env_names)
     else:
-        url = raw.get("url", raw.get("serverUrl"))
+        url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))
         if not isinstance(url, str):
             return f'server {_quote(name)}: neither "command" nor "url" is a string'
         kind = str(raw.get("type", raw.get("transport", ""))).lower()
@@ -241,43 +241,58 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
     }
 
 
-def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
-    """Parse one config file's bytes into ``(servers, errors)`` (spec/cli.md §4 D5-D6, D30a).
+def _load_toml(text: str) -> Any:
+    import tomllib
 
-    A file without the server map holds no servers and is not an error (Claude Desktop keeps
-    other settings in the same file). One bad server entry is reported and the file's other
-    servers are still listed (upstream dropped the whole file silently).
+    return tomllib.loads(text)
+
+
+def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
+    """Parse one config file's bytes into ``(servers, errors)`` (docs/discover.md, 'Config files').
+
+    A file without the server map holds no servers and is not an error (Claude Desktop, Gemini
+    CLI and Zed keep other settings in the same file). One bad server entry is reported and the
+    file's other servers are still listed. JSON, JSON with comments (VS Code, Zed) and TOML
+    (Codex CLI) are read as the client reads them.
     """
+    from assay.clients import server_maps
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return [], [_error(location, f"not valid UTF-8 (byte {exc.start})")]
     if text.startswith("\ufeff"):
         text = text[1:]
-    if location.jsonc:
-        text = strip_jsonc(text)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
-    except RecursionError:
-        return [], [_error(location, "invalid JSON: nested too deeply")]
-    if not isinstance(doc, dict):
-        return [], [_error(location, "top level is not a JSON object")]
-    key = location.servers_key
-    table = doc.get(key)
-    if table is None:
-        return [], []
-    if not isinstance(table, dict):
-        return [], [_error(location, f"{_quote(key)} is not an object")]
+    if location.toml:
+        try:
+            doc = _load_toml(text)
+        except ValueError as exc:
+            return [], [_error(location, f"invalid TOML: {exc}")]
+    else:
+        if location.jsonc:
+            text = strip_jsonc(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
+        except RecursionError:
+            return [], [_error(location, "invalid JSON: nested too deeply")]
+        if not isinstance(doc, dict):
+            return [], [_error(location, "top level is not a JSON object")]
     servers: list[dict] = []
     errors: list[dict] = []
-    for name, raw in table.items():
-        entry = _server_entry(name, raw, location)
-        if isinstance(entry, str):
-            errors.append(_error(location, entry))
-        else:
-            servers.append(entry)
+    for path, table in server_maps(doc, location):
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            errors.append(_error(location, f"{_quote('.'.join(path))} is not an object"))
+            continue
+        for name, raw in table.items():
+            entry = _server_entry(name, raw, location)
+            if isinstance(entry, str):
+                errors.append(_error(location, entry))
+            else:
+                servers.append(entry)
     return servers, errors
 
 
@@ -348,7 +363,7 @@ def _process_entry(p: ProcInfo, wrapped: bool) -> dict[str, Any]:
 
 
 def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -> list[dict]:
-    """Running MCP servers of a snapshot, ascending pid (spec/cli.md §4 D7; D30a, D31).
+    """Running MCP servers of a snapshot, ascending pid (docs/discover.md).
 
     A running `assay mcp wrap` is listed as wrapped; the server it runs (its child, and that
     child's own descendants, e.g. the node under an npx) is not listed again.
@@ -366,7 +381,7 @@ def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None
 
 
 def mcp_server_pids(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -> set[int]:
-    """Pids kill accepts without `--force` (D31a): listed servers and the servers wraps run."""
+    """Pids kill accepts without `--force` (docs/discover.md): listed servers and the servers wraps run."""
     snapshot = list(procs)
     _, under = _wrap_pids_and_their_trees(snapshot)
     listed = {e["source"]["pid"] for e in classify_processes(snapshot, self_pid=self_pid)}
@@ -378,7 +393,7 @@ def mcp_server_pids(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -
 
 
 def summarize(servers: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """spec/cli.md §4 D8; a wrapped server counts as managed (D30a)."""
+    """The summary counts; a wrapped server counts as managed (docs/discover.md)."""
     return {
         "total": len(servers),
         "configured": sum(1 for s in servers if s["status"] == "configured"),
@@ -408,14 +423,14 @@ def format_rfc3339(ns: int) -> str:
 
 
 def format_table_time(ns: int) -> str:
-    """``2026-08-22 05:24:38.123456789 UTC`` (spec/cli.md §4 D10)."""
+    """``2026-08-22 05:24:38.123456789 UTC`` (docs/discover.md)."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ns // 1_000_000_000)) + _fraction(ns) + " UTC"
 
 
 def build_document(
     servers: Sequence[dict], errors: Sequence[dict], *, generated_at_ns: int, host: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The inventory document: spec/cli.md §4 D9 plus ``errors`` last (D30a)."""
+    """The inventory document, ``errors`` last (docs/discover.md, 'Output')."""
     return {
         "generated_at": format_rfc3339(generated_at_ns),
         "host": dict(host),
@@ -426,7 +441,7 @@ def build_document(
 
 
 def render_json(doc: Mapping[str, Any]) -> str:
-    """Pretty JSON, 2-space indent, UTF-8 kept (spec/cli.md G3); no trailing newline."""
+    """Pretty JSON, 2-space indent, UTF-8 kept (docs/discover.md); no trailing newline."""
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
@@ -445,9 +460,9 @@ def _client_of(server: Mapping[str, Any]) -> str:
 
 
 def render_table(doc: Mapping[str, Any], generated_at_ns: int) -> str:
-    """The human report (spec/cli.md §4 D10) with a WRAPPED column (D30a).
+    """The human report (docs/discover.md) with a WRAPPED column (docs/discover.md).
 
-    Deviation, documented in docs/discover.md: status and auth are padded like their headers so
+    A difference from upstream Assay (docs/compatibility.md): status and auth are padded like their headers so
     the added column lines up, and the summary names Managed.
     """
     host = doc["host"]
@@ -478,12 +493,12 @@ def render_table(doc: Mapping[str, Any], generated_at_ns: int) -> str:
 
 
 def error_warning_lines(errors: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The table format's stderr line per unusable config file (D30a)."""
+    """The table format's stderr line per unusable config file (docs/discover.md)."""
     return [f"warning: skipped {e['path']}: {e['error']}" for e in errors]
 
 
 def parse_fail_on(values: Iterable[str] | None) -> set[str]:
-    """Comma-separated, repeatable; unknown words are ignored (spec/cli.md §4 D1)."""
+    """Comma-separated, repeatable; unknown words are ignored (docs/discover.md)."""
     out: set[str] = set()
     for value in values or ():
         out.update(part.strip() for part in value.split(",") if part.strip())
@@ -492,7 +507,7 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """What to scan and how to react (spec/cli.md §4 D2; policy.md §10.4)."""
+    """What to scan and how to react (docs/discover.md)."""
 
     enabled: bool = True
     methods: tuple[str, ...] = ("config_files", "processes")
@@ -503,7 +518,7 @@ class DiscoverySettings:
 def evaluate_findings(
     summary: Mapping[str, int], fail_on: set[str], settings: DiscoverySettings
 ) -> tuple[list[str], int]:
-    """``(stderr lines, exit code)``: 10 unmanaged, 11 without auth (spec/cli.md §4 D11)."""
+    """``(stderr lines, exit code)``: 10 unmanaged, 11 without auth (docs/discover.md)."""
     lines: list[str] = []
     code = 0
     unmanaged = summary["unmanaged"]
@@ -527,10 +542,10 @@ def evaluate_findings(
 
 
 def settings_from_policy(discovery: Mapping[str, Any] | None) -> DiscoverySettings:
-    """Discovery settings from a loaded policy's ``discovery`` block (spec/cli.md §4 D2).
+    """Discovery settings from a loaded policy's ``discovery`` block (docs/discover.md).
 
     No block -> scan as without a policy. With one, ``enabled`` defaults to false (the policy
-    loader fills the defaults of policy.md §10.4) and an empty ``methods`` list means both.
+    loader fills the defaults, docs/policy.md) and an empty ``methods`` list means both.
     """
     if discovery is None:
         return DiscoverySettings()
@@ -549,7 +564,7 @@ def settings_from_policy(discovery: Mapping[str, Any] | None) -> DiscoverySettin
 
 
 def host_info() -> dict[str, str]:
-    """``hostname``/``os``/``arch`` in Rust's spellings (spec/cli.md §4 D9)."""
+    """``hostname``/``os``/``arch`` in Rust's spellings (docs/discover.md)."""
     from assay.clients import current_platform
 
     try:
@@ -722,7 +737,7 @@ def run_discovery(
     proc_root: str = "/proc",
     self_pid: int | None = None,
 ) -> DiscoveryResult:
-    """Run the configured scanners in their listed order (spec/cli.md §4 D2)."""
+    """Run the configured scanners in their listed order (docs/discover.md)."""
     result = DiscoveryResult()
     if not settings.enabled:
         return result

@@ -1,4 +1,4 @@
-"""`assay mcp kill`: stop running MCP server processes (spec/cli.md §5; DECISIONS D31a, D31b, D32).
+"""`assay mcp kill`: stop running MCP server processes (docs/kill.md).
 
 Sans-IO parts: target parsing, duration parsing, inventory look-ups. The I/O part signals
 processes through pidfds (Linux), so a pid that exits and is reused by an unrelated process
@@ -7,10 +7,10 @@ polling. It signals processes; it never starts any.
 
 Safety rules that differ from upstream, on purpose:
 - a pid that the discover process scan does not recognise as an MCP server is refused unless
-  ``--force`` is given (D31a);
-- the default mode is graceful: SIGTERM, then SIGKILL after the grace period (D31b);
+  ``--force`` is given (docs/kill.md);
+- the default mode is graceful: SIGTERM, then SIGKILL after the grace period (docs/kill.md);
 - ``--kill-children`` snapshots the descendants *before* the parent is signalled, so children
-  re-parented when their parent dies are still reached (D32);
+  re-parented when their parent dies are still reached (docs/kill.md);
 - a pid that does not exist, or a target that cannot be resolved, fails the run (exit 30).
 """
 
@@ -64,7 +64,7 @@ class InventoryError(ValueError):
 
 
 def parse_pid_target(token: str) -> int | None:
-    """``proc-<pid>`` or ``<pid>`` (unsigned 32-bit) -> pid; anything else -> None (§5 K1)."""
+    """``proc-<pid>`` or ``<pid>`` (unsigned 32-bit) -> pid; anything else -> None (docs/kill.md)."""
     m = _PID_TARGET.fullmatch(token)
     if m is None:
         return None
@@ -73,7 +73,7 @@ def parse_pid_target(token: str) -> int | None:
 
 
 def parse_grace(text: str) -> float:
-    """``<n>ms``, ``<n>s`` or bare ``<n>`` seconds (§5 K5) -> seconds."""
+    """``<n>ms``, ``<n>s`` or bare ``<n>`` seconds (docs/kill.md) -> seconds."""
     m = _DURATION.fullmatch(text)
     if m is None:
         raise ValueError(f"invalid --grace {json.dumps(text)}: expected <n>ms, <n>s or <n> (seconds)")
@@ -82,7 +82,7 @@ def parse_grace(text: str) -> float:
 
 
 def load_inventory(path: str) -> dict[str, Any]:
-    """A discover JSON/YAML document: JSON when the name ends in ``.json``, else YAML (§5 K2)."""
+    """A discover JSON/YAML document: JSON when the name ends in ``.json``, else YAML (docs/kill.md)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -113,7 +113,7 @@ def _entry_pid(entry: Any) -> int | None:
 
 
 def resolve_in_inventory(doc: Mapping[str, Any], token: str) -> int | None:
-    """Exact server id first, then name, preferring a running-process entry (§5 K1)."""
+    """Exact server id first, then name, preferring a running-process entry (docs/kill.md)."""
     servers = [s for s in doc.get("servers", []) if isinstance(s, dict)]
     for s in servers:
         if s.get("id") == token and _entry_pid(s) is not None:
@@ -126,7 +126,7 @@ def resolve_in_inventory(doc: Mapping[str, Any], token: str) -> int | None:
 
 
 def running_pids(doc: Mapping[str, Any]) -> list[int]:
-    """Pids of running process entries, sorted and de-duplicated (§5 K3)."""
+    """Pids of running process entries, sorted and de-duplicated (docs/kill.md)."""
     pids = {
         _entry_pid(s)
         for s in doc.get("servers", [])
@@ -200,7 +200,7 @@ class _Handle:
 
 
 def _open_descendants(pid: int, snapshot: Sequence[discover.ProcInfo]) -> list[_Handle]:
-    """Handles on every descendant of ``pid``, taken before ``pid`` is signalled (D32)."""
+    """Handles on every descendant of ``pid``, taken before ``pid`` is signalled (docs/kill.md)."""
     ticks = {p.pid: p.start_ticks for p in snapshot}
     handles: list[_Handle] = []
     for child in discover.descendants(snapshot, pid):
@@ -254,7 +254,7 @@ async def kill_pid(
     self_pid: int | None = None,
     proc_reader: Callable[[], Sequence[discover.ProcInfo]] = discover.read_proc_table,
 ) -> KillOutcome:
-    """Check, signal and wait for one pid (§5 K5-K7; D31a, D31b, D32)."""
+    """Check, signal and wait for one pid (docs/kill.md)."""
     if self_pid is not None and pid == self_pid:
         return KillOutcome(pid, False, error=f"✗ refusing to kill pid={pid}: that is this assay process")
     if pid <= 0 or pid > MAX_PID:
@@ -313,7 +313,7 @@ async def run_kill(
     err: Callable[[str], None],
     self_pid: int | None = None,
 ) -> int:
-    """Resolve targets, kill each pid once, report; 0 when all succeeded, else 30 (§5 K9).
+    """Resolve targets, kill each pid once, report; 0 when all succeeded, else 30 (docs/kill.md).
 
     Usage checks (``--all`` without ``--yes``, no target) belong to the caller.
     Raises :class:`InventoryError` when ``--all`` cannot load its inventory.
@@ -339,7 +339,11 @@ async def run_kill(
                     except InventoryError as exc:
                         inventory_error = str(exc)
                 if inventory_error is not None:
-                    err(f"Warning: could not load inventory to resolve target {json.dumps(token)}: {inventory_error}")
+                    err(
+                        f"✗ Could not resolve target {json.dumps(token)}: {inventory_error} (write an inventory "
+                        f"with: assay mcp discover --format {'json' if inventory_path.lower().endswith('.json') else 'yaml'}"
+                        f" -o {inventory_path})"
+                    )
                     failed = True
                     continue
                 pid = resolve_in_inventory(inventory or {}, token)

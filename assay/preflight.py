@@ -59,7 +59,9 @@ class Probe:
 
 
 def install_hint(expected: str) -> str:
-    return f"pip install 'assay-mcp=={expected}'"  # DECISIONS D2a
+    """How to install both scripts, as README.md 'Install' says: from a checkout of this
+    version, with pipx, uv or pip (the distribution is not on a package index)."""
+    return f"from an assay-mcp {expected} checkout: pipx install . or uv tool install . or pip install ."
 
 
 def _texts(phase: Phase, expected: str, actual: str | None) -> tuple[str, str]:

@@ -1,8 +1,9 @@
-"""`assay mcp config-path` (spec/cli.md §6): where a client's config lives, and what to paste.
+"""`assay mcp config-path CLIENT`: where a client's config lives, and a paste-ready entry.
 
-The path comes from the one client table in :mod:`assay.clients` (DECISIONS D29a), the
-generated entry runs the server through `assay mcp wrap` with *this* installation's `assay`
-script (D29). Nothing is written to disk.
+The paths and shapes come from the one client table in :mod:`assay.clients`; the generated
+entry runs the server through `assay mcp wrap` with *this* installation's `assay` script, in
+exactly the shape `assay mcp protect` writes (so `protect --undo` can unwrap a pasted entry
+too). Nothing is written to disk (docs/config-path.md).
 """
 
 from __future__ import annotations
@@ -11,74 +12,102 @@ import json
 import os
 import shlex
 import sys
-import sysconfig
 from typing import Annotated, Any
 
 import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import UsageError
-
-_SCRIPT_NAMES = ("assay", "assay.exe")
-
-
-def find_assay_script() -> str:
-    """The `assay` script of this installation (D29): the one running, else the one installed
-    next to this interpreter, else the first on PATH, else the bare name."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    if os.path.basename(argv0).lower() in _SCRIPT_NAMES and os.path.isfile(argv0):
-        return os.path.abspath(argv0)
-    for directory in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
-        for name in _SCRIPT_NAMES:
-            candidate = os.path.join(directory or "", name)
-            if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
-    import shutil
-
-    found = shutil.which("assay")
-    return os.path.abspath(found) if found else "assay"
+from assay.clients import find_assay_script  # noqa: F401  (re-exported: older imports)
 
 
 def generated_server(
-    assay: str, policy: str, server: str | None, home: str
+    assay: str, policy: str, server: str | None, home: str, stdio_type: str | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """``(server name, {"command", "args"})`` for the mcpServers map (spec/cli.md §6 F4).
+    """``(server name, entry)`` for the client's server map.
 
-    ``--server`` is split shell-style, so a quoted path with spaces stays one argument.
+    ``--server`` is split shell-style, so a quoted path with spaces stays one argument; an
+    empty or blank ``--server`` is a usage error (it used to fall back to the default silently).
     """
-    words: list[str] = []
-    if server is not None and server.strip():
+    if server is not None:
+        if not server.strip():
+            raise UsageError('--server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"')
         try:
             words = shlex.split(server)
         except ValueError as exc:
             raise UsageError(f"invalid --server {json.dumps(server)}: {exc}") from None
-    if words:
+        if not words:
+            raise UsageError(f"invalid --server {json.dumps(server)}: no command in it")
         name, command = "mcp-secure", words
     else:
         name, command = "filesystem-secure", ["npx", "-y", "@modelcontextprotocol/server-filesystem", home]
-    return name, {"command": assay, "args": ["mcp", "wrap", "--policy", policy, "--", *command]}
+    entry: dict[str, Any] = {}
+    if stdio_type is not None:
+        entry["type"] = stdio_type
+    entry["command"] = assay
+    entry["args"] = ["mcp", "wrap", "--policy", policy, "--label", name, "--", *command]
+    return name, entry
+
+
+def render_snippet(servers_key: str, syntax: str, name: str, entry: dict[str, Any]) -> str:
+    """A complete, valid config file holding only the generated entry (JSON, or TOML for Codex)."""
+    if syntax == "toml":
+        import tomlkit
+
+        doc = tomlkit.document()
+        servers = tomlkit.table(is_super_table=True)
+        table = tomlkit.table()
+        for key, value in entry.items():
+            table[key] = value
+        servers[name] = table
+        doc[servers_key] = servers
+        return tomlkit.dumps(doc).strip("\n") + "\n"
+    return json.dumps({servers_key: {name: entry}}, indent=2, ensure_ascii=False) + "\n"
 
 
 def render_terminal(
-    display: str, config_path: str | None, exists: bool, policy: str, snippet: str
+    *,
+    display: str,
+    alias: str,
+    config_path: str | None,
+    exists: bool,
+    project_path: str | None,
+    policy: str,
+    policy_exists: bool,
+    servers_key: str,
+    syntax: str,
+    name: str,
+    snippet: str,
 ) -> str:
-    """The boxed human output (spec/cli.md §6 F6), ending with one blank line."""
-    lines = [f"┌─ {display} Configuration", "│"]
+    """Explanations around one block that can be pasted as is."""
+    lines = [f"{display}"]
     if config_path is None:
-        lines += ["│  Config file: Could not detect path", "│  Status: ✗ Unknown OS or client not installed"]
+        lines.append("  Config file: could not detect the path (unknown OS)")
     else:
-        lines.append(f"│  Config file: {config_path}")
-        lines.append("│  Status: ✓ Found" if exists else "│  Status: ✗ Not found (will be created)")
-    lines += ["│", "├─ Policy file", "│", f"│  {policy}", "│", "├─ Add this to your mcpServers:", "│"]
-    lines += [f"│  {line}" for line in snippet.splitlines()]
-    lines += [
-        "│",
-        "└─ Next steps:",
-        "   1. Create your policy file",
-        "   2. Add the above JSON to your config file",
-        f"   3. Restart {display}",
+        state = "exists" if exists else "not found; the block below is a complete file"
+        lines.append(f"  Config file: {config_path} ({state})")
+    if project_path is not None:
+        lines.append(f"  Project file: {project_path} (same format, for one project)")
+    state = "exists" if policy_exists else "not found; `protect --init-policy` below writes a starter policy there"
+    lines.append(f"  Policy file: {policy} ({state})")
+    lines.append("")
+    if syntax == "toml":
+        lines.append("Append this to the config file:")
+    else:
+        lines.append(
+            f"Paste this as the config file, or, if it exists, add the {json.dumps(name)} member to its "
+            f"{json.dumps(servers_key)} object:"
+        )
+    lines.append("")
+    body = "\n".join(lines) + "\n" + snippet
+    tail = [
+        "",
+        "Or let assay rewrite every server already in the config file (backup kept, --undo restores):",
+        f"  assay mcp protect {alias} --policy {shlex.quote(policy)}" + ("" if policy_exists else " --init-policy"),
+        "",
+        f"Then restart {display}.",
     ]
-    return "\n".join(lines) + "\n\n"
+    return body + "\n".join(tail) + "\n"
 
 
 def config_path_command(
@@ -91,10 +120,12 @@ def config_path_command(
 ) -> int:
     """Show a client's MCP config file and a ready-to-paste entry that runs a server through assay mcp wrap.
 
+    Exit codes: 0; 2 usage errors (unknown client, empty or unparsable --server).
+
     Parameters
     ----------
     client
-        claude (also claude-desktop, claude_desktop) or cursor.
+        claude, claude-code, cursor, vscode, windsurf, gemini, codex or zed (any case).
     policy
         Policy file for the generated entry (default: <config dir>/assay/policy.yaml).
     server
@@ -106,30 +137,46 @@ def config_path_command(
 
     label = clients.resolve_client(client)
     if label is None:
-        raise UsageError(f"unknown client {json.dumps(client)}. Supported: claude, cursor")
+        raise UsageError(f"unknown client {json.dumps(client)}. Supported: {clients.client_names()}")
+    info = clients.client_info(label)
     platform = clients.current_platform()
     home = clients.current_home()
     config_path = clients.user_config_path(label, platform, home, os.environ)
+    project = [r.path for r in clients.client_locations(label, platform, home, os.environ, os.getcwd()) if r.scope == "project"]
     exists = config_path is not None and os.path.exists(config_path)
     if policy is None:
         policy_path = os.path.join(clients.config_dir(platform, home, os.environ), "assay", "policy.yaml")
     else:
+        if not policy.strip():
+            raise UsageError("--policy is empty; give the policy file the entry should enforce")
         # A client starts servers from a working directory of its own: a relative path would
         # point somewhere else there, so the pasted entry gets an absolute one.
         policy_path = os.path.abspath(policy)
-    name, entry = generated_server(find_assay_script(), policy_path, server, home)
-    display = clients.DISPLAY_NAMES[label]
+    name, entry = generated_server(find_assay_script(), policy_path, server, home, info.stdio_type)
     if json_:
         doc = {
-            "client": display,
+            "client": info.display,
             "config_path": config_path,
             "config_exists": exists,
             "generated_server": {"server_name": name, "config": entry},
         }
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
-        snippet = json.dumps({name: entry}, indent=2, ensure_ascii=False)
-        sys.stdout.write(render_terminal(display, config_path, exists, policy_path, snippet))
+        sys.stdout.write(
+            render_terminal(
+                display=info.display,
+                alias=info.aliases[0],
+                config_path=config_path,
+                exists=exists,
+                project_path=project[0] if project else None,
+                policy=policy_path,
+                policy_exists=os.path.exists(policy_path),
+                servers_key=info.servers_key,
+                syntax=info.syntax,
+                name=name,
+                snippet=render_snippet(info.servers_key, info.syntax, name, entry),
+            )
+        )
     return 0
 
 

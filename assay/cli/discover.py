@@ -1,8 +1,8 @@
-"""`assay mcp discover` (spec/cli.md §4) and its hidden deprecated flat form `assay discover` (§8).
+"""`assay mcp discover` and its hidden deprecated flat form `assay discover` (docs/discover.md).
 
 A thin layer over :mod:`assay.discover`: read the policy, run the scanners, print or write the
 document, then report findings. The shim runs the very same function after one stderr warning
-line, so stdout, exit codes and artifacts cannot drift apart (DECISIONS D30).
+line, so stdout, exit codes and artifacts cannot drift apart.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ def _generated_at_ns() -> int:
 
 
 def _write_output(path: str, text: str) -> None:
-    """Replace ``path`` atomically (temp file in the same directory, then rename)."""
+    """Replace ``path`` atomically (temp file in the same directory, then rename). A missing
+    parent directory is created, so `-o .assay/inventory.yaml` works in a fresh directory."""
     directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".assay-discover-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -122,7 +124,7 @@ def discover_command(
 
 
 def _shim(command, warning: str):
-    """The same command behind a one-line deprecation warning (spec/cli.md §8 H3)."""
+    """The same command behind a one-line deprecation warning."""
 
     @functools.wraps(command)
     def shim(*args, **kwargs):

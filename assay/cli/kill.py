@@ -1,8 +1,8 @@
-"""`assay mcp kill` (spec/cli.md §5) and its hidden deprecated flat form `assay kill` (§8).
+"""`assay mcp kill` (docs/kill.md) and its hidden deprecated flat form `assay kill` (docs/kill.md).
 
 A thin layer over :mod:`assay.kill`. The shim runs the very same function after one stderr
-warning line (DECISIONS D30). `--capture-state`, `--output` and `--reason` did nothing upstream
-and are not accepted (D31b).
+warning line (docs/kill.md). `--capture-state`, `--output` and `--reason` did nothing upstream
+and are not accepted (docs/kill.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`assay mcp preflight` (spec/cli.md §2): a thin layer over :func:`assay.preflight.preflight`."""
+"""`assay mcp preflight` (docs/preflight.md): a thin layer over :func:`assay.preflight.preflight`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         format: Annotated[Literal["terminal", "json"], Parameter(name="--format")] = "terminal",
     ) -> int:
         """Check that assay-mcp-server on PATH matches this CLI and starts with a policy root.
+
+        Exit codes: 0 ready (the server on PATH matches and accepted the policy root); 2 not ready (missing, unstartable, wrong version, invalid root, startup refused or timed out) and usage errors.
 
         Parameters
         ----------

@@ -1,1 +1,1 @@
-"""`assay-mcp-server`: an MCP server over stdio exposing policy-check tools (spec/server.md)."""
+"""`assay-mcp-server`: an MCP server over stdio exposing policy-check tools (docs/server.md)."""

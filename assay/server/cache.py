@@ -1,8 +1,10 @@
-"""Parsed-policy cache keyed by path and content digest (spec/server.md §7 K1, K2).
+"""Parsed-policy cache keyed by path and content digest (docs/server.md, "Shared rules").
 
-The file is re-read on every call under the byte ceiling; the cache only saves re-parsing, so an
-edit takes effect on the next call. Only successful parses are stored (K2). Eviction is
-approximate LFU: the entry used least often goes first, ties broken by age.
+The key is `<path below the root>:<sha256 of the bytes read>`, so an edit takes effect on the
+next call. Only successful parses are stored: a parse failure or an over-limit file is tried
+again on every call. Eviction is approximate LFU: the entry used least often goes first, ties
+broken by age. Which bytes to hash (or whether a read can be skipped) is the tool context's
+business (:meth:`assay.server.context.ToolContext.load`).
 """
 
 from __future__ import annotations
@@ -35,9 +37,19 @@ class PolicyCache:
     def __contains__(self, key: str) -> bool:
         return key in self._entries
 
-    def get_or_parse(self, path: str, data: bytes, parse: Callable[[bytes], Any]) -> Any:
+    def lookup(self, key: str) -> tuple[Any] | None:
+        """``(value,)`` for a stored key (counted as a use), else ``None``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            entry[1] += 1
+            value = entry[0]
+        self._log("cache_hit", key)
+        return (value,)
+
+    def get_or_parse(self, key: str, data: bytes, parse: Callable[[bytes], Any]) -> Any:
         """Return the parsed value; ``parse`` raising means nothing is stored."""
-        key = cache_key(path, data)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:

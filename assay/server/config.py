@@ -1,7 +1,7 @@
-"""Server configuration read from the environment (spec/server.md §1.2).
+"""Server configuration read from the environment (docs/server.md, "Environment").
 
 Sans-IO: takes a mapping, returns values plus the names of variables whose value was unusable,
-so the caller can log one warning per bad variable once logging is up (DECISIONS D2).
+so the caller can log one warning per bad variable once logging is up.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class ServerConfig:
     cache_entries: int = 128
     log_filter: str = "info"
     strict_deprecations: bool = False
-    # Test-only hook (server.md F5): policy tools sleep this long when `policy` contains "slow".
+    # Test-only hook: policy tools sleep this long when `policy` contains "slow".
     test_slow_ms: int | None = None
     invalid: tuple[str, ...] = field(default=())
 

@@ -1,4 +1,4 @@
-"""Tool error payloads and the fixed fail-closed results (spec/server.md §4.3, §5, §9)."""
+"""Tool error payloads and the fixed fail-closed results (docs/server.md, "Error catalogue")."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _MAX_MESSAGE_BYTES = 4096
 
 
 def truncate_message(message: str) -> str:
-    """Longest valid UTF-8 prefix of at most 4096 bytes, no ellipsis (E1)."""
+    """Longest valid UTF-8 prefix of at most 4096 bytes, no ellipsis."""
     data = message.encode("utf-8", "replace")
     if len(data) <= _MAX_MESSAGE_BYTES:
         return data.decode("utf-8")
@@ -33,7 +33,7 @@ def truncate_message(message: str) -> str:
 
 
 def error_payload(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`{"allowed":false,"error":{"code","message"[,"details"]}}` (E1)."""
+    """`{"allowed":false,"error":{"code","message"[,"details"]}}`."""
     err: dict[str, Any] = {"code": code, "message": truncate_message(message)}
     if details is not None:
         err["details"] = details
@@ -41,7 +41,7 @@ def error_payload(code: str, message: str, details: dict[str, Any] | None = None
 
 
 class ToolError(Exception):
-    """An error a tool handles itself: it keeps its own code (F2 does not apply)."""
+    """An error a tool handles itself: it keeps its own code (it is not turned into E_INTERNAL)."""
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(code)

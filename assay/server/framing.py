@@ -1,4 +1,4 @@
-"""Bounded newline framing of the inbound byte stream (spec/server.md T1, T5, D20b).
+"""Bounded newline framing of the inbound byte stream (docs/server.md, "Protocol").
 
 Sans-IO. Feed chunks, get frames. A line is counted without its terminator (`\\n` or `\\r\\n`);
 one longer than ``max_bytes`` becomes an :class:`Oversize` carrying its full byte count, and its
@@ -68,7 +68,7 @@ class LineFramer:
         return out
 
     def eof(self) -> list[bytes | Oversize]:
-        """An unterminated last line still counts (T1)."""
+        """An unterminated last line still counts."""
         if self._discarding:
             n, self._discarding, self._count = self._count, False, 0
             return [Oversize(n)]

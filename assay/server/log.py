@@ -1,7 +1,7 @@
-"""JSON-line logging on stderr (spec/server.md §6 G1).
+"""JSON-line logging on stderr (docs/server.md, "Logging").
 
 One event is one line `{"timestamp","level","fields":{"event",...},"target"}`; stdout never sees
-a log line (T2). The filter follows ASSAY_LOG: a level, or `target=level` directives separated by
+a log line. The filter follows ASSAY_LOG: a level, or `target=level` directives separated by
 commas (the longest matching target prefix wins); anything unparsable counts as `info`.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
+import time
+from datetime import datetime
 from typing import Any, BinaryIO
 
 import ujson
@@ -57,22 +58,61 @@ def _dumps(obj: Any) -> str:
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
+_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp() -> str:
+    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+    global _second
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return "%s.%06dZ" % (cached[1], ns // 1000)
+
+
 def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime | None = None) -> bytes:
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    line = _dumps({"timestamp": stamp, "level": level, "fields": fields, "target": target})
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if now is not None else _timestamp()
+    # `level` and `target` are this module's constants (plain ASCII names): only `fields` needs
+    # encoding, and the line keeps the key order timestamp, level, fields, target.
+    line = '{"timestamp":"%s","level":"%s","fields":%s,"target":"%s"}' % (stamp, level, _dumps(fields), target)
     return line.encode("utf-8", "backslashreplace") + b"\n"
 
 
 class Logger:
-    """Thread-safe: tool handlers run in worker threads and may log cache events."""
+    """Thread-safe: tool handlers run in worker threads and may log cache events.
 
-    def __init__(self, stream: BinaryIO | None, spec: str | None = "info") -> None:
+    With a ``stream`` each event is written at once (start-up, before serving). With
+    ``buffered=True`` events are only queued as encoded lines: the serving loop collects them with
+    :meth:`drain` and writes them itself, so the protocol code that logs does no I/O.
+    """
+
+    def __init__(self, stream: BinaryIO | None, spec: str | None = "info", *, buffered: bool = False) -> None:
         self._stream = stream
         self._default, self._targets = parse_filter(spec)
         self._lock = threading.Lock()
+        self._pending: list[bytes] | None = [] if buffered else None
+        self._enabled: dict[tuple[str, str], bool] = {}
         self.records: list[dict[str, Any]] | None = None  # set to a list to keep events in memory
 
+    def drain(self) -> bytes:
+        """The queued lines (buffered mode), oldest first, removed from the queue. The list is
+        never swapped, only its head cut, so a worker thread appending meanwhile loses nothing."""
+        pending = self._pending
+        if not pending:
+            return b""
+        n = len(pending)
+        lines = pending[:n]
+        del pending[:n]
+        return b"".join(lines)
+
     def enabled(self, level: str, target: str) -> bool:
+        got = self._enabled.get((level, target))
+        if got is None:
+            got = self._enabled[(level, target)] = self._decide(level, target)
+        return got
+
+    def _decide(self, level: str, target: str) -> bool:
         wanted = self._default
         for prefix, lvl in self._targets:
             if target == prefix or target.startswith(prefix + "::"):
@@ -81,14 +121,22 @@ class Logger:
         return _NAMES[level] >= wanted
 
     def event(self, level: str, target: str, event: str, **fields: Any) -> None:
-        if not self.enabled(level, target):
+        on = self._enabled.get((level, target))
+        if on is None:
+            on = self.enabled(level, target)
+        if not on:
             return
         payload = {"event": event, **fields}
         data = encode_event(level, target, payload)
+        if self._pending is not None and self.records is None:
+            self._pending.append(data)  # list.append is atomic; drain only cuts the list's head
+            return
         with self._lock:
             if self.records is not None:
                 self.records.append({"level": level, "target": target, "fields": payload})
-            if self._stream is not None:
+            if self._pending is not None:
+                self._pending.append(data)
+            elif self._stream is not None:
                 try:
                     self._stream.write(data)
                     self._stream.flush()

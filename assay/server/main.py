@@ -1,7 +1,7 @@
 """Process entry of `assay-mcp-server`: arguments, environment checks, policy root, then serve.
 
 Kept import-light on purpose: `assay mcp preflight` gives `--version` and the startup probe two
-seconds each (spec/server.md C3), so YAML, jsonschema and trio load only once serving starts.
+seconds each (docs/preflight.md), so YAML, jsonschema and trio load only once serving starts.
 """
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ import re
 import sys
 
 from assay._version import __version__
+from assay.server.info import PROG
 
-PROG = "assay-mcp-server"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def server_info() -> dict[str, str]:
-    """The one serverInfo object (initialize result and assay_server_identity, seed §5)."""
-    return {"name": PROG, "version": __version__}
-
-
 def fatal_lines(message: str) -> str:
-    """Prefix every line of a fatal report, even lines made by newlines inside a path (C7)."""
+    """Prefix every line of a fatal report, even lines made by newlines inside a path."""
     return "".join(f"{PROG}: {line}\n" for line in _LINE_BREAK.split(message))
 
 
@@ -38,7 +33,7 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (C1, DECISIONS D2)
+    def error(self, message: str):  # one line, exit 2
         raise _UsageError(message)
 
 
@@ -70,12 +65,12 @@ def _parser() -> _Parser:
 
 
 def auth_variables(environ) -> list[str]:
-    """Names of ASSAY_AUTH_* variables (prefix matched case-insensitively), sorted (C5)."""
+    """Names of ASSAY_AUTH_* variables (prefix matched case-insensitively), sorted."""
     return sorted(name for name in environ if name.upper().startswith("ASSAY_AUTH_"))
 
 
 def validate_root(root: str) -> str:
-    """Canonicalise the policy root once; raise ValueError with the C6 text when unusable."""
+    """Canonicalise the policy root once; raise ValueError with the documented text when unusable."""
     try:
         real = os.path.realpath(root, strict=True)
     except OSError as exc:
@@ -101,14 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fatal(
             "ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names)
         )
-    # C4: env config -> logging -> server_start -> validate root -> serve. The fatal lines that
-    # follow a refused root are prefixed (C7), so they can never pass for a JSON log event.
+    # env config -> logging -> server_start -> validate root -> serve. The fatal lines that
+    # follow a refused root are prefixed, so they can never pass for a JSON log event.
     from assay.server.config import config_from_env
     from assay.server.log import TARGET_MAIN, Logger
 
     config = config_from_env(os.environ)
     logger = Logger(sys.stderr.buffer, config.log_filter)
-    for name in config.invalid:  # D2: keep the default, say so once; the value is not printed
+    for name in config.invalid:  # keep the default, say so once; the value is not printed
         logger.event("WARN", TARGET_MAIN, "invalid_env_value", name=name)
     logger.event(
         "INFO",
@@ -129,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fatal(str(exc))
     from assay.server.stdio import serve_stdio
 
-    return serve_stdio(root, config, logger)
+    # While serving, the protocol only queues log lines; the serving loop writes them.
+    return serve_stdio(root, config, Logger(None, config.log_filter, buffered=True))
 
 
 def entry() -> None:

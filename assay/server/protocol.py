@@ -1,14 +1,21 @@
-"""The MCP protocol of `assay-mcp-server`, sans-IO (spec/server.md §2, §3, §5, §6).
+"""The MCP protocol of `assay-mcp-server`, sans-IO (docs/server.md).
 
 :class:`ServerProtocol` turns one inbound frame (a line without its terminator, or an
 :class:`~assay.server.framing.Oversize` marker) into response bytes, ``None`` (no reply), or a
-:class:`PendingCall` for `tools/call`. The I/O shell runs ``call.work`` under the dispatch
-deadline and hands the outcome back to :meth:`ServerProtocol.complete`, which builds the
-CallToolResult bytes. Tests can drive everything synchronously with :meth:`handle_blocking`.
+:class:`PendingCall` for `tools/call`. The I/O shell first tries ``call.inline`` (a handler that
+can answer from an already parsed policy, without reading or parsing); when that is absent or
+raises :class:`~assay.server.context.NeedsWorker`, it runs ``call.work`` in a worker under the
+dispatch deadline. Either way the outcome goes back to :meth:`ServerProtocol.complete`, which
+builds the CallToolResult bytes.
+
+Nothing here writes: log events are queued on the buffered logger and the shell collects them
+with :meth:`ServerProtocol.pending_log`. Tests drive everything synchronously with
+:meth:`handle_blocking`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -17,15 +24,19 @@ from typing import Any, Callable
 
 from assay.canonical import StrictJSONError, loads_strict
 from assay.server.config import ServerConfig
-from assay.server.context import ToolContext
+from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
+from assay.server.info import server_info
+from assay.server.jsontext import compact_json, pretty_json
 from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger
+from assay.server.tools import BY_NAME, TOOLS
 
 __all__ = [
     "SUPPORTED_VERSIONS",
     "LATEST_VERSION",
     "META_VERSION_KEY",
+    "NeedsWorker",
     "PendingCall",
     "ServerProtocol",
     "encode_message",
@@ -33,7 +44,7 @@ __all__ = [
     "is_error_payload",
 ]
 
-SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # DECISIONS D20
+SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_VERSION = "2025-11-25"
 META_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 INIT_PARAMS_MESSAGE = "Invalid initialize params: expected the required legacy MCP fields"
@@ -41,21 +52,21 @@ _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
-    """Compact JSON, non-ASCII raw (T10), one line. Lone surrogates (valid in JSON escapes but
+    """Compact JSON, non-ASCII raw, one line. Lone surrogates (valid in JSON escapes but
     not encodable as UTF-8) fall back to ASCII escapes, so stdout always carries valid UTF-8."""
     try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        return compact_json(message).encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
 
 
 def payload_text(payload: dict[str, Any]) -> str:
-    """The CallToolResult text: 2-space pretty JSON, non-ASCII raw (P12)."""
-    return json.dumps(payload, indent=2, ensure_ascii=False)
+    """The CallToolResult text: 2-space pretty JSON, non-ASCII raw."""
+    return pretty_json(payload)
 
 
 def is_error_payload(payload: dict[str, Any]) -> bool:
-    """P13: an `error` member, or `allowed` exactly false."""
+    """An `error` member, or `allowed` exactly false."""
     return "error" in payload or payload.get("allowed") is False
 
 
@@ -72,7 +83,7 @@ def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
 
 def _compact_len(value: Any) -> int:
     try:
-        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        return len(compact_json(value).encode("utf-8", "surrogatepass"))
     except (TypeError, ValueError):
         return 0
 
@@ -101,17 +112,35 @@ def _correlation(params: Any) -> str:
     return "malformed_trace_context"
 
 
+@functools.lru_cache(maxsize=512)
+def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> str:
+    """The record's JSON; a handful of distinct values, so each is built once."""
+    record = {
+        "schema": "assay.tool_decision_surface.v0",
+        "tool": {"name": tool_name},
+        "server": {"id": "mcp"},
+        "decision": {"effect": effect},
+        "response": {"status": status, "side_effect_verified": False},
+        "redaction": {"arguments_redacted": True, "secret_material_stored": False},
+        "correlation": {"source": correlation},
+    }
+    return json.dumps(record, separators=(",", ":"))
+
+
 @dataclass
 class PendingCall:
     """A `tools/call` admitted and logged, waiting for its handler to run under the deadline."""
 
     rid: str
     rpc_id: Any
-    tool_name: str  # a known tool name, or "unknown" (never the caller's string, G3/G4)
+    tool_name: str  # a known tool name, or "unknown" (never the caller's string)
     work: Callable[[], dict[str, Any]]
     takes_decision: bool
     correlation: str
     started: float = field(default=0.0)
+    # The same handler on the inline view of the context: answers from an already parsed policy
+    # or raises NeedsWorker. None when the tool always needs a worker.
+    inline: Callable[[], dict[str, Any]] | None = None
 
 
 class ServerProtocol:
@@ -123,27 +152,25 @@ class ServerProtocol:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from assay.server.main import server_info
-        from assay.server.tools import BY_NAME, TOOLS
-
         self.config = config
         self.logger = logger
         self.ctx = ToolContext(root, config, logger)
+        self.ctx_inline = self.ctx.inline_view()
         self._clock = clock
         self._rid = 0
         self._server_info = server_info
         self._tools = BY_NAME
         self._tools_list = {"tools": [tool.listing() for tool in TOOLS]}
 
-    # -- framing and admission (§2) ---------------------------------------------------------
+    # -- framing and admission ---------------------------------------------------------
 
     def _next_rid(self) -> str:
         self._rid += 1
         return f"r-{self._rid:06d}"
 
     def receive(self, frame: bytes | Oversize) -> bytes | PendingCall | None:
-        rid = self._next_rid()  # T4: every line, blank and oversize ones included
-        if isinstance(frame, Oversize):  # T5: the size gate comes first
+        rid = self._next_rid()  # every line, blank and oversize ones included
+        if isinstance(frame, Oversize):  # the size gate comes first
             limit = self.config.max_msg_bytes
             self.logger.event("WARN", TARGET_MAIN, "limit_exceeded", rid=rid, bytes_in=frame.nbytes, max=limit)
             return _result(
@@ -155,10 +182,10 @@ class ServerProtocol:
             )
         try:
             text = frame.decode("utf-8")
-        except UnicodeDecodeError:  # D21: ignored like any unparsable line
+        except UnicodeDecodeError:  # ignored like any unparsable line
             self._parse_error(rid, "invalid_utf8")
             return None
-        if not text.strip():  # T6
+        if not text.strip():
             return None
         try:
             message = loads_strict(text)
@@ -174,21 +201,21 @@ class ServerProtocol:
         return self._dispatch(rid, message, len(frame))
 
     def _parse_error(self, rid: str, reason: str) -> None:
-        # T7: the line's content is never echoed, only a fixed reason code.
+        # the line's content is never echoed, only a fixed reason code.
         self.logger.event("WARN", TARGET_SERVER, "json_parse_error", rid=rid, error=reason)
 
-    # -- methods (§3) --------------------------------------------------------------------------
+    # -- methods --------------------------------------------------------------------------
 
     def _dispatch(self, rid: str, message: dict[str, Any], bytes_in: int) -> bytes | PendingCall | None:
         method: str = message["method"]
-        params = message.get("params")  # `params: null` counts as absent (T7)
+        params = message.get("params")  # `params: null` counts as absent
         if "id" not in message or method.startswith("notifications/"):
-            # D20a: notifications never get a reply, whatever their name.
+            # notifications never get a reply, whatever their name.
             if method == "notifications/initialized":
                 self.logger.event("INFO", TARGET_SERVER, "initialized", rid=rid)
             return None
         rpc_id = message["id"]
-        if isinstance(params, dict):  # P1 / D20: the revision gate, requests only
+        if isinstance(params, dict):  # the revision gate, requests only
             meta = params.get("_meta")
             if isinstance(meta, dict):
                 requested = meta.get(META_VERSION_KEY)
@@ -208,7 +235,7 @@ class ServerProtocol:
                 {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": self._server_info()},
                 rpc_id,
             )
-        if method == "ping":  # D20: MCP requires an empty result
+        if method == "ping":  # MCP requires an empty result
             return _result({}, rpc_id)
         if method == "tools/list":
             return _result(self._tools_list, rpc_id)
@@ -217,7 +244,7 @@ class ServerProtocol:
         return _error(-32601, "Method not found", rpc_id)  # the method name is never echoed
 
     def _tools_call(self, rid: str, rpc_id: Any, params: Any, bytes_in: int) -> bytes | PendingCall:
-        if params is None:  # P11: no tool events
+        if params is None:  # no tool events
             return _error(-32602, "Missing params", rpc_id)
         if isinstance(params, dict):
             name = params.get("name") if isinstance(params.get("name"), str) else ""
@@ -226,7 +253,7 @@ class ServerProtocol:
             name, arguments = "", {}
         tool = self._tools.get(name)
         takes_decision = tool is None or tool.takes_decision
-        if takes_decision:  # G2, G5: unknown names are metered too; the identity tool is not
+        if takes_decision:  # unknown names are metered too; the identity tool is not
             self.logger.event("INFO", TARGET_BILLING, "assay.usage.metered", usage_type="policy_check", count=1)
         self.logger.event(
             "INFO",
@@ -238,10 +265,11 @@ class ServerProtocol:
             args_bytes=_compact_len(arguments),
         )
         ctx = self.ctx
+        inline = None
         if tool is None:
 
             def work() -> dict[str, Any]:
-                raise LookupError("unknown tool")  # P14: fail-closed E_INTERNAL, name not echoed
+                raise LookupError("unknown tool")  # fail-closed E_INTERNAL, name not echoed
 
         else:
             run = tool.run
@@ -252,7 +280,17 @@ class ServerProtocol:
                 except ToolError as exc:
                     return exc.payload()
 
+            if tool.inline:
+                view = self.ctx_inline
+
+                def inline() -> dict[str, Any]:
+                    try:
+                        return run(view, arguments)
+                    except ToolError as exc:
+                        return exc.payload()
+
         return PendingCall(
+            inline=inline,
             rid=rid,
             rpc_id=rpc_id,
             tool_name=tool.name if tool is not None else "unknown",
@@ -262,7 +300,7 @@ class ServerProtocol:
             started=self._clock(),
         )
 
-    # -- completion (§3.3, §5, §6) -------------------------------------------------------------
+    # -- completion -------------------------------------------------------------
 
     def complete(
         self,
@@ -272,7 +310,7 @@ class ServerProtocol:
         failed: bool = False,
         timed_out: bool = False,
     ) -> bytes:
-        """Build the CallToolResult. ``failed``/``timed_out`` select the fixed F2/F3 payloads."""
+        """Build the CallToolResult. ``failed``/``timed_out`` select the fixed E_INTERNAL/E_TIMEOUT payloads."""
         duration_ms = max(0, int((self._clock() - call.started) * 1000))
         ids = {"rid": call.rid, "rpc_id": call.rpc_id}
         if timed_out:
@@ -303,32 +341,35 @@ class ServerProtocol:
 
     @staticmethod
     def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> str:
-        """A minimal `assay.tool_decision_surface.v0` entry, as a JSON string (G4)."""
+        """A minimal `assay.tool_decision_surface.v0` entry, as a JSON string."""
         if isinstance(code, str):
             effect, status = "error", code
         elif payload.get("allowed") is True:
             effect, status = "allow", "success"
         else:
             effect, status = "deny", "blocked"
-        record = {
-            "schema": "assay.tool_decision_surface.v0",
-            "tool": {"name": call.tool_name},
-            "server": {"id": "mcp"},
-            "decision": {"effect": effect},
-            "response": {"status": status, "side_effect_verified": False},
-            "redaction": {"arguments_redacted": True, "secret_material_stored": False},
-            "correlation": {"source": call.correlation},
-        }
-        return json.dumps(record, separators=(",", ":"))
+        return _decision_json(call.tool_name, effect, status, call.correlation)
 
     # -- synchronous driver (tests, property checks) -----------------------------------------
 
+    def pending_log(self) -> bytes:
+        """Log lines queued since the last call (buffered logger), for the shell to write."""
+        return self.logger.drain()
+
     def handle_blocking(self, frame: bytes | Oversize) -> bytes | None:
-        """receive + run the handler inline (no deadline) + complete."""
+        """receive + run the handler as the shell does (inline first, else ``work``; no deadline)
+        + complete."""
         out = self.receive(frame)
         if isinstance(out, PendingCall):
             try:
-                payload = out.work()
+                payload = None
+                if out.inline is not None:
+                    try:
+                        payload = out.inline()
+                    except NeedsWorker:
+                        payload = None
+                if payload is None:
+                    payload = out.work()
             except Exception:
                 return self.complete(out, failed=True)
             return self.complete(out, payload)

@@ -1,4 +1,4 @@
-"""Policy bytes -> YAML value, with the server's parse-error taxonomy (spec/server.md E2-E4).
+"""Policy bytes -> YAML value, with the server's parse-error taxonomy (docs/server.md, "Shared rules").
 
 The YAML reading itself (YAML 1.2 scalars, duplicate keys refused, alias-expansion cap) is the
 policy engine's (`assay.policy.yamlio`); this module only maps its failures onto the three
@@ -24,7 +24,7 @@ __all__ = ["parse_document", "parse_mapping", "parse_v11_policy", "syntax_error"
 
 def syntax_error(line: int | None = None, column: int | None = None) -> ToolError:
     details = None
-    if line and column and line > 0 and column > 0:  # E3: 1-based, both > 0
+    if line and column and line > 0 and column > 0:  # 1-based, both > 0
         details = {"line": line, "column": column}
     return ToolError("E_POLICY_PARSE", MSG_YAML_INVALID, details)
 
@@ -40,7 +40,7 @@ def parse_document(data: bytes) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise syntax_error() from None  # invalid UTF-8: no details (E3)
+        raise syntax_error() from None  # invalid UTF-8: no details
     try:
         return parse_yaml(text)
     except YamlSyntaxError as exc:
@@ -57,8 +57,8 @@ def parse_mapping(data: bytes) -> dict[str, Any]:
 
 
 def parse_v11_policy(data: bytes) -> SequencePolicy:
-    """Bytes -> the typed v1.1 policy of the coverage and explain tools (V3, X1): the mapping
-    stage first, then the sequence dialect's policy form; a shape mismatch is the E2 structure error."""
+    """Bytes -> the typed v1.1 policy of the coverage and explain tools: the mapping
+    stage first, then the sequence dialect's policy form; a shape mismatch is the structure error."""
     from assay.policy.sequence import parse_policy_mapping
 
     doc = parse_mapping(data)

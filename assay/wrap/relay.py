@@ -423,8 +423,8 @@ class Relay:
         child.signal_group(signal.SIGKILL)
 
     def _owes_replies(self) -> bool:
-        owes = getattr(self.session, "awaiting_replies", None)
-        return True if owes is None else bool(owes)
+        """Does a forwarded request still await the server's answer?"""
+        return self.session.wants_server_lines
 
     # -- server -> client ------------------------------------------------------------------------
 

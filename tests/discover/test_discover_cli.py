@@ -144,8 +144,18 @@ def test_D9_yaml_to_file_leaves_stdout_empty(world):
     assert jfile.read_bytes() == json.dumps(as_json, indent=2, ensure_ascii=False).encode()
 
 
-def test_D9_unwritable_output_is_one_line_exit_2(world):
-    res = _run(world, "--format", "json", "-o", str(world["tmp"] / "no" / "such" / "dir.json"))
+def test_output_parent_directories_are_created(world):
+    # the documented `discover -o .assay/inventory.yaml` then `kill --all --yes` flow, in a fresh directory
+    out = world["tmp"] / "fresh" / ".assay" / "inventory.yaml"
+    res = _run(world, "--format", "yaml", "-o", str(out))
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    assert yaml.safe_load(out.read_text())["servers"]
+
+
+def test_unwritable_output_is_one_line_exit_2(world):
+    blocker = world["tmp"] / "a-file"
+    blocker.write_text("")
+    res = _run(world, "--format", "json", "-o", str(blocker / "sub" / "dir.json"))
     assert res.returncode == 2
     assert res.stdout == b""
     assert res.stderr.decode().startswith("fatal: cannot write ") and res.stderr.count(b"\n") == 1

@@ -279,28 +279,41 @@ def test_D2_settings_from_policy_block():
     assert d.settings_from_policy({"enabled": False, "methods": ["processes"]}).enabled is False
 
 
-# ---------------------------------------------------------------- client table (D29a, §6)
+# ---------------------------------------------------------------- the client table
 
 
-def test_D29a_linux_table_order_and_xdg():
-    rows = clients.config_locations("linux", "/h", {"XDG_CONFIG_HOME": "/x"}, "/p")
-    assert [(r.client, r.path, r.servers_key, r.scope) for r in rows] == [
-        ("claude_desktop", "/x/Claude/claude_desktop_config.json", "mcpServers", "user"),
-        ("cursor", "/h/.cursor/mcp.json", "mcpServers", "user"),
-        ("vscode", "/x/Code/User/mcp.json", "servers", "user"),
-        ("cursor", "/p/.cursor/mcp.json", "mcpServers", "project"),
-        ("vscode", "/p/.vscode/mcp.json", "servers", "project"),
-        ("claude_desktop", "/h/.config/claude/claude_desktop_config.json", "mcpServers", "compat"),
-        ("claude_desktop", "/h/Library/Application Support/Claude/claude_desktop_config.json", "mcpServers", "compat"),
-        ("generic", "/h/.vscode/mcp-settings.json", "mcpServers", "compat"),
+def test_linux_table_order_and_xdg():
+    rows = clients.config_locations("linux", "/h", {"XDG_CONFIG_HOME": "/x", "CODEX_HOME": "/c"}, "/p")
+    assert [(r.client, r.path, r.servers_key, r.scope, r.syntax) for r in rows] == [
+        ("claude_desktop", "/x/Claude/claude_desktop_config.json", "mcpServers", "user", "json"),
+        ("claude_code", "/h/.claude.json", "mcpServers", "user", "json"),
+        ("cursor", "/h/.cursor/mcp.json", "mcpServers", "user", "json"),
+        ("vscode", "/x/Code/User/mcp.json", "servers", "user", "jsonc"),
+        ("windsurf", "/h/.codeium/windsurf/mcp_config.json", "mcpServers", "user", "json"),
+        ("gemini_cli", "/h/.gemini/settings.json", "mcpServers", "user", "json"),
+        ("codex", "/c/config.toml", "mcp_servers", "user", "toml"),
+        ("zed", "/x/zed/settings.json", "context_servers", "user", "jsonc"),
+        ("claude_code", "/p/.mcp.json", "mcpServers", "project", "json"),
+        ("cursor", "/p/.cursor/mcp.json", "mcpServers", "project", "json"),
+        ("vscode", "/p/.vscode/mcp.json", "servers", "project", "jsonc"),
+        ("gemini_cli", "/p/.gemini/settings.json", "mcpServers", "project", "json"),
+        ("codex", "/p/.codex/config.toml", "mcp_servers", "project", "toml"),
+        ("zed", "/p/.zed/settings.json", "context_servers", "project", "jsonc"),
+        ("claude_desktop", "/h/.config/claude/claude_desktop_config.json", "mcpServers", "compat", "json"),
+        ("claude_desktop", "/h/Library/Application Support/Claude/claude_desktop_config.json", "mcpServers", "compat", "json"),
+        ("generic", "/h/.vscode/mcp-settings.json", "mcpServers", "compat", "json"),
     ]
+    # Claude Code's local-scope servers live under projects.<path>.mcpServers of ~/.claude.json
+    assert rows[1].nested == (("projects", "*", "mcpServers"),) and rows[8].nested == ()
+    # Without CODEX_HOME (or with a relative one) Codex reads ~/.codex
+    assert clients.user_config_path("codex", "linux", "/h", {"CODEX_HOME": "rel"}) == "/h/.codex/config.toml"
     # A relative XDG_CONFIG_HOME is invalid per the XDG spec and ignored.
     assert clients.config_locations("linux", "/h", {"XDG_CONFIG_HOME": "rel"}, "/p")[0].path == (
         "/h/.config/Claude/claude_desktop_config.json"
     )
 
 
-def test_D29a_macos_and_windows_rows_are_deduplicated():
+def test_macos_and_windows_rows_are_deduplicated():
     mac = clients.config_locations("macos", "/Users/u", {}, "/p")
     paths = [r.path for r in mac]
     assert paths[0] == "/Users/u/Library/Application Support/Claude/claude_desktop_config.json"
@@ -315,8 +328,10 @@ def test_F2_user_config_paths():
     assert clients.user_config_path("claude_desktop", "linux", "/h", env) == "/x/Claude/claude_desktop_config.json"
     assert clients.user_config_path("cursor", "linux", "/h", env) == "/h/.cursor/mcp.json"
     assert clients.user_config_path("cursor", "freebsd", "/h", env) is None
-    assert [clients.resolve_client(x) for x in ("Claude", "CLAUDE-DESKTOP", "claude_desktop", "Cursor", "vscode")] == [
-        "claude_desktop", "claude_desktop", "claude_desktop", "cursor", None,
+    assert [clients.resolve_client(x) for x in ("Claude", "CLAUDE-DESKTOP", "claude_desktop", "Cursor", "VSCode",
+                                                "claude-code", "gemini", "Codex", "zed", "windsurf", "nope")] == [
+        "claude_desktop", "claude_desktop", "claude_desktop", "cursor", "vscode",
+        "claude_code", "gemini_cli", "codex", "zed", "windsurf", None,
     ]
 
 
@@ -369,3 +384,16 @@ def test_K1_inventory_resolution():
 
 def test_K3_all_takes_running_process_entries_sorted_unique():
     assert k.running_pids(INVENTORY) == [10, 20]
+
+
+def test_macos_and_windows_rows_of_the_newer_clients():
+    mac = {(r.client, r.scope): r.path for r in clients.config_locations("macos", "/Users/u", {}, "/p")}
+    assert mac[("zed", "user")] == "/Users/u/.config/zed/settings.json"
+    assert mac[("vscode", "user")] == "/Users/u/Library/Application Support/Code/User/mcp.json"
+    assert mac[("codex", "user")] == "/Users/u/.codex/config.toml"
+    win = {(r.client, r.scope): r.path for r in clients.config_locations(
+        "windows", "C:\\Users\\u", {"APPDATA": "C:\\Users\\u\\AppData\\Roaming", "CODEX_HOME": "D:\\codex"}, "C:\\p")}
+    assert win[("zed", "user")] == "C:\\Users\\u\\AppData\\Roaming\\Zed\\settings.json"
+    assert win[("windsurf", "user")] == "C:\\Users\\u\\.codeium\\windsurf\\mcp_config.json"
+    assert win[("codex", "user")] == "D:\\codex\\config.toml"
+    assert win[("claude_code", "project")] == "C:\\p\\.mcp.json"

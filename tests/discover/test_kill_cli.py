@@ -132,7 +132,11 @@ def test_K1_K2_targets_resolved_through_an_inventory(tmp_path):
         assert res.stderr.decode() == '✗ Could not resolve target "cursor-a" to a PID (not running process?)\n'
         res = _kill(tmp_path, "nothing-here")  # default .assay/inventory.yaml is absent
         assert res.returncode == 30
-        assert res.stderr.decode().startswith('Warning: could not load inventory to resolve target "nothing-here": ')
+        # one error line in the style of the other failures (it used to be a "Warning:")
+        assert res.stderr.decode() == (
+            '✗ Could not resolve target "nothing-here": cannot read .assay/inventory.yaml: No such file or '
+            "directory (write an inventory with: assay mcp discover --format yaml -o .assay/inventory.yaml)\n"
+        )
         res = _kill(tmp_path, "my-server", str(server.pid), "--inventory", str(inv))
         assert res.returncode == 0, res.stderr
         assert res.stdout.decode() == f"✓ killed pid={server.pid}\n"  # one pid, killed once

@@ -19,7 +19,8 @@ from assay.preflight import Phase, PreflightReport
 from tests.conftest import ASSAY, BIN
 
 X = __version__
-INSTALL = f"pip install 'assay-mcp=={X}'"
+# the same install lines as README.md 'Install' (they work from a checkout)
+INSTALL = f"from an assay-mcp {X} checkout: pipx install . or uv tool install . or pip install ."
 
 MESSAGES = {
     "missing": (
@@ -394,3 +395,10 @@ def test_terminal_output_is_never_json():
         text = _report(phase, X, ".", X).to_terminal()
         with pytest.raises(ValueError):
             json.loads(text)
+
+
+def test_help_lists_the_exit_codes(tmp_path):
+    res = run_cli(dict(os.environ), "--help", cwd=tmp_path)
+    assert res.returncode == 0
+    text = " ".join(res.stdout.decode().split())
+    assert "Exit codes: 0 ready" in text and "2 not ready (missing, unstartable, wrong version" in text

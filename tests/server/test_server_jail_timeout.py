@@ -14,8 +14,10 @@ def decide(i, policy, tool="dangerous_tool"):
 
 
 def test_jail_cases(serve, policy_root, tmp_path):
-    """R2-R6: `..` that normalizes back inside is allowed; escapes, absolute paths and symlinks
-    out of the root are refused; a dangling symlink is not found; no message names the root."""
+    """`..` that normalizes back inside is allowed; escapes, absolute paths and symlinks out of
+    the root are refused (a link out of the root is refused whether or not its target exists:
+    nothing outside the root is looked at); a dangling link inside is not found; a directory is
+    not a policy; no message names the root."""
     outside = tmp_path / "outside.yaml"
     outside.write_text("blocklist: [dangerous_tool]\n")
     (policy_root / "sub").mkdir()
@@ -23,7 +25,9 @@ def test_jail_cases(serve, policy_root, tmp_path):
     os.symlink(outside, policy_root / "escape.yaml")
     os.symlink(tmp_path, policy_root / "escdir")
     os.symlink(policy_root / "sub" / "inner.yaml", policy_root / "inside_link.yaml")
-    os.symlink(tmp_path / "nowhere.yaml", policy_root / "dangling.yaml")
+    os.symlink(tmp_path / "nowhere.yaml", policy_root / "dangling_out.yaml")
+    os.symlink("sub/nowhere.yaml", policy_root / "dangling.yaml")
+    os.symlink(policy_root / "sub", policy_root / "abs_sub")  # absolute, but inside the root
     rootname = policy_root.name
     s = serve(
         [
@@ -38,6 +42,9 @@ def test_jail_cases(serve, policy_root, tmp_path):
             decide(9, "dangling.yaml"),
             decide(10, "bad\x00name.yaml"),
             decide(11, ""),
+            decide(12, "dangling_out.yaml"),
+            decide(13, "abs_sub/inner.yaml"),
+            decide(14, "sub"),
         ]
     )
     p = [payload_of(r) for r in s.responses]
@@ -55,6 +62,9 @@ def test_jail_cases(serve, policy_root, tmp_path):
     assert p[8] == err("E_POLICY_NOT_FOUND", "Policy not found: dangling.yaml")
     assert p[9]["error"]["code"] == "E_POLICY_READ"
     assert p[10] == err("E_INVALID_REQUEST", "policy path is empty")
+    assert p[11] == err("E_PERMISSION_DENIED", "policy resolves outside policy_root")
+    assert p[12] == blocked
+    assert p[13] == err("E_POLICY_READ", "Is a directory")
     for r in s.responses[3:]:
         text = r["result"]["content"][0]["text"]
         assert str(tmp_path) not in text and os.path.realpath(tmp_path) not in text

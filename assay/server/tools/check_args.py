@@ -1,18 +1,18 @@
-"""`assay_check_args` (spec/server.md §8.2, policy.md §6.2): pre-flight review of one proposed
-call against the MCP policy engine, never running it.
+"""`assay_check_args`: pre-flight review of one proposed call against the MCP policy engine,
+never running it (docs/server.md, "assay_check_args"; docs/policy.md).
 
-Evaluation starts from fresh session state for each call (policy.md ST3) and passes no runtime
+Evaluation starts from fresh session state for each call (docs/policy.md) and passes no runtime
 identity, so limits bite only at 0 and E_TOOL_DRIFT cannot occur.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
-from assay.server.tools import Tool
+from assay.server.jsontext import compact_json
+from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
 
@@ -42,27 +42,41 @@ def decision_payload(decision: Any) -> dict[str, Any]:
 def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     args = arguments_object(arguments)
     tool = require_str(args, "tool")
-    call_args = args["arguments"]  # required, any JSON (A1)
+    call_args = args["arguments"]  # required, any JSON
     policy = require_str(args, "policy")
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    compact = json.dumps(call_args, separators=(",", ":"), ensure_ascii=False)
-    field_limit(compact, limit, "arguments too large")
-    _path, data = ctx.read_policy(policy)
+    field_limit(compact_json(call_args), limit, "arguments too large")
+    strict = ctx.config.strict_deprecations
 
-    from assay.policy import PolicyError, evaluate, load_policy
+    def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
+        from assay.policy import PolicyError, load_policy
 
-    def warn(line: str) -> None:  # G6: unknown keys, v1 deprecation
-        ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
+        warnings: list[str] = []
+        try:
+            loaded = load_policy(data, source="policy", strict_deprecations=strict, warn=warnings.append)
+        except PolicyError as exc:
+            raise _Refused({"allowed": False, "error": exc.server_error()}) from None
+        return loaded, tuple(warnings)
 
     try:
-        loaded = load_policy(
-            data, source="policy", strict_deprecations=ctx.config.strict_deprecations, warn=warn
-        )
-    except PolicyError as exc:
-        return {"allowed": False, "error": exc.server_error()}
+        loaded, warnings = ctx.load(policy, "mcp", parse)
+    except _Refused as exc:  # never cached: the next call parses again
+        return exc.payload
+    for line in warnings:  # unknown keys, v1 deprecation: said on every call, as the policy is used
+        ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
+    from assay.policy import evaluate
+
     return decision_payload(evaluate(loaded, tool, call_args))
+
+
+class _Refused(Exception):
+    """A policy the engine refused: its payload, carried out of the cache's parse step."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("policy refused")
+        self.payload = payload
 
 
 TOOL = Tool(
@@ -82,4 +96,5 @@ TOOL = Tool(
         "additionalProperties": False,
     },
     run=run,
+    inline=True,
 )

@@ -1,5 +1,5 @@
-"""`assay_check_sequence` (spec/server.md §8.3, policy.md §7): is the proposed next tool allowed
-by the ordering rules, given the history so far?
+"""`assay_check_sequence`: is the proposed next tool allowed by the ordering rules, given the
+history so far? (docs/server.md, "assay_check_sequence"; docs/policy.md)
 
 Argument checks, field limits, the jail, the byte ceiling and the parsed-policy cache are the
 server's; parsing the three accepted forms and evaluating in partial mode is the policy engine's
@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.errors import ToolError
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 
 NAME = "assay_check_sequence"
 
@@ -32,7 +32,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     args = arguments_object(arguments)
     history = args["history"]
     if not isinstance(history, list) or not all(isinstance(item, str) for item in history):
-        raise TypeError("history must be a list of strings")  # S1: E_INTERNAL
+        raise TypeError("history must be a list of strings")  # E_INTERNAL
     next_tool = require_str(args, "next_tool")
     policy = require_str(args, "policy")
     limit = ctx.config.max_field_bytes
@@ -40,8 +40,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     if len(history) > ctx.config.max_tool_calls:
         raise ToolError("E_LIMIT_EXCEEDED", "history too long")
     field_limit(next_tool, limit, "next_tool too long")
-    path, data = ctx.read_policy(policy)
-    parsed = ctx.caches["sequence"].get_or_parse(path, data, parse)
+    parsed = ctx.load(policy, "sequence", parse)
 
     from assay.policy.sequence import check_sequence
 
@@ -65,4 +64,5 @@ TOOL = Tool(
         "additionalProperties": False,
     },
     run=run,
+    inline=True,
 )

@@ -1,4 +1,4 @@
-"""`assay_check_coverage` (spec/server.md §8.4, DECISIONS D23): how well traces exercise a policy.
+"""`assay_check_coverage` (docs/server.md, "assay_check_coverage"): how well traces exercise a policy.
 
 Tool coverage = policy tools seen in the traces; rule coverage = distinct rule ids the caller
 reports as triggered. Lists that come from sets are sorted so the output is deterministic.
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.server.context import ToolContext, arguments_object, require_str
 from assay.server.errors import ToolError
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 from assay.server.yamldoc import parse_v11_policy
 
 if TYPE_CHECKING:
@@ -150,10 +150,9 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     fmt = args.get("format", "json")
     if not isinstance(fmt, str):
         raise TypeError("format must be a string")
-    if not 0 <= threshold <= 100:  # V2: before any file access
+    if not 0 <= threshold <= 100:  # before any file access
         raise ToolError("E_INVALID_THRESHOLD", "Threshold must be between 0 and 100")
-    _path, data = ctx.read_policy(policy_path)
-    report = coverage_report(parse_v11_policy(data), traces, float(threshold))
+    report = coverage_report(ctx.load(policy_path, "v11", parse_v11_policy), traces, float(threshold))
     if fmt == "markdown":
         return {
             "format": "markdown",

@@ -1,4 +1,4 @@
-"""`assay_explain_trace` (spec/server.md §8.5, DECISIONS D23): why each step of a recorded trace
+"""`assay_explain_trace` (docs/server.md, "assay_explain_trace"): why each step of a recorded trace
 was allowed or blocked.
 
 Each step is checked against the deny list, the allow list (alias members count as allowed) and
@@ -13,7 +13,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from assay.server.context import ToolContext, arguments_object, require_str
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 from assay.server.yamldoc import parse_v11_policy
 
 if TYPE_CHECKING:
@@ -328,8 +328,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     fmt = args.get("format", "json")
     if not isinstance(fmt, str):
         raise TypeError("format must be a string")
-    _path, data = ctx.read_policy(policy_path)
-    ex = explain(parse_v11_policy(data), trace)
+    ex = explain(ctx.load(policy_path, "v11", parse_v11_policy), trace)
     counts = {"blocked_steps": ex["blocked_steps"], "total_steps": ex["total_steps"]}
     if fmt in ("markdown", "md"):
         md = render_markdown(ex)

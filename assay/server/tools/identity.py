@@ -1,7 +1,8 @@
-"""`assay_server_identity` (spec/server.md §8.6, DECISIONS D22): which server build answers.
+"""`assay_server_identity`: which server build answers (docs/server.md, "assay_server_identity").
 
-Reads no file and takes no decision. The payload is the very serverInfo that `initialize`
-returns, built by the one function in main.py.
+Reads no file and takes no decision, so it always runs inline and never waits behind a worker.
+The payload is the very serverInfo that `initialize` returns, built by the one function in
+:mod:`assay.server.info`.
 """
 
 from __future__ import annotations
@@ -9,19 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from assay.server.context import ToolContext
-from assay.server.tools import Tool
+from assay.server.info import server_info
+from assay.server.toolbase import Tool
 
 NAME = "assay_server_identity"
 REFUSAL = {"error": {"code": "E_INVALID_ARGS", "message": "assay_server_identity takes no arguments"}}
 
 
 def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
-    from assay.server.main import server_info
-
     if arguments is None or arguments == {}:
         return server_info()
     # Any argument at all (on_error included) is refused; it is never echoed and there is no
-    # `allowed` member, since no policy decision was taken (I2, seed §5).
+    # `allowed` member, since no policy decision was taken.
     return {"error": dict(REFUSAL["error"])}
 
 
@@ -34,4 +34,5 @@ TOOL = Tool(
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
     run=run,
     takes_decision=False,
+    inline=True,
 )

@@ -1,7 +1,7 @@
-"""`assay_policy_decide` (spec/server.md §8.1, policy.md §6.4): a cheap name-only blocklist.
+"""`assay_policy_decide` (docs/server.md, "assay_policy_decide"): a cheap name-only blocklist.
 
 Its own dialect: a mapping whose `blocklist` is a list of exact tool names. No wildcards, so
-`dangerous_*` blocks only a tool literally named so (D3).
+`dangerous_*` blocks only a tool literally named so.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
-from assay.server.tools import Tool
+from assay.server.toolbase import Tool
 from assay.server.yamldoc import parse_mapping, structure_error
 
 NAME = "assay_policy_decide"
@@ -35,8 +35,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    path, data = ctx.read_policy(policy)
-    blocked = ctx.caches["blocklist"].get_or_parse(path, data, parse_blocklist)
+    blocked = ctx.load(policy, "blocklist", parse_blocklist)
     if tool in blocked:
         return {"allowed": False, "matches": [f"Tool '{tool}' is blocked by policy"]}
     return {"allowed": True, "reason": "Allowed by policy"}
@@ -58,4 +57,5 @@ TOOL = Tool(
         "additionalProperties": False,
     },
     run=run,
+    inline=True,
 )

@@ -1,0 +1,186 @@
+"""`assay mcp protect CLIENT --policy P`: a thin layer over :mod:`assay.protect` (docs/protect.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Literal
+
+import cyclopts
+from cyclopts import Parameter
+
+from assay.cli.errors import UsageError, fatal
+
+EXIT_REFUSED = 1
+
+
+def _location(label: str, scope: str, config: str | None):
+    from assay import clients
+
+    if config is not None and not config.strip():
+        raise UsageError("--config is empty; give the path of the client's config file")
+    try:
+        return clients.pick_location(
+            label, scope, None if config is None else os.path.abspath(config),
+            clients.current_platform(), clients.current_home(), os.environ, os.getcwd(),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _missing(path: str, alias: str) -> int:
+    return fatal(
+        f"{path} does not exist, so there is nothing to protect (add servers to it first; "
+        f"assay mcp config-path {alias} prints an entry)",
+        EXIT_REFUSED,
+    )
+
+
+def _check_policy(path: str) -> str | None:
+    """None when the policy loads, else the loader's one-line message."""
+    from assay.policy import PolicyError, load_policy
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return f"cannot read policy {path}: {exc.strerror or exc}"
+    try:
+        load_policy(data, source=path, warn=lambda line: sys.stderr.write(line + "\n"))
+    except PolicyError as exc:
+        return str(exc)
+    return None
+
+
+def protect_command(
+    client: str,
+    /,
+    *,
+    policy: Annotated[str | None, Parameter(name="--policy")] = None,
+    scope: Annotated[Literal["user", "project"], Parameter(name="--scope")] = "user",
+    config: Annotated[str | None, Parameter(name="--config")] = None,
+    dry_run: Annotated[bool, Parameter(name="--dry-run", negative=())] = False,
+    undo: Annotated[bool, Parameter(name="--undo", negative=())] = False,
+    init_policy: Annotated[bool, Parameter(name="--init-policy", negative=())] = False,
+    log_dir: Annotated[str | None, Parameter(name="--log-dir")] = None,
+) -> int:
+    """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
+
+    Exit codes: 0 done, or nothing to change; 1 refused, nothing written (config unparsable, changed meanwhile, policy does not load, cannot write); 2 usage errors.
+
+    Parameters
+    ----------
+    client
+        claude, claude-code, cursor, vscode, windsurf, gemini, codex or zed (any case).
+    policy
+        The policy file every wrapped server enforces (required unless --undo).
+    scope
+        Which of the client's config files: user (default) or project (in the current directory).
+    config
+        Edit this config file instead of the client's usual one.
+    dry_run
+        Print what would change, as a diff; write nothing.
+    undo
+        Restore the original command of every server protect wrapped.
+    init_policy
+        If --policy names a file that does not exist, write a permissive, commented starter policy there.
+    log_dir
+        Each wrapped server writes its decision and audit logs into this directory.
+    """
+    from assay import clients
+    from assay import protect as p
+
+    label = clients.resolve_client(client)
+    if label is None:
+        raise UsageError(f"unknown client {json.dumps(client)}. Supported: {clients.client_names()}")
+    info = clients.client_info(label)
+    location = _location(label, scope, config)
+
+    def say(line: str = "") -> None:
+        sys.stdout.write(line + "\n")
+
+    if undo:
+        if policy is not None or init_policy or log_dir is not None:
+            raise UsageError("--undo takes no --policy, --init-policy or --log-dir")
+        if not os.path.lexists(location.path):
+            return _missing(location.path, info.aliases[0])
+        edit = p.undo_text
+    else:
+        if policy is None or not policy.strip():
+            raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
+        policy_path = os.path.abspath(policy)
+        if not os.path.exists(policy_path) and not init_policy:
+            raise UsageError(
+                f"policy file {policy_path} does not exist; add --init-policy to write a permissive starter policy there"
+            )
+        if log_dir is not None and not log_dir.strip():
+            raise UsageError("--log-dir is empty")
+        if not os.path.lexists(location.path):
+            return _missing(location.path, info.aliases[0])
+        if not os.path.exists(policy_path):
+            if dry_run:
+                say(f"would write a starter policy to {policy_path}")
+            else:
+                try:
+                    p.write_starter_policy(policy_path)
+                except p.ProtectError as exc:
+                    return fatal(str(exc), EXIT_REFUSED)
+                say(f"wrote a starter policy to {policy_path} (permissive: tighten it from the decision logs)")
+        elif init_policy:
+            say(f"policy {policy_path} exists; left as is")
+        if os.path.exists(policy_path):
+            problem = _check_policy(policy_path)
+            if problem is not None:
+                return fatal(f"the policy does not load, nothing was changed: {problem}", EXIT_REFUSED)
+        log_path = None
+        if log_dir is not None:
+            log_path = os.path.abspath(log_dir)
+        options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path)
+
+        def edit(text, loc):
+            return p.protect_text(text, loc, options)
+
+    try:
+        outcome = p.apply_to_file(location.path, location, edit, dry_run=dry_run)
+    except p.ProtectError as exc:
+        return fatal(f"{location.path}: {exc}" if location.path not in str(exc) else str(exc), EXIT_REFUSED)
+
+    result = outcome.result
+    say(f"{info.display} config: {location.path}")
+    if not result.changes:
+        say(f"  no servers under {json.dumps(location.servers_key)}")
+    for change in result.changes:
+        where = f" ({change.where})" if change.where and change.where != location.servers_key else ""
+        say(f"  {change.action:<9} {json.dumps(change.name, ensure_ascii=False)}{where}: {change.detail}")
+    if not result.changed:
+        say("nothing to change")
+        return 0
+    if dry_run:
+        sys.stdout.write(p.unified_diff(outcome.original, result.text, location.path))
+        say("dry run: nothing was written")
+        return 0
+    if not undo and log_path is not None:
+        try:
+            os.makedirs(log_path, exist_ok=True)
+        except OSError as exc:
+            sys.stderr.write(f"warning: cannot create the log directory {log_path}: {exc.strerror or exc}\n")
+    if location.syntax == "toml":
+        say("comments and layout are kept (TOML edited in place)")
+    else:
+        say("comments and formatting are kept: only the command and args of the servers above changed")
+    say(f"backup: {outcome.backup}")
+    say(f"wrote: {location.path}")
+    if undo:
+        say(f"Restart {info.display} to run the servers without assay.")
+    else:
+        say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
+        if log_path is not None:
+            say(f"Decision logs: {log_path}/<server>.decisions.ndjson")
+        where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
+        say(f"Undo with: assay mcp protect {client} --undo{where}")
+    return 0
+
+
+def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
+    mcp.command(protect_command, name="protect")
