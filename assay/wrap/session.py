@@ -476,13 +476,12 @@ class WrapSession:
             return None
         return result["tools"]
 
-    # The relay before server_line: it calls these only while wants_server_lines is True.
-
     @property
     def wants_server_lines(self) -> bool:
-        """True while any forwarded request awaits its answer."""
+        """True while any forwarded client request awaits its answer (the relay's client-EOF
+        grace waits on this)."""
         return bool(self._pending)
 
     def observe_server_line(self, line: bytes) -> list[str]:
-        """:meth:`server_line` for a relay that never drops: only its stderr lines."""
+        """:meth:`server_line` for a caller that never drops lines: only its stderr lines."""
         return self.server_line(line)[1]

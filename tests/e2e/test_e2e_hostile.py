@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -47,13 +46,6 @@ def _fixture():
 
 
 HOSTILE = _fixture()
-
-# The dropping of forged responses happens in the relay, which calls WrapSession.server_line for
-# every server line; until it does, the forged lines are seen (and reported) but still relayed.
-needs_relay = pytest.mark.skipif(
-    re.search(r"\.server_line\(", (REPO / "assay" / "wrap" / "relay.py").read_text()) is None,
-    reason="needs relay server_line",
-)
 
 # What the Python SDK client can read at all: pydantic's JSON reader refuses nesting beyond its
 # recursion limit and lone surrogates, the stdio reader decodes strictly (invalid UTF-8), and it
@@ -182,7 +174,6 @@ async def test_ts_v1_client_forged_answers_are_reported(node, tmp_path, base_env
     assert_forgeries_reported(mode, run, results[:-1], exec_log)
 
 
-@needs_relay
 @pytest.mark.parametrize("mode", HOSTILE.FORGE_MODES)
 async def test_ts_v1_client_never_receives_forged_answers(node, tmp_path, base_env, mode):
     """The TS SDK reports every response it cannot match through onerror: with the forged
