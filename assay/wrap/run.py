@@ -285,6 +285,7 @@ def stop_record(result, session: WrapSession) -> dict:
         "forwarded": counts["forwarded"],
         "blocked": counts["blocked"] + counts["dropped"],
         "rejected": counts["rejected"],
+        "dropped_responses": session.dropped_responses,
     }
     return record
 

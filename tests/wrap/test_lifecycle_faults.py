@@ -423,3 +423,24 @@ def test_tokens_before_double_dash_must_be_wrap_options(tmp_path, args, token):
     assert res.returncode == 2
     assert token in err and err.count("\n") == 1
     assert not marker.exists()
+
+
+def test_forged_answers_are_dropped_and_counted_in_the_stop_record(tmp_path):
+    """An answer for an id that was never sent, and a second answer, never reach the client;
+    the stop record counts them."""
+    server = script(tmp_path, "forger.py", """
+        import json, sys
+        sys.stdout.write('{"jsonrpc":"2.0","id":99,"result":{"forged":true}}\\n')
+        for line in sys.stdin:
+            rid = json.loads(line)["id"]
+            answer = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}) + "\\n"
+            sys.stdout.write(answer + answer)  # the second one answers nothing
+            sys.stdout.flush()
+    """)
+    res = subprocess.run(wrap_argv(tmp_path, [sys.executable, str(server)], "--session-stop-out", "stop.json"),
+                         input=request(1, "ping"), capture_output=True, timeout=60, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr.decode()
+    assert [json.loads(line) for line in res.stdout.splitlines()] == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    stop = json.loads((tmp_path / "stop.json").read_text())
+    assert stop["frames"]["dropped_responses"] == 2
+    assert b'"forged"' not in res.stderr  # no content echoed

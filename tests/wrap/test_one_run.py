@@ -100,7 +100,7 @@ def test_session_creates_every_output(wrapper: Wrapper):
         "schema": "assay.mcp_session_stop.v0",
         "stop_cause": "client_eof",
         "child_exit": {"code": 0, "signal": None},
-        "frames": {"forwarded": 2, "blocked": 1, "rejected": 1},
+        "frames": {"forwarded": 2, "blocked": 1, "rejected": 1, "dropped_responses": 0},
     }
     coverage = json.loads((wrapper.tmp / "coverage.json").read_text())
     assert coverage["tools"]["tools_seen"] == ["exec", "search"]
@@ -190,7 +190,7 @@ def test_or5b_client_eof_without_any_frame_starts_session(wrapper: Wrapper):
     assert run.returncode == 0
     assert all(files(wrapper.tmp).values())
     assert json.loads((wrapper.tmp / "stop.json").read_text())["frames"] == {
-        "forwarded": 0, "blocked": 0, "rejected": 0,
+        "forwarded": 0, "blocked": 0, "rejected": 0, "dropped_responses": 0,
     }
     assert (wrapper.tmp / "receipts.ndjson").read_bytes() == b""
 
