@@ -89,7 +89,7 @@ def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
 
 
 class _Chain:
-    """One tools/list exchange, following ``nextCursor`` pages (D33).
+    """One tools/list exchange, following ``nextCursor`` pages (docs/wrap.md, "One-run outputs and session reports").
 
     A tool whose definition has no canonical JSON form (a lone surrogate, an integer beyond
     what JCS encodes, nesting deeper than the encoder recurses) cannot be digested for the
