@@ -27,6 +27,7 @@ REPLY_QUEUE_LIMIT = 16 << 20  # wrap's own replies waiting for the client, befor
 BIG_CLIENT_LINE = 1 << 20  # client lines at least this long are admitted off the trio thread
 KILL_AFTER_TERM_S = 0.5  # SIGKILL 0.5 s after SIGTERM
 SIGNAL_DRAIN_S = 0.5  # after a signal, output already written still gets this long to reach the client
+FATAL_FLUSH_S = 5.0  # on a fatal record error, the frames before it get this long to take effect
 
 
 class RelayFatal(Exception):
@@ -376,7 +377,7 @@ class Relay:
                     receipts.append(outcome.receipt)
         except RelayFatal:
             # A failed record write: what came before the failing frame still happens.
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(FATAL_FLUSH_S):
                 await self._flush(child, replies, forwards, receipts)
                 await self._replies_flushed()
             raise
