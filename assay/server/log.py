@@ -15,7 +15,16 @@ from typing import Any, BinaryIO
 
 import ujson
 
-__all__ = ["Logger", "parse_filter", "encode_event", "TARGET_MAIN", "TARGET_SERVER", "TARGET_BILLING"]
+__all__ = [
+    "Logger",
+    "Prepared",
+    "Preencoded",
+    "parse_filter",
+    "encode_event",
+    "TARGET_MAIN",
+    "TARGET_SERVER",
+    "TARGET_BILLING",
+]
 
 TARGET_MAIN = "assay_mcp_server"
 TARGET_SERVER = "assay_mcp_server::server"
@@ -79,6 +88,68 @@ def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime 
     return line.encode("utf-8", "backslashreplace") + b"\n"
 
 
+class Preencoded:
+    """A field value with its JSON text computed once (e.g. a decision record used by many calls).
+
+    ``text`` is what :func:`encode_event` writes for ``value`` on a line that needs no fallback
+    encoding, or None when ujson refuses the value (such a line takes the generic path)."""
+
+    __slots__ = ("value", "text")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        try:
+            self.text: str | None = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
+        except (OverflowError, TypeError, ValueError, UnicodeError):
+            self.text = None
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _plain(value: Any) -> str | None:
+    """The JSON text of a value both encoders of :func:`_dumps` spell alike, and that cannot
+    make a line fall back to ASCII escapes: a 64-bit int, a bool, None, a printable ASCII string
+    without quote or backslash, or a :class:`Preencoded`; None for anything else."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'
+        return None
+    if kind is int:
+        return str(value) if _I64_MIN <= value <= _I64_MAX else None
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is Preencoded:
+        return value.text
+    return None
+
+
+class Prepared:
+    """One event shape: level, target, event name and field names, in the order they are written.
+
+    The constant text around the values is built once; :meth:`Logger.emit` only fills in the
+    timestamp and the values, and the line is byte for byte what :meth:`Logger.event` writes for
+    the same event and fields."""
+
+    __slots__ = ("level", "target", "event", "names", "key", "template")
+
+    def __init__(self, level: str, target: str, event: str, names: tuple[str, ...]) -> None:
+        self.level, self.target, self.event, self.names = level, target, event, names
+        self.key = (level, target)
+
+        def lit(text: str) -> str:
+            return text.replace("%", "%%")
+
+        head = '{"timestamp":"%s",' + lit('"level":"%s","fields":{"event":%s' % (level, _dumps(event)))
+        body = "".join(lit("," + _dumps(name) + ":") + "%s" for name in names)
+        self.template = head + body + lit('},"target":"%s"}' % target) + "\n"
+
+
 class Logger:
     """Thread-safe: tool handlers run in worker threads and may log cache events.
 
@@ -119,6 +190,31 @@ class Logger:
                 wanted = lvl
                 break
         return _NAMES[level] >= wanted
+
+    def emit(self, prepared: Prepared, *values: Any) -> None:
+        """The event ``prepared`` with ``values`` for its field names: the same line as
+        :meth:`event`, built from the prepared text when every value is plain (see
+        :func:`_plain`), else through :meth:`event`."""
+        on = self._enabled.get(prepared.key)
+        if on is None:
+            on = self.enabled(prepared.level, prepared.target)
+        if not on:
+            return
+        pending = self._pending
+        if pending is not None and self.records is None:
+            texts = [_timestamp()]
+            for value in values:
+                text = _plain(value)
+                if text is None:
+                    break
+                texts.append(text)
+            else:
+                pending.append((prepared.template % tuple(texts)).encode("utf-8", "backslashreplace"))
+                return
+        fields = {
+            name: (value.value if type(value) is Preencoded else value) for name, value in zip(prepared.names, values)
+        }
+        self.event(prepared.level, prepared.target, prepared.event, **fields)
 
     def event(self, level: str, target: str, event: str, **fields: Any) -> None:
         on = self._enabled.get((level, target))

@@ -29,7 +29,7 @@ from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
 from assay.server.jsontext import compact_json, pretty_json
-from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger
+from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger, Preencoded, Prepared
 from assay.server.tools import BY_NAME, TOOLS
 
 __all__ = [
@@ -112,9 +112,26 @@ def _correlation(params: Any) -> str:
     return "malformed_trace_context"
 
 
+# The events every tool call writes, prepared once (their text is what Logger.event writes).
+_METERED = Prepared("INFO", TARGET_BILLING, "assay.usage.metered", ("usage_type", "count"))
+_START = Prepared("INFO", TARGET_SERVER, "tool_call_start", ("rid", "rpc_id", "bytes_in", "args_bytes"))
+_DONE = {
+    (takes_decision, with_code): Prepared(
+        "INFO",
+        TARGET_SERVER,
+        "tool_call_done",
+        ("rid", "rpc_id", "duration_ms", "outcome") + (("allowed",) if takes_decision else ()) + (("code",) if with_code else ()),
+    )
+    for takes_decision in (False, True)
+    for with_code in (False, True)
+}
+_DECISION = Prepared("INFO", TARGET_SERVER, "tool_decision", ("rid", "rpc_id", "decision"))
+
+
 @functools.lru_cache(maxsize=512)
-def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> str:
-    """The record's JSON; a handful of distinct values, so each is built once."""
+def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> Preencoded:
+    """The record's JSON, a string field of the log line; a handful of distinct values, so each
+    is built (and encoded as a JSON string) once."""
     record = {
         "schema": "assay.tool_decision_surface.v0",
         "tool": {"name": tool_name},
@@ -124,7 +141,7 @@ def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -
         "redaction": {"arguments_redacted": True, "secret_material_stored": False},
         "correlation": {"source": correlation},
     }
-    return json.dumps(record, separators=(",", ":"))
+    return Preencoded(json.dumps(record, separators=(",", ":")))
 
 
 @dataclass
@@ -253,17 +270,10 @@ class ServerProtocol:
             name, arguments = "", {}
         tool = self._tools.get(name)
         takes_decision = tool is None or tool.takes_decision
+        logger = self.logger
         if takes_decision:  # unknown names are metered too; the identity tool is not
-            self.logger.event("INFO", TARGET_BILLING, "assay.usage.metered", usage_type="policy_check", count=1)
-        self.logger.event(
-            "INFO",
-            TARGET_SERVER,
-            "tool_call_start",
-            rid=rid,
-            rpc_id=rpc_id,
-            bytes_in=bytes_in,
-            args_bytes=_compact_len(arguments),
-        )
+            logger.emit(_METERED, "policy_check", 1)
+        logger.emit(_START, rid, rpc_id, bytes_in, _compact_len(arguments))
         ctx = self.ctx
         inline = None
         if tool is None:
@@ -326,21 +336,21 @@ class ServerProtocol:
         is_error = is_error_payload(payload)
         error = payload.get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        done: dict[str, Any] = {**ids, "duration_ms": duration_ms, "outcome": "app_error" if error is not None else "ok"}
+        # tool_call_done: rid, rpc_id, duration_ms, outcome[, allowed][, code]
+        done: list[Any] = [call.rid, call.rpc_id, duration_ms, "app_error" if error is not None else "ok"]
         if call.takes_decision:
-            done["allowed"] = not is_error
+            done.append(not is_error)
         if error is not None:
-            done["code"] = code
-        self.logger.event("INFO", TARGET_SERVER, "tool_call_done", **done)
+            done.append(code)
+        logger = self.logger
+        logger.emit(_DONE[call.takes_decision, error is not None], *done)
         if call.takes_decision:
-            self.logger.event(
-                "INFO", TARGET_SERVER, "tool_decision", **ids, decision=self._decision_record(call, payload, code)
-            )
+            logger.emit(_DECISION, call.rid, call.rpc_id, self._decision_record(call, payload, code))
         text = payload_text(payload)
         return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, call.rpc_id)
 
     @staticmethod
-    def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> str:
+    def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> Preencoded:
         """A minimal `assay.tool_decision_surface.v0` entry, as a JSON string."""
         if isinstance(code, str):
             effect, status = "error", code
