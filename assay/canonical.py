@@ -41,11 +41,13 @@ class DuplicateMemberError(StrictJSONError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise DuplicateMemberError(key)
-        obj[key] = value
+    obj = dict(pairs)  # built in C; a duplicate name leaves it shorter than the list
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise DuplicateMemberError(key)  # the first repeated name, as the reader meets it
+            seen.add(key)
     return obj
 
 

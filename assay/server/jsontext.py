@@ -16,7 +16,9 @@ from typing import Any
 
 import ujson
 
-__all__ = ["fast_dumps", "compact_json", "pretty_json"]
+__all__ = ["fast_dumps", "compact_json", "pretty_json", "plain_json"]
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def fast_dumps(value: Any, indent: int) -> str | None:
@@ -40,3 +42,23 @@ def pretty_json(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False)``."""
     text = fast_dumps(value, 2)
     return text if text is not None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def plain_json(value: Any) -> str | None:
+    """The JSON text of a value every encoder here spells alike and that needs no escapes (so it
+    cannot make a line fall back to ASCII escapes): a 64-bit int, a bool, None, or a printable
+    ASCII string without quote or backslash. None for anything else."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'
+        return None
+    if kind is int:
+        return str(value) if _I64_MIN <= value <= _I64_MAX else None
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return None

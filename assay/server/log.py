@@ -15,6 +15,10 @@ from typing import Any, BinaryIO
 
 import ujson
 
+from assay.server.jsontext import plain_json
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
 __all__ = [
     "Logger",
     "Prepared",
@@ -70,14 +74,19 @@ def _dumps(obj: Any) -> str:
 _second: tuple[int, str] = (-1, "")
 
 
-def _timestamp() -> str:
-    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+def _second_text(sec: int) -> tuple[int, str]:
+    """``(sec, "YYYY-MM-DDTHH:MM:SS")`` for a Unix second, remembered until the next second."""
     global _second
-    sec, ns = divmod(time.time_ns(), 1_000_000_000)
     cached = _second
     if cached[0] != sec:
         cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return "%s.%06dZ" % (cached[1], ns // 1000)
+    return cached
+
+
+def _timestamp() -> str:
+    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    return "%s.%06dZ" % (_second_text(sec)[1], ns // 1000)
 
 
 def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime | None = None) -> bytes:
@@ -104,29 +113,13 @@ class Preencoded:
             self.text = None
 
 
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
 def _plain(value: Any) -> str | None:
-    """The JSON text of a value both encoders of :func:`_dumps` spell alike, and that cannot
-    make a line fall back to ASCII escapes: a 64-bit int, a bool, None, a printable ASCII string
-    without quote or backslash, or a :class:`Preencoded`; None for anything else."""
-    kind = type(value)
-    if kind is str:
-        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-            return '"' + value + '"'
-        return None
-    if kind is int:
-        return str(value) if _I64_MIN <= value <= _I64_MAX else None
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if kind is Preencoded:
+    """The text of a value that :func:`_dumps` spells alike on every line and that cannot make a
+    line fall back (see :func:`~assay.server.jsontext.plain_json`), or of a :class:`Preencoded`;
+    None for anything else."""
+    if type(value) is Preencoded:
         return value.text
-    return None
+    return plain_json(value)
 
 
 class Prepared:
@@ -145,7 +138,7 @@ class Prepared:
         def lit(text: str) -> str:
             return text.replace("%", "%%")
 
-        head = '{"timestamp":"%s",' + lit('"level":"%s","fields":{"event":%s' % (level, _dumps(event)))
+        head = '{"timestamp":"%s.%06dZ",' + lit('"level":"%s","fields":{"event":%s' % (level, _dumps(event)))
         body = "".join(lit("," + _dumps(name) + ":") + "%s" for name in names)
         self.template = head + body + lit('},"target":"%s"}' % target) + "\n"
 
@@ -202,12 +195,23 @@ class Logger:
             return
         pending = self._pending
         if pending is not None and self.records is None:
-            texts = [_timestamp()]
+            now = time.time_ns()  # the timestamp as _timestamp() spells it
+            sec = now // 1_000_000_000
+            cached = _second
+            if cached[0] != sec:
+                cached = _second_text(sec)
+            texts: list[Any] = [cached[1], now // 1000 % 1_000_000]
             for value in values:
-                text = _plain(value)
-                if text is None:
-                    break
-                texts.append(text)
+                kind = type(value)
+                if kind is str and value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+                    texts.append('"' + value + '"')  # the common cases of _plain, inline
+                elif kind is int and _I64_MIN <= value <= _I64_MAX:
+                    texts.append(str(value))
+                else:
+                    text = _plain(value)
+                    if text is None:
+                        break
+                    texts.append(text)
             else:
                 pending.append((prepared.template % tuple(texts)).encode("utf-8", "backslashreplace"))
                 return

@@ -28,7 +28,7 @@ from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
-from assay.server.jsontext import compact_json, pretty_json
+from assay.server.jsontext import compact_json, plain_json, pretty_json
 from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger, Preencoded, Prepared
 from assay.server.tools import BY_NAME, TOOLS
 
@@ -72,6 +72,27 @@ def is_error_payload(payload: dict[str, Any]) -> bool:
 
 def _result(result: Any, rpc_id: Any) -> bytes:
     return encode_message({"jsonrpc": "2.0", "result": result, "id": rpc_id})
+
+
+# Results whose text is at most this long have the bytes before their id cached.
+_HEAD_TEXT_MAX = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _result_head(text: str, is_error: bool) -> bytes:
+    """The CallToolResult line up to its id: the line encoded with id 0, cut before the 0."""
+    line = _result({"content": [{"type": "text", "text": text}], "isError": is_error}, 0)
+    return line[: -len(b"0}\n")]
+
+
+def _tool_result(text: str, is_error: bool, rpc_id: Any) -> bytes:
+    """The CallToolResult line. An id that is a plain value (see plain_json) is spelled the same
+    in every encoding of the line, so a cached head plus the id is exactly the encoded line."""
+    if len(text) <= _HEAD_TEXT_MAX:
+        id_text = plain_json(rpc_id)
+        if id_text is not None:
+            return _result_head(text, is_error) + id_text.encode("ascii") + b"}\n"
+    return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, rpc_id)
 
 
 def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
@@ -346,8 +367,7 @@ class ServerProtocol:
         logger.emit(_DONE[call.takes_decision, error is not None], *done)
         if call.takes_decision:
             logger.emit(_DECISION, call.rid, call.rpc_id, self._decision_record(call, payload, code))
-        text = payload_text(payload)
-        return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, call.rpc_id)
+        return _tool_result(payload_text(payload), is_error, call.rpc_id)
 
     @staticmethod
     def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> Preencoded:
