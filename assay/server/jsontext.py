@@ -16,7 +16,7 @@ from typing import Any
 
 import ujson
 
-__all__ = ["fast_dumps", "compact_json", "pretty_json", "plain_json"]
+__all__ = ["fast_dumps", "compact_json", "pretty_json", "plain_json", "FixedPayload"]
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -62,3 +62,20 @@ def plain_json(value: Any) -> str | None:
     if value is False:
         return "false"
     return None
+
+
+class FixedPayload(dict):
+    """A tool payload many calls share (e.g. a plain allow), read-only, with its CallToolResult
+    text (:func:`pretty_json`) computed once."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.text = pretty_json(dict(self))
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("a fixed payload is read-only; copy it with dict(payload)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]

@@ -28,7 +28,7 @@ from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
-from assay.server.jsontext import compact_json, plain_json, pretty_json
+from assay.server.jsontext import FixedPayload, compact_json, plain_json, pretty_json
 from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger, Preencoded, Prepared
 from assay.server.tools import BY_NAME, TOOLS
 
@@ -367,7 +367,8 @@ class ServerProtocol:
         logger.emit(_DONE[call.takes_decision, error is not None], *done)
         if call.takes_decision:
             logger.emit(_DECISION, call.rid, call.rpc_id, self._decision_record(call, payload, code))
-        return _tool_result(payload_text(payload), is_error, call.rpc_id)
+        text = payload.text if type(payload) is FixedPayload else payload_text(payload)
+        return _tool_result(text, is_error, call.rpc_id)
 
     @staticmethod
     def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> Preencoded:

@@ -162,3 +162,43 @@ def test_generic_encoder_reference():
     """The reference the prepared events are held to: encode_event's own layout."""
     line = encode_event("INFO", TARGET_SERVER, {"event": "x", "rid": "r-1", "rpc_id": "é"})
     assert line.endswith(b'"fields":{"event":"x","rid":"r-1","rpc_id":"\xc3\xa9"},"target":"assay_mcp_server::server"}\n')
+
+
+def test_fixed_payloads_are_read_only_and_keep_their_text(tmp_path):
+    """The shared allow payloads: their text is the pretty JSON of their content, they refuse
+    every change, and an allowed `assay_check_args` reply keeps its exact bytes."""
+    from assay.server.jsontext import FixedPayload, pretty_json
+
+    fixed = FixedPayload({"allowed": True, "violations": [], "suggested_fix": None, "é": "x"})
+    assert fixed.text == pretty_json(dict(fixed)) == json.dumps(dict(fixed), indent=2, ensure_ascii=False)
+    for change in (
+        lambda: fixed.__setitem__("allowed", False),
+        lambda: fixed.__delitem__("allowed"),
+        lambda: fixed.update(allowed=False),
+        lambda: fixed.pop("allowed"),
+        lambda: fixed.setdefault("k", 1),
+        lambda: fixed.clear(),
+        lambda: fixed.popitem(),
+    ):
+        try:
+            change()
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("a fixed payload changed")
+    assert fixed["allowed"] is True and len(fixed) == 4
+    (tmp_path / "check.yaml").write_text("schemas:\n  search:\n    type: object\n")
+    frame = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "a-1",
+            "method": "tools/call",
+            "params": {"name": "assay_check_args", "arguments": {"tool": "search", "arguments": {}, "policy": "check.yaml"}},
+        }
+    ).encode()
+    proto = ServerProtocol(str(tmp_path), ServerConfig(), Logger(None, "info", buffered=True))
+    for _ in range(2):  # parsed, then cached
+        assert proto.handle_blocking(frame) == (
+            b'{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"{\\n  \\"allowed\\": true,\\n  '
+            b'\\"violations\\": [],\\n  \\"suggested_fix\\": null\\n}"}],"isError":false},"id":"a-1"}\n'
+        )

@@ -11,16 +11,17 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
-from assay.server.jsontext import compact_json
+from assay.server.jsontext import FixedPayload, compact_json
 from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
+_ALLOWED = FixedPayload({"allowed": True, "violations": [], "suggested_fix": None})
 
 
 def decision_payload(decision: Any) -> dict[str, Any]:
     """A4: allow / allow-with-warning / deny payloads from an engine Decision."""
     if decision.outcome == "allow":
-        return {"allowed": True, "violations": [], "suggested_fix": None}
+        return _ALLOWED
     if decision.outcome == "allow_with_warning":
         return {
             "allowed": True,
