@@ -63,6 +63,7 @@ def _float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
+_SCAN = _DECODER.scan_once
 
 
 def loads_strict(data: str | bytes) -> Any:
@@ -74,6 +75,13 @@ def loads_strict(data: str | bytes) -> Any:
             raise StrictJSONError("invalid_utf8", f"invalid UTF-8 at byte {exc.start}") from None
     else:
         text = data
+    try:  # the common case, a value filling the whole text, without decode()'s wrapper
+        value, end = _SCAN(text, 0)
+    except Exception:  # noqa: BLE001 - every refusal is decided and worded by decode() below
+        pass
+    else:
+        if end == len(text):
+            return value
     try:
         return _DECODER.decode(text)
     except StrictJSONError:

@@ -75,18 +75,27 @@ class ToolContext:
         """Jail, open, and the parsed policy: from the cache when the file is unchanged, else
         read under the byte ceiling and parsed (the one routine every policy tool uses).
 
-        The file is opened on every call (an edit, a removal or a swap is seen at once); its bytes
-        are read again only when its device, inode, size, mtime or ctime differ from the last
-        read, or when that read came within a second of the file's last change.
+        The file is looked up on every call (an edit, a removal or a swap is seen at once); its
+        bytes are read again only when its device, inode, size, mtime or ctime differ from the
+        last read, or when that read came within a second of the file's last change. A policy
+        named by one component whose entry in the root is that same regular file (same device,
+        inode, size and times: a change of content, mode or owner changes its ctime) is answered
+        from the cache after one ``fstatat`` without following links, instead of open + fstat.
         """
         self.slow_hook(policy)
         parts = normalize_policy_path(policy)
+        name = "/".join(parts)
+        store = self.caches[cache]
+        memo = self.memo.get(name)
+        if memo is not None and memo.trusted and len(parts) == 1:
+            st = self.rootdir.stat_entry(name)
+            if st is not None and memo.signature == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+                found = store.lookup(memo.key)
+                if found is not None:
+                    return found[0]
         fd, st = open_policy(self.rootdir, policy, parts)
         try:
-            name = "/".join(parts)
             signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            store = self.caches[cache]
-            memo = self.memo.get(name)
             if memo is not None and memo.trusted and memo.signature == signature:
                 found = store.lookup(memo.key)
                 if found is not None:

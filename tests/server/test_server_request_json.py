@@ -66,3 +66,41 @@ def test_first_repeated_name_is_named():
     assert info.value.name == "y"
     with pytest.raises(StrictJSONError):
         loads_strict('{"a":{"b":1,"b":1}}')
+
+
+def _outcome(text):
+    try:
+        return "ok", loads_strict(text)
+    except StrictJSONError as exc:
+        return exc.reason, str(exc)
+    except TypeError as exc:
+        return "type", str(exc)
+
+
+def _slow(text):
+    """The same text through decode() alone (the reader without its whole-text shortcut)."""
+    from assay import canonical
+
+    def refuse(_text, _idx):
+        raise StopIteration(0)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(canonical, "_SCAN", refuse)
+        return _outcome(text)
+
+
+request_texts = st.one_of(
+    objects_text(),
+    st.builds(lambda a, t, b: a + t + b, st.sampled_from(["", " ", "\n", "\t "]), objects_text(), st.sampled_from(["", " ", "x", "}", " 1"])),
+    st.sampled_from(
+        ["NaN", "[Infinity]", "-Infinity", "1e400", "[1e999]", "[" * 5000 + "]" * 5000, "", " ", "{", '"\\ud800"', "1" * 5000]
+    ),
+    st.text(alphabet='{}[]":,0123456789.eE+-tfnrul \\ab', max_size=30),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=request_texts)
+def test_whole_text_shortcut_accepts_and_refuses_alike(text):
+    """With and without the shortcut: the same value, or the same refusal and message."""
+    assert _outcome(text) == _slow(text)
