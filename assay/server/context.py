@@ -51,6 +51,8 @@ class ToolContext:
     rootdir: RootDir | None = None
     memo: dict[str, _Memo] = field(default_factory=dict)
     memo_lock: threading.Lock = field(default_factory=threading.Lock)
+    # policy argument -> (its normalised components, joined): a pure function of the string
+    paths: dict[str, tuple[list[str], str]] = field(default_factory=dict)
     racy_ns: int = _RACY_NS
 
     def __post_init__(self) -> None:
@@ -83,8 +85,14 @@ class ToolContext:
         from the cache after one ``fstatat`` without following links, instead of open + fstat.
         """
         self.slow_hook(policy)
-        parts = normalize_policy_path(policy)
-        name = "/".join(parts)
+        known = self.paths.get(policy)
+        if known is None:
+            parts = normalize_policy_path(policy)  # a ToolError for the refused paths, never kept
+            known = (parts, "/".join(parts))
+            if len(self.paths) >= 1024:
+                self.paths.clear()
+            self.paths[policy] = known
+        parts, name = known
         store = self.caches[cache]
         memo = self.memo.get(name)
         if memo is not None and memo.trusted and len(parts) == 1:
@@ -120,7 +128,7 @@ class ToolContext:
 
 
 def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def field_limit(value: str, limit: int, message: str) -> None:

@@ -19,7 +19,6 @@ import functools
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from assay.canonical import StrictJSONError, loads_strict
@@ -28,7 +27,7 @@ from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
-from assay.server.jsontext import FixedPayload, compact_json, plain_json, pretty_json
+from assay.server.jsontext import FixedPayload, compact_json, compact_size, plain_json, pretty_json
 from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger, Preencoded, Prepared
 from assay.server.tools import BY_NAME, TOOLS
 
@@ -104,7 +103,7 @@ def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
 
 def _compact_len(value: Any) -> int:
     try:
-        return len(compact_json(value).encode("utf-8", "surrogatepass"))
+        return compact_size(value)
     except (TypeError, ValueError):
         return 0
 
@@ -165,20 +164,50 @@ def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -
     return Preencoded(json.dumps(record, separators=(",", ":")))
 
 
-@dataclass
 class PendingCall:
-    """A `tools/call` admitted and logged, waiting for its handler to run under the deadline."""
+    """A `tools/call` admitted and logged, waiting for its handler to run under the deadline.
 
-    rid: str
-    rpc_id: Any
-    tool_name: str  # a known tool name, or "unknown" (never the caller's string)
-    work: Callable[[], dict[str, Any]]
-    takes_decision: bool
-    correlation: str
-    started: float = field(default=0.0)
-    # The same handler on the inline view of the context: answers from an already parsed policy
-    # or raises NeedsWorker. None when the tool always needs a worker.
-    inline: Callable[[], dict[str, Any]] | None = None
+    ``work()`` runs the handler on the full context (in a worker); ``inline`` is the same handler
+    on the inline view of the context, which answers from an already parsed policy or raises
+    NeedsWorker, or None when the tool always needs a worker. A ToolError becomes its payload;
+    an unknown tool's ``work()`` raises (the fail-closed E_INTERNAL, the name never echoed)."""
+
+    __slots__ = ("rid", "rpc_id", "tool_name", "takes_decision", "correlation", "started", "_run", "_args", "_ctx", "_view")
+
+    def __init__(
+        self,
+        rid: str,
+        rpc_id: Any,
+        tool_name: str,  # a known tool name, or "unknown" (never the caller's string)
+        takes_decision: bool,
+        correlation: str,
+        started: float,
+        run: Callable[[ToolContext, Any], dict[str, Any]] | None,
+        arguments: Any,
+        ctx: ToolContext,
+        view: ToolContext | None,
+    ) -> None:
+        self.rid, self.rpc_id, self.tool_name = rid, rpc_id, tool_name
+        self.takes_decision, self.correlation, self.started = takes_decision, correlation, started
+        self._run, self._args, self._ctx, self._view = run, arguments, ctx, view
+
+    def work(self) -> dict[str, Any]:
+        if self._run is None:
+            raise LookupError("unknown tool")
+        try:
+            return self._run(self._ctx, self._args)
+        except ToolError as exc:
+            return exc.payload()
+
+    def _inline(self) -> dict[str, Any]:
+        try:
+            return self._run(self._view, self._args)  # type: ignore[misc]
+        except ToolError as exc:
+            return exc.payload()
+
+    @property
+    def inline(self) -> Callable[[], dict[str, Any]] | None:
+        return self._inline if self._view is not None else None
 
 
 class ServerProtocol:
@@ -295,40 +324,17 @@ class ServerProtocol:
         if takes_decision:  # unknown names are metered too; the identity tool is not
             logger.emit(_METERED, "policy_check", 1)
         logger.emit(_START, rid, rpc_id, bytes_in, _compact_len(arguments))
-        ctx = self.ctx
-        inline = None
-        if tool is None:
-
-            def work() -> dict[str, Any]:
-                raise LookupError("unknown tool")  # fail-closed E_INTERNAL, name not echoed
-
-        else:
-            run = tool.run
-
-            def work() -> dict[str, Any]:
-                try:
-                    return run(ctx, arguments)
-                except ToolError as exc:
-                    return exc.payload()
-
-            if tool.inline:
-                view = self.ctx_inline
-
-                def inline() -> dict[str, Any]:
-                    try:
-                        return run(view, arguments)
-                    except ToolError as exc:
-                        return exc.payload()
-
         return PendingCall(
-            inline=inline,
-            rid=rid,
-            rpc_id=rpc_id,
-            tool_name=tool.name if tool is not None else "unknown",
-            work=work,
-            takes_decision=takes_decision,
-            correlation=_correlation(params),
-            started=self._clock(),
+            rid,
+            rpc_id,
+            tool.name if tool is not None else "unknown",
+            takes_decision,
+            _correlation(params),
+            self._clock(),
+            tool.run if tool is not None else None,
+            arguments,
+            self.ctx,
+            self.ctx_inline if tool is not None and tool.inline else None,
         )
 
     # -- completion -------------------------------------------------------------

@@ -217,3 +217,46 @@ def test_server_modules_import_without_cycles(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] False"
+
+
+_ARG_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(call_args=st.dictionaries(st.text(max_size=3), _ARG_VALUES, max_size=3), slack=st.integers(-40, 120))
+def test_arguments_limit_is_exact_whether_or_not_the_whole_was_measured(tmp_path_factory, call_args, slack):
+    """`arguments too large` is said exactly when the compact UTF-8 size of `arguments` exceeds
+    the field limit, also when the tool skips its own encoding because the protocol's measure
+    of all the call's arguments is already within the limit (floats in exponent form, lone
+    surrogates and non-ASCII text included)."""
+    root = tmp_path_factory.mktemp("limit")
+    (root / "p.yaml").write_text("tools:\n  allow: ['*']\n")
+    size = len(json.dumps(call_args, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    limit = max(20, size + slack)
+    proto = ServerProtocol(str(root), ServerConfig(max_field_bytes=limit), Logger(None, "off", buffered=True))
+    got = text_of(proto.handle_blocking(line(CHECK, {"tool": "t", "arguments": call_args, "policy": "p.yaml"})))
+    refused = got.get("error", {}).get("message") == "arguments too large"
+    assert refused == (size > limit), (size, limit, got)
+
+
+def test_refused_policy_paths_stay_refused_and_equivalent_paths_share_nothing_wrong(tmp_path):
+    """Normalised paths are remembered per policy string: a refused string is refused on every
+    call, and two spellings of one file both see an edit."""
+    (tmp_path / "b.yaml").write_text("blocklist: [t]\n")
+    proto, _logger = make(tmp_path)
+    for _ in range(2):
+        out = text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": "../b.yaml"})))
+        assert out["error"]["code"] == "E_PERMISSION_DENIED"
+    for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
+        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is False
+    (tmp_path / "b.yaml").write_text("blocklist: [other_tool]\n")
+    for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
+        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is True

@@ -11,7 +11,7 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
-from assay.server.jsontext import FixedPayload, compact_json
+from assay.server.jsontext import FixedPayload, compact_json, measured_size
 from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
@@ -48,7 +48,9 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    field_limit(compact_json(call_args), limit, "arguments too large")
+    whole = measured_size(arguments)  # the protocol measured all of them for its log line
+    if whole is None or whole > limit:  # within the limit, any member of them is too
+        field_limit(compact_json(call_args), limit, "arguments too large")
     strict = ctx.config.strict_deprecations
 
     def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
