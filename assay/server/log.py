@@ -122,6 +122,33 @@ def _plain(value: Any) -> str | None:
     return plain_json(value)
 
 
+def _encode_into(texts: list[Any], values: tuple[Any, ...]) -> bool:
+    """Append the plain texts of ``values``; False as soon as one is not plain."""
+    for value in values:
+        kind = type(value)
+        if kind is str and value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            texts.append('"' + value + '"')  # the common cases of _plain, inline
+        elif kind is int and _I64_MIN <= value <= _I64_MAX:
+            texts.append(str(value))
+        else:
+            text = _plain(value)
+            if text is None:
+                return False
+            texts.append(text)
+    return True
+
+
+def _stamp_into(texts: list[Any]) -> None:
+    """Append now as the template's `%s.%06d` pair, spelled as :func:`_timestamp` spells it."""
+    now = time.time_ns()
+    sec = now // 1_000_000_000
+    cached = _second
+    if cached[0] != sec:
+        cached = _second_text(sec)
+    texts.append(cached[1])
+    texts.append(now // 1000 % 1_000_000)
+
+
 class Prepared:
     """One event shape: level, target, event name and field names, in the order they are written.
 
@@ -219,6 +246,25 @@ class Logger:
             name: (value.value if type(value) is Preencoded else value) for name, value in zip(prepared.names, values)
         }
         self.event(prepared.level, prepared.target, prepared.event, **fields)
+
+    def emit_pair(
+        self, first: Prepared, first_values: tuple[Any, ...], second: Prepared, second_values: tuple[Any, ...]
+    ) -> None:
+        """``emit(first, *first_values)`` then ``emit(second, *second_values)``: the same two
+        lines, each with its own timestamp, queued with one format and one append."""
+        pending = self._pending
+        enabled = self._enabled
+        if pending is not None and self.records is None and enabled.get(first.key) and enabled.get(second.key):
+            texts: list[Any] = []
+            _stamp_into(texts)
+            if _encode_into(texts, first_values):
+                _stamp_into(texts)
+                if _encode_into(texts, second_values):
+                    template = first.template + second.template
+                    pending.append((template % tuple(texts)).encode("utf-8", "backslashreplace"))
+                    return
+        self.emit(first, *first_values)
+        self.emit(second, *second_values)
 
     def event(self, level: str, target: str, event: str, **fields: Any) -> None:
         on = self._enabled.get((level, target))

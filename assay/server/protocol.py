@@ -321,9 +321,11 @@ class ServerProtocol:
         tool = self._tools.get(name)
         takes_decision = tool is None or tool.takes_decision
         logger = self.logger
+        start = (rid, rpc_id, bytes_in, _compact_len(arguments))
         if takes_decision:  # unknown names are metered too; the identity tool is not
-            logger.emit(_METERED, "policy_check", 1)
-        logger.emit(_START, rid, rpc_id, bytes_in, _compact_len(arguments))
+            logger.emit_pair(_METERED, ("policy_check", 1), _START, start)
+        else:
+            logger.emit(_START, *start)
         return PendingCall(
             rid,
             rpc_id,
@@ -370,9 +372,11 @@ class ServerProtocol:
         if error is not None:
             done.append(code)
         logger = self.logger
-        logger.emit(_DONE[call.takes_decision, error is not None], *done)
         if call.takes_decision:
-            logger.emit(_DECISION, call.rid, call.rpc_id, self._decision_record(call, payload, code))
+            decision = (call.rid, call.rpc_id, self._decision_record(call, payload, code))
+            logger.emit_pair(_DONE[True, error is not None], tuple(done), _DECISION, decision)
+        else:
+            logger.emit(_DONE[False, error is not None], *done)
         text = payload.text if type(payload) is FixedPayload else payload_text(payload)
         return _tool_result(text, is_error, call.rpc_id)
 

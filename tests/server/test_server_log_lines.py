@@ -62,6 +62,28 @@ def test_prepared_event_is_exactly_the_generic_line(values, pre):
     assert masked(fast.drain()) == masked(slow.drain())
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.lists(st.one_of(plain_ids, json_values), max_size=3),
+    second=st.lists(st.one_of(plain_ids, json_values), max_size=3),
+    spec=st.sampled_from(["info", "assay_billing=off", "assay_mcp_server=off", "warn"]),
+)
+def test_prepared_pair_is_exactly_two_generic_lines(first, second, spec):
+    """Logger.emit_pair against two Logger.event calls, under filters that drop either line."""
+    from assay.server.log import TARGET_BILLING
+
+    a = Prepared("INFO", TARGET_BILLING, "a", tuple(f"x{i}" for i in range(len(first))))
+    b = Prepared("INFO", TARGET_SERVER, "b", tuple(f"y{i}" for i in range(len(second))))
+    fast = Logger(None, spec, buffered=True)
+    slow = Logger(None, spec, buffered=True)
+    fast.emit_pair(a, tuple(first), b, tuple(second))
+    slow.event("INFO", TARGET_BILLING, "a", **dict(zip(a.names, first)))
+    slow.event("INFO", TARGET_SERVER, "b", **dict(zip(b.names, second)))
+    got = fast.drain()
+    assert masked(got) == masked(slow.drain())
+    assert got.count(b"\n") == len(masked(got))  # one event per line
+
+
 def test_prepared_event_keeps_records_and_the_filter():
     """With records kept, emit stores the same fields as event; a filtered-out level writes
     nothing."""
