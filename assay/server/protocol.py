@@ -252,7 +252,7 @@ class ServerProtocol:
         except UnicodeDecodeError:  # ignored like any unparsable line
             self._parse_error(rid, "invalid_utf8")
             return None
-        if not text.strip():
+        if not text or text.isspace():  # blank (what strip() would empty), without a copy
             return None
         try:
             message = loads_strict(text)
