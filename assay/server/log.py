@@ -156,18 +156,42 @@ class Prepared:
     timestamp and the values, and the line is byte for byte what :meth:`Logger.event` writes for
     the same event and fields."""
 
-    __slots__ = ("level", "target", "event", "names", "key", "template")
+    __slots__ = ("level", "target", "event", "names", "fixed", "key", "template", "_pairs")
 
-    def __init__(self, level: str, target: str, event: str, names: tuple[str, ...]) -> None:
-        self.level, self.target, self.event, self.names = level, target, event, names
+    def __init__(
+        self, level: str, target: str, event: str, names: tuple[str, ...], fixed: tuple[tuple[str, Any], ...] = ()
+    ) -> None:
+        """``fixed``: (name, value) fields every such event has, written before ``names``; each
+        value must be plain (see :func:`_plain`)."""
+        self.level, self.target, self.event, self.names, self.fixed = level, target, event, names, fixed
         self.key = (level, target)
+        self._pairs: dict[Prepared, str] = {}
 
         def lit(text: str) -> str:
             return text.replace("%", "%%")
 
         head = '{"timestamp":"%s.%06dZ",' + lit('"level":"%s","fields":{"event":%s' % (level, _dumps(event)))
+        for name, value in fixed:
+            text = _plain(value)
+            if text is None:
+                raise ValueError("a fixed field needs a plain value")
+            head += lit("," + _dumps(name) + ":" + text)
         body = "".join(lit("," + _dumps(name) + ":") + "%s" for name in names)
         self.template = head + body + lit('},"target":"%s"}' % target) + "\n"
+
+    def fields(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        """The event's fields for ``values``, as :meth:`Logger.event` takes them."""
+        fields = dict(self.fixed)
+        for name, value in zip(self.names, values):
+            fields[name] = value.value if type(value) is Preencoded else value
+        return fields
+
+    def pair_template(self, second: Prepared) -> str:
+        """This template followed by ``second``'s, built once per pair."""
+        template = self._pairs.get(second)
+        if template is None:
+            template = self._pairs[second] = self.template + second.template
+        return template
 
 
 class Logger:
@@ -242,10 +266,7 @@ class Logger:
             else:
                 pending.append((prepared.template % tuple(texts)).encode("utf-8", "backslashreplace"))
                 return
-        fields = {
-            name: (value.value if type(value) is Preencoded else value) for name, value in zip(prepared.names, values)
-        }
-        self.event(prepared.level, prepared.target, prepared.event, **fields)
+        self.event(prepared.level, prepared.target, prepared.event, **prepared.fields(values))
 
     def emit_pair(
         self, first: Prepared, first_values: tuple[Any, ...], second: Prepared, second_values: tuple[Any, ...]
@@ -260,8 +281,7 @@ class Logger:
             if _encode_into(texts, first_values):
                 _stamp_into(texts)
                 if _encode_into(texts, second_values):
-                    template = first.template + second.template
-                    pending.append((template % tuple(texts)).encode("utf-8", "backslashreplace"))
+                    pending.append((first.pair_template(second) % tuple(texts)).encode("utf-8", "backslashreplace"))
                     return
         self.emit(first, *first_values)
         self.emit(second, *second_values)

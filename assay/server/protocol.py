@@ -133,7 +133,7 @@ def _correlation(params: Any) -> str:
 
 
 # The events every tool call writes, prepared once (their text is what Logger.event writes).
-_METERED = Prepared("INFO", TARGET_BILLING, "assay.usage.metered", ("usage_type", "count"))
+_METERED = Prepared("INFO", TARGET_BILLING, "assay.usage.metered", (), (("usage_type", "policy_check"), ("count", 1)))
 _START = Prepared("INFO", TARGET_SERVER, "tool_call_start", ("rid", "rpc_id", "bytes_in", "args_bytes"))
 _DONE = {
     (takes_decision, with_code): Prepared(
@@ -323,7 +323,7 @@ class ServerProtocol:
         logger = self.logger
         start = (rid, rpc_id, bytes_in, _compact_len(arguments))
         if takes_decision:  # unknown names are metered too; the identity tool is not
-            logger.emit_pair(_METERED, ("policy_check", 1), _START, start)
+            logger.emit_pair(_METERED, (), _START, start)
         else:
             logger.emit(_START, *start)
         return PendingCall(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,6 +83,31 @@ def test_prepared_pair_is_exactly_two_generic_lines(first, second, spec):
     got = fast.drain()
     assert masked(got) == masked(slow.drain())
     assert got.count(b"\n") == len(masked(got))  # one event per line
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.one_of(plain_ids, json_values), max_size=3), fixed=st.lists(plain_ids, max_size=2))
+def test_fixed_fields_are_written_as_given_fields(values, fixed):
+    """Fixed fields are baked into the prepared text; the line is the generic one with those
+    fields first, and a value that is not plain is refused when preparing."""
+    from assay.server.log import _plain
+
+    fixed_fields = tuple((f"f{i}", v) for i, v in enumerate(fixed))
+    if any(_plain(v) is None for _, v in fixed_fields):
+        with pytest.raises(ValueError):
+            Prepared("INFO", TARGET_SERVER, "e", (), fixed_fields)
+        return
+    names = tuple(f"k{i}" for i in range(len(values)))
+    prepared = Prepared("INFO", TARGET_SERVER, "e", names, fixed_fields)
+    fast = Logger(None, "info", buffered=True)
+    slow = Logger(None, "info", buffered=True)
+    kept = Logger(None, "info", buffered=True)
+    kept.records = []
+    fast.emit(prepared, *values)
+    kept.emit(prepared, *values)
+    slow.event("INFO", TARGET_SERVER, "e", **dict(fixed_fields), **dict(zip(names, values)))
+    assert masked(fast.drain()) == masked(slow.drain()) == masked(kept.drain())
+    assert kept.records[0]["fields"] == {"event": "e", **dict(fixed_fields), **dict(zip(names, values))}
 
 
 def test_prepared_event_keeps_records_and_the_filter():

@@ -69,9 +69,19 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         return exc.payload
     for line in warnings:  # unknown keys, v1 deprecation: said on every call, as the policy is used
         ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
-    from assay.policy import evaluate
+    return decision_payload(_evaluate()(loaded, tool, call_args))
 
-    return decision_payload(evaluate(loaded, tool, call_args))
+
+_ENGINE: list[Any] = []
+
+
+def _evaluate() -> Any:
+    """The engine's ``evaluate``, imported on first use (the engine loads after start-up)."""
+    if not _ENGINE:
+        from assay.policy import evaluate
+
+        _ENGINE.append(evaluate)
+    return _ENGINE[0]
 
 
 class _Refused(Exception):
