@@ -247,7 +247,7 @@ def test_arguments_limit_is_exact_whether_or_not_the_whole_was_measured(tmp_path
     assert refused == (size > limit), (size, limit, got)
 
 
-def test_refused_policy_paths_stay_refused_and_equivalent_paths_share_nothing_wrong(tmp_path):
+def test_policy_path_memo_keeps_refusals_and_sees_edits(tmp_path):
     """Normalised paths are remembered per policy string: a refused string is refused on every
     call, and two spellings of one file both see an edit."""
     (tmp_path / "b.yaml").write_text("blocklist: [t]\n")
