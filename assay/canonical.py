@@ -46,11 +46,13 @@ class DuplicateMemberError(StrictJSONError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise DuplicateMemberError(key)
-        obj[key] = value
+    obj = dict(pairs)  # built in C; a duplicate name leaves it shorter than the list
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise DuplicateMemberError(key)  # the first repeated name, as the reader meets it
+            seen.add(key)
     return obj
 
 
@@ -66,6 +68,7 @@ def _float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
+_SCAN = _DECODER.scan_once
 
 
 def loads_strict(data: str | bytes) -> Any:
@@ -77,6 +80,13 @@ def loads_strict(data: str | bytes) -> Any:
             raise StrictJSONError("invalid_utf8", f"invalid UTF-8 at byte {exc.start}") from None
     else:
         text = data
+    try:  # the common case, a value filling the whole text, without decode()'s wrapper
+        value, end = _SCAN(text, 0)
+    except Exception:  # noqa: BLE001 - every refusal is decided and worded by decode() below
+        pass
+    else:
+        if end == len(text):
+            return value
     try:
         return _DECODER.decode(text)
     except StrictJSONError:

@@ -1,6 +1,7 @@
 """Server benchmark: `assay-mcp-server` tool calls against an echo-server baseline.
 
 Run: .venv/bin/python bench/bench_server.py [--frames 20000] [--rounds 2000] [--runs 5]
+                                            [--baseline-tree DIR]
 
 Each run measures, in the same process and back to back (interleaved, so drift in machine load
 hits every setup alike):
@@ -12,6 +13,9 @@ Latency: M sequential round trips (send one, wait for its reply), p50 and p99.
 CPU per call: the server process's user+system time over the throughput phase, from
 /proc/<pid>/stat (Linux, 10 ms ticks), divided by N; calls/cpu-s is its inverse, the rate the
 server would reach with a core to itself (the steadier figure on a loaded machine).
+--baseline-tree DIR adds the two server setups once more, run from another checkout of assay
+(e.g. `git archive <commit> | tar -x -C DIR`, put first on PYTHONPATH), interleaved in the same runs: a
+before/after comparison under the same machine load.
 Each figure is the median over --runs runs. Targets (2-core dev machine): both tools >= 8,000
 calls/s pipelined and p50 <= 400 us. On a shared machine the absolute figures are noisy; the
 ratio to the echo baseline of the same run is the steadier number.
@@ -146,6 +150,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--baseline-tree", help="another assay checkout, measured as extra setups in the same runs")
     args = ap.parse_args()
     server = shutil.which("assay-mcp-server") or str(Path(sys.executable).parent / "assay-mcp-server")
     tmp = Path(tempfile.mkdtemp(prefix="assay-bench-server-"))
@@ -158,26 +163,31 @@ def main() -> int:
     env.pop("ASSAY_LOG", None)
     serve = [server, "--policy-root", str(tmp)]
     setups = {
-        "echo": (ECHO, check_args_frame),
-        "check_args": (serve, check_args_frame),
-        "policy_decide": (serve, policy_decide_frame),
+        "echo": (ECHO, check_args_frame, env),
+        "check_args": (serve, check_args_frame, env),
+        "policy_decide": (serve, policy_decide_frame, env),
     }
+    if args.baseline_tree:
+        tree = str(Path(args.baseline_tree).resolve())
+        base_env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (tree, env.get("PYTHONPATH")) if p))
+        setups["check_args@base"] = (serve, check_args_frame, base_env)
+        setups["policy_decide@base"] = (serve, policy_decide_frame, base_env)
     print(f"{args.frames} pipelined calls, {args.rounds} round trips, median of {args.runs} runs; "
           f"check_args frame {len(check_args_frame(12345))} bytes")
     results = {k: {"tput": [], "cpu": [], "p50": [], "p99": []} for k in setups}
     for _ in range(args.runs):
-        for name, (cmd, make) in setups.items():
-            tput, cpu = throughput(cmd, env, make, args.frames)
-            p50, p99 = latency(cmd, env, make, args.rounds)
+        for name, (cmd, make, setup_env) in setups.items():
+            tput, cpu = throughput(cmd, setup_env, make, args.frames)
+            p50, p99 = latency(cmd, setup_env, make, args.rounds)
             for key, value in (("tput", tput), ("cpu", cpu), ("p50", p50), ("p99", p99)):
                 results[name][key].append(value)
     med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in results.items()}
     base = med["echo"]
-    print(f"{'setup':14} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12} "
+    print(f"{'setup':19} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12} "
           f"{'calls/cpu-s':>12}")
     for name, m in med.items():
         per_cpu = f"{1e6 / m['cpu']:12.0f}" if m["cpu"] > 0 else f"{'-':>12}"
-        print(f"{name:14} {m['tput']:9.0f} {m['tput'] / base['tput']:8.1%} {m['p50']:8.0f} {m['p99']:8.0f} "
+        print(f"{name:19} {m['tput']:9.0f} {m['tput'] / base['tput']:8.1%} {m['p50']:8.0f} {m['p99']:8.0f} "
               f"{m['cpu']:12.1f} {per_cpu}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0

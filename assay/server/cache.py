@@ -13,9 +13,12 @@ import hashlib
 import threading
 from typing import Any, Callable
 
-from assay.server.log import TARGET_SERVER, Logger
+from assay.server.log import TARGET_SERVER, Logger, Prepared
 
 __all__ = ["PolicyCache", "cache_key"]
+
+
+_EVENTS = {name: Prepared("DEBUG", TARGET_SERVER, name, ("key", "cache")) for name in ("cache_hit", "cache_miss")}
 
 
 def cache_key(path: str, data: bytes) -> str:
@@ -71,4 +74,4 @@ class PolicyCache:
 
     def _log(self, event: str, key: str) -> None:
         if self._logger is not None:
-            self._logger.event("DEBUG", TARGET_SERVER, event, key=key, cache=self.name)
+            self._logger.emit(_EVENTS[event], key, self.name)

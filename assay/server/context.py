@@ -51,6 +51,8 @@ class ToolContext:
     rootdir: RootDir | None = None
     memo: dict[str, _Memo] = field(default_factory=dict)
     memo_lock: threading.Lock = field(default_factory=threading.Lock)
+    # policy argument -> (its normalised components, joined): a pure function of the string
+    paths: dict[str, tuple[list[str], str]] = field(default_factory=dict)
     racy_ns: int = _RACY_NS
 
     def __post_init__(self) -> None:
@@ -75,18 +77,33 @@ class ToolContext:
         """Jail, open, and the parsed policy: from the cache when the file is unchanged, else
         read under the byte ceiling and parsed (the one routine every policy tool uses).
 
-        The file is opened on every call (an edit, a removal or a swap is seen at once); its bytes
-        are read again only when its device, inode, size, mtime or ctime differ from the last
-        read, or when that read came within a second of the file's last change.
+        The file is looked up on every call (an edit, a removal or a swap is seen at once); its
+        bytes are read again only when its device, inode, size, mtime or ctime differ from the
+        last read, or when that read came within a second of the file's last change. A policy
+        named by one component whose entry in the root is that same regular file (same device,
+        inode, size and times: a change of content, mode or owner changes its ctime) is answered
+        from the cache after one ``fstatat`` without following links, instead of open + fstat.
         """
         self.slow_hook(policy)
-        parts = normalize_policy_path(policy)
+        known = self.paths.get(policy)
+        if known is None:
+            parts = normalize_policy_path(policy)  # a ToolError for the refused paths, never kept
+            known = (parts, "/".join(parts))
+            if len(self.paths) >= 1024:
+                self.paths.clear()
+            self.paths[policy] = known
+        parts, name = known
+        store = self.caches[cache]
+        memo = self.memo.get(name)
+        if memo is not None and memo.trusted and len(parts) == 1:
+            st = self.rootdir.stat_entry(name)
+            if st is not None and memo.signature == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+                found = store.lookup(memo.key)
+                if found is not None:
+                    return found[0]
         fd, st = open_policy(self.rootdir, policy, parts)
         try:
-            name = "/".join(parts)
             signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            store = self.caches[cache]
-            memo = self.memo.get(name)
             if memo is not None and memo.trusted and memo.signature == signature:
                 found = store.lookup(memo.key)
                 if found is not None:
@@ -111,7 +128,7 @@ class ToolContext:
 
 
 def _nbytes(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def field_limit(value: str, limit: int, message: str) -> None:

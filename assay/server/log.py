@@ -15,7 +15,20 @@ from typing import Any, BinaryIO
 
 import ujson
 
-__all__ = ["Logger", "parse_filter", "encode_event", "TARGET_MAIN", "TARGET_SERVER", "TARGET_BILLING"]
+from assay.server.jsontext import plain_json
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+__all__ = [
+    "Logger",
+    "Prepared",
+    "Preencoded",
+    "parse_filter",
+    "encode_event",
+    "TARGET_MAIN",
+    "TARGET_SERVER",
+    "TARGET_BILLING",
+]
 
 TARGET_MAIN = "assay_mcp_server"
 TARGET_SERVER = "assay_mcp_server::server"
@@ -61,14 +74,19 @@ def _dumps(obj: Any) -> str:
 _second: tuple[int, str] = (-1, "")
 
 
-def _timestamp() -> str:
-    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+def _second_text(sec: int) -> tuple[int, str]:
+    """``(sec, "YYYY-MM-DDTHH:MM:SS")`` for a Unix second, remembered until the next second."""
     global _second
-    sec, ns = divmod(time.time_ns(), 1_000_000_000)
     cached = _second
     if cached[0] != sec:
         cached = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return "%s.%06dZ" % (cached[1], ns // 1000)
+    return cached
+
+
+def _timestamp() -> str:
+    """Now, UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ`; the date part is formatted once per second."""
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    return "%s.%06dZ" % (_second_text(sec)[1], ns // 1000)
 
 
 def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime | None = None) -> bytes:
@@ -77,6 +95,103 @@ def encode_event(level: str, target: str, fields: dict[str, Any], now: datetime 
     # encoding, and the line keeps the key order timestamp, level, fields, target.
     line = '{"timestamp":"%s","level":"%s","fields":%s,"target":"%s"}' % (stamp, level, _dumps(fields), target)
     return line.encode("utf-8", "backslashreplace") + b"\n"
+
+
+class Preencoded:
+    """A field value with its JSON text computed once (e.g. a decision record used by many calls).
+
+    ``text`` is what :func:`encode_event` writes for ``value`` on a line that needs no fallback
+    encoding, or None when ujson refuses the value (such a line takes the generic path)."""
+
+    __slots__ = ("value", "text")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        try:
+            self.text: str | None = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
+        except (OverflowError, TypeError, ValueError, UnicodeError):
+            self.text = None
+
+
+def _plain(value: Any) -> str | None:
+    """The text of a value that :func:`_dumps` spells alike on every line and that cannot make a
+    line fall back (see :func:`~assay.server.jsontext.plain_json`), or of a :class:`Preencoded`;
+    None for anything else."""
+    if type(value) is Preencoded:
+        return value.text
+    return plain_json(value)
+
+
+def _encode_into(texts: list[Any], values: tuple[Any, ...]) -> bool:
+    """Append the plain texts of ``values``; False as soon as one is not plain."""
+    for value in values:
+        kind = type(value)
+        if kind is str and value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            texts.append('"' + value + '"')  # the common cases of _plain, inline
+        elif kind is int and _I64_MIN <= value <= _I64_MAX:
+            texts.append(str(value))
+        else:
+            text = _plain(value)
+            if text is None:
+                return False
+            texts.append(text)
+    return True
+
+
+def _stamp_into(texts: list[Any]) -> None:
+    """Append now as the template's `%s.%06d` pair, spelled as :func:`_timestamp` spells it."""
+    now = time.time_ns()
+    sec = now // 1_000_000_000
+    cached = _second
+    if cached[0] != sec:
+        cached = _second_text(sec)
+    texts.append(cached[1])
+    texts.append(now // 1000 % 1_000_000)
+
+
+class Prepared:
+    """One event shape: level, target, event name and field names, in the order they are written.
+
+    The constant text around the values is built once; :meth:`Logger.emit` only fills in the
+    timestamp and the values, and the line is byte for byte what :meth:`Logger.event` writes for
+    the same event and fields."""
+
+    __slots__ = ("level", "target", "event", "names", "fixed", "key", "template", "_pairs")
+
+    def __init__(
+        self, level: str, target: str, event: str, names: tuple[str, ...], fixed: tuple[tuple[str, Any], ...] = ()
+    ) -> None:
+        """``fixed``: (name, value) fields every such event has, written before ``names``; each
+        value must be plain (see :func:`_plain`)."""
+        self.level, self.target, self.event, self.names, self.fixed = level, target, event, names, fixed
+        self.key = (level, target)
+        self._pairs: dict[Prepared, str] = {}
+
+        def lit(text: str) -> str:
+            return text.replace("%", "%%")
+
+        head = '{"timestamp":"%s.%06dZ",' + lit('"level":"%s","fields":{"event":%s' % (level, _dumps(event)))
+        for name, value in fixed:
+            text = _plain(value)
+            if text is None:
+                raise ValueError("a fixed field needs a plain value")
+            head += lit("," + _dumps(name) + ":" + text)
+        body = "".join(lit("," + _dumps(name) + ":") + "%s" for name in names)
+        self.template = head + body + lit('},"target":"%s"}' % target) + "\n"
+
+    def fields(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        """The event's fields for ``values``, as :meth:`Logger.event` takes them."""
+        fields = dict(self.fixed)
+        for name, value in zip(self.names, values):
+            fields[name] = value.value if type(value) is Preencoded else value
+        return fields
+
+    def pair_template(self, second: Prepared) -> str:
+        """This template followed by ``second``'s, built once per pair."""
+        template = self._pairs.get(second)
+        if template is None:
+            template = self._pairs[second] = self.template + second.template
+        return template
 
 
 class Logger:
@@ -119,6 +234,57 @@ class Logger:
                 wanted = lvl
                 break
         return _NAMES[level] >= wanted
+
+    def emit(self, prepared: Prepared, *values: Any) -> None:
+        """The event ``prepared`` with ``values`` for its field names: the same line as
+        :meth:`event`, built from the prepared text when every value is plain (see
+        :func:`_plain`), else through :meth:`event`."""
+        on = self._enabled.get(prepared.key)
+        if on is None:
+            on = self.enabled(prepared.level, prepared.target)
+        if not on:
+            return
+        pending = self._pending
+        if pending is not None and self.records is None:
+            now = time.time_ns()  # the timestamp as _timestamp() spells it
+            sec = now // 1_000_000_000
+            cached = _second
+            if cached[0] != sec:
+                cached = _second_text(sec)
+            texts: list[Any] = [cached[1], now // 1000 % 1_000_000]
+            for value in values:
+                kind = type(value)
+                if kind is str and value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+                    texts.append('"' + value + '"')  # the common cases of _plain, inline
+                elif kind is int and _I64_MIN <= value <= _I64_MAX:
+                    texts.append(str(value))
+                else:
+                    text = _plain(value)
+                    if text is None:
+                        break
+                    texts.append(text)
+            else:
+                pending.append((prepared.template % tuple(texts)).encode("utf-8", "backslashreplace"))
+                return
+        self.event(prepared.level, prepared.target, prepared.event, **prepared.fields(values))
+
+    def emit_pair(
+        self, first: Prepared, first_values: tuple[Any, ...], second: Prepared, second_values: tuple[Any, ...]
+    ) -> None:
+        """``emit(first, *first_values)`` then ``emit(second, *second_values)``: the same two
+        lines, each with its own timestamp, queued with one format and one append."""
+        pending = self._pending
+        enabled = self._enabled
+        if pending is not None and self.records is None and enabled.get(first.key) and enabled.get(second.key):
+            texts: list[Any] = []
+            _stamp_into(texts)
+            if _encode_into(texts, first_values):
+                _stamp_into(texts)
+                if _encode_into(texts, second_values):
+                    pending.append((first.pair_template(second) % tuple(texts)).encode("utf-8", "backslashreplace"))
+                    return
+        self.emit(first, *first_values)
+        self.emit(second, *second_values)
 
     def event(self, level: str, target: str, event: str, **fields: Any) -> None:
         on = self._enabled.get((level, target))

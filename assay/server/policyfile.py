@@ -11,6 +11,13 @@ root*, never by an absolute path string that could be re-resolved after a check:
   time with ``openat(O_NOFOLLOW)``, reading each symbolic link and following it only while it
   stays inside the root.
 
+A policy named by one component (`policy.yaml`, the common case) is first tried with a plain
+``openat(O_NOFOLLOW)`` in the root descriptor: it succeeds only on an entry of the root itself
+that is not a symbolic link, which is exactly what both ways above open for it; anything else
+(a link, a missing name, any error) takes the way above. :meth:`RootDir.stat_entry` looks at
+such an entry the same way (``fstatat`` without following links) for the cache's unchanged-file
+check.
+
 The file itself is opened ``O_NONBLOCK`` and checked with ``fstat``: only a regular file is read,
 so a FIFO, socket or device in the root is refused at once and never waited on.
 
@@ -56,6 +63,8 @@ _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_PATH = getattr(os, "O_PATH", 0)
 # The file itself: read-only, never blocking on open (a FIFO without a writer), never a tty.
 FILE_FLAGS = os.O_RDONLY | _O_NONBLOCK | _O_NOCTTY | _O_CLOEXEC
+_STAT_NOFOLLOW = os.stat in os.supports_dir_fd and os.stat in os.supports_follow_symlinks
+_LEAF_FLAGS = FILE_FLAGS | _O_NOFOLLOW  # the last component, never followed if it is a link
 # A directory on the way: O_PATH where it exists (needs no read permission, as a path walk).
 _DIR_FLAGS = (_O_PATH or os.O_RDONLY) | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 
@@ -144,10 +153,26 @@ class RootDir:
         except OSError:
             pass
 
+    def stat_entry(self, name: str) -> os.stat_result | None:
+        """``fstatat`` of one entry of the root, links not followed, when it is a regular file;
+        None otherwise (a link, a missing name, any error, or no way to stat without following)."""
+        if self.fd is None or not _STAT_NOFOLLOW or name in ("", ".", "..") or "/" in name:
+            return None
+        try:
+            st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except (OSError, ValueError):
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
     def open(self, parts: list[str]) -> int:
         """Open ``parts`` (normalised, non-empty) beneath the root; OSError or :class:`_Escape`."""
         if self.fd is None:
             raise self.error or OSError(errno.EBADF, os.strerror(errno.EBADF))
+        if _O_NOFOLLOW and len(parts) == 1 and parts[0] not in ("", ".", ".."):
+            try:  # an entry of the root that is no symlink: what openat2 and the walk open too
+                return os.open(parts[0], _LEAF_FLAGS, dir_fd=self.fd)
+            except OSError:
+                pass  # a link, a missing name, an error: the full resolution decides
         if self.use_openat2 and _OPENAT2.available:
             try:
                 return _OPENAT2.open(self.fd, os.fsencode("/".join(parts)))
@@ -177,7 +202,7 @@ class RootDir:
                     continue
                 last = not todo
                 try:
-                    fd = os.open(name, (FILE_FLAGS | _O_NOFOLLOW) if last else _DIR_FLAGS, dir_fd=cur)
+                    fd = os.open(name, _LEAF_FLAGS if last else _DIR_FLAGS, dir_fd=cur)
                 except OSError as exc:
                     if exc.errno not in _LINK_ERRNOS:
                         raise

@@ -19,7 +19,6 @@ import functools
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from assay.canonical import StrictJSONError, loads_strict
@@ -28,8 +27,8 @@ from assay.server.context import NeedsWorker, ToolContext
 from assay.server.errors import INTERNAL_PAYLOAD, TIMEOUT_PAYLOAD, ToolError
 from assay.server.framing import Oversize
 from assay.server.info import server_info
-from assay.server.jsontext import compact_json, pretty_json
-from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger
+from assay.server.jsontext import FixedPayload, compact_json, compact_size, plain_json, pretty_json
+from assay.server.log import TARGET_BILLING, TARGET_MAIN, TARGET_SERVER, Logger, Preencoded, Prepared
 from assay.server.tools import BY_NAME, TOOLS
 
 __all__ = [
@@ -74,6 +73,27 @@ def _result(result: Any, rpc_id: Any) -> bytes:
     return encode_message({"jsonrpc": "2.0", "result": result, "id": rpc_id})
 
 
+# Results whose text is at most this long have the bytes before their id cached.
+_HEAD_TEXT_MAX = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _result_head(text: str, is_error: bool) -> bytes:
+    """The CallToolResult line up to its id: the line encoded with id 0, cut before the 0."""
+    line = _result({"content": [{"type": "text", "text": text}], "isError": is_error}, 0)
+    return line[: -len(b"0}\n")]
+
+
+def _tool_result(text: str, is_error: bool, rpc_id: Any) -> bytes:
+    """The CallToolResult line. An id that is a plain value (see plain_json) is spelled the same
+    in every encoding of the line, so a cached head plus the id is exactly the encoded line."""
+    if len(text) <= _HEAD_TEXT_MAX:
+        id_text = plain_json(rpc_id)
+        if id_text is not None:
+            return _result_head(text, is_error) + id_text.encode("ascii") + b"}\n"
+    return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, rpc_id)
+
+
 def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
     err: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -83,7 +103,7 @@ def _error(code: int, message: str, rpc_id: Any, data: Any = None) -> bytes:
 
 def _compact_len(value: Any) -> int:
     try:
-        return len(compact_json(value).encode("utf-8", "surrogatepass"))
+        return compact_size(value)
     except (TypeError, ValueError):
         return 0
 
@@ -112,9 +132,26 @@ def _correlation(params: Any) -> str:
     return "malformed_trace_context"
 
 
+# The events every tool call writes, prepared once (their text is what Logger.event writes).
+_METERED = Prepared("INFO", TARGET_BILLING, "assay.usage.metered", (), (("usage_type", "policy_check"), ("count", 1)))
+_START = Prepared("INFO", TARGET_SERVER, "tool_call_start", ("rid", "rpc_id", "bytes_in", "args_bytes"))
+_DONE = {
+    (takes_decision, with_code): Prepared(
+        "INFO",
+        TARGET_SERVER,
+        "tool_call_done",
+        ("rid", "rpc_id", "duration_ms", "outcome") + (("allowed",) if takes_decision else ()) + (("code",) if with_code else ()),
+    )
+    for takes_decision in (False, True)
+    for with_code in (False, True)
+}
+_DECISION = Prepared("INFO", TARGET_SERVER, "tool_decision", ("rid", "rpc_id", "decision"))
+
+
 @functools.lru_cache(maxsize=512)
-def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> str:
-    """The record's JSON; a handful of distinct values, so each is built once."""
+def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -> Preencoded:
+    """The record's JSON, a string field of the log line; a handful of distinct values, so each
+    is built (and encoded as a JSON string) once."""
     record = {
         "schema": "assay.tool_decision_surface.v0",
         "tool": {"name": tool_name},
@@ -124,23 +161,53 @@ def _decision_json(tool_name: str, effect: str, status: str, correlation: str) -
         "redaction": {"arguments_redacted": True, "secret_material_stored": False},
         "correlation": {"source": correlation},
     }
-    return json.dumps(record, separators=(",", ":"))
+    return Preencoded(json.dumps(record, separators=(",", ":")))
 
 
-@dataclass
 class PendingCall:
-    """A `tools/call` admitted and logged, waiting for its handler to run under the deadline."""
+    """A `tools/call` admitted and logged, waiting for its handler to run under the deadline.
 
-    rid: str
-    rpc_id: Any
-    tool_name: str  # a known tool name, or "unknown" (never the caller's string)
-    work: Callable[[], dict[str, Any]]
-    takes_decision: bool
-    correlation: str
-    started: float = field(default=0.0)
-    # The same handler on the inline view of the context: answers from an already parsed policy
-    # or raises NeedsWorker. None when the tool always needs a worker.
-    inline: Callable[[], dict[str, Any]] | None = None
+    ``work()`` runs the handler on the full context (in a worker); ``inline`` is the same handler
+    on the inline view of the context, which answers from an already parsed policy or raises
+    NeedsWorker, or None when the tool always needs a worker. A ToolError becomes its payload;
+    an unknown tool's ``work()`` raises (the fail-closed E_INTERNAL, the name never echoed)."""
+
+    __slots__ = ("rid", "rpc_id", "tool_name", "takes_decision", "correlation", "started", "_run", "_args", "_ctx", "_view")
+
+    def __init__(
+        self,
+        rid: str,
+        rpc_id: Any,
+        tool_name: str,  # a known tool name, or "unknown" (never the caller's string)
+        takes_decision: bool,
+        correlation: str,
+        started: float,
+        run: Callable[[ToolContext, Any], dict[str, Any]] | None,
+        arguments: Any,
+        ctx: ToolContext,
+        view: ToolContext | None,
+    ) -> None:
+        self.rid, self.rpc_id, self.tool_name = rid, rpc_id, tool_name
+        self.takes_decision, self.correlation, self.started = takes_decision, correlation, started
+        self._run, self._args, self._ctx, self._view = run, arguments, ctx, view
+
+    def work(self) -> dict[str, Any]:
+        if self._run is None:
+            raise LookupError("unknown tool")
+        try:
+            return self._run(self._ctx, self._args)
+        except ToolError as exc:
+            return exc.payload()
+
+    def _inline(self) -> dict[str, Any]:
+        try:
+            return self._run(self._view, self._args)  # type: ignore[misc]
+        except ToolError as exc:
+            return exc.payload()
+
+    @property
+    def inline(self) -> Callable[[], dict[str, Any]] | None:
+        return self._inline if self._view is not None else None
 
 
 class ServerProtocol:
@@ -185,7 +252,7 @@ class ServerProtocol:
         except UnicodeDecodeError:  # ignored like any unparsable line
             self._parse_error(rid, "invalid_utf8")
             return None
-        if not text.strip():
+        if not text or text.isspace():  # blank (what strip() would empty), without a copy
             return None
         try:
             message = loads_strict(text)
@@ -253,51 +320,23 @@ class ServerProtocol:
             name, arguments = "", {}
         tool = self._tools.get(name)
         takes_decision = tool is None or tool.takes_decision
+        logger = self.logger
+        start = (rid, rpc_id, bytes_in, _compact_len(arguments))
         if takes_decision:  # unknown names are metered too; the identity tool is not
-            self.logger.event("INFO", TARGET_BILLING, "assay.usage.metered", usage_type="policy_check", count=1)
-        self.logger.event(
-            "INFO",
-            TARGET_SERVER,
-            "tool_call_start",
-            rid=rid,
-            rpc_id=rpc_id,
-            bytes_in=bytes_in,
-            args_bytes=_compact_len(arguments),
-        )
-        ctx = self.ctx
-        inline = None
-        if tool is None:
-
-            def work() -> dict[str, Any]:
-                raise LookupError("unknown tool")  # fail-closed E_INTERNAL, name not echoed
-
+            logger.emit_pair(_METERED, (), _START, start)
         else:
-            run = tool.run
-
-            def work() -> dict[str, Any]:
-                try:
-                    return run(ctx, arguments)
-                except ToolError as exc:
-                    return exc.payload()
-
-            if tool.inline:
-                view = self.ctx_inline
-
-                def inline() -> dict[str, Any]:
-                    try:
-                        return run(view, arguments)
-                    except ToolError as exc:
-                        return exc.payload()
-
+            logger.emit(_START, *start)
         return PendingCall(
-            inline=inline,
-            rid=rid,
-            rpc_id=rpc_id,
-            tool_name=tool.name if tool is not None else "unknown",
-            work=work,
-            takes_decision=takes_decision,
-            correlation=_correlation(params),
-            started=self._clock(),
+            rid,
+            rpc_id,
+            tool.name if tool is not None else "unknown",
+            takes_decision,
+            _correlation(params),
+            self._clock(),
+            tool.run if tool is not None else None,
+            arguments,
+            self.ctx,
+            self.ctx_inline if tool is not None and tool.inline else None,
         )
 
     # -- completion -------------------------------------------------------------
@@ -326,21 +365,23 @@ class ServerProtocol:
         is_error = is_error_payload(payload)
         error = payload.get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        done: dict[str, Any] = {**ids, "duration_ms": duration_ms, "outcome": "app_error" if error is not None else "ok"}
+        # tool_call_done: rid, rpc_id, duration_ms, outcome[, allowed][, code]
+        done: list[Any] = [call.rid, call.rpc_id, duration_ms, "app_error" if error is not None else "ok"]
         if call.takes_decision:
-            done["allowed"] = not is_error
+            done.append(not is_error)
         if error is not None:
-            done["code"] = code
-        self.logger.event("INFO", TARGET_SERVER, "tool_call_done", **done)
+            done.append(code)
+        logger = self.logger
         if call.takes_decision:
-            self.logger.event(
-                "INFO", TARGET_SERVER, "tool_decision", **ids, decision=self._decision_record(call, payload, code)
-            )
-        text = payload_text(payload)
-        return _result({"content": [{"type": "text", "text": text}], "isError": is_error}, call.rpc_id)
+            decision = (call.rid, call.rpc_id, self._decision_record(call, payload, code))
+            logger.emit_pair(_DONE[True, error is not None], tuple(done), _DECISION, decision)
+        else:
+            logger.emit(_DONE[False, error is not None], *done)
+        text = payload.text if type(payload) is FixedPayload else payload_text(payload)
+        return _tool_result(text, is_error, call.rpc_id)
 
     @staticmethod
-    def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> str:
+    def _decision_record(call: PendingCall, payload: dict[str, Any], code: Any) -> Preencoded:
         """A minimal `assay.tool_decision_surface.v0` entry, as a JSON string."""
         if isinstance(code, str):
             effect, status = "error", code

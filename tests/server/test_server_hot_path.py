@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -58,8 +59,9 @@ def test_check_args_parses_its_policy_once_and_still_warns_every_call(tmp_path):
 
 
 def test_unchanged_file_is_not_read_again_and_an_edit_is_seen(tmp_path, monkeypatch):
-    """Once a read came after the file last changed, the file is still opened on every call but
-    its bytes are not read while device, inode, size and times are unchanged; an edit is seen."""
+    """Once a read came after the file last changed, the file is still looked up on every call
+    but its bytes are not read while device, inode, size and times are unchanged; an edit is
+    seen."""
     reads = []
     real = context_module.read_open
     monkeypatch.setattr(context_module, "read_open", lambda fd, limit: reads.append(fd) or real(fd, limit))
@@ -77,6 +79,49 @@ def test_unchanged_file_is_not_read_again_and_an_edit_is_seen(tmp_path, monkeypa
     assert len(reads) > before
     p.unlink()
     assert text_of(proto.handle_blocking(decide))["error"]["code"] == "E_POLICY_NOT_FOUND"
+
+
+def test_cached_single_name_sees_every_change_of_its_entry(tmp_path, monkeypatch):
+    """A cached policy named by one component is checked with one no-follow stat of its entry
+    (no open): a swap for a symlink out of the root, a file renamed over it, a mode change and
+    a removal are each seen on the next call, and an unchanged file is neither opened nor read."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "out.yaml").write_text("blocklist: [t]\n")  # outside: a leak would allow nothing
+    p = root / "b.yaml"
+    p.write_text("blocklist: [u]\n")
+    opens = []
+    real_open = context_module.open_policy
+    monkeypatch.setattr(context_module, "open_policy", lambda *a: opens.append(a[1]) or real_open(*a))
+    proto, _logger = make(root)
+    proto.ctx.racy_ns = proto.ctx_inline.racy_ns = 0
+    decide = line("assay_policy_decide", {"tool": "t", "policy": "b.yaml"})
+
+    def outcome():
+        got = text_of(proto.handle_blocking(decide))
+        return got["allowed"] if "error" not in got else got["error"]["code"]
+
+    assert outcome() is True
+    assert outcome() is True
+    before = len(opens)
+    for _ in range(3):
+        assert outcome() is True
+    assert len(opens) == before  # unchanged: no open at all
+    p.unlink()
+    os.symlink(tmp_path / "out.yaml", p)  # same name, now a link out of the root
+    assert outcome() == "E_PERMISSION_DENIED"
+    p.unlink()
+    (root / "new.yaml").write_text("blocklist: [t]\n")
+    os.rename(root / "new.yaml", p)  # another file renamed over the name
+    assert outcome() is False
+    assert outcome() is False
+    os.chmod(p, 0)
+    if os.geteuid() != 0:  # root reads whatever the mode says
+        assert outcome() == "E_POLICY_READ"
+    os.chmod(p, 0o644)
+    assert outcome() is False
+    p.unlink()
+    assert outcome() == "E_POLICY_NOT_FOUND"
 
 
 def test_recently_changed_file_is_read_every_call(tmp_path, monkeypatch):
@@ -172,3 +217,46 @@ def test_server_modules_import_without_cycles(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] False"
+
+
+_ARG_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(call_args=st.dictionaries(st.text(max_size=3), _ARG_VALUES, max_size=3), slack=st.integers(-40, 120))
+def test_arguments_limit_is_exact_whether_or_not_the_whole_was_measured(tmp_path_factory, call_args, slack):
+    """`arguments too large` is said exactly when the compact UTF-8 size of `arguments` exceeds
+    the field limit, also when the tool skips its own encoding because the protocol's measure
+    of all the call's arguments is already within the limit (floats in exponent form, lone
+    surrogates and non-ASCII text included)."""
+    root = tmp_path_factory.mktemp("limit")
+    (root / "p.yaml").write_text("tools:\n  allow: ['*']\n")
+    size = len(json.dumps(call_args, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    limit = max(20, size + slack)
+    proto = ServerProtocol(str(root), ServerConfig(max_field_bytes=limit), Logger(None, "off", buffered=True))
+    got = text_of(proto.handle_blocking(line(CHECK, {"tool": "t", "arguments": call_args, "policy": "p.yaml"})))
+    refused = got.get("error", {}).get("message") == "arguments too large"
+    assert refused == (size > limit), (size, limit, got)
+
+
+def test_policy_path_memo_keeps_refusals_and_sees_edits(tmp_path):
+    """Normalised paths are remembered per policy string: a refused string is refused on every
+    call, and two spellings of one file both see an edit."""
+    (tmp_path / "b.yaml").write_text("blocklist: [t]\n")
+    proto, _logger = make(tmp_path)
+    for _ in range(2):
+        out = text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": "../b.yaml"})))
+        assert out["error"]["code"] == "E_PERMISSION_DENIED"
+    for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
+        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is False
+    (tmp_path / "b.yaml").write_text("blocklist: [other_tool]\n")
+    for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
+        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is True

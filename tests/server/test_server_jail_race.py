@@ -185,3 +185,45 @@ def test_fifo_calls_do_not_wedge_the_server(serve, policy_root):
     assert payload_of(r[n])["name"] == "assay-mcp-server"
     assert payload_of(r[n + 1])["matches"] == ["Tool 'dangerous_tool' is blocked by policy"]
     assert s.fields("tool_call_timeout") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_single_name_swapped_for_an_outside_symlink_never_leaks(tmp_path, mode):
+    """A policy named by one component is opened with a plain no-follow open first. While a
+    child swaps `root/p.yaml` (a regular file) with `root/l.yaml` (a symlink to a file outside
+    the root), 3,000 calls for `p.yaml` read the inside policy or are refused, never the outside
+    one."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "p.yaml").write_text("blocklist: [other_tool]\n")  # inside: allowed
+    (tmp_path / "out.yaml").write_text("blocklist: [secret_tool]\n")  # outside: a leak is a block
+    os.symlink(tmp_path / "out.yaml", root / "l.yaml")
+    proto = _proto(root, mode)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(root / "p.yaml"), str(root / "l.yaml")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        state = swapper.stdout.readline().strip()
+        if state != "running":
+            pytest.skip(f"renameat2(RENAME_EXCHANGE) unavailable: {state}")
+        outcomes: dict[str, int] = {}
+        for _ in range(3000):
+            p = _decide(proto, "p.yaml")
+            if p.get("allowed") is False and "matches" in p:
+                kind = "leak"
+            elif p.get("allowed") is True:
+                kind = "inside"
+            else:
+                kind = p["error"]["code"]
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+    finally:
+        swapper.stdin.close()
+        swapper.wait(timeout=30)
+        swapper.stdout.close()
+    assert outcomes.get("leak", 0) == 0, outcomes
+    assert outcomes.get("inside", 0) > 0, outcomes
+    # A refusal is fine (the name may be seen as a link, then found to be a file).
+    assert set(outcomes) <= {"inside", "E_PERMISSION_DENIED", "E_POLICY_NOT_FOUND", "E_POLICY_READ"}, outcomes

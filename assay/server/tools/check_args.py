@@ -11,16 +11,17 @@ from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
 from assay.server.log import TARGET_SERVER
-from assay.server.jsontext import compact_json
+from assay.server.jsontext import FixedPayload, compact_json, measured_size
 from assay.server.toolbase import Tool
 
 NAME = "assay_check_args"
+_ALLOWED = FixedPayload({"allowed": True, "violations": [], "suggested_fix": None})
 
 
 def decision_payload(decision: Any) -> dict[str, Any]:
     """A4: allow / allow-with-warning / deny payloads from an engine Decision."""
     if decision.outcome == "allow":
-        return {"allowed": True, "violations": [], "suggested_fix": None}
+        return _ALLOWED
     if decision.outcome == "allow_with_warning":
         return {
             "allowed": True,
@@ -47,7 +48,9 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    field_limit(compact_json(call_args), limit, "arguments too large")
+    whole = measured_size(arguments)  # the protocol measured all of them for its log line
+    if whole is None or whole > limit:  # within the limit, any member of them is too
+        field_limit(compact_json(call_args), limit, "arguments too large")
     strict = ctx.config.strict_deprecations
 
     def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
@@ -66,9 +69,19 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         return exc.payload
     for line in warnings:  # unknown keys, v1 deprecation: said on every call, as the policy is used
         ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
-    from assay.policy import evaluate
+    return decision_payload(_evaluate()(loaded, tool, call_args))
 
-    return decision_payload(evaluate(loaded, tool, call_args))
+
+_ENGINE: list[Any] = []
+
+
+def _evaluate() -> Any:
+    """The engine's ``evaluate``, imported on first use (the engine loads after start-up)."""
+    if not _ENGINE:
+        from assay.policy import evaluate
+
+        _ENGINE.append(evaluate)
+    return _ENGINE[0]
 
 
 class _Refused(Exception):

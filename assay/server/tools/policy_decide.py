@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from assay.server.context import ToolContext, arguments_object, field_limit, require_str
+from assay.server.jsontext import FixedPayload
 from assay.server.toolbase import Tool
 from assay.server.yamldoc import parse_mapping, structure_error
 
 NAME = "assay_policy_decide"
+_ALLOWED = FixedPayload({"allowed": True, "reason": "Allowed by policy"})
 
 
 def parse_blocklist(data: bytes) -> frozenset[str]:
@@ -38,7 +40,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     blocked = ctx.load(policy, "blocklist", parse_blocklist)
     if tool in blocked:
         return {"allowed": False, "matches": [f"Tool '{tool}' is blocked by policy"]}
-    return {"allowed": True, "reason": "Allowed by policy"}
+    return _ALLOWED
 
 
 TOOL = Tool(
