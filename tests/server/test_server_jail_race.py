@@ -62,6 +62,37 @@ def _decide(proto: ServerProtocol, policy: str) -> dict:
     return payload_of(json.loads(proto.handle_blocking(line)))
 
 
+def _race(proto: ServerProtocol, first, second, policy: str) -> dict[str, int]:
+    """3,000 decide calls for ``policy`` while a child swaps ``first`` and ``second`` with
+    renameat2(RENAME_EXCHANGE) in a tight loop; outcomes counted by kind (a leak reads the
+    outside policy, which blocks ``secret_tool``)."""
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(first), str(second)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        state = swapper.stdout.readline().strip()
+        if state != "running":
+            pytest.skip(f"renameat2(RENAME_EXCHANGE) unavailable: {state}")
+        outcomes: dict[str, int] = {}
+        for _ in range(3000):
+            p = _decide(proto, policy)
+            if p.get("allowed") is False and "matches" in p:
+                kind = "leak"
+            elif p.get("allowed") is True:
+                kind = "inside"
+            else:
+                kind = p["error"]["code"]
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+    finally:
+        swapper.stdin.close()
+        swapper.wait(timeout=30)
+        swapper.stdout.close()
+    return outcomes
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_directory_swapped_for_an_outside_symlink_never_leaks(tmp_path, mode):
     """While a child process swaps `root/d` (a real directory) with `root/x` (a symlink to a
@@ -76,30 +107,7 @@ def test_directory_swapped_for_an_outside_symlink_never_leaks(tmp_path, mode):
     (outside / "p.yaml").write_text("blocklist: [secret_tool]\n")  # outside: a leak is a block
     os.symlink(outside, root / "x")
     proto = _proto(root, mode)
-    swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(root / "d"), str(root / "x")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        state = swapper.stdout.readline().strip()
-        if state != "running":
-            pytest.skip(f"renameat2(RENAME_EXCHANGE) unavailable: {state}")
-        outcomes: dict[str, int] = {}
-        for _ in range(3000):
-            p = _decide(proto, "d/p.yaml")
-            if p.get("allowed") is False and "matches" in p:
-                kind = "leak"
-            elif p.get("allowed") is True:
-                kind = "inside"
-            else:
-                kind = p["error"]["code"]
-            outcomes[kind] = outcomes.get(kind, 0) + 1
-    finally:
-        swapper.stdin.close()
-        swapper.wait(timeout=30)
-        swapper.stdout.close()
+    outcomes = _race(proto, root / "d", root / "x", "d/p.yaml")
     assert outcomes.get("leak", 0) == 0, outcomes
     assert outcomes.get("inside", 0) > 0, outcomes  # the calls did race with the swaps
     # A refusal is fine (a component may be seen as a link, then found to be a directory).
@@ -199,30 +207,7 @@ def test_single_name_swapped_for_an_outside_symlink_never_leaks(tmp_path, mode):
     (tmp_path / "out.yaml").write_text("blocklist: [secret_tool]\n")  # outside: a leak is a block
     os.symlink(tmp_path / "out.yaml", root / "l.yaml")
     proto = _proto(root, mode)
-    swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(root / "p.yaml"), str(root / "l.yaml")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        state = swapper.stdout.readline().strip()
-        if state != "running":
-            pytest.skip(f"renameat2(RENAME_EXCHANGE) unavailable: {state}")
-        outcomes: dict[str, int] = {}
-        for _ in range(3000):
-            p = _decide(proto, "p.yaml")
-            if p.get("allowed") is False and "matches" in p:
-                kind = "leak"
-            elif p.get("allowed") is True:
-                kind = "inside"
-            else:
-                kind = p["error"]["code"]
-            outcomes[kind] = outcomes.get(kind, 0) + 1
-    finally:
-        swapper.stdin.close()
-        swapper.wait(timeout=30)
-        swapper.stdout.close()
+    outcomes = _race(proto, root / "p.yaml", root / "l.yaml", "p.yaml")
     assert outcomes.get("leak", 0) == 0, outcomes
     assert outcomes.get("inside", 0) > 0, outcomes
     # A refusal is fine (the name may be seen as a link, then found to be a file).
