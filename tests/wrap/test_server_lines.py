@@ -292,3 +292,71 @@ def test_property_every_answer_the_python_sdk_accepts_is_relayed(sent, line):
         assert session.server_line(response(sent))[0] is False  # it consumed the pending request
     if isinstance(parsed, (types.JSONRPCResponse, types.JSONRPCError)) and not relayed:
         assert not sdk_answer
+
+
+# --- the compact-answer shortcut takes the same decisions as the full reading ---------------------
+
+
+def compact(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def test_compact_answers_take_the_shortcut_and_the_same_decisions():
+    session = deny_exec_session()
+    session.handle(call(3, "echo"))
+    assert session.server_line(compact({"jsonrpc": "2.0", "id": 3, "result": {}})) == (True, [])
+    assert session.server_line(compact({"jsonrpc": "2.0", "id": 3, "result": {}}))[0] is False  # second
+    session.handle(call(4, "echo"))
+    # a second "id" member: the clients read the last one, 9, which nobody asked for
+    forged = b'{"jsonrpc":"2.0","id":4,"result":{},"id":9}'
+    assert session.server_line(forged)[0] is False
+    # an escaped member name hides a second id from a byte search: the full reading sees it
+    hidden = b'{"jsonrpc":"2.0","id":4,"result":{},"\\u0069d":9}'
+    assert session.server_line(hidden)[0] is False
+    assert session.server_line(compact({"jsonrpc": "2.0", "id": 4, "result": {}}))[0] is True
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(min_value=0, max_value=6), max_size=6),
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=6),
+            st.sampled_from(["plain", "second_id", "escaped_id", "method", "error", "string_id", "spaced"]),
+        ),
+        max_size=10,
+    ),
+)
+def test_property_shortcut_equals_the_full_reading(forwarded, lines):
+    import assay.wrap.session as session_module
+
+    def spell(rid: int, how: str) -> bytes:
+        if how == "plain":
+            return compact({"jsonrpc": "2.0", "id": rid, "result": {"content": []}})
+        if how == "second_id":
+            return b'{"jsonrpc":"2.0","id":%d,"result":{},"id":%d}' % (rid, rid + 1)
+        if how == "escaped_id":
+            return b'{"jsonrpc":"2.0","id":%d,"result":{},"\\u0069d":%d}' % (rid, rid + 1)
+        if how == "method":
+            return b'{"jsonrpc":"2.0","id":%d,"result":{},"method":"x"}' % rid
+        if how == "error":
+            return compact({"jsonrpc": "2.0", "id": rid, "error": {"code": -1, "message": "m"}})
+        if how == "string_id":
+            return compact({"jsonrpc": "2.0", "id": str(rid), "result": {}})
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode()
+
+    fast, full = deny_exec_session(), deny_exec_session()
+    for rid in forwarded:
+        fast.handle(call(rid, "echo"))
+        full.handle(call(rid, "echo"))
+    saved = session_module._PLAIN_ANSWER
+    for rid, how in lines:
+        line = spell(rid, how)
+        got = fast.server_line(line)
+        session_module._PLAIN_ANSWER = lambda _line: None  # the full reading only
+        try:
+            want = full.server_line(line)
+        finally:
+            session_module._PLAIN_ANSWER = saved
+        assert got == want, line
+    assert fast.dropped_responses == full.dropped_responses
