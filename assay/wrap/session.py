@@ -8,7 +8,6 @@ relay (``relay.py``) performs the outcome; nothing here does I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +69,6 @@ def _id_key(value: Any) -> tuple[str, Any] | None:
 
 
 _TOOLS_LIST = "tools/list"
-_PLAIN_ANSWER = re.compile(rb'\{"jsonrpc":"2\.0","id":(0|[1-9][0-9]{0,14}),"(?:result|error)":').match
 
 
 def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
@@ -398,21 +396,6 @@ class WrapSession:
         notifications and lines that are not JSON objects are relayed. A ``tools/list`` answer
         feeds the pin state. Never raises on content.
         """
-        if line.startswith(b'{"jsonrpc":"2.0","id":'):
-            # The common answer, in the SDKs' own spelling, to a pending request that is not a
-            # tools/list: no escapes (so no hidden member names), one "id" member, no "method".
-            # Anything else takes the full reading below, with the same outcome for this line.
-            match = _PLAIN_ANSWER(line)
-            if (
-                match is not None
-                and b"\\u" not in line
-                and b'"method"' not in line
-                and line.count(b'"id"') == 1
-            ):
-                methods = self._pending.get(("n", int(match.group(1))))
-                if methods is not None and methods[0] != _TOOLS_LIST:
-                    self._answered(int(match.group(1)))
-                    return True, []
         try:
             message = ujson.loads(line)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
