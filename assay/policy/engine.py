@@ -109,7 +109,7 @@ def identity_bytes(value: Any) -> bytes:
         if cls is _Verbatim:
             out.append(item.text)
         elif cls is str:
-            out.append(_json.dumps(item))  # ASCII-escaped: lone surrogates become \\udXXX
+            out.append(_json.dumps(item))  # ASCII-escaped: lone surrogates become \\ud83d
         elif item is None or item is True or item is False:
             out.append("null" if item is None else "true" if item else "false")
         elif isinstance(item, int):

@@ -92,7 +92,7 @@ def encode_line(obj: Any) -> bytes:
     text = ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
     try:
         return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:  # a lone surrogate from a client's "\udXXX" escape: keep it escaped
+    except UnicodeEncodeError:  # a lone surrogate from a client's "\ud83d" escape: keep it escaped
         return ujson.dumps(obj, ensure_ascii=True, escape_forward_slashes=False).encode("ascii") + b"\n"
 
 
