@@ -542,7 +542,11 @@ def _decode(data: bytes, path: str) -> str:
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    _fill(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), data, mode)
+
+
+def _fill(fd: int, data: bytes, mode: int) -> None:
+    """Give ``fd`` the mode, write all of ``data`` (short writes retried), fsync, close."""
     try:
         os.fchmod(fd, mode)
         view = memoryview(data)
@@ -593,14 +597,7 @@ def apply_to_file(
     except OSError as exc:
         raise ProtectError(f"cannot write in {directory}: {exc.strerror or exc}") from None
     try:
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(new)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fill(fd, new, mode)
         again, st2 = _read(path)
         if again != data or (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
             raise ProtectError(f"{path} changed while assay worked on it; nothing was written (run it again)")
