@@ -20,9 +20,8 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-ONE_RUN_FLAGS = ("--decision-log-new", "--request-receipts-out", "--session-context-out", "--session-stop-out")
-REPORT_FLAGS = ("--coverage-out", "--state-window-out", "--observed-manifest-out")
-CREATE_NEW_FLAGS = ONE_RUN_FLAGS + REPORT_FLAGS
+from assay.wrap.effects import Sink
+
 
 
 class OutputError(Exception):
@@ -82,22 +81,19 @@ def create_exclusive(flag: str, path: str):
 
 @dataclass
 class OneRunPlan:
-    """The one-run outputs a run asked for (flag -> path), in creation order (OR-7)."""
+    """The one-run outputs a run asked for, in creation order."""
 
     decision_log_new: str | None = None
     request_receipts: str | None = None
     session_context: str | None = None
     session_stop: str | None = None
 
-    def items(self) -> list[tuple[str, str, str]]:
-        """(sink name, flag, path) for each requested output, in creation order."""
+    def items(self) -> list[tuple[Sink, str]]:
+        """(sink, path) for each requested output, in creation order; the sink's value is its flag."""
         rows = [
-            ("decision_log_new", "--decision-log-new", self.decision_log_new),
-            ("receipts", "--request-receipts-out", self.request_receipts),
-            ("session_context", "--session-context-out", self.session_context),
-            ("session_stop", "--session-stop-out", self.session_stop),
+            (Sink.DECISION_LOG_NEW, self.decision_log_new),
+            (Sink.RECEIPTS, self.request_receipts),
+            (Sink.SESSION_CONTEXT, self.session_context),
+            (Sink.SESSION_STOP, self.session_stop),
         ]
-        return [(name, flag, path) for name, flag, path in rows if path]
-
-    def by_flag(self) -> dict[str, str]:
-        return {flag: path for _name, flag, path in self.items()}
+        return [(sink, path) for sink, path in rows if path]

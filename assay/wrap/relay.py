@@ -1,41 +1,58 @@
-"""The wrap relay: one trio nursery around the child MCP server (wrap.md §2, DECISIONS D14).
+"""The trio shell of ``assay mcp wrap``: reads, calls the session, performs its effects.
 
-Tasks: the client pump (our stdin -> admission -> session -> child stdin / replies), the server
-pump (child stdout -> our stdout, byte for byte), the child watcher and the signal watcher. All
-policy logic lives in :mod:`assay.wrap.session`; this module only moves bytes, writes records
-and manages the child's life: no orphans, and every byte the child wrote reaches the client.
+All protocol logic is in :class:`assay.wrap.session.WrapSession`; this module moves bytes,
+writes records, watches the child and the signals, and keeps time. Tasks, in one nursery:
+
+- the client pump: our stdin -> ``receive_client_data`` / ``client_closed``;
+- the server pump: the child's stdout -> ``receive_server_data`` / ``server_closed``; it waits
+  until what it queued for the client was written, so a slow client slows the server down;
+- the output writer: the one writer of our stdout (server lines and wrap's replies, in the
+  session's order, coalesced into few writes);
+- the child watcher, the timer (the session's :attr:`~WrapSession.deadline`), the signal
+  watcher.
+
+The child is started and stopped through :mod:`assay.proc` (its keeper ends every process of
+the run). How each path ends is the session's decision (docs/wrap.md, "Lifecycle").
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO, Any
 
 import trio
 
 from assay import proc
-from assay.wrap.admission import LineSplitter, Rejected, admit
-from assay.wrap.session import FrameOutcome, WrapSession
+from assay.wrap.admission import admit
+from assay.wrap.effects import (
+    AdmitLine,
+    CloseServerInput,
+    Effect,
+    Finish,
+    Record,
+    SignalChild,
+    Sink,
+    StartSession,
+    StopClient,
+    ToClient,
+    ToServer,
+    Warn,
+)
+from assay.wrap.session import KILL_AFTER_TERM_S, WrapSession
+
+__all__ = ["READ_SIZE", "REPLY_QUEUE_LIMIT", "RecordSink", "Relay", "RelayFatal", "RunResult", "open_stdio"]
 
 READ_SIZE = 65536
-SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read by the session) up to this size
-REPLY_QUEUE_LIMIT = 16 << 20  # wrap's own replies waiting for the client, before the client pump waits
-BIG_CLIENT_LINE = 1 << 20  # client lines at least this long are admitted off the trio thread
-KILL_AFTER_TERM_S = 0.5  # SIGKILL 0.5 s after SIGTERM
-SIGNAL_DRAIN_S = 0.5  # after a signal, output already written still gets this long to reach the client
-FATAL_FLUSH_S = 5.0  # on a fatal record error, the frames before it get this long to take effect
+REPLY_QUEUE_LIMIT = 16 << 20  # client output queued before the client pump waits for the client
 
 
 class RelayFatal(Exception):
-    """A fatal condition during the run: the relay stops the child and exits 2."""
-
-    def __init__(self, message: str, stop_cause: str) -> None:
-        super().__init__(message)
-        self.stop_cause = stop_cause
+    """A record could not be written whole (the run stops, exit 2)."""
 
 
 class RecordSink:
@@ -44,7 +61,7 @@ class RecordSink:
     complete raises :class:`RelayFatal`, and a partial record is cut off again (regular files),
     so a log never ends in a fragment."""
 
-    def __init__(self, name: str, fh) -> None:
+    def __init__(self, name: str, fh: IO[bytes]) -> None:
         self.name = name
         self._fh = fh
         self._fd = fh.fileno()
@@ -61,7 +78,7 @@ class RecordSink:
         except OSError as exc:
             if done:
                 self._cut(done)
-            raise RelayFatal(f"cannot write {self.name}: {exc.strerror or exc}", "output_error") from None
+            raise RelayFatal(f"cannot write {self.name}: {exc.strerror or exc}") from None
 
     def _cut(self, written: int) -> None:
         try:
@@ -89,33 +106,8 @@ class RunResult:
     fatal: str | None = None
 
 
-def exit_status(child_returncode: int | None, wrap_signal: int | None) -> int:
-    """128+N if wrap got signal N; else the child's code, or 128+N if it died of signal N."""
-    if wrap_signal is not None:
-        return 128 + wrap_signal
-    if child_returncode is None:
-        return 2
-    if child_returncode < 0:
-        return 128 - child_returncode
-    return child_returncode
-
-
 class Relay:
-    """One wrap run. Construct, then ``await run()``; the result carries the exit status.
-
-    How each path ends (docs/wrap.md, "Lifecycle"):
-
-    - the child exits first: the client pump stops, every byte the child wrote is delivered
-      however slowly the client reads (no timer cancels delivery), then the run ends;
-    - client EOF: the child's stdin is closed; while it still owes replies and keeps writing,
-      the grace period counts from its last output; then SIGTERM, then SIGKILL;
-    - a write to the child fails (EPIPE): the same as the child exiting, never fatal;
-    - SIGINT, SIGTERM, SIGHUP: SIGTERM to the child, SIGKILL 0.5 s later, exit 128+N;
-    - a record cannot be written: fatal, exit 2.
-
-    Whatever the path, the child is stopped through :mod:`assay.proc`, whose keeper ends every
-    process of the run (its group and any descendant that left it).
-    """
+    """One wrap run: construct, ``spawn()``, then ``await run()``."""
 
     def __init__(
         self,
@@ -124,13 +116,11 @@ class Relay:
         *,
         client_in: trio.abc.ReceiveStream,
         client_out: trio.abc.SendStream,
-        sinks: dict[str, RecordSink],
+        sinks: dict[Sink, RecordSink],
         warn: Callable[[str], None],
-        max_frame_bytes: int,
-        shutdown_grace: float,
         handle_signals: bool = True,
         env: dict[str, str] | None = None,
-        on_session_start: Callable[[], dict[str, RecordSink]] | None = None,
+        on_session_start: Callable[[], dict[Sink, RecordSink]] | None = None,
     ) -> None:
         self.argv = argv
         self.session = session
@@ -138,28 +128,23 @@ class Relay:
         self.client_out = client_out
         self.sinks = sinks
         self.warn = warn
-        self.max_frame_bytes = max_frame_bytes
-        self.shutdown_grace = shutdown_grace
         self.handle_signals = handle_signals
         self.env = env
         self.on_session_start = on_session_start
         self.child: proc.KeptChild | proc.Child | None = None
-        self._out_lock = trio.Lock()
-        self._stop_cause: str | None = None
-        self._wrap_signal: int | None = None
-        self._fatal: RelayFatal | None = None
-        self._child_exited = trio.Event()
-        self._server_done = trio.Event()
-        self._client_gone = False
         self._client_scope = trio.CancelScope()
-        # wrap's own replies (denies, rejections) wait here for the client, never for the server
-        self._replies: list[bytes] = []
-        self._reply_bytes = 0
-        self._reply_wake = trio.Event()
-        self._reply_room = trio.Event()
-        self._midline = False  # a server line longer than SERVER_HOLD_LIMIT is being streamed
-        self._last_output = 0.0  # trio clock of the child's last output
-        self.start_failed = False  # the one-run outputs could not be created
+        # client output: server lines and replies in the session's order
+        self._out: deque[bytes] = deque()
+        self._out_bytes = 0
+        self._queued = 0  # chunks ever queued
+        self._written = 0  # chunks ever written (or given up on)
+        self._out_wake = trio.Event()
+        self._out_progress = trio.Event()
+        self._client_gone = False
+        self._timer_wake = trio.Event()
+        self._timer_target: float | None = None
+        self._finish: Finish | None = None
+        self._finish_set = trio.Event()
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -170,387 +155,222 @@ class Relay:
 
     async def run(self) -> RunResult:
         child = self.child or self.spawn()
-        self._last_output = trio.current_time()
+        session = self.session
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+                nursery.start_soon(self._output_writer)
                 nursery.start_soon(self._server_pump, child)
-                nursery.start_soon(self._reply_writer)
-                nursery.start_soon(self._client_side, child)
+                nursery.start_soon(self._client_pump, child)
                 nursery.start_soon(self._child_watch, child)
+                nursery.start_soon(self._timer)
                 if self.handle_signals:
-                    nursery.start_soon(self._signal_watch, child)
+                    nursery.start_soon(self._signal_watch)
+                await self._finish_set.wait()
+                finish = self._finish
+                if finish is not None and finish.drain and not self._client_gone:
+                    with trio.move_on_at(finish.deadline if finish.deadline is not None else float("inf")):
+                        await self._output_flushed()
+                nursery.cancel_scope.cancel()
         finally:
-            returncode = await child.stop(term_grace=KILL_AFTER_TERM_S)
-            await child.aclose_streams()
-        cause = self._stop_cause or "child_exit"
-        if self._fatal is not None:
-            code = 2 if self._wrap_signal is None else 128 + self._wrap_signal
-        else:
-            code = exit_status(returncode, self._wrap_signal)
+            with trio.CancelScope(shield=True):
+                returncode = await child.stop(term_grace=KILL_AFTER_TERM_S)
+                await child.aclose_streams()
+        cause = session.stop_cause.value if session.stop_cause is not None else "child_exit"
         return RunResult(
-            exit_code=code,
+            exit_code=session.exit_code(returncode),
             stop_cause=cause,
             child_returncode=returncode,
-            wrap_signal=self._wrap_signal,
-            fatal=str(self._fatal) if self._fatal else None,
+            wrap_signal=session.wrap_signal,
+            fatal=session.fatal,
         )
 
-    # -- helpers ---------------------------------------------------------------------------------
+    # -- performing effects ----------------------------------------------------------------------
 
-    def _end(self, cause: str) -> None:
-        """First cause wins; ending cancels every task (the child is stopped in run())."""
-        if self._stop_cause is None:
-            self._stop_cause = cause
-        self._nursery.cancel_scope.cancel()
-
-    def _cause(self, cause: str) -> None:
-        if self._stop_cause is None:
-            self._stop_cause = cause
-
-    def _lost_client(self) -> None:
-        """The client closed its side: nobody can read replies any more. Treat as EOF."""
-        self._client_gone = True
-        self._end("client_eof")
-
-    async def _send(self, data: bytes) -> None:
-        """Write to the client; the caller holds the output lock."""
-        if self._client_gone or not data:
-            return
-        try:
-            await self.client_out.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._lost_client()
-
-    async def _drain_replies(self) -> None:
-        """Write queued replies; the caller holds the output lock and no server line is open."""
-        while self._replies and not self._midline:
-            data = b"".join(self._replies)
-            self._replies.clear()
-            self._reply_bytes = 0
-            self._reply_room.set()
-            await self._send(data)
-
-    async def _to_client(self, data: bytes) -> None:
-        """Whole server lines to the client, then any replies that queued meanwhile."""
-        try:
-            self._out_lock.acquire_nowait()  # uncontended: no extra trip through the scheduler
-        except trio.WouldBlock:
-            await self._out_lock.acquire()
-        try:
-            await self._send(data)
-            if self._replies:
-                await self._drain_replies()
-        finally:
-            self._out_lock.release()
-
-    async def _queue_reply(self, data: bytes) -> None:
-        """Hand a reply to the reply writer. Waits only when REPLY_QUEUE_LIMIT bytes are queued,
-        that is when the client itself stopped reading."""
-        if self._client_gone:
-            return
-        self._replies.append(data)
-        self._reply_bytes += len(data)
-        self._reply_wake.set()
-        while self._reply_bytes > REPLY_QUEUE_LIMIT and not self._client_gone:
-            self._reply_room = trio.Event()
-            await self._reply_room.wait()
-
-    async def _reply_writer(self) -> None:
-        while True:
-            await self._reply_wake.wait()
-            self._reply_wake = trio.Event()
-            if not self._replies:
-                continue
-            async with self._out_lock:  # waits at most for the server line in progress
-                await self._drain_replies()
-
-    async def _replies_flushed(self) -> None:
-        """Wait until every queued reply reached the client (or the client is gone)."""
-        while self._replies and not self._client_gone:
-            async with self._out_lock:
-                await self._drain_replies()
-
-    # -- client -> server ------------------------------------------------------------------------
-
-    async def _client_side(self, child) -> None:
-        with self._client_scope:
-            await self._client_pump(child)
-
-    async def _client_pump(self, child) -> None:
-        splitter = LineSplitter(self.max_frame_bytes)
-        try:
-            while True:
-                try:
-                    data = await self.client_in.receive_some(READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-                if not data:
-                    break
-                items = splitter.feed(data)
-                if items and not await self._handle_batch(child, items):
-                    return await self._child_gone_quiet(child)
-            last = splitter.close()
-            if last is not None and not await self._handle_batch(child, [last]):
-                return await self._child_gone_quiet(child)
-            if self.session.starts_session_at_eof():
-                self._start_session()
-        except RelayFatal as exc:
-            self._fatal = exc
-            self._end(exc.stop_cause)
-            return
-        self._cause("client_eof")
-        if child.stdin is not None:
-            with trio.CancelScope(shield=True):
-                await child.stdin.aclose()
-        await self._shutdown_after_eof(child)
-
-    async def _child_gone_quiet(self, child) -> None:
-        """The child stopped reading (EPIPE): this is the child-exit path. Stop reading the
-        client; if the child lingers, it gets the client-EOF treatment."""
-        self._cause("child_exit")
-        if child.stdin is not None:
-            with trio.CancelScope(shield=True):
-                await child.stdin.aclose()
-        await self._shutdown_after_eof(child)
-
-    async def _handle_batch(self, child, items: list[bytes | Rejected]) -> bool:
-        """Judge every frame of one read, then write records, replies and forwards in bulk.
-
-        Records are written before the frames they describe are forwarded or answered, so a
-        failing record write stops the run before the frame has any effect. Returns False when
-        the child no longer reads its stdin.
-        """
-        outcomes: list[FrameOutcome] = []
-        for item in items:
-            if isinstance(item, bytes):
-                if len(item) >= BIG_CLIENT_LINE:  # keep the other direction moving meanwhile
-                    judged = await trio.to_thread.run_sync(admit, item)
-                else:
-                    judged = admit(item)
-            else:
-                judged = item
-            if judged is None:
-                continue
-            if self.session.starts_session(judged):
-                # Pre-session frames are done first; if the outputs cannot be created the
-                # triggering frame is neither handled nor forwarded.
-                if not await self._apply(child, outcomes):
-                    return False
-                outcomes = []
-                self._start_session()
-            outcomes.append(self.session.handle(judged))
-        return await self._apply(child, outcomes)
-
-    def _start_session(self) -> None:
-        """The run becomes a session: create the one-run outputs, fail closed."""
-        self.session.begin_session()
-        if self.on_session_start is not None:
-            try:
-                self.sinks.update(self.on_session_start())
-            except Exception as exc:  # an OutputError, or any failure creating outputs
-                self.start_failed = True
-                raise RelayFatal(str(exc), "output_error") from None
-
-    async def _apply(self, child, outcomes: list[FrameOutcome]) -> bool:
-        """Perform the outcomes of one read, in frame order, with as few writes as possible.
-
-        A frame's records are written before its forward or reply: when a record write fails,
-        the frames before it still get their effects and the failing frame gets none. Replies
-        are queued for the reply writer (never waiting on server output), forwards go to the
-        child in one write; receipts follow them (written once the frame's outcome is complete).
-        """
-        replies: list[bytes] = []
+    async def _perform(self, effects: list[Effect], child: Any) -> None:
+        """Perform one list of effects in order (the rules are in :mod:`assay.wrap.effects`)."""
+        todo = deque(effects)
         forwards: list[bytes] = []
         receipts: list[bytes] = []
-        try:
-            for outcome in outcomes:
-                for line in outcome.stderr:
-                    self.warn(line)
-                if outcome.records:
-                    self._write_records(outcome.records)
-                if outcome.reply:
-                    replies.append(outcome.reply)
-                if outcome.forward:
-                    forwards.append(outcome.forward)
-                if outcome.receipt:
-                    receipts.append(outcome.receipt)
-        except RelayFatal:
-            # A failed record write: what came before the failing frame still happens.
-            with trio.CancelScope(shield=True), trio.move_on_after(FATAL_FLUSH_S):
-                await self._flush(child, replies, forwards, receipts)
-                await self._replies_flushed()
-            raise
-        return await self._flush(child, replies, forwards, receipts)
+        while todo:
+            effect = todo.popleft()
+            kind = effect.__class__
+            if kind is ToServer:
+                forwards.append(effect.data)  # type: ignore[union-attr]
+            elif kind is ToClient:
+                self._push_out(effect.data)  # type: ignore[union-attr]
+            elif kind is Record:
+                sink_name: Sink = effect.sink  # type: ignore[union-attr]
+                if sink_name is Sink.RECEIPTS:
+                    receipts.append(effect.data)  # type: ignore[union-attr]
+                    continue
+                sink = self.sinks.get(sink_name)
+                if sink is None:
+                    continue
+                try:
+                    sink.write(effect.data)  # type: ignore[union-attr]
+                except RelayFatal as exc:
+                    await self._settle(child, forwards, receipts, bounded=True)
+                    await self._perform(self.session.output_failed(str(exc)), child)
+                    return
+            elif kind is Warn:
+                self.warn(effect.text)  # type: ignore[union-attr]
+            elif kind is StartSession:
+                await self._settle(child, forwards, receipts)
+                forwards, receipts = [], []
+                try:
+                    if self.on_session_start is not None:
+                        self.sinks.update(self.on_session_start())
+                except Exception as exc:  # an OutputError, or any failure creating outputs
+                    await self._perform(self.session.start_failed(str(exc)), child)
+                    return
+            elif kind is AdmitLine:
+                await self._settle(child, forwards, receipts)
+                forwards, receipts = [], []
+                verdict = await trio.to_thread.run_sync(admit, effect.line)  # type: ignore[union-attr]
+                todo.extendleft(reversed(self.session.admitted(verdict)))
+            elif kind is CloseServerInput:
+                await self._settle(child, forwards, receipts)
+                forwards, receipts = [], []
+                if child.stdin is not None:
+                    with trio.CancelScope(shield=True):
+                        await child.stdin.aclose()
+            elif kind is StopClient:
+                self._client_scope.cancel()
+            elif kind is SignalChild:
+                child.signal_group(effect.signum)  # type: ignore[union-attr]
+            elif kind is Finish:
+                if self._finish is None:
+                    self._finish = effect  # type: ignore[assignment]
+                    self._finish_set.set()
+        await self._settle(child, forwards, receipts)
+        self._check_timer()
 
-    def _write_records(self, records: list[tuple[str, bytes]]) -> None:
-        by_sink: dict[str, list[bytes]] = {}
-        for name, line in records:
-            by_sink.setdefault(name, []).append(line)
-        for name, lines in by_sink.items():
-            sink = self.sinks.get(name)
+    async def _settle(self, child: Any, forwards: list[bytes], receipts: list[bytes], bounded: bool = False) -> None:
+        """Write the gathered forwards to the child, then the receipts of those frames."""
+        if forwards:
+            data = b"".join(forwards)
+            forwards.clear()
+            if child.stdin is not None:
+                try:
+                    if bounded:
+                        with trio.CancelScope(shield=True), trio.move_on_after(5.0):
+                            await child.stdin.send_all(data)
+                    else:
+                        await child.stdin.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._perform(self.session.server_input_closed(), child)
+        if receipts:
+            data = b"".join(receipts)
+            receipts.clear()
+            sink = self.sinks.get(Sink.RECEIPTS)
             if sink is not None:
-                sink.write(b"".join(lines))
+                try:
+                    sink.write(data)
+                except RelayFatal as exc:
+                    await self._perform(self.session.output_failed(str(exc)), child)
 
-    async def _flush(self, child, replies: list[bytes], forwards: list[bytes], receipts: list[bytes]) -> bool:
-        ok = True
-        if replies:
-            await self._queue_reply(b"".join(replies))
-        if forwards and child.stdin is not None:
-            try:
-                await child.stdin.send_all(b"".join(forwards))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                ok = False  # the child stopped reading: the child-exit path
-        if receipts and "receipts" in self.sinks:
-            self.sinks["receipts"].write(b"".join(receipts))
-        return ok
+    def _check_timer(self) -> None:
+        """Wake the timer when the session's deadline appeared or moved earlier."""
+        deadline = self.session.deadline
+        target = self._timer_target
+        if deadline is not None and (target is None or deadline < target):
+            self._timer_wake.set()
 
-    async def _shutdown_after_eof(self, child) -> None:
-        """Let the child finish. The grace counts from client EOF, or from the child's last
-        output while it still owes replies; then SIGTERM, then SIGKILL 0.5 s later."""
-        eof = trio.current_time()
-        while True:
-            base = max(eof, self._last_output) if self._owes_replies() else eof
-            with trio.move_on_at(base + self.shutdown_grace):
-                await self._child_exited.wait()
-                return
-            if self._owes_replies() and self._last_output + self.shutdown_grace > trio.current_time():
-                continue  # it wrote meanwhile: keep waiting
-            break
-        child.signal_group(signal.SIGTERM)
-        with trio.move_on_after(KILL_AFTER_TERM_S):
-            await self._child_exited.wait()
+    # -- client output ---------------------------------------------------------------------------
+
+    def _push_out(self, data: bytes) -> None:
+        if self._client_gone or not data:
             return
-        child.signal_group(signal.SIGKILL)
+        self._out.append(data)
+        self._out_bytes += len(data)
+        self._queued += 1
+        self._out_wake.set()
 
-    def _owes_replies(self) -> bool:
-        """Does a forwarded request still await the server's answer?"""
-        return self.session.wants_server_lines
+    async def _output_writer(self) -> None:
+        while True:
+            await self._out_wake.wait()
+            self._out_wake = trio.Event()
+            while self._out:
+                count = len(self._out)
+                data = b"".join(self._out) if count > 1 else self._out[0]
+                self._out.clear()
+                self._out_bytes = 0
+                if not self._client_gone:
+                    try:
+                        await self.client_out.send_all(data)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self._client_gone = True
+                        self._out.clear()
+                        self._out_bytes = 0
+                        await self._perform(self.session.client_lost(), self.child)
+                self._written += count
+                self._out_progress.set()
+                self._out_progress = trio.Event()
 
-    # -- server -> client ------------------------------------------------------------------------
+    async def _written_up_to(self, mark: int) -> None:
+        while self._written < mark and not self._client_gone:
+            await self._out_progress.wait()
 
-    def _judge_lines(self, chunk: bytes) -> bytes:
-        """``chunk`` is whole LF-terminated lines: what of it goes to the client. The session
-        sees every line (pins, pending ids) and may drop a response nobody asked for."""
-        server_line = self.session.server_line
-        lines = chunk.split(b"\n")
-        lines.pop()  # after the last LF
-        keep: list[bytes] | None = None
-        for i, line in enumerate(lines):
-            relay_it, notes = server_line(line)
-            for text in notes:
-                self.warn(text)
-            if not relay_it and keep is None:
-                keep = lines[:i]
-            elif relay_it and keep is not None:
-                keep.append(line)
-        if keep is None:
-            return chunk
-        return b"".join(line + b"\n" for line in keep)
+    async def _output_flushed(self) -> None:
+        await self._written_up_to(self._queued)
 
-    async def _server_pump(self, child) -> None:
-        """Relay child stdout whole lines at a time, byte for byte (our replies never split one).
+    # -- tasks -----------------------------------------------------------------------------------
 
-        A partial line is held until its LF, up to SERVER_HOLD_LIMIT, so nothing waits on a
-        half-written line. A longer line is streamed through under the output lock (its content
-        is not read: the session is told it was unreadable); wrap's replies queue meanwhile.
-        """
-        tail = bytearray()
-        streaming = False
-        stream = child.stdout
-        assert stream is not None
-        try:
+    async def _client_pump(self, child: Any) -> None:
+        session = self.session
+        receive = self.client_in.receive_some
+        with self._client_scope:
             while True:
                 try:
-                    data = await stream.receive_some(READ_SIZE)
+                    data = await receive(READ_SIZE)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     data = b""
                 if not data:
-                    break
-                self._last_output = trio.current_time()
-                if streaming:
-                    nl = data.find(b"\n")
-                    if nl < 0:
-                        await self._send(data)
-                        continue
-                    await self._send(data[: nl + 1])
-                    streaming = False
-                    self._midline = False
-                    await self._drain_replies()
-                    self._out_lock.release()
-                    data = data[nl + 1:]
-                    if not data:
-                        continue
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    tail += data
-                    if len(tail) > SERVER_HOLD_LIMIT:
-                        for text in self.session.server_line_unreadable():
-                            self.warn(text)
-                        await self._out_lock.acquire()
-                        streaming = True
-                        self._midline = True
-                        await self._send(bytes(tail))
-                        tail = bytearray()
-                    continue
-                if tail:
-                    tail += data[:cut]
-                    chunk = bytes(tail)
-                    tail = bytearray(data[cut:])
-                else:
-                    chunk = data[:cut] if cut < len(data) else data
-                    if cut < len(data):
-                        tail = bytearray(data[cut:])
-                out = self._judge_lines(chunk)
-                if out:
-                    await self._to_client(out)
-            if tail and not streaming:
-                # an unterminated last line: relayed as it is (it answers nothing we can match)
-                await self._to_client(bytes(tail))
-        finally:
-            if streaming:
-                self._midline = False
-                self._out_lock.release()
-            self._server_done.set()
+                    await self._perform(session.client_closed(), child)
+                    return
+                await self._perform(session.receive_client_data(data), child)
+                while self._out_bytes > REPLY_QUEUE_LIMIT and not self._client_gone:
+                    await self._out_progress.wait()
 
-    # -- child and signals -----------------------------------------------------------------------
+    async def _server_pump(self, child: Any) -> None:
+        session = self.session
+        stream = child.stdout
+        assert stream is not None
+        while True:
+            try:
+                data = await stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if not data:
+                await self._perform(session.server_closed(), child)
+                return
+            await self._perform(session.receive_server_data(data), child)
+            await self._written_up_to(self._queued)
 
-    async def _child_watch(self, child) -> None:
-        """The child exits: stop reading the client, deliver all it wrote, then end.
-
-        No timer cancels delivery. Only when a descendant keeps the child's stdout open and
-        stays silent for the grace period is the run's process tree killed, which closes it.
-        """
+    async def _child_watch(self, child: Any) -> None:
         await child.wait_exit()
-        self._child_exited.set()
-        self._client_scope.cancel()
-        while not self._server_done.is_set():
-            with trio.move_on_at(self._last_output + max(self.shutdown_grace, 0.05)):
-                await self._server_done.wait()
-            if self._server_done.is_set():
-                break
-            if self._last_output + max(self.shutdown_grace, 0.05) <= trio.current_time():
-                child.signal_group(signal.SIGKILL)
-                await self._server_done.wait()
-        await self._replies_flushed()
-        self._end("child_exit")
+        await self._perform(self.session.child_exited(child.returncode), child)
 
-    async def _signal_watch(self, child) -> None:
+    async def _timer(self) -> None:
+        session = self.session
+        while True:
+            deadline = session.deadline
+            self._timer_target = deadline
+            if deadline is None:
+                await self._timer_wake.wait()
+            else:
+                with trio.move_on_at(deadline):
+                    await self._timer_wake.wait()
+            self._timer_wake = trio.Event()
+            if deadline is not None and trio.current_time() >= deadline:
+                await self._perform(session.timer(), self.child)
+
+    async def _signal_watch(self) -> None:
+        import signal
+
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for signum in signals:
-                self._wrap_signal = signum
-                self._cause("signal")
-                self._client_scope.cancel()
-                child.signal_group(signal.SIGTERM)
-                with trio.move_on_after(KILL_AFTER_TERM_S):
-                    await self._child_exited.wait()
-                if not self._child_exited.is_set():
-                    child.signal_group(signal.SIGKILL)
-                with trio.move_on_after(SIGNAL_DRAIN_S):
-                    await self._server_done.wait()
-                    await self._replies_flushed()
-                self._end("signal")
-                return
+                await self._perform(self.session.signal(signum), self.child)
 
 
 async def open_stdio() -> tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, Callable[[], None]]:

@@ -22,6 +22,7 @@ from assay import proc
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
 from assay.manifest.publish import publish_new
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
+from assay.wrap.effects import Sink
 from assay.wrap.relay import Relay, RecordSink, open_stdio
 from assay.wrap.reports import (
     coverage_report,
@@ -31,7 +32,7 @@ from assay.wrap.reports import (
     session_context,
     state_window,
 )
-from assay.wrap.session import AUDIT_SINK, SessionOptions, WrapSession
+from assay.wrap.session import SessionOptions, WrapSession
 
 DEFAULT_LABEL = "default-mcp-server"  # D17
 DEFAULT_SHUTDOWN_GRACE = 1.0  # D14
@@ -188,16 +189,16 @@ async def run_wrap(
         except ValueError as exc:
             raise WrapError(f"--session-context-out: {exc}") from None
 
-    sinks: dict[str, RecordSink] = {}
-    one_run: dict[str, RecordSink] = {}
+    sinks: dict[Sink, RecordSink] = {}
+    one_run: dict[Sink, RecordSink] = {}
     restore: Callable[[], None] | None = None
     try:
         if config.decision_log:
-            sinks["decision_log"] = _open_append(config.decision_log, "decision log")
+            sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log")
         if config.audit_log:
-            sinks[AUDIT_SINK] = _open_append(config.audit_log, "audit log")
+            sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log")
         decision_sinks = tuple(
-            name for name, path in (("decision_log", config.decision_log), ("decision_log_new", config.decision_log_new))
+            sink for sink, path in ((Sink.DECISION_LOG, config.decision_log), (Sink.DECISION_LOG_NEW, config.decision_log_new))
             if path
         )
         options = SessionOptions(
@@ -209,22 +210,24 @@ async def run_wrap(
             audit=bool(config.audit_log),
             keep_events=bool(config.coverage_out),
             receipts=bool(config.request_receipts_out),
+            max_frame_bytes=config.max_frame_bytes,
+            shutdown_grace=config.shutdown_grace,
         )
-        session = WrapSession(policy, options)
+        session = WrapSession(policy, options, clock=trio.current_time)
         plan = OneRunPlan(
             decision_log_new=config.decision_log_new,
             request_receipts=config.request_receipts_out,
             session_context=config.session_context_out,
             session_stop=config.session_stop_out,
         )
-        def start_session() -> dict[str, RecordSink]:
-            """OR-7: create the one-run outputs in order; the context is written at once."""
-            for name, flag, path in plan.items():
-                fh = create_exclusive(flag, path)
-                one_run[name] = RecordSink(flag, fh)
-                if name == "session_context":
-                    one_run[name].write(context_bytes)
-            return {k: v for k, v in one_run.items() if k in ("decision_log_new", "receipts")}
+        def start_session() -> dict[Sink, RecordSink]:
+            """Create the one-run outputs in order; the session context is written at once."""
+            for sink, path in plan.items():
+                fh = create_exclusive(sink.value, path)
+                one_run[sink] = RecordSink(sink.value, fh)
+                if sink is Sink.SESSION_CONTEXT:
+                    one_run[sink].write(context_bytes)
+            return {k: v for k, v in one_run.items() if k in (Sink.DECISION_LOG_NEW, Sink.RECEIPTS)}
 
         if config.dry_run:
             warn("[assay] DRY RUN MODE: No actions will be blocked.")
@@ -240,8 +243,6 @@ async def run_wrap(
             client_out=client_out,
             sinks=sinks,
             warn=warn,
-            max_frame_bytes=config.max_frame_bytes,
-            shutdown_grace=config.shutdown_grace,
             handle_signals=handle_signals,
             env=config.env,
             on_session_start=start_session if plan.items() else None,
@@ -254,11 +255,11 @@ async def run_wrap(
         if result.fatal:
             warn(f"fatal: {result.fatal}")
         code = result.exit_code
-        if not session.started or relay.start_failed:
-            return code  # OR-6, OR-8: no stop record, no coverage, no state window
-        if "session_stop" in one_run:
+        if not session.is_session:
+            return code  # no session: no stop record, no coverage, no state window
+        if Sink.SESSION_STOP in one_run:
             try:
-                one_run["session_stop"].write(pretty_json(stop_record(result, session)))
+                one_run[Sink.SESSION_STOP].write(pretty_json(stop_record(result, session)))
             except Exception as exc:  # RelayFatal from the sink: fail closed
                 warn(f"fatal: {exc}")
                 code = code or 2

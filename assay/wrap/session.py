@@ -1,265 +1,376 @@
-"""What the relay does with each client frame and server line (sans-IO).
+"""One wrap run as plain code over bytes: client bytes, server bytes and events in, effects out.
 
-``WrapSession.handle`` turns one judged client frame into a :class:`FrameOutcome`: bytes to
-forward to the child, a reply for the client, records for the sinks and stderr lines. Only
-``tools/call`` is evaluated (DECISIONS D10); every other method is forwarded untouched. The
-relay (``relay.py``) performs the outcome; nothing here does I/O.
+:class:`WrapSession` is the whole protocol side of ``assay mcp wrap`` and does no I/O: it splits
+and admits client lines, evaluates ``tools/call`` against the policy, starts the session, keeps
+the pins, the pending-request table and the tools/list chains, reads server lines, and decides
+when and how the run ends. The trio shell (:mod:`assay.wrap.relay`) reads, calls one method,
+and performs the effects it gets back (:mod:`assay.wrap.effects` says how).
+
+=====================================  ===============================================
+the shell saw                          it calls
+=====================================  ===============================================
+bytes from the client                  :meth:`receive_client_data`
+the client's end of file               :meth:`client_closed`
+the client stopped reading (EPIPE)     :meth:`client_lost`
+the verdict of an :class:`AdmitLine`   :meth:`admitted`
+bytes from the child's stdout          :meth:`receive_server_data`
+the child's stdout closed              :meth:`server_closed`
+the child stopped reading (EPIPE)      :meth:`server_input_closed`
+the child exited                       :meth:`child_exited`
+SIGINT, SIGTERM or SIGHUP              :meth:`signal`
+the clock reached :attr:`deadline`     :meth:`timer`
+a record could not be written          :meth:`output_failed`
+the one-run outputs could not be made  :meth:`start_failed`
+=====================================  ===============================================
+
+Time comes from the ``clock`` given to the constructor (the shell passes trio's), so tests run
+the lifecycle without sleeping. docs/wrap.md, "Lifecycle", describes every path.
 """
 
 from __future__ import annotations
 
+import signal as _signal
+import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import hashlib
 
 import ujson
 
-from assay.canonical import jcs_bytes
 from assay.policy import Decision, Policy, SessionState, evaluate
-from assay.policy.engine import identity_bytes
 from assay.wrap import records, serverlines
-from assay.wrap.admission import Admitted, Rejected, frame_digest
+from assay.wrap.admission import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Admitted,
+    LineSplitter,
+    Rejected,
+    admit,
+    admit_region,
+    frame_digest,
+)
+from assay.wrap.effects import (
+    AdmitLine,
+    CloseServerInput,
+    Effect,
+    Finish,
+    Phase,
+    Record,
+    SignalChild,
+    Sink,
+    StartSession,
+    StopCause,
+    StopClient,
+    ToClient,
+    ToServer,
+    Warn,
+)
+from assay.wrap.listing import ListChain, tool_definition_digest
+from assay.wrap.pending import Key, PendingTable
 
-DECISION_SINKS = ("decision_log",)  # sinks that take assay.tool.decision events
-AUDIT_SINK = "audit_log"
+__all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
 
+SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read) up to this size
+BIG_CLIENT_LINE = 1 << 20  # client lines at least this long are admitted off the event loop
+KILL_AFTER_TERM_S = 0.5  # SIGKILL this long after SIGTERM
+SIGNAL_DRAIN_S = 0.5  # after a signal, output already written gets this long to reach the client
+FATAL_FLUSH_S = 5.0  # after a failed record, the frames before it get this long to take effect
+MIN_SILENCE_S = 0.05  # the least silence after which a descendant holding stdout is killed
 
-@dataclass
-class FrameOutcome:
-    """The effects of one client frame, in the order the relay performs them."""
-
-    forward: bytes | None = None
-    reply: bytes | None = None
-    records: list[tuple[str, bytes]] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-    disposition: str = "forwarded"  # forwarded | blocked | rejected | dropped | none
-    decision_event_id: str | None = None
-    receipt: bytes | None = None  # written after the frame's outcome is complete (wrap.md §6.8)
+_TOOLS_LIST = "tools/list"
+_TOOLS_CALL = "tools/call"
 
 
 @dataclass
 class SessionOptions:
+    """What one run asks for (the wrap options that shape the session)."""
+
     dry_run: bool = False
     verbose: bool = False
     label: str = "default-mcp-server"
     event_source: str | None = None
-    decision_sinks: tuple[str, ...] = ()
+    decision_sinks: tuple[Sink, ...] = ()  # sinks that take decision events
     audit: bool = False
-    keep_events: bool = False  # hold this run's decision events in memory (coverage, D15a)
-    receipts: bool = False  # build request receipts (wrap.md §6.8)
+    keep_events: bool = False  # hold this run's decision events in memory (for coverage)
+    receipts: bool = False  # build request receipts
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    shutdown_grace: float = 1.0
+    server_hold_limit: int = SERVER_HOLD_LIMIT
 
 
-def _id_key(value: Any) -> tuple[str, Any] | None:
-    """A hashable key for a JSON-RPC id that keeps 1 and "1" apart (bools are not ids)."""
-    if value.__class__ is int:
-        return ("n", value)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, int):
-        return ("n", int(value))
-    if isinstance(value, float):
-        if value.is_integer():
-            return ("n", int(value))
-        return ("f", value) if value == value else None
-    return None
-
-
-_TOOLS_LIST = "tools/list"
-
-
-def tool_definition_digest(tool: dict[str, Any], label: str) -> str | None:
-    """The bounded tool-definition binding of wrap.md §4.2.4, or None when ``inputSchema`` is
-    not an object. Projection: name, trimmed description (omitted if empty), input_schema,
-    trimmed server id."""
-    schema = tool.get("inputSchema", tool.get("input_schema"))
-    if not isinstance(schema, dict):
-        return None
-    projection: dict[str, Any] = {"name": tool["name"]}
-    description = tool.get("description")
-    if isinstance(description, str) and description.strip():
-        projection["description"] = description.strip()
-    projection["input_schema"] = schema
-    projection["server_id"] = label.strip()
-    # never raises on server content (lone surrogates, huge integers, deep nesting)
-    return "sha256:" + hashlib.sha256(identity_bytes(projection)).hexdigest()
-
-
-class _Chain:
-    """One tools/list exchange, following ``nextCursor`` pages (docs/wrap.md, "One-run outputs and session reports").
-
-    A tool whose definition has no canonical JSON form (a lone surrogate, an integer beyond
-    what JCS encodes, nesting deeper than the encoder recurses) cannot be digested for the
-    observed manifest: it is left out and the chain counts as incomplete, so that the
-    manifest says so instead of the session end failing on server content."""
-
-    __slots__ = ("tools", "next_cursor", "complete", "skipped")
-
-    def __init__(self) -> None:
-        self.tools: list[dict[str, Any]] = []
-        self.next_cursor: str | None = None
-        self.complete = False
-        self.skipped = False
-
-    def add_page(self, tools: list[Any], next_cursor: Any) -> None:
-        for tool in tools:
-            if not isinstance(tool, dict):
-                continue
-            try:
-                jcs_bytes(tool)
-            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, MemoryError):
-                self.skipped = True
-                continue
-            self.tools.append(tool)
-        self.next_cursor = next_cursor if isinstance(next_cursor, str) else None
-        self.complete = self.next_cursor is None and not self.skipped
+def exit_status(child_returncode: int | None, wrap_signal: int | None) -> int:
+    """128+N if wrap got signal N; else the child's code, or 128+N if it died of signal N."""
+    if wrap_signal is not None:
+        return 128 + wrap_signal
+    if child_returncode is None:
+        return 2
+    if child_returncode < 0:
+        return 128 - child_returncode
+    return child_returncode
 
 
 class WrapSession:
-    """Policy state and bookkeeping for one wrap run (one client stream)."""
+    """Policy state, bookkeeping and the lifecycle of one wrap run (one client stream)."""
 
     def __init__(
         self,
         policy: Policy,
-        options: SessionOptions,
+        options: SessionOptions | None = None,
         *,
+        clock: Callable[[], float] = time.monotonic,
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
     ) -> None:
         self.policy = policy
-        self.options = options
+        self.options = options = options or SessionOptions()
         self.state = SessionState()
+        self._clock = clock
         self._new_event_id = new_event_id
         self._now = now
-        # Forwarded client requests still awaiting their answer: id key -> methods (a client may
-        # reuse an id while the first is in flight); string ids the Python SDK reads as integers
-        # are also indexed by that integer (docs/wrap.md, "Dropped server responses").
-        self._pending: dict[tuple[str, Any], list[str]] = {}
-        self._pending_tools_list: set[tuple[str, Any]] = set()
-        self._py_alias: dict[int, list[tuple[str, Any]]] = {}
-        self.dropped_responses = 0  # server responses dropped (stop record, frames.dropped_responses)
-        self._output_schema_tools: set[str] = set()  # tools listed with an outputSchema
-        self._bindings: dict[str, str] = {}  # tool name -> tool-definition digest (wrap.md §4.2.4)
-        self.events: list[dict[str, Any]] = []  # this run's decision events (coverage, D15a)
-        self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
-        self.started = False  # the run became a session (wrap.md §7 OR-5)
+        self._records_on = bool(options.decision_sinks or options.keep_events or options.audit or options.verbose)
+        # -- client side
+        self._splitter = LineSplitter(options.max_frame_bytes)
+        self._queue: deque[bytes | Rejected] = deque()  # split, not yet judged (behind an AdmitLine)
+        self._admitting = False
+        self._eof_waiting = False  # the client closed while a long line was being admitted
+        self._fwd: list[bytes] = []  # judged frames to forward, not yet emitted
+        self.started = False  # the run became a session
         self.seen_nonblank = False
+        self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
+        self.events: list[dict[str, Any]] = []  # this run's decision events (coverage)
         self._receipt_seq = 0
-        # tools/list chains for the observed manifest (D33): pending id -> chain
-        self._chains: dict[tuple[str, Any], _Chain] = {}
-        self.last_chain: _Chain | None = None
+        # -- server side
+        self._pending = PendingTable()
+        self._pending_tools_list: set[Key] = set()
+        self._chains: dict[Key, ListChain] = {}
+        self.last_chain: ListChain | None = None
+        self._output_schema_tools: set[str] = set()  # tools listed with an outputSchema
+        self._bindings: dict[str, str] = {}  # tool name -> tool-definition digest
+        self.dropped_responses = 0
+        self._tail = bytearray()  # a server line not yet ended
+        self._streaming = False  # a server line longer than SERVER_HOLD_LIMIT is being relayed
+        self._held: list[bytes] = []  # wrap's replies waiting for that line to end
+        # -- lifecycle
+        self.phase = Phase.RUNNING
+        self.stop_cause: StopCause | None = None
+        self.wrap_signal: int | None = None
+        self.fatal: str | None = None
+        self.start_failed_ = False
+        self.child_returncode: int | None = None
+        self.child_gone = False
+        self.server_eof = False
+        self.last_output = clock()  # session-clock time of the child's last output
+        self._eof_at = 0.0
+        self._owed_output_at = 0.0  # the child's last output while it owed answers
+        self._deadline: float | None = None
+        self._silence_killed = False
 
-    # -- session start (wrap.md §7) --------------------------------------------------------------
+    # ------------------------------------------------------------------------------------------
+    # client -> server
+    # ------------------------------------------------------------------------------------------
 
-    def starts_session(self, item: Admitted | Rejected) -> bool:
-        """OR-5a: the first nonblank client line that is not a server/discover request (rejected
+    def receive_client_data(self, data: bytes) -> list[Effect]:
+        """Bytes the client wrote: the effects of every line they complete."""
+        if self.phase is not Phase.RUNNING or not data:
+            return []
+        if self._admitting:
+            raise RuntimeError("receive_client_data while a line is being admitted")
+        out: list[Effect] = []
+        if self.started and not self._queue and not self._splitter.holding:
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                region = data if cut == len(data) else data[:cut]
+                lines = region.split(b"\n")
+                lines.pop()
+                if len(region) <= self._splitter.cap or max(map(len, lines)) <= self._splitter.cap:
+                    frames = admit_region(region, lines)
+                    if frames is not None:
+                        self._fast(region, lines, frames, out)
+                        if cut < len(data):
+                            self._splitter.feed(data[cut:])  # no LF in it: held, nothing returned
+                        return out
+        self._queue.extend(self._splitter.feed(data))
+        self._process(out)
+        return out
+
+    def admitted(self, verdict: Admitted | Rejected | None) -> list[Effect]:
+        """The verdict on the line of the last :class:`AdmitLine`; the rest of the queue goes on."""
+        if not self._admitting:
+            raise RuntimeError("admitted() without an AdmitLine")
+        self._admitting = False
+        out: list[Effect] = []
+        if self.phase is not Phase.RUNNING:
+            return out
+        self._judged(verdict, out)
+        self._process(out)
+        if self._eof_waiting and not self._admitting:
+            self._eof_waiting = False
+            self._end_of_client(out)
+        return out
+
+    def client_closed(self) -> list[Effect]:
+        """The client's end of file: its last unterminated line still counts."""
+        out: list[Effect] = []
+        if self.phase is not Phase.RUNNING:
+            return out
+        last = self._splitter.close()
+        if last is not None:
+            self._queue.append(last)
+        if self._admitting:
+            self._eof_waiting = True
+            return out
+        self._process(out)
+        if self._admitting:
+            self._eof_waiting = True
+            return out
+        self._end_of_client(out)
+        return out
+
+    def _end_of_client(self, out: list[Effect]) -> None:
+        if not self.started and not self.seen_nonblank:  # an empty client stream is a session too
+            out.append(StartSession())
+            self._begin()
+        self._cause(StopCause.CLIENT_EOF)
+        out.append(CloseServerInput())
+        self.phase = Phase.DRAINING
+        self._eof_at = self._clock()
+
+    def client_lost(self) -> list[Effect]:
+        """Writing to the client failed: nobody reads replies any more. The run ends now."""
+        if self.phase is Phase.DONE:
+            return []
+        self._cause(StopCause.CLIENT_EOF)
+        self.phase = Phase.DONE
+        return [StopClient(), Finish(drain=False)]
+
+    def _process(self, out: list[Effect]) -> None:
+        """Judge queued lines in order; pause at a long one (:class:`AdmitLine`)."""
+        queue = self._queue
+        while queue:
+            item = queue.popleft()
+            if item.__class__ is bytes:
+                line: bytes = item  # type: ignore[assignment]
+                if len(line) >= BIG_CLIENT_LINE:
+                    self._flush_forwards(out)
+                    self._admitting = True
+                    out.append(AdmitLine(line))
+                    return
+                self._judged(admit(line), out)
+            else:
+                self._judged(item, out)  # type: ignore[arg-type]
+        self._flush_forwards(out)
+
+    def _flush_forwards(self, out: list[Effect]) -> None:
+        if self._fwd:
+            out.append(ToServer(b"".join(self._fwd)))
+            self._fwd = []
+
+    def _starts_session(self, item: Admitted | Rejected) -> bool:
+        """The first nonblank client line that is not a ``server/discover`` request (rejected
         lines included) starts the session, just before it is handled."""
-        if self.started:
-            return False
         return not (isinstance(item, Admitted) and item.frame.get("method") == "server/discover")
 
-    def starts_session_at_eof(self) -> bool:
-        """OR-5b: client EOF starts the session only when no nonblank line came at all."""
-        return not self.started and not self.seen_nonblank
-
-    def begin_session(self) -> None:
-        """Mark the session started; frame counts cover the session only (§6.9)."""
+    def _begin(self) -> None:
+        """The run is a session from now on; frame counts cover the session only."""
         self.started = True
         self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
 
-    # -- client frames ---------------------------------------------------------------------------
-
-    def handle(self, item: Admitted | Rejected) -> FrameOutcome:
-        """Decide what one nonblank client frame does (see :class:`FrameOutcome`)."""
+    def _judged(self, item: Admitted | Rejected | None, out: list[Effect]) -> None:
+        """The effects of one admitted or rejected line (None: a blank line, ignored)."""
+        if item is None:
+            return
+        if not self.started and self._starts_session(item):
+            self._flush_forwards(out)
+            out.append(StartSession())
+            self._begin()
         self.seen_nonblank = True
-        outcome = self._handle(item)
-        if self.options.receipts and self.started:
-            outcome.receipt = self._receipt(item, outcome)
-        return outcome
-
-    def _receipt(self, item: Admitted | Rejected, outcome: FrameOutcome) -> bytes:
-        """One request receipt (wrap.md §6.8): digests and dispositions, never arguments."""
-        self._receipt_seq += 1
-        receipt: dict[str, Any] = {"schema": "assay.mcp_request_receipt.v0", "seq": self._receipt_seq}
-        if isinstance(item, Rejected):
-            receipt["frame_digest"] = "sha256:" + item.frame_digest
-            receipt["kind"] = "rejected"
-            receipt["disposition"] = "rejected"
-            receipt["reject_reason"] = item.reason
-            return records.encode_line(receipt)
-        frame = item.frame
-        receipt["frame_digest"] = "sha256:" + frame_digest(item.raw)
-        receipt["kind"] = "request" if item.is_request else "response" if item.is_response else "notification"
-        if "method" in frame:
-            receipt["method"] = frame["method"]
-        if "id" in frame:
-            receipt["request_id"] = frame["id"]
-        receipt["disposition"] = "forwarded" if outcome.disposition == "forwarded" else "blocked"
-        if outcome.decision_event_id is not None:
-            receipt["decision_event_id"] = outcome.decision_event_id
-        return records.encode_line(receipt)
-
-    def _handle(self, item: Admitted | Rejected) -> FrameOutcome:
         if isinstance(item, Rejected):
             self.counts["rejected"] += 1
-            return FrameOutcome(
-                reply=records.rejection_reply(item.reason),
-                stderr=[records.rejection_warning(item.reason)],
-                disposition="rejected",
-            )
-        frame = item.frame
+            self._reply(records.rejection_reply(item.reason), out)
+            out.append(Warn(records.rejection_warning(item.reason)))
+            if self.options.receipts and self.started:
+                self._receipt_rejected(item, out)
+            return
+        if self._judge(item.raw, item.frame, out):
+            self._fwd.append(item.raw)
+
+    def _fast(self, region: bytes, lines: list[bytes], frames: list[dict[str, Any]], out: list[Effect]) -> None:
+        """A whole read of admitted frames (the usual case): one judgement per frame, and the
+        region forwarded as it is when every frame goes through and nothing came between."""
+        self.seen_nonblank = True
+        judge = self._judge
+        fwd = self._fwd
+        whole = not fwd
+        mark = len(out)
+        for line, frame in zip(lines, frames):
+            raw = line + b"\n"
+            if judge(raw, frame, out):
+                fwd.append(raw)
+            else:
+                whole = False
+        if whole and len(out) == mark:
+            self._fwd = []
+            out.append(ToServer(region))
+        else:
+            self._flush_forwards(out)
+
+    def _judge(self, raw: bytes, frame: dict[str, Any], out: list[Effect]) -> bool:
+        """One admitted frame: True when it is to be forwarded. Only ``tools/call`` is
+        evaluated; every other method goes through untouched."""
         method = frame.get("method")
-        if method is None:  # a client response (wrap.md §3.4.1)
+        if method is None:  # a client response to a server request
             self.counts["forwarded"] += 1
-            return FrameOutcome(forward=item.raw)
-        if method != "tools/call":
-            if item.is_request:
+            if self.options.receipts and self.started:
+                self._receipt(raw, frame, True, None, out)
+            return True
+        if method != _TOOLS_CALL:
+            if "id" in frame:
                 self.state.note_request()
-                key = self._await_answer(frame["id"], method)
+                key = self._pending.add(frame["id"], method)
                 if method == _TOOLS_LIST and key is not None:
                     self._pending_tools_list.add(key)
                     self._chains[key] = self._chain_for(frame.get("params"))
             self.counts["forwarded"] += 1
-            return FrameOutcome(forward=item.raw)
-        return self._tool_call(item)
+            if self.options.receipts and self.started:
+                self._receipt(raw, frame, True, None, out)
+            return True
+        return self._tool_call(raw, frame, out)
 
-    def _tool_call(self, item: Admitted) -> FrameOutcome:
-        frame = item.frame
+    def _tool_call(self, raw: bytes, frame: dict[str, Any], out: list[Effect]) -> bool:
         params = frame.get("params")
-        valid = isinstance(params, dict) and isinstance(params.get("name"), str)
-        name: str = params["name"] if valid else ""
-        arguments: Any = params.get("arguments") if valid else None
+        valid = params.__class__ is dict and params.get("name").__class__ is str
+        name: str = params["name"] if valid else ""  # type: ignore[index]
+        arguments = params.get("arguments") if valid else None  # type: ignore[union-attr]
         opts = self.options
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
-        denied = decision.outcome == "deny"
+        event_id = None
+        if self._records_on:
+            self._flush_forwards(out)
+            event_id = self._record(decision, frame, params, name, valid, out)
         has_id = "id" in frame
-        outcome = FrameOutcome()
-        # Records are built only when something consumes them: the hot path of a plain
-        # enforcing relay is evaluate -> forward or deny reply.
-        if opts.decision_sinks or opts.keep_events or opts.audit or opts.verbose:
-            self._record(outcome, decision, frame, params, name, valid)
-        if denied and not opts.dry_run:
+        if decision.outcome == "deny" and not opts.dry_run:
             if has_id:
-                outcome.reply = records.deny_reply(
-                    frame["id"],
-                    decision.contract or {},
-                    modern=records.is_modern_request(frame),
-                    structured=not self._may_have_output_schema(name),
+                self._reply(
+                    records.deny_reply(
+                        frame["id"],
+                        decision.contract or {},
+                        modern=records.is_modern_request(frame),
+                        structured=not self._may_have_output_schema(name),
+                    ),
+                    out,
                 )
-                outcome.disposition = "blocked"
                 self.counts["blocked"] += 1
-            else:  # D12: a denied notification gets no reply; it is dropped and logged
-                outcome.disposition = "dropped"
+            else:  # a denied notification gets no reply: dropped and logged
                 self.counts["dropped"] += 1
-            return outcome
+            if opts.receipts and self.started:
+                self._receipt(raw, frame, False, event_id, out)
+            return False
         if has_id:
-            self._await_answer(frame["id"], "tools/call")
-        outcome.forward = item.raw
+            self._pending.add(frame["id"], _TOOLS_CALL)
         self.counts["forwarded"] += 1
-        return outcome
+        if opts.receipts and self.started:
+            self._receipt(raw, frame, True, event_id, out)
+        return True
 
     def _may_have_output_schema(self, name: str) -> bool:
         """Whether a definition of ``name`` that reached the client may declare an
@@ -267,13 +378,21 @@ class WrapSession:
         replies"): it did, or wrap could not read some tools/list answer or its duplicates."""
         return name in self._output_schema_tools or self.state.unreadable
 
+    def _reply(self, data: bytes, out: list[Effect]) -> None:
+        """wrap's own line for the client; held while a long server line is being relayed."""
+        if self._streaming:
+            self._held.append(data)
+        else:
+            out.append(ToClient(data))
+
     def _record(
-        self, outcome: FrameOutcome, decision: Decision, frame: dict, params: Any, name: str, valid: bool
-    ) -> None:
+        self, decision: Decision, frame: dict[str, Any], params: Any, name: str, valid: bool, out: list[Effect]
+    ) -> str | None:
         """Decision event, audit record and --verbose line of one evaluated call."""
         opts = self.options
-        facts = records.DecisionFacts.of(decision, tool=name)  # the called tool, even for rate limits (D10)
+        facts = records.DecisionFacts.of(decision, tool=name)  # the called tool, even for rate limits
         request_id = frame["id"] if "id" in frame else records.ABSENT
+        event_id = None
         if opts.decision_sinks or opts.keep_events:
             delegated_from, delegation_depth = records.delegation_of(params)
             data = records.decision_data(
@@ -293,10 +412,10 @@ class WrapSession:
             )
             if opts.keep_events:
                 self.events.append(event)
-            outcome.decision_event_id = event["id"]
+            event_id = event["id"]
             if opts.decision_sinks:
                 line = records.encode_line(event)
-                outcome.records.extend((sink, line) for sink in opts.decision_sinks)
+                out.extend(Record(sink, line) for sink in opts.decision_sinks)
         if opts.audit:
             rec = records.audit_record_for(
                 facts,
@@ -305,90 +424,142 @@ class WrapSession:
                 tool=name if valid or facts.outcome != "allow" else None,
                 timestamp=self._now() if self._now else None,
             )
-            outcome.records.append((AUDIT_SINK, records.encode_line(rec)))
+            out.append(Record(Sink.AUDIT_LOG, records.encode_line(rec)))
         if opts.verbose:
-            outcome.stderr.append(
-                records.verbose_line(
-                    facts.outcome,
-                    name if valid else None,
-                    policy_code=facts.policy_code,
-                    reason=facts.reason,
-                    dry_run=opts.dry_run,
-                )
-            )
+            out.append(Warn(records.verbose_line(
+                facts.outcome,
+                name if valid else None,
+                policy_code=facts.policy_code,
+                reason=facts.reason,
+                dry_run=opts.dry_run,
+            )))
+        return event_id
 
-    def _chain_for(self, params: Any) -> _Chain:
+    def _receipt(self, raw: bytes, frame: dict[str, Any], forwarded: bool, event_id: str | None, out: list[Effect]) -> None:
+        """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments."""
+        self._receipt_seq += 1
+        receipt: dict[str, Any] = {"schema": "assay.mcp_request_receipt.v0", "seq": self._receipt_seq}
+        receipt["frame_digest"] = "sha256:" + frame_digest(raw)
+        has_method = "method" in frame
+        receipt["kind"] = ("request" if "id" in frame else "notification") if has_method else "response"
+        if has_method:
+            receipt["method"] = frame["method"]
+        if "id" in frame:
+            receipt["request_id"] = frame["id"]
+        receipt["disposition"] = "forwarded" if forwarded else "blocked"
+        if event_id is not None:
+            receipt["decision_event_id"] = event_id
+        out.append(Record(Sink.RECEIPTS, records.encode_line(receipt)))
+
+    def _receipt_rejected(self, item: Rejected, out: list[Effect]) -> None:
+        self._receipt_seq += 1
+        receipt: dict[str, Any] = {
+            "schema": "assay.mcp_request_receipt.v0",
+            "seq": self._receipt_seq,
+            "frame_digest": "sha256:" + item.frame_digest,
+            "kind": "rejected",
+            "disposition": "rejected",
+            "reject_reason": item.reason,
+        }
+        out.append(Record(Sink.RECEIPTS, records.encode_line(receipt)))
+
+    def _chain_for(self, params: Any) -> ListChain:
         """A tools/list request continues the last chain when it asks for that chain's
-        ``nextCursor``; otherwise it starts a new one (D33)."""
+        ``nextCursor``; otherwise it starts a new one."""
         cursor = params.get("cursor") if isinstance(params, dict) else None
         last = self.last_chain
         if isinstance(cursor, str) and last is not None and last.next_cursor == cursor:
             return last
-        return _Chain()
+        return ListChain()
 
-    # -- pending client requests ----------------------------------------------------------------
+    # ------------------------------------------------------------------------------------------
+    # server -> client
+    # ------------------------------------------------------------------------------------------
 
-    def _await_answer(self, request_id: Any, method: str) -> tuple[str, Any] | None:
-        """Register a forwarded client request: its answer is relayed, any other is dropped."""
-        key = _id_key(request_id)
-        if key is None:
-            return None
-        methods = self._pending.get(key)
-        if methods is None:
-            self._pending[key] = [method]
-            if key[0] == "s":
-                alias = serverlines.python_id(key[1])
-                if alias.__class__ is int:
-                    self._py_alias.setdefault(alias, []).append(key)
+    def receive_server_data(self, data: bytes) -> list[Effect]:
+        """Bytes the child wrote: whole lines go to the client (forged answers dropped); a
+        partial line is held until its LF, up to SERVER_HOLD_LIMIT, then streamed through."""
+        out: list[Effect] = []
+        if not data:
+            return out
+        self.last_output = now = self._clock()
+        if self._pending:
+            self._owed_output_at = now
+        if self._streaming:
+            nl = data.find(b"\n")
+            if nl < 0:
+                out.append(ToClient(data))
+                return out
+            out.append(ToClient(data[: nl + 1]))
+            self._end_streaming(out)
+            data = data[nl + 1 :]
+            if not data:
+                return out
+        cut = data.rfind(b"\n") + 1
+        tail = self._tail
+        if cut == 0:
+            tail += data
+            if len(tail) > self.options.server_hold_limit:
+                self._unreadable_line(out)
+                self._streaming = True
+                out.append(ToClient(bytes(tail)))
+                self._tail = bytearray()
+            return out
+        if tail:
+            tail += data[:cut]
+            chunk = bytes(tail)
+            self._tail = bytearray(data[cut:])
         else:
-            methods.append(method)
-        return key
-
-    def _answered(self, request_id: Any) -> tuple[tuple[str, Any], str] | None:
-        """The pending request a response id answers for some official client, removed from
-        the table, or None. The exact id first; then the Python SDK's form (a string ``int()``
-        reads answers that integer); then the TypeScript SDK's (``Number(id)``)."""
-        key = _id_key(request_id)
-        pending = self._pending
-        if key is None or key not in pending:
-            key = None
-            for candidate in self._equivalents(request_id):
-                if candidate in pending:
-                    key = candidate
-                    break
-            if key is None:
-                return None
-        methods = pending[key]
-        method = methods.pop(0)
-        if not methods:
-            del pending[key]
-            if key[0] == "s":
-                alias = serverlines.python_id(key[1])
-                if alias.__class__ is int:
-                    keys = self._py_alias.get(alias)
-                    if keys is not None and key in keys:
-                        keys.remove(key)
-                        if not keys:
-                            del self._py_alias[alias]
-        return key, method
-
-    def _equivalents(self, request_id: Any) -> list[tuple[str, Any]]:
-        """Pending keys an id answers other than its exact self, in SDK order (Python, TS)."""
-        out: list[tuple[str, Any]] = []
-        py = serverlines.python_id(request_id) if request_id.__class__ is not float else None
-        if py.__class__ is int:
-            out.append(("n", py))
-            out.extend(self._py_alias.get(py, ()))
-        number = serverlines.js_number(request_id)
-        if number is not None and number == number and number not in (float("inf"), float("-inf")):
-            if number.is_integer():
-                out.append(("n", int(number)))
+            chunk = data if cut == len(data) else data[:cut]
+            if cut < len(data):
+                self._tail = bytearray(data[cut:])
+        kept = self._judge_lines(chunk, out)
+        if kept:
+            out.append(ToClient(kept))
         return out
 
-    # -- server lines ----------------------------------------------------------------------------
+    def _end_streaming(self, out: list[Effect]) -> None:
+        self._streaming = False
+        if self._held:
+            out.extend(ToClient(data) for data in self._held)
+            self._held = []
 
-    def server_line(self, line: bytes) -> tuple[bool, list[str]]:
-        """Judge one complete server line (the bytes before its LF): ``(relay_it, stderr)``.
+    def server_closed(self) -> list[Effect]:
+        """The child's stdout reached end of file."""
+        out: list[Effect] = []
+        if self._tail and not self._streaming:
+            # an unterminated last line: relayed as it is (it answers nothing wrap can match)
+            out.append(ToClient(bytes(self._tail)))
+        self._tail = bytearray()
+        if self._streaming:
+            self._end_streaming(out)
+        self.server_eof = True
+        if self.phase is Phase.CHILD_EXITED:
+            self.phase = Phase.DONE
+            out.append(Finish(drain=True))
+        elif self.phase is Phase.SIGNAL_DRAIN:
+            self.phase = Phase.DONE
+            out.append(Finish(drain=True, deadline=self._deadline))
+        return out
+
+    def _judge_lines(self, chunk: bytes, out: list[Effect]) -> bytes:
+        """``chunk`` is whole LF-terminated lines: what of it goes to the client."""
+        lines = chunk.split(b"\n")
+        lines.pop()  # after the last LF
+        keep: list[bytes] | None = None
+        server_line = self._server_line
+        for i, line in enumerate(lines):
+            relay_it = server_line(line, out)
+            if not relay_it and keep is None:
+                keep = lines[:i]
+            elif relay_it and keep is not None:
+                keep.append(line)
+        if keep is None:
+            return chunk
+        return b"".join(line + b"\n" for line in keep)
+
+    def _server_line(self, line: bytes, out: list[Effect]) -> bool:
+        """One complete server line (without its LF): True to relay it.
 
         A response (no string ``method``; a ``result`` or an ``error``) is relayed only when its
         id answers a forwarded client request still awaiting its answer; otherwise it is
@@ -402,39 +573,40 @@ class WrapSession:
             message = serverlines.read_text(line.decode("utf-8", "replace"))
         if message.__class__ is not dict:
             if message is serverlines.TOO_HARD:
-                return True, self._unreadable_line()
-            return True, []
+                self._unreadable_line(out)
+            return True
         if message.get("method").__class__ is str or ("result" not in message and "error" not in message):
-            return True, []
-        found = self._answered(message.get("id"))
+            return True
+        found = self._pending.answer(message.get("id"))
         if found is None:
             self.dropped_responses += 1
-            return False, [records.dropped_response_warning(message.get("id"), "id" in message)]
+            out.append(Warn(records.dropped_response_warning(message.get("id"), "id" in message)))
+            return False
         key, method = found
-        if method != _TOOLS_LIST:
-            return True, []
-        return True, self._tools_answer(key, message, line)
+        if method == _TOOLS_LIST:
+            self._tools_answer(key, message, line, out)
+        return True
 
-    def server_line_unreadable(self) -> list[str]:
-        """A server line too long to read was relayed unread: every pending tools/list answer
-        counts as unreadable, so pinned tools have an unknown identity from now on."""
-        return self._unreadable_line()
+    @property
+    def owes_answers(self) -> bool:
+        """Whether a forwarded client request still awaits the server's answer."""
+        return bool(self._pending)
 
-    def _unreadable_line(self) -> list[str]:
-        if not self._pending_tools_list:
-            return []
-        if self.state.unreadable:
-            return []
+    def _unreadable_line(self, out: list[Effect]) -> None:
+        """A line that may answer tools/list was not read: pinned tools have an unknown
+        identity from now on (docs/wrap.md, "Tool pins")."""
+        if not self._pending_tools_list or self.state.unreadable:
+            return
         self.state.mark_unreadable()
-        return [records.unreadable_answer_warning()]
+        out.append(Warn(records.unreadable_answer_warning()))
 
-    def _tools_answer(self, key: tuple[str, Any], message: dict, line: bytes) -> list[str]:
-        """Record tool identities from the answer to one of our tools/list requests."""
+    def _tools_answer(self, key: Key, message: dict[str, Any], line: bytes, out: list[Effect]) -> None:
+        """Record tool identities from the answer to one of the client's tools/list requests."""
         self._pending_tools_list.discard(key)
         chain = self._chains.pop(key, None)
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            return []
+            return
         tools = result["tools"]
         if chain is not None:
             chain.add_page(tools, result.get("nextCursor"))
@@ -455,9 +627,8 @@ class WrapSession:
                     self._bindings.pop(name, None)
                 else:
                     self._bindings[name] = digest
-        if not self.options.verbose:
-            return []
-        return [records.tool_identity_line(n, label, s, m) for (n, s, m) in seen]
+        if self.options.verbose:
+            out.extend(Warn(records.tool_identity_line(n, label, s, m)) for (n, s, m) in seen)
 
     @staticmethod
     def _other_reading(line: bytes) -> list[Any] | None:
@@ -476,12 +647,132 @@ class WrapSession:
             return None
         return result["tools"]
 
-    @property
-    def wants_server_lines(self) -> bool:
-        """True while any forwarded client request awaits its answer (the relay's client-EOF
-        grace waits on this)."""
-        return bool(self._pending)
+    def server_input_closed(self) -> list[Effect]:
+        """Writing to the child failed (EPIPE): the child-exit path. The client is no longer
+        read; if the child lingers, it gets the grace period like after a client EOF."""
+        if self.phase is not Phase.RUNNING:
+            return []
+        self._cause(StopCause.CHILD_EXIT)
+        self.phase = Phase.DRAINING
+        self._eof_at = self._clock()
+        return [StopClient(), CloseServerInput()]
 
-    def observe_server_line(self, line: bytes) -> list[str]:
-        """:meth:`server_line` for a caller that never drops lines: only its stderr lines."""
-        return self.server_line(line)[1]
+    # ------------------------------------------------------------------------------------------
+    # lifecycle
+    # ------------------------------------------------------------------------------------------
+
+    def _cause(self, cause: StopCause) -> None:
+        if self.stop_cause is None:
+            self.stop_cause = cause
+
+    def child_exited(self, returncode: int | None) -> list[Effect]:
+        """The child exited (it is not reaped yet: its group cannot be reused)."""
+        self.child_gone = True
+        self.child_returncode = returncode
+        out: list[Effect] = []
+        phase = self.phase
+        if phase in (Phase.RUNNING, Phase.DRAINING, Phase.TERMINATING, Phase.KILLED):
+            self._cause(StopCause.CHILD_EXIT)
+            out.append(StopClient())
+            self.phase = Phase.CHILD_EXITED
+            if self.server_eof:
+                self.phase = Phase.DONE
+                out.append(Finish(drain=True))
+        elif phase is Phase.SIGNALLED:
+            self.phase = Phase.SIGNAL_DRAIN
+            self._deadline = self._clock() + SIGNAL_DRAIN_S
+            if self.server_eof:
+                self.phase = Phase.DONE
+                out.append(Finish(drain=True, deadline=self._deadline))
+        return out
+
+    def signal(self, signum: int) -> list[Effect]:
+        """wrap got SIGINT, SIGTERM or SIGHUP: exit 128+N once the child is stopped."""
+        if self.phase in (Phase.SIGNALLED, Phase.SIGNAL_DRAIN, Phase.DONE):
+            return []
+        self.wrap_signal = signum
+        self._cause(StopCause.SIGNAL)
+        out: list[Effect] = [StopClient(), SignalChild(_signal.SIGTERM)]
+        now = self._clock()
+        if self.child_gone:
+            self.phase = Phase.SIGNAL_DRAIN
+            self._deadline = now + SIGNAL_DRAIN_S
+            if self.server_eof:
+                self.phase = Phase.DONE
+                out.append(Finish(drain=True, deadline=self._deadline))
+        else:
+            self.phase = Phase.SIGNALLED
+            self._deadline = now + KILL_AFTER_TERM_S
+        return out
+
+    @property
+    def deadline(self) -> float | None:
+        """The session-clock time at which :meth:`timer` is due, or None."""
+        phase = self.phase
+        if phase is Phase.DRAINING:
+            return self._grace_base() + self.options.shutdown_grace
+        if phase is Phase.CHILD_EXITED:
+            if self.server_eof or self._silence_killed:
+                return None
+            return self.last_output + max(self.options.shutdown_grace, MIN_SILENCE_S)
+        if phase in (Phase.TERMINATING, Phase.SIGNALLED, Phase.SIGNAL_DRAIN):
+            return self._deadline
+        return None
+
+    def _grace_base(self) -> float:
+        """After a client EOF the grace counts from the EOF, or from the child's last output
+        while it owed answers to forwarded requests, whichever is later."""
+        return max(self._eof_at, self._owed_output_at)
+
+    def timer(self) -> list[Effect]:
+        """The clock reached :attr:`deadline` (calling early does nothing)."""
+        deadline = self.deadline
+        now = self._clock()
+        if deadline is None or now < deadline:
+            return []
+        phase = self.phase
+        if phase is Phase.DRAINING:
+            self.phase = Phase.TERMINATING
+            self._deadline = now + KILL_AFTER_TERM_S
+            return [SignalChild(_signal.SIGTERM)]
+        if phase is Phase.TERMINATING:
+            self.phase = Phase.KILLED
+            return [SignalChild(_signal.SIGKILL)]
+        if phase is Phase.CHILD_EXITED:  # a descendant holds the child's stdout, silent
+            self._silence_killed = True
+            return [SignalChild(_signal.SIGKILL)]
+        if phase is Phase.SIGNALLED:
+            self.phase = Phase.SIGNAL_DRAIN
+            self._deadline = now + SIGNAL_DRAIN_S
+            return [SignalChild(_signal.SIGKILL)]
+        if phase is Phase.SIGNAL_DRAIN:
+            self.phase = Phase.DONE
+            return [Finish(drain=False)]
+        return []
+
+    def output_failed(self, message: str) -> list[Effect]:
+        """A record could not be written whole: fatal (exit 2). What came before it still
+        gets a few seconds to take effect."""
+        if self.phase is Phase.DONE:
+            return []
+        self.fatal = message
+        self._cause(StopCause.OUTPUT_ERROR)
+        self.phase = Phase.DONE
+        return [StopClient(), Finish(drain=True, deadline=self._clock() + FATAL_FLUSH_S)]
+
+    def start_failed(self, message: str) -> list[Effect]:
+        """The one-run outputs could not be created: fatal, and the run is no session (no
+        stop record, no session-end reports)."""
+        self.start_failed_ = True
+        return self.output_failed(message)
+
+    def exit_code(self, child_returncode: int | None) -> int:
+        """The run's exit status once the child is reaped (docs/wrap.md, "Exit status")."""
+        if self.fatal is not None:
+            return 2 if self.wrap_signal is None else 128 + self.wrap_signal
+        return exit_status(child_returncode, self.wrap_signal)
+
+    @property
+    def is_session(self) -> bool:
+        """Whether this run became a session whose end gets reports."""
+        return self.started and not self.start_failed_

@@ -1,7 +1,7 @@
 """Pins fail closed against server tricks, in memory (docs/wrap.md, "Tool pins").
 
-Each test drives a WrapSession the way the relay does: client frames through ``handle``, every
-server line through ``server_line``. The server first lists the honest ``read_file`` (the pin),
+Each test drives a Harness in memory the way the relay does (tests/wrap/_harness.py):
+client frames in as bytes, every server line in as bytes, effects out. The server first lists the honest ``read_file`` (the pin),
 then answers a second tools/list with the swapped definition written in some tricky way; the
 next call of ``read_file`` must be denied with E_TOOL_DRIFT.
 """
@@ -14,8 +14,9 @@ import pytest
 import ujson
 
 from assay.policy import load_policy, tool_identity
-from assay.wrap.admission import Admitted
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.wrap.session import SessionOptions
+
+from tests.wrap._harness import Harness
 
 from tests.wrap.fixtures.hostile_server import HONEST  # the definition the pins are taken from
 EVIL = {
@@ -35,19 +36,18 @@ def pinned_policy(tool: dict = HONEST, label: str = "default-mcp-server"):
     .encode())
 
 
-def frame(obj: dict) -> Admitted:
-    raw = json.dumps(obj).encode() + b"\n"
-    return Admitted(raw=raw, frame=obj)
+def frame(obj: dict) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
 
 
-def request(rid, method: str, params: dict | None = None) -> Admitted:
+def request(rid, method: str, params: dict | None = None) -> bytes:
     obj = {"jsonrpc": "2.0", "id": rid, "method": method}
     if params is not None:
         obj["params"] = params
     return frame(obj)
 
 
-def call(rid, name: str = "read_file") -> Admitted:
+def call(rid, name: str = "read_file") -> bytes:
     return request(rid, "tools/call", {"name": name, "arguments": {"path": "/workspace/a"}})
 
 
@@ -55,13 +55,11 @@ def answer(rid, tools: list) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}}).encode()
 
 
-def new_session(policy=None, **options) -> WrapSession:
-    session = WrapSession(policy or pinned_policy(), SessionOptions(**options))
-    session.begin_session()
-    return session
+def new_session(policy=None, **options) -> Harness:
+    return Harness(policy or pinned_policy(), SessionOptions(**options))
 
 
-def outcome_of(session: WrapSession, rid) -> tuple[str, dict | None]:
+def outcome_of(session: Harness, rid) -> tuple[str, dict | None]:
     """Call read_file: ("forwarded", None) or ("blocked", the deny payload)."""
     out = session.handle(call(rid))
     if out.disposition == "forwarded":
@@ -70,13 +68,13 @@ def outcome_of(session: WrapSession, rid) -> tuple[str, dict | None]:
     return out.disposition, json.loads(result["content"][1]["text"])
 
 
-def listed(session: WrapSession, rid, line: bytes) -> bool:
+def listed(session: Harness, rid, line: bytes) -> bool:
     session.handle(request(rid, "tools/list"))
     relay, _ = session.server_line(line)
     return relay
 
 
-def honest_session(**options) -> WrapSession:
+def honest_session(**options) -> Harness:
     session = new_session(**options)
     assert listed(session, 1, answer(1, [HONEST]))
     assert outcome_of(session, 2) == ("forwarded", None)
@@ -84,13 +82,13 @@ def honest_session(**options) -> WrapSession:
     return session
 
 
-def drift_reason(session: WrapSession) -> str:
+def drift_reason(session: Harness) -> str:
     decision_text = session.handle(call(99))
     assert decision_text.disposition == "blocked", decision_text
     return json.loads(decision_text.reply)["result"]["content"][1]["text"]
 
 
-def assert_denied(session: WrapSession, rid=99) -> dict:
+def assert_denied(session: Harness, rid=99) -> dict:
     disposition, payload = outcome_of(session, rid)
     assert disposition == "blocked"
     assert payload is not None and payload["error_code"] == "E_TOOL_DRIFT"
@@ -161,7 +159,7 @@ def test_denied_reason_says_drifted():
     assert decision.startswith("Tool integrity failure: identity drifted from pinned version.")
 
 
-def session_decision_reason(session: WrapSession) -> str:
+def session_decision_reason(session: Harness) -> str:
     """The engine's reason (what the decision event and --verbose carry) for a read_file call."""
     from assay.policy import evaluate
 
@@ -198,18 +196,27 @@ def test_drift_once_seen_stays_for_the_session():
     assert "identity drifted" in session_decision_reason(session)
 
 
+def unreadable_line(session: Harness) -> list[str]:
+    """A server line longer than the hold limit: relayed unread, in pieces."""
+    limit = session.options.server_hold_limit
+    first = session.server(b'{"jsonrpc":"2.0","id":3,"result":{"tools":[' + b" " * limit)
+    assert first.to_client.startswith(b'{"jsonrpc"')
+    assert session.server(b"]}}\n").to_client == b"]}}\n"
+    return first.warnings
+
+
 def test_unreadable_answer_makes_pinned_identity_unknown():
-    session = honest_session()
+    session = honest_session(server_hold_limit=4096)
     session.handle(request(3, "tools/list"))
-    assert session.server_line_unreadable() != []
+    assert unreadable_line(session) != []
     listed(session, 4, answer(4, [HONEST]))
     assert "could not be read" in assert_denied(session)["reason"]
     assert "could not be read" in session_decision_reason(session)
 
 
 def test_unreadable_line_with_no_tools_list_pending_changes_nothing():
-    session = honest_session()
-    assert session.server_line_unreadable() == []
+    session = honest_session(server_hold_limit=4096)
+    assert unreadable_line(session) == []
     assert outcome_of(session, 5) == ("forwarded", None)
 
 
@@ -251,8 +258,7 @@ def test_invalid_utf8_in_a_pinned_definition_always_denies():
 
 
 def test_label_is_part_of_the_identity():
-    session = WrapSession(pinned_policy(label="fs-prod"), SessionOptions(label="fs-prod"))
-    session.begin_session()
+    session = Harness(pinned_policy(label="fs-prod"), SessionOptions(label="fs-prod"))
     listed(session, 1, answer(1, [HONEST]))
     assert outcome_of(session, 2) == ("forwarded", None)
     other = new_session(pinned_policy(label="fs-prod"))

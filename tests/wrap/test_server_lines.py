@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.wrap.serverlines import NOT_JSON, TOO_HARD, js_number, python_id, read_line
-from tests.wrap.test_pins import EVIL, HONEST, answer, call, frame, new_session, outcome_of, request
+from tests.wrap.test_pins import EVIL, HONEST, answer, call, frame, new_session, outcome_of, request, unreadable_line
 
 DENY_EXEC = None
 
@@ -131,12 +131,13 @@ def test_client_responses_are_not_pending_requests():
     assert session.server_line(response(9))[0] is False
 
 
-def test_legacy_observe_server_line_keeps_working():
+def test_an_answered_tools_list_is_no_longer_owed_and_verbose_names_its_tools():
     session = new_session(verbose=True)
     session.handle(request(1, "tools/list"))
-    assert session.wants_server_lines
-    assert session.observe_server_line(answer(1, [HONEST]))[0].startswith('[assay] TOOL "read_file"')
-    assert not session.wants_server_lines
+    assert session.owes_answers
+    relayed, stderr = session.server_line(answer(1, [HONEST]))
+    assert relayed and stderr[0].startswith('[assay] TOOL "read_file"')
+    assert not session.owes_answers
 
 
 # --- deny replies for tools with an outputSchema ----------------------------------------------
@@ -157,9 +158,9 @@ def test_deny_of_a_tool_listed_with_an_output_schema_has_no_structured_content()
 
 
 def test_deny_after_an_unreadable_answer_omits_structured_content():
-    session = deny_exec_session()
+    session = deny_exec_session(server_hold_limit=4096)
     session.handle(request(1, "tools/list"))
-    session.server_line_unreadable()
+    assert unreadable_line(session)
     assert "structuredContent" not in json.loads(session.handle(call(2, "exec")).reply)["result"]
 
 

@@ -1,0 +1,155 @@
+"""What the wrap session asks its shell to do: effects, sinks and the named states (sans-IO).
+
+:class:`assay.wrap.session.WrapSession` takes bytes and events and returns a list of effects;
+the trio shell (:mod:`assay.wrap.relay`) performs them in order. The effects are plain value
+types, so a test can compare them; the states and stop causes are named values, so the whole
+life of a run reads from one table (docs/wrap.md, "Lifecycle").
+
+How the shell performs a list (docs/architecture.md, "One frame's way through wrap"):
+
+- :class:`Record` is written at once, whole, before anything that follows it takes effect; a
+  record that cannot be written is reported back with ``WrapSession.output_failed`` and nothing
+  after it in the list is performed;
+- :class:`ToServer` and :class:`ToClient` bytes are gathered and written once per list (or just
+  before a failure is reported): a list describes one read;
+- a :class:`Record` to :data:`Sink.RECEIPTS` is written after the gathered bytes (a receipt
+  describes a frame whose outcome is complete);
+- :class:`StartSession` creates the one-run outputs; when that fails the shell reports it with
+  ``WrapSession.start_failed`` and performs nothing after it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+__all__ = [
+    "AdmitLine",
+    "CloseServerInput",
+    "Effect",
+    "Finish",
+    "Record",
+    "Phase",
+    "SignalChild",
+    "Sink",
+    "StartSession",
+    "StopCause",
+    "StopClient",
+    "ToClient",
+    "ToServer",
+    "Warn",
+]
+
+
+class Sink(enum.Enum):
+    """The outputs records go to. The value is the name used in error messages."""
+
+    DECISION_LOG = "decision log"
+    AUDIT_LOG = "audit log"
+    DECISION_LOG_NEW = "--decision-log-new"
+    RECEIPTS = "--request-receipts-out"
+    SESSION_CONTEXT = "--session-context-out"
+    SESSION_STOP = "--session-stop-out"
+
+
+class StopCause(enum.Enum):
+    """Why a run ended: the ``stop_cause`` of the session-stop record (docs/wrap-records.md).
+    The first cause wins."""
+
+    CHILD_EXIT = "child_exit"
+    CLIENT_EOF = "client_eof"
+    SIGNAL = "signal"
+    OUTPUT_ERROR = "output_error"
+
+
+class Phase(enum.Enum):
+    """The run's life, one named value at a time (docs/wrap.md, "Lifecycle").
+
+    RUNNING        both sides open
+    DRAINING       the client closed (or the child stopped reading): the child's stdin is
+                   closed and it gets the grace period, counted from its last output while it
+                   still owes answers
+    TERMINATING    SIGTERM sent after the grace; SIGKILL follows
+    KILLED         SIGKILL sent; waiting for the child to exit
+    CHILD_EXITED   the child exited: the client is no longer read; everything the child wrote
+                   is delivered; a descendant that holds its stdout silent is killed
+    SIGNALLED      wrap got SIGINT/SIGTERM/SIGHUP: SIGTERM to the child, SIGKILL after a while
+    SIGNAL_DRAIN   after a signal, output already written gets a short time to reach the client
+    FAILED         a record or output could not be written: the frames before it take effect,
+                   then the run ends (exit 2)
+    DONE           :class:`Finish` was emitted
+    """
+
+    RUNNING = "running"
+    DRAINING = "draining"
+    TERMINATING = "terminating"
+    KILLED = "killed"
+    CHILD_EXITED = "child_exited"
+    SIGNALLED = "signalled"
+    SIGNAL_DRAIN = "signal_drain"
+    FAILED = "failed"
+    DONE = "done"
+
+
+class ToServer(NamedTuple):
+    """Write these bytes to the child's stdin."""
+
+    data: bytes
+
+
+class ToClient(NamedTuple):
+    """Write these bytes to the client: whole server lines and wrap's own replies, in order."""
+
+    data: bytes
+
+
+class Record(NamedTuple):
+    """Append this record (one or more whole lines, or a whole document) to ``sink``."""
+
+    sink: Sink
+    data: bytes
+
+
+class Warn(NamedTuple):
+    """One line for wrap's stderr (without its newline)."""
+
+    text: str
+
+
+class StartSession(NamedTuple):
+    """The run becomes a session: create the one-run outputs now (docs/wrap.md, "One-run
+    outputs and session reports")."""
+
+
+class AdmitLine(NamedTuple):
+    """Judge this long client line off the event loop (``assay.wrap.admission.admit``) and
+    hand the verdict to ``WrapSession.admitted``; until then the session takes no client
+    data."""
+
+    line: bytes
+
+
+class CloseServerInput(NamedTuple):
+    """Close the child's stdin."""
+
+
+class StopClient(NamedTuple):
+    """Stop reading the client."""
+
+
+class SignalChild(NamedTuple):
+    """Send ``signum`` to the child's process group and every descendant (the keeper's)."""
+
+    signum: int
+
+
+class Finish(NamedTuple):
+    """End the run. With ``drain``, first let the client output queued so far be written,
+    until ``deadline`` (a session-clock time) when there is one; then stop the child and
+    reap it."""
+
+    drain: bool = True
+    deadline: float | None = None
+
+
+Effect = ToServer | ToClient | Record | Warn | StartSession | AdmitLine | CloseServerInput | StopClient | SignalChild | Finish

@@ -1,0 +1,111 @@
+"""Forwarded client requests still awaiting their answer (sans-IO).
+
+wrap relays a server response only when it answers a request the client sent and wrap
+forwarded (docs/wrap.md, "Dropped server responses"). A response "answers" a request when some
+official client would match it to that request: the exact id; the Python SDK's form (a string
+that ``int()`` reads is that integer); the TypeScript SDK's (``Number(id)``). A client may reuse
+an id while the first request is in flight, so each id holds a queue of methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.wrap import serverlines
+
+__all__ = ["PendingTable", "id_key"]
+
+Key = Any  # an int (integer ids) or ("s", text) (string ids): 1 and "1" stay apart
+
+
+def id_key(value: Any) -> Key | None:
+    """A hashable key for a JSON-RPC id; None for what is not an id (bools, null, objects)."""
+    cls = value.__class__
+    if cls is int:
+        return value
+    if cls is str:
+        return ("s", value)
+    if cls is bool:
+        return None
+    if isinstance(value, str):
+        return ("s", str(value))
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        return ("f", value) if value == value else None
+    return None
+
+
+class PendingTable:
+    """id key -> methods of the forwarded requests with that id, oldest first."""
+
+    __slots__ = ("_pending", "_py_alias")
+
+    def __init__(self) -> None:
+        self._pending: dict[Key, list[str]] = {}
+        # string ids that the Python SDK reads as integers, indexed by that integer
+        self._py_alias: dict[int, list[Key]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, request_id: Any, method: str) -> Key | None:
+        """Register a forwarded request; returns its key (None: the id can never be answered)."""
+        key = id_key(request_id)
+        if key is None:
+            return None
+        methods = self._pending.get(key)
+        if methods is None:
+            self._pending[key] = [method]
+            if key.__class__ is tuple and key[0] == "s":
+                alias = serverlines.python_id(key[1])
+                if alias.__class__ is int:
+                    self._py_alias.setdefault(alias, []).append(key)
+        else:
+            methods.append(method)
+        return key
+
+    def answer(self, request_id: Any) -> tuple[Key, str] | None:
+        """The pending request this response id answers for some official client, removed
+        from the table; None when it answers nothing."""
+        pending = self._pending
+        key = id_key(request_id)
+        if key is None or key not in pending:
+            key = None
+            for candidate in self._equivalents(request_id):
+                if candidate in pending:
+                    key = candidate
+                    break
+            if key is None:
+                return None
+        methods = pending[key]
+        method = methods.pop(0)
+        if not methods:
+            del pending[key]
+            if key.__class__ is tuple and key[0] == "s":
+                alias = serverlines.python_id(key[1])
+                if alias.__class__ is int:
+                    keys = self._py_alias.get(alias)
+                    if keys is not None and key in keys:
+                        keys.remove(key)
+                        if not keys:
+                            del self._py_alias[alias]
+        return key, method
+
+    def _equivalents(self, request_id: Any) -> list[Key]:
+        """Pending keys an id answers other than its exact self, in SDK order (Python, TS)."""
+        out: list[Key] = []
+        py = serverlines.python_id(request_id) if request_id.__class__ is not float else None
+        if py.__class__ is int:
+            out.append(py)
+            out.extend(self._py_alias.get(py, ()))
+        number = serverlines.js_number(request_id)
+        if number is not None and number == number and number not in (float("inf"), float("-inf")):
+            if number.is_integer():
+                out.append(int(number))
+        return out

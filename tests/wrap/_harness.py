@@ -1,0 +1,119 @@
+"""Drive a WrapSession in memory the way the relay does: bytes in, effects out, no processes.
+
+``Harness.client(data)`` and ``Harness.server(data)`` return the effects of one read;
+``handle`` and ``server_line`` are the frame-level views most tests want. A fake clock stands in
+for trio's, so lifecycle tests advance time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.wrap.admission import admit
+from assay.wrap.effects import AdmitLine, Effect, Record, Sink, ToClient, ToServer, Warn
+from assay.wrap.session import SessionOptions, WrapSession
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Effects(list):
+    """The effects of one call, with views by kind."""
+
+    @property
+    def to_server(self) -> bytes:
+        return b"".join(e.data for e in self if isinstance(e, ToServer))
+
+    @property
+    def to_client(self) -> bytes:
+        return b"".join(e.data for e in self if isinstance(e, ToClient))
+
+    @property
+    def warnings(self) -> list[str]:
+        return [e.text for e in self if isinstance(e, Warn)]
+
+    def records(self, sink: Sink) -> list[bytes]:
+        return [e.data for e in self if isinstance(e, Record) and e.sink is sink]
+
+    def kinds(self) -> list[str]:
+        return [type(e).__name__ for e in self]
+
+
+@dataclass
+class Outcome:
+    """What one client frame did."""
+
+    disposition: str  # forwarded | blocked | rejected | dropped | none
+    reply: bytes | None
+    forward: bytes | None
+    effects: Effects = field(default_factory=Effects)
+
+    @property
+    def stderr(self) -> list[str]:
+        return self.effects.warnings
+
+
+def line_of(frame: dict[str, Any] | bytes) -> bytes:
+    if isinstance(frame, bytes):
+        return frame if frame.endswith(b"\n") else frame + b"\n"
+    return json.dumps(frame).encode() + b"\n"
+
+
+class Harness:
+    def __init__(self, policy: Any, options: SessionOptions | None = None, **kwargs: Any) -> None:
+        self.clock = FakeClock()
+        self.session = WrapSession(policy, options or SessionOptions(), clock=self.clock, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # policy, state, dropped_responses, last_chain, ...
+        return getattr(self.session, name)
+
+    def _run(self, effects: list[Effect]) -> Effects:
+        """Perform AdmitLine in place (the relay runs it in a thread), keep everything else."""
+        out = Effects()
+        todo = list(effects)
+        while todo:
+            effect = todo.pop(0)
+            if isinstance(effect, AdmitLine):
+                todo[0:0] = self.session.admitted(admit(effect.line))
+            else:
+                out.append(effect)
+        return out
+
+    def client(self, data: bytes) -> Effects:
+        return self._run(self.session.receive_client_data(data))
+
+    def client_closed(self) -> Effects:
+        return self._run(self.session.client_closed())
+
+    def server(self, data: bytes) -> Effects:
+        return self._run(self.session.receive_server_data(data))
+
+    def handle(self, frame: dict[str, Any] | bytes) -> Outcome:
+        raw = line_of(frame)
+        effects = self.client(raw)
+        forward = effects.to_server or None
+        reply = effects.to_client or None
+        if forward == raw:
+            disposition = "forwarded"
+        elif reply is not None:
+            disposition = "rejected" if b'"error"' in reply and b'"result"' not in reply else "blocked"
+        elif self.session.counts["dropped"]:
+            disposition = "dropped"
+        else:
+            disposition = "none"
+        return Outcome(disposition, reply, forward, effects)
+
+    def server_line(self, line: bytes) -> tuple[bool, list[str]]:
+        """One whole server line (without its LF): (relayed, stderr lines)."""
+        effects = self.server(line + b"\n")
+        return effects.to_client == line + b"\n", effects.warnings
