@@ -130,6 +130,7 @@ class WrapSession:
         self._records_on = bool(options.decision_sinks or options.keep_events or options.audit or options.verbose)
         # -- client side
         self._splitter = LineSplitter(options.max_frame_bytes)
+        self._fast_limit = min(BIG_CLIENT_LINE - 1, options.max_frame_bytes)
         self._queue: deque[bytes | Rejected] = deque()  # split, not yet judged (behind an AdmitLine)
         self._admitting = False
         self._eof_waiting = False  # the client closed while a long line was being admitted
@@ -182,7 +183,8 @@ class WrapSession:
                 region = data if cut == len(data) else data[:cut]
                 lines = region.split(b"\n")
                 lines.pop()
-                if len(region) <= self._splitter.cap or max(map(len, lines)) <= self._splitter.cap:
+                limit = self._fast_limit  # longer lines: the careful path (too large, or off the loop)
+                if len(region) <= limit or max(map(len, lines)) <= limit:
                     frames = admit_region(region, lines)
                     if frames is not None:
                         self._fast(region, lines, frames, out)
@@ -261,9 +263,10 @@ class WrapSession:
         self._flush_forwards(out)
 
     def _flush_forwards(self, out: list[Effect]) -> None:
-        if self._fwd:
-            out.append(ToServer(b"".join(self._fwd)))
-            self._fwd = []
+        fwd = self._fwd
+        if fwd:
+            out.append(ToServer(b"".join(fwd)))
+            fwd.clear()  # in place: callers may hold the list
 
     def _starts_session(self, item: Admitted | Rejected) -> bool:
         """The first nonblank client line that is not a ``server/discover`` request (rejected
@@ -309,7 +312,7 @@ class WrapSession:
             else:
                 whole = False
         if whole and len(out) == mark:
-            self._fwd = []
+            fwd.clear()
             out.append(ToServer(region))
         else:
             self._flush_forwards(out)
