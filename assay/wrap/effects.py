@@ -2,7 +2,8 @@
 
 :class:`assay.wrap.session.WrapSession` takes bytes and events and returns a list of effects;
 the trio shell (:mod:`assay.wrap.relay`) performs them in order. The effects are plain value
-types, so a test can compare them; the states and stop causes are named values, so the whole
+types (equal only to an effect of the same kind with equal fields), so a test can compare
+them; the states and stop causes are named values, so the whole
 life of a run reads from one table (docs/wrap.md, "Lifecycle").
 
 How the shell performs a list (docs/architecture.md, "One frame's way through wrap"):
@@ -21,7 +22,7 @@ How the shell performs a list (docs/architecture.md, "One frame's way through wr
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from dataclasses import dataclass
 
 __all__ = [
     "AdmitLine",
@@ -91,37 +92,43 @@ class Phase(enum.Enum):
     DONE = "done"
 
 
-class ToServer(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ToServer:
     """Write these bytes to the child's stdin."""
 
     data: bytes
 
 
-class ToClient(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ToClient:
     """Write these bytes to the client: whole server lines and wrap's own replies, in order."""
 
     data: bytes
 
 
-class Record(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Record:
     """Append this record (one or more whole lines, or a whole document) to ``sink``."""
 
     sink: Sink
     data: bytes
 
 
-class Warn(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Warn:
     """One line for wrap's stderr (without its newline)."""
 
     text: str
 
 
-class StartSession(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class StartSession:
     """The run becomes a session: create the one-run outputs now (docs/wrap.md, "One-run
     outputs and session reports")."""
 
 
-class AdmitLine(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class AdmitLine:
     """Judge this long client line off the event loop (``assay.wrap.admission.admit``) and
     hand the verdict to ``WrapSession.admitted``; until then the session takes no client
     data."""
@@ -129,21 +136,25 @@ class AdmitLine(NamedTuple):
     line: bytes
 
 
-class CloseServerInput(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CloseServerInput:
     """Close the child's stdin."""
 
 
-class StopClient(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class StopClient:
     """Stop reading the client."""
 
 
-class SignalChild(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class SignalChild:
     """Send ``signum`` to the child's process group and every descendant (the keeper's)."""
 
     signum: int
 
 
-class Finish(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Finish:
     """End the run. With ``drain``, first let the client output queued so far be written,
     until ``deadline`` (a session-clock time) when there is one; then stop the child and
     reap it."""

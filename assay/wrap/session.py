@@ -177,7 +177,19 @@ class WrapSession:
         if self._admitting:
             raise RuntimeError("receive_client_data while a line is being admitted")
         out: list[Effect] = []
-        if self.started and not self._queue and not self._splitter.holding:
+        if self.started and not self._queue:
+            if self._splitter.holding:  # the line a previous read began: finish it first
+                nl = data.find(b"\n") + 1
+                if not nl:
+                    self._queue.extend(self._splitter.feed(data))
+                    self._process(out)
+                    return out
+                self._queue.extend(self._splitter.feed(data[:nl]))
+                self._process(out)
+                data = data[nl:]
+                if self._admitting or not data:
+                    self._queue.extend(self._splitter.feed(data))
+                    return out
             cut = data.rfind(b"\n") + 1
             if cut:
                 region = data if cut == len(data) else data[:cut]

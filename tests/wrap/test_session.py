@@ -493,3 +493,9 @@ def test_the_session_does_no_io():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert not imported & {"trio", "os", "subprocess", "socket", "io"}, (name, imported)
+
+
+def test_effects_of_different_kinds_are_never_equal():
+    assert ToServer(b"x") != ToClient(b"x")
+    assert StartSession() != StopClient() != CloseServerInput()
+    assert Finish() == Finish(drain=True) and Finish() != Finish(drain=False)
