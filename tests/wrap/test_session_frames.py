@@ -218,6 +218,77 @@ def test_generated_streams_forward_exactly_the_admitted_frames(frames, cuts):
             assert reply["id"] == want and reply["result"]["isError"] is True
 
 
+# Pieces of JSON that one reader or another gets wrong: numbers that overflow a double, lone
+# surrogates, escapes that spell a colon, raw control characters, invalid UTF-8, spellings JSON
+# forbids, repeated member names (also spelled with escapes).
+TRICKY_VALUES = [
+    b"1e400", b"-1e400", b"1e308", b"2e308", b"NaN", b"Infinity", b"-0", b"0.5", b"1E+2", b"9" * 310,
+    b"123456789012345678901234567890", b'"\\ud800"', b'"\\udc00x"', b'"\\ud83d\\ude00"', b'"\\u003a"',
+    b'"\\u003A"', b'":"', b'"\\""', b'"\x01"', b'"\xc3\xa9"', b'"\xc3"', b'"\xed\xa0\x80"', b'"\\u0000"',
+    b"true", b"null", b"[]", b"{}", b'"\t"', b'"\x7f"', b"01", b"1.", b".1", b"+1", b'"\\x"', b"1e",
+    b'"\xef\xbb\xbf"', b'"\xf0\x9f\x98\x80"', b'"\xf8\x88\x80\x80\x80"',
+]
+TRICKY_KEYS = [b'"a"', b'"b"', b'"method"', b'"id"', b'"\\u0061"', b'""', b'":"', b'"\\ud800"', b'"\xc3\xa9"', b'"a\\u003a"']
+SPACE = st.sampled_from([b"", b"", b" ", b"\t", b"\x0c", b"\xc2\xa0"])
+
+
+def _joined(open_: bytes, close: bytes, items: Any) -> Any:
+    return items.map(lambda parts: open_ + b",".join(parts) + close)
+
+
+PLAIN_VALUES = [b"1", b"-2.5e3", b'"x"', b'"a:b"', b"false", b'"\\u00e9\\n"', b'"\\ud83d\\ude00"']
+TRICKY_JSON = st.recursive(
+    st.sampled_from(PLAIN_VALUES) | st.sampled_from(PLAIN_VALUES) | st.sampled_from(PLAIN_VALUES)
+    | st.sampled_from(TRICKY_VALUES),
+    lambda inner: _joined(b"[", b"]", st.lists(inner, max_size=3))
+    | _joined(b"{", b"}", st.lists(st.tuples(SPACE, st.sampled_from(TRICKY_KEYS), SPACE, inner).map(
+        lambda t: t[0] + t[1] + t[2] + b":" + t[3]), max_size=3)),
+    max_leaves=8,
+)
+TRICKY_LINE = _joined(b"{", b"}\n", st.lists(
+    st.tuples(st.sampled_from(TRICKY_KEYS), TRICKY_JSON).map(lambda t: t[0] + b":" + t[1]), max_size=4))
+
+
+def fast_and_careful(frames: list[bytes]) -> None:
+    """The effects of ``frames`` after the session started, in one read and one read per line,
+    are exactly what :func:`admit` says of each line."""
+    verdicts = [admit(f) for f in frames]
+    admitted = b"".join(f for f, v in zip(frames, verdicts) if isinstance(v, Admitted))
+    replies = b"".join(rejection(v.reason) for v in verdicts if v is not None and not isinstance(v, Admitted))
+    for reads in ([b"".join(frames)], frames):
+        h = harness()
+        h.client(PING)  # the session starts: the next reads may take the fast path
+        effects = Effects(e for data in reads for e in h.client(data))
+        assert effects.to_server == admitted
+        assert effects.to_client == replies
+
+
+@pytest.mark.parametrize("value", TRICKY_VALUES + PLAIN_VALUES)
+def test_each_tricky_value_is_judged_as_admit_judges_it(value):
+    """Each value alone, nested, and next to a clean frame: the same verdict either way."""
+    frames = [b'{"a":%s}\n' % value, b'{"a":[%s]}\n' % value, b'{"a":{"b":%s}}\n' % value]
+    for frame in frames:
+        fast_and_careful([frame])
+        fast_and_careful([PING, frame, PING])
+
+
+@pytest.mark.parametrize("first,second", list(itertools.product(TRICKY_KEYS, repeat=2)))
+def test_each_pair_of_member_names_is_judged_as_admit_judges_it(first, second):
+    """Two members, each name spelled one of several ways (escapes included): a repeated name is
+    rejected however it is spelled, at the top and nested."""
+    fast_and_careful([b"{%s:1,%s:2}\n" % (first, second)])
+    fast_and_careful([b'{"p":{%s:1,%s:{}}}\n' % (first, second)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TRICKY_LINE, min_size=1, max_size=8))
+def test_a_read_of_tricky_frames_forwards_exactly_what_admit_admits(frames):
+    """Once the session has started, a read of whole lines is judged the fast way when it can
+    be; whatever way it takes, the server gets exactly the lines :func:`admit` admits and each
+    other line gets its own rejection reply, in order (docs/wrap.md, "Client frames")."""
+    fast_and_careful(frames)
+
+
 # -- enforcement and deny replies (docs/wrap.md, "Enforcement", "Deny replies") ---------------------
 
 
