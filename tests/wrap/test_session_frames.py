@@ -668,3 +668,81 @@ def test_receipts_kind_disposition_and_seq(dry_run):
     assert [r.get("decision_event_id") for r in got] == [None, ids[0], None, ids[1], ids[2], None, None]
     assert got[2]["reject_reason"] == "batch"
     assert not any(b"hunter2" in line for line in effects.records(Sink.RECEIPTS))
+
+
+# -- long client lines (docs/wrap.md, "Output to the client": lines of 1 MiB or more are admitted
+# off the event loop) ------------------------------------------------------------------------------
+
+
+def big_call(rid: int, name: str = "echo", size: int = 1 << 20) -> bytes:
+    return call(rid, name, {"pad": "x" * size})
+
+
+def test_a_long_first_line_starts_the_session_before_it_is_forwarded():
+    """The session takes no client data while a long line is judged; the frames before it are
+    forwarded first, the session starts just before the long line is handled, and a client EOF
+    that comes meanwhile takes effect after it and the frames behind it."""
+    h = harness(receipts=True)
+    big = big_call(1)
+    first = h.session.receive_client_data(DISCOVER + big + PING)
+    assert shape(first) == [("ToServer", DISCOVER), ("AdmitLine", big)]
+    with pytest.raises(RuntimeError):
+        h.session.receive_client_data(PING)  # the shell never reads while a line is judged
+    assert h.session.client_closed() == []  # the EOF waits for the verdict
+    rest = Effects(h.session.admitted(admit(big)))
+    assert shape(e for e in rest if not isinstance(e, Record)) == [
+        ("StartSession",), ("ToServer", big + PING), ("CloseServerInput",)
+    ]
+    assert [(r["seq"], r["method"]) for r in receipts(rest)] == [(1, "tools/call"), (2, "ping")]
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_long_lines_are_judged_like_short_ones(started):
+    """A long line gets the verdict of a short one: admitted and allowed, denied, rejected."""
+    h = harness()
+    if started:
+        h.client(PING)
+    allowed, denied = big_call(1), big_call(2, "exec")
+    duplicate = big_call(3)[:-2] + b',"id":3}\n'
+    effects = h.client(allowed + denied + duplicate + request(4, "ping"))
+    assert effects.to_server == allowed + request(4, "ping")
+    replies = lines(effects.to_client)
+    assert json.loads(replies[0])["result"]["structuredContent"]["error_code"] == "E_TOOL_DENIED"
+    assert replies[1] == rejection("duplicate_member")
+    assert len(replies) == 2
+
+
+# -- wrap's replies and server lines (docs/wrap.md, "Output to the client") --------------------------
+
+
+def test_replies_go_out_between_whole_server_lines():
+    """A half-written server line is held until its newline: wrap's deny and rejection replies
+    go to the client at once, never inside that line."""
+    h = harness()
+    h.client(request(1, "tools/list"))
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}\n'
+    assert h.server(answer[:20]).to_client == b""
+    effects = h.client(call(2, "exec", {}) + b"[1]\n")
+    replies = lines(effects.to_client)
+    assert json.loads(replies[0])["id"] == 2 and replies[1] == rejection("batch")
+    assert h.server(answer[20:]).to_client == answer
+
+
+def test_replies_wait_for_the_end_of_a_streamed_server_line():
+    """A server line longer than wrap holds is streamed through as it comes; wrap's own replies
+    wait until that line ends and follow it, in order."""
+    h = harness(server_hold_limit=100)
+    h.client(request(1, "tools/list"))
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[' + b'{"name":"t"},' * 20 + b'{}]}}\n'
+    head, middle, tail = answer[:150], answer[150:200], answer[200:]
+    streamed = h.server(head)
+    assert streamed.to_client == head
+    effects = h.client(call(2, "exec", {}) + b"[1]\n")
+    assert effects.to_client == b""  # held: the client is inside the server's line
+    assert h.server(middle).to_client == middle
+    done = h.server(tail + b'{"jsonrpc":"2.0","method":"notifications/x"}\n')
+    out = lines(done.to_client)
+    assert out[0] == tail
+    assert json.loads(out[1])["id"] == 2 and out[2] == rejection("batch")
+    assert out[3] == b'{"jsonrpc":"2.0","method":"notifications/x"}\n'
+    assert len(out) == 4
