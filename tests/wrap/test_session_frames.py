@@ -407,6 +407,17 @@ def test_rate_limit_counts_every_request():
     assert effects.to_server == request(1, "initialize", {}) + request(2, "ping") + request(4, "ping")
 
 
+def test_rate_limit_counts_requests_not_notifications_or_responses():
+    """Only frames with a string method and an id are requests: notifications and client
+    responses do not use up max_requests_total."""
+    h = harness('version: "2.0"\nlimits:\n  max_requests_total: 2\n')
+    quiet = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + b'{"jsonrpc":"2.0","id":"s1","result":{}}\n'
+    effects = h.client(quiet * 3 + request(1, "ping") + call(2, "anything", {}) + quiet + call(3, "anything", {}))
+    assert effects.to_server == quiet * 3 + request(1, "ping") + call(2, "anything", {}) + quiet
+    [reply] = [json.loads(line) for line in lines(effects.to_client)]
+    assert reply["id"] == 3 and reply["result"]["structuredContent"]["error_code"] == "E_RATE_LIMIT"
+
+
 # -- records (docs/wrap.md, "Logs") ---------------------------------------------------------------
 
 
@@ -746,3 +757,28 @@ def test_replies_wait_for_the_end_of_a_streamed_server_line():
     assert json.loads(out[1])["id"] == 2 and out[2] == rejection("batch")
     assert out[3] == b'{"jsonrpc":"2.0","method":"notifications/x"}\n'
     assert len(out) == 4
+
+
+@pytest.mark.parametrize(
+    "reads,body",
+    [
+        ([b"x" * 50 + b"\n"], b"x" * 50),
+        ([b'{"aaaaa":1}\r\n'], b'{"aaaaa":1}'),
+        ([b'{"aaaaa":1}\r', b"\n"], b'{"aaaaa":1}'),  # the CRLF cut between reads
+        ([b'{"aaaaa":1}', b"\r", b"\n"], b'{"aaaaa":1}'),
+        ([b'{"aaaaa":1}\r', b"x\n"], b'{"aaaaa":1}\rx'),  # a CR that was no terminator
+        ([b'{"aaaaa":1}\r', b"\r\n"], b'{"aaaaa":1}\r'),
+        ([b"y" * 30], b"y" * 30),  # unterminated at EOF
+    ],
+)
+def test_an_over_long_frame_is_receipted_with_the_digest_of_its_line(reads, body):
+    """An over-long frame is never held whole, yet its receipt carries the digest of the line
+    without its terminator, however the line was cut into reads."""
+    h = harness(max_frame_bytes=10, receipts=True)
+    h.client(PING)
+    effects = Effects(e for data in reads for e in h.client(data))
+    effects.extend(h.client_closed())
+    [receipt] = receipts(effects)
+    assert (receipt["reject_reason"], receipt["frame_digest"]) == ("frame_too_large", sha256(body))
+    assert effects.to_client == rejection("frame_too_large")
+    assert effects.to_server == b""
