@@ -182,7 +182,8 @@ def test_or4_missing_parent_refused(wrapper: Wrapper):
     assert not pidfile.exists()
 
 
-# -- OR-5, OR-6: when the session starts ----------------------------------------------------------
+# -- when the session starts: the files (docs/wrap.md, "One-run outputs and session reports"; the
+# rules themselves, frame by frame, are checked in memory in tests/wrap/test_session_frames.py) ---
 
 
 def test_or5b_client_eof_without_any_frame_starts_session(wrapper: Wrapper):
@@ -193,21 +194,6 @@ def test_or5b_client_eof_without_any_frame_starts_session(wrapper: Wrapper):
         "forwarded": 0, "blocked": 0, "rejected": 0, "dropped_responses": 0,
     }
     assert (wrapper.tmp / "receipts.ndjson").read_bytes() == b""
-
-
-def test_or5_blank_lines_never_start_a_session(wrapper: Wrapper):
-    """Blank lines are not frames: a run of only blank lines is a run with no frame (OR-5b)."""
-    run = wrapper.run(DISCOVER + b"\n \t\r\n\n", *opts())
-    assert run.returncode == 0
-    assert not any(files(wrapper.tmp).values())  # a discover came, so EOF does not start one
-
-
-def test_or5a_rejected_first_frame_starts_session(wrapper: Wrapper):
-    """OR-5a [P]: a line that will be rejected still starts the session."""
-    run = wrapper.run(b"not json\n", *opts(ONE_RUN))
-    assert all(files(wrapper.tmp, ONE_RUN).values())
-    [receipt] = run.log("receipts.ndjson")
-    assert receipt["kind"] == "rejected" and receipt["reject_reason"] == "malformed_json"
 
 
 def test_or6_discover_only_run_leaves_nothing_and_paths_stay_usable(wrapper: Wrapper):
@@ -232,20 +218,6 @@ def test_or6_discover_probe_killed_by_signal_leaves_nothing(wrapper: Wrapper, ho
     finally:
         stop_and_close(proc)
     assert not any(files(wrapper.tmp).values())
-
-
-def test_or12_discover_after_session_start_is_an_ordinary_frame(wrapper: Wrapper):
-    run = wrapper.run(request(1, "ping") + DISCOVER, *opts(ONE_RUN))
-    receipts = run.log("receipts.ndjson")
-    assert [r.get("method") for r in receipts] == ["ping", "server/discover"]
-
-
-def test_discover_before_session_gets_no_receipt(wrapper: Wrapper):
-    """Q6 [P]: pre-session server/discover frames reach no one-run output."""
-    run = wrapper.run(DISCOVER + request(1, "ping"), *opts(ONE_RUN))
-    receipts = run.log("receipts.ndjson")
-    assert [r.get("method") for r in receipts] == ["ping"]
-    assert receipts[0]["seq"] == 1
 
 
 # -- OR-8: a path taken between the check and the session start -----------------------------------
