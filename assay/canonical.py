@@ -68,7 +68,8 @@ def _float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
-_SCAN = _DECODER.scan_once
+# JSONDecoder.__init__ sets scan_once (the C scanner when there is one); typeshed does not declare it.
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads_strict(data: str | bytes) -> Any:

@@ -208,13 +208,15 @@ class Child:
                 await self.wait_exit()
                 if use_group:
                     self.signal_group(signal.SIGKILL)  # the zombie leader still holds the group id
-            return await self.wait()
+            returncode = await self.wait()
+        return returncode
 
     async def kill_and_reap(self) -> int:
         """SIGKILL the direct child and reap it (spec/cli.md §2.3 P11), shielded."""
         with trio.CancelScope(shield=True):
             self.kill()
-            return await self.wait()
+            returncode = await self.wait()
+        return returncode
 
     async def aclose_streams(self) -> None:
         for stream in (self.stdin, self.stdout, self.stderr):
@@ -580,9 +582,9 @@ def _keeper_main(argv: list[str], env, cwd, in_fd: int, out_fd: int, ctl: int, s
             if not data:
                 sweep()
                 os._exit(0)
-            for sig in data:
-                deliver(sig)
-                if sig == signal.SIGKILL:
+            for signum in data:
+                deliver(signum)
+                if signum == signal.SIGKILL:
                     reap()
 
 
@@ -664,7 +666,7 @@ class KeptChild:
                     with trio.move_on_after(10):
                         await self.wait_exit()
             await self._end_keeper()
-            return self._returncode
+        return self._returncode
 
     async def _end_keeper(self) -> None:
         if self._keeper_done:
@@ -692,7 +694,8 @@ class KeptChild:
     async def kill_and_reap(self) -> int | None:
         with trio.CancelScope(shield=True):
             self.kill()
-            return await self.stop(term_grace=0)
+            returncode = await self.stop(term_grace=0)
+        return returncode
 
     async def aclose_streams(self) -> None:
         for stream in (self.stdin, self.stdout):

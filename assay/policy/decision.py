@@ -89,6 +89,8 @@ class Decision:
     redaction_target: str | None
     redaction_mode: str | None
     redaction_scope: str | None
+    _contract: dict[str, Any] | None
+    _obligations: tuple[dict[str, Any], ...]
 
     def __init__(
         self,

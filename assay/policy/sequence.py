@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
@@ -106,6 +106,21 @@ class Rule:
             return f"after:{self.trigger}->{self.then}@{self.within}"
         return f"sequence{':strict' if self.strict else ''}:" + ">".join(str(t) for t in self.tools)
 
+    def sel(self, role: Literal["tool", "first", "then", "trigger", "forbidden"]) -> Selector:
+        """The selector in field ``role``. The parser sets every field a rule's kind names
+        (``tool`` of require, eventually and max_calls; ``first``/``then`` of before; ...)."""
+        value: Selector | None = getattr(self, role)
+        if value is None:
+            raise ValueError(f"a {self.kind} rule has no {role}")
+        return value
+
+    def limit(self, role: Literal["within", "max"]) -> int:
+        """``within`` of eventually and after (after defaults to 1), ``max`` of max_calls."""
+        value: int | None = getattr(self, role)
+        if value is None:
+            raise ValueError(f"a {self.kind} rule has no {role}")
+        return value
+
     def selectors(self) -> tuple[Selector, ...]:
         """Every selector the rule names, in field order (``tools`` members included)."""
         single = (self.tool, self.first, self.trigger, self.then, self.forbidden)
@@ -116,17 +131,17 @@ class Rule:
         """Lower-cased id of the coverage and explain tools (server.md V4); selectors by tool name."""
         k = self.kind
         if k == "require":
-            return f"require_{self.tool.tool.lower()}"  # type: ignore[union-attr]
+            return f"require_{self.sel('tool').tool.lower()}"
         if k == "eventually":
-            return f"eventually_{self.tool.tool.lower()}_{self.within}"  # type: ignore[union-attr]
+            return f"eventually_{self.sel('tool').tool.lower()}_{self.within}"
         if k == "max_calls":
-            return f"max_calls_{self.tool.tool.lower()}_{self.max}"  # type: ignore[union-attr]
+            return f"max_calls_{self.sel('tool').tool.lower()}_{self.max}"
         if k == "before":
-            return f"before_{self.first.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+            return f"before_{self.sel('first').tool.lower()}_then_{self.sel('then').tool.lower()}"
         if k == "after":
-            return f"after_{self.trigger.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+            return f"after_{self.sel('trigger').tool.lower()}_then_{self.sel('then').tool.lower()}"
         if k == "never_after":
-            return f"never_after_{self.trigger.tool.lower()}_forbidden_{self.forbidden.tool.lower()}"  # type: ignore[union-attr]
+            return f"never_after_{self.sel('trigger').tool.lower()}_forbidden_{self.sel('forbidden').tool.lower()}"
         if k == "sequence":
             return "sequence_" + "_".join(s.tool.lower() for s in self.tools)
         return f"blocklist_{(self.pattern or '').lower()}"
@@ -386,7 +401,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
     n = len(calls)
 
     if k == "require":
-        hits = m.indices(calls, rule.tool)  # type: ignore[arg-type]
+        hits = m.indices(calls, rule.sel("tool"))
         return held(hits) if hits else bad([], f"required tool '{rule.tool}' not found in trace")
 
     if k == "blocklist":
@@ -397,10 +412,10 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held(range(n))
 
     if k == "before":
-        t = m.first(calls, rule.then)  # type: ignore[arg-type]
+        t = m.first(calls, rule.sel("then"))
         if t is None:
             return idle(f"'{rule.then}' never appeared, so the ordering was never constrained")
-        f = m.first(calls, rule.first)  # type: ignore[arg-type]
+        f = m.first(calls, rule.sel("first"))
         if f is None:
             return bad([t], f"tool '{rule.then}' was found (index {t}) but required preceding tool '{rule.first}' was missing")
         if f > t:
@@ -411,10 +426,10 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held([f, t])
 
     if k == "never_after":
-        trig = m.first(calls, rule.trigger)  # type: ignore[arg-type]
+        trig = m.first(calls, rule.sel("trigger"))
         if trig is None:
             return idle(f"'{rule.trigger}' never appeared, so nothing was forbidden")
-        hit = m.first(calls, rule.forbidden, trig + 1)  # type: ignore[arg-type]
+        hit = m.first(calls, rule.sel("forbidden"), trig + 1)
         if hit is not None:
             return bad(
                 [trig, hit],
@@ -423,14 +438,14 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held([trig])
 
     if k == "max_calls":
-        hits = m.indices(calls, rule.tool)  # type: ignore[arg-type]
+        hits = m.indices(calls, rule.sel("tool"))
         if len(hits) > (rule.max or 0):
             return bad(hits, f"tool '{rule.tool}' exceeded max calls ({len(hits)} > {rule.max})")
         return held(hits)
 
     if k == "eventually":
         within = rule.within or 0
-        idx = m.first(calls, rule.tool)  # type: ignore[arg-type]
+        idx = m.first(calls, rule.sel("tool"))
         if idx is not None:
             if idx >= within:
                 return bad([idx], f"tool '{rule.tool}' appeared at index {idx} but must appear within first {within} calls")
@@ -446,7 +461,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
 
     if k == "after":
         within = rule.within if rule.within is not None else 1
-        triggers = m.indices(calls, rule.trigger)  # type: ignore[arg-type]
+        triggers, then = m.indices(calls, rule.sel("trigger")), rule.sel("then")
         if not triggers:
             return idle(f"'{rule.trigger}' never appeared, so no deadline started")
         spanned = set(triggers)
@@ -454,7 +469,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
             deadline = ti + within
             answered = None
             for j in range(ti + 1, min(deadline, n - 1) + 1):
-                if m.match(calls[j], rule.then):  # type: ignore[arg-type]
+                if m.match(calls[j], then):
                     answered = j
                     break
             if answered is not None:

@@ -33,6 +33,7 @@ import os
 import platform
 import stat
 from collections import deque
+from collections.abc import Callable
 
 from assay.server.errors import ToolError
 
@@ -87,7 +88,7 @@ class _Openat2:
 
     def __init__(self) -> None:
         self.available = False
-        self._syscall = None
+        self._syscall: Callable[..., int] | None = None
         nr = _OPENAT2_NR.get(platform.machine().lower()) if platform.system() == "Linux" else None
         if nr is None:
             return
@@ -107,6 +108,8 @@ class _Openat2:
 
     def open(self, dir_fd: int, relpath: bytes) -> int:
         """The new descriptor, or raise OSError (ENOSYS-like refusals switch the call off)."""
+        if self._syscall is None:  # never set up on this platform (``available`` stays False)
+            raise _Unavailable()
         fd = self._syscall(self._nr, dir_fd, relpath, self._how_ref, self._how_size)
         if fd >= 0:
             return fd
