@@ -21,7 +21,6 @@ __all__ = [
     "DuplicateMemberError",
     "loads_strict",
     "jcs_bytes",
-    "sha256_hex",
     "jcs_sha256_hex",
     "jcs_digest",
     "MAX_EXACT_INTEGER",
@@ -128,10 +127,6 @@ def inexact_number(value: Any) -> tuple[str, int] | None:
 def jcs_bytes(value: Any) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value``."""
     return jcs.canonicalize(value)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def jcs_sha256_hex(value: Any) -> str:

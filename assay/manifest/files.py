@@ -14,7 +14,7 @@ from assay.manifest.core import MAX_MANIFEST_BYTES, ManifestError, check_output_
 from assay.manifest.declared import parse_declared
 from assay.manifest.publish import PublishError, publish_new
 
-__all__ = ["read_bounded", "write_new", "export_candidate", "promote_files", "load_declared"]
+__all__ = ["read_bounded", "write_new", "export_candidate", "promote_files"]
 
 
 def read_bounded(path: str, limit: int = MAX_MANIFEST_BYTES) -> bytes:
@@ -53,8 +53,3 @@ def promote_files(candidate: str, source: str, out: str) -> None:
     data = render_document(declared)
     parse_declared(data)  # M23: what is written must load as a declared baseline
     write_new(out, data)
-
-
-def load_declared(path: str) -> dict:
-    """Read and validate a declared baseline through the shared ceiling (server loader entry)."""
-    return parse_declared(read_bounded(path))

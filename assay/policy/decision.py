@@ -147,10 +147,6 @@ class Decision:
     # -- views -----------------------------------------------------------------------------
 
     @property
-    def allowed(self) -> bool:
-        return self.outcome != "deny"
-
-    @property
     def contract(self) -> dict[str, Any] | None:
         """The structured deny payload (a fresh copy), ``None`` unless the outcome is deny."""
         c = self._contract

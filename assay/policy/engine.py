@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json as _json
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from assay.canonical import jcs_bytes

@@ -44,7 +44,6 @@ __all__ = [
     "normalize_policy_path",
     "open_policy",
     "read_open",
-    "read_policy",
 ]
 
 LIMIT_MESSAGE = "policy file exceeds the configured byte limit"
@@ -311,12 +310,3 @@ def read_open(fd: int, limit: int) -> bytes:
     if len(data) > limit:
         raise ToolError("E_LIMIT_EXCEEDED", LIMIT_MESSAGE)
     return data
-
-
-def read_policy(root: RootDir, p: str, limit: int) -> bytes:
-    """Jail, open, bounded read: the policy's bytes or a :class:`ToolError`."""
-    fd, _st = open_policy(root, p)
-    try:
-        return read_open(fd, limit)
-    finally:
-        os.close(fd)
