@@ -82,7 +82,7 @@ class SigningError(Exception):
 
 
 class VerifyError(SigningError):
-    """A verification verdict other than success, with its documented exit code (cli.md T3)."""
+    """A verification verdict other than success, with its documented exit code (docs/tool-signing.md, "3. Verify")."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)

@@ -251,7 +251,7 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
 
 
 def _constraint_schema(params: dict[str, str | None]) -> dict[str, Any]:
-    """M1: the permissive object schema a v1 rule becomes (no maxLength, extra args allowed)."""
+    """The permissive object schema a v1 rule becomes (no maxLength, extra args allowed)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for pname, regex in params.items():
@@ -534,7 +534,7 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     if root_deny is not None:
         tools = _replace(tools, deny=(tools.deny or ()) + root_deny)
 
-    # L8: constraints overwrite schemas of the same tool, later rules win
+    # constraints overwrite schemas of the same tool, later rules win
     if constraints:
         schemas = dict(schemas)
         for tool, params in constraints:

@@ -1,4 +1,4 @@
-"""The sequence-rule dialect of ``assay_check_sequence`` (spec/policy.md §7, server.md §8.3).
+"""The sequence-rule dialect of ``assay_check_sequence`` (docs/server.md, "assay_check_sequence").
 
 A separate YAML dialect from ``assay.yaml``: a v1.1 mapping (``version``, ``sequences``,
 ``aliases``, ...), a bare list of rules, or a legacy bare list of tool names. Rules are checked
@@ -8,7 +8,7 @@ yields ``held``, ``violated`` or ``not_exercised`` with the call indices it read
 Server use::
 
     doc = parse_sequence_policy(file_bytes)          # SequencePolicyError -> E_POLICY_PARSE
-    result = check_sequence(doc, history + [next_tool])   # partial trace by default (SQ2)
+    result = check_sequence(doc, history + [next_tool])   # partial trace by default
     # {"allowed": bool, "violations": [...], "suggested_fix": None}
 """
 
@@ -43,7 +43,7 @@ _U32_MAX = 2**32 - 1
 
 
 class SequencePolicyError(ValueError):
-    """No accepted form fits (SQ1). ``str(e)`` is the fixed server message; ``cause`` says why."""
+    """No accepted form fits. ``str(e)`` is the fixed server message; ``cause`` says why."""
 
     def __init__(self, cause: str) -> None:
         super().__init__(INVALID_FORMAT)
@@ -59,12 +59,12 @@ class _Bad(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A tool name (resolved through aliases) or ``{tool, args_match}`` (SQ4)."""
+    """A tool name (resolved through aliases) or ``{tool, args_match}``."""
 
     tool: str
     args_match: tuple[tuple[str, str], ...] | None = None  # sorted by argument name
 
-    def __str__(self) -> str:  # SQ6: tool[arg1,arg2]
+    def __str__(self) -> str:  # tool[arg1,arg2]
         if self.args_match is None:
             return self.tool
         return f"{self.tool}[{','.join(k for k, _ in self.args_match)}]"
@@ -88,7 +88,7 @@ class Rule:
 
     @property
     def rule_id(self) -> str:
-        """SQ6 stable id."""
+        """The stable id violations carry."""
         k = self.kind
         if k == "require":
             return f"require:{self.tool}"
@@ -128,7 +128,8 @@ class Rule:
 
     @property
     def coverage_id(self) -> str:
-        """Lower-cased id of the coverage and explain tools (server.md V4); selectors by tool name."""
+        """Lower-cased id of the coverage and explain tools (docs/server.md, "assay_check_coverage");
+        selectors by tool name."""
         k = self.kind
         if k == "require":
             return f"require_{self.sel('tool').tool.lower()}"
@@ -152,7 +153,7 @@ class SequencePolicy:
     """A parsed sequence document: ``form`` is ``policy`` (v1.1 mapping), ``rules`` or ``legacy``.
 
     The ``tools`` section is unused by the sequence check but read by the coverage and explain
-    tools (server.md V4, X2): ``allow``/``deny`` stay ``None`` when absent, ``require_args`` holds
+    tools: ``allow``/``deny`` stay ``None`` when absent, ``require_args`` holds
     its tool names."""
 
     form: str
@@ -167,7 +168,7 @@ class SequencePolicy:
     require_args: tuple[str, ...] = ()
 
     def resolve(self, name: str) -> tuple[str, ...]:
-        """An alias stands for its members; any other name for itself (SQ4)."""
+        """An alias stands for its members; any other name for itself."""
         return self.aliases.get(name, (name,))
 
 
@@ -315,7 +316,8 @@ def _policy_form(doc: dict) -> SequencePolicy:
 
 
 def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
-    """An already-parsed YAML mapping → the v1.1 policy form alone (SQ1 form a; server.md V3)."""
+    """An already-parsed YAML mapping → the v1.1 policy form alone (what the coverage and explain
+    tools read)."""
     try:
         return _policy_form(doc)
     except _Bad as exc:
@@ -323,7 +325,8 @@ def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
 
 
 def parse_sequence_policy(data: bytes) -> SequencePolicy:
-    """Bytes → :class:`SequencePolicy`, trying the three forms of SQ1 in order."""
+    """Bytes → :class:`SequencePolicy`, trying the three forms (v1.1 mapping, bare list of rules,
+    legacy list of names) in order."""
     try:
         doc = parse_yaml(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, YamlSyntaxError, YamlStructureError) as exc:
@@ -531,7 +534,7 @@ def evaluate_rules(
     *,
     partial: bool = True,
 ) -> list[RuleEvaluation]:
-    """One :class:`RuleEvaluation` per rule (SQ5: no short-circuit). ``trace`` holds names or
+    """One :class:`RuleEvaluation` per rule (no short-circuit). ``trace`` holds names or
     ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided)."""
     calls = _calls(trace)
     m = _Matcher(dict(aliases or {}))
@@ -570,7 +573,7 @@ def _violation(ev: RuleEvaluation) -> dict[str, Any]:
 
 
 def check_sequence(policy: SequencePolicy, trace: Iterable[Any], *, partial: bool = True) -> dict[str, Any]:
-    """The ``assay_check_sequence`` result for ``trace`` (history + [next_tool]) (SQ2-SQ5).
+    """The ``assay_check_sequence`` result for ``trace`` (history + [next_tool]).
 
     Legacy lists pass only on an exact match; otherwise every rule is evaluated and each
     ``violated`` one becomes a violation entry.

@@ -109,7 +109,8 @@ def _compact_len(value: Any) -> int:
 
 
 def _valid_initialize(params: Any) -> TypeGuard[dict[str, Any]]:
-    """P5: protocolVersion string, capabilities object, clientInfo{name,version} strings."""
+    """The legacy ``initialize`` params: protocolVersion string, capabilities object,
+    clientInfo{name,version} strings (docs/server.md, "Error catalogue": -32602)."""
     if not isinstance(params, dict):
         return False
     info = params.get("clientInfo")

@@ -20,7 +20,7 @@ NAME = "assay_check_coverage"
 
 
 def _decode_traces(raw: Any) -> list[dict[str, Any]]:
-    """V1 lenient decoding; any type mismatch is a dispatch failure (E_INTERNAL)."""
+    """Lenient decoding; any type mismatch is a dispatch failure (E_INTERNAL)."""
     if not isinstance(raw, list):
         raise TypeError("traces must be a list")
     traces = []
