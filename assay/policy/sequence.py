@@ -88,7 +88,7 @@ class Rule:
 
     @property
     def rule_id(self) -> str:
-        """The stable id violations carry."""
+        """The rule's stable id (``kind:selectors``, e.g. ``before:a->b``), as :class:`RuleEvaluation` reports it."""
         k = self.kind
         if k == "require":
             return f"require:{self.tool}"
