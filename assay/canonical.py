@@ -21,7 +21,6 @@ __all__ = [
     "DuplicateMemberError",
     "loads_strict",
     "jcs_bytes",
-    "sha256_hex",
     "jcs_sha256_hex",
     "jcs_digest",
     "MAX_EXACT_INTEGER",
@@ -68,7 +67,8 @@ def _float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
-_SCAN = _DECODER.scan_once
+# JSONDecoder.__init__ sets scan_once (the C scanner when there is one); typeshed does not declare it.
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads_strict(data: str | bytes) -> Any:
@@ -127,10 +127,6 @@ def inexact_number(value: Any) -> tuple[str, int] | None:
 def jcs_bytes(value: Any) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value``."""
     return jcs.canonicalize(value)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def jcs_sha256_hex(value: Any) -> str:

@@ -24,7 +24,6 @@ __all__ = [
     "CLIENTS",
     "ConfigLocation",
     "CLIENT_ALIASES",
-    "DISPLAY_NAMES",
     "current_platform",
     "config_dir",
     "config_locations",
@@ -83,9 +82,6 @@ _BY_LABEL = {c.label: c for c in CLIENTS}
 
 #: Client spellings (case-insensitive) -> client label.
 CLIENT_ALIASES: dict[str, str] = {alias: c.label for c in CLIENTS for alias in c.aliases}
-
-DISPLAY_NAMES: dict[str, str] = {**{c.label: c.display for c in CLIENTS}, "generic": "generic"}
-
 
 @dataclass(frozen=True)
 class ConfigLocation:

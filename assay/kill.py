@@ -33,7 +33,6 @@ __all__ = [
     "EXIT_FAILED",
     "MAX_PID",
     "DEFAULT_GRACE",
-    "DEFAULT_INVENTORY",
     "InventoryError",
     "parse_pid_target",
     "parse_grace",
@@ -51,7 +50,6 @@ EXIT_FAILED = 30
 #: treats as process groups, so they are reported as not found and never signalled.
 MAX_PID = 2**31 - 1
 DEFAULT_GRACE = 5.0
-DEFAULT_INVENTORY = os.path.join(".assay", "inventory.yaml")
 #: How long a SIGKILLed process may take to disappear before the kill counts as failed.
 KILL_WAIT = 5.0
 

@@ -1,6 +1,6 @@
 """`assay mcp preflight`: is the `assay-mcp-server` on PATH ours, and will it start?
 
-Two layers (spec/cli.md §2): :func:`parse_version_line` and :func:`classify` are sans-IO and
+Two layers (docs/preflight.md): :func:`parse_version_line` and :func:`classify` are sans-IO and
 decide everything from probe outcomes; :func:`preflight` runs the two probes through
 :mod:`assay.proc` and is usable from any trio program. The CLI only prints the report.
 """
@@ -31,7 +31,7 @@ _SEMVER = re.compile(
 
 
 class Phase(str, enum.Enum):
-    """The seven outcomes, in the order a reader meets them in spec/cli.md §2.5."""
+    """The seven outcomes, in the order a reader meets them in docs/preflight.md, "Phases"."""
 
     MISSING = "missing"
     UNSTARTABLE = "unstartable"
@@ -65,7 +65,7 @@ def install_hint(expected: str) -> str:
 
 
 def _texts(phase: Phase, expected: str, actual: str | None) -> tuple[str, str]:
-    """The stable message / next_step pair of spec/cli.md §2.6."""
+    """The stable message / next_step pair (docs/preflight.md, "JSON document")."""
     hint = install_hint(expected)
     if phase is Phase.MISSING:
         return (
@@ -117,7 +117,7 @@ class PreflightReport:
         return 0 if self.ready else 2
 
     def to_dict(self) -> dict[str, str]:
-        """The `assay.mcp_preflight.v0` object, members in the documented order (P24)."""
+        """The `assay.mcp_preflight.v0` object, members in the order of docs/preflight.md, "JSON document"."""
         doc = {
             "schema": SCHEMA,
             "phase": self.phase.value,
@@ -139,7 +139,7 @@ class PreflightReport:
 
 
 def parse_version_line(stdout: bytes) -> str | None:
-    """The version token of an identity probe's stdout, or None (spec/cli.md §2.4 P15-P19)."""
+    """The version token of an identity probe's stdout, or None (docs/preflight.md, "Phases")."""
     try:
         text = stdout.decode("utf-8")
     except UnicodeDecodeError:
@@ -186,7 +186,7 @@ def classify(
     expected: str = __version__,
     policy_root: str = ".",
 ) -> PreflightReport | None:
-    """Map probe outcomes to a report, rows 1-11 of spec/cli.md §2.5 in order.
+    """Map probe outcomes to a report, the rows of docs/preflight.md, "Phases" in order.
 
     ``root_ok`` and ``startup`` are only consulted once the identity matched. Returns None when
     the outcome depends on a step not given yet (the root check, then the startup probe).

@@ -2,7 +2,8 @@
 
 Everything in assay that runs a program (preflight probes, the wrap relay, tests' helpers if
 they like) goes through this module, so deadlines, output caps and terminate -> kill -> reap
-come from one trio concurrency model (DECISIONS D5, D14; spec/cli.md §2.3).
+come from one trio concurrency model (docs/library.md, "Running child processes";
+docs/architecture.md, "Child processes").
 
 Why not ``trio.lowlevel.open_process``: it calls ``Popen`` in a worker thread, and Linux ties
 ``PR_SET_PDEATHSIG`` to the *thread* that forked, so a relay child would be SIGKILLed when trio's
@@ -51,7 +52,7 @@ class SpawnError(OSError):
 
 
 class ProgramNotFound(SpawnError):
-    """No file to execute: ENOENT at spawn time (spec/cli.md §2.3 P13)."""
+    """No file to execute: ENOENT at spawn time (docs/library.md, "Running child processes")."""
 
 
 def _load_prctl():
@@ -71,7 +72,7 @@ _prctl = _load_prctl()
 
 
 def _make_preexec(parent_pid: int):
-    """Child-side setup between fork and exec: die with the parent (D14).
+    """Child-side setup between fork and exec: die with the parent (docs/wrap.md, "Lifecycle and exit status").
 
     The getppid() check closes the race where the parent died before prctl ran.
     """
@@ -189,7 +190,8 @@ class Child:
 
         With ``group`` (default: when spawned in its own group) the signals go to the whole
         process group, and once the leader has exited whatever is left of the group is
-        SIGKILLed before the leader is reaped, so no descendant outlives the stop (D14).
+        SIGKILLed before the leader is reaped, so no descendant outlives the stop (docs/wrap.md,
+        "Lifecycle and exit status").
         Runs shielded: a stop that was started is finished, even while the caller is being
         cancelled, so no child is left behind.
         """
@@ -208,13 +210,15 @@ class Child:
                 await self.wait_exit()
                 if use_group:
                     self.signal_group(signal.SIGKILL)  # the zombie leader still holds the group id
-            return await self.wait()
+            returncode = await self.wait()
+        return returncode
 
     async def kill_and_reap(self) -> int:
-        """SIGKILL the direct child and reap it (spec/cli.md §2.3 P11), shielded."""
+        """SIGKILL the direct child and reap it, shielded."""
         with trio.CancelScope(shield=True):
             self.kill()
-            return await self.wait()
+            returncode = await self.wait()
+        return returncode
 
     async def aclose_streams(self) -> None:
         for stream in (self.stdin, self.stdout, self.stderr):
@@ -256,7 +260,8 @@ def spawn(
     """Start ``argv`` and return a :class:`Child`. Must be called from the trio thread.
 
     ``own_group`` puts the child in a new process group (so a stop can reach its descendants);
-    ``die_with_parent`` asks Linux to SIGKILL it when this process dies (D14).
+    ``die_with_parent`` asks Linux to SIGKILL it when this process dies (docs/library.md,
+    "Running child processes").
     Raises :class:`ProgramNotFound` for ENOENT and :class:`SpawnError` for any other failure.
     """
     opened: list[int] = []
@@ -297,7 +302,7 @@ def spawn(
                 raise SpawnError(exc.errno, exc.strerror, os.fspath(cwd)) from None
             if _candidate_exists(program, env):
                 # The file is there but exec said ENOENT: its #! interpreter is missing
-                # (DECISIONS D18). That is "cannot start", not "not found".
+                # (docs/library.md, "Running child processes"). That is "cannot start", not "not found".
                 raise SpawnError(errno.ENOEXEC, "cannot execute (interpreter not found)", program) from None
             raise ProgramNotFound(exc.errno, exc.strerror, program) from None
         except OSError as exc:
@@ -362,7 +367,7 @@ class BoundedResult:
 
     @property
     def exit_code(self) -> int | None:
-        """The exit status with a death by signal counted as 1 (spec/cli.md §2.3 P12)."""
+        """The exit status with a death by signal counted as 1 (docs/library.md, "Running child processes")."""
         if self.returncode is None:
             return None
         return 1 if self.returncode < 0 else self.returncode
@@ -380,7 +385,7 @@ async def run_bounded(
     """Run a child with stdin at EOF, both outputs piped and capped, under a wall-clock deadline.
 
     The run completes only when the child exited *and* both readers finished before the
-    deadline (spec/cli.md §2.3 P10); otherwise the direct child is SIGKILLed and reaped and the
+    deadline (docs/library.md, "Running child processes"); otherwise the direct child is SIGKILLed and reaped and the
     result says ``timed_out``. Raises :class:`ProgramNotFound` / :class:`SpawnError` on spawn.
     """
     deadline = trio.current_time() + timeout
@@ -580,9 +585,9 @@ def _keeper_main(argv: list[str], env, cwd, in_fd: int, out_fd: int, ctl: int, s
             if not data:
                 sweep()
                 os._exit(0)
-            for sig in data:
-                deliver(sig)
-                if sig == signal.SIGKILL:
+            for signum in data:
+                deliver(signum)
+                if signum == signal.SIGKILL:
                     reap()
 
 
@@ -664,7 +669,7 @@ class KeptChild:
                     with trio.move_on_after(10):
                         await self.wait_exit()
             await self._end_keeper()
-            return self._returncode
+        return self._returncode
 
     async def _end_keeper(self) -> None:
         if self._keeper_done:
@@ -692,7 +697,8 @@ class KeptChild:
     async def kill_and_reap(self) -> int | None:
         with trio.CancelScope(shield=True):
             self.kill()
-            return await self.stop(term_grace=0)
+            returncode = await self.stop(term_grace=0)
+        return returncode
 
     async def aclose_streams(self) -> None:
         for stream in (self.stdin, self.stdout):

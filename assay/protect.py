@@ -25,7 +25,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+# json.decoder sets scanstring (the C one, or its Python fallback); typeshed leaves it out as undocumented.
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from assay.clients import ConfigLocation

@@ -82,7 +82,7 @@ class SigningError(Exception):
 
 
 class VerifyError(SigningError):
-    """A verification verdict other than success, with its documented exit code (cli.md T3)."""
+    """A verification verdict other than success, with its documented exit code (docs/tool-signing.md, "3. Verify")."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
@@ -566,7 +566,7 @@ def private_key_mode_warning(path: str, mode: int) -> str | None:
     )
 
 
-def load_private_key_file(path: str, *, warn: Callable[[str], None] | None = None) -> Ed25519PrivateKey:
+def load_private_key_file(path: str, *, warn: Callable[[str], object] | None = None) -> Ed25519PrivateKey:
     """The private key in ``path``; a file readable by group or others is still used, and
     ``warn`` gets one line saying so (mode taken from the descriptor the key was read from)."""
     data, mode = _read_small_with_mode(path, "private key")

@@ -45,7 +45,7 @@ async def _demo(assay: str, decision_log: Path) -> int:
         ],
         env=dict(os.environ),
     )
-    print(f"$ assay mcp wrap --policy examples/assay.yaml ... -- python examples/demo_server.py\n")
+    print("$ assay mcp wrap --policy examples/assay.yaml ... -- python examples/demo_server.py\n")
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -1,7 +1,7 @@
-"""The cyclopts command tree: `assay mcp <command>` (spec/cli.md §1).
+"""The cyclopts command tree: `assay mcp <command>` (README.md lists the commands).
 
 Each command family lives in its own module with a ``register(mcp)`` function. Errors a user
-causes end with one line on stderr and exit 2 (DECISIONS D2), cyclopts' own parse errors
+causes end with one line on stderr and exit 2 (docs/compatibility.md, "Whole toolkit"), cyclopts' own parse errors
 included; tracebacks never reach the user.
 """
 

@@ -1,4 +1,4 @@
-"""One-line error reporting shared by every command (DECISIONS D2)."""
+"""One-line error reporting shared by every command (docs/compatibility.md, "Whole toolkit")."""
 
 from __future__ import annotations
 
@@ -19,6 +19,6 @@ def one_line(exc: BaseException | str) -> str:
 
 
 def fatal(message: str, code: int = 2) -> int:
-    """Print `fatal: <message>` on one line to stderr and return ``code`` (spec/cli.md G2)."""
+    """Print `fatal: <message>` on one line to stderr and return ``code``."""
     sys.stderr.write(f"fatal: {one_line(message)}\n")
     return code

@@ -1,4 +1,4 @@
-"""`assay mcp manifest candidate|promote` (spec/cli.md §3): thin layer over :mod:`assay.manifest`.
+"""`assay mcp manifest candidate|promote` (docs/manifest.md): thin layer over :mod:`assay.manifest`.
 
 Refusals print one ``fatal: ...`` line and exit 2; success prints nothing on stdout and one note
 on stderr, so scripts can rely on the exit code and the created file alone.

@@ -179,10 +179,11 @@ def run_verify(
     return 0
 
 
-def _register_tool_commands(target: cyclopts.App, announce: Callable[[], None]) -> None:
+def _register_tool_commands(target: cyclopts.App, announce: Callable[[], object]) -> None:
     """The three commands, registered on `assay mcp tool` and on the hidden `assay tool` shim.
 
-    ``announce`` runs after parsing and usage checks succeeded and before any work (cli.md H3).
+    ``announce`` runs after parsing and usage checks succeeded and before any work
+    (docs/tool-signing.md, "Deprecated spelling").
     """
 
     @target.command(name="keygen")

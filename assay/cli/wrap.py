@@ -1,4 +1,4 @@
-"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (wrap.md §1): parse, run, report."""
+"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Options"): parse, run, report."""
 
 from __future__ import annotations
 

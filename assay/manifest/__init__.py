@@ -1,7 +1,7 @@
-"""Observed -> candidate -> declared MCP tool manifests (spec/cli.md §3).
+"""Observed -> candidate -> declared MCP tool manifests (docs/manifest.md).
 
-Sans-IO core: :mod:`digests` (M1-M4), :mod:`observed` (producer and strict reader, M5-M13),
-:mod:`candidate` (export and promotion, M14-M23), :mod:`declared` (the baseline validator, M24),
+Sans-IO core: :mod:`digests`, :mod:`observed` (producer and strict reader),
+:mod:`candidate` (export and promotion), :mod:`declared` (the baseline validator),
 :mod:`core` (errors, ceiling, decoding, rendering). File layer: :mod:`files` (bounded reads,
 create-new writes) and :mod:`publish` (the reusable create-new publisher).
 """

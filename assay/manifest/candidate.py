@@ -1,4 +1,5 @@
-"""Candidate export and promotion (spec/cli.md §3.3-§3.5, M14-M23). Sans-IO: bytes in, documents out.
+"""Candidate export and promotion (docs/manifest.md, "2. Export a candidate" and "4. Promote").
+Sans-IO: bytes in, documents out.
 
 A candidate is a review artifact, never an approval: it is always ``status: candidate``,
 ``approval: not_approved``, and it records the SHA-256 of the exact source bytes. Promotion does
@@ -47,7 +48,7 @@ _CANDIDATE_SHAPE = shapes.closed_object(
 
 
 def _validate_candidate(candidate: dict[str, Any]) -> dict[str, Any]:
-    """M20: the closed candidate contract, then every declared-v0 rule (M24)."""
+    """The closed candidate contract, then every rule of a declared baseline."""
     if (
         candidate["schema"] != CANDIDATE_SCHEMA
         or candidate["status"] != "candidate"
@@ -65,7 +66,8 @@ def _validate_candidate(candidate: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_candidate(source: bytes) -> dict[str, Any]:
-    """M10-M14: the candidate for these exact observed-manifest bytes (member order of §3.4)."""
+    """The candidate for these exact observed-manifest bytes, members in the order
+    docs/manifest.md, "2. Export a candidate" lists."""
     observed = parse_promotable_observed(source)
     body = observed["observed"]
     tools = sorted((normalize_tool(tool) for tool in body["tool_digests"]), key=lambda tool: tool["name"])
@@ -85,7 +87,7 @@ def build_candidate(source: bytes) -> dict[str, Any]:
 
 
 def parse_candidate(data: bytes) -> dict[str, Any]:
-    """M19-M20: strictly parse candidate bytes and check the candidate contract."""
+    """Strictly parse candidate bytes and check the candidate contract."""
     value = decode_json(data, "candidate must be valid UTF-8")
     try:
         _CANDIDATE_SHAPE(value, "$")
@@ -106,7 +108,7 @@ def parse_candidate(data: bytes) -> dict[str, Any]:
 
 
 def promote(candidate_bytes: bytes, load_source: Any) -> dict[str, Any]:
-    """M19-M23: the declared document promoting this candidate over its observed source.
+    """The declared document promoting this candidate over its observed source.
 
     ``load_source`` is called (with no arguments) to obtain the source bytes only after the
     candidate itself passed its checks, so a bad candidate is reported before the source is read.

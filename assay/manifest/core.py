@@ -1,5 +1,5 @@
 """Shared pieces of the manifest workflow: the error type, the byte ceiling, strict decoding and
-deterministic rendering (spec/cli.md M10, M11, M17, M26, M27). Sans-IO."""
+deterministic rendering (docs/manifest.md, "Rules for every file"). Sans-IO."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 MAX_MANIFEST_BYTES = 1024 * 1024
-"""M26: one inclusive ceiling for every manifest read and every generated manifest."""
+"""One inclusive ceiling for every manifest read and every generated manifest."""
 
 
 class ManifestError(Exception):
@@ -46,7 +46,7 @@ def _has_lone_surrogate(value: Any) -> bool:
 
 
 def decode_json(data: bytes, utf8_message: str) -> Any:
-    """M10-M11: UTF-8 first (with the document's own message), then duplicate-free strict JSON.
+    """UTF-8 first (with the document's own message), then duplicate-free strict JSON.
 
     A BOM, trailing data and lone-surrogate escapes are malformed; trailing whitespace is not.
     """
@@ -66,12 +66,12 @@ def decode_json(data: bytes, utf8_message: str) -> Any:
 
 
 def render_document(document: Any) -> bytes:
-    """M17/G3: pretty JSON, 2-space indent, UTF-8, one final newline. Same value, same bytes."""
+    """Pretty JSON, 2-space indent, UTF-8, one final newline. Same value, same bytes."""
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def check_output_size(data: bytes, path: str) -> None:
-    """M27: a generated document above the ceiling is refused before anything is created."""
+    """A generated document above the ceiling is refused before anything is created."""
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(f"serialized output for {path} exceeds the {MAX_MANIFEST_BYTES}-byte manifest limit")
 

@@ -1,4 +1,4 @@
-"""The declared approval baseline ``assay.declared_mcp_manifest.v0`` (spec/cli.md §3.6, M24).
+"""The declared approval baseline ``assay.declared_mcp_manifest.v0`` (docs/manifest.md, "4. Promote").
 
 This is the one validator for a declared baseline: promotion checks what it mints with it, and a
 server loading ``--declared-mcp-manifest`` should load through :func:`parse_declared` so both
@@ -53,7 +53,7 @@ def _q(value: Any) -> str:
 
 
 def normalize_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """M16 member order, optional members written as ``null``, field digests sorted by key."""
+    """A tool entry in member order, optional members written as ``null``, field digests sorted by key."""
     fields = tool.get("field_digests")
     return {
         "name": tool["name"],
@@ -66,7 +66,7 @@ def normalize_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate_declared_fields(schema: str, canonicalization: str, digest: str, tools: list[dict[str, Any]]) -> None:
-    """M24's checks in order; the first failure is raised as :class:`ManifestError`."""
+    """The checks of a declared baseline in order; the first failure is raised as :class:`ManifestError`."""
     if schema != DECLARED_SCHEMA:
         raise ManifestError(f"schema must be {DECLARED_SCHEMA}, got {_q(schema)}")
     if canonicalization != CANONICALIZATION:
@@ -106,7 +106,8 @@ def validate_declared_fields(schema: str, canonicalization: str, digest: str, to
 
 
 def construct_declared(canonicalization: str, digest: str, tools: list[dict[str, Any]], server_id: str) -> dict[str, Any]:
-    """M23: mint a declared document (member order of §3.6, ``note`` null) and validate it."""
+    """Mint a declared document (members in the order docs/manifest.md, "4. Promote" lists,
+    ``note`` null) and validate it."""
     normalized = [normalize_tool(tool) for tool in tools]
     validate_declared_fields(DECLARED_SCHEMA, canonicalization, digest, normalized)
     return {
@@ -122,8 +123,8 @@ def construct_declared(canonicalization: str, digest: str, tools: list[dict[str,
 def parse_declared(data: bytes) -> dict[str, Any]:
     """Strictly parse and validate declared-manifest bytes (already read within the ceiling).
 
-    Returns the document with tools normalized (M16). A candidate is refused here: its extra
-    members (``status``, ``approval``, ...) are unknown to the closed declared shape (M18).
+    Returns the document with tools normalized. A candidate is refused here: its extra
+    members (``status``, ``approval``, ...) are unknown to the closed declared shape.
     """
     value = decode_json(data, "declared manifest must be valid UTF-8")
     try:

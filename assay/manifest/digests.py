@@ -1,4 +1,4 @@
-"""Canonical tool and manifest digests (spec/cli.md §3.1, M1-M4). Sans-IO.
+"""Canonical tool and manifest digests (docs/manifest.md, "1. Get an observed manifest"). Sans-IO.
 
 One function per digest so that the producer (wrap's observed manifest), the candidate check and
 the declared-manifest validator cannot drift apart: a digest is only comparable to another one
@@ -38,7 +38,7 @@ def is_canonical_sha256(value: object) -> bool:
 
 
 def tool_projection(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """M2: the five members a tool digest covers (camelCase schema keys win over snake_case)."""
+    """The five members a tool digest covers (camelCase schema keys win over snake_case)."""
     name = tool.get("name")
 
     def pick(camel: str, snake: str) -> Any:
@@ -56,23 +56,23 @@ def tool_projection(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def tool_digest(tool: Mapping[str, Any]) -> str:
-    """M2: ``sha256:`` digest of the JCS bytes of :func:`tool_projection` (raw name hashed)."""
+    """``sha256:`` digest of the JCS bytes of :func:`tool_projection` (raw name hashed)."""
     return jcs_digest(tool_projection(tool))
 
 
 def field_digest(field: str, value: Any) -> str:
-    """M3: attribution digest of one projected field; never part of any other preimage."""
+    """Attribution digest of one projected field; never part of any other preimage."""
     return jcs_digest({"projection": FIELD_PROJECTION, "field": field, "value": value})
 
 
 def field_digests(tool: Mapping[str, Any]) -> dict[str, str]:
-    """M3 for all four fields, in the order the observed producer writes them."""
+    """:func:`field_digest` of all four fields, in the order the observed producer writes them."""
     projection = tool_projection(tool)
     return {field: field_digest(field, projection[field]) for field in FIELD_NAMES}
 
 
 def manifest_digest(pairs: Iterable[tuple[str, str]]) -> str:
-    """M4: digest over ``(name, tool_digest)`` pairs sorted by name then digest (code points)."""
+    """Digest over ``(name, tool_digest)`` pairs sorted by name then digest (code points)."""
     ordered = sorted((str(name), str(digest)) for name, digest in pairs)
     return jcs_digest(
         {

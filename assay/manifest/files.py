@@ -1,4 +1,5 @@
-"""The thin file layer of the manifest workflow: bounded reads and create-new writes (M26-M28).
+"""The thin file layer of the manifest workflow: bounded reads and create-new writes
+(docs/manifest.md, "Rules for every file").
 
 Everything else is the sans-IO core; this module only turns paths into bytes (never more than
 limit+1 bytes are read) and bytes into a newly created file.
@@ -14,11 +15,11 @@ from assay.manifest.core import MAX_MANIFEST_BYTES, ManifestError, check_output_
 from assay.manifest.declared import parse_declared
 from assay.manifest.publish import PublishError, publish_new
 
-__all__ = ["read_bounded", "write_new", "export_candidate", "promote_files", "load_declared"]
+__all__ = ["read_bounded", "write_new", "export_candidate", "promote_files"]
 
 
 def read_bounded(path: str, limit: int = MAX_MANIFEST_BYTES) -> bytes:
-    """M26: read the regular file ``path`` whole, refusing it once more than ``limit`` bytes
+    """Read the regular file ``path`` whole, refusing it once more than ``limit`` bytes
     were seen (the shared reader, :func:`assay.inputs.read_input_file`: a FIFO or device is
     refused, never waited on)."""
     try:
@@ -32,7 +33,7 @@ def read_bounded(path: str, limit: int = MAX_MANIFEST_BYTES) -> bytes:
 
 
 def write_new(path: str, data: bytes) -> None:
-    """M27-M28: refuse oversized output, then publish create-new (nothing replaced, no residue)."""
+    """Refuse oversized output, then publish create-new (nothing replaced, no residue)."""
     check_output_size(data, path)
     try:
         publish_new(path, data)
@@ -51,10 +52,5 @@ def promote_files(candidate: str, source: str, out: str) -> None:
     candidate_bytes = read_bounded(candidate)
     declared = promote(candidate_bytes, lambda: read_bounded(source))
     data = render_document(declared)
-    parse_declared(data)  # M23: what is written must load as a declared baseline
+    parse_declared(data)  # what is written must load as a declared baseline
     write_new(out, data)
-
-
-def load_declared(path: str) -> dict:
-    """Read and validate a declared baseline through the shared ceiling (server loader entry)."""
-    return parse_declared(read_bounded(path))

@@ -1,9 +1,10 @@
 """The observed manifest ``assay.mcp_manifest_observed.v0``: producer and strict reader
-(spec/cli.md §3.2, M5-M13). Sans-IO.
+(docs/manifest.md, "1. Get an observed manifest" and "2. Export a candidate"). Sans-IO.
 
-The producer turns one ``tools/list`` result into the document wrap writes (DECISIONS D33); the
-reader accepts only a complete, unambiguous, self-consistent one, because a candidate built from
-anything less would ask an operator to approve something nobody fully saw.
+The producer turns one ``tools/list`` result into the document wrap writes (docs/wrap.md,
+"One-run outputs and session reports"); the reader accepts only a complete, unambiguous,
+self-consistent one, because a candidate built from anything less would ask an operator to
+approve something nobody fully saw.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ _OBSERVED_SHAPE = shapes.closed_object(
 
 
 def parse_promotable_observed(data: bytes) -> dict[str, Any]:
-    """M10-M13: decode, check the closed shape, then the eight promotability checks in order."""
+    """Decode, check the closed shape, then the eight promotability checks in order."""
     doc = decode_json(data, "observed manifest must be valid UTF-8")
     try:
         _OBSERVED_SHAPE(doc, "$")
@@ -94,7 +95,7 @@ def parse_promotable_observed(data: bytes) -> dict[str, Any]:
 
 
 def sanitize_display(text: str) -> str:
-    """M6: every control character (Cc) except tab, LF, CR becomes U+FFFD for display."""
+    """Every control character (Cc) except tab, LF, CR becomes U+FFFD for display."""
     return "".join(
         "\ufffd" if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" else ch for ch in text
     )
@@ -106,12 +107,13 @@ def observed_document(
     *,
     complete: bool = True,
 ) -> dict[str, Any]:
-    """Build an observed-v0 document from one ``tools/list`` result (M5-M8, DECISIONS D33).
+    """Build an observed-v0 document from one ``tools/list`` result (docs/wrap.md, "One-run
+    outputs and session reports").
 
     ``tools`` is the concatenated ``tools`` array of the whole ``nextCursor`` chain, or ``None``
     when no ``tools/list`` was seen. ``complete`` is true only when that chain ended without a
     cursor. No privilege classifier is applied: every tool is ``privileged: false``,
-    ``unclassified``. Digests hash the raw names; displayed names are sanitised (M6).
+    ``unclassified``. Digests hash the raw names; displayed names are sanitised.
     """
     if tools is None:
         return {

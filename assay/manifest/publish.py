@@ -1,4 +1,5 @@
-"""Publish a whole file under its final name without ever replacing anything (spec/cli.md M28).
+"""Publish a whole file under its final name without ever replacing anything
+(docs/manifest.md, "Rules for every file": create-new).
 
 Why: an approval baseline, a candidate or a private key must never silently replace what an
 operator already has, and a crash or a full disk must never leave a half-written file under the
@@ -117,7 +118,7 @@ def _renameat2_noreplace(src: str, dst: str) -> None:
 def publish_new(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
     """Create ``path`` holding exactly ``data``; never replace or write through anything there.
 
-    Raises :class:`PublishError` (with the M28 wording) when the directory is missing or not
+    Raises :class:`PublishError` (with the create-new wording of docs/manifest.md) when the directory is missing or not
     writable, when writing fails, or when ``path`` already exists as any kind of file.
     """
     final = os.fspath(path)

@@ -1,4 +1,5 @@
-"""Closed-shape checking for the manifest documents (spec/cli.md M12, M19, M24). Sans-IO.
+"""Closed-shape checking for the manifest documents (docs/manifest.md, "Rules for every file":
+strict JSON, closed objects). Sans-IO.
 
 The documents are small, fixed and security-relevant, so every object is *closed*: a member this
 code does not know is refused (an approval that contains something nobody validated is not an

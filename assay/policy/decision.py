@@ -89,6 +89,8 @@ class Decision:
     redaction_target: str | None
     redaction_mode: str | None
     redaction_scope: str | None
+    _contract: dict[str, Any] | None
+    _obligations: tuple[dict[str, Any], ...]
 
     def __init__(
         self,
@@ -143,10 +145,6 @@ class Decision:
         raise AttributeError("Decision is immutable")
 
     # -- views -----------------------------------------------------------------------------
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome != "deny"
 
     @property
     def contract(self) -> dict[str, Any] | None:

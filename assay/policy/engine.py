@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json as _json
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from assay.canonical import jcs_bytes
@@ -66,7 +65,7 @@ REASONS = {
 
 
 class ToolIdentity(tuple):
-    """``(server_id, tool_name, schema_hash, meta_hash)`` as observed or pinned (§3.6)."""
+    """``(server_id, tool_name, schema_hash, meta_hash)`` as observed or pinned (docs/policy.md, "Tool pins")."""
 
     __slots__ = ()
 
@@ -329,7 +328,7 @@ class _Compiled:
         self.schemas: dict[str, CompiledSchema | str] = {}  # tool → validator or error text
 
     def schema_for(self, tool: str) -> CompiledSchema | str:
-        """Compile once per policy (L10): the validator, or the failure message."""
+        """Compile once per policy: the validator, or the failure message."""
         got = self.schemas.get(tool)
         if got is None:
             try:
@@ -382,7 +381,7 @@ class _Compiled:
         classes = policy.classes_for(tool)
         meta = self.base(tool, classes)
 
-        # E4 deny
+        # deny lists
         deny_name = self.deny(tool)
         deny_cls = tuple(c for c in classes if c in self.deny_classes)
         if deny_name or deny_cls:
@@ -402,7 +401,7 @@ class _Compiled:
                 )
             )
 
-        # E5 allow
+        # allowlist
         allow_name = self.allow(tool) if policy.tools.allow is not None else False
         allow_cls = tuple(c for c in classes if c in self.allow_classes)
         if self.has_allowlist and not allow_name and not allow_cls:
@@ -427,7 +426,7 @@ class _Compiled:
             meta["match_basis"] = _basis(allow_name, bool(allow_cls))
             meta["matched_rule"] = _rule("allow", allow_name, bool(allow_cls))
 
-        # E6 schema
+        # schema
         if tool != "$defs" and tool in policy.schemas:
             compiled = self.schema_for(tool)
             if isinstance(compiled, str):
@@ -445,7 +444,7 @@ class _Compiled:
                 )
             return _Plan(self._allowish("allow", tool, classes, meta), compiled, meta)
 
-        # E7 unconstrained
+        # unconstrained mode
         mode = policy.enforcement
         if mode == "deny":
             reason = REASONS["unconstrained_deny"]
@@ -574,7 +573,7 @@ def _confined(plan: _Plan, tool: str, arguments: Any) -> Decision | None:
 def _rate_limited(engine: _Compiled, tool: str, classes: tuple[str, ...], which: str) -> Decision:
     return Decision(
         "deny",
-        tool,  # D10: the called tool, not upstream's "ALL"
+        tool,  # the called tool, not upstream's "ALL" (docs/compatibility.md, "Policies")
         reason_code="E_RATE_LIMIT",
         reason=REASONS[which],
         contract={"status": "deny", "error_code": "E_RATE_LIMIT"},
@@ -593,14 +592,14 @@ def evaluate(
 ) -> Decision:
     """Decide one ``tools/call`` (the order is in the module docstring).
 
-    ``arguments`` is ``params.arguments`` (``None`` when absent, S6). ``state`` is the session's
+    ``arguments`` is ``params.arguments`` (``None`` when absent). ``state`` is the session's
     :class:`SessionState`; ``None`` means fresh state for this call only (the ``assay_check_args``
-    case, ST3: limits bite only at 0, no drift check). ``server_id`` is the relay's ``--label``:
+    case: limits bite only at 0, no drift check). ``server_id`` is the relay's ``--label``:
     the runtime identity compared with a pin is ``(server_id, tool_name, observed hashes)``.
     """
     engine: _Compiled = policy._engine or compile_policy(policy)
     if state is not None:
-        # E1 pins fail closed: every definition seen must equal the pin (docs/wrap.md, "Tool pins")
+        # pins fail closed: every definition seen must equal the pin (docs/wrap.md, "Tool pins")
         pin = engine.pins.get(tool_name)
         if pin is not None:
             pinned = ToolIdentity(pin.server_id, pin.tool_name, pin.schema_hash, pin.meta_hash)
@@ -627,13 +626,13 @@ def evaluate(
                     obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],
                     **engine.base(tool_name, policy.classes_for(tool_name)),
                 )
-        # E2 counters (always, before comparing)
+        # counters (always, before comparing)
         state.requests_count += 1
         state.tool_calls_count += 1
         requests, calls = state.requests_count, state.tool_calls_count
     else:
         requests = calls = 1
-    # E3 limits
+    # limits
     limits = engine.limits
     if limits is not None:
         mr = limits.max_requests_total
@@ -642,7 +641,7 @@ def evaluate(
         mc = limits.max_tool_calls_total
         if mc is not None and calls > mc:
             return _rate_limited(engine, tool_name, policy.classes_for(tool_name), "rate_tool_calls")
-    # E4-E8: name-determined plan, plus the schema run
+    # the rest: the name-determined plan, plus the schema run
     plans = engine.plans
     plan = plans.get(tool_name) if tool_name.__class__ is str else None
     if plan is None:

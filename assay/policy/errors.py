@@ -1,4 +1,4 @@
-"""The one exception the policy loader raises, with the classes of policy.md §2 (L1-L13)."""
+"""The one exception the policy loader raises, with the classes of docs/policy.md, "Loading"."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ __all__ = ["PolicyError", "KINDS"]
 
 KINDS = ("syntax", "root_not_mapping", "structure", "validation")
 
-# L13 / server.md §4.3 E2: the server surfaces never echo parser text, only one of three lines.
+# The server surfaces never echo parser text, only one of three lines (docs/server.md, "Shared
+# rules": parse errors).
 _SERVER_MESSAGES = {
     "syntax": "Policy YAML is invalid",
     "root_not_mapping": "Policy root must be a mapping",
@@ -47,7 +48,7 @@ class PolicyError(ValueError):
         super().__init__(f"{where}: {detail}")
 
     def server_error(self) -> dict:
-        """The ``error`` object of the server tools (L13, server.md §4.3 E1-E3)."""
+        """The ``error`` object of the server tools (docs/server.md, "Shared rules" and "Error catalogue")."""
         err: dict = {"code": "E_POLICY_PARSE", "message": _SERVER_MESSAGES[self.kind]}
         if self.kind == "syntax" and self.line and self.column and self.line > 0 and self.column > 0:
             err["details"] = {"line": self.line, "column": self.column}

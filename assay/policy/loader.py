@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from assay.inputs import policy_byte_limit, read_input_file
 from assay.policy.engine import compile_policy
@@ -91,6 +91,10 @@ class _Reader:
     def __init__(self) -> None:
         self.unknown: list[str] = []
 
+    @overload
+    def mapping(self, value: Any, path: str, *, optional: Literal[False] = False) -> dict: ...
+    @overload
+    def mapping(self, value: Any, path: str, *, optional: bool) -> dict | None: ...
     def mapping(self, value: Any, path: str, *, optional: bool = False) -> dict | None:
         if value is None and optional:
             return None
@@ -106,6 +110,10 @@ class _Reader:
             if key not in known:
                 self.unknown.append(_join(path, key))
 
+    @overload
+    def string(self, value: Any, path: str, *, optional: Literal[False] = False) -> str: ...
+    @overload
+    def string(self, value: Any, path: str, *, optional: bool) -> str | None: ...
     def string(self, value: Any, path: str, *, optional: bool = False) -> str | None:
         if value is None and optional:
             return None
@@ -144,7 +152,7 @@ class _Reader:
         text = self.string(value, path)
         if text not in choices:
             raise _Structure(path, f"unknown value {json.dumps(text)} (expected one of {', '.join(choices)})")
-        return text  # type: ignore[return-value]
+        return text
 
 
 def _json_value(value: Any, path: str) -> Any:
@@ -186,7 +194,6 @@ def _contract(r: _Reader, value: Any, path: str, names: tuple[str, ...]) -> dict
 
 def _tools(r: _Reader, value: Any) -> ToolRules:
     m = r.mapping(value, "tools")
-    assert m is not None
     r.fields(m, "tools", _TOOLS_KEYS)
     kwargs: dict[str, Any] = {}
     for key in _LIST_KEYS:
@@ -207,7 +214,6 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
         for i, item in enumerate(value):
             path = f"constraints[{i}]"
             m = r.mapping(item, path)
-            assert m is not None
             r.fields(m, path, ("tool", "params"))
             if "tool" not in m:
                 raise _Structure(path, "missing field tool")
@@ -215,24 +221,20 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
                 raise _Structure(path, "missing field params")
             tool = r.string(m["tool"], f"{path}.tool")
             params_m = r.mapping(m["params"], f"{path}.params")
-            assert params_m is not None
             params: dict[str, str | None] = {}
             for pname in sorted(params_m):
                 ppath = f"{path}.params.{pname}"
                 pm = r.mapping(params_m[pname], ppath)
-                assert pm is not None
                 r.fields(pm, ppath, ("matches",))
                 params[pname] = r.string(pm.get("matches"), f"{ppath}.matches", optional=True)
-            rules.append((tool, params))  # type: ignore[arg-type]
+            rules.append((tool, params))
         return rules
     if isinstance(value, dict):
         m = r.mapping(value, "constraints")
-        assert m is not None
         rules = []
         for tool, pvalue in m.items():
             tpath = f"constraints.{tool}"
             params_m = r.mapping(pvalue, tpath)
-            assert params_m is not None
             params = {}
             for pname in sorted(params_m):
                 ppath = f"{tpath}.{pname}"
@@ -241,7 +243,6 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
                     params[pname] = pv
                     continue
                 pm = r.mapping(pv, ppath)
-                assert pm is not None
                 r.fields(pm, ppath, ("matches",))
                 params[pname] = r.string(pm.get("matches"), f"{ppath}.matches", optional=True)
             rules.append((tool, params))
@@ -250,7 +251,7 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
 
 
 def _constraint_schema(params: dict[str, str | None]) -> dict[str, Any]:
-    """M1: the permissive object schema a v1 rule becomes (no maxLength, extra args allowed)."""
+    """The permissive object schema a v1 rule becomes (no maxLength, extra args allowed)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for pname, regex in params.items():
@@ -286,7 +287,6 @@ def _discovery(r: _Reader, value: Any) -> dict[str, Any] | None:
 
 def _monitor_match(r: _Reader, value: Any, path: str) -> dict[str, Any]:
     m = r.mapping(value, path)
-    assert m is not None
     r.fields(m, path, ("path_globs", "dest_globs", "not"))
     return {
         "path_globs": list(r.strings(m.get("path_globs"), f"{path}.path_globs") or ()),
@@ -313,7 +313,6 @@ def _runtime_monitor(r: _Reader, value: Any) -> dict[str, Any] | None:
     for i, item in enumerate(raw_rules):
         rp = f"{p}.rules[{i}]"
         rm = r.mapping(item, rp)
-        assert rm is not None
         r.fields(rm, rp, ("id", "type", "match", "severity", "action"))
         for req in ("id", "type", "match"):
             if req not in rm:
@@ -358,7 +357,6 @@ def _kill_switch(r: _Reader, value: Any) -> dict[str, Any] | None:
     for i, item in enumerate(raw):
         tp = f"{p}.triggers[{i}]"
         tm = r.mapping(item, tp)
-        assert tm is not None
         r.fields(tm, tp, ("on_rule", "mode"))
         if "on_rule" not in tm:
             raise _Structure(tp, "missing field on_rule")
@@ -412,7 +410,6 @@ def _path_confinement(r: _Reader, value: Any) -> tuple[PathRule, ...]:
     for i, item in enumerate(value):
         p = f"path_confinement[{i}]"
         m = r.mapping(item, p)
-        assert m is not None
         r.fields(m, p, _PATH_RULE_KEYS)
         for req in ("tools", "args", "within"):
             if req not in m:
@@ -475,13 +472,11 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     root_deny = r.strings(doc.get("deny"), "deny")
 
     schemas_m = r.mapping(doc.get("schemas", {}), "schemas")
-    assert schemas_m is not None
     schemas = {k: _json_value(v, f"schemas.{k}") for k, v in schemas_m.items()}
 
     constraints = _constraints(r, doc["constraints"]) if "constraints" in doc else []
 
     enf = r.mapping(doc.get("enforcement", {}), "enforcement")
-    assert enf is not None
     r.fields(enf, "enforcement", ("unconstrained_tools",))
     mode = r.enum(enf.get("unconstrained_tools", "warn"), "enforcement.unconstrained_tools", UNCONSTRAINED_MODES)
 
@@ -502,22 +497,19 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
 
     pins: dict[str, ToolPin] = {}
     pm = r.mapping(doc.get("tool_pins", {}), "tool_pins")
-    assert pm is not None
     for pin_name, pin_value in pm.items():
         path = f"tool_pins.{pin_name}"
         m = r.mapping(pin_value, path)
-        assert m is not None
         r.fields(m, path, _PIN_FIELDS)
         values = []
         for f in _PIN_FIELDS:
             if f not in m:
                 raise _Structure(path, f"missing field {f}")
             values.append(r.string(m[f], f"{path}.{f}"))
-        pins[pin_name] = ToolPin(*values)  # type: ignore[arg-type]
+        pins[pin_name] = ToolPin(*values)
 
     classes: dict[str, tuple[str, ...]] = {}
     cm = r.mapping(doc.get("tool_classes", {}), "tool_classes")
-    assert cm is not None
     for tool, value in cm.items():
         classes[tool] = tuple(sorted(set(r.strings(value, f"tool_classes.{tool}", optional=False) or ())))
 
@@ -542,7 +534,7 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     if root_deny is not None:
         tools = _replace(tools, deny=(tools.deny or ()) + root_deny)
 
-    # L8: constraints overwrite schemas of the same tool, later rules win
+    # constraints overwrite schemas of the same tool, later rules win
     if constraints:
         schemas = dict(schemas)
         for tool, params in constraints:
@@ -609,7 +601,7 @@ def load_policy(
     *,
     source: str = "assay.yaml",
     strict_deprecations: bool = False,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], object] | None = None,
     byte_ceiling: int = DEFAULT_BYTE_CEILING,
 ) -> Policy:
     """Bytes of an ``assay.yaml`` → :class:`Policy`, or :class:`PolicyError`.
@@ -668,7 +660,7 @@ def load_policy_file(
     path: str,
     *,
     strict_deprecations: bool = False,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], object] | None = None,
     limit: int | None = None,
 ) -> Policy:
     """:func:`read_policy_file` then :func:`load_policy` with the same ceiling; raises

@@ -196,7 +196,7 @@ class Policy:
 
     @property
     def has_allowlist(self) -> bool:
-        """E5: an allowlist exists iff ``tools.allow`` or ``tools.allow_classes`` is present."""
+        """An allowlist exists iff ``tools.allow`` or ``tools.allow_classes`` is present."""
         return self.tools.allow is not None or self.tools.allow_classes is not None
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Tool-name patterns (policy.md §4, P1-P5), compiled once per list.
+"""Tool-name patterns (docs/policy.md, "Tool-name patterns"), compiled once per list.
 
 Five forms only: exact (no ``*``), ``*`` runs on both ends (substring, empty remainder = all),
 trailing ``*`` (prefix), leading ``*`` (suffix); a ``*`` anywhere else is a literal character.
@@ -55,7 +55,7 @@ class NameMatcher:
             elif starts:
                 suffixes.append(p.lstrip("*"))
             else:
-                exact.add(p)  # P5: an inner star is literal
+                exact.add(p)  # an inner star is literal
         self._all = match_all
         self._exact = frozenset(exact)
         # str.startswith/endswith take a tuple; an empty tuple matches nothing

@@ -1,9 +1,9 @@
-"""Argument schemas: preparation (§3.3 S2-S3) and compilation (S4, DECISIONS D3).
+"""Argument schemas: preparation and compilation (docs/policy.md, "Schemas").
 
 Compilation uses ``jsonschema_rs`` (Draft 2020-12 unless ``$schema`` says otherwise), with a
 retriever that refuses every remote or file reference, so a schema can never make the guard
-fetch anything. Its regex engine anchors ``$`` at the very end of the string (S5 holds without
-rewriting patterns; a regression test pins it).
+fetch anything. Its regex engine anchors ``$`` at the very end of the string (the rule of
+docs/policy.md, "Schemas" holds without rewriting patterns; a regression test pins it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _shared_defs(schemas: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def prepare_tool_schema(schemas: dict[str, Any], tool: str) -> Any:
-    """The tool's schema with shared ``$defs`` merged in (S3); raises :class:`SchemaPrepError`."""
+    """The tool's schema with shared ``$defs`` merged in; raises :class:`SchemaPrepError`."""
     shared = _shared_defs(schemas)
     schema = schemas[tool]
     if shared is None:
@@ -98,7 +98,7 @@ class CompiledSchema:
         self.is_valid = validator.is_valid
 
     def violations(self, instance: Any) -> list[dict[str, str]]:
-        """``[{path, message}]`` in validator order (C2: path = JSON Pointer of the instance)."""
+        """``[{path, message}]`` in validator order (path = JSON Pointer of the instance)."""
         return [
             {"path": _pointer(err.instance_path), "message": err.message}
             for err in self._validator.iter_errors(instance)

@@ -1,4 +1,4 @@
-"""The sequence-rule dialect of ``assay_check_sequence`` (spec/policy.md §7, server.md §8.3).
+"""The sequence-rule dialect of ``assay_check_sequence`` (docs/server.md, "assay_check_sequence").
 
 A separate YAML dialect from ``assay.yaml``: a v1.1 mapping (``version``, ``sequences``,
 ``aliases``, ...), a bare list of rules, or a legacy bare list of tool names. Rules are checked
@@ -8,7 +8,7 @@ yields ``held``, ``violated`` or ``not_exercised`` with the call indices it read
 Server use::
 
     doc = parse_sequence_policy(file_bytes)          # SequencePolicyError -> E_POLICY_PARSE
-    result = check_sequence(doc, history + [next_tool])   # partial trace by default (SQ2)
+    result = check_sequence(doc, history + [next_tool])   # partial trace by default
     # {"allowed": bool, "violations": [...], "suggested_fix": None}
 """
 
@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
@@ -43,7 +43,7 @@ _U32_MAX = 2**32 - 1
 
 
 class SequencePolicyError(ValueError):
-    """No accepted form fits (SQ1). ``str(e)`` is the fixed server message; ``cause`` says why."""
+    """No accepted form fits. ``str(e)`` is the fixed server message; ``cause`` says why."""
 
     def __init__(self, cause: str) -> None:
         super().__init__(INVALID_FORMAT)
@@ -59,12 +59,12 @@ class _Bad(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A tool name (resolved through aliases) or ``{tool, args_match}`` (SQ4)."""
+    """A tool name (resolved through aliases) or ``{tool, args_match}``."""
 
     tool: str
     args_match: tuple[tuple[str, str], ...] | None = None  # sorted by argument name
 
-    def __str__(self) -> str:  # SQ6: tool[arg1,arg2]
+    def __str__(self) -> str:  # tool[arg1,arg2]
         if self.args_match is None:
             return self.tool
         return f"{self.tool}[{','.join(k for k, _ in self.args_match)}]"
@@ -88,7 +88,7 @@ class Rule:
 
     @property
     def rule_id(self) -> str:
-        """SQ6 stable id."""
+        """The rule's stable id (``kind:selectors``, e.g. ``before:a->b``), as :class:`RuleEvaluation` reports it."""
         k = self.kind
         if k == "require":
             return f"require:{self.tool}"
@@ -106,6 +106,21 @@ class Rule:
             return f"after:{self.trigger}->{self.then}@{self.within}"
         return f"sequence{':strict' if self.strict else ''}:" + ">".join(str(t) for t in self.tools)
 
+    def sel(self, role: Literal["tool", "first", "then", "trigger", "forbidden"]) -> Selector:
+        """The selector in field ``role``. The parser sets every field a rule's kind names
+        (``tool`` of require, eventually and max_calls; ``first``/``then`` of before; ...)."""
+        value: Selector | None = getattr(self, role)
+        if value is None:
+            raise ValueError(f"a {self.kind} rule has no {role}")
+        return value
+
+    def limit(self, role: Literal["within", "max"]) -> int:
+        """``within`` of eventually and after (after defaults to 1), ``max`` of max_calls."""
+        value: int | None = getattr(self, role)
+        if value is None:
+            raise ValueError(f"a {self.kind} rule has no {role}")
+        return value
+
     def selectors(self) -> tuple[Selector, ...]:
         """Every selector the rule names, in field order (``tools`` members included)."""
         single = (self.tool, self.first, self.trigger, self.then, self.forbidden)
@@ -113,20 +128,21 @@ class Rule:
 
     @property
     def coverage_id(self) -> str:
-        """Lower-cased id of the coverage and explain tools (server.md V4); selectors by tool name."""
+        """Lower-cased id of the coverage and explain tools (docs/server.md, "assay_check_coverage");
+        selectors by tool name."""
         k = self.kind
         if k == "require":
-            return f"require_{self.tool.tool.lower()}"  # type: ignore[union-attr]
+            return f"require_{self.sel('tool').tool.lower()}"
         if k == "eventually":
-            return f"eventually_{self.tool.tool.lower()}_{self.within}"  # type: ignore[union-attr]
+            return f"eventually_{self.sel('tool').tool.lower()}_{self.within}"
         if k == "max_calls":
-            return f"max_calls_{self.tool.tool.lower()}_{self.max}"  # type: ignore[union-attr]
+            return f"max_calls_{self.sel('tool').tool.lower()}_{self.max}"
         if k == "before":
-            return f"before_{self.first.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+            return f"before_{self.sel('first').tool.lower()}_then_{self.sel('then').tool.lower()}"
         if k == "after":
-            return f"after_{self.trigger.tool.lower()}_then_{self.then.tool.lower()}"  # type: ignore[union-attr]
+            return f"after_{self.sel('trigger').tool.lower()}_then_{self.sel('then').tool.lower()}"
         if k == "never_after":
-            return f"never_after_{self.trigger.tool.lower()}_forbidden_{self.forbidden.tool.lower()}"  # type: ignore[union-attr]
+            return f"never_after_{self.sel('trigger').tool.lower()}_forbidden_{self.sel('forbidden').tool.lower()}"
         if k == "sequence":
             return "sequence_" + "_".join(s.tool.lower() for s in self.tools)
         return f"blocklist_{(self.pattern or '').lower()}"
@@ -137,7 +153,7 @@ class SequencePolicy:
     """A parsed sequence document: ``form`` is ``policy`` (v1.1 mapping), ``rules`` or ``legacy``.
 
     The ``tools`` section is unused by the sequence check but read by the coverage and explain
-    tools (server.md V4, X2): ``allow``/``deny`` stay ``None`` when absent, ``require_args`` holds
+    tools: ``allow``/``deny`` stay ``None`` when absent, ``require_args`` holds
     its tool names."""
 
     form: str
@@ -152,7 +168,7 @@ class SequencePolicy:
     require_args: tuple[str, ...] = ()
 
     def resolve(self, name: str) -> tuple[str, ...]:
-        """An alias stands for its members; any other name for itself (SQ4)."""
+        """An alias stands for its members; any other name for itself."""
         return self.aliases.get(name, (name,))
 
 
@@ -300,7 +316,8 @@ def _policy_form(doc: dict) -> SequencePolicy:
 
 
 def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
-    """An already-parsed YAML mapping → the v1.1 policy form alone (SQ1 form a; server.md V3)."""
+    """An already-parsed YAML mapping → the v1.1 policy form alone (what the coverage and explain
+    tools read)."""
     try:
         return _policy_form(doc)
     except _Bad as exc:
@@ -308,7 +325,8 @@ def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
 
 
 def parse_sequence_policy(data: bytes) -> SequencePolicy:
-    """Bytes → :class:`SequencePolicy`, trying the three forms of SQ1 in order."""
+    """Bytes → :class:`SequencePolicy`, trying the three forms (v1.1 mapping, bare list of rules,
+    legacy list of names) in order."""
     try:
         doc = parse_yaml(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, YamlSyntaxError, YamlStructureError) as exc:
@@ -386,7 +404,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
     n = len(calls)
 
     if k == "require":
-        hits = m.indices(calls, rule.tool)  # type: ignore[arg-type]
+        hits = m.indices(calls, rule.sel("tool"))
         return held(hits) if hits else bad([], f"required tool '{rule.tool}' not found in trace")
 
     if k == "blocklist":
@@ -397,10 +415,10 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held(range(n))
 
     if k == "before":
-        t = m.first(calls, rule.then)  # type: ignore[arg-type]
+        t = m.first(calls, rule.sel("then"))
         if t is None:
             return idle(f"'{rule.then}' never appeared, so the ordering was never constrained")
-        f = m.first(calls, rule.first)  # type: ignore[arg-type]
+        f = m.first(calls, rule.sel("first"))
         if f is None:
             return bad([t], f"tool '{rule.then}' was found (index {t}) but required preceding tool '{rule.first}' was missing")
         if f > t:
@@ -411,10 +429,10 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held([f, t])
 
     if k == "never_after":
-        trig = m.first(calls, rule.trigger)  # type: ignore[arg-type]
+        trig = m.first(calls, rule.sel("trigger"))
         if trig is None:
             return idle(f"'{rule.trigger}' never appeared, so nothing was forbidden")
-        hit = m.first(calls, rule.forbidden, trig + 1)  # type: ignore[arg-type]
+        hit = m.first(calls, rule.sel("forbidden"), trig + 1)
         if hit is not None:
             return bad(
                 [trig, hit],
@@ -423,14 +441,14 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held([trig])
 
     if k == "max_calls":
-        hits = m.indices(calls, rule.tool)  # type: ignore[arg-type]
+        hits = m.indices(calls, rule.sel("tool"))
         if len(hits) > (rule.max or 0):
             return bad(hits, f"tool '{rule.tool}' exceeded max calls ({len(hits)} > {rule.max})")
         return held(hits)
 
     if k == "eventually":
         within = rule.within or 0
-        idx = m.first(calls, rule.tool)  # type: ignore[arg-type]
+        idx = m.first(calls, rule.sel("tool"))
         if idx is not None:
             if idx >= within:
                 return bad([idx], f"tool '{rule.tool}' appeared at index {idx} but must appear within first {within} calls")
@@ -446,7 +464,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
 
     if k == "after":
         within = rule.within if rule.within is not None else 1
-        triggers = m.indices(calls, rule.trigger)  # type: ignore[arg-type]
+        triggers, then = m.indices(calls, rule.sel("trigger")), rule.sel("then")
         if not triggers:
             return idle(f"'{rule.trigger}' never appeared, so no deadline started")
         spanned = set(triggers)
@@ -454,7 +472,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
             deadline = ti + within
             answered = None
             for j in range(ti + 1, min(deadline, n - 1) + 1):
-                if m.match(calls[j], rule.then):  # type: ignore[arg-type]
+                if m.match(calls[j], then):
                     answered = j
                     break
             if answered is not None:
@@ -516,7 +534,7 @@ def evaluate_rules(
     *,
     partial: bool = True,
 ) -> list[RuleEvaluation]:
-    """One :class:`RuleEvaluation` per rule (SQ5: no short-circuit). ``trace`` holds names or
+    """One :class:`RuleEvaluation` per rule (no short-circuit). ``trace`` holds names or
     ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided)."""
     calls = _calls(trace)
     m = _Matcher(dict(aliases or {}))
@@ -555,7 +573,7 @@ def _violation(ev: RuleEvaluation) -> dict[str, Any]:
 
 
 def check_sequence(policy: SequencePolicy, trace: Iterable[Any], *, partial: bool = True) -> dict[str, Any]:
-    """The ``assay_check_sequence`` result for ``trace`` (history + [next_tool]) (SQ2-SQ5).
+    """The ``assay_check_sequence`` result for ``trace`` (history + [next_tool]).
 
     Legacy lists pass only on an exact match; otherwise every rule is evaluated and each
     ``violated`` one becomes a violation entry.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -125,9 +125,9 @@ def _float(text: str) -> float:
 class _Constructor(SafeConstructor):
     """Core-schema values; duplicate keys refused; unknown tags refused."""
 
-    yaml_constructors: dict = {}
+    yaml_constructors: ClassVar[dict[str | None, Any]] = {}
 
-    def construct_mapping(self, node: Node, deep: bool = False) -> dict:  # type: ignore[override]
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict:
         if not isinstance(node, MappingNode):
             raise ConstructorError(None, None, "expected a mapping node", node.start_mark)
         mapping: dict = {}
@@ -145,24 +145,24 @@ class _Constructor(SafeConstructor):
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
-    def _map(self, node: Node) -> Any:
+    def _map(self, node: MappingNode) -> Any:
         data: dict = {}
         yield data
         data.update(self.construct_mapping(node))
 
-    def _seq(self, node: Node) -> Any:
+    def _seq(self, node: SequenceNode) -> Any:
         data: list = []
         yield data
         data.extend(self.construct_sequence(node))
 
-    def _str(self, node: Node) -> str:
+    def _str(self, node: ScalarNode) -> str:
         return self.construct_scalar(node)
 
-    def _null(self, node: Node) -> None:
+    def _null(self, node: ScalarNode) -> None:
         self.construct_scalar(node)
         return None
 
-    def _bool(self, node: Node) -> bool:
+    def _bool(self, node: ScalarNode) -> bool:
         value = self.construct_scalar(node)
         if value in ("true", "True", "TRUE"):
             return True
@@ -170,14 +170,14 @@ class _Constructor(SafeConstructor):
             return False
         raise YamlStructureError(f"invalid boolean {value!r}")
 
-    def _int(self, node: Node) -> int:
+    def _int(self, node: ScalarNode) -> int:
         value = self.construct_scalar(node)
         try:
             return _int(value)
         except ValueError as exc:
             raise YamlStructureError(str(exc)) from None
 
-    def _float(self, node: Node) -> float:
+    def _float(self, node: ScalarNode) -> float:
         value = self.construct_scalar(node)
         try:
             return _float(value)
@@ -188,17 +188,23 @@ class _Constructor(SafeConstructor):
         raise YamlStructureError(f"unsupported YAML tag {node.tag}")
 
 
-_Constructor.add_constructor(MAP, _Constructor._map)
-_Constructor.add_constructor(SEQ, _Constructor._seq)
-_Constructor.add_constructor(STR, _Constructor._str)
-_Constructor.add_constructor(NULL, _Constructor._null)
-_Constructor.add_constructor(BOOL, _Constructor._bool)
-_Constructor.add_constructor(INT, _Constructor._int)
-_Constructor.add_constructor(FLOAT, _Constructor._float)
-_Constructor.add_constructor(None, _Constructor._unknown)
+# The class's own table, which ``add_constructor`` would fill (PyYAML's stubs type that method
+# for PyYAML's Loader classes only); the key None catches every other tag.
+_Constructor.yaml_constructors.update(
+    {
+        MAP: _Constructor._map,
+        SEQ: _Constructor._seq,
+        STR: _Constructor._str,
+        NULL: _Constructor._null,
+        BOOL: _Constructor._bool,
+        INT: _Constructor._int,
+        FLOAT: _Constructor._float,
+        None: _Constructor._unknown,
+    }
+)
 
 
-class _Loader(_Parser, _Constructor, _CoreResolver):  # type: ignore[misc,valid-type]
+class _Loader(_Parser, _Constructor, _CoreResolver):
     def __init__(self, stream: Any) -> None:
         _Parser.__init__(self, stream)
         _Constructor.__init__(self)

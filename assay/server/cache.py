@@ -9,20 +9,15 @@ business (:meth:`assay.server.context.ToolContext.load`).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from typing import Any, Callable
 
 from assay.server.log import TARGET_SERVER, Logger, Prepared
 
-__all__ = ["PolicyCache", "cache_key"]
+__all__ = ["PolicyCache"]
 
 
 _EVENTS = {name: Prepared("DEBUG", TARGET_SERVER, name, ("key", "cache")) for name in ("cache_hit", "cache_miss")}
-
-
-def cache_key(path: str, data: bytes) -> str:
-    return f"{path}:{hashlib.sha256(data).hexdigest()}"
 
 
 class PolicyCache:

@@ -93,15 +93,18 @@ class ToolContext:
                 self.paths.clear()
             self.paths[policy] = known
         parts, name = known
+        rootdir = self.rootdir
+        if rootdir is None:  # __post_init__ sets it; only a caller that cleared it gets here
+            rootdir = self.rootdir = RootDir(self.root)
         store = self.caches[cache]
         memo = self.memo.get(name)
         if memo is not None and memo.trusted and len(parts) == 1:
-            st = self.rootdir.stat_entry(name)
+            st = rootdir.stat_entry(name)
             if st is not None and memo.signature == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                 found = store.lookup(memo.key)
                 if found is not None:
                     return found[0]
-        fd, st = open_policy(self.rootdir, policy, parts)
+        fd, st = open_policy(rootdir, policy, parts)
         try:
             signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             if memo is not None and memo.trusted and memo.signature == signature:

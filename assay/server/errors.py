@@ -13,13 +13,11 @@ __all__ = [
     "MSG_YAML_INVALID",
     "MSG_ROOT_NOT_MAPPING",
     "MSG_STRUCTURE_INVALID",
-    "MSG_SEQUENCE_FORMAT",
 ]
 
 MSG_YAML_INVALID = "Policy YAML is invalid"
 MSG_ROOT_NOT_MAPPING = "Policy root must be a mapping"
 MSG_STRUCTURE_INVALID = "Policy structure is invalid"
-MSG_SEQUENCE_FORMAT = "Invalid sequence policy format"
 
 _MAX_MESSAGE_BYTES = 4096
 

@@ -100,5 +100,5 @@ class FixedPayload(dict):
     def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
         raise TypeError("a fixed payload is read-only; copy it with dict(payload)")
 
-    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse

@@ -33,6 +33,7 @@ import os
 import platform
 import stat
 from collections import deque
+from collections.abc import Callable
 
 from assay.server.errors import ToolError
 
@@ -43,7 +44,6 @@ __all__ = [
     "normalize_policy_path",
     "open_policy",
     "read_open",
-    "read_policy",
 ]
 
 LIMIT_MESSAGE = "policy file exceeds the configured byte limit"
@@ -87,7 +87,7 @@ class _Openat2:
 
     def __init__(self) -> None:
         self.available = False
-        self._syscall = None
+        self._syscall: Callable[..., int] | None = None
         nr = _OPENAT2_NR.get(platform.machine().lower()) if platform.system() == "Linux" else None
         if nr is None:
             return
@@ -107,6 +107,8 @@ class _Openat2:
 
     def open(self, dir_fd: int, relpath: bytes) -> int:
         """The new descriptor, or raise OSError (ENOSYS-like refusals switch the call off)."""
+        if self._syscall is None:  # never set up on this platform (``available`` stays False)
+            raise _Unavailable()
         fd = self._syscall(self._nr, dir_fd, relpath, self._how_ref, self._how_size)
         if fd >= 0:
             return fd
@@ -308,12 +310,3 @@ def read_open(fd: int, limit: int) -> bytes:
     if len(data) > limit:
         raise ToolError("E_LIMIT_EXCEEDED", LIMIT_MESSAGE)
     return data
-
-
-def read_policy(root: RootDir, p: str, limit: int) -> bytes:
-    """Jail, open, bounded read: the policy's bytes or a :class:`ToolError`."""
-    fd, _st = open_policy(root, p)
-    try:
-        return read_open(fd, limit)
-    finally:
-        os.close(fd)

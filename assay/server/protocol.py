@@ -19,7 +19,7 @@ import functools
 import json
 import re
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from assay.canonical import StrictJSONError, loads_strict
 from assay.server.config import ServerConfig
@@ -108,8 +108,9 @@ def _compact_len(value: Any) -> int:
         return 0
 
 
-def _valid_initialize(params: Any) -> bool:
-    """P5: protocolVersion string, capabilities object, clientInfo{name,version} strings."""
+def _valid_initialize(params: Any) -> TypeGuard[dict[str, Any]]:
+    """The legacy ``initialize`` params: protocolVersion string, capabilities object,
+    clientInfo{name,version} strings (docs/server.md, "Error catalogue": -32602)."""
     if not isinstance(params, dict):
         return False
     info = params.get("clientInfo")
@@ -200,8 +201,11 @@ class PendingCall:
             return exc.payload()
 
     def _inline(self) -> dict[str, Any]:
+        run, view = self._run, self._view
+        if run is None or view is None:  # ``inline`` offers this only for a known tool with a view
+            raise LookupError("no inline handler")
         try:
-            return self._run(self._view, self._args)  # type: ignore[misc]
+            return run(view, self._args)
         except ToolError as exc:
             return exc.payload()
 
@@ -314,7 +318,8 @@ class ServerProtocol:
         if params is None:  # no tool events
             return _error(-32602, "Missing params", rpc_id)
         if isinstance(params, dict):
-            name = params.get("name") if isinstance(params.get("name"), str) else ""
+            raw_name = params.get("name")
+            name = raw_name if isinstance(raw_name, str) else ""
             arguments = params["arguments"] if "arguments" in params else {}
         else:
             name, arguments = "", {}

@@ -24,7 +24,7 @@ import time
 import trio
 
 from assay.server.context import NeedsWorker
-from assay.server.framing import LineFramer, Oversize
+from assay.server.framing import LineFramer
 from assay.server.log import TARGET_SERVER
 from assay.server.protocol import PendingCall, ServerProtocol
 

@@ -184,3 +184,25 @@ def test_after_partial_violation_implies_complete_violation(trace):
     for a, b in zip(part, full):
         if a.outcome == "violated":
             assert b.outcome == "violated"
+
+
+def test_rule_accessors_give_what_each_kind_names_and_refuse_the_rest():
+    p = rules(
+        "  - {type: require, tool: a}\n"
+        "  - {type: eventually, tool: b, within: 3}\n"
+        "  - {type: max_calls, tool: c, max: 2}\n"
+        "  - {type: before, first: d, then: e}\n"
+        "  - {type: after, trigger: f, then: g}\n"
+        "  - {type: never_after, trigger: h, forbidden: i}\n"
+    )
+    req, ev, mx, bef, aft, nev = p.rules
+    assert req.sel("tool").tool == "a"
+    assert (ev.sel("tool").tool, ev.limit("within")) == ("b", 3)
+    assert (mx.sel("tool").tool, mx.limit("max")) == ("c", 2)
+    assert (bef.sel("first").tool, bef.sel("then").tool) == ("d", "e")
+    assert (aft.sel("trigger").tool, aft.sel("then").tool, aft.limit("within")) == ("f", "g", 1)
+    assert (nev.sel("trigger").tool, nev.sel("forbidden").tool) == ("h", "i")
+    with pytest.raises(ValueError, match="a require rule has no then"):
+        req.sel("then")
+    with pytest.raises(ValueError, match="a before rule has no within"):
+        bef.limit("within")

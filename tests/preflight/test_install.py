@@ -42,3 +42,16 @@ def test_preflight_hint_and_readme_give_the_same_install_lines():
     for line in ("pipx install .", "uv tool install .", "pip install ."):
         assert line in hint
         assert f"\n{line}" in readme
+
+
+def test_the_package_ships_py_typed_and_dev_type_checks_before_the_tests():
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert (REPO / "assay" / "py.typed").is_file()
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["assay"]
+    assert pyproject["tool"]["mypy"]["packages"] == ["assay"]
+    test_deps = {re.split(r"[<>=!~ \[]", dep)[0] for dep in pyproject["project"]["optional-dependencies"]["test"]}
+    assert "mypy" in test_deps
+    assert "trio-typing" not in test_deps  # its trio-stubs shadow trio's own inline types
+    dev = (REPO / "dev").read_text()
+    test_cmd = dev[dev.index("    test)"):].split(";;")[0]
+    assert test_cmd.index("-m mypy") < test_cmd.index("-m pytest")

@@ -4,7 +4,6 @@ a helper that runs the real server process over a batch of stdin lines."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path

@@ -4,7 +4,6 @@ and the same jail cases through both mechanisms (openat2 and the per-component w
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import os

@@ -16,7 +16,7 @@ from assay.server.tools import (
     policy_decide,
 )
 
-__all__ = ["Tool", "TOOLS", "BY_NAME", "IDENTITY_TOOL"]
+__all__ = ["Tool", "TOOLS", "BY_NAME"]
 
 TOOLS: tuple[Tool, ...] = (
     check_args.TOOL,
@@ -27,4 +27,3 @@ TOOLS: tuple[Tool, ...] = (
     identity.TOOL,
 )
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
-IDENTITY_TOOL = identity.NAME

@@ -19,7 +19,7 @@ _ALLOWED = FixedPayload({"allowed": True, "violations": [], "suggested_fix": Non
 
 
 def decision_payload(decision: Any) -> dict[str, Any]:
-    """A4: allow / allow-with-warning / deny payloads from an engine Decision."""
+    """Allow / allow-with-warning / deny payloads from an engine Decision (docs/server.md, "assay_check_args")."""
     if decision.outcome == "allow":
         return _ALLOWED
     if decision.outcome == "allow_with_warning":

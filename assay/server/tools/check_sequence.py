@@ -18,7 +18,7 @@ NAME = "assay_check_sequence"
 
 
 def parse(data: bytes) -> Any:
-    """S2: the first form that parses wins; none -> `Invalid sequence policy format`, no details."""
+    """The first form that parses wins; none -> `Invalid sequence policy format`, no details."""
     from assay.policy.sequence import SequencePolicyError, parse_sequence_policy
 
     try:

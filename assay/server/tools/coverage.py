@@ -20,7 +20,7 @@ NAME = "assay_check_coverage"
 
 
 def _decode_traces(raw: Any) -> list[dict[str, Any]]:
-    """V1 lenient decoding; any type mismatch is a dispatch failure (E_INTERNAL)."""
+    """Lenient decoding; any type mismatch is a dispatch failure (E_INTERNAL)."""
     if not isinstance(raw, list):
         raise TypeError("traces must be a list")
     traces = []
@@ -70,7 +70,7 @@ def coverage_report(policy: SequencePolicy, traces: list[dict[str, Any]], thresh
         risky.setdefault(tool, "denied tool never exercised by a trace")
     for rule in policy.rules:
         if rule.kind == "never_after":
-            risky.setdefault(rule.forbidden.tool, "tool forbidden by a never_after rule never exercised")
+            risky.setdefault(rule.sel("forbidden").tool, "tool forbidden by a never_after rule never exercised")
     gaps = [
         {"tool": tool, "reason": reason, "severity": "high"}
         for tool, reason in sorted(risky.items())

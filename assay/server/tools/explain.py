@@ -85,79 +85,85 @@ class _Explainer:
     def rule(self, i: int, rule: Rule, tool: str, idx: int) -> dict[str, Any]:
         rid, kind = rule.coverage_id, rule.kind
         if kind == "require":
-            return _ev(rid, kind, True, f"'{rule.tool.tool}' must appear somewhere (checked when the trace ends)")
+            target = rule.sel("tool").tool
+            return _ev(rid, kind, True, f"'{target}' must appear somewhere (checked when the trace ends)")
         if kind == "eventually":
-            seen = self.hits(tool, rule.tool.tool) or any(self.hits(t, rule.tool.tool) for t in self.seen)
-            passed = seen or idx < rule.within
+            target, within = rule.sel("tool").tool, rule.limit("within")
+            seen = self.hits(tool, target) or any(self.hits(t, target) for t in self.seen)
+            passed = seen or idx < within
             if seen:
-                text = f"'{rule.tool.tool}' has been called"
+                text = f"'{target}' has been called"
             elif passed:
-                text = f"'{rule.tool.tool}' still due within the first {rule.within} calls (this is call {idx + 1})"
+                text = f"'{target}' still due within the first {within} calls (this is call {idx + 1})"
             else:
-                text = f"'{rule.tool.tool}' was not called within the first {rule.within} calls"
-            ctx = {"required_tool": rule.tool.tool, "within": rule.within, "current_index": idx, "seen": seen}
+                text = f"'{target}' was not called within the first {within} calls"
+            ctx = {"required_tool": target, "within": within, "current_index": idx, "seen": seen}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "max_calls":
-            targets = self.policy.resolve(rule.tool.tool)
+            target, limit = rule.sel("tool").tool, rule.limit("max")
+            targets = self.policy.resolve(target)
             count = sum(self.counts.get(t, 0) for t in set(targets)) + (1 if tool in targets else 0)
-            passed = count <= rule.max
+            passed = count <= limit
             text = (
-                f"'{rule.tool.tool}' call {count} of at most {rule.max}"
+                f"'{target}' call {count} of at most {limit}"
                 if passed
-                else f"'{rule.tool.tool}' called {count} times, more than the {rule.max} allowed"
+                else f"'{target}' called {count} times, more than the {limit} allowed"
             )
-            return _ev(rid, kind, passed, text, {"tool": rule.tool.tool, "max": rule.max, "current_count": count})
+            return _ev(rid, kind, passed, text, {"tool": target, "max": limit, "current_count": count})
         if kind == "before":
-            is_then = self.hits(tool, rule.then.tool)
-            first_seen = any(self.hits(t, rule.first.tool) for t in self.seen)
+            first, then = rule.sel("first").tool, rule.sel("then").tool
+            is_then = self.hits(tool, then)
+            first_seen = any(self.hits(t, first) for t in self.seen)
             passed = not is_then or first_seen
             if not is_then:
-                text = f"not a '{rule.then.tool}' call; rule does not apply"
+                text = f"not a '{then}' call; rule does not apply"
             elif first_seen:
-                text = f"'{rule.first.tool}' came before '{rule.then.tool}'"
+                text = f"'{first}' came before '{then}'"
             else:
-                text = f"'{rule.then.tool}' needs '{rule.first.tool}' to be called first"
-            ctx = {"first": rule.first.tool, "then": rule.then.tool, "first_seen": first_seen, "is_then_call": is_then}
+                text = f"'{then}' needs '{first}' to be called first"
+            ctx = {"first": first, "then": then, "first_seen": first_seen, "is_then_call": is_then}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "after":
+            trigger, then, within = rule.sel("trigger").tool, rule.sel("then").tool, rule.limit("within")
             pending = self.after.get(i)
             passed = True
             if pending is not None:
                 trigger_idx, deadline = pending
-                if self.hits(tool, rule.then.tool):
+                if self.hits(tool, then):
                     passed = idx <= deadline
                     text = (
-                        f"'{rule.then.tool}' answers '{rule.trigger.tool}' in time"
+                        f"'{then}' answers '{trigger}' in time"
                         if passed
-                        else f"'{rule.then.tool}' came too late after '{rule.trigger.tool}' (step {idx}, deadline {deadline})"
+                        else f"'{then}' came too late after '{trigger}' (step {idx}, deadline {deadline})"
                     )
                 elif idx > deadline:
                     passed = False
                     text = (
-                        f"'{rule.then.tool}' was due within {rule.within} calls after '{rule.trigger.tool}' "
+                        f"'{then}' was due within {within} calls after '{trigger}' "
                         f"(step {trigger_idx})"
                     )
                 else:
-                    text = f"waiting for '{rule.then.tool}' for {deadline - idx} more calls"
-            elif self.hits(tool, rule.trigger.tool):
-                text = f"'{rule.trigger.tool}' called; '{rule.then.tool}' now due within {rule.within} calls"
+                    text = f"waiting for '{then}' for {deadline - idx} more calls"
+            elif self.hits(tool, trigger):
+                text = f"'{trigger}' called; '{then}' now due within {within} calls"
             else:
-                text = f"waiting for '{rule.trigger.tool}'"
-            return _ev(rid, kind, passed, text, {"trigger": rule.trigger.tool, "then": rule.then.tool, "within": rule.within})
+                text = f"waiting for '{trigger}'"
+            return _ev(rid, kind, passed, text, {"trigger": trigger, "then": then, "within": within})
         if kind == "never_after":
+            trigger, forbidden = rule.sel("trigger").tool, rule.sel("forbidden").tool
             triggered = i in self.never_after
-            is_trigger = self.hits(tool, rule.trigger.tool)
-            is_forbidden = self.hits(tool, rule.forbidden.tool)
+            is_trigger = self.hits(tool, trigger)
+            is_forbidden = self.hits(tool, forbidden)
             passed = not (triggered and is_forbidden)
             if not passed:
-                text = f"'{rule.forbidden.tool}' is forbidden after '{rule.trigger.tool}' (step {self.never_after[i]})"
+                text = f"'{forbidden}' is forbidden after '{trigger}' (step {self.never_after[i]})"
             elif triggered:
-                text = f"'{rule.forbidden.tool}' is forbidden since step {self.never_after[i]}"
+                text = f"'{forbidden}' is forbidden since step {self.never_after[i]}"
             elif is_trigger:
-                text = f"'{rule.trigger.tool}' called; '{rule.forbidden.tool}' is forbidden from now on"
+                text = f"'{trigger}' called; '{forbidden}' is forbidden from now on"
             else:
-                text = f"waiting for '{rule.trigger.tool}'"
-            ctx = {"trigger": rule.trigger.tool, "forbidden": rule.forbidden.tool, "triggered": triggered or is_trigger}
+                text = f"waiting for '{trigger}'"
+            ctx = {"trigger": trigger, "forbidden": forbidden, "triggered": triggered or is_trigger}
             return _ev(rid, kind, passed, text, ctx)
         if kind == "sequence":
             tools, strict = _names(rule.tools), rule.strict
@@ -179,21 +185,22 @@ class _Explainer:
                 else:
                     text = f"sequence waiting for '{expected}' ({k} of {len(tools)} done)"
             return _ev(rid, kind, passed, text, {"tools": tools, "strict": strict, "progress": k})
-        passed = rule.pattern not in tool
+        pattern = rule.pattern or ""  # blocklist: the parser always sets it
+        passed = pattern not in tool
         text = (
-            f"'{tool}' does not contain the blocked pattern '{rule.pattern}'"
+            f"'{tool}' does not contain the blocked pattern '{pattern}'"
             if passed
-            else f"'{tool}' contains the blocked pattern '{rule.pattern}'"
+            else f"'{tool}' contains the blocked pattern '{pattern}'"
         )
         return _ev(rid, kind, passed, text)
 
     def advance(self, tool: str, idx: int) -> None:
         self.counts[tool] = self.counts.get(tool, 0) + 1
         for i, rule in enumerate(self.policy.rules):
-            if rule.kind == "never_after" and i not in self.never_after and self.hits(tool, rule.trigger.tool):
+            if rule.kind == "never_after" and i not in self.never_after and self.hits(tool, rule.sel("trigger").tool):
                 self.never_after[i] = idx
-            elif rule.kind == "after" and self.hits(tool, rule.trigger.tool):
-                self.after[i] = (idx, idx + rule.within)
+            elif rule.kind == "after" and self.hits(tool, rule.sel("trigger").tool):
+                self.after[i] = (idx, idx + rule.limit("within"))
             elif rule.kind == "sequence":
                 k = self.progress.get(i, 0)
                 if k < len(rule.tools) and self.hits(tool, rule.tools[k].tool):
@@ -203,19 +210,22 @@ class _Explainer:
     def end_of_trace(self) -> list[dict[str, Any]]:
         out = []
         for i, rule in enumerate(self.policy.rules):
-            if rule.kind == "require" and not any(self.hits(t, rule.tool.tool) for t in self.seen):
-                out.append(_ev(rule.coverage_id, "require", False, f"required tool '{rule.tool.tool}' was never called"))
+            if rule.kind == "require":
+                target = rule.sel("tool").tool
+                if not any(self.hits(t, target) for t in self.seen):
+                    out.append(_ev(rule.coverage_id, "require", False, f"required tool '{target}' was never called"))
             elif rule.kind == "after" and i in self.after:
                 trigger_idx, deadline = self.after[i]
-                if not any(self.hits(t, rule.then.tool) for t in self.seen[trigger_idx + 1 :]):
+                trigger, then = rule.sel("trigger").tool, rule.sel("then").tool
+                if not any(self.hits(t, then) for t in self.seen[trigger_idx + 1 :]):
                     out.append(
                         _ev(
                             rule.coverage_id,
                             "after",
                             False,
-                            f"'{rule.trigger.tool}' at step {trigger_idx} was never followed by '{rule.then.tool}' "
+                            f"'{trigger}' at step {trigger_idx} was never followed by '{then}' "
                             "before the trace ended",
-                            {"trigger": rule.trigger.tool, "deadline": deadline, "trace_len": len(self.seen)},
+                            {"trigger": trigger, "deadline": deadline, "trace_len": len(self.seen)},
                         )
                     )
         return out

@@ -18,7 +18,8 @@ _ALLOWED = FixedPayload({"allowed": True, "reason": "Allowed by policy"})
 
 
 def parse_blocklist(data: bytes) -> frozenset[str]:
-    """D2: root mapping; `allow`/`deny`/`tools` refused; `blocklist` absent or a list of strings."""
+    """The blocklist policy (docs/server.md, "assay_policy_decide"): a root mapping without
+    `allow`/`deny`/`tools`; `blocklist` absent (nothing blocked) or a list of strings."""
     doc = parse_mapping(data)
     if any(key in doc for key in ("allow", "deny", "tools")):
         raise structure_error()
