@@ -376,7 +376,7 @@ class LineSplitter:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.cap = max_frame_bytes
         self._buf = bytearray()
-        self._hasher = None  # set while discarding an over-long line
+        self._hasher: Any = None  # a hashlib sha256 while discarding an over-long line
         self._held_cr = False  # a CR at a chunk end might be the start of the terminator
 
     @property

@@ -51,6 +51,11 @@ READ_SIZE = 65536
 REPLY_QUEUE_LIMIT = 16 << 20  # client output queued before the client pump waits for the client
 
 
+def bytes_of(data: bytes | bytearray) -> bytes:
+    """What a stream read returned, as bytes (pipes give bytes; other streams may not)."""
+    return data if isinstance(data, bytes) else bytes(data)
+
+
 class RelayFatal(Exception):
     """A record could not be written whole (the run stops, exit 2)."""
 
@@ -322,7 +327,7 @@ class Relay:
         with self._client_scope:
             while True:
                 try:
-                    data = await receive(READ_SIZE)
+                    data = bytes_of(await receive(READ_SIZE))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     data = b""
                 if not data:
@@ -338,7 +343,7 @@ class Relay:
         assert stream is not None
         while True:
             try:
-                data = await stream.receive_some(READ_SIZE)
+                data = bytes_of(await stream.receive_some(READ_SIZE))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:

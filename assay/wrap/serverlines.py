@@ -23,8 +23,9 @@ from __future__ import annotations
 import gc
 import json
 import re
-from json.decoder import scanstring
-from typing import Any, Final
+from collections.abc import Callable
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public in CPython, missing from typeshed
+from typing import Any, Final, cast
 
 import ujson
 
@@ -128,6 +129,8 @@ class _TooHard(Exception):
 
 
 _WS = re.compile(r"[ \t\n\r]*")
+# the pattern matches everywhere (possibly empty), so its match is never None
+_skip_ws = cast("Callable[[str, int], re.Match[str]]", _WS.match)
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _LITERALS: Final = (("true", True), ("false", False), ("null", None), ("NaN", float("nan")),
                     ("Infinity", float("inf")), ("-Infinity", float("-inf")))
@@ -136,7 +139,7 @@ _LITERALS: Final = (("true", True), ("false", False), ("null", None), ("NaN", fl
 def _parse_iterative(text: str, budget: int) -> Any:
     """A JSON parser with an explicit stack: any depth, linear time, ``budget`` values."""
     n = len(text)
-    ws = _WS.match
+    ws = _skip_ws
     number = _NUMBER.match
     stack: list[list[Any]] = []  # [container, pending key]
     i = ws(text, 0).end()
@@ -214,10 +217,10 @@ def _key(text: str, i: int, n: int) -> tuple[str, int]:
     if i >= n or text[i] != '"':
         raise ValueError("expected a member name")
     key, i = scanstring(text, i + 1, False)
-    i = _WS.match(text, i).end()
+    i = _skip_ws(text, i).end()
     if i >= n or text[i] != ":":
         raise ValueError("expected :")
-    return key, _WS.match(text, i + 1).end()
+    return key, _skip_ws(text, i + 1).end()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -262,8 +262,8 @@ class WrapSession:
         queue = self._queue
         while queue:
             item = queue.popleft()
-            if item.__class__ is bytes:
-                line: bytes = item  # type: ignore[assignment]
+            if isinstance(item, bytes):
+                line = item
                 if len(line) >= BIG_CLIENT_LINE:
                     self._flush_forwards(out)
                     self._admitting = True
@@ -271,7 +271,7 @@ class WrapSession:
                     return
                 self._judged(admit(line), out)
             else:
-                self._judged(item, out)  # type: ignore[arg-type]
+                self._judged(item, out)
         self._flush_forwards(out)
 
     def _flush_forwards(self, out: list[Effect]) -> None:
