@@ -19,7 +19,7 @@ import ujson
 from assay.canonical import jcs_bytes
 from assay.policy import Decision, Policy, SessionState, evaluate
 from assay.policy.engine import identity_bytes
-from assay.wrap import records, serverlines
+from assay.wrap import records, replies, serverlines
 from assay.wrap.admission import Admitted, Rejected, frame_digest
 
 DECISION_SINKS = ("decision_log",)  # sinks that take assay.tool.decision events
@@ -132,8 +132,17 @@ class WrapSession:
         self.policy = policy
         self.options = options
         self.state = SessionState()
-        self._new_event_id = new_event_id
-        self._now = now
+        self._recorder = records.Recorder(
+            source=options.event_source or "",
+            label=options.label,
+            dry_run=options.dry_run,
+            decision_log=bool(options.decision_sinks),
+            audit_log=options.audit,
+            keep_events=options.keep_events,
+            verbose=options.verbose,
+            new_event_id=new_event_id,
+            now=now,
+        )
         # Forwarded client requests still awaiting their answer: id key -> methods (a client may
         # reuse an id while the first is in flight); string ids the Python SDK reads as integers
         # are also indexed by that integer (docs/wrap.md, "Dropped server responses").
@@ -183,30 +192,26 @@ class WrapSession:
     def _receipt(self, item: Admitted | Rejected, outcome: FrameOutcome) -> bytes:
         """One request receipt (wrap.md §6.8): digests and dispositions, never arguments."""
         self._receipt_seq += 1
-        receipt: dict[str, Any] = {"schema": "assay.mcp_request_receipt.v0", "seq": self._receipt_seq}
         if isinstance(item, Rejected):
-            receipt["frame_digest"] = "sha256:" + item.frame_digest
-            receipt["kind"] = "rejected"
-            receipt["disposition"] = "rejected"
-            receipt["reject_reason"] = item.reason
-            return records.encode_line(receipt)
+            return records.receipt_line(
+                self._receipt_seq, "sha256:" + item.frame_digest, "rejected", "rejected", reject_reason=item.reason
+            )
         frame = item.frame
-        receipt["frame_digest"] = "sha256:" + frame_digest(item.raw)
-        receipt["kind"] = "request" if item.is_request else "response" if item.is_response else "notification"
-        if "method" in frame:
-            receipt["method"] = frame["method"]
-        if "id" in frame:
-            receipt["request_id"] = frame["id"]
-        receipt["disposition"] = "forwarded" if outcome.disposition == "forwarded" else "blocked"
-        if outcome.decision_event_id is not None:
-            receipt["decision_event_id"] = outcome.decision_event_id
-        return records.encode_line(receipt)
+        return records.receipt_line(
+            self._receipt_seq,
+            "sha256:" + frame_digest(item.raw),
+            "request" if item.is_request else "response" if item.is_response else "notification",
+            "forwarded" if outcome.disposition == "forwarded" else "blocked",
+            method=frame["method"] if "method" in frame else records.ABSENT,
+            request_id=frame["id"] if "id" in frame else records.ABSENT,
+            decision_event_id=outcome.decision_event_id,
+        )
 
     def _handle(self, item: Admitted | Rejected) -> FrameOutcome:
         if isinstance(item, Rejected):
             self.counts["rejected"] += 1
             return FrameOutcome(
-                reply=records.rejection_reply(item.reason),
+                reply=replies.rejection_reply(item.reason),
                 stderr=[records.rejection_warning(item.reason)],
                 disposition="rejected",
             )
@@ -243,10 +248,10 @@ class WrapSession:
             self._record(outcome, decision, frame, params, name, valid)
         if denied and not opts.dry_run:
             if has_id:
-                outcome.reply = records.deny_reply(
+                outcome.reply = replies.deny_reply(
                     frame["id"],
                     decision.contract or {},
-                    modern=records.is_modern_request(frame),
+                    modern=replies.is_modern_request(frame),
                     structured=not self._may_have_output_schema(name),
                 )
                 outcome.disposition = "blocked"
@@ -271,51 +276,16 @@ class WrapSession:
         self, outcome: FrameOutcome, decision: Decision, frame: dict, params: Any, name: str, valid: bool
     ) -> None:
         """Decision event, audit record and --verbose line of one evaluated call."""
-        opts = self.options
-        facts = records.DecisionFacts.of(decision, tool=name)  # the called tool, even for rate limits (D10)
-        request_id = frame["id"] if "id" in frame else records.ABSENT
-        if opts.decision_sinks or opts.keep_events:
-            delegated_from, delegation_depth = records.delegation_of(params)
-            data = records.decision_data(
-                facts,
-                dry_run=opts.dry_run,
-                tool_call_id=records.tool_call_id_for(params, request_id),
-                request_id=request_id,
-                delegated_from=delegated_from,
-                delegation_depth=delegation_depth,
-                tool_definition_digest=self._bindings.get(name) if valid else None,
-            )
-            event = records.decision_event(
-                opts.event_source or "",
-                data,
-                event_id=self._new_event_id() if self._new_event_id else None,
-                time=self._now() if self._now else None,
-            )
-            if opts.keep_events:
-                self.events.append(event)
-            outcome.decision_event_id = event["id"]
-            if opts.decision_sinks:
-                line = records.encode_line(event)
-                outcome.records.extend((sink, line) for sink in opts.decision_sinks)
-        if opts.audit:
-            rec = records.audit_record_for(
-                facts,
-                dry_run=opts.dry_run,
-                request_id=request_id,
-                tool=name if valid or facts.outcome != "allow" else None,
-                timestamp=self._now() if self._now else None,
-            )
-            outcome.records.append((AUDIT_SINK, records.encode_line(rec)))
-        if opts.verbose:
-            outcome.stderr.append(
-                records.verbose_line(
-                    facts.outcome,
-                    name if valid else None,
-                    policy_code=facts.policy_code,
-                    reason=facts.reason,
-                    dry_run=opts.dry_run,
-                )
-            )
+        out = self._recorder.record(decision, frame, params, name, valid, self._bindings.get(name) if valid else None)
+        if out.event is not None:
+            self.events.append(out.event)
+        outcome.decision_event_id = out.event_id
+        if out.decision_line is not None:
+            outcome.records.extend((sink, out.decision_line) for sink in self.options.decision_sinks)
+        if out.audit_line is not None:
+            outcome.records.append((AUDIT_SINK, out.audit_line))
+        if out.verbose is not None:
+            outcome.stderr.append(out.verbose)
 
     def _chain_for(self, params: Any) -> _Chain:
         """A tools/list request continues the last chain when it asks for that chain's
