@@ -20,7 +20,7 @@ import json
 import os
 import time as _time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -120,49 +120,46 @@ def _stamp(value: datetime | str | None) -> str:
     return value if isinstance(value, str) else rfc3339_utc(value)
 
 
-class _Clock:
+def _clock() -> Callable[[], str]:
     """``rfc3339_utc()`` of now, cheaper: the text up to the seconds is kept for the second it
     names, so a call formats only the microseconds."""
+    time_ns, gmtime, strftime = _time.time_ns, _time.gmtime, _time.strftime
+    second_now = -1
+    prefix = ""
 
-    __slots__ = ("_second", "_prefix")
+    def now() -> str:
+        nonlocal second_now, prefix
+        micro = time_ns() // 1000
+        second = micro // 1_000_000
+        if second != second_now:
+            prefix = strftime("%Y-%m-%dT%H:%M:%S.", gmtime(second))
+            second_now = second
+        return "%s%06d+00:00" % (prefix, micro - second * 1_000_000)
 
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self) -> str:
-        second, micro = divmod(_time.time_ns() // 1000, 1_000_000)
-        if second != self._second:
-            self._prefix = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(second))
-            self._second = second
-        return f"{self._prefix}.{micro:06d}+00:00"
+    return now
 
 
 _VARIANT: Final = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+_ID_BATCH: Final = 256
 
 
-class _EventIds:
-    """``evt_decision_<uuid4>`` ids from ``os.urandom`` read 256 ids at a time.
+def _event_ids() -> Callable[[], str]:
+    """``evt_decision_<uuid4>`` ids from ``os.urandom``, read and formatted 256 at a time.
 
     Each id is a version-4 UUID as :func:`uuid.uuid4` makes it (16 random bytes, the version
     nibble set to 4 and the variant bits to ``10``), in its lowercase 8-4-4-4-12 form."""
 
-    __slots__ = ("_hex", "_at")
+    def ids() -> Iterator[str]:
+        variant = _VARIANT
+        while True:
+            h = os.urandom(16 * _ID_BATCH).hex()
+            yield from [
+                f"evt_decision_{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-"
+                f"{variant[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
+                for i in range(0, 32 * _ID_BATCH, 32)
+            ]
 
-    _BATCH: Final = 256
-
-    def __init__(self) -> None:
-        self._hex = ""
-        self._at = 0
-
-    def __call__(self) -> str:
-        at = self._at
-        if at >= len(self._hex):
-            self._hex = os.urandom(16 * self._BATCH).hex()
-            at = 0
-        h = self._hex[at : at + 32]
-        self._at = at + 32
-        return f"evt_decision_{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+    return ids().__next__
 
 
 def new_event_id() -> str:
@@ -769,39 +766,42 @@ def _inner(obj: Mapping[str, Any]) -> bytes | None:
 
 
 class _Template:
-    """The invariant bytes of one decision's records (one Recorder, so one mode and source).
+    """The invariant bytes of one decision's records (one Recorder, so one mode and source),
+    made on first use.
 
-    ``heads``: tool-definition digest → ``{"tool":...`` through the convergence block, no
-    closing brace. ``verdict``: ``,"decision":..,"reason_code":..[,"reason":..]``. ``audits``:
-    tool written as null? → (``,"decision":..,"tool":..,"reason":..``, the rest from
-    ``agentic`` to the newline). None marks a part that holds a lone surrogate: its lines are
-    built the generic way."""
+    ``events``: tool-definition digest → (``{"tool":...`` through the convergence block with
+    no closing brace, ``,"decision":..,"reason_code":..[,"reason":..]``). ``audits``: tool
+    written as null? → (``,"decision":..,"tool":..,"reason":..``, the rest from ``agentic`` to
+    the newline). None marks a part that holds a lone surrogate: those lines are built the
+    generic way."""
 
-    __slots__ = ("decision", "heads", "verdict", "audits")
+    __slots__ = ("decision", "dry_run", "events", "audits")
 
     def __init__(self, decision: Decision, dry_run: bool) -> None:
         self.decision = decision
-        self.heads: dict[str | None, bytes | None] = {}
-        verdict = _inner(_data_verdict(decision, dry_run))
-        self.verdict = None if verdict is None else b"," + verdict
+        self.dry_run = dry_run
+        self.events: dict[str | None, tuple[bytes, bytes] | None] = {}
         self.audits: dict[bool, tuple[bytes, bytes] | None] = {}
 
-    def head(self, tool_definition_digest: str | None, dry_run: bool) -> bytes | None:
-        heads = self.heads
-        if tool_definition_digest in heads:
-            return heads[tool_definition_digest]
-        got = _piece(_data_head(self.decision, dry_run, tool_definition_digest))
-        head = None if got is None else got[:-1]
-        if len(heads) < _HEADS_PER_DECISION:
-            heads[tool_definition_digest] = head
-        return head
+    def event(self, tool_definition_digest: str | None) -> tuple[bytes, bytes] | None:
+        events = self.events
+        if tool_definition_digest in events:
+            return events[tool_definition_digest]
+        head = _piece(_data_head(self.decision, self.dry_run, tool_definition_digest))
+        verdict = _inner(_data_verdict(self.decision, self.dry_run))
+        parts = None if head is None or verdict is None else (head[:-1], b"," + verdict)
+        if len(events) < _HEADS_PER_DECISION:
+            events[tool_definition_digest] = parts
+        return parts
 
-    def audit(self, null_tool: bool, dry_run: bool) -> tuple[bytes, bytes] | None:
+    def audit(self, null_tool: bool) -> tuple[bytes, bytes] | None:
         audits = self.audits
         if null_tool in audits:
             return audits[null_tool]
         decision = self.decision
-        sample = audit_record_for(decision, dry_run=dry_run, tool=None if null_tool else decision.tool, timestamp="")
+        sample = audit_record_for(
+            decision, dry_run=self.dry_run, tool=None if null_tool else decision.tool, timestamp=""
+        )
         del sample["timestamp"]
         agentic = sample.pop("agentic", None)
         middle = _inner(sample)
@@ -873,8 +873,8 @@ class Recorder:
         self.verbose = verbose
         self._fast_id = new_event_id is None  # our ids and times need no JSON escaping
         self._fast_time = now is None
-        self._new_id: Callable[[], str] = new_event_id if new_event_id is not None else _EventIds()
-        self._now: Callable[[], str] = now if now is not None else _Clock()
+        self._new_id: Callable[[], str] = new_event_id if new_event_id is not None else _event_ids()
+        self._now: Callable[[], str] = now if now is not None else _clock()
         self._templates: dict[int, _Template] = {}
         source_part = _piece(source)
         self._after_id = (
@@ -904,102 +904,122 @@ class Recorder:
         did not fit ``{name: string, ...}``); ``tool_definition_digest`` the binding of the
         tool's listed definition, or None.
         """
-        out = Recorded()
-        request_id = frame["id"] if "id" in frame else ABSENT
         dry_run = self.dry_run
-        if self.decision_log or self.keep_events or self.audit_log:
-            stamp = self._now()
-            template = self._template(decision)
-            same_tool = name is decision.tool or name == decision.tool
-            rid = _piece(request_id) if _has_id(request_id) else b""
-            if self.decision_log or self.keep_events:
-                event_id = self._new_id()
-                out.event_id = event_id
-                delegated_from, delegation_depth, tool_call_id = _call_ids(params, request_id)
-                line = None
-                if self.decision_log and same_tool and rid is not None:
-                    line = self._event_line(
-                        template, event_id, stamp, tool_definition_digest, delegated_from, delegation_depth,
-                        tool_call_id, rid,
-                    )
-                if self.keep_events or line is None:
-                    event = decision_event(
-                        self.source,
-                        decision_data(
-                            decision,
-                            dry_run=dry_run,
-                            tool_call_id=tool_call_id,
-                            request_id=request_id,
-                            delegated_from=delegated_from,
-                            delegation_depth=delegation_depth,
-                            tool_definition_digest=tool_definition_digest,
-                        ),
-                        event_id=event_id,
-                        time=stamp,
-                    )
-                    if self.keep_events:
-                        out.event = event
-                    if line is None and self.decision_log:
-                        line = encode_line(event)
-                out.decision_line = line
-            if self.audit_log:
-                null_tool = not valid and decision.outcome == "allow"
-                parts = template.audit(null_tool, dry_run) if same_tool and rid is not None else None
-                time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else _piece(stamp)
-                if parts is not None and time_part is not None:
-                    rid_part = b',"request_id":' + rid if rid else b""
-                    out.audit_line = b'{"timestamp":' + time_part + parts[0] + rid_part + parts[1]
-                else:
-                    out.audit_line = encode_line(
-                        audit_record_for(
-                            decision,
-                            dry_run=dry_run,
-                            request_id=request_id,
-                            tool=None if null_tool else name,
-                            timestamp=stamp,
-                        )
-                    )
+        verbose = None
         if self.verbose:
-            out.verbose = verbose_line(
+            verbose = verbose_line(
                 decision.outcome,
                 name if valid else None,
                 policy_code=decision.reason_code,
                 reason=decision.reason,
                 dry_run=dry_run,
             )
-        return out
-
-    def _template(self, decision: Decision) -> _Template:
-        templates = self._templates
-        template = templates.get(id(decision))
+        decision_log, keep_events, audit_log = self.decision_log, self.keep_events, self.audit_log
+        if not (decision_log or keep_events or audit_log):
+            return Recorded(None, None, verbose)
+        request_id = frame["id"] if "id" in frame else ABSENT
+        stamp = self._now()
+        template = self._templates.get(id(decision))
+        # The fast way needs a decision seen before (the engine returns the same object for
+        # every plain call of a tool; a fresh one, such as a schema deny, is cheaper to record
+        # the generic way), the called name to be the decision's (the engine's contract) and
+        # every per-call part to be UTF-8 (no lone surrogate).
         if template is None or template.decision is not decision:
-            if len(templates) >= _TEMPLATES_MAX:
-                templates.clear()
-            template = _Template(decision, self.dry_run)
-            templates[id(decision)] = template
+            template = self._new_template(decision)
+            fast = False
+        else:
+            fast = name is decision.tool or name == decision.tool
+        rid: bytes | None
+        if request_id.__class__ is int:
+            rid = b',"request_id":' + str(request_id).encode("ascii")
+        elif request_id is ABSENT or request_id is None:
+            rid = b""
+        else:
+            piece = _piece(request_id)
+            rid = None if piece is None else b',"request_id":' + piece
+        time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else _piece(stamp)
+        if rid is None or time_part is None:
+            fast = False
+        event_id = None
+        event = None
+        decision_line = None
+        audit_line = None
+        if decision_log or keep_events:
+            event_id = self._new_id()
+            delegated_from, delegation_depth, tool_call_id, call_part = _call_ids(params, request_id)
+            if decision_log and fast:
+                decision_line = self._event_line(
+                    template, event_id, time_part, tool_definition_digest, delegated_from, delegation_depth,
+                    tool_call_id, call_part, rid,  # type: ignore[arg-type]
+                )
+            if keep_events or decision_line is None:
+                full = decision_event(
+                    self.source,
+                    decision_data(
+                        decision,
+                        dry_run=dry_run,
+                        tool_call_id=tool_call_id,
+                        request_id=request_id,
+                        delegated_from=delegated_from,
+                        delegation_depth=delegation_depth,
+                        tool_definition_digest=tool_definition_digest,
+                    ),
+                    event_id=event_id,
+                    time=stamp,
+                )
+                if keep_events:
+                    event = full
+                if decision_line is None and decision_log:
+                    decision_line = encode_line(full)
+        if audit_log:
+            null_tool = not valid and decision.outcome == "allow"
+            parts = template.audit(null_tool) if fast else None
+            if parts is not None:
+                audit_line = b"".join((b'{"timestamp":', time_part, parts[0], rid, parts[1]))  # type: ignore[arg-type]
+            else:
+                audit_line = encode_line(
+                    audit_record_for(
+                        decision,
+                        dry_run=dry_run,
+                        request_id=request_id,
+                        tool=None if null_tool else name,
+                        timestamp=stamp,
+                    )
+                )
+        return Recorded(decision_line, audit_line, verbose, event_id, event)
+
+    def _new_template(self, decision: Decision) -> _Template:
+        templates = self._templates
+        if len(templates) >= _TEMPLATES_MAX:
+            templates.clear()
+        template = templates[id(decision)] = _Template(decision, self.dry_run)
         return template
 
     def _event_line(
         self,
         template: _Template,
         event_id: str,
-        stamp: str,
+        time_part: bytes,
         tool_definition_digest: str | None,
         delegated_from: str | None,
         delegation_depth: int | None,
         tool_call_id: str,
+        call_part: bytes | None,
         rid: bytes,
     ) -> bytes | None:
         """The event line from the template, or None when some part needs the generic way."""
         after_id = self._after_id
-        verdict = template.verdict
-        head = template.head(tool_definition_digest, self.dry_run)
-        if after_id is None or verdict is None or head is None:
+        events = template.events
+        parts = events[tool_definition_digest] if tool_definition_digest in events else template.event(
+            tool_definition_digest
+        )
+        if after_id is None or parts is None:
             return None
+        head, verdict = parts
         id_part = (b'"' + event_id.encode("ascii") + b'"') if self._fast_id else _piece(event_id)
-        time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else _piece(stamp)
-        call_part = _piece(tool_call_id)
-        if id_part is None or time_part is None or call_part is None:
+        if call_part is None:
+            call_part = _piece(tool_call_id)
+        if id_part is None or call_part is None:
             return None
         delegation = b""
         if delegated_from is not None:
@@ -1021,24 +1041,26 @@ class Recorder:
                 verdict,
                 b',"tool_call_id":',
                 call_part,
-                b',"request_id":' + rid if rid else b"",
+                rid,
                 b"}}\n",
             )
         )
 
 
-def _call_ids(params: Any, request_id: Any) -> tuple[str | None, int | None, str]:
-    """:func:`delegation_of` and :func:`tool_call_id_for` of one call, the common case (no
-    ``arguments._meta``, an integer or string id) without their general checks."""
+def _call_ids(params: Any, request_id: Any) -> tuple[str | None, int | None, str, bytes | None]:
+    """:func:`delegation_of` and :func:`tool_call_id_for` of one call, and the JSON bytes of
+    that ``tool_call_id`` when they are known without encoding (else None). The common case (no
+    ``arguments._meta``, an integer or string id) skips their general checks."""
     arguments = params.get("arguments") if params.__class__ is dict else None
     if arguments is None or (arguments.__class__ is dict and arguments.get("_meta") is None):
         cls = request_id.__class__
         if cls is int and _INT64_MIN <= request_id <= _INT64_MAX:
-            return None, None, f"req_{request_id}"
+            digits = str(request_id)
+            return None, None, "req_" + digits, b'"req_' + digits.encode("ascii") + b'"'
         if cls is str:
-            return None, None, "req_" + request_id
+            return None, None, "req_" + request_id, None
     delegated_from, delegation_depth = delegation_of(params)
-    return delegated_from, delegation_depth, tool_call_id_for(params, request_id)
+    return delegated_from, delegation_depth, tool_call_id_for(params, request_id), None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import hashlib
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -842,3 +843,272 @@ def test_6_6_digest_matches_independent_jcs_of_string_array(argv, dry_run):
     doc = session_context(argv, dry_run=dry_run)
     assert doc["command_digest"] == "sha256:" + hashlib.sha256(independent).hexdigest()
     assert doc["mode"] == ("dry_run" if dry_run else "enforce")
+
+
+# --- the Recorder: one call per evaluated tools/call (docs/wrap-records.md, "How records are built")
+
+WILD_TEXT = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=6),  # lone surrogates too
+    st.sampled_from(["", " ", '"', "\\", "\n", "/x/", "café", "\u2028", "\ud83d", "😀", "\x00\x1f\x7f"]),
+)
+ID_VALUES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, True, False, None, 1.5, 7.0, [1], {"a": "b"}]),
+    WILD_TEXT,
+)
+
+
+@st.composite
+def decisions(draw, tool: str) -> Decision:
+    outcome = draw(st.sampled_from(["allow", "allow_with_warning", "deny"]))
+    if outcome == "allow":
+        code = draw(st.sampled_from([None, None, "E_SOMETHING"]))
+    elif outcome == "allow_with_warning":
+        code = draw(st.sampled_from(["E_TOOL_UNCONSTRAINED", "E_OTHER"]))
+    else:
+        code = draw(st.sampled_from(["E_TOOL_DENIED", "E_ARG_SCHEMA", "E_RATE_LIMIT", "E_TOOL_DRIFT", "E_NEW"]))
+    reason = draw(st.none() | WILD_TEXT)
+    contract = None
+    if outcome == "deny":
+        contract = draw(st.dictionaries(WILD_TEXT, JSON_NO_FLOAT | WILD_TEXT, max_size=3))
+    obligation = st.one_of(
+        st.fixed_dictionaries({"type": st.sampled_from(["log", "alert", "approval_required", "custom"])},
+                              optional={"detail": WILD_TEXT}),
+        st.just({"type": "legacy_warning", "detail": f"{code}:{reason}"}),  # the implied one: not doubled
+        st.fixed_dictionaries({"type": st.just("restrict_scope"),
+                               "restrict_scope": st.fixed_dictionaries({"scope_value": WILD_TEXT, "scope_type": WILD_TEXT})}),
+    )
+    evidence = st.none() | WILD_TEXT
+    classes = draw(st.lists(WILD_TEXT, max_size=3))
+    return Decision(
+        outcome,
+        tool,
+        reason_code=code,
+        reason=reason,
+        contract=contract,
+        typed_decision=typed_decision_of(outcome, code),
+        obligations=draw(st.lists(obligation, max_size=3)),
+        tool_classes=tuple(classes),
+        matched_tool_classes=tuple(draw(st.lists(st.sampled_from(classes), max_size=2))) if classes else (),
+        match_basis=draw(st.sampled_from([None, "name", "class", "name+class"])),
+        matched_rule=draw(st.none() | WILD_TEXT),
+        policy_version=draw(st.sampled_from(["2.0", "", "  "]) | WILD_TEXT),
+        policy_digest=draw(st.sampled_from(["", DIGEST]) | WILD_TEXT),
+        approval_state=draw(evidence),
+        scope_type=draw(evidence),
+        scope_value=draw(evidence),
+        scope_match_mode=draw(evidence),
+        redaction_target=draw(evidence),
+        redaction_mode=draw(evidence),
+        redaction_scope=draw(evidence),
+    )
+
+
+@st.composite
+def calls(draw, tool: str, valid: bool):
+    """(frame, params) of a tools/call of ``tool``: ids of every kind, arguments with and
+    without ``_meta.tool_call_id`` and ``_meta.delegation``."""
+    meta = draw(
+        st.none()
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "tool_call_id": WILD_TEXT | st.integers(),
+                "delegation": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "delegated_from": WILD_TEXT | st.integers(),
+                        "delegation_depth": st.sampled_from([0, 1, 2, 2**32 - 1, 2**32, -1, True, 1.0, "2"]),
+                    },
+                ),
+            },
+        )
+    )
+    arguments = draw(st.sampled_from([None, {}, {"q": "x/y"}, [1]]))
+    if meta is not None:
+        arguments = {"q": 1, "_meta": meta}
+    params: Any = {"name": tool, "arguments": arguments} if valid else draw(st.sampled_from([None, [], {"arguments": arguments}]))
+    frame = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
+    rid = draw(st.none() | ID_VALUES)
+    if not (rid is None and draw(st.booleans())):
+        frame["id"] = rid
+    return frame, params
+
+
+def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run):
+    """What the generic builders give for the values the recorder used."""
+    request_id = frame["id"] if "id" in frame else ABSENT
+    event = json.loads(out.decision_line)
+    made = event["data"]["tool_call_id"]
+    tcid = tool_call_id_for(params, request_id, new_uuid=lambda: uuid.UUID(made[4:]))
+    delegated_from, delegation_depth = delegation_of(params)
+    data = decision_data(
+        decision,
+        dry_run=dry_run,
+        tool_call_id=tcid,
+        request_id=request_id,
+        delegated_from=delegated_from,
+        delegation_depth=delegation_depth,
+        tool_definition_digest=digest,
+    )
+    full = decision_event(source, data, event_id=out.event_id, time=event["time"])
+    audit = audit_record_for(
+        decision,
+        dry_run=dry_run,
+        request_id=request_id,
+        tool=name if valid or decision.outcome != "allow" else None,
+        timestamp=event["time"],
+    )
+    return full, encode_line(full), encode_line(audit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_recorder_lines_equal_the_generic_builders(data):
+    valid = data.draw(st.booleans())
+    name = data.draw(WILD_TEXT) if valid else ""
+    decision = data.draw(decisions(name))
+    source = data.draw(st.sampled_from(["assay://org/app", ""]) | WILD_TEXT)
+    dry_run = data.draw(st.booleans())
+    custom = data.draw(st.booleans())
+    ids = iter(data.draw(st.lists(WILD_TEXT, min_size=4, max_size=4)))
+    stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=4, max_size=4)))
+    rec = records.Recorder(
+        source=source, label="default-mcp-server", dry_run=dry_run, decision_log=True, audit_log=True,
+        keep_events=data.draw(st.booleans()), verbose=True,
+        new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
+    )
+    # the same decision object several times: the first is built the generic way, later ones
+    # from the template (the engine hands out one object per plain call of a tool)
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        frame, params = data.draw(calls(name, valid))
+        digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
+        out = rec.record(decision, frame, params, name, valid, digest)
+        full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run)
+        assert out.decision_line == event_line
+        assert out.audit_line == audit_line
+        assert out.event_id == full["id"]
+        if rec.keep_events:
+            assert out.event == full and list(out.event["data"]) == list(full["data"])
+        else:
+            assert out.event is None
+        assert out.verbose == verbose_line(
+            decision.outcome, name if valid else None, policy_code=decision.reason_code, reason=decision.reason,
+            dry_run=dry_run,
+        )
+
+
+def _recorder(**overrides) -> records.Recorder:
+    options = dict(
+        source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True, audit_log=True,
+        keep_events=False, verbose=False,
+    )
+    options.update(overrides)
+    return records.Recorder(**options)
+
+
+def test_recorder_writes_the_documented_example_from_the_engine():
+    """The enforce-mode example of docs/wrap-records.md, from a real engine decision, on the
+    first call (generic) and on later ones (template): the same bytes."""
+    policy = load_policy(b'version: "2.0"\ntools: {deny: ["exec"]}\n', warn=lambda _line: None)
+    state = SessionState()
+    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME)
+    frame = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
+    lines = set()
+    for _ in range(3):
+        decision = evaluate(policy, "exec", {}, state)
+        out = rec.record(decision, frame, frame["params"], "exec", True, None)
+        lines.add(out.decision_line)
+        assert out.audit_line == (
+            b'{"timestamp":"' + EVT_TIME.encode() + b'","decision":"deny","tool":"exec",'
+            b'"reason":"Tool is explicitly denylisted by name","request_id":7,"agentic":'
+            b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}}\n'
+        )
+        assert out.event_id == EVT_ID
+    assert lines == {compact(SPEC_6_1_6.replace(DIGEST, decision.policy_digest))}
+
+
+def test_recorder_default_ids_are_uuid4_and_unique_and_times_rfc3339():
+    rec = _recorder()
+    decision = make("allow", "read_file")
+    frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_file"}}
+    ids = set()
+    before = datetime.now(timezone.utc)
+    for _ in range(1000):  # more than one batch of ids
+        out = rec.record(decision, frame, frame["params"], "read_file", True, None)
+        event, audit = json.loads(out.decision_line), json.loads(out.audit_line)
+        assert event["id"] == out.event_id and event["id"].startswith("evt_decision_")
+        value = uuid.UUID(event["id"].removeprefix("evt_decision_"))
+        assert value.version == 4 and value.variant == uuid.RFC_4122
+        assert str(value) == event["id"].removeprefix("evt_decision_")  # lowercase 8-4-4-4-12
+        ids.add(event["id"])
+        assert event["time"] == audit["timestamp"]  # one time per call
+    after = datetime.now(timezone.utc)
+    assert len(ids) == 1000
+    stamp = event["time"]
+    assert stamp.endswith("+00:00") and len(stamp) == len("2026-08-22T10:15:02.123456+00:00")
+    assert before - timedelta(seconds=1) <= datetime.fromisoformat(stamp) <= after + timedelta(seconds=1)
+    assert rfc3339_utc(datetime.fromisoformat(stamp)) == stamp
+
+
+def test_recorder_builds_only_what_is_on():
+    decision = make("deny", "exec", reason_code="E_TOOL_DENIED", reason="r", contract={"status": "deny"})
+    frame = {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "exec"}}
+    off = _recorder(decision_log=False, audit_log=False).record(decision, frame, frame["params"], "exec", True, None)
+    assert (off.decision_line, off.audit_line, off.verbose, off.event_id, off.event) == (None,) * 5
+    audit = _recorder(decision_log=False).record(decision, frame, frame["params"], "exec", True, None)
+    assert audit.decision_line is None and audit.event_id is None and audit.audit_line.startswith(b'{"timestamp":')
+    kept = _recorder(decision_log=False, audit_log=False, keep_events=True, verbose=True, dry_run=True)
+    out = kept.record(decision, frame, frame["params"], "exec", True, None)
+    assert out.decision_line is None and out.audit_line is None
+    assert out.event["id"] == out.event_id and out.event["data"]["tool_call_id"] == "req_a"
+    assert out.event["data"]["decision"] == "allow"  # dry run
+    assert out.verbose == '[assay] WOULD_DENY "exec" (reason: "r")'
+
+
+def test_recorder_allow_with_params_that_do_not_fit_writes_tool_null_in_audit():
+    rec = _recorder(now=lambda: "t")
+    decision = make("allow", "")
+    frame = {"jsonrpc": "2.0", "method": "tools/call", "params": [1]}
+    for _ in range(2):
+        out = rec.record(decision, frame, frame["params"], "", False, None)
+        assert out.audit_line == b'{"timestamp":"t","decision":"allow","tool":null,"reason":null}\n'
+        assert json.loads(out.decision_line)["data"]["tool_call_id"].startswith("gen_")
+
+
+# --- receipts and the stop record (docs/wrap.md, "One-run outputs and session reports") --------
+
+
+def test_receipt_lines():
+    assert records.receipt_line(
+        2, "sha256:ab", "request", "blocked", method="tools/call", request_id=7, decision_event_id=EVT_ID
+    ) == (
+        b'{"schema":"assay.mcp_request_receipt.v0","seq":2,"frame_digest":"sha256:ab","kind":"request",'
+        b'"method":"tools/call","request_id":7,"disposition":"blocked","decision_event_id":"' + EVT_ID.encode() + b'"}\n'
+    )
+    assert records.receipt_line(3, "sha256:cd", "rejected", "rejected", reject_reason="batch") == (
+        b'{"schema":"assay.mcp_request_receipt.v0","seq":3,"frame_digest":"sha256:cd","kind":"rejected",'
+        b'"disposition":"rejected","reject_reason":"batch"}\n'
+    )
+    # a null id is written (unlike in decision events); an absent one is not
+    assert b'"request_id":null' in records.receipt_line(1, "d", "request", "forwarded", method="ping", request_id=None)
+    assert b"request_id" not in records.receipt_line(1, "d", "notification", "forwarded", method="x")
+
+
+def test_stop_record():
+    assert records.stop_record(
+        "client_eof", child_returncode=0, forwarded=3, blocked=2, rejected=1, dropped_responses=4
+    ) == {
+        "schema": "assay.mcp_session_stop.v0",
+        "stop_cause": "client_eof",
+        "child_exit": {"code": 0, "signal": None},
+        "frames": {"forwarded": 3, "blocked": 2, "rejected": 1, "dropped_responses": 4},
+    }
+    killed = records.stop_record(
+        "signal", child_returncode=-15, forwarded=0, blocked=0, rejected=0, dropped_responses=0, wrap_signal=15
+    )
+    assert list(killed)[:3] == ["schema", "stop_cause", "wrap_signal"] and killed["wrap_signal"] == 15
+    assert killed["child_exit"] == {"code": None, "signal": 15}
+    unknown = records.stop_record("x", child_returncode=None, forwarded=0, blocked=0, rejected=0, dropped_responses=0)
+    assert unknown["child_exit"] == {"code": None, "signal": None}
