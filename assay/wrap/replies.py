@@ -130,8 +130,8 @@ REJECTION_REASONS: Final = {
     "duplicate_member": _INVALID_REQUEST,
     "non_string_method": _INVALID_REQUEST,
 }
-"""Rejection reason → (JSON-RPC code, message). When a line has several faults, the first
-reason in this order is the one reported (docs/wrap-records.md, "Reply to a refused line")."""
+"""Rejection reason → (JSON-RPC code, message), in the order a line with several faults
+reports them (docs/wrap.md, "Client frames")."""
 
 
 def rejection_reply(reason: str) -> bytes:
