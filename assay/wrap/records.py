@@ -940,6 +940,7 @@ class Recorder:
         time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else _piece(stamp)
         if rid is None or time_part is None:
             fast = False
+            rid = time_part = b""  # unused: this call is built the generic way
         event_id = None
         event = None
         decision_line = None
@@ -950,7 +951,7 @@ class Recorder:
             if decision_log and fast:
                 decision_line = self._event_line(
                     template, event_id, time_part, tool_definition_digest, delegated_from, delegation_depth,
-                    tool_call_id, call_part, rid,  # type: ignore[arg-type]
+                    tool_call_id, call_part, rid,
                 )
             if keep_events or decision_line is None:
                 full = decision_event(
@@ -975,7 +976,7 @@ class Recorder:
             null_tool = not valid and decision.outcome == "allow"
             parts = template.audit(null_tool) if fast else None
             if parts is not None:
-                audit_line = b"".join((b'{"timestamp":', time_part, parts[0], rid, parts[1]))  # type: ignore[arg-type]
+                audit_line = b"".join((b'{"timestamp":', time_part, parts[0], rid, parts[1]))
             else:
                 audit_line = encode_line(
                     audit_record_for(

@@ -1,5 +1,6 @@
-"""Record builders of the wrap relay against the spec's own examples (spec/wrap.md §3.3, §4.3-§4.5,
-§6.1-§6.4, §6.6; policy.md §6.1; DECISIONS D10-D16b), byte for byte where the spec shows bytes."""
+"""Record builders of the wrap relay against the examples of docs/wrap-records.md (decision events,
+audit records, the stderr lines, session reports) and docs/wrap.md (receipts, the stop record),
+byte for byte where the docs show bytes; the Recorder against the generic builders."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def make(outcome: str, tool: str, **fields) -> Decision:
 
 
 def compact(pretty: str) -> bytes:
-    """The spec prints one-line records across several lines; join them back."""
+    """The docs print one-line records across several lines; join them back."""
     return "".join(line.strip() for line in pretty.strip().splitlines()).encode() + b"\n"
 
 
@@ -85,9 +86,9 @@ def warn_facts(tool: str = "search") -> Decision:
     )
 
 
-# --- §6.1.6: the enforce-mode example, byte for byte -------------------------------------------
+# --- decision events: the enforce-mode example of docs/wrap-records.md, byte for byte ---------
 
-SPEC_6_1_6 = """
+DOC_EVENT = """
 {"specversion":"1.0","id":"evt_decision_3b0f6c1e-8a47-4b1e-9a51-0c7d2f9e4a10","type":"assay.tool.decision",
  "source":"assay://org/app","time":"2026-08-22T10:15:02.123456789+00:00","data":{
  "tool":"exec","match_basis":"name","matched_rule":"tools.deny","typed_decision":"deny",
@@ -114,7 +115,7 @@ SPEC_6_1_6 = """
 """.replace("sha256:<64hex>", DIGEST)
 
 
-def test_6_1_6_enforce_deny_event_bytes():
+def test_enforce_deny_event_bytes():
     request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
     data = decision_data(
         exec_deny(),
@@ -123,7 +124,7 @@ def test_6_1_6_enforce_deny_event_bytes():
         request_id=request["id"],
     )
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
-    assert encode_line(event) == compact(SPEC_6_1_6)
+    assert encode_line(event) == compact(DOC_EVENT)
 
 
 def _engine(policy_yaml: str, tool: str, arguments=None, state=None) -> Decision:
@@ -131,16 +132,16 @@ def _engine(policy_yaml: str, tool: str, arguments=None, state=None) -> Decision
     return evaluate(policy, tool, arguments, state if state is not None else SessionState())
 
 
-def test_6_1_6_from_the_real_policy_engine():
-    """The same example end to end: assay.policy's Decision → facts → the spec's bytes."""
+def test_enforce_deny_event_from_the_real_policy_engine():
+    """The same example end to end: assay.policy's Decision → the documented bytes."""
     facts = _engine('version: "2.0"\ntools: {deny: ["exec"]}\n', "exec", {})
     assert facts.policy_digest and facts.policy_digest.startswith("sha256:")
     data = decision_data(facts, dry_run=False, tool_call_id="req_7", request_id=7)
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
-    assert encode_line(event) == compact(SPEC_6_1_6.replace(DIGEST, facts.policy_digest))
+    assert encode_line(event) == compact(DOC_EVENT.replace(DIGEST, facts.policy_digest))
 
 
-def test_6_1_8_to_10_from_the_real_policy_engine():
+def test_warning_allow_and_rate_limit_from_the_real_policy_engine():
     warn = _engine('version: "2.0"\n', "search", {})
     data = decision_data(warn, dry_run=False, tool_call_id="x")
     assert data["obligations"] == [{"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{NO_SCHEMA}"}]
@@ -152,11 +153,11 @@ def test_6_1_8_to_10_from_the_real_policy_engine():
     policy = 'version: "2.0"\nlimits: {max_tool_calls_total: 1}\n'
     _engine(policy, "search", {}, state)
     limited = _engine(policy, "search", {}, state)
-    assert limited.tool == "search" and limited.reason_code == "E_RATE_LIMIT"  # D10
+    assert limited.tool == "search" and limited.reason_code == "E_RATE_LIMIT"  # the called tool, not "ALL"
     assert decision_data(limited, dry_run=False, tool_call_id="x")["reason_code"] == "P_RATE_LIMIT"
 
 
-def test_6_1_10_drift_from_the_real_policy_engine():
+def test_drift_from_the_real_policy_engine():
     policy = (
         'version: "2.0"\ntool_pins:\n  read_file:\n    server_id: default-mcp-server\n'
         "    tool_name: read_file\n    schema_hash: " + "a" * 64 + "\n    meta_hash: " + "b" * 64 + "\n"
@@ -176,7 +177,7 @@ def test_6_1_10_drift_from_the_real_policy_engine():
     }
 
 
-def test_6_1_2_envelope_defaults_and_no_datacontenttype():
+def test_envelope_defaults_and_no_datacontenttype():
     event = decision_event("assay://x", {"tool": "t"})
     assert list(event) == ["specversion", "id", "type", "source", "time", "data"]
     assert "datacontenttype" not in event
@@ -187,16 +188,16 @@ def test_6_1_2_envelope_defaults_and_no_datacontenttype():
     assert abs(datetime.now(timezone.utc) - stamp) < timedelta(minutes=5)
 
 
-def test_6_rfc3339_utc_converts_and_keeps_six_digits():
+def test_rfc3339_utc_converts_and_keeps_six_digits():
     moment = datetime(2026, 8, 22, 12, 15, 2, 123456, tzinfo=timezone(timedelta(hours=2)))
     assert rfc3339_utc(moment) == "2026-08-22T10:15:02.123456+00:00"
     assert rfc3339_utc(datetime(2026, 8, 22, 10, 15, 2)) == "2026-08-22T10:15:02.000000+00:00"
 
 
-# --- §6.1.7-§6.1.10 ------------------------------------------------------------------------------
+# --- decision events: dry run, warnings, allows, drift -----------------------------------------
 
 
-def test_6_1_7_dry_run_differs_only_in_listed_keys():
+def test_dry_run_differs_only_in_listed_keys():
     enforce = decision_data(exec_deny(), dry_run=False, tool_call_id="req_7", request_id=7)
     dry = decision_data(exec_deny(), dry_run=True, tool_call_id="req_7", request_id=7)
     assert list(dry) == list(enforce)
@@ -213,7 +214,7 @@ def test_6_1_7_dry_run_differs_only_in_listed_keys():
     assert (dry["typed_decision"], dry["reason_code"], dry["reason"]) == ("deny", "P_TOOL_DENIED", DENIED_BY_NAME)
 
 
-def test_6_1_8_allow_with_warning():
+def test_allow_with_warning():
     data = decision_data(warn_facts(), dry_run=False, tool_call_id="req_3", request_id=3)
     assert "match_basis" not in data and "matched_rule" not in data
     assert data["typed_decision"] == "allow_with_obligations"
@@ -232,7 +233,7 @@ def test_6_1_8_allow_with_warning():
     assert keys.index("obligation_outcomes") < keys.index("decision_outcome_kind")
 
 
-def test_6_1_9_plain_allow_by_name():
+def test_plain_allow_by_name():
     facts = make("allow", "read_file", match_basis="name", matched_rule="tools.allow", policy_version=""
     )
     data = decision_data(facts, dry_run=False, tool_call_id="req_2", request_id=2)
@@ -242,11 +243,11 @@ def test_6_1_9_plain_allow_by_name():
     assert data["decision_outcome_kind"] == "obligation_skipped"
     assert data["replay_diff_reason"] == "converged_obligation_skipped"
     assert data["deny_convergence_reason"] == "outcome_not_deny"
-    assert data["policy_version"] == "unspecified"  # §6.1.5: "unspecified" when empty
+    assert data["policy_version"] == "unspecified"  # "unspecified" when empty
     assert "policy_digest" not in data and "policy_snapshot_digest_alg" not in data  # cluster follows the digest
 
 
-def test_6_1_10_drift_deny():
+def test_drift_deny():
     reason = (
         "Tool integrity failure: identity drifted from pinned version. "
         "(Runtime: default-mcp-server:read_file:923b083c, Pinned: default-mcp-server:read_file:00000000)"
@@ -272,7 +273,7 @@ def test_6_1_10_drift_deny():
     assert data["reason_code"] == "P_TOOL_DRIFT" and data["decision"] == "deny"
 
 
-def test_d10_rate_limit_deny_names_the_called_tool():
+def test_rate_limit_deny_names_the_called_tool():
     facts = make("deny", "search",
         reason_code="E_RATE_LIMIT",
         reason="Rate limit exceeded (tool calls)",
@@ -285,7 +286,7 @@ def test_d10_rate_limit_deny_names_the_called_tool():
     assert verbose_line("deny", facts.tool, reason=facts.reason) == '[assay] DENY "search" (reason: "Rate limit exceeded (tool calls)")'
 
 
-def test_6_1_5_optional_clusters_in_order():
+def test_optional_clusters_in_order():
     facts = make("allow", "read_file",
         tool_classes=("fs.write", "fs.read"),
         matched_tool_classes=("fs.read",),
@@ -358,7 +359,7 @@ def test_6_1_5_optional_clusters_in_order():
     assert data["decision_outcome_kind"] == "obligation_skipped" and data["obligation_skipped_present"] is True
 
 
-def test_6_1_5_request_id_omitted_when_absent_or_null():
+def test_request_id_omitted_when_absent_or_null():
     for rid in (ABSENT, None):
         assert "request_id" not in decision_data(exec_deny(), dry_run=False, tool_call_id="gen_x", request_id=rid)
     for rid in (0, "", False, 2**70, 1.5):
@@ -401,7 +402,7 @@ def test_records_refuse_an_unknown_outcome():
         decision_data(make("allow_with_warning", "t"), dry_run=False, tool_call_id="x")
 
 
-# --- §4.3 reason codes and typed decisions -------------------------------------------------------
+# --- reason codes, typed decisions, stderr lines -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -419,18 +420,18 @@ def test_records_refuse_an_unknown_outcome():
         ("deny", "E_SOMETHING_NEW", "P_POLICY_DENY"),
     ],
 )
-def test_4_3_reason_code_mapping(outcome, code, expected):
+def test_reason_code_mapping(outcome, code, expected):
     assert wrap_reason_code(outcome, code) == expected
 
 
-def test_5_5_typed_decision_projection():
+def test_typed_decision_projection():
     assert typed_decision_of("allow", None) == "allow"
     assert typed_decision_of("allow_with_warning", "E_TOOL_UNCONSTRAINED") == "allow_with_obligations"
     assert typed_decision_of("deny", "E_TOOL_DRIFT") == "deny_with_alert"
     assert typed_decision_of("deny", "E_ARG_SCHEMA") == "deny"
 
 
-def test_t2_event_obligations_same_whether_engine_list_is_final_or_metadata_only():
+def test_event_obligations_same_whether_the_list_holds_the_implied_ones_or_not():
     bare = make("allow_with_warning", "search", reason_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA)
     approval = {"type": "approval_required", "detail": "runtime approval artifact required"}
     with_extra = make("allow_with_warning", "search",
@@ -449,7 +450,7 @@ def test_t2_event_obligations_same_whether_engine_list_is_final_or_metadata_only
     assert [o["type"] for o in decision_data(final, **kw)["obligations"]] == ["legacy_warning", "approval_required"]
 
 
-def test_t2_merge_obligations_skips_exact_duplicates():
+def test_merge_obligations_skips_exact_duplicates():
     extra = [{"type": "approval_required", "detail": "d"}, {"type": "approval_required", "detail": "d"}]
     merged = merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, extra)
     assert [o["type"] for o in merged] == ["legacy_warning", "approval_required"]
@@ -462,7 +463,7 @@ def test_t2_merge_obligations_skips_exact_duplicates():
     }
 
 
-def test_4_3_verbose_lines():
+def test_verbose_lines():
     assert verbose_line("allow", "read_file") == '[assay] ALLOW "read_file"'
     assert verbose_line("allow", None) == "[assay] ALLOW unknown"
     assert verbose_line("allow_with_warning", "search", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA) == (
@@ -519,27 +520,27 @@ JSON_ANY = st.recursive(
 )
 
 
-# --- D3a encode_line ---------------------------------------------------------------------------
+# --- encode_line -------------------------------------------------------------------------------
 
 
 @settings(max_examples=400, deadline=None)
 @given(JSON_NO_FLOAT)
-def test_d3a_encode_line_equals_compact_stdlib_json(value):
+def test_encode_line_equals_compact_stdlib_json(value):
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
     assert encode_line(value) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(JSON_ANY)
-def test_d3a_encode_line_floats_parse_back_equal(value):
+def test_encode_line_floats_parse_back_equal(value):
     assert json.loads(encode_line(value)) == value
 
 
-def test_d3a_encode_line_keeps_slashes_and_unicode():
+def test_encode_line_keeps_slashes_and_unicode():
     assert encode_line({"a": "x/y é \u2028 😀"}) == '{"a":"x/y é \u2028 😀"}\n'.encode()
 
 
-# --- §4.5 tool_call_id and delegation ----------------------------------------------------------
+# --- tool_call_id and delegation ----------------------------------------------------------------
 
 FIXED = uuid.UUID("12345678-1234-4234-9234-123456789abc")
 
@@ -570,11 +571,11 @@ def tcid(params, rid):
         ({"a": 1}, f"gen_{FIXED}"),
     ],
 )
-def test_4_5_2_tool_call_id_from_request_id(rid, expected):
+def test_tool_call_id_from_request_id(rid, expected):
     assert tcid({"name": "t", "arguments": {}}, rid) == expected
 
 
-def test_4_5_2_tool_call_id_prefers_arguments_meta():
+def test_tool_call_id_prefers_arguments_meta():
     assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": "tc_1"}}}, 7) == "tc_1"
     assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": 5}}}, 7) == "req_7"
     assert tcid({"name": "t", "arguments": {"_meta": "tc"}}, 7) == "req_7"
@@ -585,13 +586,13 @@ def test_4_5_2_tool_call_id_prefers_arguments_meta():
     assert tcid(None, "x") == "req_x"
 
 
-def test_4_5_2_generated_id_is_uuid4_by_default():
+def test_generated_tool_call_id_is_uuid4_by_default():
     value = tool_call_id_for({"name": "t"}, ABSENT)
     assert value.startswith("gen_") and uuid.UUID(value[4:]).version == 4
     assert value[4:] == value[4:].lower()
 
 
-def test_4_5_4_delegation():
+def test_delegation():
     def deleg(d):
         return delegation_of({"name": "t", "arguments": {"_meta": {"delegation": d}}})
 
@@ -607,16 +608,16 @@ def test_4_5_4_delegation():
     assert delegation_of({"arguments": {"_meta": {"delegation": {"delegated_from": "a"}}}}) == (None, None)
 
 
-# --- §6.2 audit records ------------------------------------------------------------------------
+# --- audit records (docs/wrap-records.md, "Audit record") --------------------------------------
 
-SPEC_6_2 = (
+DOC_AUDIT = (
     b'{"timestamp":"2026-08-22T10:15:02.123456789+00:00","decision":"would_deny","tool":"delete_file","reason":"Tool is explicitly denylisted by name","request_id":1,"agentic":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"delete_file","reason":"Tool is explicitly denylisted by name"}}\n'
     b'{"timestamp":"2026-08-22T10:15:03.000000001+00:00","decision":"allow","tool":"read_file","reason":null,"request_id":2}\n'
     b'{"timestamp":"2026-08-22T10:15:04.5+00:00","decision":"allow_with_warning","tool":"","reason":"Tool allowed but has no schema"}\n'
 )
 
 
-def test_6_2_audit_records_bytes():
+def test_audit_records_bytes():
     deny = make("deny", "delete_file",
         reason_code="E_TOOL_DENIED",
         reason=DENIED_BY_NAME,
@@ -632,14 +633,14 @@ def test_6_2_audit_records_bytes():
         ),
         audit_record_for(warn_facts(""), dry_run=False, timestamp="2026-08-22T10:15:04.5+00:00"),
     ]
-    assert b"".join(encode_line(r) for r in lines) == SPEC_6_2
+    assert b"".join(encode_line(r) for r in lines) == DOC_AUDIT
     # the general builder gives the same bytes
     assert encode_line(
         audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00")
-    ) == SPEC_6_2.splitlines(keepends=True)[1]
+    ) == DOC_AUDIT.splitlines(keepends=True)[1]
 
 
-def test_6_2_audit_record_rules():
+def test_audit_record_rules():
     assert audit_decision("deny", dry_run=False) == "deny"
     assert audit_decision("deny", dry_run=True) == "would_deny"
     assert audit_decision("allow_with_warning", dry_run=True) == "allow_with_warning"
@@ -651,7 +652,7 @@ def test_6_2_audit_record_rules():
         audit_record("block", "t", None)
 
 
-def test_d14a_one_audit_record_per_warning():
+def test_one_audit_record_per_warning():
     record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t")
     assert record == {
         "timestamp": "t",
@@ -662,7 +663,7 @@ def test_d14a_one_audit_record_per_warning():
     }
 
 
-# --- §6.3 coverage -----------------------------------------------------------------------------
+# --- coverage (docs/wrap-records.md, "Session reports") ----------------------------------------
 
 
 def _event(tool: str, classes=()) -> dict:
@@ -670,7 +671,7 @@ def _event(tool: str, classes=()) -> dict:
     return decision_event("assay://org/app", decision_data(facts, dry_run=False, tool_call_id="x"), time="t")
 
 
-SPEC_6_3 = {
+DOC_COVERAGE = {
     "schema_version": "coverage_report_v1",
     "report_version": "1",
     "run": {"assay_version": "5.4.0", "generated_at": "2026-08-22T10:20:00Z", "source": "decision_jsonl"},
@@ -696,7 +697,7 @@ SPEC_6_3 = {
 }
 
 
-def test_6_3_coverage_example():
+def test_coverage_example():
     declared = declared_tools_of(deny=["exec"], schema_keys=["read_file", "$defs"])
     report = coverage_report(
         [_event("read_file"), _event("exec")],
@@ -704,14 +705,14 @@ def test_6_3_coverage_example():
         assay_version="5.4.0",
         generated_at=datetime(2026, 8, 22, 10, 20, 0, 999999, tzinfo=timezone.utc),
     )
-    assert report == SPEC_6_3
-    assert json.dumps(report) == json.dumps(SPEC_6_3)  # key order too
+    assert report == DOC_COVERAGE
+    assert json.dumps(report) == json.dumps(DOC_COVERAGE)  # key order too
     text = pretty_json(report)
-    assert not text.endswith(b"\n") and text == json.dumps(SPEC_6_3, indent=2).encode()
+    assert not text.endswith(b"\n") and text == json.dumps(DOC_COVERAGE, indent=2).encode()
     assert b'\n  "schema_version": "coverage_report_v1",\n' in text
 
 
-def test_6_3_coverage_rules():
+def test_coverage_rules():
     events = [
         _event("b", ["net"]),
         _event("a"),
@@ -747,7 +748,7 @@ def test_6_3_coverage_rules():
     assert empty["tools"]["tools_seen"] == [] and empty["routes"]["routes_seen"] == [] and empty["findings"] == []
 
 
-def test_6_3_4_declared_tools():
+def test_declared_tools():
     assert declared_tools_of(
         allow=[" read_file ", "fs_*"],
         deny=["exec", "*delete*"],
@@ -758,17 +759,17 @@ def test_6_3_4_declared_tools():
     assert declared_tools_of() == []
 
 
-def test_6_3_generated_at_defaults_to_now_utc_seconds():
+def test_coverage_generated_at_defaults_to_now_utc_seconds():
     stamp = coverage_report([], [])["run"]["generated_at"]
     parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert abs(datetime.now(timezone.utc) - parsed) < timedelta(minutes=5)
     assert coverage_report([], [])["run"]["assay_version"] == __import__("assay").__version__
 
 
-# --- §6.4 state window -------------------------------------------------------------------------
+# --- state window ------------------------------------------------------------------------------
 
 
-def test_6_4_state_window_example():
+def test_state_window_example():
     doc = state_window("assay://org/app", "default-mcp-server", "mcpwrap-4242-1755856800123456789")
     assert doc == {
         "schema_version": "session_state_window_v1",
@@ -791,7 +792,7 @@ def test_6_4_state_window_example():
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(), st.text(), st.text())
-def test_6_4_snapshot_id_recomputed_independently(source, server, session):
+def test_snapshot_id_recomputed_independently(source, server, session):
     doc = state_window(source, server, session)
     payload = {k: doc[k] for k in ("session", "window", "privacy")}
     expected = hashlib.sha256(
@@ -800,16 +801,16 @@ def test_6_4_snapshot_id_recomputed_independently(source, server, session):
     assert doc["snapshot"]["state_snapshot_id"] == f"sha256:{expected}"
 
 
-def test_6_4_new_session_id():
+def test_new_session_id():
     assert new_session_id(4242, 1755856800123456789) == "mcpwrap-4242-1755856800123456789"
     import os
 
     assert new_session_id().startswith(f"mcpwrap-{os.getpid()}-")
 
 
-# --- §6.6 session context ----------------------------------------------------------------------
+# --- session context ---------------------------------------------------------------------------
 
-SPEC_6_6 = b"""{
+DOC_SESSION_CONTEXT = b"""{
   "schema": "assay.mcp_session_context.v0",
   "mode": "enforce",
   "command_digest": "sha256:3f1d8172432a2bfb73dc46226e68993089139f2d916e03a34d716a2c35aa6932",
@@ -818,16 +819,16 @@ SPEC_6_6 = b"""{
 }"""
 
 
-def test_6_6_session_context_vector_bytes():
+def test_session_context_example_bytes():
     argv = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/demo"]
     assert jcs_bytes(argv) == b'["npx","-y","@modelcontextprotocol/server-filesystem","/srv/demo"]'
-    assert pretty_json(session_context(argv, dry_run=False)) == SPEC_6_6
+    assert pretty_json(session_context(argv, dry_run=False)) == DOC_SESSION_CONTEXT
     dry = session_context(argv, dry_run=True)
     assert dry["mode"] == "dry_run"
     assert b"/srv/demo" not in pretty_json(dry) and b"npx" not in pretty_json(dry)
 
 
-def test_6_6_session_context_refuses_unencodable_argv():
+def test_session_context_refuses_unencodable_argv():
     with pytest.raises(ValueError):
         session_context([], dry_run=False)
     with pytest.raises(ValueError):
@@ -836,7 +837,7 @@ def test_6_6_session_context_refuses_unencodable_argv():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(), min_size=1, max_size=6), st.booleans())
-def test_6_6_digest_matches_independent_jcs_of_string_array(argv, dry_run):
+def test_command_digest_matches_independent_jcs_of_string_array(argv, dry_run):
     # For an array of strings, RFC 8785 is ECMAScript JSON.stringify: the stdlib's compact,
     # non-ASCII-escaping form writes strings the same way.
     independent = json.dumps(argv, separators=(",", ":"), ensure_ascii=False).encode()
@@ -1026,7 +1027,7 @@ def test_recorder_writes_the_documented_example_from_the_engine():
             b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}}\n'
         )
         assert out.event_id == EVT_ID
-    assert lines == {compact(SPEC_6_1_6.replace(DIGEST, decision.policy_digest))}
+    assert lines == {compact(DOC_EVENT.replace(DIGEST, decision.policy_digest))}
 
 
 def test_recorder_default_ids_are_uuid4_and_unique_and_times_rfc3339():
@@ -1055,7 +1056,9 @@ def test_recorder_default_ids_are_uuid4_and_unique_and_times_rfc3339():
 def test_recorder_builds_only_what_is_on():
     decision = make("deny", "exec", reason_code="E_TOOL_DENIED", reason="r", contract={"status": "deny"})
     frame = {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "exec"}}
-    off = _recorder(decision_log=False, audit_log=False).record(decision, frame, frame["params"], "exec", True, None)
+    nothing = _recorder(decision_log=False, audit_log=False)
+    assert not nothing.active and _recorder(decision_log=False, audit_log=False, verbose=True).active
+    off = nothing.record(decision, frame, frame["params"], "exec", True, None)
     assert (off.decision_line, off.audit_line, off.verbose, off.event_id, off.event) == (None,) * 5
     audit = _recorder(decision_log=False).record(decision, frame, frame["params"], "exec", True, None)
     assert audit.decision_line is None and audit.event_id is None and audit.audit_line.startswith(b'{"timestamp":')

@@ -17,7 +17,7 @@ DENIED_BY_NAME = "Tool is explicitly denylisted by name"
 EXEC_CONTRACT = {"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec", "reason": DENIED_BY_NAME}
 
 
-# --- §4.4 / policy.md §6.1 deny replies ----------------------------------------------------------
+# --- deny replies -------------------------------------------------------------------------------
 
 def expected_reply(rid: bytes, payload: bytes, *, structured: bool = True) -> bytes:
     """A deny line (docs/wrap.md, "Deny replies"): the fixed text, then the payload as JSON
@@ -28,29 +28,29 @@ def expected_reply(rid: bytes, payload: bytes, *, structured: bool = True) -> by
     return line + (b',"structuredContent":' + payload if structured else b"") + b"}}\n"
 
 
-SPEC_4_4_PAYLOAD = (
+DOC_DENY_PAYLOAD = (
     b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}'
 )
-SPEC_4_4 = expected_reply(b"7", SPEC_4_4_PAYLOAD)
-W1 = expected_reply(
+DOC_DENY_REPLY = expected_reply(b"7", DOC_DENY_PAYLOAD)
+ARG_SCHEMA_REPLY = expected_reply(
     b"7",
     b'{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
     b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}',
 )
-W2 = [
+CONTRACT_SHAPES = [
     '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}',
     '{"status":"deny","error_code":"E_RATE_LIMIT"}',
     '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update (SOTA Moat)"}',
-    # D16 drops the "(SOTA Moat)" suffix in our engine; the reply carries whatever the contract says
+    # our engine has no "(SOTA Moat)" suffix; the reply carries whatever the contract says
     '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update"}',
     '{"status":"deny","error_code":"E_SCHEMA_COMPILE","tool":"lookup","message":"Declared schema failed to prepare or compile: shared and tool-local $defs entries must not overlap"}',
     '{"status":"deny","error_code":"E_TOOL_UNCONSTRAINED","tool":"list_dir","reason":"Tool has no schema (enforcement: deny)"}',
 ]
 
 
-def test_4_4_deny_reply_example_bytes():
-    assert deny_reply(7, EXEC_CONTRACT) == SPEC_4_4
-    assert SPEC_4_4 == (
+def test_deny_reply_example_bytes():
+    assert deny_reply(7, EXEC_CONTRACT) == DOC_DENY_REPLY
+    assert DOC_DENY_REPLY == (
         b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
         b'{"type":"text","text":"{\\"status\\":\\"deny\\",\\"error_code\\":\\"E_TOOL_DENIED\\",\\"tool\\":\\"exec\\",'
         b'\\"reason\\":\\"Tool is explicitly denylisted by name\\"}"}],"isError":true,'
@@ -63,7 +63,7 @@ def test_deny_reply_without_structured_content_for_output_schema_tools():
     """A tool with an outputSchema: clients validate structuredContent against it even on
     errors (TS SDK v1 throws -32602), so the deny carries the payload only as text."""
     line = deny_reply(7, EXEC_CONTRACT, structured=False)
-    assert line == expected_reply(b"7", SPEC_4_4_PAYLOAD, structured=False)
+    assert line == expected_reply(b"7", DOC_DENY_PAYLOAD, structured=False)
     result = json.loads(line)["result"]
     assert "structuredContent" not in result and result["isError"] is True
     assert json.loads(result["content"][1]["text"]) == EXEC_CONTRACT
@@ -76,26 +76,26 @@ def test_deny_reply_with_a_lone_surrogate_in_the_name_does_not_crash():
     assert json.loads(line)["result"]["structuredContent"]["tool"] == "\ud800"
 
 
-def test_policy_6_1_w1_arg_schema_reply_bytes():
+def test_arg_schema_reply_bytes():
     contract = {
         "status": "deny",
         "error_code": "E_ARG_SCHEMA",
         "tool": "read_file",
         "violations": [{"path": "/path", "message": '"/etc/passwd" does not match "^/workspace/"'}],
     }
-    assert deny_reply(7, contract) == W1
+    assert deny_reply(7, contract) == ARG_SCHEMA_REPLY
 
 
-@pytest.mark.parametrize("contract_text", W2)
+@pytest.mark.parametrize("contract_text", CONTRACT_SHAPES)
 @pytest.mark.parametrize(("rid", "rid_bytes"), [(7, b"7"), ("abc", b'"abc"'), (None, b"null"), (ABSENT, b"null")])
-def test_policy_6_1_w2_reply_bytes_per_contract_shape(contract_text, rid, rid_bytes):
+def test_reply_bytes_per_contract_shape(contract_text, rid, rid_bytes):
     contract = json.loads(contract_text)
     assert deny_reply(rid, contract) == expected_reply(rid_bytes, contract_text.encode())
 
 
-def test_d16a_modern_reply_appends_result_type_last():
+def test_modern_reply_appends_result_type_last():
     modern = deny_reply(7, EXEC_CONTRACT, modern=True)
-    assert modern == SPEC_4_4[: -len(b"}}\n")] + b',"resultType":"complete"}}\n'
+    assert modern == DOC_DENY_REPLY[: -len(b"}}\n")] + b',"resultType":"complete"}}\n'
     assert list(json.loads(modern)["result"]) == ["content", "isError", "structuredContent", "resultType"]
 
 
@@ -116,12 +116,12 @@ def test_d16a_modern_reply_appends_result_type_last():
         (None, False),
     ],
 )
-def test_d16a_is_modern_request(meta, modern):
+def test_is_modern_request(meta, modern):
     frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "_meta": meta}}
     assert is_modern_request(frame) is modern
 
 
-def test_d16a_protocol_version_must_be_under_params_meta():
+def test_protocol_version_must_be_under_params_meta():
     assert not is_modern_request({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
     assert not is_modern_request({"params": ["2026-07-28"]})
     assert not is_modern_request({"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}})
@@ -138,7 +138,7 @@ JSON_ANY = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(rid=JSON_ANY, contract=st.dictionaries(st.text(), JSON_ANY, max_size=5), modern=st.booleans())
-def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
+def test_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
     line = deny_reply(rid, contract, modern=modern)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     parsed = json.loads(line)
@@ -151,7 +151,7 @@ def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
     assert ("resultType" in parsed["result"]) is modern
 
 
-# --- §3.3 / D11 rejection replies --------------------------------------------------------------
+# --- rejection replies --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -167,7 +167,7 @@ def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
         ("non_string_method", -32600, "Invalid Request"),
     ],
 )
-def test_3_3_rejection_reply_bytes(reason, code, message):
+def test_rejection_reply_bytes(reason, code, message):
     expected = (
         '{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"%s","data":{"reason":"%s"}}}\n'
         % (code, message, reason)
@@ -176,7 +176,7 @@ def test_3_3_rejection_reply_bytes(reason, code, message):
     assert rejection_warning(reason) == f"[assay] WARNING: rejected client frame ({reason})"
 
 
-def test_3_3_spec_example_and_reason_table_complete():
+def test_rejection_example_and_reason_table_complete():
     assert rejection_reply("malformed_json") == (
         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error","data":{"reason":"malformed_json"}}}\n'
     )
@@ -200,4 +200,4 @@ def test_3_3_spec_example_and_reason_table_complete():
 def test_deny_reply_from_the_real_policy_engine():
     policy = load_policy(b'version: "2.0"\ntools: {deny: ["exec"]}\n', warn=lambda _line: None)
     decision = evaluate(policy, "exec", {}, SessionState())
-    assert deny_reply(7, decision.contract) == SPEC_4_4
+    assert deny_reply(7, decision.contract) == DOC_DENY_REPLY
