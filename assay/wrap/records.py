@@ -769,27 +769,26 @@ class _Template:
     """The invariant bytes of one decision's records (one Recorder, so one mode and source),
     made on first use.
 
-    ``events``: tool-definition digest → (``{"tool":...`` through the convergence block with
-    no closing brace, ``,"decision":..,"reason_code":..[,"reason":..]``). ``audits``: tool
-    written as null? → (``,"decision":..,"tool":..,"reason":..``, the rest from ``agentic`` to
-    the newline). None marks a part that holds a lone surrogate: those lines are built the
-    generic way."""
+    ``events``: tool-definition digest → :class:`_EventParts`. ``audits``: tool written as
+    null? → (``,"decision":..,"tool":..,"reason":..``, the rest from ``agentic`` to the
+    newline), or None when that holds a lone surrogate (the line is then built the generic
+    way)."""
 
     __slots__ = ("decision", "dry_run", "events", "audits")
 
     def __init__(self, decision: Decision, dry_run: bool) -> None:
         self.decision = decision
         self.dry_run = dry_run
-        self.events: dict[str | None, tuple[bytes, bytes] | None] = {}
+        self.events: dict[str | None, _EventParts] = {}
         self.audits: dict[bool, tuple[bytes, bytes] | None] = {}
 
-    def event(self, tool_definition_digest: str | None) -> tuple[bytes, bytes] | None:
+    def event(self, tool_definition_digest: str | None) -> _EventParts:
         events = self.events
         if tool_definition_digest in events:
             return events[tool_definition_digest]
-        head = _piece(_data_head(self.decision, self.dry_run, tool_definition_digest))
-        verdict = _inner(_data_verdict(self.decision, self.dry_run))
-        parts = None if head is None or verdict is None else (head[:-1], b"," + verdict)
+        parts = _EventParts(
+            _data_head(self.decision, self.dry_run, tool_definition_digest), _data_verdict(self.decision, self.dry_run)
+        )
         if len(events) < _HEADS_PER_DECISION:
             events[tool_definition_digest] = parts
         return parts
@@ -811,6 +810,23 @@ class _Template:
             parts = (b"," + middle, tail if agentic is None else b',"agentic":' + tail + b"}\n")
         audits[null_tool] = parts
         return parts
+
+
+class _EventParts:
+    """The invariant parts of one decision's event for one tool binding: ``head`` is ``data``
+    from ``tool`` through the convergence block, ``verdict`` its ``decision``, ``reason_code``
+    and ``reason``; as dicts and as bytes (``head_bytes`` without the closing brace,
+    ``verdict_bytes`` with a leading comma), the bytes None when they hold a lone surrogate."""
+
+    __slots__ = ("head", "verdict", "head_bytes", "verdict_bytes")
+
+    def __init__(self, head: dict, verdict: dict) -> None:
+        self.head = head
+        self.verdict = verdict
+        head_bytes = _piece(head)
+        verdict_bytes = _inner(verdict)
+        self.head_bytes = None if head_bytes is None else head_bytes[:-1]
+        self.verdict_bytes = None if verdict_bytes is None else b"," + verdict_bytes
 
 
 _TEMPLATES_MAX: Final = 512
@@ -948,12 +964,22 @@ class Recorder:
         if decision_log or keep_events:
             event_id = self._new_id()
             delegated_from, delegation_depth, tool_call_id, call_part = _call_ids(params, request_id)
-            if decision_log and fast:
-                decision_line = self._event_line(
-                    template, event_id, time_part, tool_definition_digest, delegated_from, delegation_depth,
-                    tool_call_id, call_part, rid,
+            if fast:
+                events = template.events
+                parts = (
+                    events[tool_definition_digest]
+                    if tool_definition_digest in events
+                    else template.event(tool_definition_digest)
                 )
-            if keep_events or decision_line is None:
+                if decision_log:
+                    decision_line = self._event_line(
+                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid
+                    )
+                if keep_events:
+                    event = self._event(
+                        parts, event_id, stamp, delegated_from, delegation_depth, tool_call_id, request_id
+                    )
+            if (decision_log and decision_line is None) or (keep_events and event is None):
                 full = decision_event(
                     self.source,
                     decision_data(
@@ -970,13 +996,13 @@ class Recorder:
                 )
                 if keep_events:
                     event = full
-                if decision_line is None and decision_log:
+                if decision_log and decision_line is None:
                     decision_line = encode_line(full)
         if audit_log:
             null_tool = not valid and decision.outcome == "allow"
-            parts = template.audit(null_tool) if fast else None
-            if parts is not None:
-                audit_line = b"".join((b'{"timestamp":', time_part, parts[0], rid, parts[1]))
+            audit_parts = template.audit(null_tool) if fast else None
+            if audit_parts is not None:
+                audit_line = b"".join((b'{"timestamp":', time_part, audit_parts[0], rid, audit_parts[1]))
             else:
                 audit_line = encode_line(
                     audit_record_for(
@@ -998,10 +1024,9 @@ class Recorder:
 
     def _event_line(
         self,
-        template: _Template,
+        parts: _EventParts,
         event_id: str,
         time_part: bytes,
-        tool_definition_digest: str | None,
         delegated_from: str | None,
         delegation_depth: int | None,
         tool_call_id: str,
@@ -1010,13 +1035,9 @@ class Recorder:
     ) -> bytes | None:
         """The event line from the template, or None when some part needs the generic way."""
         after_id = self._after_id
-        events = template.events
-        parts = events[tool_definition_digest] if tool_definition_digest in events else template.event(
-            tool_definition_digest
-        )
-        if after_id is None or parts is None:
+        head, verdict = parts.head_bytes, parts.verdict_bytes
+        if after_id is None or head is None or verdict is None:
             return None
-        head, verdict = parts
         id_part = (b'"' + event_id.encode("ascii") + b'"') if self._fast_id else _piece(event_id)
         if call_part is None:
             call_part = _piece(tool_call_id)
@@ -1046,6 +1067,36 @@ class Recorder:
                 b"}}\n",
             )
         )
+
+    def _event(
+        self,
+        parts: _EventParts,
+        event_id: str,
+        stamp: str,
+        delegated_from: str | None,
+        delegation_depth: int | None,
+        tool_call_id: str,
+        request_id: Any,
+    ) -> dict:
+        """The event as :func:`decision_event` builds it; its nested lists and objects are
+        shared with the other events of the same decision (read them, do not change them)."""
+        data = dict(parts.head)
+        if delegated_from is not None:
+            data["delegated_from"] = delegated_from
+        if delegation_depth is not None:
+            data["delegation_depth"] = delegation_depth
+        data.update(parts.verdict)
+        data["tool_call_id"] = tool_call_id
+        if _has_id(request_id):
+            data["request_id"] = request_id
+        return {
+            "specversion": "1.0",
+            "id": event_id,
+            "type": "assay.tool.decision",
+            "source": self.source,
+            "time": stamp,
+            "data": data,
+        }
 
 
 def _call_ids(params: Any, request_id: Any) -> tuple[str | None, int | None, str, bytes | None]:
