@@ -830,6 +830,40 @@ class _EventParts:
 
 
 _TEMPLATES_MAX: Final = 512
+
+
+def _shape(decision: Decision) -> tuple | None:
+    """Every field the invariant parts of a decision's records depend on (all but the deny
+    contract), as a dict key; None when an obligation holds anything but strings (the key
+    could then equate values that encode differently, such as ``1`` and ``true``)."""
+    frozen = []
+    for obligation in decision.obligations:
+        items = tuple(obligation.items())
+        for _key, value in items:
+            if value.__class__ is not str:
+                return None
+        frozen.append(items)
+    return (
+        decision.outcome,
+        decision.tool,
+        decision.reason_code,
+        decision.reason,
+        decision.typed_decision,
+        decision.tool_classes,
+        decision.matched_tool_classes,
+        decision.match_basis,
+        decision.matched_rule,
+        decision.policy_version,
+        decision.policy_digest,
+        decision.approval_state,
+        decision.scope_type,
+        decision.scope_value,
+        decision.scope_match_mode,
+        decision.redaction_target,
+        decision.redaction_mode,
+        decision.redaction_scope,
+        tuple(frozen),
+    )
 _HEADS_PER_DECISION: Final = 64
 
 
@@ -864,6 +898,7 @@ class Recorder:
         "_fast_id",
         "_fast_time",
         "_templates",
+        "_shapes",
         "_after_id",
     )
 
@@ -892,6 +927,7 @@ class Recorder:
         self._new_id: Callable[[], str] = new_event_id if new_event_id is not None else _event_ids()
         self._now: Callable[[], str] = now if now is not None else _clock()
         self._templates: dict[int, _Template] = {}
+        self._shapes: dict[tuple, _Template] = {}
         source_part = _piece(source)
         self._after_id = (
             None
@@ -936,13 +972,21 @@ class Recorder:
         request_id = frame["id"] if "id" in frame else ABSENT
         stamp = self._now()
         template = self._templates.get(id(decision))
-        # The fast way needs a decision seen before (the engine returns the same object for
-        # every plain call of a tool; a fresh one, such as a schema deny, is cheaper to record
-        # the generic way), the called name to be the decision's (the engine's contract) and
-        # every per-call part to be UTF-8 (no lone surrogate).
+        # The fast way needs a decision seen before, or one just like it (the engine returns
+        # the same object for every plain call of a tool, and a fresh one such as a schema deny
+        # for each such call: those differ only in the deny contract), the called name to be
+        # the decision's (the engine's contract) and every per-call part to be UTF-8 (no lone
+        # surrogate). The first of its kind is recorded the generic way.
+        own = True
         if template is None or template.decision is not decision:
-            template = self._new_template(decision)
-            fast = False
+            shape = _shape(decision)
+            template = self._shapes.get(shape) if shape is not None else None
+            if template is None:
+                template = self._new_template(decision, shape)
+                fast = False
+            else:
+                own = False
+                fast = name is decision.tool or name == decision.tool
         else:
             fast = name is decision.tool or name == decision.tool
         rid: bytes | None
@@ -1001,6 +1045,8 @@ class Recorder:
         if audit_log:
             null_tool = not valid and decision.outcome == "allow"
             audit_parts = template.audit(null_tool) if fast else None
+            if audit_parts is not None and not own and decision.outcome == "deny":
+                audit_parts = _with_contract(audit_parts[0], decision.contract)
             if audit_parts is not None:
                 audit_line = b"".join((b'{"timestamp":', time_part, audit_parts[0], rid, audit_parts[1]))
             else:
@@ -1015,11 +1061,15 @@ class Recorder:
                 )
         return Recorded(decision_line, audit_line, verbose, event_id, event)
 
-    def _new_template(self, decision: Decision) -> _Template:
-        templates = self._templates
+    def _new_template(self, decision: Decision, shape: tuple | None) -> _Template:
+        templates, shapes = self._templates, self._shapes
         if len(templates) >= _TEMPLATES_MAX:
             templates.clear()
+        if len(shapes) >= _TEMPLATES_MAX:
+            shapes.clear()
         template = templates[id(decision)] = _Template(decision, self.dry_run)
+        if shape is not None:
+            shapes[shape] = template
         return template
 
     def _event_line(
@@ -1097,6 +1147,15 @@ class Recorder:
             "time": stamp,
             "data": data,
         }
+
+
+def _with_contract(middle: bytes, contract: Mapping[str, Any] | None) -> tuple[bytes, bytes] | None:
+    """Audit parts of a deny whose template came from another decision of its kind: the
+    ``agentic`` member is this decision's own contract."""
+    if contract is None:
+        return middle, b"}\n"
+    piece = _piece(contract)
+    return None if piece is None else (middle, b',"agentic":' + piece + b"}\n")
 
 
 def _call_ids(params: Any, request_id: Any) -> tuple[str | None, int | None, str, bytes | None]:

@@ -937,6 +937,16 @@ def calls(draw, tool: str, valid: bool):
     return frame, params
 
 
+def _twin(decision: Decision, contract) -> Decision:
+    """Another Decision object equal to ``decision`` but for its deny contract."""
+    fields = decision.to_dict()
+    for key in ("outcome", "tool", "contract", "event_reason_code"):
+        del fields[key]
+    fields["tool_classes"] = tuple(fields["tool_classes"])
+    fields["matched_tool_classes"] = tuple(fields["matched_tool_classes"])
+    return Decision(decision.outcome, decision.tool, contract=contract if decision.outcome == "deny" else None, **fields)
+
+
 def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run):
     """What the generic builders give for the values the recorder used."""
     request_id = frame["id"] if "id" in frame else ABSENT
@@ -973,16 +983,21 @@ def test_recorder_lines_equal_the_generic_builders(data):
     source = data.draw(st.sampled_from(["assay://org/app", ""]) | WILD_TEXT)
     dry_run = data.draw(st.booleans())
     custom = data.draw(st.booleans())
-    ids = iter(data.draw(st.lists(WILD_TEXT, min_size=4, max_size=4)))
-    stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=4, max_size=4)))
+    ids = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
+    stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     rec = records.Recorder(
         source=source, label="default-mcp-server", dry_run=dry_run, decision_log=True, audit_log=True,
         keep_events=data.draw(st.booleans()), verbose=True,
         new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
     )
     # the same decision object several times: the first is built the generic way, later ones
-    # from the template (the engine hands out one object per plain call of a tool)
-    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+    # from the template (the engine hands out one object per plain call of a tool); then
+    # decisions just like it with their own deny contract (a fresh one per schema deny)
+    twins = data.draw(st.lists(st.none() | st.dictionaries(WILD_TEXT, WILD_TEXT, max_size=2), max_size=2))
+    repeats = data.draw(st.integers(min_value=1, max_value=3))
+    for turn in range(repeats + len(twins)):
+        if turn >= repeats:
+            decision = _twin(decision, twins[turn - repeats])
         frame, params = data.draw(calls(name, valid))
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
@@ -1115,3 +1130,25 @@ def test_stop_record():
     assert killed["child_exit"] == {"code": None, "signal": 15}
     unknown = records.stop_record("x", child_returncode=None, forwarded=0, blocked=0, rejected=0, dropped_responses=0)
     assert unknown["child_exit"] == {"code": None, "signal": None}
+
+
+def test_recorder_schema_denies_carry_their_own_violations():
+    """The engine makes a fresh Decision per schema deny: the second one is built from the
+    first one's template, with its own contract in the audit record."""
+    policy = load_policy(
+        b'version: "2.0"\ntools: {allow: [search]}\nschemas:\n  search: {type: object, required: [q], '
+        b"properties: {q: {type: string}}, additionalProperties: false}\n",
+        warn=lambda _line: None,
+    )
+    state = SessionState()
+    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME)
+    for i, arguments in enumerate(({"q": 5}, {"x": 1}, {"q": "ok", "z": "\u00e9"})):
+        decision = evaluate(policy, "search", arguments, state)
+        assert decision.reason_code == "E_ARG_SCHEMA"
+        frame = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "search", "arguments": arguments}}
+        out = rec.record(decision, frame, frame["params"], "search", True, None)
+        data = decision_data(decision, dry_run=False, tool_call_id=f"req_{i}", request_id=i)
+        assert out.decision_line == encode_line(decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME))
+        audit = audit_record_for(decision, dry_run=False, request_id=i, timestamp=EVT_TIME)
+        assert out.audit_line == encode_line(audit)
+        assert json.loads(out.audit_line)["agentic"] == decision.contract
