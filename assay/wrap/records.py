@@ -880,9 +880,11 @@ class Recorder:
 
     The lines are byte for byte what :func:`decision_data` + :func:`decision_event` +
     :func:`encode_line` and :func:`audit_record_for` + :func:`encode_line` give for the same
-    values. They are assembled from bytes made once per decision object: the policy engine
-    returns the same :class:`Decision` for every plain call of a tool, so the per-call work is
-    the id, the time, ``tool_call_id``, ``request_id`` and delegation.
+    values. They are assembled from bytes made once per decision object, or per kind of
+    decision (every field but the deny contract): the policy engine returns the same
+    :class:`Decision` for every plain call of a tool and a fresh one of the same kind for each
+    schema deny, so the per-call work is the id, the time, ``tool_call_id``, ``request_id``,
+    delegation and a fresh deny's contract.
     """
 
     __slots__ = (
