@@ -23,6 +23,7 @@ from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
 from assay.manifest.publish import publish_new
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.effects import Sink
+from assay.wrap.records import stop_record
 from assay.wrap.relay import Relay, RecordSink, open_stdio
 from assay.wrap.reports import (
     coverage_report,
@@ -259,7 +260,17 @@ async def run_wrap(
             return code  # no session: no stop record, no coverage, no state window
         if Sink.SESSION_STOP in one_run:
             try:
-                one_run[Sink.SESSION_STOP].write(pretty_json(stop_record(result, session)))
+                counts = session.counts
+                record = stop_record(
+                    result.stop_cause,
+                    child_returncode=result.child_returncode,
+                    forwarded=counts["forwarded"],
+                    blocked=counts["blocked"] + counts["dropped"],
+                    rejected=counts["rejected"],
+                    dropped_responses=session.dropped_responses,
+                    wrap_signal=result.wrap_signal,
+                )
+                one_run[Sink.SESSION_STOP].write(pretty_json(record))
             except Exception as exc:  # RelayFatal from the sink: fail closed
                 warn(f"fatal: {exc}")
                 code = code or 2
@@ -269,26 +280,6 @@ async def run_wrap(
             sink.close()
         if restore is not None:
             restore()
-
-
-def stop_record(result, session: WrapSession) -> dict:
-    """The session-stop record (wrap.md §6.9, DECISIONS D15), filled once the child is reaped."""
-    record: dict = {"schema": "assay.mcp_session_stop.v0", "stop_cause": result.stop_cause}
-    if result.wrap_signal is not None:
-        record["wrap_signal"] = result.wrap_signal
-    rc = result.child_returncode
-    record["child_exit"] = {
-        "code": rc if rc is not None and rc >= 0 else None,
-        "signal": -rc if rc is not None and rc < 0 else None,
-    }
-    counts = session.counts
-    record["frames"] = {
-        "forwarded": counts["forwarded"],
-        "blocked": counts["blocked"] + counts["dropped"],
-        "rejected": counts["rejected"],
-        "dropped_responses": session.dropped_responses,
-    }
-    return record
 
 
 def finish_reports(config: WrapConfig, policy, session: WrapSession, source, session_id: str, code: int, warn) -> int:

@@ -39,7 +39,7 @@ from typing import Any
 import ujson
 
 from assay.policy import Decision, Policy, SessionState, evaluate
-from assay.wrap import records, serverlines
+from assay.wrap import records, replies, serverlines
 from assay.wrap.admission import (
     DEFAULT_MAX_FRAME_BYTES,
     Admitted,
@@ -125,9 +125,18 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
-        self._new_event_id = new_event_id
-        self._now = now
-        self._records_on = bool(options.decision_sinks or options.keep_events or options.audit or options.verbose)
+        self._recorder = records.Recorder(
+            source=options.event_source or "",
+            label=options.label,
+            dry_run=options.dry_run,
+            decision_log=bool(options.decision_sinks),
+            audit_log=options.audit,
+            keep_events=options.keep_events,
+            verbose=options.verbose,
+            new_event_id=new_event_id,
+            now=now,
+        )
+        self._records_on = self._recorder.active
         # -- client side
         self._splitter = LineSplitter(options.max_frame_bytes)
         self._fast_limit = min(BIG_CLIENT_LINE - 1, options.max_frame_bytes)
@@ -301,7 +310,7 @@ class WrapSession:
         self.seen_nonblank = True
         if isinstance(item, Rejected):
             self.counts["rejected"] += 1
-            self._reply(records.rejection_reply(item.reason), out)
+            self._reply(replies.rejection_reply(item.reason), out)
             out.append(Warn(records.rejection_warning(item.reason)))
             if self.options.receipts and self.started:
                 self._receipt_rejected(item, out)
@@ -366,10 +375,10 @@ class WrapSession:
         if decision.outcome == "deny" and not opts.dry_run:
             if has_id:
                 self._reply(
-                    records.deny_reply(
+                    replies.deny_reply(
                         frame["id"],
                         decision.contract or {},
-                        modern=records.is_modern_request(frame),
+                        modern=replies.is_modern_request(frame),
                         structured=not self._may_have_output_schema(name),
                     ),
                     out,
@@ -403,80 +412,38 @@ class WrapSession:
     def _record(
         self, decision: Decision, frame: dict[str, Any], params: Any, name: str, valid: bool, out: list[Effect]
     ) -> str | None:
-        """Decision event, audit record and --verbose line of one evaluated call."""
-        opts = self.options
-        facts = records.DecisionFacts.of(decision, tool=name)  # the called tool, even for rate limits
-        request_id = frame["id"] if "id" in frame else records.ABSENT
-        event_id = None
-        if opts.decision_sinks or opts.keep_events:
-            delegated_from, delegation_depth = records.delegation_of(params)
-            data = records.decision_data(
-                facts,
-                dry_run=opts.dry_run,
-                tool_call_id=records.tool_call_id_for(params, request_id),
-                request_id=request_id,
-                delegated_from=delegated_from,
-                delegation_depth=delegation_depth,
-                tool_definition_digest=self._bindings.get(name) if valid else None,
-            )
-            event = records.decision_event(
-                opts.event_source or "",
-                data,
-                event_id=self._new_event_id() if self._new_event_id else None,
-                time=self._now() if self._now else None,
-            )
-            if opts.keep_events:
-                self.events.append(event)
-            event_id = event["id"]
-            if opts.decision_sinks:
-                line = records.encode_line(event)
-                out.extend(Record(sink, line) for sink in opts.decision_sinks)
-        if opts.audit:
-            rec = records.audit_record_for(
-                facts,
-                dry_run=opts.dry_run,
-                request_id=request_id,
-                tool=name if valid or facts.outcome != "allow" else None,
-                timestamp=self._now() if self._now else None,
-            )
-            out.append(Record(Sink.AUDIT_LOG, records.encode_line(rec)))
-        if opts.verbose:
-            out.append(Warn(records.verbose_line(
-                facts.outcome,
-                name if valid else None,
-                policy_code=facts.policy_code,
-                reason=facts.reason,
-                dry_run=opts.dry_run,
-            )))
-        return event_id
+        """Decision event, audit record and --verbose line of one evaluated call; returns the
+        event id (receipts name it)."""
+        rec = self._recorder.record(decision, frame, params, name, valid, self._bindings.get(name) if valid else None)
+        if rec.event is not None:
+            self.events.append(rec.event)
+        if rec.decision_line is not None:
+            out.extend(Record(sink, rec.decision_line) for sink in self.options.decision_sinks)
+        if rec.audit_line is not None:
+            out.append(Record(Sink.AUDIT_LOG, rec.audit_line))
+        if rec.verbose is not None:
+            out.append(Warn(rec.verbose))
+        return rec.event_id
 
     def _receipt(self, raw: bytes, frame: dict[str, Any], forwarded: bool, event_id: str | None, out: list[Effect]) -> None:
         """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments."""
         self._receipt_seq += 1
-        receipt: dict[str, Any] = {"schema": "assay.mcp_request_receipt.v0", "seq": self._receipt_seq}
-        receipt["frame_digest"] = "sha256:" + frame_digest(raw)
         has_method = "method" in frame
-        receipt["kind"] = ("request" if "id" in frame else "notification") if has_method else "response"
-        if has_method:
-            receipt["method"] = frame["method"]
-        if "id" in frame:
-            receipt["request_id"] = frame["id"]
-        receipt["disposition"] = "forwarded" if forwarded else "blocked"
-        if event_id is not None:
-            receipt["decision_event_id"] = event_id
-        out.append(Record(Sink.RECEIPTS, records.encode_line(receipt)))
+        out.append(Record(Sink.RECEIPTS, records.receipt_line(
+            self._receipt_seq,
+            "sha256:" + frame_digest(raw),
+            ("request" if "id" in frame else "notification") if has_method else "response",
+            "forwarded" if forwarded else "blocked",
+            method=frame["method"] if has_method else records.ABSENT,
+            request_id=frame["id"] if "id" in frame else records.ABSENT,
+            decision_event_id=event_id,
+        )))
 
     def _receipt_rejected(self, item: Rejected, out: list[Effect]) -> None:
         self._receipt_seq += 1
-        receipt: dict[str, Any] = {
-            "schema": "assay.mcp_request_receipt.v0",
-            "seq": self._receipt_seq,
-            "frame_digest": "sha256:" + item.frame_digest,
-            "kind": "rejected",
-            "disposition": "rejected",
-            "reject_reason": item.reason,
-        }
-        out.append(Record(Sink.RECEIPTS, records.encode_line(receipt)))
+        out.append(Record(Sink.RECEIPTS, records.receipt_line(
+            self._receipt_seq, "sha256:" + item.frame_digest, "rejected", "rejected", reject_reason=item.reason
+        )))
 
     def _chain_for(self, params: Any) -> ListChain:
         """A tools/list request continues the last chain when it asks for that chain's

@@ -1,5 +1,6 @@
-"""Record builders of the wrap relay against the spec's own examples (spec/wrap.md §3.3, §4.3-§4.5,
-§6.1-§6.4, §6.6; policy.md §6.1; DECISIONS D10-D16b), byte for byte where the spec shows bytes."""
+"""Record builders of the wrap relay against the examples of docs/wrap-records.md (decision events,
+audit records, the stderr lines, session reports) and docs/wrap.md (receipts, the stop record),
+byte for byte where the docs show bytes; the Recorder against the generic builders."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,23 +16,18 @@ from hypothesis import strategies as st
 
 from assay.canonical import jcs_bytes
 from assay.wrap import records
-from assay.policy import SessionState, evaluate, load_policy
+from assay.policy import Decision, SessionState, evaluate, load_policy
 from assay.wrap.records import (
     ABSENT,
-    REJECTION_REASONS,
-    DecisionFacts,
     audit_decision,
     audit_record,
     audit_record_for,
     decision_data,
     decision_event,
     delegation_of,
-    deny_reply,
     encode_line,
-    is_modern_request,
     merge_obligations,
     obligation_outcomes,
-    rejection_reply,
     rejection_warning,
     rfc3339_utc,
     tool_call_id_for,
@@ -55,16 +52,21 @@ DENIED_BY_NAME = "Tool is explicitly denylisted by name"
 NO_SCHEMA = "Tool allowed but has no schema"
 
 
+def make(outcome: str, tool: str, **fields) -> Decision:
+    """A Decision as the policy engine builds it: ``typed_decision`` follows the outcome unless
+    given."""
+    fields.setdefault("typed_decision", typed_decision_of(outcome, fields.get("reason_code")))
+    return Decision(outcome, tool, **fields)
+
+
 def compact(pretty: str) -> bytes:
-    """The spec prints one-line records across several lines; join them back."""
+    """The docs print one-line records across several lines; join them back."""
     return "".join(line.strip() for line in pretty.strip().splitlines()).encode() + b"\n"
 
 
-def exec_deny() -> DecisionFacts:
-    return DecisionFacts(
-        tool="exec",
-        outcome="deny",
-        policy_code="E_TOOL_DENIED",
+def exec_deny() -> Decision:
+    return make("deny", "exec",
+        reason_code="E_TOOL_DENIED",
         reason=DENIED_BY_NAME,
         contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec", "reason": DENIED_BY_NAME},
         match_basis="name",
@@ -74,11 +76,9 @@ def exec_deny() -> DecisionFacts:
     )
 
 
-def warn_facts(tool: str = "search") -> DecisionFacts:
-    return DecisionFacts(
-        tool=tool,
-        outcome="allow_with_warning",
-        policy_code="E_TOOL_UNCONSTRAINED",
+def warn_facts(tool: str = "search") -> Decision:
+    return make("allow_with_warning", tool,
+        reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA),
         policy_version="2.0",
@@ -86,9 +86,9 @@ def warn_facts(tool: str = "search") -> DecisionFacts:
     )
 
 
-# --- §6.1.6: the enforce-mode example, byte for byte -------------------------------------------
+# --- decision events: the enforce-mode example of docs/wrap-records.md, byte for byte ---------
 
-SPEC_6_1_6 = """
+DOC_EVENT = """
 {"specversion":"1.0","id":"evt_decision_3b0f6c1e-8a47-4b1e-9a51-0c7d2f9e4a10","type":"assay.tool.decision",
  "source":"assay://org/app","time":"2026-08-22T10:15:02.123456789+00:00","data":{
  "tool":"exec","match_basis":"name","matched_rule":"tools.deny","typed_decision":"deny",
@@ -115,7 +115,7 @@ SPEC_6_1_6 = """
 """.replace("sha256:<64hex>", DIGEST)
 
 
-def test_6_1_6_enforce_deny_event_bytes():
+def test_enforce_deny_event_bytes():
     request = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
     data = decision_data(
         exec_deny(),
@@ -124,25 +124,24 @@ def test_6_1_6_enforce_deny_event_bytes():
         request_id=request["id"],
     )
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
-    assert encode_line(event) == compact(SPEC_6_1_6)
+    assert encode_line(event) == compact(DOC_EVENT)
 
 
-def _engine(policy_yaml: str, tool: str, arguments=None, state=None) -> DecisionFacts:
+def _engine(policy_yaml: str, tool: str, arguments=None, state=None) -> Decision:
     policy = load_policy(policy_yaml.encode(), warn=lambda _line: None)
-    return DecisionFacts.of(evaluate(policy, tool, arguments, state if state is not None else SessionState()))
+    return evaluate(policy, tool, arguments, state if state is not None else SessionState())
 
 
-def test_6_1_6_from_the_real_policy_engine():
-    """The same example end to end: assay.policy's Decision → facts → the spec's bytes."""
+def test_enforce_deny_event_from_the_real_policy_engine():
+    """The same example end to end: assay.policy's Decision → the documented bytes."""
     facts = _engine('version: "2.0"\ntools: {deny: ["exec"]}\n', "exec", {})
     assert facts.policy_digest and facts.policy_digest.startswith("sha256:")
     data = decision_data(facts, dry_run=False, tool_call_id="req_7", request_id=7)
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
-    assert encode_line(event) == compact(SPEC_6_1_6.replace(DIGEST, facts.policy_digest))
-    assert deny_reply(7, facts.contract) == SPEC_4_4
+    assert encode_line(event) == compact(DOC_EVENT.replace(DIGEST, facts.policy_digest))
 
 
-def test_6_1_8_to_10_from_the_real_policy_engine():
+def test_warning_allow_and_rate_limit_from_the_real_policy_engine():
     warn = _engine('version: "2.0"\n', "search", {})
     data = decision_data(warn, dry_run=False, tool_call_id="x")
     assert data["obligations"] == [{"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{NO_SCHEMA}"}]
@@ -154,11 +153,11 @@ def test_6_1_8_to_10_from_the_real_policy_engine():
     policy = 'version: "2.0"\nlimits: {max_tool_calls_total: 1}\n'
     _engine(policy, "search", {}, state)
     limited = _engine(policy, "search", {}, state)
-    assert limited.tool == "search" and limited.policy_code == "E_RATE_LIMIT"  # D10
+    assert limited.tool == "search" and limited.reason_code == "E_RATE_LIMIT"  # the called tool, not "ALL"
     assert decision_data(limited, dry_run=False, tool_call_id="x")["reason_code"] == "P_RATE_LIMIT"
 
 
-def test_6_1_10_drift_from_the_real_policy_engine():
+def test_drift_from_the_real_policy_engine():
     policy = (
         'version: "2.0"\ntool_pins:\n  read_file:\n    server_id: default-mcp-server\n'
         "    tool_name: read_file\n    schema_hash: " + "a" * 64 + "\n    meta_hash: " + "b" * 64 + "\n"
@@ -170,15 +169,15 @@ def test_6_1_10_drift_from_the_real_policy_engine():
     assert data["typed_decision"] == "deny_with_alert" and data["reason_code"] == "P_TOOL_DRIFT"
     assert data["obligations"] == [{"type": "alert", "detail": f"E_TOOL_DRIFT:{facts.reason}"}]  # not doubled
     assert [o["type"] for o in data["obligation_outcomes"]] == ["alert"]
-    # D16: the contract reason has no "(SOTA Moat)" suffix
-    assert deny_reply(1, facts.contract) == expected_reply(
-        b"1",
-        b'{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file",'
-        b'"reason":"Tool metadata or schema has changed without policy update"}',
-    )
+    assert facts.contract == {
+        "status": "deny",
+        "error_code": "E_TOOL_DRIFT",
+        "tool": "read_file",
+        "reason": "Tool metadata or schema has changed without policy update",
+    }
 
 
-def test_6_1_2_envelope_defaults_and_no_datacontenttype():
+def test_envelope_defaults_and_no_datacontenttype():
     event = decision_event("assay://x", {"tool": "t"})
     assert list(event) == ["specversion", "id", "type", "source", "time", "data"]
     assert "datacontenttype" not in event
@@ -189,16 +188,16 @@ def test_6_1_2_envelope_defaults_and_no_datacontenttype():
     assert abs(datetime.now(timezone.utc) - stamp) < timedelta(minutes=5)
 
 
-def test_6_rfc3339_utc_converts_and_keeps_six_digits():
+def test_rfc3339_utc_converts_and_keeps_six_digits():
     moment = datetime(2026, 8, 22, 12, 15, 2, 123456, tzinfo=timezone(timedelta(hours=2)))
     assert rfc3339_utc(moment) == "2026-08-22T10:15:02.123456+00:00"
     assert rfc3339_utc(datetime(2026, 8, 22, 10, 15, 2)) == "2026-08-22T10:15:02.000000+00:00"
 
 
-# --- §6.1.7-§6.1.10 ------------------------------------------------------------------------------
+# --- decision events: dry run, warnings, allows, drift -----------------------------------------
 
 
-def test_6_1_7_dry_run_differs_only_in_listed_keys():
+def test_dry_run_differs_only_in_listed_keys():
     enforce = decision_data(exec_deny(), dry_run=False, tool_call_id="req_7", request_id=7)
     dry = decision_data(exec_deny(), dry_run=True, tool_call_id="req_7", request_id=7)
     assert list(dry) == list(enforce)
@@ -215,7 +214,7 @@ def test_6_1_7_dry_run_differs_only_in_listed_keys():
     assert (dry["typed_decision"], dry["reason_code"], dry["reason"]) == ("deny", "P_TOOL_DENIED", DENIED_BY_NAME)
 
 
-def test_6_1_8_allow_with_warning():
+def test_allow_with_warning():
     data = decision_data(warn_facts(), dry_run=False, tool_call_id="req_3", request_id=3)
     assert "match_basis" not in data and "matched_rule" not in data
     assert data["typed_decision"] == "allow_with_obligations"
@@ -234,9 +233,8 @@ def test_6_1_8_allow_with_warning():
     assert keys.index("obligation_outcomes") < keys.index("decision_outcome_kind")
 
 
-def test_6_1_9_plain_allow_by_name():
-    facts = DecisionFacts(
-        tool="read_file", outcome="allow", match_basis="name", matched_rule="tools.allow", policy_version=""
+def test_plain_allow_by_name():
+    facts = make("allow", "read_file", match_basis="name", matched_rule="tools.allow", policy_version=""
     )
     data = decision_data(facts, dry_run=False, tool_call_id="req_2", request_id=2)
     assert (data["match_basis"], data["matched_rule"], data["typed_decision"]) == ("name", "tools.allow", "allow")
@@ -245,19 +243,17 @@ def test_6_1_9_plain_allow_by_name():
     assert data["decision_outcome_kind"] == "obligation_skipped"
     assert data["replay_diff_reason"] == "converged_obligation_skipped"
     assert data["deny_convergence_reason"] == "outcome_not_deny"
-    assert data["policy_version"] == "unspecified"  # §6.1.5: "unspecified" when empty
+    assert data["policy_version"] == "unspecified"  # "unspecified" when empty
     assert "policy_digest" not in data and "policy_snapshot_digest_alg" not in data  # cluster follows the digest
 
 
-def test_6_1_10_drift_deny():
+def test_drift_deny():
     reason = (
         "Tool integrity failure: identity drifted from pinned version. "
         "(Runtime: default-mcp-server:read_file:923b083c, Pinned: default-mcp-server:read_file:00000000)"
     )
-    facts = DecisionFacts(
-        tool="read_file",
-        outcome="deny",
-        policy_code="E_TOOL_DRIFT",
+    facts = make("deny", "read_file",
+        reason_code="E_TOOL_DRIFT",
         reason=reason,
         obligations=merge_obligations("deny", "E_TOOL_DRIFT", reason),
     )
@@ -277,11 +273,9 @@ def test_6_1_10_drift_deny():
     assert data["reason_code"] == "P_TOOL_DRIFT" and data["decision"] == "deny"
 
 
-def test_d10_rate_limit_deny_names_the_called_tool():
-    facts = DecisionFacts(
-        tool="search",
-        outcome="deny",
-        policy_code="E_RATE_LIMIT",
+def test_rate_limit_deny_names_the_called_tool():
+    facts = make("deny", "search",
+        reason_code="E_RATE_LIMIT",
         reason="Rate limit exceeded (tool calls)",
         contract={"status": "deny", "error_code": "E_RATE_LIMIT"},
     )
@@ -292,12 +286,10 @@ def test_d10_rate_limit_deny_names_the_called_tool():
     assert verbose_line("deny", facts.tool, reason=facts.reason) == '[assay] DENY "search" (reason: "Rate limit exceeded (tool calls)")'
 
 
-def test_6_1_5_optional_clusters_in_order():
-    facts = DecisionFacts(
-        tool="read_file",
-        outcome="allow",
-        tool_classes=["fs.write", "fs.read"],
-        matched_tool_classes=["fs.read"],
+def test_optional_clusters_in_order():
+    facts = make("allow", "read_file",
+        tool_classes=("fs.write", "fs.read"),
+        matched_tool_classes=("fs.read",),
         match_basis="name+class",
         matched_rule="tools.allow+tools.allow_classes",
         policy_version="2.0",
@@ -315,12 +307,9 @@ def test_6_1_5_optional_clusters_in_order():
         scope_type="resource",
         scope_value="*",
         scope_match_mode="exact",
-        scope_evaluation_state="mismatch",
-        scope_failure_reason="scope_target_missing",
-        restrict_scope_present=True,
-        restrict_scope_target="resource:<missing>",
-        restrict_scope_match=False,
-        restrict_scope_reason="scope_target_missing",
+        redaction_target="body",
+        redaction_mode="mask",
+        redaction_scope="request",
     )
     data = decision_data(
         facts,
@@ -344,7 +333,16 @@ def test_6_1_5_optional_clusters_in_order():
     ]
     assert keys.index("policy_snapshot_schema") < td < keys.index("obligations")
     assert keys.index("obligation_outcomes") < keys.index("approval_state") < keys.index("scope_type")
-    assert keys.index("restrict_scope_reason") < keys.index("decision_outcome_kind")
+    assert keys[keys.index("approval_state") :][:7] == [
+        "approval_state",
+        "scope_type",
+        "scope_value",
+        "scope_match_mode",
+        "redaction_target",
+        "redaction_mode",
+        "redaction_scope",
+    ]
+    assert keys.index("redaction_scope") + 1 == keys.index("decision_outcome_kind")
     assert keys[-6:] == ["delegated_from", "delegation_depth", "decision", "reason_code", "tool_call_id", "request_id"]
     assert keys[-7] == "obligation_error_present"
     assert data["obligations"][0] == {"type": "approval_required", "detail": "runtime approval artifact required"}
@@ -361,23 +359,50 @@ def test_6_1_5_optional_clusters_in_order():
     assert data["decision_outcome_kind"] == "obligation_skipped" and data["obligation_skipped_present"] is True
 
 
-def test_6_1_5_request_id_omitted_when_absent_or_null():
+def test_request_id_omitted_when_absent_or_null():
     for rid in (ABSENT, None):
         assert "request_id" not in decision_data(exec_deny(), dry_run=False, tool_call_id="gen_x", request_id=rid)
     for rid in (0, "", False, 2**70, 1.5):
         assert decision_data(exec_deny(), dry_run=False, tool_call_id="x", request_id=rid)["request_id"] == rid
 
 
-def test_facts_refuse_unknown_outcome_and_missing_code():
-    with pytest.raises(ValueError):
-        DecisionFacts(tool="t", outcome="would_deny")
-    with pytest.raises(ValueError):
-        DecisionFacts(tool="t", outcome="deny")
-    with pytest.raises(ValueError):
-        DecisionFacts(tool="t", outcome="allow", match_basis="regex")
+def test_obligation_evidence_from_the_real_policy_engine():
+    """A policy that attaches approval, scope and redaction obligations: the engine's decision
+    carries their contracts and the event lists them after the obligations, in order."""
+    decision = _engine(
+        'version: "2.0"\ntool_classes: {read_file: [fs.read, fs.write]}\n'
+        "tools:\n  allow: [read_file]\n  allow_classes: [fs.read]\n  approval_required: [read_file]\n"
+        "  restrict_scope: [read_file]\n  redact_args: [read_file]\nenforcement: {unconstrained_tools: allow}\n",
+        "read_file",
+        {},
+    )
+    data = decision_data(decision, dry_run=False, tool_call_id="req_1", request_id=1)
+    evidence = {k: data[k] for k in list(data)[list(data).index("approval_state") :][:7]}
+    assert evidence == {
+        "approval_state": "required",
+        "scope_type": "resource",
+        "scope_value": "*",
+        "scope_match_mode": "exact",
+        "redaction_target": "body",
+        "redaction_mode": "mask",
+        "redaction_scope": "request",
+    }
+    assert [o["type"] for o in data["obligations"]] == ["approval_required", "restrict_scope", "redact_args"]
+    assert list(data["obligations"][2]["redact_args"]) == ["redaction_target", "redaction_mode", "redaction_scope"]
+    assert (data["match_basis"], data["tool_classes"]) == ("name+class", ["fs.read", "fs.write"])
+    assert data["context_payload_state"] == "partial_envelope"
 
 
-# --- §4.3 reason codes and typed decisions -------------------------------------------------------
+def test_records_refuse_an_unknown_outcome():
+    with pytest.raises(ValueError):
+        decision_data(make("would_deny", "t", typed_decision="deny"), dry_run=False, tool_call_id="x")
+    with pytest.raises(ValueError):
+        audit_record_for(make("would_deny", "t", typed_decision="deny"), dry_run=False)
+    with pytest.raises(ValueError):  # a warning needs its code
+        decision_data(make("allow_with_warning", "t"), dry_run=False, tool_call_id="x")
+
+
+# --- reason codes, typed decisions, stderr lines -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -395,31 +420,27 @@ def test_facts_refuse_unknown_outcome_and_missing_code():
         ("deny", "E_SOMETHING_NEW", "P_POLICY_DENY"),
     ],
 )
-def test_4_3_reason_code_mapping(outcome, code, expected):
+def test_reason_code_mapping(outcome, code, expected):
     assert wrap_reason_code(outcome, code) == expected
 
 
-def test_5_5_typed_decision_projection():
+def test_typed_decision_projection():
     assert typed_decision_of("allow", None) == "allow"
     assert typed_decision_of("allow_with_warning", "E_TOOL_UNCONSTRAINED") == "allow_with_obligations"
     assert typed_decision_of("deny", "E_TOOL_DRIFT") == "deny_with_alert"
     assert typed_decision_of("deny", "E_ARG_SCHEMA") == "deny"
 
 
-def test_t2_event_obligations_same_whether_engine_list_is_final_or_metadata_only():
-    bare = DecisionFacts(tool="search", outcome="allow_with_warning", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA)
+def test_event_obligations_same_whether_the_list_holds_the_implied_ones_or_not():
+    bare = make("allow_with_warning", "search", reason_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA)
     approval = {"type": "approval_required", "detail": "runtime approval artifact required"}
-    with_extra = DecisionFacts(
-        tool="search",
-        outcome="allow_with_warning",
-        policy_code="E_TOOL_UNCONSTRAINED",
+    with_extra = make("allow_with_warning", "search",
+        reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=[approval],
     )
-    final = DecisionFacts(
-        tool="search",
-        outcome="allow_with_warning",
-        policy_code="E_TOOL_UNCONSTRAINED",
+    final = make("allow_with_warning", "search",
+        reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, [approval]),
     )
@@ -429,7 +450,7 @@ def test_t2_event_obligations_same_whether_engine_list_is_final_or_metadata_only
     assert [o["type"] for o in decision_data(final, **kw)["obligations"]] == ["legacy_warning", "approval_required"]
 
 
-def test_t2_merge_obligations_skips_exact_duplicates():
+def test_merge_obligations_skips_exact_duplicates():
     extra = [{"type": "approval_required", "detail": "d"}, {"type": "approval_required", "detail": "d"}]
     merged = merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, extra)
     assert [o["type"] for o in merged] == ["legacy_warning", "approval_required"]
@@ -442,7 +463,7 @@ def test_t2_merge_obligations_skips_exact_duplicates():
     }
 
 
-def test_4_3_verbose_lines():
+def test_verbose_lines():
     assert verbose_line("allow", "read_file") == '[assay] ALLOW "read_file"'
     assert verbose_line("allow", None) == "[assay] ALLOW unknown"
     assert verbose_line("allow_with_warning", "search", policy_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA) == (
@@ -490,116 +511,6 @@ def test_dropped_response_warning_cuts_long_ids_and_never_shows_content():
     assert len(records.dropped_response_warning("x" * 10_000)) < 200
 
 
-# --- §4.4 / policy.md §6.1 deny replies ----------------------------------------------------------
-
-def expected_reply(rid: bytes, payload: bytes, *, structured: bool = True) -> bytes:
-    """A deny line (docs/wrap.md, "Deny replies"): the fixed text, then the payload as JSON
-    text; the payload again as structuredContent unless the tool declares an outputSchema."""
-    text = json.dumps(payload.decode(), ensure_ascii=False).encode()
-    line = (b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
-            b'{"type":"text","text":' + text + b'}],"isError":true')
-    return line + (b',"structuredContent":' + payload if structured else b"") + b"}}\n"
-
-
-SPEC_4_4_PAYLOAD = (
-    b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}'
-)
-SPEC_4_4 = expected_reply(b"7", SPEC_4_4_PAYLOAD)
-W1 = expected_reply(
-    b"7",
-    b'{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
-    b'"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}',
-)
-W2 = [
-    '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}',
-    '{"status":"deny","error_code":"E_RATE_LIMIT"}',
-    '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update (SOTA Moat)"}',
-    # D16 drops the "(SOTA Moat)" suffix in our engine; the reply carries whatever the contract says
-    '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file","reason":"Tool metadata or schema has changed without policy update"}',
-    '{"status":"deny","error_code":"E_SCHEMA_COMPILE","tool":"lookup","message":"Declared schema failed to prepare or compile: shared and tool-local $defs entries must not overlap"}',
-    '{"status":"deny","error_code":"E_TOOL_UNCONSTRAINED","tool":"list_dir","reason":"Tool has no schema (enforcement: deny)"}',
-]
-
-
-def test_4_4_deny_reply_example_bytes():
-    assert deny_reply(7, exec_deny().contract) == SPEC_4_4
-    assert SPEC_4_4 == (
-        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
-        b'{"type":"text","text":"{\\"status\\":\\"deny\\",\\"error_code\\":\\"E_TOOL_DENIED\\",\\"tool\\":\\"exec\\",'
-        b'\\"reason\\":\\"Tool is explicitly denylisted by name\\"}"}],"isError":true,'
-        b'"structuredContent":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec",'
-        b'"reason":"Tool is explicitly denylisted by name"}}}\n'
-    )
-
-
-def test_deny_reply_without_structured_content_for_output_schema_tools():
-    """A tool with an outputSchema: clients validate structuredContent against it even on
-    errors (TS SDK v1 throws -32602), so the deny carries the payload only as text."""
-    line = deny_reply(7, exec_deny().contract, structured=False)
-    assert line == expected_reply(b"7", SPEC_4_4_PAYLOAD, structured=False)
-    result = json.loads(line)["result"]
-    assert "structuredContent" not in result and result["isError"] is True
-    assert json.loads(result["content"][1]["text"]) == exec_deny().contract
-    modern = json.loads(deny_reply(7, exec_deny().contract, modern=True, structured=False))["result"]
-    assert list(modern) == ["content", "isError", "resultType"]
-
-
-def test_deny_reply_with_a_lone_surrogate_in_the_name_does_not_crash():
-    line = deny_reply(7, {"status": "deny", "tool": "\ud800"})
-    assert json.loads(line)["result"]["structuredContent"]["tool"] == "\ud800"
-
-
-def test_policy_6_1_w1_arg_schema_reply_bytes():
-    contract = {
-        "status": "deny",
-        "error_code": "E_ARG_SCHEMA",
-        "tool": "read_file",
-        "violations": [{"path": "/path", "message": '"/etc/passwd" does not match "^/workspace/"'}],
-    }
-    assert deny_reply(7, contract) == W1
-
-
-@pytest.mark.parametrize("contract_text", W2)
-@pytest.mark.parametrize(("rid", "rid_bytes"), [(7, b"7"), ("abc", b'"abc"'), (None, b"null"), (ABSENT, b"null")])
-def test_policy_6_1_w2_reply_bytes_per_contract_shape(contract_text, rid, rid_bytes):
-    contract = json.loads(contract_text)
-    assert deny_reply(rid, contract) == expected_reply(rid_bytes, contract_text.encode())
-
-
-def test_d16a_modern_reply_appends_result_type_last():
-    modern = deny_reply(7, exec_deny().contract, modern=True)
-    assert modern == SPEC_4_4[: -len(b"}}\n")] + b',"resultType":"complete"}}\n'
-    assert list(json.loads(modern)["result"]) == ["content", "isError", "structuredContent", "resultType"]
-
-
-@pytest.mark.parametrize(
-    ("meta", "modern"),
-    [
-        ({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, True),
-        ({"io.modelcontextprotocol/protocolVersion": "2027-01-15"}, True),
-        ({"io.modelcontextprotocol/protocolVersion": "2025-11-25"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": "2026-07-27"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": "2026-99-99"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": "2026-02-30"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": "9999"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": " 2026-07-28"}, False),
-        ({"io.modelcontextprotocol/protocolVersion": 20260728}, False),
-        ({"protocolVersion": "2026-07-28"}, False),
-        ([], False),
-        (None, False),
-    ],
-)
-def test_d16a_is_modern_request(meta, modern):
-    frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "_meta": meta}}
-    assert is_modern_request(frame) is modern
-
-
-def test_d16a_protocol_version_must_be_under_params_meta():
-    assert not is_modern_request({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
-    assert not is_modern_request({"params": ["2026-07-28"]})
-    assert not is_modern_request({"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}})
-
-
 JSON_LEAF = st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.text()
 JSON_NO_FLOAT = st.recursive(JSON_LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=16)
 JSON_ANY = st.recursive(
@@ -609,87 +520,27 @@ JSON_ANY = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(rid=JSON_ANY, contract=st.dictionaries(st.text(), JSON_ANY, max_size=5), modern=st.booleans())
-def test_4_4_deny_reply_round_trips_any_id_and_contract(rid, contract, modern):
-    line = deny_reply(rid, contract, modern=modern)
-    assert line.endswith(b"\n") and line.count(b"\n") == 1
-    parsed = json.loads(line)
-    assert list(parsed) == ["jsonrpc", "id", "result"]
-    assert parsed["id"] == rid and type(parsed["id"]) is type(rid)
-    assert parsed["result"]["structuredContent"] == contract
-    assert list(parsed["result"]["structuredContent"]) == list(contract)
-    assert parsed["result"]["content"][0] == {"type": "text", "text": "Content blocked by policy"}
-    assert json.loads(parsed["result"]["content"][1]["text"]) == contract
-    assert ("resultType" in parsed["result"]) is modern
-
-
-# --- D3a encode_line ---------------------------------------------------------------------------
+# --- encode_line -------------------------------------------------------------------------------
 
 
 @settings(max_examples=400, deadline=None)
 @given(JSON_NO_FLOAT)
-def test_d3a_encode_line_equals_compact_stdlib_json(value):
+def test_encode_line_equals_compact_stdlib_json(value):
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
     assert encode_line(value) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(JSON_ANY)
-def test_d3a_encode_line_floats_parse_back_equal(value):
+def test_encode_line_floats_parse_back_equal(value):
     assert json.loads(encode_line(value)) == value
 
 
-def test_d3a_encode_line_keeps_slashes_and_unicode():
+def test_encode_line_keeps_slashes_and_unicode():
     assert encode_line({"a": "x/y é \u2028 😀"}) == '{"a":"x/y é \u2028 😀"}\n'.encode()
 
 
-# --- §3.3 / D11 rejection replies --------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("reason", "code", "message"),
-    [
-        ("frame_too_large", -32600, "Invalid Request"),
-        ("invalid_utf8", -32700, "Parse error"),
-        ("embedded_line_break", -32700, "Parse error"),
-        ("malformed_json", -32700, "Parse error"),
-        ("batch", -32600, "Invalid Request"),
-        ("not_an_object", -32600, "Invalid Request"),
-        ("duplicate_member", -32600, "Invalid Request"),
-        ("non_string_method", -32600, "Invalid Request"),
-    ],
-)
-def test_3_3_rejection_reply_bytes(reason, code, message):
-    expected = (
-        '{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"%s","data":{"reason":"%s"}}}\n'
-        % (code, message, reason)
-    ).encode()
-    assert rejection_reply(reason) == expected
-    assert rejection_warning(reason) == f"[assay] WARNING: rejected client frame ({reason})"
-
-
-def test_3_3_spec_example_and_reason_table_complete():
-    assert rejection_reply("malformed_json") == (
-        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error","data":{"reason":"malformed_json"}}}\n'
-    )
-    assert list(REJECTION_REASONS) == [
-        "frame_too_large",
-        "invalid_utf8",
-        "embedded_line_break",
-        "malformed_json",
-        "batch",
-        "not_an_object",
-        "duplicate_member",
-        "non_string_method",
-    ]
-    with pytest.raises(ValueError):
-        rejection_reply("other")
-    with pytest.raises(ValueError):
-        rejection_warning("other")
-
-
-# --- §4.5 tool_call_id and delegation ----------------------------------------------------------
+# --- tool_call_id and delegation ----------------------------------------------------------------
 
 FIXED = uuid.UUID("12345678-1234-4234-9234-123456789abc")
 
@@ -720,11 +571,11 @@ def tcid(params, rid):
         ({"a": 1}, f"gen_{FIXED}"),
     ],
 )
-def test_4_5_2_tool_call_id_from_request_id(rid, expected):
+def test_tool_call_id_from_request_id(rid, expected):
     assert tcid({"name": "t", "arguments": {}}, rid) == expected
 
 
-def test_4_5_2_tool_call_id_prefers_arguments_meta():
+def test_tool_call_id_prefers_arguments_meta():
     assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": "tc_1"}}}, 7) == "tc_1"
     assert tcid({"name": "t", "arguments": {"_meta": {"tool_call_id": 5}}}, 7) == "req_7"
     assert tcid({"name": "t", "arguments": {"_meta": "tc"}}, 7) == "req_7"
@@ -735,13 +586,13 @@ def test_4_5_2_tool_call_id_prefers_arguments_meta():
     assert tcid(None, "x") == "req_x"
 
 
-def test_4_5_2_generated_id_is_uuid4_by_default():
+def test_generated_tool_call_id_is_uuid4_by_default():
     value = tool_call_id_for({"name": "t"}, ABSENT)
     assert value.startswith("gen_") and uuid.UUID(value[4:]).version == 4
     assert value[4:] == value[4:].lower()
 
 
-def test_4_5_4_delegation():
+def test_delegation():
     def deleg(d):
         return delegation_of({"name": "t", "arguments": {"_meta": {"delegation": d}}})
 
@@ -757,53 +608,51 @@ def test_4_5_4_delegation():
     assert delegation_of({"arguments": {"_meta": {"delegation": {"delegated_from": "a"}}}}) == (None, None)
 
 
-# --- §6.2 audit records ------------------------------------------------------------------------
+# --- audit records (docs/wrap-records.md, "Audit record") --------------------------------------
 
-SPEC_6_2 = (
+DOC_AUDIT = (
     b'{"timestamp":"2026-08-22T10:15:02.123456789+00:00","decision":"would_deny","tool":"delete_file","reason":"Tool is explicitly denylisted by name","request_id":1,"agentic":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"delete_file","reason":"Tool is explicitly denylisted by name"}}\n'
     b'{"timestamp":"2026-08-22T10:15:03.000000001+00:00","decision":"allow","tool":"read_file","reason":null,"request_id":2}\n'
     b'{"timestamp":"2026-08-22T10:15:04.5+00:00","decision":"allow_with_warning","tool":"","reason":"Tool allowed but has no schema"}\n'
 )
 
 
-def test_6_2_audit_records_bytes():
-    deny = DecisionFacts(
-        tool="delete_file",
-        outcome="deny",
-        policy_code="E_TOOL_DENIED",
+def test_audit_records_bytes():
+    deny = make("deny", "delete_file",
+        reason_code="E_TOOL_DENIED",
         reason=DENIED_BY_NAME,
         contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "delete_file", "reason": DENIED_BY_NAME},
     )
     lines = [
         audit_record_for(deny, dry_run=True, request_id=1, timestamp="2026-08-22T10:15:02.123456789+00:00"),
         audit_record_for(
-            DecisionFacts(tool="read_file", outcome="allow"),
+            make("allow", "read_file"),
             dry_run=True,
             request_id=2,
             timestamp="2026-08-22T10:15:03.000000001+00:00",
         ),
         audit_record_for(warn_facts(""), dry_run=False, timestamp="2026-08-22T10:15:04.5+00:00"),
     ]
-    assert b"".join(encode_line(r) for r in lines) == SPEC_6_2
+    assert b"".join(encode_line(r) for r in lines) == DOC_AUDIT
     # the general builder gives the same bytes
     assert encode_line(
         audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00")
-    ) == SPEC_6_2.splitlines(keepends=True)[1]
+    ) == DOC_AUDIT.splitlines(keepends=True)[1]
 
 
-def test_6_2_audit_record_rules():
+def test_audit_record_rules():
     assert audit_decision("deny", dry_run=False) == "deny"
     assert audit_decision("deny", dry_run=True) == "would_deny"
     assert audit_decision("allow_with_warning", dry_run=True) == "allow_with_warning"
     record = audit_record("allow", None, None, request_id=None, timestamp=datetime(2026, 1, 2, tzinfo=timezone.utc))
     assert record == {"timestamp": "2026-01-02T00:00:00.000000+00:00", "decision": "allow", "tool": None, "reason": None}
     # an allowed tools/call whose params did not fit: tool null (upstream)
-    assert audit_record_for(DecisionFacts(tool="", outcome="allow"), dry_run=False, tool=None, timestamp="t")["tool"] is None
+    assert audit_record_for(make("allow", ""), dry_run=False, tool=None, timestamp="t")["tool"] is None
     with pytest.raises(ValueError):
         audit_record("block", "t", None)
 
 
-def test_d14a_one_audit_record_per_warning():
+def test_one_audit_record_per_warning():
     record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t")
     assert record == {
         "timestamp": "t",
@@ -814,15 +663,15 @@ def test_d14a_one_audit_record_per_warning():
     }
 
 
-# --- §6.3 coverage -----------------------------------------------------------------------------
+# --- coverage (docs/wrap-records.md, "Session reports") ----------------------------------------
 
 
 def _event(tool: str, classes=()) -> dict:
-    facts = DecisionFacts(tool=tool, outcome="allow", tool_classes=list(classes))
+    facts = make("allow", tool, tool_classes=list(classes))
     return decision_event("assay://org/app", decision_data(facts, dry_run=False, tool_call_id="x"), time="t")
 
 
-SPEC_6_3 = {
+DOC_COVERAGE = {
     "schema_version": "coverage_report_v1",
     "report_version": "1",
     "run": {"assay_version": "5.4.0", "generated_at": "2026-08-22T10:20:00Z", "source": "decision_jsonl"},
@@ -848,7 +697,7 @@ SPEC_6_3 = {
 }
 
 
-def test_6_3_coverage_example():
+def test_coverage_example():
     declared = declared_tools_of(deny=["exec"], schema_keys=["read_file", "$defs"])
     report = coverage_report(
         [_event("read_file"), _event("exec")],
@@ -856,14 +705,14 @@ def test_6_3_coverage_example():
         assay_version="5.4.0",
         generated_at=datetime(2026, 8, 22, 10, 20, 0, 999999, tzinfo=timezone.utc),
     )
-    assert report == SPEC_6_3
-    assert json.dumps(report) == json.dumps(SPEC_6_3)  # key order too
+    assert report == DOC_COVERAGE
+    assert json.dumps(report) == json.dumps(DOC_COVERAGE)  # key order too
     text = pretty_json(report)
-    assert not text.endswith(b"\n") and text == json.dumps(SPEC_6_3, indent=2).encode()
+    assert not text.endswith(b"\n") and text == json.dumps(DOC_COVERAGE, indent=2).encode()
     assert b'\n  "schema_version": "coverage_report_v1",\n' in text
 
 
-def test_6_3_coverage_rules():
+def test_coverage_rules():
     events = [
         _event("b", ["net"]),
         _event("a"),
@@ -899,7 +748,7 @@ def test_6_3_coverage_rules():
     assert empty["tools"]["tools_seen"] == [] and empty["routes"]["routes_seen"] == [] and empty["findings"] == []
 
 
-def test_6_3_4_declared_tools():
+def test_declared_tools():
     assert declared_tools_of(
         allow=[" read_file ", "fs_*"],
         deny=["exec", "*delete*"],
@@ -910,17 +759,17 @@ def test_6_3_4_declared_tools():
     assert declared_tools_of() == []
 
 
-def test_6_3_generated_at_defaults_to_now_utc_seconds():
+def test_coverage_generated_at_defaults_to_now_utc_seconds():
     stamp = coverage_report([], [])["run"]["generated_at"]
     parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert abs(datetime.now(timezone.utc) - parsed) < timedelta(minutes=5)
     assert coverage_report([], [])["run"]["assay_version"] == __import__("assay").__version__
 
 
-# --- §6.4 state window -------------------------------------------------------------------------
+# --- state window ------------------------------------------------------------------------------
 
 
-def test_6_4_state_window_example():
+def test_state_window_example():
     doc = state_window("assay://org/app", "default-mcp-server", "mcpwrap-4242-1755856800123456789")
     assert doc == {
         "schema_version": "session_state_window_v1",
@@ -943,7 +792,7 @@ def test_6_4_state_window_example():
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(), st.text(), st.text())
-def test_6_4_snapshot_id_recomputed_independently(source, server, session):
+def test_snapshot_id_recomputed_independently(source, server, session):
     doc = state_window(source, server, session)
     payload = {k: doc[k] for k in ("session", "window", "privacy")}
     expected = hashlib.sha256(
@@ -952,16 +801,16 @@ def test_6_4_snapshot_id_recomputed_independently(source, server, session):
     assert doc["snapshot"]["state_snapshot_id"] == f"sha256:{expected}"
 
 
-def test_6_4_new_session_id():
+def test_new_session_id():
     assert new_session_id(4242, 1755856800123456789) == "mcpwrap-4242-1755856800123456789"
     import os
 
     assert new_session_id().startswith(f"mcpwrap-{os.getpid()}-")
 
 
-# --- §6.6 session context ----------------------------------------------------------------------
+# --- session context ---------------------------------------------------------------------------
 
-SPEC_6_6 = b"""{
+DOC_SESSION_CONTEXT = b"""{
   "schema": "assay.mcp_session_context.v0",
   "mode": "enforce",
   "command_digest": "sha256:3f1d8172432a2bfb73dc46226e68993089139f2d916e03a34d716a2c35aa6932",
@@ -970,16 +819,16 @@ SPEC_6_6 = b"""{
 }"""
 
 
-def test_6_6_session_context_vector_bytes():
+def test_session_context_example_bytes():
     argv = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/demo"]
     assert jcs_bytes(argv) == b'["npx","-y","@modelcontextprotocol/server-filesystem","/srv/demo"]'
-    assert pretty_json(session_context(argv, dry_run=False)) == SPEC_6_6
+    assert pretty_json(session_context(argv, dry_run=False)) == DOC_SESSION_CONTEXT
     dry = session_context(argv, dry_run=True)
     assert dry["mode"] == "dry_run"
     assert b"/srv/demo" not in pretty_json(dry) and b"npx" not in pretty_json(dry)
 
 
-def test_6_6_session_context_refuses_unencodable_argv():
+def test_session_context_refuses_unencodable_argv():
     with pytest.raises(ValueError):
         session_context([], dry_run=False)
     with pytest.raises(ValueError):
@@ -988,10 +837,318 @@ def test_6_6_session_context_refuses_unencodable_argv():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(), min_size=1, max_size=6), st.booleans())
-def test_6_6_digest_matches_independent_jcs_of_string_array(argv, dry_run):
+def test_command_digest_matches_independent_jcs_of_string_array(argv, dry_run):
     # For an array of strings, RFC 8785 is ECMAScript JSON.stringify: the stdlib's compact,
     # non-ASCII-escaping form writes strings the same way.
     independent = json.dumps(argv, separators=(",", ":"), ensure_ascii=False).encode()
     doc = session_context(argv, dry_run=dry_run)
     assert doc["command_digest"] == "sha256:" + hashlib.sha256(independent).hexdigest()
     assert doc["mode"] == ("dry_run" if dry_run else "enforce")
+
+
+# --- the Recorder: one call per evaluated tools/call (docs/wrap-records.md, "How records are built")
+
+WILD_TEXT = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=6),  # lone surrogates too
+    st.sampled_from(["", " ", '"', "\\", "\n", "/x/", "café", "\u2028", "\ud83d", "😀", "\x00\x1f\x7f"]),
+)
+ID_VALUES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, True, False, None, 1.5, 7.0, [1], {"a": "b"}]),
+    WILD_TEXT,
+)
+
+
+@st.composite
+def decisions(draw, tool: str) -> Decision:
+    outcome = draw(st.sampled_from(["allow", "allow_with_warning", "deny"]))
+    if outcome == "allow":
+        code = draw(st.sampled_from([None, None, "E_SOMETHING"]))
+    elif outcome == "allow_with_warning":
+        code = draw(st.sampled_from(["E_TOOL_UNCONSTRAINED", "E_OTHER"]))
+    else:
+        code = draw(st.sampled_from(["E_TOOL_DENIED", "E_ARG_SCHEMA", "E_RATE_LIMIT", "E_TOOL_DRIFT", "E_NEW"]))
+    reason = draw(st.none() | WILD_TEXT)
+    contract = None
+    if outcome == "deny":
+        contract = draw(st.dictionaries(WILD_TEXT, JSON_NO_FLOAT | WILD_TEXT, max_size=3))
+    obligation = st.one_of(
+        st.fixed_dictionaries({"type": st.sampled_from(["log", "alert", "approval_required", "custom"])},
+                              optional={"detail": WILD_TEXT}),
+        st.just({"type": "legacy_warning", "detail": f"{code}:{reason}"}),  # the implied one: not doubled
+        st.fixed_dictionaries({"type": st.just("restrict_scope"),
+                               "restrict_scope": st.fixed_dictionaries({"scope_value": WILD_TEXT, "scope_type": WILD_TEXT})}),
+    )
+    evidence = st.none() | WILD_TEXT
+    classes = draw(st.lists(WILD_TEXT, max_size=3))
+    return Decision(
+        outcome,
+        tool,
+        reason_code=code,
+        reason=reason,
+        contract=contract,
+        typed_decision=typed_decision_of(outcome, code),
+        obligations=draw(st.lists(obligation, max_size=3)),
+        tool_classes=tuple(classes),
+        matched_tool_classes=tuple(draw(st.lists(st.sampled_from(classes), max_size=2))) if classes else (),
+        match_basis=draw(st.sampled_from([None, "name", "class", "name+class"])),
+        matched_rule=draw(st.none() | WILD_TEXT),
+        policy_version=draw(st.sampled_from(["2.0", "", "  "]) | WILD_TEXT),
+        policy_digest=draw(st.sampled_from(["", DIGEST]) | WILD_TEXT),
+        approval_state=draw(evidence),
+        scope_type=draw(evidence),
+        scope_value=draw(evidence),
+        scope_match_mode=draw(evidence),
+        redaction_target=draw(evidence),
+        redaction_mode=draw(evidence),
+        redaction_scope=draw(evidence),
+    )
+
+
+@st.composite
+def calls(draw, tool: str, valid: bool):
+    """(frame, params) of a tools/call of ``tool``: ids of every kind, arguments with and
+    without ``_meta.tool_call_id`` and ``_meta.delegation``."""
+    meta = draw(
+        st.none()
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "tool_call_id": WILD_TEXT | st.integers(),
+                "delegation": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "delegated_from": WILD_TEXT | st.integers(),
+                        "delegation_depth": st.sampled_from([0, 1, 2, 2**32 - 1, 2**32, -1, True, 1.0, "2"]),
+                    },
+                ),
+            },
+        )
+    )
+    arguments = draw(st.sampled_from([None, {}, {"q": "x/y"}, [1]]))
+    if meta is not None:
+        arguments = {"q": 1, "_meta": meta}
+    params: Any = {"name": tool, "arguments": arguments} if valid else draw(st.sampled_from([None, [], {"arguments": arguments}]))
+    frame = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
+    rid = draw(st.none() | ID_VALUES)
+    if not (rid is None and draw(st.booleans())):
+        frame["id"] = rid
+    return frame, params
+
+
+def _twin(decision: Decision, contract) -> Decision:
+    """Another Decision object equal to ``decision`` but for its deny contract."""
+    fields = decision.to_dict()
+    for key in ("outcome", "tool", "contract", "event_reason_code"):
+        del fields[key]
+    fields["tool_classes"] = tuple(fields["tool_classes"])
+    fields["matched_tool_classes"] = tuple(fields["matched_tool_classes"])
+    return Decision(decision.outcome, decision.tool, contract=contract if decision.outcome == "deny" else None, **fields)
+
+
+def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run):
+    """What the generic builders give for the values the recorder used."""
+    request_id = frame["id"] if "id" in frame else ABSENT
+    event = json.loads(out.decision_line)
+    made = event["data"]["tool_call_id"]
+    tcid = tool_call_id_for(params, request_id, new_uuid=lambda: uuid.UUID(made[4:]))
+    delegated_from, delegation_depth = delegation_of(params)
+    data = decision_data(
+        decision,
+        dry_run=dry_run,
+        tool_call_id=tcid,
+        request_id=request_id,
+        delegated_from=delegated_from,
+        delegation_depth=delegation_depth,
+        tool_definition_digest=digest,
+    )
+    full = decision_event(source, data, event_id=out.event_id, time=event["time"])
+    audit = audit_record_for(
+        decision,
+        dry_run=dry_run,
+        request_id=request_id,
+        tool=name if valid or decision.outcome != "allow" else None,
+        timestamp=event["time"],
+    )
+    return full, encode_line(full), encode_line(audit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_recorder_lines_equal_the_generic_builders(data):
+    valid = data.draw(st.booleans())
+    name = data.draw(WILD_TEXT) if valid else ""
+    decision = data.draw(decisions(name))
+    source = data.draw(st.sampled_from(["assay://org/app", ""]) | WILD_TEXT)
+    dry_run = data.draw(st.booleans())
+    custom = data.draw(st.booleans())
+    ids = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
+    stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
+    rec = records.Recorder(
+        source=source, label="default-mcp-server", dry_run=dry_run, decision_log=True, audit_log=True,
+        keep_events=data.draw(st.booleans()), verbose=True,
+        new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
+    )
+    # the same decision object several times: the first is built the generic way, later ones
+    # from the template (the engine hands out one object per plain call of a tool); then
+    # decisions just like it with their own deny contract (a fresh one per schema deny)
+    twins = data.draw(st.lists(st.none() | st.dictionaries(WILD_TEXT, WILD_TEXT, max_size=2), max_size=2))
+    repeats = data.draw(st.integers(min_value=1, max_value=3))
+    for turn in range(repeats + len(twins)):
+        if turn >= repeats:
+            decision = _twin(decision, twins[turn - repeats])
+        frame, params = data.draw(calls(name, valid))
+        digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
+        out = rec.record(decision, frame, params, name, valid, digest)
+        full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run)
+        assert out.decision_line == event_line
+        assert out.audit_line == audit_line
+        assert out.event_id == full["id"]
+        if rec.keep_events:
+            assert out.event == full and list(out.event["data"]) == list(full["data"])
+        else:
+            assert out.event is None
+        assert out.verbose == verbose_line(
+            decision.outcome, name if valid else None, policy_code=decision.reason_code, reason=decision.reason,
+            dry_run=dry_run,
+        )
+
+
+def _recorder(**overrides) -> records.Recorder:
+    options = dict(
+        source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True, audit_log=True,
+        keep_events=False, verbose=False,
+    )
+    options.update(overrides)
+    return records.Recorder(**options)
+
+
+def test_recorder_writes_the_documented_example_from_the_engine():
+    """The enforce-mode example of docs/wrap-records.md, from a real engine decision, on the
+    first call (generic) and on later ones (template): the same bytes."""
+    policy = load_policy(b'version: "2.0"\ntools: {deny: ["exec"]}\n', warn=lambda _line: None)
+    state = SessionState()
+    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME)
+    frame = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
+    lines = set()
+    for _ in range(3):
+        decision = evaluate(policy, "exec", {}, state)
+        out = rec.record(decision, frame, frame["params"], "exec", True, None)
+        lines.add(out.decision_line)
+        assert out.audit_line == (
+            b'{"timestamp":"' + EVT_TIME.encode() + b'","decision":"deny","tool":"exec",'
+            b'"reason":"Tool is explicitly denylisted by name","request_id":7,"agentic":'
+            b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}}\n'
+        )
+        assert out.event_id == EVT_ID
+    assert lines == {compact(DOC_EVENT.replace(DIGEST, decision.policy_digest))}
+
+
+def test_recorder_default_ids_are_uuid4_and_unique_and_times_rfc3339():
+    rec = _recorder()
+    decision = make("allow", "read_file")
+    frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_file"}}
+    ids = set()
+    before = datetime.now(timezone.utc)
+    for _ in range(1000):  # more than one batch of ids
+        out = rec.record(decision, frame, frame["params"], "read_file", True, None)
+        event, audit = json.loads(out.decision_line), json.loads(out.audit_line)
+        assert event["id"] == out.event_id and event["id"].startswith("evt_decision_")
+        value = uuid.UUID(event["id"].removeprefix("evt_decision_"))
+        assert value.version == 4 and value.variant == uuid.RFC_4122
+        assert str(value) == event["id"].removeprefix("evt_decision_")  # lowercase 8-4-4-4-12
+        ids.add(event["id"])
+        assert event["time"] == audit["timestamp"]  # one time per call
+    after = datetime.now(timezone.utc)
+    assert len(ids) == 1000
+    stamp = event["time"]
+    assert stamp.endswith("+00:00") and len(stamp) == len("2026-08-22T10:15:02.123456+00:00")
+    assert before - timedelta(seconds=1) <= datetime.fromisoformat(stamp) <= after + timedelta(seconds=1)
+    assert rfc3339_utc(datetime.fromisoformat(stamp)) == stamp
+
+
+def test_recorder_builds_only_what_is_on():
+    decision = make("deny", "exec", reason_code="E_TOOL_DENIED", reason="r", contract={"status": "deny"})
+    frame = {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "exec"}}
+    nothing = _recorder(decision_log=False, audit_log=False)
+    assert not nothing.active and _recorder(decision_log=False, audit_log=False, verbose=True).active
+    off = nothing.record(decision, frame, frame["params"], "exec", True, None)
+    assert (off.decision_line, off.audit_line, off.verbose, off.event_id, off.event) == (None,) * 5
+    audit = _recorder(decision_log=False).record(decision, frame, frame["params"], "exec", True, None)
+    assert audit.decision_line is None and audit.event_id is None and audit.audit_line.startswith(b'{"timestamp":')
+    kept = _recorder(decision_log=False, audit_log=False, keep_events=True, verbose=True, dry_run=True)
+    out = kept.record(decision, frame, frame["params"], "exec", True, None)
+    assert out.decision_line is None and out.audit_line is None
+    assert out.event["id"] == out.event_id and out.event["data"]["tool_call_id"] == "req_a"
+    assert out.event["data"]["decision"] == "allow"  # dry run
+    assert out.verbose == '[assay] WOULD_DENY "exec" (reason: "r")'
+
+
+def test_recorder_allow_with_params_that_do_not_fit_writes_tool_null_in_audit():
+    rec = _recorder(now=lambda: "t")
+    decision = make("allow", "")
+    frame = {"jsonrpc": "2.0", "method": "tools/call", "params": [1]}
+    for _ in range(2):
+        out = rec.record(decision, frame, frame["params"], "", False, None)
+        assert out.audit_line == b'{"timestamp":"t","decision":"allow","tool":null,"reason":null}\n'
+        assert json.loads(out.decision_line)["data"]["tool_call_id"].startswith("gen_")
+
+
+# --- receipts and the stop record (docs/wrap.md, "One-run outputs and session reports") --------
+
+
+def test_receipt_lines():
+    assert records.receipt_line(
+        2, "sha256:ab", "request", "blocked", method="tools/call", request_id=7, decision_event_id=EVT_ID
+    ) == (
+        b'{"schema":"assay.mcp_request_receipt.v0","seq":2,"frame_digest":"sha256:ab","kind":"request",'
+        b'"method":"tools/call","request_id":7,"disposition":"blocked","decision_event_id":"' + EVT_ID.encode() + b'"}\n'
+    )
+    assert records.receipt_line(3, "sha256:cd", "rejected", "rejected", reject_reason="batch") == (
+        b'{"schema":"assay.mcp_request_receipt.v0","seq":3,"frame_digest":"sha256:cd","kind":"rejected",'
+        b'"disposition":"rejected","reject_reason":"batch"}\n'
+    )
+    # a null id is written (unlike in decision events); an absent one is not
+    assert b'"request_id":null' in records.receipt_line(1, "d", "request", "forwarded", method="ping", request_id=None)
+    assert b"request_id" not in records.receipt_line(1, "d", "notification", "forwarded", method="x")
+
+
+def test_stop_record():
+    assert records.stop_record(
+        "client_eof", child_returncode=0, forwarded=3, blocked=2, rejected=1, dropped_responses=4
+    ) == {
+        "schema": "assay.mcp_session_stop.v0",
+        "stop_cause": "client_eof",
+        "child_exit": {"code": 0, "signal": None},
+        "frames": {"forwarded": 3, "blocked": 2, "rejected": 1, "dropped_responses": 4},
+    }
+    killed = records.stop_record(
+        "signal", child_returncode=-15, forwarded=0, blocked=0, rejected=0, dropped_responses=0, wrap_signal=15
+    )
+    assert list(killed)[:3] == ["schema", "stop_cause", "wrap_signal"] and killed["wrap_signal"] == 15
+    assert killed["child_exit"] == {"code": None, "signal": 15}
+    unknown = records.stop_record("x", child_returncode=None, forwarded=0, blocked=0, rejected=0, dropped_responses=0)
+    assert unknown["child_exit"] == {"code": None, "signal": None}
+
+
+def test_recorder_schema_denies_carry_their_own_violations():
+    """The engine makes a fresh Decision per schema deny: the second one is built from the
+    first one's template, with its own contract in the audit record."""
+    policy = load_policy(
+        b'version: "2.0"\ntools: {allow: [search]}\nschemas:\n  search: {type: object, required: [q], '
+        b"properties: {q: {type: string}}, additionalProperties: false}\n",
+        warn=lambda _line: None,
+    )
+    state = SessionState()
+    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME)
+    for i, arguments in enumerate(({"q": 5}, {"x": 1}, {"q": "ok", "z": "\u00e9"})):
+        decision = evaluate(policy, "search", arguments, state)
+        assert decision.reason_code == "E_ARG_SCHEMA"
+        frame = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "search", "arguments": arguments}}
+        out = rec.record(decision, frame, frame["params"], "search", True, None)
+        data = decision_data(decision, dry_run=False, tool_call_id=f"req_{i}", request_id=i)
+        assert out.decision_line == encode_line(decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME))
+        audit = audit_record_for(decision, dry_run=False, request_id=i, timestamp=EVT_TIME)
+        assert out.audit_line == encode_line(audit)
+        assert json.loads(out.audit_line)["agentic"] == decision.contract
