@@ -8,13 +8,14 @@ life of a run reads from one table (docs/wrap.md, "Lifecycle").
 
 How the shell performs a list (docs/architecture.md, "One frame's way through wrap"):
 
-- :class:`Record` is written at once, whole, before anything that follows it takes effect; a
-  record that cannot be written is reported back with ``WrapSession.output_failed`` and nothing
-  after it in the list is performed;
-- :class:`ToServer` and :class:`ToClient` bytes are gathered and written once per list (or just
-  before a failure is reported): a list describes one read;
-- a :class:`Record` to :data:`Sink.RECEIPTS` is written after the gathered bytes (a receipt
-  describes a frame whose outcome is complete);
+- it gathers, in order, the :class:`Record` lines (per sink), the :class:`ToClient` and the
+  :class:`ToServer` bytes, and writes them once per list, or at a barrier (:class:`StartSession`,
+  :class:`AdmitLine`, :class:`CloseServerInput`): first the records, one write per sink, then
+  the bytes for the client and the child, then the records to :data:`Sink.RECEIPTS` (a receipt
+  describes a frame whose outcome is complete). So every frame's records are on disk before the
+  frame has any effect;
+- a record that cannot be written whole is reported with ``WrapSession.output_failed``, and
+  nothing else gathered with it takes effect (fail closed);
 - :class:`StartSession` creates the one-run outputs; when that fails the shell reports it with
   ``WrapSession.start_failed`` and performs nothing after it.
 """

@@ -100,6 +100,23 @@ class RecordSink:
             pass
 
 
+class _Batch:
+    """What one list of effects gathered for writing (see :meth:`Relay._settle`)."""
+
+    __slots__ = ("records", "replies", "forwards", "receipts")
+
+    def __init__(self) -> None:
+        self.records: dict[Sink, list[bytes]] = {}
+        self.replies: list[bytes] = []
+        self.forwards: list[bytes] = []
+        self.receipts: list[bytes] = []
+
+    def take(self) -> tuple[dict[Sink, list[bytes]], list[bytes], list[bytes], list[bytes]]:
+        taken = self.records, self.replies, self.forwards, self.receipts
+        self.__init__()  # type: ignore[misc]
+        return taken
+
+
 @dataclass
 class RunResult:
     """How a relay run ended (docs/wrap.md, "Exit status")."""
@@ -194,34 +211,25 @@ class Relay:
     async def _perform(self, effects: list[Effect], child: Any) -> None:
         """Perform one list of effects in order (the rules are in :mod:`assay.wrap.effects`)."""
         todo = deque(effects)
-        forwards: list[bytes] = []
-        receipts: list[bytes] = []
+        batch = _Batch()
         while todo:
             effect = todo.popleft()
             kind = effect.__class__
             if kind is ToServer:
-                forwards.append(effect.data)  # type: ignore[union-attr]
+                batch.forwards.append(effect.data)  # type: ignore[union-attr]
             elif kind is ToClient:
-                self._push_out(effect.data)  # type: ignore[union-attr]
+                batch.replies.append(effect.data)  # type: ignore[union-attr]
             elif kind is Record:
-                sink_name: Sink = effect.sink  # type: ignore[union-attr]
-                if sink_name is Sink.RECEIPTS:
-                    receipts.append(effect.data)  # type: ignore[union-attr]
-                    continue
-                sink = self.sinks.get(sink_name)
-                if sink is None:
-                    continue
-                try:
-                    sink.write(effect.data)  # type: ignore[union-attr]
-                except RelayFatal as exc:
-                    await self._settle(child, forwards, receipts, bounded=True)
-                    await self._perform(self.session.output_failed(str(exc)), child)
-                    return
+                sink: Sink = effect.sink  # type: ignore[union-attr]
+                if sink is Sink.RECEIPTS:
+                    batch.receipts.append(effect.data)  # type: ignore[union-attr]
+                else:
+                    batch.records.setdefault(sink, []).append(effect.data)  # type: ignore[union-attr]
             elif kind is Warn:
                 self.warn(effect.text)  # type: ignore[union-attr]
             elif kind is StartSession:
-                await self._settle(child, forwards, receipts)
-                forwards, receipts = [], []
+                if not await self._settle(child, batch):
+                    return
                 try:
                     if self.on_session_start is not None:
                         self.sinks.update(self.on_session_start())
@@ -229,13 +237,13 @@ class Relay:
                     await self._perform(self.session.start_failed(str(exc)), child)
                     return
             elif kind is AdmitLine:
-                await self._settle(child, forwards, receipts)
-                forwards, receipts = [], []
+                if not await self._settle(child, batch):
+                    return
                 verdict = await trio.to_thread.run_sync(admit, effect.line)  # type: ignore[union-attr]
                 todo.extendleft(reversed(self.session.admitted(verdict)))
             elif kind is CloseServerInput:
-                await self._settle(child, forwards, receipts)
-                forwards, receipts = [], []
+                if not await self._settle(child, batch):
+                    return
                 if child.stdin is not None:
                     with trio.CancelScope(shield=True):
                         await child.stdin.aclose()
@@ -247,32 +255,39 @@ class Relay:
                 if self._finish is None:
                     self._finish = effect  # type: ignore[assignment]
                     self._finish_set.set()
-        await self._settle(child, forwards, receipts)
+        await self._settle(child, batch)
         self._check_timer()
 
-    async def _settle(self, child: Any, forwards: list[bytes], receipts: list[bytes], bounded: bool = False) -> None:
-        """Write the gathered forwards to the child, then the receipts of those frames."""
-        if forwards:
-            data = b"".join(forwards)
-            forwards.clear()
-            if child.stdin is not None:
-                try:
-                    if bounded:
-                        with trio.CancelScope(shield=True), trio.move_on_after(5.0):
-                            await child.stdin.send_all(data)
-                    else:
-                        await child.stdin.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    await self._perform(self.session.server_input_closed(), child)
+    async def _settle(self, child: Any, batch: _Batch) -> bool:
+        """Perform what a batch gathered: its records first (one write per sink), then its
+        bytes for the client and the child, then its receipts. A record that cannot be written
+        is fatal and nothing else of the batch takes effect. False when the run is failing."""
+        records, replies, forwards, receipts = batch.take()
+        for sink_name, lines in records.items():
+            sink = self.sinks.get(sink_name)
+            if sink is None:
+                continue
+            try:
+                sink.write(b"".join(lines) if len(lines) > 1 else lines[0])
+            except RelayFatal as exc:
+                await self._perform(self.session.output_failed(str(exc)), child)
+                return False
+        for data in replies:
+            self._push_out(data)
+        if forwards and child.stdin is not None:
+            try:
+                await child.stdin.send_all(b"".join(forwards) if len(forwards) > 1 else forwards[0])
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._perform(self.session.server_input_closed(), child)
         if receipts:
-            data = b"".join(receipts)
-            receipts.clear()
             sink = self.sinks.get(Sink.RECEIPTS)
             if sink is not None:
                 try:
-                    sink.write(data)
+                    sink.write(b"".join(receipts))
                 except RelayFatal as exc:
                     await self._perform(self.session.output_failed(str(exc)), child)
+                    return False
+        return True
 
     def _check_timer(self) -> None:
         """Wake the timer when the session's deadline appeared or moved earlier."""
