@@ -38,6 +38,7 @@ import argparse
 import glob
 import json
 import os
+import select
 import shutil
 import statistics
 import subprocess
@@ -56,7 +57,8 @@ BYTE_RELAY = [PY, str(HERE / "byte_relay.py")]
 EVENT_SOURCE = "assay://bench/relay"
 DRAIN_CALLS = 2000
 WARMUP_ROUNDS = 20
-PHASE_TIMEOUT_S = 300.0  # a hung setup is killed, and the run fails with its stderr
+PHASE_TIMEOUT_S = 300.0  # a hung phase is killed: that setup fails, with its stderr
+STALL_S = 30.0  # no reply for this long in a pipelined phase: the setup fails (lost frames, a hang)
 POLICY = """version: "2.0"
 tools:
   allow: ["search", "read_file"]
@@ -184,6 +186,8 @@ class Proc:
         """Read until ``n`` reply lines arrived; returns how many of them were errors."""
         got = errors = 0
         while got < n:
+            if not select.select([self.out], [], [], STALL_S)[0]:
+                raise self.fail(f"no reply for {STALL_S:g} s after {got} of {n} replies")
             chunk = os.read(self.out, 1 << 16)
             if not chunk:
                 raise self.fail(f"EOF after {got} of {n} replies")
@@ -289,7 +293,15 @@ def eof_drain(assay: str, policy: Path, root: Path, mode: str) -> dict[str, floa
         t0 = time.perf_counter()
         writer.start()
         out = bytearray()
-        while chunk := os.read(proc.out, 1 << 16):
+        stalled = False
+        while True:
+            if not select.select([proc.out], [], [], STALL_S)[0]:
+                stalled = True
+                proc.p.kill()
+                break
+            chunk = os.read(proc.out, 1 << 16)
+            if not chunk:
+                break
             out += chunk
         elapsed = time.perf_counter() - t0
         writer.join()
@@ -308,7 +320,7 @@ def eof_drain(assay: str, policy: Path, root: Path, mode: str) -> dict[str, floa
         if isinstance(msg, dict) and "result" in msg and isinstance(msg.get("id"), int):
             ids.add(msg["id"])
     delivered = len(ids & set(range(DRAIN_CALLS)))
-    return {"delivered": delivered, "calls": DRAIN_CALLS, "exit": code, "seconds": elapsed}
+    return {"delivered": delivered, "calls": DRAIN_CALLS, "exit": code, "seconds": elapsed, "stalled": stalled}
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -318,10 +330,13 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def summarize(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Medians over runs; ratios and differences are formed within each run, then the median."""
+def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Medians over runs; ratios and differences are formed within each run, then the median.
+    A setup that failed in any run is left out."""
     out: dict[str, dict[str, float]] = {}
     for name in SETUPS:
+        if name in failed:
+            continue
         per = [r[name] for r in runs]
         m: dict[str, float] = {
             "frames_per_s": med([p["tput"] for p in per]),
@@ -342,9 +357,21 @@ def summarize(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, fl
     return out
 
 
-def targets(s: dict[str, dict[str, float]], startup_over_ms: float, drains: list[dict]) -> list[tuple[str, str, str, bool]]:
-    e, logs = s["wrap enforce"], s["wrap + logs"]
-    rss = max(s[w]["rss_mb_max"] for w in WRAPS)
+def targets(s: dict[str, dict[str, float]], startup_over_ms: float | None,
+            drains: list[dict]) -> list[tuple[str, str, str, bool]]:
+    """(figure, value, target, met) for each of wrap's speed goals; a goal whose setup failed is
+    not met."""
+    nan = float("nan")
+    e = s.get("wrap enforce", {})
+    logs = s.get("wrap + logs", {})
+    e = {k: e.get(k, nan) for k in ("cpu_us_per_frame", "vs_direct_json", "vs_direct_raw",
+                                       "added_p50_over_byte_relay_us")}
+    logs = {"cpu_us_per_frame": logs.get("cpu_us_per_frame", nan)}
+    rss = max((s[w]["rss_mb_max"] for w in WRAPS if w in s), default=nan)
+    if any(w not in s for w in WRAPS):
+        rss = nan  # a failed wrap setup: its RSS is unknown
+    if startup_over_ms is None:
+        startup_over_ms = nan
     worst = min(d["delivered"] for d in drains)
     return [
         ("relay CPU per frame (wrap enforce)", f"{e['cpu_us_per_frame']:.1f} us", f"<= {TARGET_CPU_US:g} us",
@@ -369,12 +396,16 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_table(s: dict[str, dict[str, float]]) -> None:
+def print_table(s: dict[str, dict[str, float]], failed: dict[str, str]) -> None:
     head = (f"{'setup':13} {'frames/s':>9} {'vs json':>7} {'vs raw':>6} {'p50 us':>7} {'p99 us':>7} "
             f"{'+p50 us':>7} {'-relay':>6} {'cpu us/fr':>9} {'RSS MB':>6} {'start ms':>8}")
     print(head)
     print("-" * len(head))
-    for name, m in s.items():
+    for name in SETUPS:
+        if name in failed:
+            print(f"{name:13} FAILED (below)")
+            continue
+        m = s[name]
         print(f"{name:13} {m['frames_per_s']:9.0f} {m['vs_direct_json']:7.2f} {m['vs_direct_raw']:6.0%} "
               f"{m['p50_us']:7.0f} {m['p99_us']:7.0f} {m['added_p50_us']:+7.0f} "
               f"{fmt(m.get('added_p50_over_byte_relay_us'), '+6.0f'):>6} "
@@ -432,34 +463,47 @@ def main() -> int:
     t_start = time.perf_counter()
     runs: list[dict[str, dict]] = []
     drains: list[dict] = []
+    failed: dict[str, str] = {}  # setup -> why; a failed setup is not measured again
     try:
         for k in range(nruns):
             run: dict[str, dict] = {}
             for setup in setups:  # back to back, so drift in machine load hits all alike
+                if setup.name in failed:
+                    continue
                 relay = setup.name in RELAYS
-                tp = throughput(setup, root, frames, n, relay)
-                lat = latency(setup, root, lines)
+                try:
+                    tp = throughput(setup, root, frames, n, relay)
+                    lat = latency(setup, root, lines)
+                except BenchError as exc:
+                    failed[setup.name] = str(exc)
+                    print(f"bench_relay: {exc}", file=sys.stderr)
+                    if setup.name not in WRAPS:
+                        return 1  # a baseline: nothing to compare with
+                    continue
                 run[setup.name] = {**tp, **lat, "startup_ms": [tp["startup_ms"], lat["startup_ms"]]}
-            drains.append(eof_drain(assay, policy, root, "paced"))
+            try:
+                drains.append(eof_drain(assay, policy, root, "paced"))
+            except BenchError as exc:
+                drains.append({"delivered": 0, "calls": DRAIN_CALLS, "exit": None, "seconds": 0.0, "error": str(exc)})
             runs.append(run)
             print(f"  run {k + 1}/{nruns} done ({time.perf_counter() - t_start:.0f} s)", file=sys.stderr)
         silent = None if args.no_silent_drain else eof_drain(assay, policy, root, "silent")
-    except BenchError as exc:
-        print(f"bench_relay: {exc}", file=sys.stderr)
-        return 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    s = summarize(runs)
+    s = summarize(runs, failed)
     print()
-    print_table(s)
+    print_table(s, failed)
     startup_raw = s["direct raw"]["startup_ms"]
-    startup_wrap = s["wrap enforce"]["startup_ms"]
-    startup_over = med([w - r for run in runs
-                        for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])])
+    startup_wrap = s["wrap enforce"]["startup_ms"] if "wrap enforce" in s else None
+    startup_over = None if startup_wrap is None else med(
+        [w - r for run in runs for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])])
     nsamples = 2 * nruns
     print()
-    print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms, "
-          f"wrap enforce {startup_wrap:.0f} ms; over the child's own {startup_over:+.0f} ms")
+    if startup_wrap is None or startup_over is None:
+        print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms; wrap enforce failed")
+    else:
+        print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms, "
+              f"wrap enforce {startup_wrap:.0f} ms; over the child's own {startup_over:+.0f} ms")
     counts = ", ".join(f"{d['delivered']}" for d in drains)
     print(f"EOF drain: {min(d['delivered'] for d in drains)}/{DRAIN_CALLS} replies delivered in the worst run "
           f"[{counts}] (slow echo answering over 2 s, default --shutdown-grace; "
@@ -471,7 +515,10 @@ def main() -> int:
     print()
     print("targets:")
     for label, value, target, ok in checks:
+        value = "failed" if "nan" in value else value
         print(f"  {'ok  ' if ok else 'MISS'} {label:48} {value:>10}  (target {target})")
+    for name, why in failed.items():
+        print(f"\nFAILED {name}: {why.rstrip()}")
     load1 = loadavg()
     total = time.perf_counter() - t_start
     print(f"\n{total:.0f} s; load average {load1} at the end")
@@ -485,12 +532,13 @@ def main() -> int:
             "startup_ms": {"direct_raw": startup_raw, "wrap_enforce": startup_wrap, "over_child": startup_over},
             "eof_drain": drains,
             "eof_drain_silent": silent,
+            "failed": failed,
             "targets": [{"figure": label, "value": value, "target": target, "ok": ok}
                         for label, value, target, ok in checks],
             "per_run": runs,
         }
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
