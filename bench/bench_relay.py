@@ -351,6 +351,7 @@ def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str]) -
             m["added_p50_over_byte_relay_us"] = med([r[name]["p50"] - r["byte relay"]["p50"] for r in runs])
         if name in RELAYS:
             m["cpu_us_per_frame"] = med([p["cpu_us"] for p in per])
+            m["cpu_us_per_frame_min"] = min(p["cpu_us"] for p in per)
             m["rss_mb"] = med([p["rss_mb"] for p in per])
             m["rss_mb_max"] = max(p["rss_mb"] for p in per)
         out[name] = m
@@ -498,7 +499,8 @@ def main() -> int:
     startup_over = None if startup_wrap is None else med(
         [w - r for run in runs for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])])
     nsamples = 2 * nruns
-    print()
+    lowest = ", ".join(f"{name} {s[name]['cpu_us_per_frame_min']:.1f}" for name in RELAYS if name in s)
+    print(f"\nrelay CPU us per frame, lowest run: {lowest}")
     if startup_wrap is None or startup_over is None:
         print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms; wrap enforce failed")
     else:
