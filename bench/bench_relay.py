@@ -78,6 +78,12 @@ schemas:
 SETUPS = ("direct raw", "direct json", "byte relay", "wrap enforce", "wrap dry-run", "wrap + logs")
 RELAYS = SETUPS[2:]  # setups with a relay process between client and server
 WRAPS = SETUPS[3:]
+CMP = " @cmp"  # suffix of the wrap setups run with --compare's assay
+
+
+def base_of(name: str) -> str:
+    """The setup kind of a row name ("wrap enforce @cmp" -> "wrap enforce")."""
+    return name.split(" @")[0]
 # The issue's targets (2-core dev machine), checked in the summary.
 TARGET_CPU_US = 5.0
 TARGET_CPU_LOGS_US = 15.0
@@ -111,22 +117,23 @@ class Setup:
 
     def __init__(self, name: str, assay: str, policy: Path):
         self.name = name
+        self.base = base_of(name)
         self.assay = assay
         self.policy = policy
 
     def argv(self, scratch: Path) -> list[str]:
         wrap = [self.assay, "mcp", "wrap", "--policy", str(self.policy)]
-        if self.name == "direct raw":
+        if self.base == "direct raw":
             return ECHO
-        if self.name == "direct json":
+        if self.base == "direct json":
             return JSON_ECHO
-        if self.name == "byte relay":
+        if self.base == "byte relay":
             return [*BYTE_RELAY, *ECHO]
-        if self.name == "wrap enforce":
+        if self.base == "wrap enforce":
             return [*wrap, "--", *ECHO]
-        if self.name == "wrap dry-run":
+        if self.base == "wrap dry-run":
             return [*wrap, "--dry-run", "--", *ECHO]
-        if self.name == "wrap + logs":
+        if self.base == "wrap + logs":
             return [*wrap, "--event-source", EVENT_SOURCE, "--decision-log", str(scratch / "decisions.ndjson"),
                     "--audit-log", str(scratch / "audit.ndjson"), "--", *ECHO]
         raise ValueError(self.name)
@@ -330,11 +337,12 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str]) -> dict[str, dict[str, float]]:
+def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str],
+              names: list[str]) -> dict[str, dict[str, float]]:
     """Medians over runs; ratios and differences are formed within each run, then the median.
     A setup that failed in any run is left out."""
     out: dict[str, dict[str, float]] = {}
-    for name in SETUPS:
+    for name in names:
         if name in failed:
             continue
         per = [r[name] for r in runs]
@@ -347,9 +355,9 @@ def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str]) -
             "added_p50_us": med([r[name]["p50"] - r["direct raw"]["p50"] for r in runs]),
             "startup_ms": med([s for p in per for s in p["startup_ms"]]),
         }
-        if name in WRAPS:
+        if base_of(name) in WRAPS:
             m["added_p50_over_byte_relay_us"] = med([r[name]["p50"] - r["byte relay"]["p50"] for r in runs])
-        if name in RELAYS:
+        if base_of(name) in RELAYS:
             m["cpu_us_per_frame"] = med([p["cpu_us"] for p in per])
             m["cpu_us_per_frame_min"] = min(p["cpu_us"] for p in per)
             m["rss_mb"] = med([p["rss_mb"] for p in per])
@@ -397,17 +405,18 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_table(s: dict[str, dict[str, float]], failed: dict[str, str]) -> None:
-    head = (f"{'setup':13} {'frames/s':>9} {'vs json':>7} {'vs raw':>6} {'p50 us':>7} {'p99 us':>7} "
+def print_table(s: dict[str, dict[str, float]], failed: dict[str, str], names: list[str]) -> None:
+    w = max(map(len, names))
+    head = (f"{'setup':{w}} {'frames/s':>9} {'vs json':>7} {'vs raw':>6} {'p50 us':>7} {'p99 us':>7} "
             f"{'+p50 us':>7} {'-relay':>6} {'cpu us/fr':>9} {'RSS MB':>6} {'start ms':>8}")
     print(head)
     print("-" * len(head))
-    for name in SETUPS:
+    for name in names:
         if name in failed:
-            print(f"{name:13} FAILED (below)")
+            print(f"{name:{w}} FAILED (below)")
             continue
         m = s[name]
-        print(f"{name:13} {m['frames_per_s']:9.0f} {m['vs_direct_json']:7.2f} {m['vs_direct_raw']:6.0%} "
+        print(f"{name:{w}} {m['frames_per_s']:9.0f} {m['vs_direct_json']:7.2f} {m['vs_direct_raw']:6.0%} "
               f"{m['p50_us']:7.0f} {m['p99_us']:7.0f} {m['added_p50_us']:+7.0f} "
               f"{fmt(m.get('added_p50_over_byte_relay_us'), '+6.0f'):>6} "
               f"{fmt(m.get('cpu_us_per_frame'), '9.1f'):>9} {fmt(m.get('rss_mb'), '6.1f'):>6} "
@@ -441,6 +450,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a short smoke run: 2000 frames, 200 rounds, 1 run")
     ap.add_argument("--json", metavar="PATH", help="also write every figure (and the per-run values) as JSON")
     ap.add_argument("--assay", metavar="PATH", help="the assay script to run (default: the one next to this Python)")
+    ap.add_argument("--compare", metavar="PATH",
+                    help="another assay script: its three wrap setups run next to ours in every run (rows '@cmp')")
     ap.add_argument("--no-silent-drain", action="store_true", help="skip the informational silent-server drain")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # the table before the progress lines on stderr
@@ -454,11 +465,17 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="assay-bench-relay-"))
     policy = root / "assay.yaml"
     policy.write_text(POLICY)
+    names = list(SETUPS)
     setups = [Setup(name, assay, policy) for name in SETUPS]
+    if args.compare:  # each right after its own kind, so both builds see the same load
+        for kind in WRAPS:
+            at = names.index(kind) + 1
+            names.insert(at, kind + CMP)
+            setups.insert(at, Setup(kind + CMP, args.compare, policy))
     frames = b"".join(frame(i) for i in range(n))
     lines = [frame(i) for i in range(rounds + WARMUP_ROUNDS)]
     load0 = loadavg()
-    print(f"assay: {assay}")
+    print(f"assay: {assay}" + (f"; compared with {args.compare} (rows '{CMP.strip()}')" if args.compare else ""))
     print(f"frame {len(frame(12345))} bytes; {n} pipelined frames, {rounds} round trips, median of {nruns} run(s); "
           f"{os.cpu_count()} CPUs, load average {load0} at start")
     t_start = time.perf_counter()
@@ -471,14 +488,14 @@ def main() -> int:
             for setup in setups:  # back to back, so drift in machine load hits all alike
                 if setup.name in failed:
                     continue
-                relay = setup.name in RELAYS
+                relay = setup.base in RELAYS
                 try:
                     tp = throughput(setup, root, frames, n, relay)
                     lat = latency(setup, root, lines)
                 except BenchError as exc:
                     failed[setup.name] = str(exc)
                     print(f"bench_relay: {exc}", file=sys.stderr)
-                    if setup.name not in WRAPS:
+                    if setup.base not in WRAPS:
                         return 1  # a baseline: nothing to compare with
                     continue
                 run[setup.name] = {**tp, **lat, "startup_ms": [tp["startup_ms"], lat["startup_ms"]]}
@@ -491,15 +508,15 @@ def main() -> int:
         silent = None if args.no_silent_drain else eof_drain(assay, policy, root, "silent")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    s = summarize(runs, failed)
+    s = summarize(runs, failed, names)
     print()
-    print_table(s, failed)
+    print_table(s, failed, names)
     startup_raw = s["direct raw"]["startup_ms"]
     startup_wrap = s["wrap enforce"]["startup_ms"] if "wrap enforce" in s else None
     startup_over = None if startup_wrap is None else med(
         [w - r for run in runs for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])])
     nsamples = 2 * nruns
-    lowest = ", ".join(f"{name} {s[name]['cpu_us_per_frame_min']:.1f}" for name in RELAYS if name in s)
+    lowest = ", ".join(f"{name} {s[name]['cpu_us_per_frame_min']:.1f}" for name in names if base_of(name) in RELAYS and name in s)
     print(f"\nrelay CPU us per frame, lowest run: {lowest}")
     if startup_wrap is None or startup_over is None:
         print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms; wrap enforce failed")
@@ -527,6 +544,7 @@ def main() -> int:
     if args.json:
         doc = {
             "assay": assay,
+            "compare": args.compare,
             "frame_bytes": len(frame(12345)),
             "frames": n, "rounds": rounds, "runs": nruns,
             "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": load1, "seconds": total,
