@@ -1,4 +1,5 @@
-"""The `assay` command tree (issue 2 item 2; spec/cli.md §1, G1; DECISIONS D1, D2, D2a)."""
+"""The `assay` command tree (issue 2 item 2): one package version everywhere, usage errors as one
+line with exit 2 (docs/compatibility.md, "Whole toolkit")."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_mcp_help_lists_every_command():
 
 
 def test_parse_errors_are_one_line_exit_2():
-    """D2: cyclopts' own parse errors -> one stderr line, exit 2, no traceback."""
+    """cyclopts' own parse errors -> one stderr line, exit 2, no traceback (docs/compatibility.md,
+    "Whole toolkit")."""
     for args in (("mcp", "no-such-command"), ("--no-such-flag",), ("mcp", "preflight", "--format")):
         res = run(*args)
         assert res.returncode == 2, args

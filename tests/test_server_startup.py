@@ -1,4 +1,4 @@
-"""`assay-mcp-server` startup contract (spec/server.md §1 C1-C7; DECISIONS D1, D29).
+"""`assay-mcp-server` startup contract (docs/server.md, "Running it").
 
 The protocol itself is tested under tests/server/. These pin the behaviour preflight relies on.
 """
@@ -27,7 +27,7 @@ def fatal_text(res: subprocess.CompletedProcess) -> str:
 
 
 def test_version_line_exact(base_env):
-    """C2 / D1: exactly `assay-mcp-server <version>\\n`, exit 0, nothing on stderr."""
+    """Exactly `assay-mcp-server <version>\\n` (the package version), exit 0, nothing on stderr."""
     for flag in ("--version", "-V"):
         res = run([flag], base_env)
         assert res.returncode == 0
@@ -56,7 +56,7 @@ def test_auth_env_refused_names_sorted_values_hidden(tmp_path, base_env):
 
 
 def test_missing_root_exits_1_with_strerror(tmp_path, base_env):
-    """C6 / D29: missing root -> `invalid --policy-root: <strerror>`, no `(os error N)`."""
+    """docs/server.md, "Running it": missing root -> `invalid --policy-root: <strerror>`, no `(os error N)`."""
     res = run(["--policy-root", str(tmp_path / "nope")], base_env)
     assert res.returncode == 1
     assert fatal_text(res) == "assay-mcp-server: invalid --policy-root: No such file or directory\n"

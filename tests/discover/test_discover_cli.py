@@ -1,5 +1,5 @@
 """`assay mcp discover` end to end: the real CLI against a private HOME and real processes
-(spec/cli.md §4; DECISIONS D29a, D30a, D31)."""
+(docs/discover.md)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_D9_yaml_to_file_leaves_stdout_empty(world):
     as_yaml = yaml.safe_load(out.read_text())
     as_json = json.loads(_run(world, "--format", "json").stdout)
     assert as_yaml == as_json
-    # JSON written to a file has no trailing newline (spec/cli.md §4 D9); it is replaced whole
+    # JSON written to a file has no trailing newline (docs/discover.md, `--output`); it is replaced whole
     jfile = world["tmp"] / "inventory.json"
     jfile.write_text("old content that is longer than nothing" * 100)
     assert _run(world, "--format", "json", "--output", str(jfile)).returncode == 0
@@ -241,8 +241,9 @@ def test_same_file_is_read_once(tmp_path):
 
 
 def test_D7_D30a_running_processes(tmp_path):
-    """A plain server is listed unwrapped; a running `assay mcp wrap` is listed once, wrapped,
-    and the server it runs is not listed again. Config entries come first (D31)."""
+    """A plain server is listed unwrapped; a running `assay mcp wrap` is listed once, wrapped, and
+    the server it runs is not listed again. Config entries come first (docs/discover.md,
+    "Output")."""
     home = tmp_path / "h"
     write_json(home / ".cursor" / "mcp.json", {"mcpServers": {"a": {"command": "srv"}}})
     server = start_server(tmp_path)

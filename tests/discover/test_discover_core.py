@@ -1,5 +1,5 @@
-"""Sans-IO parts of discover, kill and the client table (spec/cli.md §4-§6; DECISIONS D29a,
-D30a, D31, D31a, D32). No processes, no files: values in, values out."""
+"""Sans-IO parts of discover, kill and the client table (docs/discover.md, docs/kill.md). No
+processes, no files: values in, values out."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ CLAUDE = ConfigLocation("claude_desktop", "/h/.config/Claude/claude_desktop_conf
 VSCODE = ConfigLocation("vscode", "/h/.config/Code/User/mcp.json", "servers", jsonc=True)
 
 
-# ---------------------------------------------------------------- wrapped detection (D30a)
+# ---------------------------------------------------------------- wrapped detection (docs/discover.md, "Output")
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_D7_process_markers_case_insensitive():
     assert not d.looks_like_mcp_server(["python", "server.py", "mcp"])
 
 
-# ---------------------------------------------------------------- config parsing (D5, D6, D30a)
+# ---------------------------------------------------------------- config parsing (docs/discover.md, "What is scanned")
 
 
 def test_D6_config_entry_fields_and_order():
@@ -162,7 +162,7 @@ def test_strip_jsonc_removes_comments_and_trailing_commas(value):
     assert json.loads(d.strip_jsonc(commented)) == value
 
 
-# ---------------------------------------------------------------- processes (D7, D30a, D31a, D32)
+# ---------------------------------------------------------------- processes (docs/discover.md; docs/kill.md, "Safety")
 
 
 def P(pid, ppid, *argv):
@@ -219,7 +219,7 @@ def test_proc_stat_name_with_spaces_and_parens():
     assert d.parse_proc_stat(b"garbage") is None
 
 
-# ---------------------------------------------------------------- document, findings (D8-D11)
+# ---------------------------------------------------------------- document, findings (docs/discover.md)
 
 
 def test_timestamps_use_as_many_subsecond_digits_as_needed():
@@ -335,7 +335,7 @@ def test_F2_user_config_paths():
     ]
 
 
-# ---------------------------------------------------------------- kill parsing (§5 K1-K5)
+# ---------------------------------------------------------------- kill parsing (docs/kill.md: targets, --inventory, --all, --grace)
 
 
 def test_K1_pid_targets():

@@ -1,6 +1,6 @@
-"""The hidden deprecated flat forms `assay discover` / `assay kill` (spec/cli.md §8 H1-H4;
-DECISIONS D30): same stdout, exit code and artifacts as the `assay mcp` forms, byte for byte,
-plus exactly one warning line, on stderr only."""
+"""The hidden deprecated flat forms `assay discover` / `assay kill` (docs/discover.md and
+docs/kill.md, "Deprecated flat form"): same stdout, exit code and artifacts as the `assay mcp`
+forms, byte for byte, plus exactly one warning line, on stderr only."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_H4_kill_shim_with_no_arguments(tmp_path):
 @pytest.mark.parametrize("args", [("--all",), (str(unused_pid()),), ("PLAIN",), ("no-such-name",)])
 def test_H1_kill_shim_failures_match(tmp_path, args):
     env = make_env(tmp_path)
-    plain = start_plain(tmp_path)  # refused by both forms (D31a), so it survives both
+    plain = start_plain(tmp_path)  # not an MCP server: both forms refuse it, it survives (docs/kill.md, "Safety")
     try:
         args = tuple(str(plain.pid) if a == "PLAIN" else a for a in args)
         shim = run_assay("kill", *args, env=env, cwd=tmp_path)

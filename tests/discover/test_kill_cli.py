@@ -1,4 +1,4 @@
-"""`assay mcp kill` on real processes (spec/cli.md §5; DECISIONS D31a, D31b, D32).
+"""`assay mcp kill` on real processes (docs/kill.md).
 
 Every process here is one the test started; each test reaps it, or stops the grandchild it
 made, in ``finally``. Waits are pidfd events with generous timeouts, never sleeps.
@@ -33,7 +33,7 @@ def test_D32_kill_children_leaves_no_orphan(tmp_path):
         assert res.returncode == 0, res.stderr
         assert res.stdout.decode() == f"✓ killed pid={server.pid}\n  children killed: 1\n"
         assert res.stderr == b""
-        assert server.proc.wait(timeout=30) == -signal.SIGTERM  # graceful by default (D31b)
+        assert server.proc.wait(timeout=30) == -signal.SIGTERM  # graceful by default (docs/kill.md, `--mode`)
         assert gone_within(server.child, 30), "the server's child was orphaned"
     finally:
         server.close()

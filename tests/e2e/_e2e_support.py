@@ -1,5 +1,5 @@
 """Helpers for the end-to-end tests: real official MCP clients and servers talking through
-`assay mcp wrap` (issue 4; wrap.md §1-§4, DECISIONS D10-D17).
+`assay mcp wrap` (issue 4; docs/wrap.md, docs/wrap-records.md).
 
 Every wrap run here is started through `/bin/sh -c 'echo $$ >> PIDFILE && exec ...'`, for wrap and
 for the wrapped server alike, so each process appends its own pid before it becomes the real
@@ -83,7 +83,8 @@ class WrapRun:
         return recorded(self.wrap_pids, wrap)
 
     def decisions(self) -> list[dict]:
-        """The `data` of every decision event, after checking the CloudEvents envelope (§6.1)."""
+        """The `data` of every decision event, after checking the CloudEvents envelope
+        (docs/wrap-records.md, "Decision event")."""
         events = _ndjson(self.decision_log)
         for event in events:
             assert event["specversion"] == "1.0"
@@ -181,7 +182,7 @@ class Call:
     code: str | None = None
 
 
-# wrap.md §4.3: policy code -> decision-log reason_code.
+# policy code -> decision-log reason_code (docs/wrap-records.md, "Which calls produce records").
 REASON_CODE = {
     None: "P_POLICY_ALLOW",
     "E_TOOL_DENIED": "P_TOOL_DENIED",
@@ -220,11 +221,11 @@ DENY_TEXT = "Content blocked by policy"
 
 
 def assert_logs(run: WrapRun, calls: list[Call]) -> None:
-    """Decision log (§6.1) and audit log (§6.2) hold exactly one record per call, in order.
+    """Decision log and audit log hold exactly one record per call, in order (docs/wrap-records.md).
 
-    Only tools/call is evaluated (D10), so initialize, tools/list and server/discover leave no
-    record. Dry-run keeps the policy result in reason_code/typed_decision but says `allow`;
-    only the audit log says `would_deny`.
+    Only tools/call is evaluated (docs/wrap.md, "Enforcement"), so initialize, tools/list and
+    server/discover leave no record. Dry-run keeps the policy result in reason_code/typed_decision
+    but says `allow`; only the audit log says `would_deny`.
     """
     decisions, audits = run.decisions(), run.audits()
     assert [d["tool"] for d in decisions] == [c.name for c in calls], decisions

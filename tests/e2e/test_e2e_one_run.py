@@ -1,5 +1,5 @@
-"""End to end: one-run outputs with the TypeScript SDK v2 client in auto mode (issue 5; wrap.md §7
-OR-5, OR-6; DECISIONS D15, D15a).
+"""End to end: one-run outputs with the TypeScript SDK v2 client in auto mode (issue 5; docs/wrap.md,
+"One-run outputs and session reports").
 
 The client's disposable probe process (wrap + server, sent only `server/discover`, then killed by
 a signal) and its real session process get the *same* output paths. The probe must leave nothing

@@ -50,7 +50,8 @@ def _assert_results(results: list, calls: list[Call]) -> None:
 
 
 async def _assert_one_run_ended(run: WrapRun) -> None:
-    """One wrap and one server were started, and neither outlived the client (D14)."""
+    """One wrap and one server were started, and neither outlived the client (docs/wrap.md,
+    "Lifecycle and exit status")."""
     wraps, servers = run.pids()
     assert len(wraps) == 1 and len(servers) == 1, (wraps, servers)
     await assert_all_ended(wraps + servers)
@@ -68,9 +69,10 @@ async def _session_calls(run: WrapRun, env: dict[str, str], calls: list[Call]) -
 
 
 async def test_client_session_stdio_enforces_policy(tmp_path, base_env):
-    """wrap.md §4.3/§4.4, §6.1/§6.2, D10: ClientSession over stdio_client against the SDK demo
-    server: allowed calls reach the server, denied calls are isError results carrying the
-    policy's error_code, and each call has one decision event and one audit record."""
+    """docs/wrap.md, "Enforcement" and "Deny replies"; docs/wrap-records.md: ClientSession over
+    stdio_client against the SDK demo server: allowed calls reach the server, denied calls are
+    isError results carrying the policy's error_code, and each call has one decision event and one
+    audit record."""
     run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
     version, tools, results = await _session_calls(run, base_env, DEMO_CALLS)
 
@@ -86,9 +88,10 @@ async def test_client_session_stdio_enforces_policy(tmp_path, base_env):
 
 
 async def test_client_session_stdio_dry_run_forwards_denied_calls(tmp_path, base_env):
-    """wrap.md §4.3 dry-run row, §6.1.7, §6.2: under --dry-run the calls the policy denies reach
-    the server (its own answers come back), the decision log says `decision: allow` while keeping
-    the deny in reason_code/typed_decision, and the audit log says `would_deny`."""
+    """docs/wrap-records.md, "Which calls produce records" (dry run): under --dry-run the calls the
+    policy denies reach the server (its own answers come back), the decision log says
+    `decision: allow` while keeping the deny in reason_code/typed_decision, and the audit log says
+    `would_deny`."""
     run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)], dry_run=True)
     _version, _tools, results = await _session_calls(run, base_env, DEMO_CALLS)
 
@@ -117,8 +120,9 @@ async def _client_auto_calls(run: WrapRun, env: dict[str, str], calls: list[Call
 
 
 async def test_high_level_client_auto_mode_modern_era(tmp_path, base_env):
-    """D16a: `mcp.Client(..., mode="auto")` negotiates 2026-07-28 with the SDK's MCPServer
-    through wrap; denied calls come back as valid modern isError results with the error_code."""
+    """docs/wrap.md, "Deny replies" (2026-07-28 era): `mcp.Client(..., mode="auto")` negotiates
+    2026-07-28 with the SDK's MCPServer through wrap; denied calls come back as valid modern isError
+    results with the error_code."""
     run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
     version, tools, results = await _client_auto_calls(run, base_env, DEMO_CALLS)
 
@@ -131,8 +135,9 @@ async def test_high_level_client_auto_mode_modern_era(tmp_path, base_env):
 
 
 async def test_high_level_client_auto_mode_against_ts_server(node, tmp_path, base_env):
-    """D16a across SDKs: the Python client in auto mode negotiates 2026-07-28 with a TypeScript
-    `serveStdio` server through wrap; allowed and denied calls as the policy says."""
+    """Modern-era deny replies (docs/wrap.md, "Deny replies") across SDKs: the Python client in auto
+    mode negotiates 2026-07-28 with a TypeScript `serveStdio` server through wrap; allowed and
+    denied calls as the policy says."""
     run = WrapRun(tmp_path, DEMO_POLICY, ["node", str(TS_MODERN_SERVER)])
     calls = [c for c in DEMO_CALLS if c.name != "write_file"]
     version, tools, results = await _client_auto_calls(run, base_env, calls)
@@ -166,10 +171,10 @@ async def test_high_level_client_auto_mode_falls_back_to_legacy(node, tmp_path, 
 
 
 async def test_server_initiated_sampling_round_trip(node, tmp_path, base_env):
-    """wrap.md §3.4.1 and §5, D10: a server-initiated `sampling/createMessage` (server-everything's
-    trigger-sampling-request tool) reaches the client through wrap, the client's response (a
-    frame without `method`) is relayed back unevaluated, and the tool's result carries the
-    client's sample. Only the tools/call itself is in the logs."""
+    """docs/wrap.md, "Client frames" and "Enforcement": a server-initiated `sampling/createMessage`
+    (server-everything's trigger-sampling-request tool) reaches the client through wrap, the
+    client's response (a frame without `method`) is relayed back unevaluated, and the tool's result
+    carries the client's sample. Only the tools/call itself is in the logs."""
     run = WrapRun(tmp_path, E2E / "everything_policy.yaml", ["node", str(EVERYTHING_SERVER), "stdio"])
     asked: list[str] = []
 

@@ -56,8 +56,9 @@ def _assert_results(results: list[dict], calls: list[Call]) -> None:
 
 
 async def _assert_probe_and_session_ended(run: WrapRun) -> None:
-    """The auto-mode probe run and the session run each started one wrap and one server, and
-    none of the four processes outlived the client (D14: no orphans)."""
+    """The auto-mode probe run and the session run each started one wrap and one server, and none of
+    the four processes outlived the client (no orphans: docs/wrap.md, "Lifecycle and exit
+    status")."""
     wraps, servers = run.pids()
     assert len(wraps) == 2, f"expected the probe wrap and the session wrap, got pids {wraps}"
     assert len(servers) == 2, f"expected one server per wrap run, got pids {servers}"
@@ -65,10 +66,11 @@ async def _assert_probe_and_session_ended(run: WrapRun) -> None:
 
 
 async def test_ts_client_auto_mode_against_server_everything(node, tmp_path, base_env):
-    """wrap.md §4.3/§4.4, §6.1/§6.2, D10, D14: server-everything (a 2025-era server on SDK v1)
-    makes the auto-mode probe fall back to `initialize`; allowed calls reach the server, denied
-    ones come back as isError results with the policy's error_code; logs hold one record per
-    call; the probe's wrap and server, and the session's, are all gone afterwards."""
+    """docs/wrap.md, "Enforcement", "Deny replies", "Lifecycle and exit status";
+    docs/wrap-records.md: server-everything (a 2025-era server on SDK v1) makes the auto-mode probe
+    fall back to `initialize`; allowed calls reach the server, denied ones come back as isError
+    results with the policy's error_code; logs hold one record per call; the probe's wrap and
+    server, and the session's, are all gone afterwards."""
     run = WrapRun(tmp_path, E2E / "everything_policy.yaml", ["node", str(EVERYTHING_SERVER), "stdio"])
     out = await run_ts_client(node, run, _as_json(EVERYTHING_CALLS), base_env)
 
@@ -86,9 +88,10 @@ async def test_ts_client_auto_mode_against_server_everything(node, tmp_path, bas
 
 
 async def test_ts_client_auto_mode_modern_era_ts_server(node, tmp_path, base_env):
-    """D16a: against a 2026-07-28 server (`serveStdio` from @modelcontextprotocol/server) the
-    client negotiates the modern era through wrap, and wrap's deny replies are results the
-    client accepts (it refuses a modern result without `resultType: "complete"`)."""
+    """docs/wrap.md, "Deny replies": against a 2026-07-28 server (`serveStdio` from
+    @modelcontextprotocol/server) the client negotiates the modern era through wrap, and wrap's deny
+    replies are results the client accepts (it refuses a modern result without
+    `resultType: "complete"`)."""
     run = WrapRun(tmp_path, DEMO_POLICY, ["node", str(TS_MODERN_SERVER)])
     calls = [c for c in DEMO_CALLS if c.name != "write_file"] + [Call("write_file", {"path": "/w"}, "E_TOOL_NOT_ALLOWED")]
     out = await run_ts_client(node, run, _as_json(calls), base_env)
@@ -102,9 +105,9 @@ async def test_ts_client_auto_mode_modern_era_ts_server(node, tmp_path, base_env
 
 
 async def test_ts_client_auto_mode_modern_era_python_server(node, tmp_path, base_env):
-    """D16a across SDKs: the TypeScript client negotiates 2026-07-28 with the `mcp` Python SDK's
-    MCPServer (examples/demo_server.py) through wrap; allowed and denied calls as the policy
-    says."""
+    """Modern-era deny replies (docs/wrap.md, "Deny replies") across SDKs: the TypeScript client
+    negotiates 2026-07-28 with the `mcp` Python SDK's MCPServer (examples/demo_server.py) through
+    wrap; allowed and denied calls as the policy says."""
     run = WrapRun(tmp_path, DEMO_POLICY, [sys.executable, str(DEMO_SERVER)])
     out = await run_ts_client(node, run, _as_json(DEMO_CALLS), base_env)
 
@@ -118,8 +121,8 @@ async def test_ts_client_auto_mode_modern_era_python_server(node, tmp_path, base
 
 
 def _pin(label: str, name: str, input_schema: dict, description: str) -> dict:
-    """A tool_pins entry computed here from the tool definition the server declares (wrap.md
-    §4.2: schema_hash = SHA-256 of JCS(inputSchema), meta_hash = SHA-256 of the description),
+    """A tool_pins entry computed here from the tool definition the server declares (docs/policy.md,
+    "Tool pins": schema_hash = SHA-256 of JCS(inputSchema), meta_hash = SHA-256 of the description),
     independently of wrap's own hashing."""
     return {
         "server_id": label,
@@ -130,7 +133,7 @@ def _pin(label: str, name: str, input_schema: dict, description: str) -> dict:
 
 
 async def test_ts_client_modern_era_tool_pins(node, tmp_path, base_env):
-    """wrap.md §4.2, D13, D16: wrap learns tool identities from the real tools/list exchange of a
+    """docs/wrap.md, "Tool pins": wrap learns tool identities from the real tools/list exchange of a
     modern session (without changing the server's lines). A pin that matches what
     ts_modern_server.mjs declares lets the call through; a pin whose description changed, or
     whose server_id is not this run's --label, denies the call with E_TOOL_DRIFT (drift is

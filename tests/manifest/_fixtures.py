@@ -1,4 +1,5 @@
-"""The cli.md §3.8 worked example and helpers to derive valid or broken observed manifests."""
+"""The worked example (an observed manifest of 1,440 bytes and the candidate it must give) and
+helpers to derive valid or broken observed manifests."""
 
 from __future__ import annotations
 

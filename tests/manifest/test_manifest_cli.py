@@ -1,4 +1,4 @@
-"""`assay mcp manifest candidate|promote` driven as a real process (spec/cli.md §3, issue 7)."""
+"""`assay mcp manifest candidate|promote` driven as a real process (docs/manifest.md; issue 7)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,16 @@ def assert_refused(res, fragment: str) -> None:
     assert res.returncode == 2, stderr
     assert res.stdout == b""
     assert stderr.startswith("fatal: "), stderr
-    assert stderr.count("\n") == 1, stderr  # D2: one line
+    assert stderr.count("\n") == 1, stderr  # one line (docs/manifest.md, "Rules for every file")
     assert fragment in stderr, stderr
 
 
-# --- §3.8 worked example -----------------------------------------------------------------------
+# --- the worked example (1,440 observed bytes) ---------------------------------------------------
 
 
 def test_worked_example_end_to_end(tmp_path):
-    """§3.8: the 1,440 observed bytes give exactly the documented candidate, then the declared doc."""
+    """The worked example: the 1,440 observed bytes give exactly the documented candidate, then the
+    declared doc."""
     assert len(OBSERVED_1440) == 1440
     res = candidate(tmp_path, OBSERVED_1440)
     assert res.returncode == 0, res.stderr
@@ -78,7 +79,7 @@ def test_output_is_deterministic(tmp_path):
         outs.append(((tmp_path / f"c{n}.json").read_bytes(), (tmp_path / f"d{n}.json").read_bytes()))
     assert outs[0] == outs[1]
     tools = json.loads(outs[0][0])["tools"]
-    assert [t["name"] for t in tools] == ["github.add_deploy_key", "search"]  # sorted (§3.4)
+    assert [t["name"] for t in tools] == ["github.add_deploy_key", "search"]  # sorted by name (docs/manifest.md)
     assert tools[1]["action_class"] is None and tools[1]["field_digests"] is None  # M16 nulls
 
 

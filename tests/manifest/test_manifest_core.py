@@ -1,4 +1,4 @@
-"""Unit tests of the sans-IO manifest core and the create-new publisher (spec/cli.md §3)."""
+"""Unit tests of the sans-IO manifest core and the create-new publisher (docs/manifest.md)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_m2_projection_rules():
     assert tool_digest({"name": "x", "annotations": {"n": 1.0}}) == tool_digest({"name": "x", "annotations": {"n": 1}})
 
 
-# --- producer (M5-M8, D33) ---------------------------------------------------------------------
+# --- producer: the observed document wrap writes (docs/manifest.md, "1. Get an observed manifest")
 
 
 def test_producer_output_promotes_and_reproduces_the_vector():

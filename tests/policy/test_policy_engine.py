@@ -1,5 +1,7 @@
-"""Evaluation, spec/policy.md §5-§6 and §8: precedence E1-E8, every reason code, deny payloads
-byte for byte, metadata, session state (DECISIONS D10, D16), identity and policy digests."""
+"""Evaluation (docs/policy.md, "Evaluation and reason codes"): check order, every reason code,
+deny payloads byte for byte, metadata, session state, identity and policy digests. Rate-limit
+denies name the called tool and the drift reason has no upstream suffix (docs/compatibility.md,
+"Policies")."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def sc(d: Decision) -> str:
     return json.dumps(d.contract, separators=(",", ":"), ensure_ascii=False)
 
 
-# ---------------------------------------------------------------- §6.1 W1/W2, wrap.md §4.4
+# ---------------------------------------------------------------- deny replies (docs/wrap.md, "Deny replies")
 
 
 def test_W1_arg_schema_deny_line_byte_for_byte():
@@ -69,7 +71,7 @@ def test_W2_rate_limit_payload_and_D10_tool_name():
     p = P('version: "2.0"\nlimits: {max_tool_calls_total: 0}\n')
     d = evaluate(p, "search", {})
     assert sc(d) == '{"status":"deny","error_code":"E_RATE_LIMIT"}'
-    assert d.tool == "search"  # D10: the called tool, not upstream's "ALL"
+    assert d.tool == "search"  # the called tool, not upstream's "ALL" (docs/compatibility.md, "Policies")
     assert d.reason == "Rate limit exceeded (tool calls)"
     assert d.event_reason_code == "P_RATE_LIMIT"
 
@@ -88,14 +90,14 @@ def test_W2_drift_payload_without_sota_suffix_D16():
     p, state = _pinned_policy()
     state.observe_tools("fs-prod", [dict(READ_FILE, description="Read any file")])
     d = evaluate(p, "read_file", {"path": "/workspace/a"}, state, server_id="fs-prod")
-    # D16: upstream's "(SOTA Moat)" suffix is dropped
+    # upstream's "(SOTA Moat)" suffix is dropped (docs/compatibility.md, "Policies")
     assert sc(d) == (
         '{"status":"deny","error_code":"E_TOOL_DRIFT","tool":"read_file",'
         '"reason":"Tool metadata or schema has changed without policy update"}'
     )
 
 
-# ---------------------------------------------------------------- §5.7 vectors
+# ---------------------------------------------------------------- decision vectors, one per outcome and code
 
 
 @pytest.mark.parametrize(
@@ -291,7 +293,7 @@ def test_E7_defs_key_is_never_a_tool():
     assert d.reason_code == "E_TOOL_UNCONSTRAINED"
 
 
-# ---------------------------------------------------------------- §3.3 schema details
+# ---------------------------------------------------------------- schema details (docs/policy.md, "Schemas")
 
 
 def test_S5_dollar_does_not_match_before_trailing_newline():
@@ -345,7 +347,7 @@ def test_S4_format_is_annotation_only_in_2020_12_and_draft_from_dollar_schema():
     assert evaluate(p, "t", {"e": "not an email"}).reason_code == "E_ARG_SCHEMA"
 
 
-# ---------------------------------------------------------------- server surface (§6.2)
+# ---------------------------------------------------------------- server surface (docs/server.md, `assay_check_args`)
 
 
 def test_6_2_check_args_payloads():
@@ -378,7 +380,7 @@ def test_decision_is_immutable_and_contract_is_a_copy():
     assert d.contract["tool"] == "x"
 
 
-# ---------------------------------------------------------------- §8 digests
+# ---------------------------------------------------------------- digests (docs/policy.md, "Tool pins"; policy_digest)
 
 
 READ_FILE = {
@@ -386,7 +388,7 @@ READ_FILE = {
     "description": "Read a file",
     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 }
-READ_FILE_SCHEMA_HASH = "923b083c9bcab2e3d3e07c7d9b4401688ad9f3d5e2c2f0c48fcd43052bdcb71b"  # wrap.md §5.4
+READ_FILE_SCHEMA_HASH = "923b083c9bcab2e3d3e07c7d9b4401688ad9f3d5e2c2f0c48fcd43052bdcb71b"  # the read_file example of docs/wrap-records.md
 READ_FILE_META_HASH = "79bca57b81581be037bf5f27e7eebc65f58e9ce237a81a7933e4c6483c583fb6"
 
 
@@ -407,7 +409,7 @@ def test_D2_D3_identity_vectors():
     assert tool_identity({"name": "x", "description": 5}) [1] == empty
     assert tool_identity({"input_schema": {"a": 1}})[0] == hashlib.sha256(b'{"a":1}').hexdigest()
     assert tool_identity({"description": " x "})[1] == hashlib.sha256(b" x ").hexdigest()  # untrimmed
-    # JCS numbers are doubles: 1.0 == 1, 2^53+1 == 2^53 (§8)
+    # JCS numbers are doubles: 1.0 == 1, 2^53+1 == 2^53 (RFC 8785)
     assert tool_identity({"inputSchema": {"m": 1.0}})[0] == tool_identity({"inputSchema": {"m": 1}})[0]
     assert tool_identity({"inputSchema": 2**53 + 1})[0] == tool_identity({"inputSchema": 2**53})[0]
 
@@ -442,7 +444,7 @@ def test_D1_policy_digest_covers_the_normalized_model():
     }
     digest = "sha256:" + hashlib.sha256(jcs.canonicalize(expected_model)).hexdigest()
     assert p.digest == digest
-    # pinned literal (our vector; the spec gives none for D1)
+    # pinned literal (our own vector: no upstream vector exists for the policy digest)
     assert digest == "sha256:2a10fca04dce3e69a65b74c81f9f4a55056c4b52bb49ccafdd8002f63af5e240"
     d = evaluate(p, "read_file", {"path": "/workspace/a"})
     assert d.policy_digest == digest and d.policy_version == "2.0"

@@ -1,4 +1,4 @@
-"""Loader rules of spec/policy.md §2 (L1-L9) and DECISIONS D4/D4a: error classes, one-line
+"""Loader rules (docs/policy.md, "Loading", "YAML budget"): error classes, one-line
 messages naming the file, YAML 1.2 scalars, duplicate keys, alias bombs, legacy normalization."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool-name patterns, spec/policy.md §4 P1-P5, against a reference predicate."""
+"""Tool-name patterns (docs/policy.md, "Tool-name patterns"), against a reference predicate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sequence dialect, spec/policy.md §7 (SQ1-SQ6) and server.md §8.3 (S2-S5)."""
+"""Sequence dialect (docs/policy.md, "Python API"; docs/server.md, `assay_check_sequence`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`assay mcp preflight` end to end (issue 2 item 5; spec/cli.md §2; DECISIONS D2a, D18).
+"""`assay mcp preflight` end to end (issue 2 item 5; docs/preflight.md).
 
 Each phase is reached with a real program named `assay-mcp-server` put first on PATH, both
 through the library (`await preflight(...)`) and through the `assay` CLI.
@@ -139,7 +139,7 @@ async def test_unstartable_not_executable(tmp_path, base_env):
 
 
 async def test_unstartable_missing_interpreter_is_not_missing(tmp_path, base_env):
-    """D18: a `#!` naming a missing interpreter is unstartable, not missing."""
+    """A `#!` naming a missing interpreter is unstartable, not missing (docs/preflight.md, "Phases")."""
     fake = FakeServer(tmp_path, good_version())
     fake.path.write_text("#!/nonexistent/sh\nexit 0\n")
     report = await preflight(".", env=fake.env(base_env))
@@ -147,7 +147,7 @@ async def test_unstartable_missing_interpreter_is_not_missing(tmp_path, base_env
 
 
 async def test_unstartable_not_a_program(tmp_path, base_env):
-    """D18: ENOEXEC (no `#!`, not a binary) is unstartable."""
+    """ENOEXEC (no `#!`, not a binary) is unstartable (docs/preflight.md, "Phases")."""
     fake = FakeServer(tmp_path, good_version())
     fake.path.write_bytes(b"\x7fELF-but-not-really\x00\x00")
     report = await preflight(".", env=fake.env(base_env))
@@ -197,7 +197,8 @@ async def test_unstartable_identity_timeout_is_bounded(tmp_path, base_env):
     ],
 )
 async def test_malformed_version_output_is_unstartable(tmp_path, base_env, stdout):
-    """§2.4 P15-P18: every malformed identity line is unstartable with no actual_version."""
+    """Every malformed identity line is unstartable with no actual_version (docs/preflight.md,
+    "Phases")."""
     if b"%s" in stdout:
         stdout = stdout.replace(b"%s", X.encode())
     fake = FakeServer(tmp_path, stdout)

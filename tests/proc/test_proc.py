@@ -1,4 +1,5 @@
-"""The process runtime on its own (issue 2 item 3; spec/cli.md §2.3 P8-P13; DECISIONS D5, D14).
+"""The process runtime on its own (issue 2 item 3; docs/library.md, "Running child
+processes: `assay.proc`"; docs/wrap.md, "Lifecycle and exit status").
 
 Every test starts real processes and checks the observable contract: deadline, cap, reap,
 no leaked descriptors, no process left behind.
@@ -123,7 +124,7 @@ async def test_signal_death_counts_as_exit_code_one():
 
 
 async def test_not_found_and_spawn_error_are_distinguished(tmp_path):
-    """P13: ENOENT -> ProgramNotFound; EACCES, ENOEXEC, missing interpreter -> SpawnError (D18)."""
+    """ENOENT -> ProgramNotFound; EACCES, ENOEXEC, missing interpreter -> SpawnError (docs/library.md)."""
     with pytest.raises(proc.ProgramNotFound):
         await proc.run_bounded([str(tmp_path / "nope")], timeout=5, stdout_cap=1, stderr_cap=1)
     not_exec = tmp_path / "not-exec"
@@ -183,7 +184,8 @@ async def test_spawned_child_relays_pipes_both_ways():
 
 
 async def test_stop_group_reaches_descendants_and_escalates_to_kill(tmp_path):
-    """D14: a child in its own group that ignores SIGTERM, with a grandchild: stop() ends both."""
+    """A child in its own group that ignores SIGTERM, with a grandchild: stop() ends both
+    (docs/library.md, `Child.stop`)."""
     pidfile = tmp_path / "grandchild.pid"
     script = textwrap.dedent(
         f"""
@@ -211,7 +213,7 @@ async def test_stop_group_reaches_descendants_and_escalates_to_kill(tmp_path):
 
 
 async def test_die_with_parent_kills_child_when_parent_is_sigkilled(tmp_path):
-    """D14: PR_SET_PDEATHSIG: a relay child cannot outlive a SIGKILLed parent."""
+    """PR_SET_PDEATHSIG: a relay child cannot outlive a SIGKILLed parent (docs/library.md)."""
     script = textwrap.dedent(
         """
         import sys, trio

@@ -1,4 +1,4 @@
-"""Fixtures for the `assay-mcp-server` tests (spec/server.md)."""
+"""Fixtures for the `assay-mcp-server` tests (docs/server.md)."""
 
 from __future__ import annotations
 

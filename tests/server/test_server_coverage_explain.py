@@ -1,5 +1,5 @@
-"""`assay_check_coverage` and `assay_explain_trace` over real policy files (spec/server.md V3-V5,
-X1-X3): both read the typed v1.1 policy through the sequence dialect's reader."""
+"""`assay_check_coverage` and `assay_explain_trace` over real policy files (docs/server.md,
+the sections of the two tools): both read the typed v1.1 policy through the sequence dialect's reader."""
 
 from __future__ import annotations
 

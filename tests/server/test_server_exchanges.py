@@ -1,5 +1,5 @@
 """Byte-exact exchanges and the error catalogue, against the real server process
-(spec/server.md §10, §9, §3; DECISIONS D20-D22)."""
+(docs/server.md, "Protocol", "Tools" and "Error catalogue")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ V = __version__
 
 
 def test_section10_exchange_byte_exact(serve):
-    """§10 verbatim (version = the package version, D1)."""
+    """A whole session byte for byte (docs/server.md, "Protocol"); the version is the package
+    version."""
     stdin = (
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
@@ -34,7 +35,8 @@ def test_section10_exchange_byte_exact(serve):
 
 
 def test_schema_deny_unconstrained_and_sequence_payloads(serve):
-    """§10 decoded payloads: E_ARG_SCHEMA deny, unconstrained warning, sequence `before`."""
+    """Decoded payloads (docs/server.md, "Tools"): E_ARG_SCHEMA deny, unconstrained warning,
+    sequence `before`."""
     s = serve(
         [
             call(1, "assay_check_args", {"tool": "strict_tool", "arguments": {"code": 123, "extra": "field"}, "policy": "strict_policy.yaml"}),
@@ -78,7 +80,8 @@ def test_schema_deny_unconstrained_and_sequence_payloads(serve):
 
 
 def test_initialize_exact_result_and_negotiation(serve):
-    """P5-P7, D20: supported versions echoed, others answered with 2025-11-25, bad shapes -32602."""
+    """docs/server.md, "Protocol": supported versions echoed, others answered with 2025-11-25, bad
+    shapes -32602."""
     def init(i, version, **extra):
         params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
         params.update(extra)
@@ -107,8 +110,9 @@ def test_initialize_exact_result_and_negotiation(serve):
 
 
 def test_revision_gate_requests_only(serve):
-    """P1 / D20: a string _meta revision outside the set -> -32022 before dispatch; non-strings
-    and notifications are not gated; a modern server/discover probe is gated too."""
+    """docs/server.md, "Protocol": a string _meta revision outside the set -> -32022 before
+    dispatch; non-strings and notifications are not gated; a modern server/discover probe is gated
+    too."""
     meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
     s = serve(
         [
@@ -132,8 +136,8 @@ def test_revision_gate_requests_only(serve):
 
 
 def test_notifications_never_answered_and_unknown_methods(serve):
-    """D20, D20a, P2: ping -> {}; id-less messages and notifications/* never answered; unknown
-    methods -32601 without echoing the name; the id is echoed whatever its type (T9)."""
+    """docs/server.md, "Protocol": ping -> {}; id-less messages and notifications/* never answered;
+    unknown methods -32601 without echoing the name; the id is echoed whatever its type."""
     s = serve(
         [
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
@@ -155,8 +159,8 @@ def test_notifications_never_answered_and_unknown_methods(serve):
 
 
 def test_unparsable_lines_ignored_without_echo(serve):
-    """T7, D21: malformed JSON, arrays, scalars, responses, duplicates, invalid UTF-8 -> no reply,
-    a json_parse_error log without the content; the server keeps serving."""
+    """docs/server.md, "Protocol": malformed JSON, arrays, scalars, responses, duplicates, invalid
+    UTF-8 -> no reply, a json_parse_error log without the content; the server keeps serving."""
     bad = [
         b"{SENTINEL-1",
         b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
@@ -176,7 +180,7 @@ def test_unparsable_lines_ignored_without_echo(serve):
 
 
 def test_tools_list_order_schemas_and_size(serve):
-    """P8, P9, D22: six tools in order, closed schemas, no on_error, response <= 16 KiB."""
+    """docs/server.md, "Tools": six tools in order, closed schemas, no on_error, response <= 16 KiB."""
     s = serve([{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "x"}}])
     assert len(s.stdout) <= 16384
     tools = s.responses[0]["result"]["tools"]
@@ -206,7 +210,7 @@ def test_tools_list_order_schemas_and_size(serve):
 
 
 def test_error_catalogue(serve, policy_root):
-    """§9: every row, one request each, exact payloads."""
+    """docs/server.md, "Error catalogue": every row, one request each, exact payloads."""
     (policy_root / "big.yaml").write_bytes(b"#" * 101)
     (policy_root / "adir").mkdir()
     env = {"ASSAY_MCP_MAX_POLICY_BYTES": "100"}
@@ -259,8 +263,8 @@ def test_error_catalogue(serve, policy_root):
 
 
 def test_line_limit_at_exactly_n_and_n_plus_1(serve):
-    """T5 / D20b: a line of exactly N bytes (terminator not counted, also with CRLF) is served;
-    N+1 gets the bare E_LIMIT_EXCEEDED result with id null; the server goes on."""
+    """docs/server.md, "Protocol": a line of exactly N bytes (terminator not counted, also with
+    CRLF) is served; N+1 gets the bare E_LIMIT_EXCEEDED result with id null; the server goes on."""
     base = b'{"jsonrpc":"2.0","id":1,"method":"ping","pad":"'
     n = 200
     exact = base + b"x" * (n - len(base) - 2) + b'"}'

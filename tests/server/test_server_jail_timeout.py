@@ -1,4 +1,5 @@
-"""Path jail (§4.1 R1-R6), the dispatch deadline (§5 F1-F3, F5) and the logging contract (§6)."""
+"""Path jail (docs/server.md, "Policy path jail"), the dispatch deadline ("Shared rules", fail
+closed) and the logging contract ("Logging")."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_log_events_shape_and_no_caller_strings(serve):
 
 
 def test_identity_accepts_absent_null_and_empty(serve):
-    """D22: absent arguments, null and {} are accepted; a list or a string is refused."""
+    """assay_server_identity: absent arguments, null and {} are accepted; a list or a string is refused."""
     s = serve(
         [
             call(1, "assay_server_identity"),
@@ -145,7 +146,8 @@ def test_identity_accepts_absent_null_and_empty(serve):
 
 
 def test_invalid_env_values_keep_defaults_and_warn(serve):
-    """§1.2 / D2: an unparsable or negative number keeps the default and logs one warning."""
+    """docs/server.md, "Environment": an unparsable or negative number keeps the default and logs
+    one warning."""
     s = serve([], env={"ASSAY_MCP_MAX_BYTES": "-5", "ASSAY_MCP_TIMEOUT_MS": "soon", "ASSAY_LOG": "bogus=="})
     start = s.fields("server_start")[0]
     assert start["max_msg_bytes"] == 1_000_000 and start["timeout_ms"] == 2000

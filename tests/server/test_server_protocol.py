@@ -1,4 +1,4 @@
-"""The sans-IO protocol object and the bounded framer, driven directly (spec/server.md §2, §3),
+"""The sans-IO protocol object and the bounded framer, driven directly (docs/server.md, "Protocol"),
 plus property checks: no line, however odd, crashes the server or puts non-JSON on stdout."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def make_proto(root, **config) -> tuple[ServerProtocol, Logger]:
 
 
 def test_framer_counts_without_terminator_and_bounds_memory():
-    """T1, T5, D20b: N bytes passes with `\\n` or `\\r\\n`; N+1 is Oversize with its true size,
-    even when it arrives in many chunks; the buffer never grows past N+1."""
+    """docs/server.md, "Protocol": N bytes passes with `\\n` or `\\r\\n`; N+1 is Oversize with its
+    true size, even when it arrives in many chunks; the buffer never grows past N+1."""
     f = LineFramer(5)
     assert f.feed(b"abcde\nabcde\r\nabcdef\n") == [b"abcde", b"abcde", Oversize(6)]
     out = []
@@ -45,7 +45,8 @@ def test_framer_oversize_unterminated_at_eof():
 
 
 def test_config_defaults_and_parsing():
-    """§1.2: absent/unparsable/negative keep the default; ASSAY_MCP_TEST_SLOW_MS is off by default."""
+    """docs/server.md, "Environment": absent/unparsable/negative keep the default;
+    ASSAY_MCP_TEST_SLOW_MS is off by default."""
     c = config_from_env({})
     assert (c.timeout_ms, c.max_msg_bytes, c.max_policy_bytes, c.max_field_bytes, c.max_tool_calls, c.cache_entries) == (
         2000, 1_000_000, 1_000_000, 64_000, 2000, 128,

@@ -1,5 +1,5 @@
 """A real `mcp` SDK client session against the installed server: initialize, list the tools,
-call each one (spec/server.md §3, §8)."""
+call each one (docs/server.md, "Protocol" and "Tools")."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ async def test_sdk_session_initialize_list_and_call_every_tool(policy_root, base
             init = await session.initialize()
             assert init.server_info.name == "assay-mcp-server"
             assert init.server_info.version == __version__
-            assert await session.send_ping() is not None  # D20: ping is answered
+            assert await session.send_ping() is not None  # ping is answered (docs/server.md, "Protocol")
 
             listed = await session.list_tools()
             names = [t.name for t in listed.tools]

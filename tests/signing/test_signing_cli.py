@@ -1,5 +1,5 @@
 """`assay mcp tool keygen|sign|verify` and the hidden `assay tool` shim as real processes
-(spec/cli.md §7-§8 T1-T3, H1-H3; policy.md §9; DECISIONS D30, D31c)."""
+(docs/tool-signing.md, including "Trust policy" and "Deprecated spelling")."""
 
 from __future__ import annotations
 
@@ -343,7 +343,7 @@ def test_source_date_epoch_makes_signing_reproducible(work):
     assert json.loads(a)["x-assay-sig"]["signed_at"] == "2026-01-28T12:00:00Z"
 
 
-# --- the hidden shim (H1-H3, D30) --------------------------------------------------------------
+# --- the hidden shim (docs/tool-signing.md, "Deprecated spelling") -------------------------------
 
 
 def _both(work: Path, *args: str, env_extra=None, tag: str = ""):

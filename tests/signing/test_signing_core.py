@@ -1,4 +1,4 @@
-"""Unit tests of :mod:`assay.signing` (spec/policy.md §9 K1-K7, DECISIONS D31c)."""
+"""Unit tests of :mod:`assay.signing` (docs/tool-signing.md)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_k1_pkcs8_v1_and_v2_private_keys_load():
     v1 = signing.private_key_pem(KEY)
     assert v1.startswith(b"-----BEGIN PRIVATE KEY-----")
     assert signing.key_id(signing.load_private_key_pem(v1).public_key()) == signing.key_id(KEY.public_key())
-    key = signing.load_private_key_pem(RFC8410_V2)  # RFC 8410 §10.3 example, with publicKey
+    key = signing.load_private_key_pem(RFC8410_V2)  # the example of RFC 8410, section 10.3, with publicKey
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     assert raw.hex() == "19bf44096984cdfe8541bac167dc3b96c85086aa30b6b6cb0c5c38ad703166e1"
 
@@ -162,7 +162,7 @@ def test_public_key_pem_round_trip_and_wrong_types():
         signing.load_private_key_pem(pem)
 
 
-# --- trust policy (K7, D31c) -------------------------------------------------------------------
+# --- trust policy (docs/tool-signing.md, "Trust policy"; one that lists no key trusts no key) ---
 
 
 def test_d31c_policy_listing_no_key_trusts_no_key():
