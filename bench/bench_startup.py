@@ -1,0 +1,102 @@
+"""Start-up benchmark: time from spawn to the first reply, the echo server alone vs. under wrap.
+
+Run: .venv/bin/python bench/bench_startup.py [--runs 10]
+
+Each round spawns, back to back and in a rotating order, the echo server alone (the baseline)
+and `assay mcp wrap` around it with two policies: an allowlist only, and an allowlist plus a
+schema (the policy of bench/bench_relay.py). Each spawn gets one ~200-byte tools/call line at
+once; the figure is the time from spawn until its reply line arrived. The report gives the median
+per command over --runs rounds and the median added start-up of wrap over the echo server alone
+(the target is <= +200 ms on the 2-core dev machine). A benchmark, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ECHO = [sys.executable, str(HERE / "echo_server.py")]
+ALLOWLIST = """version: "2.0"
+tools:
+  allow: ["search", "read_file"]
+  deny: ["exec", "*delete*"]
+"""
+SCHEMA = ALLOWLIST + """schemas:
+  search:
+    type: object
+    additionalProperties: false
+    required: [query, limit]
+    properties:
+      query: {type: string, maxLength: 200}
+      limit: {type: integer, minimum: 1, maximum: 100}
+      lang: {type: string, enum: [en, de, fr, nl]}
+      safe: {type: boolean}
+      cursor: {type: string, pattern: "^[a-z0-9]*$"}
+"""
+FRAME = (json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    "params": {"name": "search", "arguments": {"query": "policy guard start-up", "limit": 10, "lang": "en",
+                                               "safe": True, "cursor": "abc123def456"}},
+}, separators=(",", ":")) + "\n").encode()
+
+
+def first_reply(argv: list[str], cwd: str) -> float:
+    """Seconds from spawn until the reply line to FRAME arrived; the process is then ended by EOF."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(FRAME)
+    p.stdin.flush()
+    line = p.stdout.readline()
+    elapsed = time.perf_counter() - t0
+    p.stdin.close()
+    err = p.stderr.read() if p.stderr else b""
+    p.wait(timeout=30)
+    if b'"id":1' not in line.replace(b" ", b""):
+        raise SystemExit(f"no reply from {argv[:4]}...: {line[:200]!r} stderr={err[-400:]!r}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    assay = shutil.which("assay", path=os.path.dirname(sys.executable)) or "assay"
+    with tempfile.TemporaryDirectory() as tmp:
+        allow, schema = Path(tmp, "allow.yaml"), Path(tmp, "schema.yaml")
+        allow.write_text(ALLOWLIST)
+        schema.write_text(SCHEMA)
+        commands = {
+            "echo alone": ECHO,
+            "wrap allowlist": [assay, "mcp", "wrap", "--policy", str(allow), "--", *ECHO],
+            "wrap allowlist+schema": [assay, "mcp", "wrap", "--policy", str(schema), "--", *ECHO],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        names = list(commands)
+        for name in names:  # warm the page cache and .pyc files once, unmeasured
+            first_reply(commands[name], tmp)
+        for r in range(args.runs):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(first_reply(commands[name], tmp))
+    base = statistics.median(times["echo alone"])
+    print(f"time to first reply, median of {args.runs} runs (machine load varies: compare within one run)")
+    for name in names:
+        med = statistics.median(times[name])
+        extra = "" if name == "echo alone" else f"   added {1000 * (med - base):+7.1f} ms"
+        print(f"  {name:24s} {1000 * med:7.1f} ms{extra}")
+    for name in names[1:]:
+        paired = statistics.median(w - e for w, e in zip(times[name], times["echo alone"]))
+        print(f"  {name:24s} paired added median {1000 * paired:+7.1f} ms (target <= +200 ms)")
+
+
+if __name__ == "__main__":
+    main()
