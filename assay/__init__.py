@@ -7,6 +7,8 @@ it) costs nothing a command does not use.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from assay._version import __version__
@@ -15,15 +17,30 @@ if TYPE_CHECKING:
     from assay.preflight import Phase, PreflightReport, preflight
 
 __all__ = ["__version__", "preflight", "Phase", "PreflightReport"]
-_LAZY = {"preflight": "assay.preflight", "Phase": "assay.preflight", "PreflightReport": "assay.preflight"}
+
+
+def _from_preflight(name: str) -> Any:
+    import importlib
+
+    return getattr(importlib.import_module("assay.preflight"), name)
+
+
+class _Package(types.ModuleType):
+    # `assay.preflight` is the function, as it always was, even though a submodule of the same
+    # name exists: importing that submodule sets this attribute, and the setter ignores it.
+    @property
+    def preflight(self) -> Any:
+        return _from_preflight("preflight")
+
+    @preflight.setter
+    def preflight(self, _value: Any) -> None:
+        pass
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'assay' has no attribute {name!r}")
-    import importlib
+    if name in ("Phase", "PreflightReport"):
+        return _from_preflight(name)
+    raise AttributeError(f"module 'assay' has no attribute {name!r}")
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+
+sys.modules[__name__].__class__ = _Package
