@@ -176,7 +176,8 @@ HEAVY = (
 
 def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
     """A whole wrap run (a policy without schemas, one tools/call relayed to a tiny server)
-    never imports cyclopts, the other command families, signing, manifest or jsonschema_rs."""
+    never imports cyclopts, the other command families, signing, manifest or jsonschema_rs,
+    and starts no process of its own but the keeper and the server."""
     (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
     server = tmp_path / "server.py"
     server.write_text(textwrap.dedent("""\
@@ -187,12 +188,20 @@ def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
         sys.stdin.read()
     """))
     probe = textwrap.dedent("""\
-        import json, sys
+        import json, subprocess, sys
+        started = []  # processes this process starts itself (the server is started by the keeper)
+        popen_init = subprocess.Popen.__init__
+        def recording_init(self, args, *rest, **kw):
+            started.append(list(args) if isinstance(args, (list, tuple)) else [args])
+            popen_init(self, args, *rest, **kw)
+        subprocess.Popen.__init__ = recording_init
         from assay.cli import main
         code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, SERVER])
         loaded = sorted(m for m in HEAVY if m in sys.modules or any(k.startswith(m + ".") for k in sys.modules))
+        import trio._core._thread_cache as cache
         with open("loaded.json", "w") as fh:
-            json.dump({"code": code, "loaded": loaded, "trio": "trio" in sys.modules}, fh)
+            json.dump({"code": code, "loaded": loaded, "trio": "trio" in sys.modules, "started": started,
+                       "thread_names": cache.set_os_thread_name is not None}, fh)
     """).replace("SERVER", repr(str(server))).replace("HEAVY", repr(HEAVY))
     frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
@@ -201,7 +210,16 @@ def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
     assert res.returncode == 0, res.stderr
     assert b'"id":1' in res.stdout, (res.stdout, res.stderr)
     report = json.loads((tmp_path / "loaded.json").read_text())
-    assert report == {"code": 0, "loaded": [], "trio": True}, res.stderr
+    # trio's import does not run `ldconfig -p` (wrap_args.import_trio), and still names its threads
+    assert report == {"code": 0, "loaded": [], "trio": True, "started": [], "thread_names": True}, res.stderr
+
+
+def test_import_trio_restores_find_library():
+    probe = ("import ctypes.util\nreal = ctypes.util.find_library\n"
+             "from assay.cli.wrap_args import import_trio\nimport_trio()\n"
+             "print(ctypes.util.find_library is real, 'trio' in __import__('sys').modules)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
+    assert res.stdout.split() == ["True", "True"], res.stderr
 
 
 def test_cyclopts_path_still_loads_cyclopts(tmp_path):

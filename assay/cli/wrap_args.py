@@ -158,6 +158,40 @@ def launch(config) -> int:
         return fatal(str(exc))
 
 
+def import_trio() -> None:
+    """Import trio without the `ldconfig -p` child its import starts.
+
+    trio looks up libpthread with ``ctypes.util.find_library("pthread")`` when it is imported
+    (to name its worker threads), and on Linux that runs `/sbin/ldconfig -p` and parses its
+    output: a fork, an exec and ~10 ms of every wrap start. Where ``libpthread.so.0`` opens, that
+    is the answer find_library gives on glibc, so it is given at once; anywhere else (musl, not
+    Linux) the real lookup runs. find_library is restored when trio is imported.
+    """
+    import sys
+
+    if "trio" in sys.modules:
+        return
+    import ctypes.util
+
+    real = ctypes.util.find_library
+
+    def find_library(name: str) -> str | None:
+        if name == "pthread" and sys.platform.startswith("linux"):
+            try:
+                ctypes.CDLL("libpthread.so.0")
+            except OSError:
+                return real(name)
+            return "libpthread.so.0"
+        return real(name)
+
+    ctypes.util.find_library = find_library
+    try:
+        import trio  # noqa: F401
+    finally:
+        ctypes.util.find_library = real
+
+
 def run(values: dict[str, object], command: Sequence[str]) -> int:
     """Parse result -> exit status: the one place both parsers hand a wrap run to."""
+    import_trio()
     return launch(config_from(values, command))
