@@ -5,7 +5,8 @@ Run: .venv/bin/python bench/bench_startup.py [--runs 10] [--keep-env] [--compare
 Each round spawns, back to back and in a rotating order, the echo server alone (the baseline)
 and `assay mcp wrap` around it with two policies: an allowlist only, and an allowlist plus a
 schema (the policy of bench/bench_relay.py). Each spawn gets one ~200-byte tools/call line at
-once; the figure is the time from spawn until its reply line arrived. The report gives the median
+once; the figure is the time from spawn until its reply line arrived. The CPU column is the
+user+system time of the whole run (less sensitive to the load of a shared machine than wall time). The report gives the median
 per command over --runs rounds and the median added start-up of wrap over the echo server alone
 (the target is <= +200 ms on the 2-core dev machine). A benchmark, not a timed test.
 
@@ -56,8 +57,9 @@ FRAME = (json.dumps({
 }, separators=(",", ":")) + "\n").encode()
 
 
-def first_reply(argv: list[str], cwd: str, env: dict[str, str]) -> float:
-    """Seconds from spawn until the reply line to FRAME arrived; the process is then ended by EOF."""
+def first_reply(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawn until the reply line to FRAME arrived (the process is then ended by
+    EOF), and the CPU seconds of the whole run (the process and every descendant it reaped)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                          env=env)
@@ -68,10 +70,11 @@ def first_reply(argv: list[str], cwd: str, env: dict[str, str]) -> float:
     elapsed = time.perf_counter() - t0
     p.stdin.close()
     err = p.stderr.read() if p.stderr else b""
-    p.wait(timeout=30)
+    _pid, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
     if b'"id":1' not in line.replace(b" ", b""):
         raise SystemExit(f"no reply from {argv[:4]}...: {line[:200]!r} stderr={err[-400:]!r}")
-    return elapsed
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -100,20 +103,25 @@ def main() -> None:
                 commands[f"{name} [compare]"] = commands[name]
                 envs[f"{name} [compare]"] = other
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         names = list(commands)
         for name in names:  # warm the page cache and .pyc files once, unmeasured
             first_reply(commands[name], tmp, envs.get(name, env))
         for r in range(args.runs):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(first_reply(commands[name], tmp, envs.get(name, env)))
+                wall, used = first_reply(commands[name], tmp, envs.get(name, env))
+                times[name].append(wall)
+                cpu[name].append(used)
     base = statistics.median(times["echo alone"])
     cache = "as the environment says" if args.keep_env else "with .pyc caches"
     print(f"time to first reply, median of {args.runs} runs, {cache} (machine load varies: compare within one run)")
     if args.compare:
         print(f"  [compare]: the assay package under {args.compare}")
+    base_cpu = statistics.median(cpu["echo alone"])
     for name in names:
-        med = statistics.median(times[name])
+        med, used = statistics.median(times[name]), statistics.median(cpu[name])
         extra = "" if name == "echo alone" else f"   added {1000 * (med - base):+7.1f} ms"
+        extra += f"   CPU {1000 * used:6.1f} ms" + ("" if name == "echo alone" else f" ({1000 * (used - base_cpu):+6.1f})")
         print(f"  {name:34s} {1000 * med:7.1f} ms{extra}")
     for name in names[1:]:
         paired = statistics.median(w - e for w, e in zip(times[name], times["echo alone"]))
