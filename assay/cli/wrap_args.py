@@ -18,7 +18,10 @@ No heavy imports here: this module is on the start-up path of every wrap run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from assay.wrap.run import WrapConfig
 
 DEFAULT_POLICY = "assay.yaml"
 DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Command line"
@@ -124,7 +127,7 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
     return values, command
 
 
-def config_from(values: dict[str, object], command: Sequence[str]):
+def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig:
     """A :class:`~assay.wrap.run.WrapConfig` from parsed values; a bad value is a UsageError."""
     from assay.cli.errors import UsageError
     from assay.wrap.run import WrapConfig
@@ -142,7 +145,7 @@ def config_from(values: dict[str, object], command: Sequence[str]):
     return WrapConfig(argv=list(command), **fields)  # type: ignore[arg-type]
 
 
-def launch(config) -> int:
+def launch(config: WrapConfig) -> int:
     """Run one wrap session under trio; a fatal start-up error is one `fatal: ...` line, exit 2."""
     import sys
 
@@ -163,7 +166,8 @@ def import_trio() -> None:
 
     trio looks up libpthread with ``ctypes.util.find_library("pthread")`` when it is imported
     (to name its worker threads), and on Linux that runs `/sbin/ldconfig -p` and parses its
-    output: a fork, an exec and ~10 ms of every wrap start. Where ``libpthread.so.0`` opens, that
+    output: a fork, an exec and 5-20 ms of every wrap start (measured on the loaded 2-core dev
+    machine). Where ``libpthread.so.0`` opens, that
     is the answer find_library gives on glibc, so it is given at once; anywhere else (musl, not
     Linux) the real lookup runs. find_library is restored when trio is imported.
     """
