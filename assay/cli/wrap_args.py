@@ -167,9 +167,9 @@ def import_trio() -> None:
     trio looks up libpthread with ``ctypes.util.find_library("pthread")`` when it is imported
     (to name its worker threads), and on Linux that runs `/sbin/ldconfig -p` and parses its
     output: a fork, an exec and 5-20 ms of every wrap start (measured on the loaded 2-core dev
-    machine). Where ``libpthread.so.0`` opens, that
-    is the answer find_library gives on glibc, so it is given at once; anywhere else (musl, not
-    Linux) the real lookup runs. find_library is restored when trio is imported.
+    machine). Where ``libpthread.so.0`` opens, that is the answer find_library gives on glibc,
+    so it is given at once; anywhere else (musl, not Linux) the real lookup runs. find_library
+    is restored once trio is imported.
     """
     import sys
 
