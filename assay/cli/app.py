@@ -1,4 +1,4 @@
-"""The cyclopts command tree: `assay mcp <command>` (docs/wrap.md, "Command line").
+"""The cyclopts command tree: `assay mcp <command>` (the command table of README.md).
 
 Each command family lives in its own module with a ``register(app, mcp)`` function. Errors a
 user causes end with one line on stderr and exit 2, cyclopts' own parse errors included;

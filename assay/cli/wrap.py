@@ -1,4 +1,4 @@
-"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Command line"): parse, run.
+"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Options", "Command line").
 
 This is the cyclopts command: help, and every command line the fast parser of
 :mod:`assay.cli.wrap_args` leaves to it. Its parameters are checked against that module's

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from assay.wrap.run import WrapConfig
 
 DEFAULT_POLICY = "assay.yaml"
-DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Command line"
+DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Options" (the defaults of this table)
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE = 1.0
 
