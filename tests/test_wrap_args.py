@@ -125,7 +125,7 @@ def test_fast_parser_and_cyclopts_agree(monkeypatch, tokens):
         assert err.startswith("assay: error: ") and err.count("\n") == 1
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plain_lines())
 def test_plain_lines_take_the_fast_path_and_mean_the_same(monkeypatch, tokens):
     parsed = wrap_args.parse_fast(tokens)
