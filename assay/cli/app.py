@@ -1,22 +1,31 @@
-"""The cyclopts command tree: `assay mcp <command>` (README.md lists the commands).
+"""The cyclopts command tree: `assay mcp <command>` (the command table of README.md).
 
-Each command family lives in its own module with a ``register(mcp)`` function. Errors a user
-causes end with one line on stderr and exit 2 (docs/compatibility.md, "Whole toolkit"), cyclopts' own parse errors
-included; tracebacks never reach the user.
+Each command family lives in its own module with a ``register(app, mcp)`` function. Errors a
+user causes end with one line on stderr and exit 2, cyclopts' own parse errors included;
+tracebacks never reach the user.
+
+A plain `assay mcp wrap ... -- <command>` line never imports cyclopts or the other families:
+:func:`assay.cli.wrap_args.parse_fast` reads it (start-up time is part of every wrapped
+server's start). Everything else, help and usage errors included, goes through cyclopts.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-import cyclopts
-
-from assay._version import __version__
-from assay.cli import _families
 from assay.cli.errors import UsageError, one_line
+
+if TYPE_CHECKING:
+    import cyclopts
 
 
 def build() -> cyclopts.App:
+    import cyclopts
+
+    from assay._version import __version__
+    from assay.cli import _families
+
     app = cyclopts.App(
         name="assay",
         help="Policy guard between AI agents and the MCP tools they call.",
@@ -32,7 +41,9 @@ def build() -> cyclopts.App:
     return app
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, fast_wrap: bool = True) -> int:
+    """Run one `assay` command line; returns the exit status. ``fast_wrap=False`` sends a wrap
+    line through cyclopts too (tests/test_wrap_args.py compares the two parsers)."""
     tokens = sys.argv[1:] if argv is None else argv
     if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
@@ -41,9 +52,22 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write("assay: error: give the MCP server command after --: "
                              "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
             return 2
+        from assay.cli import wrap_args
+
+        parsed = wrap_args.parse_fast(tokens[2:]) if fast_wrap else None
+        if parsed is not None:
+            try:
+                return wrap_args.run(*parsed)
+            except UsageError as exc:
+                sys.stderr.write(f"assay: error: {one_line(exc)}\n")
+                return 2
+            except KeyboardInterrupt:
+                return 130
         from assay.cli import wrap as wrap_cli
 
         wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
+    import cyclopts
+
     app = build()
     try:
         result = app(tokens, exit_on_error=False, print_error=False)

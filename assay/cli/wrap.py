@@ -1,14 +1,20 @@
-"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Options"): parse, run, report."""
+"""`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Options", "Command line").
+
+This is the cyclopts command: help, and every command line the fast parser of
+:mod:`assay.cli.wrap_args` leaves to it. Its parameters are checked against that module's
+option table when the command tree is built; both hand the run to :func:`wrap_args.run`.
+"""
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
+import inspect
+from typing import Annotated, Any, get_args, get_type_hints
 
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli.errors import UsageError, fatal
+from assay.cli import wrap_args
+from assay.cli.errors import UsageError
 
 # The tokens after `--`, as the command line gave them (set by assay.cli.app.main): whatever
 # cyclopts collected as the command beyond these came from before `--`, which is refused.
@@ -92,40 +98,26 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         observed_manifest_out
             The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).
         """
-        import trio
-
-        from assay.wrap.run import WrapConfig, WrapError, run_wrap
-
+        given = locals()
+        values = {opt.param: given[opt.param] for opt in wrap_args.WRAP_OPTIONS}
         _before_dash(command)
-        command = tuple(SERVER_COMMAND)
-        if not command:
-            raise UsageError("missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...]")
-        if max_frame_bytes < 1:
-            raise UsageError("--max-frame-bytes must be a positive integer")
-        if not (shutdown_grace >= 0 and shutdown_grace != float("inf")):
-            raise UsageError("--shutdown-grace must be a non-negative number of seconds")
-        config = WrapConfig(
-            argv=list(command),
-            policy_path=policy,
-            dry_run=dry_run,
-            verbose=verbose,
-            label=label,
-            event_source=event_source,
-            decision_log=decision_log,
-            audit_log=audit_log,
-            deny_deprecations=deny_deprecations,
-            max_frame_bytes=max_frame_bytes,
-            shutdown_grace=shutdown_grace,
-            decision_log_new=decision_log_new,
-            request_receipts_out=request_receipts_out,
-            session_context_out=session_context_out,
-            session_stop_out=session_stop_out,
-            coverage_out=coverage_out,
-            state_window_out=state_window_out,
-            observed_manifest_out=observed_manifest_out,
-        )
-        try:
-            return trio.run(run_wrap, config)
-        except WrapError as exc:
-            sys.stdout.flush()
-            return fatal(str(exc))
+        return wrap_args.run(values, SERVER_COMMAND)
+
+    check_against_table(wrap_command)
+
+
+def check_against_table(command: Any) -> None:
+    """The cyclopts command's options are exactly wrap_args.WRAP_OPTIONS: same order, flag,
+    parameter name, kind and default. A mismatch is a programming error, caught when the command
+    tree is built (every `assay` run that reaches cyclopts, and tests/test_wrap_args.py)."""
+    hints = get_type_hints(command, include_extras=True)
+    params = [p for p in inspect.signature(command).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    found = []
+    for p in params:
+        base, *meta = get_args(hints[p.name])
+        names = [list(m.name or ()) for m in meta if isinstance(m, Parameter)]
+        kinds = [k for k in (get_args(base) or (base,)) if k is not type(None)]
+        found.append((names[0][0] if names and names[0] else None, p.name, kinds, p.default))
+    want = [(opt.flag, opt.param, [opt.kind], opt.default) for opt in wrap_args.WRAP_OPTIONS]
+    if found != want:
+        raise RuntimeError(f"assay mcp wrap: the cyclopts command and wrap_args.WRAP_OPTIONS disagree: {found} != {want}")

@@ -4,14 +4,14 @@ Compilation uses ``jsonschema_rs`` (Draft 2020-12 unless ``$schema`` says otherw
 retriever that refuses every remote or file reference, so a schema can never make the guard
 fetch anything. Its regex engine anchors ``$`` at the very end of the string (the rule of
 docs/policy.md, "Schemas" holds without rewriting patterns; a regression test pins it).
+``jsonschema_rs`` is imported on the first compilation: a policy without schemas never loads
+it (start-up time of `assay mcp wrap`).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-import jsonschema_rs
 
 __all__ = ["prepare_tool_schema", "compile_schema", "CompiledSchema", "RETRIEVAL_DISABLED"]
 
@@ -71,6 +71,8 @@ def compile_schema(schema: Any) -> Any:
     """A jsonschema_rs validator, or :class:`SchemaPrepError` with a one-line message."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaPrepError(f'{json.dumps(schema, ensure_ascii=False)} is not of types "boolean", "object"')
+    import jsonschema_rs
+
     try:
         return jsonschema_rs.validator_for(schema, retriever=_refuse)
     except jsonschema_rs.ValidationError as exc:

@@ -20,7 +20,6 @@ import trio
 
 from assay import proc
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
-from assay.manifest.publish import publish_new
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.effects import Sink
 from assay.wrap.records import stop_record
@@ -304,6 +303,8 @@ def finish_reports(config: WrapConfig, policy, session: WrapSession, source, ses
         jobs.append(("observed-manifest", config.observed_manifest_out, "assay.mcp_manifest_observed.v0",
                      lambda: observed_manifest(session, config.label)))
     for kind, path, schema, build in jobs:
+        from assay.manifest.publish import publish_new  # only when a report is asked for
+
         try:
             publish_new(path, pretty_json(build()))
         except OSError as exc:

@@ -1,0 +1,231 @@
+"""`assay mcp wrap`'s fast command-line parser agrees with the cyclopts command.
+
+A plain wrap line is read by assay.cli.wrap_args.parse_fast without importing cyclopts
+(start-up time); everything else goes to the cyclopts command. These tests drive
+assay.cli.app.main both ways (``fast_wrap=True`` and ``False``) over generated command lines and
+compare what a user sees: the WrapConfig handed to the run, the exit status, stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from assay.cli import app, wrap_args
+from assay.wrap.run import WrapConfig
+
+FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS]
+VALUE_FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS if opt.kind is not bool]
+BOOL_FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS if opt.kind is bool]
+NOT_FLAGS = ["--verbos", "--polic", "-v", "-p", "--no-dry-run", "--Policy", "---policy", "-", "--policy-file",
+             "--dry_run", "--max-frame-byte"]
+VALUES = ["a.yaml", "p", "", " ", "None", "none", "null", "-x", "--", "---", "-1", "+5", "0", "1", "2", "007",
+          "1_000", "10", "65536", "99999999999999999999", "1e3", "1.5", "0.5", ".5", "5.", "inf", "nan", "-0",
+          "０", "١٢", " 5", "5 ", "x y", "ü", "true", "false", "assay://org/app", "--policy", "=", "a=b",
+          "\t", "1.0000000001"]
+
+
+@contextlib.contextmanager
+def recorded_runs(monkeypatch):
+    runs: list[WrapConfig] = []
+
+    def fake_launch(config: WrapConfig) -> int:
+        runs.append(config)
+        return 0
+
+    monkeypatch.setattr(wrap_args, "launch", fake_launch)
+    yield runs
+
+
+def outcome(monkeypatch, tokens: list[str], fast: bool):
+    out, err = io.StringIO(), io.StringIO()
+    with recorded_runs(monkeypatch) as runs, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = app.main(["mcp", "wrap", *tokens], fast_wrap=fast)
+    return code, out.getvalue(), err.getvalue(), runs
+
+
+value = st.one_of(st.sampled_from(VALUES), st.text(max_size=6), st.sampled_from(["a.yaml", "5", "x"]))
+pair = st.builds(lambda f, v: [f, v], st.sampled_from(VALUE_FLAGS), value)
+joined = st.builds(lambda f, v: [f"{f}={v}"], st.sampled_from(VALUE_FLAGS), value)
+flag = st.builds(lambda f: [f], st.sampled_from(BOOL_FLAGS))
+junk = st.one_of(
+    st.builds(lambda f: [f], st.sampled_from(NOT_FLAGS)),
+    st.builds(lambda f, v: [f, v], st.sampled_from(NOT_FLAGS + BOOL_FLAGS), value),
+    st.builds(lambda f, v: [f"{f}={v}"], st.sampled_from(NOT_FLAGS + BOOL_FLAGS), value),
+    st.builds(lambda f: [f], st.sampled_from(VALUE_FLAGS)),  # a value flag without its value
+    st.builds(lambda v: [v], value),  # a stray argument before --
+    st.just(["--help"]) | st.just(["-h"]),
+)
+# Mostly well-formed pieces, so that a line is often valid but for one odd value or piece:
+# that is where the two parsers could disagree.
+option = st.one_of(pair, pair, pair, joined, flag, flag, junk)
+server = st.lists(st.one_of(st.sampled_from(["python3", "srv.py", "--policy", "x", "--", "-v", "--dry-run"]),
+                            st.text(max_size=4)), max_size=4)
+
+
+@st.composite
+def command_lines(draw) -> list[str]:
+    before = [tok for piece in draw(st.lists(option, max_size=5)) for tok in piece]
+    if draw(st.integers(0, 9)) == 0:
+        return before  # no `--`
+    return [*before, "--", *draw(server)]
+
+
+@st.composite
+def plain_lines(draw) -> list[str]:
+    """Well-formed lines: each option at most once with a plain value, then `--` and a command."""
+    flags = draw(st.lists(st.sampled_from(FLAGS), unique=True, max_size=len(FLAGS)))
+    tokens: list[str] = []
+    for flag in flags:
+        kind = wrap_args.BY_FLAG[flag].kind
+        if kind is bool:
+            tokens.append(flag)
+            continue
+        if kind is int:
+            text = str(draw(st.integers(1, 10**12)))
+        elif kind is float:
+            text = draw(st.sampled_from(["0", "1", "2.5", "0.25", "30", "10.125"]))
+        else:
+            text = draw(st.text(min_size=1, max_size=8).filter(lambda s: not s.startswith("-")))
+        tokens += [flag, text] if draw(st.booleans()) else [f"{flag}={text}"]
+    return [*tokens, "--", *draw(st.lists(st.text(max_size=5), min_size=1, max_size=3))]
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command_lines())
+@example(["--verbos", "--", "x"])
+@example(["--policy", "a", "--policy", "b", "--", "true"])
+@example(["--policy=", "--", "x"])
+@example(["--max-frame-bytes", "007", "--", "x"])
+@example(["--shutdown-grace", "inf", "--", "x"])
+@example(["--label", "None", "--", "x"])
+@example(["--dry-run", "--dry-run", "--", "x"])
+@example(["--policy", "--", "x"])
+@example(["--dry-run", "python", "server.py"])
+@example([])
+def test_fast_parser_and_cyclopts_agree(monkeypatch, tokens):
+    fast = outcome(monkeypatch, tokens, fast=True)
+    slow = outcome(monkeypatch, tokens, fast=False)
+    assert fast == slow
+    code, out, err, runs = fast
+    assert len(runs) <= 1 and (code == 0 or not runs)
+    if code == 0 and not runs:  # help, the only successful line that starts no run
+        assert {"-h", "--help"} & set(tokens) and out.startswith("Usage: assay mcp wrap")
+    if code == 2:
+        assert err.startswith("assay: error: ") and err.count("\n") == 1
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plain_lines())
+def test_plain_lines_take_the_fast_path_and_mean_the_same(monkeypatch, tokens):
+    parsed = wrap_args.parse_fast(tokens)
+    assert parsed is not None, tokens
+    fast = outcome(monkeypatch, tokens, fast=True)
+    assert fast == outcome(monkeypatch, tokens, fast=False)
+    values, command = parsed
+    assert command == tokens[tokens.index("--") + 1:]
+    if fast[0] == 0:
+        (config,) = fast[3]
+        assert config.argv == command
+        for opt in wrap_args.WRAP_OPTIONS:
+            assert getattr(config, opt.field) == values[opt.param]
+
+
+def test_table_defaults_are_wrap_config_defaults():
+    defaults = {f.name: f.default for f in dataclasses.fields(WrapConfig)}
+    for opt in wrap_args.WRAP_OPTIONS:
+        assert defaults[opt.field] == opt.default, opt.flag
+
+
+def test_cyclopts_command_is_checked_against_the_table(monkeypatch):
+    from assay.cli import wrap as wrap_cli
+
+    app.build()  # the real command matches (build would raise otherwise)
+    changed = list(wrap_args.WRAP_OPTIONS)
+    changed[0] = changed[0]._replace(default="other.yaml")
+    monkeypatch.setattr(wrap_args, "WRAP_OPTIONS", tuple(changed))
+    with pytest.raises(RuntimeError, match="disagree"):
+        app.build()
+    monkeypatch.setattr(wrap_args, "WRAP_OPTIONS", tuple(changed[1:]))
+    with pytest.raises(RuntimeError, match="disagree"):
+        wrap_cli.register(*_apps())
+
+
+def _apps():
+    import cyclopts
+
+    return cyclopts.App(name="assay"), cyclopts.App(name="mcp")
+
+
+HEAVY = (
+    "cyclopts", "cryptography", "tomlkit", "jsonschema_rs", "rich",
+    "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.protect",
+    "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
+)
+
+
+def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
+    """A whole wrap run (a policy without schemas, one tools/call relayed to a tiny server)
+    never imports cyclopts, the other command families, signing, manifest or jsonschema_rs,
+    and starts no process of its own but the keeper and the server."""
+    (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
+    server = tmp_path / "server.py"
+    server.write_text(textwrap.dedent("""\
+        import sys
+        line = sys.stdin.readline()
+        sys.stdout.write('{"jsonrpc":"2.0","id":1,"result":{"content":[]}}\\n')
+        sys.stdout.flush()
+        sys.stdin.read()
+    """))
+    probe = textwrap.dedent("""\
+        import json, subprocess, sys
+        started = []  # processes this process starts itself (the server is started by the keeper)
+        popen_init = subprocess.Popen.__init__
+        def recording_init(self, args, *rest, **kw):
+            started.append(list(args) if isinstance(args, (list, tuple)) else [args])
+            popen_init(self, args, *rest, **kw)
+        subprocess.Popen.__init__ = recording_init
+        from assay.cli import main
+        code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, SERVER])
+        loaded = sorted(m for m in HEAVY if m in sys.modules or any(k.startswith(m + ".") for k in sys.modules))
+        import trio._core._thread_cache as cache
+        with open("loaded.json", "w") as fh:
+            json.dump({"code": code, "loaded": loaded, "trio": "trio" in sys.modules, "started": started,
+                       "thread_names": cache.set_os_thread_name is not None}, fh)
+    """).replace("SERVER", repr(str(server))).replace("HEAVY", repr(HEAVY))
+    frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    res = subprocess.run([sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60,
+                         cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert b'"id":1' in res.stdout, (res.stdout, res.stderr)
+    report = json.loads((tmp_path / "loaded.json").read_text())
+    # trio's import does not run `ldconfig -p` (wrap_args.import_trio), and still names its threads
+    assert report == {"code": 0, "loaded": [], "trio": True, "started": [], "thread_names": True}, res.stderr
+
+
+def test_import_trio_restores_find_library():
+    probe = ("import ctypes.util\nreal = ctypes.util.find_library\n"
+             "from assay.cli.wrap_args import import_trio\nimport_trio()\n"
+             "print(ctypes.util.find_library is real, 'trio' in __import__('sys').modules)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
+    assert res.stdout.split() == ["True", "True"], res.stderr
+
+
+def test_cyclopts_path_still_loads_cyclopts(tmp_path):
+    """The probe above can see a heavy module: `--help` goes through cyclopts."""
+    probe = ("import sys, contextlib, io\nfrom assay.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['mcp', 'wrap', '--help'])\n"
+             "print('cyclopts' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
+    assert res.stdout.split() == ["True"], res.stderr
