@@ -317,11 +317,10 @@ def admit_region(region: bytes, lines: list[bytes]) -> list[dict[str, Any]] | No
             value = decode(line)
         except (msgspec.DecodeError, RecursionError, ValueError):
             return None
-        if value.__class__ is not dict:
+        if value.__class__ is not dict or value.get("method", "").__class__ is not str:
             return None
-        if "method" in value and value["method"].__class__ is not str:
-            return None
-        if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _too_deep(line):
+        # deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets
+        if len(line) > 2 * MAX_DEPTH and line.count(b"[") + line.count(b"{") > MAX_DEPTH and _too_deep(line):
             return None
         append(value)
     if len(region) >= 309 and max(map(len, lines)) >= 309:

@@ -56,6 +56,13 @@ class PendingTable:
 
     def add(self, request_id: Any, method: str) -> Key | None:
         """Register a forwarded request; returns its key (None: the id can never be answered)."""
+        if request_id.__class__ is int:  # the usual id: no conversion, no alias
+            methods = self._pending.get(request_id)
+            if methods is None:
+                self._pending[request_id] = [method]
+            else:
+                methods.append(method)
+            return request_id
         key = id_key(request_id)
         if key is None:
             return None
@@ -74,7 +81,7 @@ class PendingTable:
         """The pending request this response id answers for some official client, removed
         from the table; None when it answers nothing."""
         pending = self._pending
-        key = id_key(request_id)
+        key = request_id if request_id.__class__ is int else id_key(request_id)
         if key is None or key not in pending:
             key = None
             for candidate in self._equivalents(request_id):

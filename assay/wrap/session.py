@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import ujson
 
 from assay.policy import Decision, Policy, SessionState, evaluate
@@ -79,6 +80,19 @@ MIN_SILENCE_S = 0.05  # the least silence after which a descendant holding stdou
 
 _TOOLS_LIST = "tools/list"
 _TOOLS_CALL = "tools/call"
+_UNSET: Any = msgspec.UNSET
+
+
+class _Head(msgspec.Struct):
+    """The members of a server line that decide whether it is relayed."""
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_read_head = msgspec.json.Decoder(_Head).decode
 
 
 @dataclass
@@ -146,7 +160,7 @@ class WrapSession:
         self._fwd: list[bytes] = []  # judged frames to forward, not yet emitted
         self.started = False  # the run became a session
         self.seen_nonblank = False
-        self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
+        self.forwarded = self.blocked = self.rejected = self.dropped = 0  # frames of the session
         self.events: list[dict[str, Any]] = []  # this run's decision events (coverage)
         self._receipt_seq = 0
         # -- server side
@@ -297,7 +311,7 @@ class WrapSession:
     def _begin(self) -> None:
         """The run is a session from now on; frame counts cover the session only."""
         self.started = True
-        self.counts = {"forwarded": 0, "blocked": 0, "rejected": 0, "dropped": 0}
+        self.forwarded = self.blocked = self.rejected = self.dropped = 0
 
     def _judged(self, item: Admitted | Rejected | None, out: list[Effect]) -> None:
         """The effects of one admitted or rejected line (None: a blank line, ignored)."""
@@ -309,58 +323,65 @@ class WrapSession:
             self._begin()
         self.seen_nonblank = True
         if isinstance(item, Rejected):
-            self.counts["rejected"] += 1
+            self.rejected += 1
             self._reply(replies.rejection_reply(item.reason), out)
             out.append(Warn(records.rejection_warning(item.reason)))
             if self.options.receipts and self.started:
                 self._receipt_rejected(item, out)
             return
-        if self._judge(item.raw, item.frame, out):
+        if self._judge(item.frame, out, item.raw):
             self._fwd.append(item.raw)
 
     def _fast(self, region: bytes, lines: list[bytes], frames: list[dict[str, Any]], out: list[Effect]) -> None:
         """A whole read of admitted frames (the usual case): one judgement per frame, and the
-        region forwarded as it is when every frame goes through and nothing came between."""
+        region forwarded as it is when every frame goes through."""
         self.seen_nonblank = True
         judge = self._judge
-        fwd = self._fwd
-        whole = not fwd
-        mark = len(out)
-        for line, frame in zip(lines, frames):
-            raw = line + b"\n"
-            if judge(raw, frame, out):
-                fwd.append(raw)
-            else:
-                whole = False
-        if whole and len(out) == mark:
-            fwd.clear()
-            out.append(ToServer(region))
-        else:
+        if self._records_on or self.options.receipts:  # records may come between the frames
+            fwd = self._fwd
+            for line, frame in zip(lines, frames):
+                raw = line + b"\n"
+                if judge(frame, out, raw):
+                    fwd.append(raw)
             self._flush_forwards(out)
+            return
+        kept: list[bytes] | None = None
+        for i, frame in enumerate(frames):
+            if judge(frame, out, None):
+                if kept is not None:
+                    kept.append(lines[i])
+            elif kept is None:
+                kept = lines[:i]
+        if kept is None:
+            out.append(ToServer(region))
+        elif kept:
+            kept.append(b"")
+            out.append(ToServer(b"\n".join(kept)))
 
-    def _judge(self, raw: bytes, frame: dict[str, Any], out: list[Effect]) -> bool:
+    def _judge(self, frame: dict[str, Any], out: list[Effect], raw: bytes | None) -> bool:
         """One admitted frame: True when it is to be forwarded. Only ``tools/call`` is
-        evaluated; every other method goes through untouched."""
+        evaluated; every other method goes through untouched. ``raw`` (the line as read) is
+        needed only for receipts."""
         method = frame.get("method")
+        if method == _TOOLS_CALL:
+            return self._tool_call(raw, frame, out)
         if method is None:  # a client response to a server request
-            self.counts["forwarded"] += 1
+            self.forwarded += 1
             if self.options.receipts and self.started:
                 self._receipt(raw, frame, True, None, out)
             return True
-        if method != _TOOLS_CALL:
-            if "id" in frame:
-                self.state.note_request()
-                key = self._pending.add(frame["id"], method)
-                if method == _TOOLS_LIST and key is not None:
-                    self._pending_tools_list.add(key)
-                    self._chains[key] = self._chain_for(frame.get("params"))
-            self.counts["forwarded"] += 1
-            if self.options.receipts and self.started:
-                self._receipt(raw, frame, True, None, out)
-            return True
-        return self._tool_call(raw, frame, out)
+        if "id" in frame:
+            self.state.note_request()
+            key = self._pending.add(frame["id"], method)
+            if method == _TOOLS_LIST and key is not None:
+                self._pending_tools_list.add(key)
+                self._chains[key] = self._chain_for(frame.get("params"))
+        self.forwarded += 1
+        if self.options.receipts and self.started:
+            self._receipt(raw, frame, True, None, out)
+        return True
 
-    def _tool_call(self, raw: bytes, frame: dict[str, Any], out: list[Effect]) -> bool:
+    def _tool_call(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool:
         params = frame.get("params")
         valid = params.__class__ is dict and params.get("name").__class__ is str
         name: str = params["name"] if valid else ""  # type: ignore[index]
@@ -383,15 +404,15 @@ class WrapSession:
                     ),
                     out,
                 )
-                self.counts["blocked"] += 1
+                self.blocked += 1
             else:  # a denied notification gets no reply: dropped and logged
-                self.counts["dropped"] += 1
+                self.dropped += 1
             if opts.receipts and self.started:
                 self._receipt(raw, frame, False, event_id, out)
             return False
         if has_id:
             self._pending.add(frame["id"], _TOOLS_CALL)
-        self.counts["forwarded"] += 1
+        self.forwarded += 1
         if opts.receipts and self.started:
             self._receipt(raw, frame, True, event_id, out)
         return True
@@ -425,13 +446,13 @@ class WrapSession:
             out.append(Warn(rec.verbose))
         return rec.event_id
 
-    def _receipt(self, raw: bytes, frame: dict[str, Any], forwarded: bool, event_id: str | None, out: list[Effect]) -> None:
+    def _receipt(self, raw: bytes | None, frame: dict[str, Any], forwarded: bool, event_id: str | None, out: list[Effect]) -> None:
         """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments."""
         self._receipt_seq += 1
         has_method = "method" in frame
         out.append(Record(Sink.RECEIPTS, records.receipt_line(
             self._receipt_seq,
-            "sha256:" + frame_digest(raw),
+            "sha256:" + frame_digest(raw or b""),
             ("request" if "id" in frame else "notification") if has_method else "response",
             "forwarded" if forwarded else "blocked",
             method=frame["method"] if has_method else records.ABSENT,
@@ -548,11 +569,41 @@ class WrapSession:
         dropped with one stderr line (docs/wrap.md, "Dropped server responses"). Requests,
         notifications and lines that are not JSON objects are relayed. A ``tools/list`` answer
         feeds the pin state. Never raises on content.
+
+        Most lines are read for their four members only (``result`` and ``error`` are skipped,
+        not built); a line that reading refuses (not an object, ``NaN``, a lone surrogate, very
+        deep nesting) is read in full by the lenient readers instead.
         """
         try:
-            message = ujson.loads(line)
+            head = _read_head(line)
+        except (msgspec.DecodeError, RecursionError, ValueError, MemoryError):
+            return self._server_message(self._read_message(line), line, out)
+        if head.method.__class__ is str or (head.result is _UNSET and head.error is _UNSET):
+            return True
+        has_id = head.id is not _UNSET
+        rid = head.id if has_id else None
+        found = self._pending.answer(rid)
+        if found is None:
+            self.dropped_responses += 1
+            out.append(Warn(records.dropped_response_warning(rid, has_id)))
+            return False
+        key, method = found
+        if method == _TOOLS_LIST:
+            message = self._read_message(line)
+            if message.__class__ is dict:
+                self._tools_answer(key, message, line, out)
+        return True
+
+    @staticmethod
+    def _read_message(line: bytes) -> Any:
+        """The whole line, read at least as leniently as the clients read it."""
+        try:
+            return ujson.loads(line)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-            message = serverlines.read_text(line.decode("utf-8", "replace"))
+            return serverlines.read_text(line.decode("utf-8", "replace"))
+
+    def _server_message(self, message: Any, line: bytes, out: list[Effect]) -> bool:
+        """:meth:`_server_line` for a line read in full."""
         if message.__class__ is not dict:
             if message is serverlines.TOO_HARD:
                 self._unreadable_line(out)
@@ -568,6 +619,12 @@ class WrapSession:
         if method == _TOOLS_LIST:
             self._tools_answer(key, message, line, out)
         return True
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Frames of the session: forwarded, blocked (denied calls answered), rejected, dropped
+        (denied notifications)."""
+        return {"forwarded": self.forwarded, "blocked": self.blocked, "rejected": self.rejected, "dropped": self.dropped}
 
     @property
     def owes_answers(self) -> bool:
