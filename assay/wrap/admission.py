@@ -1,9 +1,10 @@
 """Client-frame admission for the wrap relay: bytes in, verdict out (sans-IO).
 
-Splitting (wrap.md §3.1, DECISIONS D11): LF only; a trailing CR belongs to the terminator; a
+Splitting (docs/wrap.md, "Client frames"): LF only; a trailing CR belongs to the terminator; a
 line longer than the cap is never buffered whole, it is discarded up to its newline and reported
-once as ``frame_too_large``. Admission (§3.2): one strict JSON object, unique member names at
-every depth, a string ``method`` when present. Faults are reported in D11's order.
+once as ``frame_too_large``. Admission (same section): one strict JSON object, unique member names
+at every depth, a string ``method`` when present. When a line has several faults, the first in the
+order of that section's table is reported.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import Any
 import msgspec
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
-MAX_DEPTH = 128  # serde_json's recursion limit (wrap.md §3.2.4)
+MAX_DEPTH = 128  # serde_json's recursion limit (docs/wrap.md, "Client frames")
 
-# Reasons, in the order a line with several faults reports them (D11).
+# Reasons, in the order a line with several faults reports them (docs/wrap.md, "Client frames").
 FRAME_TOO_LARGE = "frame_too_large"
 INVALID_UTF8 = "invalid_utf8"
 EMBEDDED_LINE_BREAK = "embedded_line_break"
@@ -56,12 +57,16 @@ class Admitted:
 
     @property
     def is_request(self) -> bool:
-        """A client request: a string ``method`` and an ``id`` member (DECISIONS D10)."""
+        """A client request: a string ``method`` and an ``id`` member.
+
+        See docs/wrap.md, "Enforcement"."""
         return isinstance(self.frame.get("method"), str) and "id" in self.frame
 
     @property
     def is_response(self) -> bool:
-        """No ``method`` member: a reply to a server-initiated request (wrap.md §3.4.1)."""
+        """No ``method`` member: a reply to a server-initiated request.
+
+        See docs/wrap.md, "Client frames"."""
         return "method" not in self.frame
 
 
@@ -100,7 +105,7 @@ def _pairs_fast(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 class _Pairs:
     """object_pairs_hook of the slow path: builds every dict, remembers any repeated name, so
-    that a line with a duplicate *and* an earlier-ranked fault reports the earlier one (D11)."""
+    that a line with a duplicate *and* an earlier-ranked fault reports the earlier one."""
 
     __slots__ = ("duplicate",)
 
@@ -137,7 +142,7 @@ def _strict_int(text: str) -> int:
 # Decoders are shared by the whole process: admission is synchronous and never re-entered.
 # The fast one parses integers in C and aborts on a repeated name; the careful one checks every
 # integer (serde reads an integer too long for a double as infinity and refuses it) and flags
-# duplicates without aborting, so that D11's order of faults can be honoured.
+# duplicates without aborting, so that the documented order of faults can be honoured.
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs_fast, parse_constant=_no_constant, parse_float=_strict_float)
 _PAIRS = _Pairs()
 _DECODER_CAREFUL = json.JSONDecoder(
@@ -244,12 +249,12 @@ def _content(line: bytes) -> bytes:
 
 
 def frame_digest(line: bytes) -> str:
-    """Hex SHA-256 of a line's bytes without its terminator (wrap.md §6.8 ``frame_digest``)."""
+    """Hex SHA-256 of a line's bytes without its terminator (a receipt's ``frame_digest``)."""
     return hashlib.sha256(_content(line)).hexdigest()
 
 
 def is_blank(line: bytes) -> bool:
-    """Empty or only spaces/tabs once the terminator is removed (wrap.md §3.2.1, D11)."""
+    """Empty or only spaces/tabs once the terminator is removed (docs/wrap.md, "Client frames")."""
     return not _content(line).strip(b" \t")
 
 
@@ -340,7 +345,7 @@ _TO_ZERO_OR_SPACE = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256
 
 
 def _admit_carefully(line: bytes, text: str) -> Admitted | Rejected:
-    """The slow path: every integer checked, lone surrogates found, duplicates ranked (D11)."""
+    """The slow path: every integer checked, lone surrogates found, duplicates ranked."""
     _PAIRS.duplicate = False
     try:
         value = _DECODER_CAREFUL.decode(text)
@@ -437,7 +442,8 @@ class LineSplitter:
         return out
 
     def close(self) -> bytes | Rejected | None:
-        """End of stream: the unterminated last line (still a line, wrap.md §3.1.2), if any."""
+        """End of stream: the unterminated last line, if any (it still counts as a line; see
+        docs/wrap.md, "Client frames")."""
         if self._hasher is not None:
             if self._held_cr:
                 self._hasher.update(b"\r")

@@ -1,14 +1,15 @@
-"""wrap's create-new outputs and the one-run lifecycle (wrap.md §7 OR-1..OR-13, DECISIONS D15, D15a).
+"""wrap's create-new outputs and the one-run lifecycle (docs/wrap.md, "One-run outputs and
+session reports").
 
 Two kinds of create-new output:
 
 - one-run outputs (`--decision-log-new`, `--request-receipts-out`, `--session-context-out`,
   `--session-stop-out`): created with O_EXCL|O_NOFOLLOW when the run becomes a session, then
-  written only through the descriptors opened then (OR-7, OR-10);
+  written only through the descriptors opened then, never reopened by path;
 - session-end reports (`--coverage-out`, `--state-window-out`, `--observed-manifest-out`):
   published at session end with :func:`assay.manifest.publish.publish_new`, never replacing.
 
-All of them are checked before the child is spawned (OR-2..OR-4): nothing may exist at the path
+All of them are checked before the child is spawned: nothing may exist at the path
 (lstat: files, directories, symlinks, dangling ones included), the parent must be an existing
 directory, and no path may name the same file as any other wrap output.
 """
@@ -29,7 +30,7 @@ class OutputError(Exception):
 
 
 def identity_key(path: str) -> str:
-    """What two paths are compared by (OR-3): the parent resolved with realpath plus the final
+    """What two output paths are compared by: the parent resolved with realpath plus the final
     name; the absolute, lexically normalised path when the parent does not exist."""
     absolute = os.path.abspath(path)
     parent, name = os.path.split(absolute)
@@ -39,7 +40,7 @@ def identity_key(path: str) -> str:
 
 
 def check_before_spawn(create_new: Mapping[str, str], others: Mapping[str, str]) -> None:
-    """OR-2..OR-4 for every create-new output; raises OutputError with a one-line reason.
+    """The pre-spawn checks of every create-new output; raises OutputError with a one-line reason.
 
     ``create_new`` maps flag -> path for the outputs that must be new; ``others`` maps flag ->
     path for the remaining wrap outputs (append-mode logs) they must not clash with.
@@ -68,12 +69,12 @@ def check_before_spawn(create_new: Mapping[str, str], others: Mapping[str, str])
 
 
 def create_exclusive(flag: str, path: str):
-    """OR-7: O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 minus umask; an unbuffered file."""
+    """O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 minus umask; an unbuffered file."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        if exc.errno == 17:  # EEXIST: taken after the pre-spawn check (OR-8)
+        if exc.errno == 17:  # EEXIST: taken after the pre-spawn check (a race)
             raise OutputError(f"{flag} {path} was created by someone else after the start-up check; refusing it") from None
         raise OutputError(f"cannot create {flag} {path}: {exc.strerror or exc}") from None
     return os.fdopen(fd, "wb", buffering=0)

@@ -1,9 +1,9 @@
 """Session-end reports of the wrap relay: coverage, state window, session context (sans-IO).
 
 Each function returns a plain dict in the key order of its document; :func:`pretty_json` gives
-the file bytes (2-space indent, no trailing newline, as spec/wrap.md §6.3, §6.4 and §6.6 say).
-Coverage is computed from the decision events of this session held in memory (DECISIONS D15a),
-never by re-reading a log that may hold earlier runs.
+the file bytes (2-space indent, no trailing newline). Coverage is computed from the decision
+events of this session held in memory, never by re-reading a log that may hold earlier runs.
+Formats and rules: docs/wrap-records.md, "Session reports".
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def pretty_json(obj: Any) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# Coverage (wrap.md §6.3)
+# Coverage (docs/wrap-records.md, "Session reports")
 # ---------------------------------------------------------------------------------------------
 
 
@@ -55,7 +55,7 @@ def declared_tools_of(
     constraint_tools: Iterable[str] | None = None,
     pin_keys: Iterable[str] | None = None,
 ) -> list[str]:
-    """Declared tools (§6.3.4): the union of ``tools.allow``, ``tools.deny``, ``schemas`` keys
+    """Declared tools: the union of ``tools.allow``, ``tools.deny``, ``schemas`` keys
     (without ``$defs``), legacy ``constraints[].tool`` and ``tool_pins`` keys; trimmed, pattern
     entries dropped, sorted."""
     declared: set[str] = set()
@@ -104,12 +104,11 @@ def coverage_report(
     assay_version: str = __version__,
     generated_at: datetime | str | None = None,
 ) -> dict:
-    """``coverage_report_v1`` over this session's decision events, in event order (§6.3).
+    """``coverage_report_v1`` over this session's decision events, in event order.
 
     Events whose tool is blank (a ``tools/call`` whose params named no tool) name nothing to
-    cover and are skipped; upstream failed the whole report on them (wrap.md §8 hazard 2, which
-    D10 drops). ``generated_at`` is UTC with second precision and ``Z`` (a string is used
-    verbatim).
+    cover and are skipped; upstream failed the whole report on them. ``generated_at`` is UTC
+    with second precision and ``Z`` (a string is used verbatim).
     """
     declared = sorted({t.strip() for t in declared_tools if isinstance(t, str) and t.strip()})
     order: list[str] = []
@@ -160,7 +159,7 @@ def coverage_report(
 
 
 # ---------------------------------------------------------------------------------------------
-# State window (wrap.md §6.4)
+# State window (docs/wrap-records.md, "Session reports")
 # ---------------------------------------------------------------------------------------------
 
 
@@ -183,7 +182,7 @@ def _sorted_compact(value: Any) -> bytes:
 
 
 def state_window(event_source: str, server_id: str, session_id: str) -> dict:
-    """``session_state_window_v1`` (§6.4). ``state_snapshot_id`` is the SHA-256 of the compact,
+    """``session_state_window_v1``. ``state_snapshot_id`` is the SHA-256 of the compact,
     recursively key-sorted JSON of ``{session, window, privacy}``; it holds no timestamp."""
     session = {"event_source": event_source, "server_id": server_id, "session_id": session_id}
     window = {"window_kind": "session"}
@@ -204,7 +203,7 @@ def state_window(event_source: str, server_id: str, session_id: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Session context (wrap.md §6.6)
+# Session context (docs/wrap-records.md, "Session reports")
 # ---------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,7 @@
-"""`assay mcp wrap` start to end: checks, policy, sinks, spawn, relay (wrap.md §1.3, D14a).
+"""`assay mcp wrap` start to end: checks, policy, sinks, spawn, relay.
+
+The rules are in docs/wrap.md ("Options", "Logs", "One-run outputs and session reports",
+"Lifecycle and exit status").
 
 :func:`run_wrap` is the library entry for trio programs; the CLI builds a :class:`WrapConfig`
 and prints :class:`WrapError` as ``fatal: ...`` (exit 2). Every check that can fail runs before
@@ -34,13 +37,15 @@ from assay.wrap.reports import (
 )
 from assay.wrap.session import SessionOptions, WrapSession
 
-DEFAULT_LABEL = "default-mcp-server"  # D17
-DEFAULT_SHUTDOWN_GRACE = 1.0  # D14
+DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Options"
+DEFAULT_SHUTDOWN_GRACE = 1.0  # seconds; docs/wrap.md, "Options"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
 
 class WrapError(Exception):
-    """A fatal wrap error: reported as one `fatal: ...` line, exit 2 (wrap.md §1.4.3, D2)."""
+    """A fatal wrap error: reported as one `fatal: ...` line, exit 2.
+
+    See docs/wrap.md, "Exit status"."""
 
 
 @dataclass
@@ -59,7 +64,7 @@ class WrapConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     env: dict[str, str] | None = None
-    # one-run outputs (wrap.md §6.6-§6.9, §7) and session-end reports (§6.3, §6.4, D33)
+    # create-new outputs: docs/wrap.md, "One-run outputs and session reports"
     decision_log_new: str | None = None
     request_receipts_out: str | None = None
     session_context_out: str | None = None
@@ -87,7 +92,7 @@ class WrapConfig:
 
 
 def validate_event_source(value: str | None, logging_enabled: bool) -> str | None:
-    """wrap.md §1.3 step 7: trimmed; required with any log sink; always validated when given."""
+    """Trimmed; required with any log sink; checked whenever given (docs/wrap.md, "Options")."""
     source = (value or "").strip() or None
     if source is None:
         if logging_enabled:
@@ -147,7 +152,7 @@ def _stderr(line: str) -> None:
 
 
 def command_banner(argv: list[str]) -> str:
-    """`[assay] wrapping command: <command> ["arg", ...]` (wrap.md §1.3 step 10)."""
+    """`[assay] wrapping command: <command> ["arg", ...]` (docs/wrap.md, "Options")."""
     args = "[" + ", ".join(json.dumps(a, ensure_ascii=False) for a in argv[1:]) + "]"
     return f"[assay] wrapping command: {argv[0]} {args}"
 
@@ -160,8 +165,10 @@ async def run_wrap(
     warn: Callable[[str], None] = _stderr,
     handle_signals: bool = True,
 ) -> int:
-    """Run one wrap session; returns the exit status (D14). Raises :class:`WrapError` on a fatal
-    startup error (nothing spawned then). Without streams it relays this process's stdin/stdout."""
+    """Run one wrap session; returns the exit status (docs/wrap.md, "Exit status").
+
+    Raises :class:`WrapError` on a fatal startup error (nothing spawned then). Without streams it
+    relays this process's stdin/stdout."""
     if not config.argv:
         raise WrapError("no command to wrap (give it after --)")
     if config.max_frame_bytes < 1:
@@ -172,8 +179,8 @@ async def run_wrap(
         os.environ["ASSAY_STRICT_DEPRECATIONS"] = "1"
     strict = os.environ.get("ASSAY_STRICT_DEPRECATIONS") == "1"
     policy = load_policy_file(config.policy_path, strict_deprecations=strict, warn=warn)
-    try:
-        check_before_spawn(config.create_new_outputs(), config.append_outputs())  # OR-2..OR-4
+    try:  # refused before spawn: docs/wrap.md, "One-run outputs and session reports"
+        check_before_spawn(config.create_new_outputs(), config.append_outputs())
     except OutputError as exc:
         raise WrapError(str(exc)) from None
     logging_enabled = bool(
@@ -282,10 +289,11 @@ async def run_wrap(
 
 
 def finish_reports(config: WrapConfig, policy, session: WrapSession, source, session_id: str, code: int, warn) -> int:
-    """Coverage, state window and observed manifest at session end (§6.3, §6.4, D15a, D33).
+    """Coverage, state window and observed manifest at session end, only if a session started.
 
-    Exit precedence (wrap.md §1.4.2): a nonzero wrapped status wins, then coverage, then the
-    state window (and observed manifest). Statuses: 3 for a write failure.
+    Exit precedence (docs/wrap.md, "One-run outputs and session reports"): a nonzero wrapped
+    status wins, then coverage, then the state window (and observed manifest). Statuses: 3 for
+    a write failure.
     """
     statuses: list[tuple[str, int]] = []
     jobs = []
@@ -322,7 +330,7 @@ def finish_reports(config: WrapConfig, policy, session: WrapSession, source, ses
 
 
 def observed_manifest(session: WrapSession, label: str) -> dict:
-    """D33: the last tools/list exchange (whole nextCursor chain) as an observed-v0 document."""
+    """The last tools/list exchange (whole nextCursor chain) as an observed-v0 document."""
     from assay.manifest.observed import observed_document
 
     chain = session.last_chain

@@ -3,8 +3,8 @@
 
 The client's disposable probe process (wrap + server, sent only `server/discover`, then killed by
 a signal) and its real session process get the *same* output paths. The probe must leave nothing
-behind, or the session run would refuse its paths (OR-2) and the client would fail; the session
-run must create every file.
+behind, or the session run would refuse its paths (anything already at a path is refused before
+spawn) and the client would fail; the session run must create every file.
 """
 
 from __future__ import annotations

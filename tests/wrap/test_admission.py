@@ -1,4 +1,4 @@
-"""Client-frame admission, sans-IO (wrap.md §3.1-§3.3; DECISIONS D11)."""
+"""Client-frame admission, sans-IO (docs/wrap.md, "Client frames")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from assay.wrap.admission import Admitted, LineSplitter, Rejected, admit, frame_digest
 
-# (line, expected reason) for every §3.3 reason, several spellings each.
+# (line, expected reason) for every rejection reason, several spellings each.
 BAD = [
     (b"\xff\xfe{}\n", "invalid_utf8"),
     (b'{"a":"\xc3"}\n', "invalid_utf8"),
@@ -50,7 +50,7 @@ BAD = [
 
 @pytest.mark.parametrize("line,reason", BAD)
 def test_bad_frames_are_rejected_with_their_reason(line, reason):
-    """§3.2/§3.3 and D11's order of faults."""
+    """Each fault gets its reason; with several faults, the first in the documented order."""
     verdict = admit(line)
     assert isinstance(verdict, Rejected)
     assert verdict.reason == reason
@@ -58,7 +58,7 @@ def test_bad_frames_are_rejected_with_their_reason(line, reason):
 
 @pytest.mark.parametrize("line", [b"\n", b"\r\n", b"   \t \n", b"", b" ", b"\t\r\n"])
 def test_blank_lines_are_ignored(line):
-    """§3.2.1, D11: blank after removing the terminator -> None (no reply, no forward)."""
+    """Blank after removing the terminator -> None (no reply, no forward)."""
     assert admit(line) is None
 
 
@@ -80,7 +80,7 @@ GOOD = [
 def test_good_frames_are_admitted_with_their_bytes(line):
     verdict = admit(line)
     assert isinstance(verdict, Admitted)
-    assert verdict.raw == line  # byte for byte, terminator included (§3.2.9)
+    assert verdict.raw == line  # byte for byte, terminator included
 
 
 def test_request_response_notification_classification():
@@ -107,7 +107,7 @@ def split_all(data: bytes, cap: int, chunk: int) -> list:
 
 
 def test_splits_on_lf_only():
-    """§3.1.1: CR, NEL and U+2028 do not split."""
+    """CR, NEL and U+2028 do not split."""
     data = b'{"a":"x\xe2\x80\xa8y"}\n{"b":"\xc2\x85"}\r\n'
     assert split_all(data, 100, 3) == [b'{"a":"x\xe2\x80\xa8y"}\n', b'{"b":"\xc2\x85"}\r\n']
 
@@ -118,7 +118,7 @@ def test_unterminated_last_line_is_a_line():
 
 @pytest.mark.parametrize("chunk", [1, 2, 7, 1000])
 def test_frame_cap_is_inclusive_and_counts_without_terminator(chunk):
-    """D11: a body of exactly the cap is admitted (with LF or CRLF); one more byte is rejected."""
+    """A body of exactly the cap is admitted (with LF or CRLF); one more byte is rejected."""
     cap = 10
     exact = b"x" * cap
     over = b"y" * (cap + 1)
@@ -133,7 +133,7 @@ def test_frame_cap_is_inclusive_and_counts_without_terminator(chunk):
 
 
 def test_huge_line_is_never_buffered_whole():
-    """D11: the relay does not buffer beyond the cap; it discards up to the next newline."""
+    """The relay does not buffer beyond the cap; it discards up to the next newline."""
     sp = LineSplitter(1024)
     for _ in range(1000):
         assert sp.feed(b"z" * 4096) == []

@@ -1,4 +1,4 @@
-"""wrap lifecycle (DECISIONS D14, D14a; wrap.md §1.3, §1.4, §2): no orphans, nothing lost.
+"""wrap lifecycle (docs/wrap.md, "Lifecycle and exit status", "Logs"): no orphans, nothing lost.
 
 Each case asserts the exit status, that no process of the run is left alive, and that every
 byte the child wrote reached the client.
@@ -41,14 +41,14 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, bytes, byt
 
 
 def test_client_eof_returns_child_exit_code(wrapper: Wrapper):
-    """D14: client EOF closes the child's stdin; wrap exits with the child's code."""
+    """Client EOF closes the child's stdin; wrap exits with the child's code."""
     run = wrapper.run(request(1, "ping"), server_opts=("--exit-code", "3"))
     assert run.returncode == 3
     assert json.loads(run.stdout)["id"] == 1
 
 
 def test_child_exit_first_ends_wrap_without_client_eof(wrapper: Wrapper):
-    """D14: the child exits first -> relay all it wrote, then end at once (stdin still open)."""
+    """The child exits first -> relay all it wrote, then end at once (stdin still open)."""
     pidfile = wrapper.tmp / "child.pid"
     proc = wrapper.popen(server_opts=("--exit-after", "2", "--exit-code", "5", "--pidfile", str(pidfile)))
     try:
@@ -66,7 +66,7 @@ def test_child_exit_first_ends_wrap_without_client_eof(wrapper: Wrapper):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_wrap_stops_child_and_exits_128_plus_n(wrapper: Wrapper, signum):
-    """D14: SIGINT/SIGTERM to wrap: the child's group is stopped, exit 128+N."""
+    """SIGINT/SIGTERM to wrap: the child's group is stopped, exit 128+N."""
     pidfile = wrapper.tmp / "child.pid"
     gc_file = wrapper.tmp / "gc.pid"
     proc = wrapper.popen(
@@ -84,7 +84,7 @@ def test_signal_to_wrap_stops_child_and_exits_128_plus_n(wrapper: Wrapper, signu
 
 
 def test_child_ignoring_sigterm_is_killed_after_grace(wrapper: Wrapper):
-    """D14: client EOF -> grace -> SIGTERM (ignored) -> SIGKILL 0.5 s later; exit 128+9."""
+    """Client EOF -> grace -> SIGTERM (ignored) -> SIGKILL 0.5 s later; exit 128+9."""
     pidfile = wrapper.tmp / "child.pid"
     proc = wrapper.popen(
         "--shutdown-grace", "0.2", server_opts=("--pidfile", str(pidfile), "--ignore-term", "--on-eof-hang")
@@ -120,7 +120,7 @@ def test_child_flooding_stderr_passes_through(wrapper: Wrapper):
 
 
 def test_grandchild_is_swept_when_child_exits(wrapper: Wrapper):
-    """D14 no orphans: whatever the child left in its process group dies with the run."""
+    """No orphans: whatever the child left in its process group dies with the run."""
     gc_file = wrapper.tmp / "gc.pid"
     run = wrapper.run(request(1, "ping"), server_opts=("--spawn-grandchild", str(gc_file)))
     assert run.returncode == 0
@@ -128,7 +128,7 @@ def test_grandchild_is_swept_when_child_exits(wrapper: Wrapper):
 
 
 def test_sigkill_of_wrap_takes_the_child_down(wrapper: Wrapper):
-    """D14: PR_SET_PDEATHSIG: the child cannot outlive a SIGKILLed wrap."""
+    """PR_SET_PDEATHSIG: the child cannot outlive a SIGKILLed wrap."""
     pidfile = wrapper.tmp / "child.pid"
     proc = wrapper.popen(server_opts=("--pidfile", str(pidfile), "--on-eof-hang"))
     try:
@@ -180,7 +180,7 @@ def test_child_killed_by_signal_maps_to_128_plus_n(tmp_path):
     assert res.returncode == 128 + signal.SIGUSR1
 
 
-# -- startup failures: fatal before spawn (wrap.md §1.3, §1.4.3; D2, D14a) -----------------------
+# -- startup failures: fatal before spawn (docs/wrap.md, "Logs", "Exit status") ------------------
 
 
 def run_wrap_argv(tmp_path, *args: str) -> subprocess.CompletedProcess:
@@ -232,7 +232,7 @@ def test_invalid_policy_is_fatal_one_line(tmp_path):
     ],
 )
 def test_fatal_startup_errors_spawn_nothing(tmp_path, args, needle):
-    """§1.3 step 7, D14a: bad event source or an unopenable log -> exit 2, no child."""
+    """A bad event source or an unopenable log -> exit 2, no child."""
     (tmp_path / "assay.yaml").write_text('version: "2.0"\n')
     res = run_wrap_argv(tmp_path, *args)
     assert res.returncode == 2, res.stderr
@@ -258,7 +258,7 @@ def test_valid_event_sources_accepted(tmp_path):
         ["--bogus", "--", "true"],
         [],
         ["--"],
-        ["true"],  # wrap.md §1.1: the command must follow a literal --
+        ["true"],  # the command must follow a literal --
         ["--dry-run", "python", "server.py"],
     ],
 )
@@ -269,7 +269,7 @@ def test_usage_errors_exit_2(tmp_path, args):
 
 
 def test_arguments_after_double_dash_go_to_child_untouched(tmp_path):
-    """D2: everything after -- is the child's, even option-looking values."""
+    """Everything after -- is the child's, even option-looking values."""
     (tmp_path / "assay.yaml").write_text('version: "2.0"\n')
     script = "import sys, json; print(json.dumps(sys.argv[1:]))"
     res = subprocess.run(
@@ -291,7 +291,7 @@ def test_spawn_failure_is_fatal(tmp_path):
 
 
 def test_log_write_error_is_fatal_and_frame_not_forwarded(wrapper: Wrapper):
-    """D14a: a write error on a log during the run is fatal (fail closed): the frame whose record
+    """A write error on a log during the run is fatal (fail closed): the frame whose record
     failed is not forwarded, the child is stopped, the stop record says output_error, exit 2."""
     if not os.path.exists("/dev/full"):
         pytest.fail("this test needs /dev/full (Linux)")

@@ -1,6 +1,7 @@
-"""One-run outputs and session-end reports (wrap.md §6.3-§6.9, §7 OR-1..OR-13; DECISIONS D15, D15a, D33).
+"""One-run outputs and session-end reports (docs/wrap.md, "One-run outputs and session reports";
+formats in docs/wrap-records.md, "Session reports").
 
-Every OR rule has its own test, with real processes: wrap over the recording child.
+Every rule of that section has its own test, with real processes: wrap over the recording child.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def independent_jcs_argv(argv: list[str]) -> bytes:
 
 
 def test_session_creates_every_output(wrapper: Wrapper):
-    """OR-1, OR-5a, OR-7, OR-9; §6.6-§6.9 contents."""
+    """Checked before spawn, created at the first line that is not server/discover, reports at
+    session end; the context, receipts, stop record and reports hold the documented contents."""
     wrapper.policy.write_text('version: "2.0"\ntools:\n  deny: ["exec"]\n')
     tools = json.dumps([{"name": "search", "description": "s", "inputSchema": {"type": "object"}}])
     frames = request(1, "tools/list") + call(2, "exec", {}) + b"[1]\n" + call(3, "search", {"q": 1})
@@ -115,16 +117,17 @@ def test_dry_run_context_mode_and_would_deny_receipt(wrapper: Wrapper):
     run = wrapper.run(call(1, "exec", {}), "--dry-run", *opts(ONE_RUN))
     assert json.loads((wrapper.tmp / "context.json").read_text())["mode"] == "dry_run"
     [receipt] = run.log("receipts.ndjson")
-    assert receipt["disposition"] == "forwarded"  # §6.8: a would-deny call is forwarded
+    assert receipt["disposition"] == "forwarded"  # a would-deny call in dry run is forwarded
 
 
-# -- OR-2..OR-4: refused before spawn -------------------------------------------------------------
+# -- refused before spawn -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["file", "directory", "symlink", "dangling_symlink"])
 @pytest.mark.parametrize("flag", list(ALL))
-def test_or2_existing_path_refused_before_spawn(wrapper: Wrapper, flag, kind):
-    """OR-2 (D15a for the reports): anything at the path -> exit 2, no child, nothing written."""
+def test_an_existing_path_is_refused_before_spawn(wrapper: Wrapper, flag, kind):
+    """Anything at the path of a create-new output, reports included -> exit 2, no child,
+    nothing written."""
     target = wrapper.tmp / ALL[flag]
     if kind == "file":
         target.write_text("keep me")
@@ -162,8 +165,8 @@ def test_or2_existing_path_refused_before_spawn(wrapper: Wrapper, flag, kind):
         (("--state-window-out", "w.json"), ("--observed-manifest-out", "linkdir/w.json")),
     ],
 )
-def test_or3_clashing_paths_refused(wrapper: Wrapper, a, b):
-    """OR-3: each one-run path differs from every other wrap output (parent realpath + name)."""
+def test_paths_naming_the_same_file_are_refused(wrapper: Wrapper, a, b):
+    """Each create-new path must differ from every other wrap output (parent realpath + name)."""
     (wrapper.tmp / "sub").mkdir()
     (wrapper.tmp / "linkdir").symlink_to(wrapper.tmp)
     pidfile = wrapper.tmp / "child.pid"
@@ -174,7 +177,7 @@ def test_or3_clashing_paths_refused(wrapper: Wrapper, a, b):
     assert not (wrapper.tmp / "same.json").exists() and not (wrapper.tmp / "log.ndjson").exists()
 
 
-def test_or4_missing_parent_refused(wrapper: Wrapper):
+def test_a_missing_parent_directory_is_refused(wrapper: Wrapper):
     pidfile = wrapper.tmp / "child.pid"
     run = wrapper.run(b"", "--session-context-out", "no/such/dir/c.json", server_opts=("--pidfile", str(pidfile)))
     assert run.returncode == 2
@@ -186,7 +189,7 @@ def test_or4_missing_parent_refused(wrapper: Wrapper):
 # rules themselves, frame by frame, are checked in memory in tests/wrap/test_session_frames.py) ---
 
 
-def test_or5b_client_eof_without_any_frame_starts_session(wrapper: Wrapper):
+def test_client_eof_without_any_line_starts_a_session(wrapper: Wrapper):
     run = wrapper.run(b"", *opts())
     assert run.returncode == 0
     assert all(files(wrapper.tmp).values())
@@ -196,8 +199,8 @@ def test_or5b_client_eof_without_any_frame_starts_session(wrapper: Wrapper):
     assert (wrapper.tmp / "receipts.ndjson").read_bytes() == b""
 
 
-def test_or6_discover_only_run_leaves_nothing_and_paths_stay_usable(wrapper: Wrapper):
-    """OR-6/OR-9: only server/discover then EOF: no output at all; the next run uses the paths."""
+def test_a_discover_only_run_leaves_nothing_and_the_paths_stay_usable(wrapper: Wrapper):
+    """Only server/discover then EOF: no output, no report; the next run uses the paths."""
     run = wrapper.run(DISCOVER + DISCOVER, *opts())
     assert run.returncode == 0
     assert [r["id"] for r in run.replies()] == ["d1", "d1"]  # forwarded and answered
@@ -208,8 +211,8 @@ def test_or6_discover_only_run_leaves_nothing_and_paths_stay_usable(wrapper: Wra
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
-def test_or6_discover_probe_killed_by_signal_leaves_nothing(wrapper: Wrapper, how):
-    """OR-6: a disposable probe process (discover, then a signal) creates nothing."""
+def test_a_discover_probe_killed_by_a_signal_leaves_nothing(wrapper: Wrapper, how):
+    """A disposable probe process (discover, then a signal) creates nothing."""
     proc = wrapper.popen(*opts(), server_opts=("--on-eof-hang",))
     try:
         assert exchange(proc, DISCOVER)["id"] == "d1"
@@ -220,10 +223,10 @@ def test_or6_discover_probe_killed_by_signal_leaves_nothing(wrapper: Wrapper, ho
     assert not any(files(wrapper.tmp).values())
 
 
-# -- OR-8: a path taken between the check and the session start -----------------------------------
+# -- race: a path taken between the check and the session start ---------------------------------
 
 
-def test_or8_race_refused_nothing_overwritten_frame_not_forwarded(wrapper: Wrapper):
+def test_a_path_taken_in_the_race_is_refused_nothing_overwritten_frame_not_forwarded(wrapper: Wrapper):
     """Another process (here: the server itself) creates the context path after the pre-spawn
     check. wrap refuses it, overwrites nothing, does not handle the triggering frame, keeps the
     outputs it already created, exits 2 and leaves no child."""
@@ -281,7 +284,7 @@ def test_stop_record_signal(wrapper: Wrapper):
 
 
 def test_reports_written_whatever_the_stop_cause(wrapper: Wrapper):
-    """D15a: coverage and state window at session end also after a signal."""
+    """Coverage and state window are written at session end also after a signal."""
     proc = wrapper.popen(*opts(), server_opts=("--on-eof-hang",))
     try:
         assert exchange(proc, call(1, "search", {}))["id"] == 1
@@ -293,7 +296,7 @@ def test_reports_written_whatever_the_stop_cause(wrapper: Wrapper):
     assert (wrapper.tmp / "window.json").exists()
 
 
-# -- observed manifest (D33) ----------------------------------------------------------------------
+# -- observed manifest --------------------------------------------------------------------------
 
 
 def test_observed_manifest_follows_next_cursor_and_feeds_manifest_candidate(wrapper: Wrapper):
@@ -356,7 +359,7 @@ argv_text = st.text(
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(argv_text, max_size=4))
 def test_context_digest_end_to_end_matches_independent_jcs(tmp_path_factory, extra):
-    """§6.6: the digest covers the exact strings after --, unicode included; no plaintext."""
+    """The context digest covers the exact strings after --, unicode included; no plaintext."""
     wrapper = Wrapper(tmp_path_factory.mktemp("ctx"))
     argv = [sys.executable, str(RECORDER), str(wrapper.record), "--exit-code", "0", *[f"x{a}" for a in extra]]
     # The recorder ignores unknown trailing options only if they come in pairs; keep it simple:
