@@ -334,20 +334,13 @@ class WrapSession:
 
     def _fast(self, region: bytes, lines: list[bytes], frames: list[dict[str, Any]], out: list[Effect]) -> None:
         """A whole read of admitted frames (the usual case): one judgement per frame, and the
-        region forwarded as it is when every frame goes through."""
+        region forwarded as it is when every frame goes through. Records and replies come out
+        frame by frame; the shell writes a list's records before any of its bytes."""
         self.seen_nonblank = True
         judge = self._judge
-        if self._records_on or self.options.receipts:  # records may come between the frames
-            fwd = self._fwd
-            for line, frame in zip(lines, frames):
-                raw = line + b"\n"
-                if judge(frame, out, raw):
-                    fwd.append(raw)
-            self._flush_forwards(out)
-            return
         kept: list[bytes] | None = None
         for i, frame in enumerate(frames):
-            if judge(frame, out, None):
+            if judge(frame, out, lines[i]):
                 if kept is not None:
                     kept.append(lines[i])
             elif kept is None:
@@ -360,8 +353,8 @@ class WrapSession:
 
     def _judge(self, frame: dict[str, Any], out: list[Effect], raw: bytes | None) -> bool:
         """One admitted frame: True when it is to be forwarded. Only ``tools/call`` is
-        evaluated; every other method goes through untouched. ``raw`` (the line as read) is
-        needed only for receipts."""
+        evaluated; every other method goes through untouched. ``raw`` (the line as read,
+        with or without its terminator) is needed only for receipts."""
         method = frame.get("method")
         if method == _TOOLS_CALL:
             return self._tool_call(raw, frame, out)
@@ -390,7 +383,6 @@ class WrapSession:
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
         event_id = None
         if self._records_on:
-            self._flush_forwards(out)
             event_id = self._record(decision, frame, params, name, valid, out)
         has_id = "id" in frame
         if decision.outcome == "deny" and not opts.dry_run:
@@ -438,8 +430,10 @@ class WrapSession:
         rec = self._recorder.record(decision, frame, params, name, valid, self._bindings.get(name) if valid else None)
         if rec.event is not None:
             self.events.append(rec.event)
-        if rec.decision_line is not None:
-            out.extend(Record(sink, rec.decision_line) for sink in self.options.decision_sinks)
+        line = rec.decision_line
+        if line is not None:
+            for sink in self.options.decision_sinks:
+                out.append(Record(sink, line))
         if rec.audit_line is not None:
             out.append(Record(Sink.AUDIT_LOG, rec.audit_line))
         if rec.verbose is not None:

@@ -87,20 +87,23 @@ def test_partial_lines_are_held_across_reads():
     assert second.to_server == call(2) + call(3)
 
 
-def test_records_precede_the_forward_of_their_frame():
-    """A record is written before its frame has any effect; a failing record write must leave
-    the frames before it forwarded and the failing one not."""
+def test_a_reads_records_come_with_its_frames_and_its_forwards_as_one_write():
+    """Every evaluated call of a read has its records in the list, in frame order; the frames
+    to forward come as one ToServer (the shell writes all of a list's records before any of
+    its bytes, so no frame takes effect before its record is on disk)."""
     h = started(SessionOptions(decision_sinks=(Sink.DECISION_LOG,), audit=True, event_source="assay://t"))
     effects = h.client(call(1) + call(2) + call(3, "exec"))
     kinds = [(type(e).__name__, getattr(e, "sink", None)) for e in effects]
     assert kinds == [
-        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG), ("ToServer", None),
-        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG), ("ToServer", None),
+        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG),
+        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG),
         ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG), ("ToClient", None),
+        ("ToServer", None),
     ]
-    assert effects[2].data == call(1) and effects[5].data == call(2)
+    assert effects[-1] == ToServer(call(1) + call(2))
     events = [json.loads(r) for r in effects.records(Sink.DECISION_LOG)]
     assert [e["data"]["decision"] for e in events] == ["allow", "allow", "deny"]
+    assert [json.loads(r)["request_id"] for r in effects.records(Sink.AUDIT_LOG)] == [1, 2, 3]
 
 
 def test_receipts_follow_their_frame():
