@@ -33,7 +33,6 @@ NOT_AN_OBJECT = "not_an_object"
 DUPLICATE_MEMBER = "duplicate_member"
 NON_STRING_METHOD = "non_string_method"
 
-_ABSENT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,32 +41,6 @@ class Admitted:
 
     raw: bytes
     frame: dict[str, Any]
-
-    @property
-    def method(self) -> str | None:
-        return self.frame.get("method")
-
-    @property
-    def has_id(self) -> bool:
-        return "id" in self.frame
-
-    @property
-    def request_id(self) -> Any:
-        return self.frame.get("id")
-
-    @property
-    def is_request(self) -> bool:
-        """A client request: a string ``method`` and an ``id`` member.
-
-        See docs/wrap.md, "Enforcement"."""
-        return isinstance(self.frame.get("method"), str) and "id" in self.frame
-
-    @property
-    def is_response(self) -> bool:
-        """No ``method`` member: a reply to a server-initiated request.
-
-        See docs/wrap.md, "Client frames"."""
-        return "method" not in self.frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,11 +224,6 @@ def _content(line: bytes) -> bytes:
 def frame_digest(line: bytes) -> str:
     """Hex SHA-256 of a line's bytes without its terminator (a receipt's ``frame_digest``)."""
     return hashlib.sha256(_content(line)).hexdigest()
-
-
-def is_blank(line: bytes) -> bool:
-    """Empty or only spaces/tabs once the terminator is removed (docs/wrap.md, "Client frames")."""
-    return not _content(line).strip(b" \t")
 
 
 def admit(line: bytes) -> Admitted | Rejected | None:

@@ -77,9 +77,8 @@ class Phase(enum.Enum):
                    is delivered; a descendant that holds its stdout silent is killed
     SIGNALLED      wrap got SIGINT/SIGTERM/SIGHUP: SIGTERM to the child, SIGKILL after a while
     SIGNAL_DRAIN   after a signal, output already written gets a short time to reach the client
-    FAILED         a record or output could not be written: the frames before it take effect,
-                   then the run ends (exit 2)
-    DONE           :class:`Finish` was emitted
+    DONE           :class:`Finish` was emitted (a failed record or output goes straight here:
+                   exit 2; output already queued for the client still gets a few seconds)
     """
 
     RUNNING = "running"
@@ -89,7 +88,6 @@ class Phase(enum.Enum):
     CHILD_EXITED = "child_exited"
     SIGNALLED = "signalled"
     SIGNAL_DRAIN = "signal_drain"
-    FAILED = "failed"
     DONE = "done"
 
 

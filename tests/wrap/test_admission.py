@@ -83,15 +83,6 @@ def test_good_frames_are_admitted_with_their_bytes(line):
     assert verdict.raw == line  # byte for byte, terminator included
 
 
-def test_request_response_notification_classification():
-    req = admit(b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}\n')
-    note = admit(b'{"jsonrpc":"2.0","method":"notifications/x"}\n')
-    resp = admit(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
-    assert req.is_request and not req.is_response
-    assert not note.is_request and not note.is_response
-    assert resp.is_response and not resp.is_request
-
-
 # -- the splitter -------------------------------------------------------------------------------
 
 
