@@ -33,23 +33,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ECHO = [sys.executable, str(HERE / "echo_server.py")]
-ALLOWLIST = """version: "2.0"
-tools:
-  allow: ["search", "read_file"]
-  deny: ["exec", "*delete*"]
-"""
-SCHEMA = ALLOWLIST + """schemas:
-  search:
-    type: object
-    additionalProperties: false
-    required: [query, limit]
-    properties:
-      query: {type: string, maxLength: 200}
-      limit: {type: integer, minimum: 1, maximum: 100}
-      lang: {type: string, enum: [en, de, fr, nl]}
-      safe: {type: boolean}
-      cursor: {type: string, pattern: "^[a-z0-9]*$"}
-"""
+sys.path.insert(0, str(HERE))
+from bench_relay import POLICY as SCHEMA  # noqa: E402  (the relay bench's policy: allowlist + schema)
+
+ALLOWLIST = SCHEMA[: SCHEMA.index("schemas:")]
 FRAME = (json.dumps({
     "jsonrpc": "2.0", "id": 1, "method": "tools/call",
     "params": {"name": "search", "arguments": {"query": "policy guard start-up", "limit": 10, "lang": "en",

@@ -318,13 +318,7 @@ class Relay:
                 self._out.clear()
                 self._out_bytes = 0
                 if not self._client_gone:
-                    try:
-                        await self.client_out.send_all(data)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self._client_gone = True
-                        self._out.clear()
-                        self._out_bytes = 0
-                        await self._perform(self.session.client_lost(), self.child)
+                    await self._send(data)
                 self._writing = False
                 self._written += count
                 self._out_progress.set()
@@ -380,16 +374,21 @@ class Relay:
         server pump itself, saving two task switches per answer."""
         self._writing = True
         try:
+            await self._send(data)
+        finally:
+            self._writing = False
+        if self._out:
+            self._out_wake.set()
+
+    async def _send(self, data: bytes) -> None:
+        """One write to the client; a client that stopped reading ends the run."""
+        try:
             await self.client_out.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._client_gone = True
             self._out.clear()
             self._out_bytes = 0
             await self._perform(self.session.client_lost(), self.child)
-        finally:
-            self._writing = False
-        if self._out:
-            self._out_wake.set()
 
     async def _child_watch(self, child: Any) -> None:
         await child.wait_exit()
