@@ -127,13 +127,7 @@ def test_protocol_version_must_be_under_params_meta():
     assert not is_modern_request({"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}})
 
 
-JSON_LEAF = st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.text()
-JSON_NO_FLOAT = st.recursive(JSON_LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=16)
-JSON_ANY = st.recursive(
-    JSON_LEAF | st.floats(allow_nan=False, allow_infinity=False),
-    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4),
-    max_leaves=16,
-)
+from tests.wrap.test_records import JSON_ANY  # noqa: E402  (one strategy for any JSON value)
 
 
 @settings(max_examples=300, deadline=None)
