@@ -19,25 +19,12 @@ _ALLOWED = FixedPayload({"allowed": True, "violations": [], "suggested_fix": Non
 
 
 def decision_payload(decision: Any) -> dict[str, Any]:
-    """Allow / allow-with-warning / deny payloads from an engine Decision (docs/server.md, "assay_check_args")."""
+    """The payload of an engine Decision (docs/server.md, "assay_check_args"): the Decision's
+    own ``check_args_result``, with the allow case pre-encoded (the hot path)."""
     if decision.outcome == "allow":
         return _ALLOWED
-    if decision.outcome == "allow_with_warning":
-        return {
-            "allowed": True,
-            "warning": {"code": decision.reason_code, "reason": decision.reason},
-            "violations": [],
-            "suggested_fix": None,
-        }
-    contract = decision.contract or {"status": "deny", "error_code": decision.reason_code}
-    return {
-        "allowed": False,
-        "code": decision.reason_code,
-        "reason": decision.reason,
-        "violations": list(contract.get("violations", [])),
-        "suggested_fix": None,
-        "contract": contract,
-    }
+    result: dict[str, Any] = decision.check_args_result()
+    return result
 
 
 def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
