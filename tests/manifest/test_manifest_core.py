@@ -37,12 +37,12 @@ SEARCH = {"name": "search", "description": "does a thing", "input_schema": {"typ
 # --- M1-M4 vectors -----------------------------------------------------------------------------
 
 
-def test_m2_tool_digest_vectors():
+def test_tool_digest_vectors():
     assert tool_digest(DEPLOY) == "sha256:03c7e1d546c3440fb100938dcaa7578ac34ae81f28e5762e7f8a3197e272a9f6"
     assert tool_digest(SEARCH) == SEARCH_DIGEST
 
 
-def test_m4_manifest_digest_vectors_and_order_independence():
+def test_manifest_digest_vectors_and_order_independence():
     a = ("github.add_deploy_key", tool_digest(DEPLOY))
     b = ("search", tool_digest(SEARCH))
     both = "sha256:f8a95098345d600f7a2d742c4e941ace5e9594918b2aa82a9a8f48f72f701ffa"
@@ -52,12 +52,12 @@ def test_m4_manifest_digest_vectors_and_order_independence():
     assert manifest_digest([]) == "sha256:627e1dc38c487cf390939355265e37b1c2695afb313e46979bf7808e425d1dfb"
 
 
-def test_m3_field_digest_vectors():
+def test_field_digest_vectors():
     assert field_digest("output_schema", None) == "sha256:6969128f97f2ae0b5576343b492d312e1ab80eedf990f4bba8366c4622e808b5"
     assert field_digests(DEPLOY) == json.loads(OBSERVED_1440)["observed"]["tool_digests"][0]["field_digests"]
 
 
-def test_m2_projection_rules():
+def test_tool_digest_projection_rules():
     """camelCase wins over snake_case; absent -> null; non-string name -> ""; floats like 1.0 -> 1."""
     assert tool_digest({**DEPLOY, "input_schema": {"ignored": True}}) == tool_digest(DEPLOY)
     assert tool_digest({"name": 7}) == tool_digest({"name": ""})
@@ -88,7 +88,7 @@ def test_producer_ambiguous_and_not_observed():
         build_candidate(render_document(partial))
 
 
-def test_m6_sanitised_names_cannot_reproduce_their_digest():
+def test_sanitised_names_cannot_reproduce_their_digest():
     doc = observed_document("srv\x1b", [{"name": "evil\x07tool"}, {"name": "tab\tok"}])
     names = [t["name"] for t in doc["observed"]["tool_digests"]]
     assert names == ["evil\ufffdtool", "tab\tok"]

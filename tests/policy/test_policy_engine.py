@@ -114,14 +114,14 @@ def test_W2_drift_payload_without_sota_suffix_D16():
         ("deploy", {}, "deny", "E_TOOL_UNCONSTRAINED", {"tool_classes": ("release",)}),
     ],
 )
-def test_5_7_vectors(tool, args, outcome, code, extra):
+def test_decision_vectors(tool, args, outcome, code, extra):
     d = evaluate(P(COMPLETE), tool, args)
     assert (d.outcome, d.reason_code) == (outcome, code)
     for k, v in extra.items():
         assert getattr(d, k) == v
 
 
-def test_5_7_arg_schema_single_violation_at_path_and_additional_properties():
+def test_arg_schema_single_violation_at_path_and_additional_properties():
     p = P(COMPLETE)
     assert evaluate(p, "read_file", {"path": "/etc/passwd"}).contract["violations"] == [
         {"path": "/path", "message": '"/etc/passwd" does not match "^/workspace/"'}
@@ -130,7 +130,7 @@ def test_5_7_arg_schema_single_violation_at_path_and_additional_properties():
     assert v == [{"path": "", "message": "Additional properties are not allowed ('x' was unexpected)"}]
 
 
-def test_5_7_allow_carries_restrict_scope_obligation():
+def test_allow_carries_restrict_scope_obligation():
     d = evaluate(P(COMPLETE), "read_file", {"path": "/workspace/a"})
     assert d.obligations == [
         {
@@ -142,7 +142,7 @@ def test_5_7_allow_carries_restrict_scope_obligation():
     assert d.event_reason_code == "P_POLICY_ALLOW" and d.contract is None
 
 
-def test_5_7_warn_mode_allow_with_warning():
+def test_warn_mode_allow_with_warning():
     d = evaluate(P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn")), "list_dir", {})
     assert d.outcome == "allow_with_warning" and d.typed_decision == "allow_with_obligations"
     assert d.reason_code == "E_TOOL_UNCONSTRAINED" and d.reason == "Tool allowed but has no schema"
@@ -150,13 +150,13 @@ def test_5_7_warn_mode_allow_with_warning():
     assert d.event_reason_code == "E_TOOL_UNCONSTRAINED"
 
 
-def test_5_7_approval_obligation_on_warned_deploy():
+def test_approval_obligation_on_warned_deploy():
     d = evaluate(P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn")), "deploy", {})
     assert [o["type"] for o in d.obligations] == ["legacy_warning", "approval_required"]
     assert d.approval_state == "required"
 
 
-def test_5_7_third_call_rate_limited():
+def test_third_call_rate_limited():
     # without its pin: a pinned tool never listed is denied first (docs/wrap.md, "Tool pins")
     unpinned = re.sub(r"tool_pins:.*?\n(?=signatures)", "", COMPLETE, flags=re.S)
     p = P(unpinned.replace("max_tool_calls_total: 500", "max_tool_calls_total: 2"))
@@ -350,7 +350,7 @@ def test_S4_format_is_annotation_only_in_2020_12_and_draft_from_dollar_schema():
 # ---------------------------------------------------------------- server surface (docs/server.md, `assay_check_args`)
 
 
-def test_6_2_check_args_payloads():
+def test_check_args_payloads():
     p = P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn"))
     assert evaluate(p, "read_file", {"path": "/workspace/x"}).check_args_result() == {"allowed": True, "violations": [], "suggested_fix": None}
     warned = evaluate(p, "list_dir", {}).check_args_result()

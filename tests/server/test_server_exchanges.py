@@ -11,7 +11,7 @@ from tests.server._helpers import call, payload_of
 V = __version__
 
 
-def test_section10_exchange_byte_exact(serve):
+def test_documented_exchange_byte_exact(serve):
     """A whole session byte for byte (docs/server.md, "Protocol"); the version is the package
     version."""
     stdin = (

@@ -283,7 +283,7 @@ def test_verify_with_trust_policy(work):
     assert b"is trusted but no public_key_path provided in policy" in res.stderr
 
 
-def test_d31c_empty_trust_policy_trusts_no_key(work):
+def test_an_empty_trust_policy_trusts_no_key(work):
     sign(work)
     (work / "empty.yaml").write_text("require_signed: false\n")
     res = verify(work, "signed.json", "--trust-policy", "empty.yaml")

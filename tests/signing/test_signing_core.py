@@ -25,7 +25,7 @@ def test_k3_pae_vectors():
     assert signing.pae(PAYLOAD_TYPE, b"{}") == b"DSSEv1 35 application/vnd.assay.tool+json;v=1 2 {}"
 
 
-def test_d6_key_id_is_sha256_of_spki_der():
+def test_key_id_is_sha256_of_spki_der():
     der = KEY.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     assert len(der) == 44
     assert signing.key_id(KEY.public_key()) == "sha256:" + hashlib.sha256(der).hexdigest()
@@ -165,7 +165,7 @@ def test_public_key_pem_round_trip_and_wrong_types():
 # --- trust policy (docs/tool-signing.md, "Trust policy"; one that lists no key trusts no key) ---
 
 
-def test_d31c_policy_listing_no_key_trusts_no_key():
+def test_a_trust_policy_listing_no_key_trusts_no_key():
     assert not TrustPolicy().is_key_trusted(signing.key_id(KEY.public_key()))
     assert TrustPolicy(trusted_key_ids=("sha256:a",)).is_key_trusted("sha256:a")
     assert TrustPolicy(trusted_keys=(TrustedKey("sha256:b"),)).is_key_trusted("sha256:b")
