@@ -37,22 +37,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ECHO = [sys.executable, str(HERE / "echo_server.py")]
-CHECK_POLICY = """version: "2.0"
-tools:
-  allow: ["search", "read_file"]
-  deny: ["exec", "*delete*"]
-schemas:
-  search:
-    type: object
-    additionalProperties: false
-    required: [query, limit]
-    properties:
-      query: {type: string, maxLength: 200}
-      limit: {type: integer, minimum: 1, maximum: 100}
-      lang: {type: string, enum: [en, de, fr, nl]}
-      safe: {type: boolean}
-      cursor: {type: string, pattern: "^[a-z0-9]*$"}
-"""
+sys.path.insert(0, str(HERE))
+from bench_relay import POLICY as CHECK_POLICY  # noqa: E402  (one bench policy: allowlist + schema)
+
 BLOCK_POLICY = "blocklist: [exec, rm, dangerous_tool, drop_table]\n"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Decision", "event_reason_code"]
+__all__ = ["EVIDENCE_FIELDS", "Decision", "event_reason_code"]
 
 _EVENT_CODES = {
     "E_TOOL_DENIED": "P_TOOL_DENIED",
@@ -36,7 +36,19 @@ def event_reason_code(outcome: str, reason_code: str | None) -> str:
     return _EVENT_CODES.get(reason_code or "", "P_POLICY_DENY")
 
 
-_FIELDS = (
+EVIDENCE_FIELDS = (
+    # the approval, scope and redaction fields, set when the engine attaches those obligations;
+    # in this order in a decision event (docs/wrap-records.md)
+    "approval_state",
+    "scope_type",
+    "scope_value",
+    "scope_match_mode",
+    "redaction_target",
+    "redaction_mode",
+    "redaction_scope",
+)
+
+_FIELDS: tuple[str, ...] = (
     "outcome",
     "tool",
     "reason_code",
@@ -48,13 +60,7 @@ _FIELDS = (
     "matched_rule",
     "policy_version",
     "policy_digest",
-    "approval_state",
-    "scope_type",
-    "scope_value",
-    "scope_match_mode",
-    "redaction_target",
-    "redaction_mode",
-    "redaction_scope",
+    *EVIDENCE_FIELDS,
 )
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import ujson
 
-from assay.policy.decision import Decision, event_reason_code
+from assay.policy.decision import EVIDENCE_FIELDS, Decision, event_reason_code
 from assay.wrap.replies import REJECTION_REASONS
 
 __all__ = [
@@ -176,17 +176,9 @@ def _has_id(request_id: Any) -> bool:
 # The decision as record values
 # ---------------------------------------------------------------------------------------------
 
-# The approval, scope and redaction fields of a decision, in event order (upstream's
-# DecisionData order). The policy engine sets them when it attaches those obligations.
-_EVIDENCE_FIELDS: Final = (
-    "approval_state",
-    "scope_type",
-    "scope_value",
-    "scope_match_mode",
-    "redaction_target",
-    "redaction_mode",
-    "redaction_scope",
-)
+# The approval, scope and redaction fields of a decision, in event order; the policy engine
+# sets them when it attaches those obligations.
+_EVIDENCE_FIELDS: Final = EVIDENCE_FIELDS
 
 
 def typed_decision_of(outcome: str, policy_code: str | None) -> str:
