@@ -20,6 +20,9 @@ _EVENT_CODES = {
     "E_ARG_SCHEMA": "P_ARG_SCHEMA",
     "E_RATE_LIMIT": "P_RATE_LIMIT",
     "E_TOOL_DRIFT": "P_TOOL_DRIFT",
+    "E_SEQUENCE_VIOLATION": "P_SEQUENCE_VIOLATION",
+    "E_APPROVAL_DENIED": "P_APPROVAL_DENIED",
+    "E_TOOL_UNDECLARED": "P_TOOL_UNDECLARED",
 }
 
 
@@ -149,6 +152,17 @@ class Decision:
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError("Decision is immutable")
+
+    def replace(self, **changes: Any) -> "Decision":
+        """A copy with some fields changed (same keywords as the constructor; ``contract`` and
+        ``obligations`` included)."""
+        kwargs: dict[str, Any] = {name: getattr(self, name) for name in _FIELDS[2:]}
+        kwargs["contract"] = self._contract
+        kwargs["obligations"] = self._obligations
+        kwargs.update(changes)
+        outcome = kwargs.pop("outcome", self.outcome)
+        tool = kwargs.pop("tool", self.tool)
+        return Decision(outcome, tool, **kwargs)
 
     # -- views -----------------------------------------------------------------------------
 

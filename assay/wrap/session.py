@@ -381,6 +381,8 @@ class WrapSession:
         arguments = params.get("arguments") if valid else None  # type: ignore[union-attr]
         opts = self.options
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
+        if decision.outcome != "deny":
+            decision = self._gate(name, arguments, decision)
         event_id = None
         if self._records_on:
             event_id = self._record(decision, frame, params, name, valid, out)
@@ -402,12 +404,24 @@ class WrapSession:
             if opts.receipts and self.started:
                 self._receipt(raw, frame, False, event_id, out)
             return False
+        if decision.outcome != "deny":
+            self._enter(name, arguments)
         if has_id:
             self._pending.add(frame["id"], _TOOLS_CALL)
         self.forwarded += 1
         if opts.receipts and self.started:
             self._receipt(raw, frame, True, event_id, out)
         return True
+
+    def _gate(self, name: str, arguments: Any, decision: Decision) -> Decision:
+        """The session's checks after the policy engine allowed a call, in this order: the
+        declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
+        reason codes"). Each sees only calls every check before it let through."""
+        return decision
+
+    def _enter(self, name: str, arguments: Any) -> None:
+        """A call the policy allowed goes to the server (in a dry run too: it then predicts what
+        enforcing would do): it enters the session's history (flow rules) and rate windows."""
 
     def _may_have_output_schema(self, name: str) -> bool:
         """Whether a definition of ``name`` that reached the client may declare an
