@@ -164,6 +164,31 @@ class Decision:
         tool = kwargs.pop("tool", self.tool)
         return Decision(outcome, tool, **kwargs)
 
+    def denied(
+        self,
+        reason_code: str,
+        reason: str,
+        contract: dict[str, Any],
+        *,
+        matched_rule: str | None = None,
+        typed_decision: str = "deny",
+    ) -> "Decision":
+        """A deny of the same call made by a check after the policy engine (the declared
+        baseline, rate and flow rules, approvals): tool, classes and policy identity kept; the
+        allow's obligations, evidence and matches dropped; ``matched_rule`` names the rule."""
+        return Decision(
+            "deny",
+            self.tool,
+            reason_code=reason_code,
+            reason=reason,
+            contract=contract,
+            typed_decision=typed_decision,
+            tool_classes=self.tool_classes,
+            matched_rule=matched_rule,
+            policy_version=self.policy_version,
+            policy_digest=self.policy_digest,
+        )
+
     # -- views -----------------------------------------------------------------------------
 
     @property
