@@ -295,11 +295,12 @@ class WrapSession:
         """Writing to the client failed: nobody reads replies any more. The run ends now."""
         if self.phase is Phase.DONE:
             return []
-        if self._approvals is not None:
-            self._approvals.take_all()  # nobody reads: no replies, no records
+        out: list[Effect] = []
+        self._abandon_approvals(out)  # recorded; their replies reach nobody (the shell drops them)
         self._cause(StopCause.CLIENT_EOF)
         self.phase = Phase.DONE
-        return [StopClient(), Finish(drain=False)]
+        out += [StopClient(), Finish(drain=False)]
+        return out
 
     def _process(self, out: list[Effect]) -> None:
         """Judge queued lines in order; pause at a long one (:class:`AdmitLine`)."""
@@ -487,6 +488,8 @@ class WrapSession:
             if self._approval_fallback == "allow":
                 return decision.replace(approval_state="not_asked")
             return self._approval_denied(decision, "unavailable", approvals.REASONS["unavailable"])
+        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+            return self._approval_denied(decision, "timed_out", approvals.timeout_reason(0))
         if table.full:
             return self._approval_denied(decision, "failed", approvals.REASONS["full"])
         approval_id = table.next_id()

@@ -268,6 +268,14 @@ def test_the_default_timeout_is_two_minutes():
     assert h.session.deadline == h.clock.now + 120
 
 
+def test_a_zero_timeout_denies_without_asking():
+    h = session(load_policy(POLICY_TEXT.replace("30s", "0").encode()))
+    outcome = h.handle(call(1))
+    (reply,) = lines(outcome.reply)
+    assert deny_payload(reply)["approval"] == "timed_out"
+    assert h.session.deadline is None
+
+
 def test_the_lifecycle_deadlines_are_unchanged_after_client_eof():
     h = session()
     asked(h)
@@ -336,6 +344,21 @@ def test_a_signal_denies_held_calls():
     denies = [m for m in lines(effects.to_client) if "result" in m]
     assert [d["id"] for d in denies] == [4]
     assert h.session.phase is Phase.SIGNALLED
+
+
+def test_a_lost_client_still_gets_the_records_of_held_calls():
+    h = session(options=with_logs())
+    asked(h, 4)
+    effects = h._run(h.session.client_lost())
+    assert [e["approval_state"] for e in events(effects)] == ["cancelled"]
+    assert effects.kinds()[-2:] == ["StopClient", "Finish"]
+
+
+def test_a_failed_record_says_nothing_more_about_held_calls():
+    h = session(options=with_logs())
+    asked(h, 4)
+    effects = h._run(h.session.output_failed("disk full"))
+    assert effects.kinds() == ["StopClient", "Finish"]
 
 
 def test_a_held_notification_is_dropped_on_decline_and_forwarded_on_accept():
