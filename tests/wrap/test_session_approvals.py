@@ -616,3 +616,92 @@ def test_the_docs_example_asks_for_writes_and_not_for_reads():
     assert h.handle(call(3, "exec", {"command": "ls"})).disposition == "blocked"
     no_caps = session(policy, capabilities={})
     assert deny_payload(json.loads(no_caps.handle(call(1, "write_file", {})).reply))["approval"] == "unavailable"
+
+
+# -- any interleaving ------------------------------------------------------------------------------
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("deploy")),
+        st.tuples(st.just("echo")),
+        st.tuples(st.sampled_from(["accept", "decline", "cancel", "error", "late"]), st.integers(0, 9)),
+        st.tuples(st.just("client_cancel"), st.integers(0, 9)),
+        st.tuples(st.just("wait"), st.sampled_from([1.0, 10.0, 29.0, 31.0])),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ACTIONS)
+def test_every_call_has_exactly_one_fate_in_any_interleaving(actions):
+    """Whatever the order of calls, answers, cancels and time: each call is forwarded once, or
+    answered with one deny, or (cancelled by the client) neither; wrap's ids never reach the
+    server; the deadline is the earliest pending one; one decision event per call."""
+    h = session(options=SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t"))
+    to_server, to_client, records = b"", [], []
+    asked_at: dict[str, float] = {}  # approval id -> when asked, while pending (the model)
+    id_of: dict[str, int] = {}
+    cancelled_by_client: set[int] = set()
+    next_rid = 1
+
+    def take(effects):
+        nonlocal to_server
+        to_server += effects.to_server
+        to_client.extend(lines(effects.to_client))
+        records.extend(effects.records(Sink.DECISION_LOG))
+        for message in lines(effects.to_client):
+            if message.get("method") == "elicitation/create":
+                asked_at[message["id"]] = h.clock.now
+            if message.get("method") == "notifications/cancelled":
+                asked_at.pop(message["params"]["requestId"], None)
+            if "result" in message and message["id"] in id_of.values():
+                asked_at.pop(next(a for a, r in id_of.items() if r == message["id"]), None)
+
+    for action in actions:
+        kind = action[0]
+        pending = sorted(asked_at)
+        if kind in ("deploy", "echo"):
+            before = set(asked_at)
+            take(h.client(call(next_rid, kind)))
+            for new in set(asked_at) - before:
+                id_of[new] = next_rid
+            next_rid += 1
+        elif kind == "wait":
+            h.clock.advance(action[1])
+            if h.session.deadline is not None and h.clock.now >= h.session.deadline:
+                take(h._run(h.session.timer()))
+        elif kind == "client_cancel":
+            if pending:
+                rid = id_of[pending[action[1] % len(pending)]]
+                cancelled_by_client.add(rid)
+                take(h.client(cancelled(rid)))
+        elif id_of:
+            target = sorted(id_of)[action[1] % len(id_of)] if kind == "late" else (pending[action[1] % len(pending)] if pending else None)
+            if target is None:
+                continue
+            if kind == "error":
+                line = frame_line({"jsonrpc": "2.0", "id": target, "error": {"code": -1, "message": "x"}})
+            else:
+                line = answer(target, "accept" if kind == "late" else kind)
+            accepted = kind == "accept" or (kind == "late" and target in asked_at)
+            if accepted:
+                asked_at.pop(target)
+            take(h.client(line))
+        expected = min(asked_at.values()) + 30 if asked_at else None
+        assert h.session.deadline == expected
+    take(h.client_closed())
+
+    forwarded = [json.loads(line) for line in to_server.splitlines()]
+    assert all(not str(f.get("id", "")).startswith("assay-approval") for f in forwarded)
+    assert all("method" in f for f in forwarded)  # no answer to wrap's requests reached the server
+    forwarded_ids = [f["id"] for f in forwarded if f.get("method") == "tools/call"]
+    denied_ids = [m["id"] for m in to_client if "result" in m]
+    all_ids = list(range(1, next_rid))
+    assert len(forwarded_ids) == len(set(forwarded_ids)) and len(denied_ids) == len(set(denied_ids))
+    assert not set(forwarded_ids) & set(denied_ids)
+    assert set(forwarded_ids) | set(denied_ids) | cancelled_by_client == set(all_ids)
+    assert not cancelled_by_client & (set(forwarded_ids) | set(denied_ids))
+    requests = [m["id"] for m in to_client if m.get("method") == "elicitation/create"]
+    assert len(requests) == len(set(requests))
+    assert sorted(json.loads(r)["data"]["request_id"] for r in records) == all_ids
