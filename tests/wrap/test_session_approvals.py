@@ -705,3 +705,34 @@ def test_every_call_has_exactly_one_fate_in_any_interleaving(actions):
     requests = [m["id"] for m in to_client if m.get("method") == "elicitation/create"]
     assert len(requests) == len(set(requests))
     assert sorted(json.loads(r)["data"]["request_id"] for r in records) == all_ids
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 400), max_size=8))
+def test_how_the_client_stream_is_cut_does_not_change_what_is_forwarded(cuts):
+    """The same client bytes, read whole or cut anywhere (the careful path), forward the same
+    bytes and send the same lines to the client."""
+    stream = (
+        call(2, "echo") + answer(PREFIX + "1") + call(3) + call(4, "echo")
+        + answer(PREFIX + "2", "decline") + cancelled(5) + call(6, "echo")
+    )
+
+    def run(chunks):
+        h = session()
+        asked(h, 1)
+        server, client = b"", b""
+        for chunk in chunks:
+            effects = h.client(chunk)
+            server += effects.to_server
+            client += effects.to_client
+        return server, client
+
+    pieces, at = [], 0
+    for cut in sorted(set(cuts)):
+        if at < cut < len(stream):
+            pieces.append(stream[at:cut])
+            at = cut
+    pieces.append(stream[at:])
+    whole = run([stream])
+    assert run(pieces) == whole
+    assert whole[0] == call(2, "echo") + call(1) + call(4, "echo") + cancelled(5) + call(6, "echo")
