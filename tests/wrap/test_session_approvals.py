@@ -736,3 +736,14 @@ def test_how_the_client_stream_is_cut_does_not_change_what_is_forwarded(cuts):
     whole = run([stream])
     assert run(pieces) == whole
     assert whole[0] == call(2, "echo") + call(1) + call(4, "echo") + cancelled(5) + call(6, "echo")
+
+
+def test_the_request_shown_in_the_docs_is_what_wrap_sends():
+    """docs/wrap.md, "Approvals": the example request, byte for byte but for the id."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "wrap.md").read_text()
+    shown = next(line for line in page.splitlines() if '"method":"elicitation/create"' in line)
+    example = json.loads(shown)
+    sent = approvals.elicitation_request(example["id"], "write_file", {"path": "/workspace/x", "content": "y"})
+    assert sent == shown.encode() + b"\n"
