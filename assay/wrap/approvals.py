@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -214,9 +214,6 @@ class Approvals:
     def __bool__(self) -> bool:
         return bool(self._held)
 
-    def __iter__(self) -> Iterator[HeldCall]:
-        return iter(list(self._held.values()))
-
     @property
     def full(self) -> bool:
         return len(self._held) >= self.limit
@@ -236,7 +233,10 @@ class Approvals:
         if request_id.__class__ is not str or not request_id.startswith(self.prefix):
             return False
         n = request_id[len(self.prefix) :]
-        return n.isascii() and n.isdigit() and n[0] != "0" and int(n) <= self.issued
+        issued = str(self.issued)
+        if not (n.isascii() and n.isdigit()) or n[0] == "0" or len(n) > len(issued):
+            return False
+        return len(n) < len(issued) or n <= issued  # as numbers, without reading a long one
 
     def take(self, approval_id: str) -> HeldCall | None:
         """The held call this id asked about, removed; None when it was settled already."""

@@ -502,6 +502,19 @@ def test_ids_are_never_numeric_looking_and_the_token_is_random_by_default():
             float(rid)
 
 
+def test_a_huge_id_with_wrap_s_prefix_is_not_read_as_a_number():
+    h = session()
+    asked(h, 1)
+    line = answer(PREFIX + "9" * 5000)  # int() refuses more than 4300 digits
+    assert h.client(line).to_server == line
+    table = approvals.Approvals(token=TOKEN)
+    for _ in range(12):
+        table.next_id()
+    assert [table.owns(PREFIX + n) for n in ("1", "9", "10", "12", "13", "20", "100", "012")] == [
+        True, True, True, True, False, False, False, False,
+    ]
+
+
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
