@@ -18,6 +18,7 @@ from typing import Any, Literal, overload
 
 from assay.inputs import policy_byte_limit, read_input_file
 from assay.policy.engine import compile_policy
+from assay.policy.durations import DurationError, parse_duration
 from assay.policy.errors import PolicyError
 from assay.policy.model import (
     _PIN_FIELDS,
@@ -26,6 +27,8 @@ from assay.policy.model import (
     _SCOPE_FIELDS,
     _TOOLS_KEYS,
     _LIST_KEYS,
+    _APPROVAL_KEYS,
+    APPROVAL_FALLBACKS,
     UNCONSTRAINED_MODES,
     Limits,
     Policy,
@@ -194,7 +197,7 @@ def _contract(r: _Reader, value: Any, path: str, names: tuple[str, ...]) -> dict
 
 def _tools(r: _Reader, value: Any) -> ToolRules:
     m = r.mapping(value, "tools")
-    r.fields(m, "tools", _TOOLS_KEYS)
+    r.fields(m, "tools", _TOOLS_KEYS + _APPROVAL_KEYS)
     kwargs: dict[str, Any] = {}
     for key in _LIST_KEYS:
         kwargs[key] = r.strings(m.get(key), f"tools.{key}")
@@ -204,6 +207,14 @@ def _tools(r: _Reader, value: Any) -> ToolRules:
     kwargs["redact_args_contract"] = _contract(
         r, m.get("redact_args_contract"), "tools.redact_args_contract", _REDACT_FIELDS
     )
+    # approvals that ask a person (docs/policy.md, "Approvals")
+    if m.get("approval_fallback") is not None:
+        kwargs["approval_fallback"] = r.enum(m["approval_fallback"], "tools.approval_fallback", APPROVAL_FALLBACKS)
+    if m.get("approval_timeout") is not None:
+        try:
+            kwargs["approval_timeout"] = parse_duration(m["approval_timeout"])
+        except DurationError as exc:
+            raise PolicyError("validation", f"tools.approval_timeout: {exc}") from None
     return ToolRules(**kwargs)
 
 
@@ -591,7 +602,7 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
 
 
 def _replace(rules: ToolRules, **changes: Any) -> ToolRules:
-    values = {k: getattr(rules, k) for k in _TOOLS_KEYS}
+    values = {k: getattr(rules, k) for k in _TOOLS_KEYS + _APPROVAL_KEYS}
     values.update(changes)
     return ToolRules(**values)
 

@@ -18,6 +18,7 @@ __all__ = [
     "Limits",
     "PathRule",
     "UNCONSTRAINED_MODES",
+    "APPROVAL_FALLBACKS",
 ]
 
 UNCONSTRAINED_MODES = ("warn", "deny", "allow")
@@ -50,6 +51,10 @@ _TOOLS_KEYS = (
     "redact_args_classes",
     "redact_args_contract",
 )
+# keys of ``tools`` that appear in the normalized model only when set (the digest of a policy
+# without them is what it was before they existed)
+_APPROVAL_KEYS = ("approval_fallback", "approval_timeout")
+APPROVAL_FALLBACKS = ("deny", "allow")
 _ROOT_KEYS = (
     "version",
     "name",
@@ -117,6 +122,8 @@ class ToolRules:
     redact_args: tuple[str, ...] | None = None
     redact_args_classes: tuple[str, ...] | None = None
     redact_args_contract: dict[str, str] | None = None
+    approval_fallback: str | None = None  # deny | allow; None = absent (deny)
+    approval_timeout: float | None = None  # seconds; None = absent (120)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -127,6 +134,10 @@ class ToolRules:
             elif isinstance(value, dict):
                 value = dict(value)
             out[key] = value
+        for key in _APPROVAL_KEYS:  # only when present, so older policies keep their digest
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
         return out
 
 

@@ -54,6 +54,10 @@ class PendingTable:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def __contains__(self, key: Key) -> bool:
+        """Whether a forwarded request with exactly this id key (:func:`id_key`) is pending."""
+        return key in self._pending
+
     def add(self, request_id: Any, method: str) -> Key | None:
         """Register a forwarded request; returns its key (None: the id can never be answered)."""
         if request_id.__class__ is int:  # the usual id: no conversion, no alias

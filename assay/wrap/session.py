@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 import ujson
 
-from assay.policy import Decision, Policy, SessionState, evaluate
-from assay.wrap import records, replies, serverlines
+from assay.policy import Decision, NameMatcher, Policy, SessionState, evaluate
+from assay.wrap import approvals, records, replies, serverlines
 from assay.wrap.admission import (
     DEFAULT_MAX_FRAME_BYTES,
     Admitted,
@@ -67,7 +67,7 @@ from assay.wrap.effects import (
     Warn,
 )
 from assay.wrap.listing import ListChain, tool_definition_digest
-from assay.wrap.pending import Key, PendingTable
+from assay.wrap.pending import Key, PendingTable, id_key
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
 
@@ -80,6 +80,7 @@ MIN_SILENCE_S = 0.05  # the least silence after which a descendant holding stdou
 
 _TOOLS_LIST = "tools/list"
 _TOOLS_CALL = "tools/call"
+_CANCELLED = "notifications/cancelled"
 _UNSET: Any = msgspec.UNSET
 
 
@@ -134,6 +135,7 @@ class WrapSession:
         clock: Callable[[], float] = time.monotonic,
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
+        approval_token: str | None = None,
     ) -> None:
         self.policy = policy
         self.options = options = options or SessionOptions()
@@ -188,6 +190,22 @@ class WrapSession:
         self._owed_output_at = 0.0  # the child's last output while it owed answers
         self._deadline: float | None = None
         self._silence_killed = False
+        # -- approvals that ask a person (docs/wrap.md, "Approvals"); None: the policy asks none,
+        # or a dry run (which never asks)
+        self.can_elicit = False  # the client's last initialize declared form-mode elicitation
+        self._approvals: approvals.Approvals | None = None
+        self._approval_fallback = "deny"
+        self._approval_names = NameMatcher(())
+        self._released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
+        tools = policy.tools
+        if tools.approval_required is not None or tools.approval_required_classes is not None:
+            self._approval_fallback = tools.approval_fallback or "deny"
+            self._approval_names = NameMatcher(tools.approval_required or ())
+            if not options.dry_run:
+                timeout = tools.approval_timeout
+                self._approvals = approvals.Approvals(
+                    approvals.DEFAULT_TIMEOUT_S if timeout is None else timeout, token=approval_token
+                )
 
     # ------------------------------------------------------------------------------------------
     # client -> server
@@ -267,6 +285,7 @@ class WrapSession:
         if not self.started and not self.seen_nonblank:  # an empty client stream is a session too
             out.append(StartSession())
             self._begin()
+        self._abandon_approvals(out)
         self._cause(StopCause.CLIENT_EOF)
         out.append(CloseServerInput())
         self.phase = Phase.DRAINING
@@ -276,9 +295,12 @@ class WrapSession:
         """Writing to the client failed: nobody reads replies any more. The run ends now."""
         if self.phase is Phase.DONE:
             return []
+        out: list[Effect] = []
+        self._abandon_approvals(out)  # recorded; their replies reach nobody (the shell drops them)
         self._cause(StopCause.CLIENT_EOF)
         self.phase = Phase.DONE
-        return [StopClient(), Finish(drain=False)]
+        out += [StopClient(), Finish(drain=False)]
+        return out
 
     def _process(self, out: list[Effect]) -> None:
         """Judge queued lines in order; pause at a long one (:class:`AdmitLine`)."""
@@ -331,6 +353,9 @@ class WrapSession:
             return
         if self._judge(item.frame, out, item.raw):
             self._fwd.append(item.raw)
+        elif self._released:  # an answer accepted held calls: they go now, in this order
+            self._fwd.extend(line + b"\n" for line in self._released)
+            self._released.clear()
 
     def _fast(self, region: bytes, lines: list[bytes], frames: list[dict[str, Any]], out: list[Effect]) -> None:
         """A whole read of admitted frames (the usual case): one judgement per frame, and the
@@ -339,12 +364,17 @@ class WrapSession:
         self.seen_nonblank = True
         judge = self._judge
         kept: list[bytes] | None = None
+        released = self._released
         for i, frame in enumerate(frames):
             if judge(frame, out, lines[i]):
                 if kept is not None:
                     kept.append(lines[i])
-            elif kept is None:
-                kept = lines[:i]
+            else:
+                if kept is None:
+                    kept = lines[:i]
+                if released:  # an answer accepted held calls: they go where the answer was
+                    kept.extend(released)
+                    released.clear()
         if kept is None:
             out.append(ToServer(region))
         elif kept:
@@ -358,11 +388,18 @@ class WrapSession:
         method = frame.get("method")
         if method == _TOOLS_CALL:
             return self._tool_call(raw, frame, out)
-        if method is None:  # a client response to a server request
+        if method is None:  # a client response to a server request (or to wrap's own)
+            if self._approvals is not None and self._approvals.owns(frame.get("id")):
+                self._approval_answer(raw, frame, out)
+                return False
             self.forwarded += 1
             if self.options.receipts and self.started:
                 self._receipt(raw, frame, True, None, out)
             return True
+        if method == "initialize" and "id" in frame:  # a later initialize replaces what it said
+            self.can_elicit = approvals.can_elicit(frame.get("params"))
+        elif method == _CANCELLED and self._approvals and self._client_cancel(raw, frame, out):
+            return False
         if "id" in frame:
             self.state.note_request()
             key = self._pending.add(frame["id"], method)
@@ -383,6 +420,11 @@ class WrapSession:
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
         if decision.outcome != "deny":
             decision = self._gate(name, arguments, decision)
+            if decision.approval_state is not None and not opts.dry_run:
+                held = self._ask(raw, frame, params, name, arguments, valid, decision, out)
+                if held is None:  # held until the person answers: nothing recorded yet
+                    return False
+                decision = held
         event_id = None
         if self._records_on:
             event_id = self._record(decision, frame, params, name, valid, out)
@@ -423,6 +465,153 @@ class WrapSession:
         """A call the policy allowed goes to the server (in a dry run too: it then predicts what
         enforcing would do): it enters the session's history (flow rules) and rate windows."""
 
+    # -- approvals that ask a person (docs/wrap.md, "Approvals") -----------------------------
+
+    def _ask(
+        self,
+        raw: bytes | None,
+        frame: dict[str, Any],
+        params: Any,
+        name: str,
+        arguments: Any,
+        valid: bool,
+        decision: Decision,
+        out: list[Effect],
+    ) -> Decision | None:
+        """An allowed call that needs a person's approval (enforce mode). None: it is held and
+        wrap's ``elicitation/create`` goes to the client. Otherwise the decision to go on with:
+        the fallback (a client that cannot be asked) or a deny (too many approvals pending)."""
+        table = self._approvals
+        if table is None or not self.can_elicit or replies.is_modern_request(frame):
+            # 2026-07-28-era requests carry no initialize and have no place for wrap's own
+            # request: the fallback applies as for a client without elicitation
+            if self._approval_fallback == "allow":
+                return decision.replace(approval_state="not_asked")
+            return self._approval_denied(decision, "unavailable", approvals.REASONS["unavailable"])
+        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+            return self._approval_denied(decision, "timed_out", approvals.timeout_reason(0))
+        if table.full:
+            return self._approval_denied(decision, "failed", approvals.REASONS["full"])
+        approval_id = table.next_id()
+        line = raw or b""
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        table.hold(
+            approvals.HeldCall(
+                approval_id=approval_id,
+                raw=raw or b"",
+                line=line,
+                frame=frame,
+                params=params,
+                name=name,
+                arguments=arguments,
+                valid=valid,
+                decision=decision,
+                deadline=self._clock() + table.timeout,
+                request_key=id_key(frame["id"]) if "id" in frame else None,
+            )
+        )
+        self._reply(approvals.elicitation_request(approval_id, name, arguments), out)
+        return None
+
+    def _approval_denied(self, decision: Decision, which: str, reason: str) -> Decision:
+        """The deny of a call whose approval was not given (``approval`` says why)."""
+        tool = decision.tool
+        rule = "tools.approval_required" if self._approval_names(tool) else "tools.approval_required_classes"
+        contract = {"status": "deny", "error_code": "E_APPROVAL_DENIED", "tool": tool, "approval": which, "reason": reason}
+        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(approval_state=which)
+
+    def _approval_answer(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> None:
+        """The client answered one of wrap's requests: consumed here, never forwarded. A late
+        answer (the call was settled by a timeout, a cancel or the end) is ignored."""
+        if self.options.receipts and self.started:
+            self._receipt(raw, frame, False, None, out, disposition="consumed")
+        call = self._approvals.take(frame["id"]) if self._approvals is not None else None
+        if call is None:
+            return
+        answer = approvals.read_answer(frame)
+        if answer == "accept":
+            # other calls may have entered meanwhile: the session's checks run again
+            decision = self._gate(call.name, call.arguments, call.decision).replace(approval_state="approved")
+        else:
+            which = approvals.WHICH[answer]
+            reason = approvals.REASONS["error" if "error" in frame else which]
+            decision = self._approval_denied(call.decision, which, reason)
+        self._settle(call, decision, out)
+
+    def _client_cancel(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool:
+        """``notifications/cancelled`` from the client: held calls with that request id are
+        dropped without a reply (the client asked for none) and wrap's prompt is closed. True
+        when the notification is consumed (no forwarded request has that id)."""
+        params = frame.get("params")
+        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
+        if key is None or self._approvals is None:
+            return False
+        calls = self._approvals.take_request(key)
+        if not calls:
+            return False
+        for call in calls:
+            self._reply(approvals.cancel_notification(call.approval_id, approvals.CANCEL_REASONS["client"]), out)
+            decision = self._approval_denied(call.decision, "cancelled", approvals.REASONS["client_cancelled"])
+            self._settle(call, decision, out, answer=False)
+        if key in self._pending:  # a forwarded request reuses the id: the server gets it too
+            return False
+        if self.options.receipts and self.started:
+            self._receipt(raw, frame, False, None, out, disposition="consumed")
+        return True
+
+    def _settle(self, call: approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None:
+        """A held call's fate is known: its records, then its deny reply (unless ``answer`` is
+        False) or its forward (after the frame in hand, through ``_released``)."""
+        frame = call.frame
+        event_id = None
+        if self._records_on:
+            event_id = self._record(decision, frame, call.params, call.name, call.valid, out)
+        has_id = "id" in frame
+        receipts = self.options.receipts and self.started
+        if decision.outcome == "deny":
+            if has_id and answer:
+                self._reply(
+                    replies.deny_reply(
+                        frame["id"],
+                        decision.contract or {},
+                        modern=replies.is_modern_request(frame),
+                        structured=not self._may_have_output_schema(call.name),
+                    ),
+                    out,
+                )
+                self.blocked += 1
+            else:  # a notification, or a call the client cancelled: no reply
+                self.dropped += 1
+            if receipts:
+                self._receipt(call.raw, frame, False, event_id, out)
+            return
+        self._enter(call.name, call.arguments)
+        if has_id:
+            self._pending.add(frame["id"], _TOOLS_CALL)
+        self.forwarded += 1
+        if receipts:
+            self._receipt(call.raw, frame, True, event_id, out)
+        self._released.append(call.line)
+
+    def _expire_approvals(self, now: float, out: list[Effect]) -> None:
+        """Held calls whose approval timed out: denied, and the client's prompt closed."""
+        if self._approvals is None:
+            return
+        for call in self._approvals.expired(now):
+            self._reply(approvals.cancel_notification(call.approval_id, approvals.CANCEL_REASONS["timed_out"]), out)
+            reason = approvals.timeout_reason(self._approvals.timeout)
+            self._settle(call, self._approval_denied(call.decision, "timed_out", reason), out)
+
+    def _abandon_approvals(self, out: list[Effect]) -> None:
+        """The session stops taking client input (client EOF, the child gone, a signal): every
+        held call is denied ``cancelled`` (the client may still read) and its prompt closed."""
+        if not self._approvals:
+            return
+        for call in self._approvals.take_all():
+            self._reply(approvals.cancel_notification(call.approval_id, approvals.CANCEL_REASONS["ended"]), out)
+            self._settle(call, self._approval_denied(call.decision, "cancelled", approvals.REASONS["ended"]), out)
+
     def _may_have_output_schema(self, name: str) -> bool:
         """Whether a definition of ``name`` that reached the client may declare an
         ``outputSchema`` (then a deny carries no ``structuredContent``, docs/wrap.md, "Deny
@@ -454,15 +643,25 @@ class WrapSession:
             out.append(Warn(rec.verbose))
         return rec.event_id
 
-    def _receipt(self, raw: bytes | None, frame: dict[str, Any], forwarded: bool, event_id: str | None, out: list[Effect]) -> None:
-        """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments."""
+    def _receipt(
+        self,
+        raw: bytes | None,
+        frame: dict[str, Any],
+        forwarded: bool,
+        event_id: str | None,
+        out: list[Effect],
+        *,
+        disposition: str | None = None,
+    ) -> None:
+        """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments.
+        ``disposition`` overrides forwarded/blocked (``consumed``: wrap's own exchange)."""
         self._receipt_seq += 1
         has_method = "method" in frame
         out.append(Record(Sink.RECEIPTS, records.receipt_line(
             self._receipt_seq,
             "sha256:" + frame_digest(raw or b""),
             ("request" if "id" in frame else "notification") if has_method else "response",
-            "forwarded" if forwarded else "blocked",
+            disposition or ("forwarded" if forwarded else "blocked"),
             method=frame["method"] if has_method else records.ABSENT,
             request_id=frame["id"] if "id" in frame else records.ABSENT,
             decision_event_id=event_id,
@@ -699,10 +898,13 @@ class WrapSession:
         read; if the child lingers, it gets the grace period like after a client EOF."""
         if self.phase is not Phase.RUNNING:
             return []
+        out: list[Effect] = []
+        self._abandon_approvals(out)
         self._cause(StopCause.CHILD_EXIT)
         self.phase = Phase.DRAINING
         self._eof_at = self._clock()
-        return [StopClient(), CloseServerInput()]
+        out += [StopClient(), CloseServerInput()]
+        return out
 
     # ------------------------------------------------------------------------------------------
     # lifecycle
@@ -719,6 +921,7 @@ class WrapSession:
         out: list[Effect] = []
         phase = self.phase
         if phase in (Phase.RUNNING, Phase.DRAINING, Phase.TERMINATING, Phase.KILLED):
+            self._abandon_approvals(out)
             self._cause(StopCause.CHILD_EXIT)
             out.append(StopClient())
             self.phase = Phase.CHILD_EXITED
@@ -740,6 +943,7 @@ class WrapSession:
         self.wrap_signal = signum
         self._cause(StopCause.SIGNAL)
         out: list[Effect] = [StopClient(), SignalChild(_signal.SIGTERM)]
+        self._abandon_approvals(out)
         now = self._clock()
         if self.child_gone:
             self.phase = Phase.SIGNAL_DRAIN
@@ -754,8 +958,11 @@ class WrapSession:
 
     @property
     def deadline(self) -> float | None:
-        """The session-clock time at which :meth:`timer` is due, or None."""
+        """The session-clock time at which :meth:`timer` is due, or None. While running: the
+        earliest deadline of a held approval."""
         phase = self.phase
+        if phase is Phase.RUNNING:
+            return self._approvals.deadline if self._approvals else None
         if phase is Phase.DRAINING:
             return self._grace_base() + self.options.shutdown_grace
         if phase is Phase.CHILD_EXITED:
@@ -778,6 +985,10 @@ class WrapSession:
         if deadline is None or now < deadline:
             return []
         phase = self.phase
+        if phase is Phase.RUNNING:
+            out: list[Effect] = []
+            self._expire_approvals(now, out)
+            return out
         if phase is Phase.DRAINING:
             self.phase = Phase.TERMINATING
             self._deadline = now + KILL_AFTER_TERM_S
@@ -803,6 +1014,8 @@ class WrapSession:
         if self.phase is Phase.DONE:
             return []
         self.fatal = message
+        if self._approvals is not None:
+            self._approvals.take_all()  # records cannot be written: nothing more is said
         self._cause(StopCause.OUTPUT_ERROR)
         self.phase = Phase.DONE
         return [StopClient(), Finish(drain=True, deadline=self._clock() + FATAL_FLUSH_S)]

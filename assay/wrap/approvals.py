@@ -1,0 +1,269 @@
+"""Approvals that ask a person through the client (sans-IO; docs/wrap.md, "Approvals").
+
+A ``tools/call`` that the policy marks ``approval_required`` is held by wrap while wrap asks the
+client's user with its own ``elicitation/create`` request; the client's answer decides whether
+the held call goes to the server. This module is the plain part of that: whether a client can
+be asked (its ``initialize`` capabilities), the request wrap sends and the text it shows, how
+an answer reads, the ``notifications/cancelled`` that closes a prompt, and the bounded table of
+held calls with their deadlines. The session (:mod:`assay.wrap.session`) decides when each is
+used; nothing here does I/O or reads a clock.
+
+wrap's request ids are strings ``assay-approval-<32 hex>-<n>``: the hex part is 128 random bits
+drawn once per session, so neither the client (whose own ids are in another space) nor the
+server (which never sees these requests) can produce one by accident or by guessing, and
+``<n>`` counts from 1. No id of this form is ever numeric-looking, so no SDK reads it as a
+number.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ujson
+
+__all__ = [
+    "ANSWERS",
+    "CANCEL_REASONS",
+    "DEFAULT_TIMEOUT_S",
+    "REASONS",
+    "WHICH",
+    "HeldCall",
+    "MAX_ARGUMENTS_TEXT",
+    "MAX_PENDING",
+    "Approvals",
+    "approval_text",
+    "can_elicit",
+    "cancel_notification",
+    "elicitation_request",
+    "read_answer",
+    "timeout_reason",
+]
+
+DEFAULT_TIMEOUT_S: Final = 120.0  # tools.approval_timeout when the policy does not set it
+MAX_PENDING: Final = 64  # held calls at once; one more is denied (approval "failed")
+MAX_ARGUMENTS_TEXT: Final = 2000  # characters of argument JSON shown in the prompt
+MAX_NAME_TEXT: Final = 200  # characters of the tool name shown in the prompt
+ID_PREFIX: Final = "assay-approval-"
+ANSWERS: Final = ("accept", "decline", "cancel")
+
+_TOKEN = re.compile(r"[0-9a-f]{32}")
+
+WHICH: Final = {"decline": "declined", "cancel": "cancelled", "failed": "failed"}
+"""A client's answer (:func:`read_answer`) that is not ``accept`` -> the deny's ``approval``."""
+
+REASONS: Final = {
+    "declined": "The person declined the tool call",
+    "cancelled": "The person dismissed the approval request without answering",
+    "failed": "The client's answer to the approval request could not be read",
+    "error": "The client answered the approval request with an error",
+    "full": f"Too many tool calls are waiting for approval (at most {MAX_PENDING})",
+    "unavailable": "Approval required, but the client cannot ask a person (it did not declare the elicitation capability)",
+    "client_cancelled": "The client cancelled the tool call while it waited for approval",
+    "ended": "The session ended before the person answered",
+}
+"""The deny payload's ``reason`` by case (fixed texts: the arguments never appear in a reason)."""
+
+CANCEL_REASONS: Final = {
+    "timed_out": "assay: the approval timed out",
+    "client": "assay: the client cancelled the tool call",
+    "ended": "assay: the session ended",
+}
+"""The ``reason`` of the ``notifications/cancelled`` that closes wrap's prompt, by cause."""
+
+
+def timeout_reason(timeout: float) -> str:
+    """The deny reason of a call whose approval timed out."""
+    return f"No answer to the approval request within {timeout:g}s"
+
+
+def can_elicit(params: Any) -> bool:
+    """Whether an ``initialize`` request's params declare form-mode elicitation:
+    ``capabilities.elicitation`` is an object that is empty (form mode, for clients of the
+    2025-06-18 revision) or has a ``form`` member. An object with only ``url`` (a client that
+    can open links but shows no forms) cannot be asked."""
+    caps = params.get("capabilities") if isinstance(params, dict) else None
+    elicitation = caps.get("elicitation") if isinstance(caps, dict) else None
+    if not isinstance(elicitation, dict):
+        return False
+    return "form" in elicitation or "url" not in elicitation
+
+
+# Characters that would let argument text pass for something else on a person's screen: C0 and
+# C1 controls, DEL, the line and paragraph separators and the bidirectional overrides.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escape(text: str) -> str:
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit} more characters not shown)"
+
+
+def _json(value: Any) -> str:
+    try:
+        return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
+    except (TypeError, OverflowError, ValueError):  # not reached for admitted frames
+        return repr(value)
+
+
+def approval_text(name: str, arguments: Any) -> str:
+    """The message the person reads: the tool name (JSON-quoted) and the arguments as compact
+    JSON (absent arguments read ``none``), each cut to a bounded length, with control, line
+    separator and bidirectional characters shown as ``\\uXXXX`` escapes so the text cannot
+    hide or reorder what follows."""
+    shown_name = _escape(_bounded(_json(name), MAX_NAME_TEXT))
+    shown_args = "none" if arguments is None else _escape(_bounded(_json(arguments), MAX_ARGUMENTS_TEXT))
+    return (
+        f"assay: approve the tool call {shown_name}?\n"
+        f"Arguments: {shown_args}\n"
+        "Accept to let it run; decline to deny it."
+    )
+
+
+def _line(obj: Any) -> bytes:
+    """One compact JSON line (a lone surrogate in the arguments: the whole line in ASCII
+    escapes, as wrap's other lines, see :mod:`assay.wrap.replies`)."""
+    text = ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return ujson.dumps(obj, ensure_ascii=True, escape_forward_slashes=False).encode("ascii") + b"\n"
+
+
+def elicitation_request(approval_id: str, name: str, arguments: Any) -> bytes:
+    """wrap's ``elicitation/create`` request: form mode, a message, and a schema with no
+    fields, so the client shows the message with accept, decline and cancel."""
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "id": approval_id,
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": approval_text(name, arguments),
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        }
+    )
+
+
+def cancel_notification(approval_id: str, reason: str) -> bytes:
+    """The ``notifications/cancelled`` that tells the client to close wrap's prompt."""
+    return _line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": approval_id, "reason": reason}})
+
+
+def read_answer(frame: Mapping[str, Any]) -> str:
+    """What the client's answer says: ``accept``, ``decline``, ``cancel``, or ``failed`` for an
+    error response and anything else (no ``result`` object, an unknown or missing ``action``)."""
+    if "error" in frame:
+        return "failed"
+    result = frame.get("result")
+    action = result.get("action") if isinstance(result, dict) else None
+    return action if action in ANSWERS else "failed"
+
+
+@dataclass(slots=True)
+class HeldCall:
+    """One ``tools/call`` waiting for a person: everything needed to forward, deny and record it
+    once its fate is known."""
+
+    approval_id: str
+    raw: bytes  # the line as read (its receipt's digest)
+    line: bytes  # the line to forward, without its LF
+    frame: dict[str, Any]
+    params: Any
+    name: str
+    arguments: Any
+    valid: bool
+    decision: Any  # the allowing Decision (approval_state "required")
+    deadline: float
+    request_key: Any  # id_key of the call's id, or None (a notification)
+
+
+class Approvals:
+    """The held calls of one session, by wrap's request id, oldest first, at most ``limit``.
+
+    ``token`` is the 32-hex random part of the ids (tests pass a fixed one); by default 128 bits
+    from :mod:`secrets`.
+    """
+
+    __slots__ = ("prefix", "timeout", "limit", "issued", "_held")
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, *, token: str | None = None, limit: int = MAX_PENDING) -> None:
+        if token is None:
+            token = secrets.token_hex(16)
+        if not _TOKEN.fullmatch(token):
+            raise ValueError("an approval token is 32 lowercase hexadecimal characters")
+        self.prefix = f"{ID_PREFIX}{token}-"
+        self.timeout = timeout
+        self.limit = limit
+        self.issued = 0
+        self._held: dict[str, HeldCall] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
+    @property
+    def full(self) -> bool:
+        return len(self._held) >= self.limit
+
+    def next_id(self) -> str:
+        self.issued += 1
+        return f"{self.prefix}{self.issued}"
+
+    def hold(self, call: HeldCall) -> None:
+        if self.full:
+            raise OverflowError("too many approvals pending")
+        self._held[call.approval_id] = call
+
+    def owns(self, request_id: Any) -> bool:
+        """Whether a response id is one wrap issued in this session (pending or not): answers to
+        wrap's requests are wrap's, even late ones."""
+        if request_id.__class__ is not str or not request_id.startswith(self.prefix):
+            return False
+        n = request_id[len(self.prefix) :]
+        issued = str(self.issued)
+        if not (n.isascii() and n.isdigit()) or n[0] == "0" or len(n) > len(issued):
+            return False
+        return len(n) < len(issued) or n <= issued  # as numbers, without reading a long one
+
+    def take(self, approval_id: str) -> HeldCall | None:
+        """The held call this id asked about, removed; None when it was settled already."""
+        return self._held.pop(approval_id, None)
+
+    def take_request(self, key: Any) -> list[HeldCall]:
+        """Every held call whose own request id has this key, removed."""
+        found = [c for c in self._held.values() if c.request_key is not None and c.request_key == key]
+        for call in found:
+            del self._held[call.approval_id]
+        return found
+
+    def expired(self, now: float) -> list[HeldCall]:
+        """The held calls whose deadline has come, removed, oldest first."""
+        found = [c for c in self._held.values() if c.deadline <= now]
+        for call in found:
+            del self._held[call.approval_id]
+        return found
+
+    def take_all(self) -> list[HeldCall]:
+        found = list(self._held.values())
+        self._held.clear()
+        return found
+
+    @property
+    def deadline(self) -> float | None:
+        """The earliest deadline of a held call, or None."""
+        if not self._held:
+            return None
+        return min(c.deadline for c in self._held.values())

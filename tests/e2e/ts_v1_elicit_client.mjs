@@ -1,0 +1,64 @@
+// A real MCP client that can ask a person, for the approval e2e tests: the official TypeScript
+// SDK v1 `Client` (`@modelcontextprotocol/sdk` 1.x) over stdio, declaring the `elicitation`
+// capability and answering `elicitation/create` with an `ElicitRequestSchema` handler.
+//
+// Input: one JSON object on stdin:
+//   {"command": "...", "args": [...], "timeoutMs": 60000,
+//    "answer": "accept" | "decline" | "cancel" | null   (null: no elicitation capability at all),
+//    "calls": [{"name": "...", "arguments": {...}}, ...]}
+// Output (stdout), one JSON object per line:
+//   {"kind":"connected"}
+//   {"kind":"call","name":...,"is_error":bool,"structuredContent":...,"texts":[...],
+//    "asked":[{"message":...,"mode":...,"requestedSchema":...}]}   (what the handler was asked
+//    during this call) or {"kind":"call","name":...,"thrown":"<message>","asked":[...]}
+//   {"kind":"closed","errors":[...]}
+import { readFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const spec = JSON.parse(readFileSync(0, 'utf8'));
+const timeout = spec.timeoutMs ?? 60000;
+const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
+
+const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
+const transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env, stderr: 'inherit' });
+const capabilities = spec.answer == null ? {} : { elicitation: {} };
+const client = new Client({ name: 'assay-e2e-ts-v1-elicit-client', version: '1.0.0' }, { capabilities });
+const errors = [];
+client.onerror = err => errors.push(String(err?.message ?? err));
+let asked = [];
+if (spec.answer != null) {
+    client.setRequestHandler(ElicitRequestSchema, async request => {
+        const p = request.params;
+        asked.push({ message: p.message, mode: p.mode ?? null, requestedSchema: p.requestedSchema ?? null });
+        return spec.answer === 'accept' ? { action: 'accept', content: {} } : { action: spec.answer };
+    });
+}
+
+try {
+    await client.connect(transport, { timeout });
+} catch (err) {
+    process.stderr.write(`ts_v1_elicit_client: ${err?.stack ?? err}\n`);
+    process.exit(1);
+}
+out({ kind: 'connected' });
+for (const call of spec.calls ?? []) {
+    asked = [];
+    try {
+        const r = await client.callTool({ name: call.name, arguments: call.arguments ?? {} }, undefined, { timeout });
+        out({
+            kind: 'call',
+            name: call.name,
+            is_error: r.isError === true,
+            structuredContent: r.structuredContent ?? null,
+            texts: (r.content ?? []).filter(c => c.type === 'text').map(c => c.text),
+            asked,
+        });
+    } catch (err) {
+        out({ kind: 'call', name: call.name, thrown: String(err?.message ?? err), asked });
+    }
+}
+await client.close();
+out({ kind: 'closed', errors });
+process.exit(0);
