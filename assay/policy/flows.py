@@ -254,9 +254,11 @@ class _Compiled:
     the name matches none of them. Each kind below adds ``violation(hits, name, args, n)`` (the
     reason ``evaluate_rules`` gives when history + [this call, index ``n``] violates the rule, or
     ``None``) and ``enter(hits, name, args, n)``; ``sensitive`` says that calls the rule does not
-    name can violate it in its current state."""
+    name can violate it in its current state, ``dead`` that no call can any more (a ``require``
+    met, an ``eventually`` met in time, a ``before`` whose ``first`` came, a finished
+    ``sequence``), so it is no longer checked."""
 
-    __slots__ = ("names", "am", "labels", "sensitive")
+    __slots__ = ("names", "am", "labels", "sensitive", "dead")
 
     def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
         self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
@@ -265,6 +267,7 @@ class _Compiled:
         )
         self.labels = tuple(str(s) for s in selectors)
         self.sensitive = False
+        self.dead = False  # settled: no call can violate the rule any more
 
     def name_hits(self, name: str) -> tuple[bool, ...] | None:
         hits = tuple(m(name) for m in self.names)
@@ -295,6 +298,7 @@ class _Require(_Compiled):
         if not self.seen and self.hit(hits, 0, args):
             self.seen = True
             self.sensitive = False
+            self.dead = True
 
 
 class _Blocklist(_Compiled):
@@ -351,6 +355,7 @@ class _Before(_Compiled):
         if self.t is None and self.hit(hits, 1, args):
             self.t = n
         self.sensitive = self.t is not None and (self.f is None or self.f > self.t)
+        self.dead = self.f is not None and not self.sensitive
 
 
 class _NeverAfter(_Compiled):
@@ -428,6 +433,7 @@ class _Eventually(_Compiled):
         if self.first is None and self.hit(hits, 0, args):
             self.first = n
             self.sensitive = n >= self.within
+            self.dead = not self.sensitive
 
 
 class _After(_Compiled):
@@ -504,6 +510,7 @@ class _Sequence(_Compiled):
         elif advanced:
             self.k += 1
         self.sensitive = self.broken is not None or (self.strict and 0 < self.k < len(self.names))
+        self.dead = self.broken is None and self.k >= len(self.names)
 
 
 _KINDS = {
@@ -518,6 +525,11 @@ _KINDS = {
 }
 
 
+_Item = tuple[int, Any, "tuple[bool, ...] | None"]  # (rule index, compiled rule, name hits)
+_UNREADABLE = "an argument named by args_match could not be read as text"
+_ORDER_CACHE_LIMIT = 1024
+
+
 class FlowTracker:
     """The flow-rule state of one session.
 
@@ -526,13 +538,18 @@ class FlowTracker:
     :meth:`enter` records a call that went to the server.
     """
 
-    __slots__ = ("rules", "_compiled", "_cache", "_sensitive", "n")
+    __slots__ = ("rules", "_compiled", "_cache", "_orders", "_sensitive", "_last_name", "_last", "n")
 
     def __init__(self, rules: tuple[FlowRule, ...], aliases: dict[str, tuple[str, ...]]) -> None:
         self.rules = rules
         self._compiled: tuple[Any, ...] = tuple(_KINDS[r.rule.kind](r.rule, aliases) for r in rules)
-        self._cache: dict[str, tuple[tuple[int, ...], dict[int, tuple[bool, ...]]]] = {}
+        # name -> the rules its name touches, in file order
+        self._cache: dict[str, tuple[_Item, ...]] = {}
+        # (name, sensitive rules) -> what to check for that name in that state
+        self._orders: dict[tuple[str, tuple[int, ...]], tuple[_Item, ...]] = {}
         self._sensitive = tuple(i for i, c in enumerate(self._compiled) if c.sensitive)
+        self._last_name: str | None = None  # the name of the last check, and its entry
+        self._last: tuple[_Item, ...] = ()
         self.n = 0  # calls entered
 
     @classmethod
@@ -542,43 +559,72 @@ class FlowTracker:
             return None
         return cls(policy.sequences, policy.aliases)
 
-    def _touch(self, name: str) -> tuple[tuple[int, ...], dict[int, tuple[bool, ...]]]:
+    def _touch(self, name: str) -> tuple[_Item, ...]:
         entry = self._cache.get(name)
         if entry is None:
-            hits: dict[int, tuple[bool, ...]] = {}
+            items = []
             for i, c in enumerate(self._compiled):
+                if c.dead:
+                    continue
                 h = c.name_hits(name)
                 if h is not None:
-                    hits[i] = h
-            entry = (tuple(hits), hits)
+                    items.append((i, c, h))
+            entry = tuple(items)
             if len(self._cache) < NAME_CACHE_LIMIT:
                 self._cache[name] = entry
         return entry
 
-    def violation(self, name: str, args: Any) -> tuple[int, str] | None:
-        touched, hits = self._touch(name)
+    def _order(self, name: str, entry: tuple[_Item, ...]) -> tuple[_Item, ...]:
+        """The touched rules and the rules every call matters to, in file order."""
         sensitive = self._sensitive
-        if sensitive:
-            order: tuple[int, ...] | list[int] = sorted(set(touched).union(sensitive)) if touched else sensitive
-        else:
-            order = touched
-        compiled, n = self._compiled, self.n
-        for i in order:
-            try:
-                reason = compiled[i].violation(hits.get(i), name, args, n)
-            except _Unreadable:
-                reason = "an argument named by args_match could not be read as text"
-            if reason is not None:
-                return i, reason
+        key = (name, sensitive)
+        order = self._orders.get(key)
+        if order is None:
+            items: dict[int, _Item] = {j: (j, self._compiled[j], None) for j in sensitive}
+            items.update((item[0], item) for item in entry)
+            order = tuple(items[i] for i in sorted(items))
+            if len(self._orders) < _ORDER_CACHE_LIMIT:
+                self._orders[key] = order
+        return order
+
+    def violation(self, name: str, args: Any) -> tuple[int, str] | None:
+        entry = self._cache.get(name)
+        if entry is None:
+            entry = self._touch(name)
+        self._last_name, self._last = name, entry
+        order = self._order(name, entry) if self._sensitive else entry
+        n = self.n
+        try:
+            for i, rule, hits in order:
+                reason = rule.violation(hits, name, args, n)
+                if reason is not None:
+                    return i, reason
+        except _Unreadable:
+            return i, _UNREADABLE
         return None
 
     def check(self, name: str, args: Any, decision: Decision) -> Decision | None:
         """The deny of a call that would violate a rule (``E_SEQUENCE_VIOLATION``, the rule id in
         ``matched_rule`` and the payload), or ``None`` when every rule still holds."""
-        found = self.violation(name, args)
-        if found is None:
+        entry = self._cache.get(name)
+        if entry is None:
+            entry = self._touch(name)
+        self._last_name, self._last = name, entry
+        if self._sensitive:
+            entry = self._order(name, entry)
+        elif not entry:  # the usual call: no rule can object
             return None
-        i, reason = found
+        n = self.n
+        reason = None
+        try:
+            for i, rule, hits in entry:  # violation(), inlined: this is every call's path
+                reason = rule.violation(hits, name, args, n)
+                if reason is not None:
+                    break
+        except _Unreadable:
+            reason = _UNREADABLE
+        if reason is None:
+            return None
         rule = self.rules[i]
         text = rule.message if rule.message is not None else reason
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": rule.id, "reason": text}
@@ -586,19 +632,23 @@ class FlowTracker:
 
     def enter(self, name: str, args: Any) -> None:
         """``name(args)`` went to the server: it is call number ``n`` of the history."""
-        touched, hits = self._touch(name)
-        if touched:
-            compiled, n = self._compiled, self.n
-            changed = False
-            for i in touched:
-                c = compiled[i]
-                before = c.sensitive
-                try:
-                    c.enter(hits[i], name, args, n)
-                except _Unreadable:
-                    pass  # never reached: a call whose arguments cannot be read is denied by check
-                if c.sensitive != before:
+        entry = self._last if name == self._last_name else self._touch(name)
+        n = self.n
+        changed = died = False
+        try:
+            for _i, rule, hits in entry:
+                before = rule.sensitive
+                rule.enter(hits, name, args, n)
+                if rule.sensitive is not before:
                     changed = True
-            if changed:
-                self._sensitive = tuple(i for i, c in enumerate(compiled) if c.sensitive)
-        self.n += 1
+                if rule.dead:
+                    died = True
+        except _Unreadable:
+            changed = True  # not reached after check: a call whose arguments cannot be read is denied
+        if changed or died:
+            self._sensitive = tuple(i for i, c in enumerate(self._compiled) if c.sensitive)
+        if died:  # at most once per rule: the names it touched forget it
+            self._cache.clear()
+            self._orders.clear()
+            self._last_name = None
+        self.n = n + 1

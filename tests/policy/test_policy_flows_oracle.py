@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assay.policy import Decision
 from assay.policy.flows import FlowTracker, parse_flows
 from assay.policy.sequence import SequenceCall, evaluate_rules
 
@@ -22,6 +23,8 @@ ALIASES = ["SECRETS", "NET", "a"]  # "a" shadows the tool name a
 KEYS = ["p", "q"]
 REGEXES = ["^x", "y", "1", "^$", ".", "^\\[", "secret"]
 ARGS: list[Any] = [None, {}, {"p": "x"}, {"p": "xy"}, {"p": ""}, {"q": 1}, {"q": "11"}, {"p": ["x"]}, {"p": "y", "q": "y"}, "p", [1]]
+
+ALLOW = Decision("allow", "t")
 
 tool_name = st.sampled_from(PATTERNS + ALIASES)
 selector = st.one_of(
@@ -77,6 +80,12 @@ def test_the_tracker_equals_the_oracle_call_by_call(raw_rules, raw_aliases, trac
         candidate = SequenceCall(name, args)
         expected = _oracle(rules, alias_map, history, candidate)
         assert tracker.violation(name, args) == expected, (history, candidate)
+        denied = tracker.check(name, args, ALLOW)  # the session's path: the same answer as a deny
+        if expected is None:
+            assert denied is None
+        else:
+            assert denied is not None and denied.reason_code == "E_SEQUENCE_VIOLATION"
+            assert (denied.matched_rule, denied.reason) == (rules[expected[0]].id, expected[1])
         assert tracker.violation(name, args) == expected  # asking does not change the state
         if expected is None:
             tracker.enter(name, args)
