@@ -280,7 +280,6 @@ class _Compiled:
         return am is None or _args_ok(am, args)
 
 
-
 class _Require(_Compiled):
     __slots__ = ("seen",)
 

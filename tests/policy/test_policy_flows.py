@@ -219,3 +219,12 @@ def test_the_server_dialect_keeps_exact_names():
     doc = parse_sequence_policy(b"version: '1.1'\nsequences: [{type: never_after, trigger: a, forbidden: 'send_*'}]\n")
     assert check_sequence(doc, ["a", "send_email"])["allowed"] is True
     assert check_sequence(doc, ["a", "send_*"])["allowed"] is False
+
+
+def test_an_argument_that_cannot_be_read_as_text_denies_the_call():
+    """Fail closed: a value args_match cannot render (not JSON; never from the wire) denies the
+    call under the rule that asked, instead of raising."""
+    t = tracker("sequences: [{type: max_calls, tool: {tool: read_file, args_match: {path: x}}, max: 5, id: r}]\n")
+    assert t.violation("read_file", {"path": {1, 2}}) == (0, "an argument named by args_match could not be read as text")
+    assert t.violation("read_file", {"path": "x"}) is None
+    t.enter("read_file", {"path": {1, 2}})  # entering anyway does not raise
