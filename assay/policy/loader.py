@@ -19,7 +19,6 @@ from typing import Any, Literal, overload
 from assay.inputs import policy_byte_limit, read_input_file
 from assay.policy.engine import compile_policy
 from assay.policy.errors import PolicyError
-from assay.policy.flows import FlowError, parse_flows
 from assay.policy.model import (
     _PIN_FIELDS,
     _REDACT_FIELDS,
@@ -518,12 +517,18 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     runtime_monitor = _runtime_monitor(r, doc.get("runtime_monitor"))
     kill_switch = _kill_switch(r, doc.get("kill_switch"))
     path_rules = _path_confinement(r, doc.get("path_confinement"))
-    try:  # docs/policy.md, "Flow rules"
-        flow_rules, aliases = parse_flows(doc.get("sequences"), doc.get("aliases"), r.unknown)
-    except FlowError as exc:
-        if exc.kind == "structure":
-            raise _Structure(exc.path, exc.message) from None
-        raise PolicyError("validation", str(exc), source=source) from None
+    flow_rules: tuple = ()
+    aliases: dict[str, tuple[str, ...]] = {}
+    if "sequences" in doc or "aliases" in doc:  # docs/policy.md, "Flow rules"
+        # imported here: a policy without flow rules never loads the sequence dialect
+        from assay.policy.flows import FlowError, parse_flows
+
+        try:
+            flow_rules, aliases = parse_flows(doc.get("sequences"), doc.get("aliases"), r.unknown)
+        except FlowError as exc:
+            if exc.kind == "structure":
+                raise _Structure(exc.path, exc.message) from None
+            raise PolicyError("validation", str(exc), source=source) from None
 
     for path in r.unknown:
         warnings.append(f"unknown key ignored: {path}")

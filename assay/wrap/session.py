@@ -34,13 +34,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import ujson
 
 from assay.policy import Decision, Policy, SessionState, evaluate
-from assay.policy.flows import FlowTracker
 from assay.wrap import records, replies, serverlines
 from assay.wrap.admission import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -69,6 +68,9 @@ from assay.wrap.effects import (
 )
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.pending import Key, PendingTable
+
+if TYPE_CHECKING:
+    from assay.policy.flows import FlowTracker
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
 
@@ -140,7 +142,11 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
-        self._flows = FlowTracker.for_policy(policy)  # None: the policy has no flow rules
+        self._flows: FlowTracker | None = None  # set when the policy has flow rules
+        if policy.sequences:
+            from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
+
+            self._flows = FlowTracker(policy.sequences, policy.aliases)
         self._recorder = records.Recorder(
             source=options.event_source or "",
             label=options.label,
