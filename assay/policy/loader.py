@@ -528,6 +528,18 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     runtime_monitor = _runtime_monitor(r, doc.get("runtime_monitor"))
     kill_switch = _kill_switch(r, doc.get("kill_switch"))
     path_rules = _path_confinement(r, doc.get("path_confinement"))
+    flow_rules: tuple = ()
+    aliases: dict[str, tuple[str, ...]] = {}
+    if "sequences" in doc or "aliases" in doc:  # docs/policy.md, "Flow rules"
+        # imported here: a policy without flow rules never loads the sequence dialect
+        from assay.policy.flows import FlowError, parse_flows
+
+        try:
+            flow_rules, aliases = parse_flows(doc.get("sequences"), doc.get("aliases"), r.unknown)
+        except FlowError as exc:
+            if exc.kind == "structure":
+                raise _Structure(exc.path, exc.message) from None
+            raise PolicyError("validation", str(exc), source=source) from None
 
     for path in r.unknown:
         warnings.append(f"unknown key ignored: {path}")
@@ -594,6 +606,8 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
         runtime_monitor=runtime_monitor,
         kill_switch=kill_switch,
         path_confinement=path_rules,
+        sequences=flow_rules,
+        aliases=aliases,
         v1_format=v1,
         source=source,
         warnings=tuple(warnings),

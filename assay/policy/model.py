@@ -17,6 +17,7 @@ __all__ = [
     "ToolPin",
     "Limits",
     "PathRule",
+    "FlowRule",
     "UNCONSTRAINED_MODES",
     "APPROVAL_FALLBACKS",
 ]
@@ -72,6 +73,8 @@ _ROOT_KEYS = (
     "runtime_monitor",
     "kill_switch",
     "path_confinement",
+    "sequences",
+    "aliases",
 )
 _PIN_FIELDS = ("server_id", "tool_name", "schema_hash", "meta_hash")
 
@@ -163,6 +166,43 @@ class PathRule:
         }
 
 
+def _selector_dict(sel: Any) -> str | dict[str, Any]:
+    if sel.args_match is None:
+        return sel.tool
+    return {"tool": sel.tool, "args_match": dict(sel.args_match)}
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRule:
+    """One ``sequences`` entry (docs/policy.md, "Flow rules"): a rule of the sequence dialect
+    (an :class:`assay.policy.sequence.Rule`; this module imports no other policy module), its
+    ``id`` (given, or the dialect's ``rule_id``) and the ``message`` a deny shows (``None``: the
+    evaluator's reason)."""
+
+    rule: Any
+    id: str
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.rule
+        out: dict[str, Any] = {"id": self.id, "type": r.kind}
+        for role in ("tool", "first", "trigger", "then", "forbidden"):
+            sel = getattr(r, role)
+            if sel is not None:
+                out[role] = _selector_dict(sel)
+        if r.kind == "sequence":
+            out["tools"] = [_selector_dict(s) for s in r.tools]
+            out["strict"] = r.strict
+        if r.within is not None:
+            out["within"] = r.within
+        if r.max is not None:
+            out["max"] = r.max
+        if r.pattern is not None:
+            out["pattern"] = r.pattern
+        out["message"] = self.message
+        return out
+
+
 @dataclass(frozen=True, eq=False)
 class Policy:
     """A loaded, normalized MCP policy. Treat every container as read-only.
@@ -185,6 +225,8 @@ class Policy:
     runtime_monitor: dict[str, Any] | None = None
     kill_switch: dict[str, Any] | None = None
     path_confinement: tuple[PathRule, ...] = ()
+    sequences: tuple[FlowRule, ...] = ()
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     v1_format: bool = False
     source: str = "assay.yaml"
     warnings: tuple[str, ...] = ()
@@ -211,8 +253,8 @@ class Policy:
         return self.tools.allow is not None or self.tools.allow_classes is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalized model with every field present (``path_confinement`` only when set), the
-        input of ``policy_digest``."""
+        """The normalized model with every field present (``path_confinement``, ``sequences`` and
+        ``aliases`` only when set), the input of ``policy_digest``."""
         limits = None
         if self.limits is not None:
             limits = {
@@ -240,6 +282,8 @@ class Policy:
             {"path_confinement": [rule.to_dict() for rule in self.path_confinement]}
             if self.path_confinement
             else {}
+        ) | ({"sequences": [rule.to_dict() for rule in self.sequences]} if self.sequences else {}) | (
+            {"aliases": {k: list(v) for k, v in self.aliases.items()}} if self.aliases else {}
         )
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:

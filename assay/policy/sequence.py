@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from assay.policy.patterns import NameMatcher
 from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
 __all__ = [
@@ -357,12 +358,26 @@ def _render(value: Any) -> str:
 
 
 class _Matcher:
-    def __init__(self, aliases: dict[str, tuple[str, ...]]) -> None:
+    """Selector matching. With ``patterns`` (the ``sequences`` of ``assay.yaml``), a selector's
+    tool and alias members are tool-name patterns as in ``tools.allow``; without it (the
+    ``assay_check_sequence`` dialect) they are exact names."""
+
+    def __init__(self, aliases: dict[str, tuple[str, ...]], patterns: bool = False) -> None:
         self.aliases = aliases
+        self.patterns = patterns
         self.regex: dict[str, re.Pattern[str] | None] = {}
+        self.matchers: dict[str, NameMatcher] = {}
 
     def names(self, sel: Selector) -> tuple[str, ...]:
         return self.aliases.get(sel.tool, (sel.tool,))
+
+    def name_matches(self, name: str, sel: Selector) -> bool:
+        if not self.patterns:
+            return name in self.names(sel)
+        matcher = self.matchers.get(sel.tool)
+        if matcher is None:
+            matcher = self.matchers[sel.tool] = NameMatcher(self.names(sel))
+        return matcher(name)
 
     def _re(self, pattern: str) -> re.Pattern[str] | None:
         if pattern not in self.regex:
@@ -373,7 +388,7 @@ class _Matcher:
         return self.regex[pattern]
 
     def match(self, call: SequenceCall, sel: Selector) -> bool:
-        if call.name not in self.names(sel):
+        if not self.name_matches(call.name, sel):
             return False
         if sel.args_match is None:
             return True
@@ -533,11 +548,14 @@ def evaluate_rules(
     aliases: dict[str, tuple[str, ...]] | None = None,
     *,
     partial: bool = True,
+    patterns: bool = False,
 ) -> list[RuleEvaluation]:
     """One :class:`RuleEvaluation` per rule (no short-circuit). ``trace`` holds names or
-    ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided)."""
+    ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided);
+    ``patterns`` reads selector tools and alias members as tool-name patterns (``*`` forms of
+    docs/policy.md, "Tool-name patterns"), as wrap's flow rules do."""
     calls = _calls(trace)
-    m = _Matcher(dict(aliases or {}))
+    m = _Matcher(dict(aliases or {}), patterns)
     return [_eval(r, calls, m, not partial) for r in rules]
 
 

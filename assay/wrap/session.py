@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import ujson
@@ -68,6 +68,9 @@ from assay.wrap.effects import (
 )
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.pending import Key, PendingTable, id_key
+
+if TYPE_CHECKING:
+    from assay.policy.flows import FlowTracker
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
 
@@ -141,6 +144,11 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
+        self._flows: FlowTracker | None = None  # set when the policy has flow rules
+        if policy.sequences:
+            from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
+
+            self._flows = FlowTracker(policy.sequences, policy.aliases)
         self._recorder = records.Recorder(
             source=options.event_source or "",
             label=options.label,
@@ -459,11 +467,17 @@ class WrapSession:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
         reason codes"). Each sees only calls every check before it let through."""
+        if self._flows is not None:
+            denied = self._flows.check(name, arguments, decision)
+            if denied is not None:
+                return denied
         return decision
 
     def _enter(self, name: str, arguments: Any) -> None:
         """A call the policy allowed goes to the server (in a dry run too: it then predicts what
         enforcing would do): it enters the session's history (flow rules) and rate windows."""
+        if self._flows is not None:
+            self._flows.enter(name, arguments)
 
     # -- approvals that ask a person (docs/wrap.md, "Approvals") -----------------------------
 
