@@ -431,6 +431,7 @@ def _path_confinement(r: _Reader, value: Any) -> tuple[PathRule, ...]:
 
 
 _RATE_RULE_KEYS = ("id", "tools", "max_calls", "per")
+MAX_WINDOW_CALLS = 1_000_000  # a window remembers up to this many call times
 
 
 def _rate_rules(r: _Reader, value: Any) -> tuple[RateRule, ...]:
@@ -458,6 +459,11 @@ def _rate_rules(r: _Reader, value: Any) -> tuple[RateRule, ...]:
                 raise PolicyError("validation", f"{p}.per: {exc}") from None
             if per == 0:
                 raise PolicyError("validation", f"{p}.per must be more than zero (a window of no time limits nothing)")
+            if max_calls > MAX_WINDOW_CALLS:
+                raise PolicyError(
+                    "validation",
+                    f"{p}.max_calls may be at most {MAX_WINDOW_CALLS} with per (every call in a window is remembered)",
+                )
         if m.get("id") is None:
             rule_id = p
         else:

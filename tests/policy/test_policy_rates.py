@@ -54,6 +54,10 @@ def test_rules_load_with_durations_and_default_ids() -> None:
     )
 
 
+def test_a_session_rule_may_count_to_any_unsigned_integer() -> None:
+    assert rules_of("[{tools: [a], max_calls: 18446744073709551615}, {tools: [b], max_calls: 1000000, per: 1s}]")[0].max_calls == 2**64 - 1
+
+
 @pytest.mark.parametrize("per,seconds", [("250ms", 0.25), ("5m", 300.0), ("1h", 3600.0), (90, 90.0), (1.5, 1.5)])
 def test_per_takes_every_duration_form(per, seconds) -> None:
     assert rules_of(f"[{{tools: [a], max_calls: 1, per: {per}}}]")[0].per == seconds
@@ -79,6 +83,11 @@ def test_per_takes_every_duration_form(per, seconds) -> None:
         ("[{tools: [a], max_calls: 1, per: true}]", "validation", "limits.tools[0].per: expected a duration"),
         ("[{tools: [a], max_calls: 1, per: 0}]", "validation", "limits.tools[0].per must be more than zero"),
         ("[{tools: [a], max_calls: 1, per: 0s}]", "validation", "limits.tools[0].per must be more than zero"),
+        (
+            "[{tools: [a], max_calls: 1000001, per: 1h}]",
+            "validation",
+            "limits.tools[0].max_calls may be at most 1000000 with per (every call in a window is remembered)",
+        ),
         ("[{tools: [a], max_calls: 1, id: 7}]", "structure", "limits.tools[0].id: expected a string, got an integer (quote it)"),
         ("[{tools: [a], max_calls: 1, id: ' '}]", "validation", "limits.tools[0].id must not be blank"),
         (
