@@ -13,8 +13,9 @@ and any span of ``per`` seconds holds at most ``max_calls`` entered calls. A rul
 ``per`` counts the whole session.
 
 Bounds: a window keeps only its rule's ``max_calls`` most recent times (no more are ever needed
-to decide; the loader allows at most 1,000,000 with ``per``), a session rule one integer, and the cache of which rules match a tool name (names
-come from the client) at most :data:`NAME_CACHE_MAX` names. A clock that goes backwards is read
+to decide; the loader allows at most 1,000,000 with ``per``), a session rule one integer, and
+the cache of which rules match a tool name (names come from the client) at most
+:data:`NAME_CACHE_MAX` names. A clock that goes backwards is read
 as standing still (the latest time seen is used), so it can neither crash the tracker nor make
 calls leave a window early; a non-finite time is ignored the same way.
 """
