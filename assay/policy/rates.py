@@ -15,9 +15,10 @@ and any span of ``per`` seconds holds at most ``max_calls`` entered calls. A rul
 Bounds: a window keeps only its rule's ``max_calls`` most recent times (no more are ever needed
 to decide; the loader allows at most 1,000,000 with ``per``), a session rule one integer, and
 the cache of which rules match a tool name (names come from the client) at most
-:data:`NAME_CACHE_MAX` names. A clock that goes backwards is read
-as standing still (the latest time seen is used), so it can neither crash the tracker nor make
-calls leave a window early; a non-finite time is ignored the same way.
+:data:`NAME_CACHE_MAX` names. A clock that goes backwards is read as standing still (the latest
+time given to :meth:`RateTracker.check` or :meth:`RateTracker.enter`, for any name, is used), so
+it can neither crash the tracker nor make calls leave a window early; a non-finite time is
+ignored the same way.
 """
 
 from __future__ import annotations
@@ -85,10 +86,10 @@ class RateTracker:
     def check(self, name: str, now: float) -> RateRule | None:
         """The first rule (policy order) that has no room for one more call of ``name`` at
         ``now``, or ``None`` when every rule that matches it has room. Counts nothing."""
+        t = self._time(now)  # every call moves the tracker's clock, matched or not
         indexes = self._indexes(name)
         if not indexes:
             return None
-        t = self._time(now)
         for i in indexes:
             if not self._room(i, t):
                 return self.rules[i]
@@ -96,10 +97,10 @@ class RateTracker:
 
     def enter(self, name: str, now: float) -> None:
         """A call of ``name`` went through at ``now``: every rule that matches it counts it."""
+        t = self._time(now)
         indexes = self._indexes(name)
         if not indexes:
             return
-        t = self._time(now)
         for i in indexes:
             rule = self.rules[i]
             if rule.per is None:
