@@ -133,10 +133,11 @@ def tracker_for(policy: "Policy") -> RateTracker | None:
 
 
 def duration_text(seconds: float) -> str:
-    """A window length as a policy would write it: ``1h``, ``5m``, ``60s``, ``1.5s``, ``250ms``."""
+    """A window length as a policy would write it: ``1h``, ``5m``, ``60s``, ``90s``, ``1.5s``,
+    ``250ms``."""
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{int(seconds // 3600)}h"
-    if seconds >= 60 and seconds % 60 == 0:
+    if seconds >= 120 and seconds % 60 == 0:  # a minute reads best as 60s
         return f"{int(seconds // 60)}m"
     if float(seconds).is_integer():
         return f"{int(seconds)}s"

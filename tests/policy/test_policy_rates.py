@@ -249,13 +249,13 @@ def test_memory_is_bounded_per_rule_and_per_name() -> None:
 
 def test_the_reason_says_the_limit() -> None:
     assert limit_text(rule(["web_*"], 10, per=60.0, id="search-burst")) == (
-        "Rate limit exceeded: at most 10 calls per 1m for web_* (rule search-burst)"
+        "Rate limit exceeded: at most 10 calls per 60s for web_* (rule search-burst)"
     )
     assert limit_text(rule(["deploy", "release_*"], 1, id="limits.tools[2]")) == (
         "Rate limit exceeded: at most 1 call per session for deploy, release_* (rule limits.tools[2])"
     )
-    assert [duration_text(s) for s in (3600.0, 7200.0, 300.0, 90.0, 1.5, 0.25, 1e-4, 86400.0, 1000001.0)] == [
-        "1h", "2h", "5m", "90s", "1.5s", "250ms", "0.0001s", "24h", "1000001s"
+    assert [duration_text(s) for s in (3600.0, 7200.0, 300.0, 60.0, 120.0, 90.0, 1.5, 0.25, 1e-4, 86400.0, 1000001.0)] == [
+        "1h", "2h", "5m", "60s", "2m", "90s", "1.5s", "250ms", "0.0001s", "24h", "1000001s"
     ]
 
 

@@ -23,7 +23,7 @@ POLICY = load_policy(
     b'    - { id: search-burst, tools: ["web_*", fetch], max_calls: 2, per: 60s }\n'
     b'    - { tools: [read_file], max_calls: 1 }\n'
 )
-REASON = "Rate limit exceeded: at most 2 calls per 1m for web_*, fetch (rule search-burst)"
+REASON = "Rate limit exceeded: at most 2 calls per 60s for web_*, fetch (rule search-burst)"
 
 
 def frame(rid, name, arguments=None) -> dict:
