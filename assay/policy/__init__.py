@@ -2,7 +2,7 @@
 
 Modules: :mod:`.model` (the types), :mod:`.loader` (YAML, migration, the one policy file read),
 :mod:`.engine` (evaluation), :mod:`.decision` (the one decision value), :mod:`.paths` (path
-confinement), :mod:`.yamlio` (YAML 1.2 within
+confinement), :mod:`.rates` (per-tool rate limits of a session), :mod:`.yamlio` (YAML 1.2 within
 the expansion budget).
 
 Public API::
@@ -34,7 +34,7 @@ from assay.policy.engine import (
 )
 from assay.policy.errors import PolicyError
 from assay.policy.loader import load_policy, load_policy_file, read_policy_file
-from assay.policy.model import Limits, PathRule, Policy, ToolPin, ToolRules
+from assay.policy.model import Limits, PathRule, Policy, RateRule, ToolPin, ToolRules
 from assay.policy.patterns import NameMatcher, pattern_matches
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ToolRules",
     "ToolPin",
     "Limits",
+    "RateRule",
     "PathRule",
     "load_policy",
     "load_policy_file",

@@ -33,9 +33,11 @@ from assay.policy.model import (
     Limits,
     Policy,
     PathRule,
+    RateRule,
     ToolPin,
     ToolRules,
 )
+from assay.policy.durations import DurationError, parse_duration
 from assay.policy.paths import PathRefused, normalize_path
 from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml
 
@@ -439,6 +441,54 @@ def _path_confinement(r: _Reader, value: Any) -> tuple[PathRule, ...]:
     return tuple(rules)
 
 
+_RATE_RULE_KEYS = ("id", "tools", "max_calls", "per")
+MAX_WINDOW_CALLS = 1_000_000  # a window remembers up to this many call times
+
+
+def _rate_rules(r: _Reader, value: Any) -> tuple[RateRule, ...]:
+    """``limits.tools``: per-tool rate rules (docs/policy.md, "Per-tool rate limits")."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _Structure("limits.tools", f"expected a list of rules, got {_type_name(value)}")
+    rules: list[RateRule] = []
+    where: dict[str, str] = {}  # rule id -> the rule that has it
+    for i, item in enumerate(value):
+        p = f"limits.tools[{i}]"
+        m = r.mapping(item, p)
+        r.fields(m, p, _RATE_RULE_KEYS)
+        for req in ("tools", "max_calls"):
+            if req not in m:
+                raise _Structure(p, f"missing field {req}")
+        tools = _non_empty(r, m["tools"], f"{p}.tools")
+        max_calls: int = r.u64(m["max_calls"], f"{p}.max_calls", optional=False)  # type: ignore[assignment]
+        per = None
+        if m.get("per") is not None:
+            try:
+                per = parse_duration(m["per"])
+            except DurationError as exc:
+                raise PolicyError("validation", f"{p}.per: {exc}") from None
+            if per == 0:
+                raise PolicyError("validation", f"{p}.per must be more than zero (a window of no time limits nothing)")
+            if max_calls > MAX_WINDOW_CALLS:
+                raise PolicyError(
+                    "validation",
+                    f"{p}.max_calls may be at most {MAX_WINDOW_CALLS} with per (every call in a window is remembered)",
+                )
+        if m.get("id") is None:
+            rule_id = p
+        else:
+            rule_id = r.string(m["id"], f"{p}.id")
+            if not rule_id.strip():
+                raise PolicyError("validation", f"{p}.id must not be blank")
+        if rule_id in where:
+            what = f"{p}.id: rule id" if m.get("id") is not None else f"{p}: its default id"
+            raise PolicyError("validation", f"{what} {json.dumps(rule_id)} is already used by {where[rule_id]}")
+        where[rule_id] = p
+        rules.append(RateRule(id=rule_id, tools=tools, max_calls=max_calls, per=per))
+    return tuple(rules)
+
+
 def _unresolvable_refs(schemas: dict[str, Any]) -> list[str]:
     """Every ``$ref`` that is not a reference inside the schema (``#...``): remote, ``file:``
     and relative references are never fetched, so the tool's schema will not compile."""
@@ -494,10 +544,11 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
     limits = None
     lm = r.mapping(doc.get("limits"), "limits", optional=True)
     if lm is not None:
-        r.fields(lm, "limits", ("max_requests_total", "max_tool_calls_total"))
+        r.fields(lm, "limits", ("max_requests_total", "max_tool_calls_total", "tools"))
         limits = Limits(
             r.u64(lm.get("max_requests_total"), "limits.max_requests_total"),
             r.u64(lm.get("max_tool_calls_total"), "limits.max_tool_calls_total"),
+            _rate_rules(r, lm.get("tools")),
         )
 
     signatures = None

@@ -16,6 +16,7 @@ __all__ = [
     "ToolRules",
     "ToolPin",
     "Limits",
+    "RateRule",
     "PathRule",
     "FlowRule",
     "UNCONSTRAINED_MODES",
@@ -102,11 +103,28 @@ class ToolPin:
 
 
 @dataclass(frozen=True, slots=True)
+class RateRule:
+    """One ``limits.tools`` entry (docs/policy.md, "Per-tool rate limits"): the tools matching
+    ``tools`` share at most ``max_calls`` calls in any window of ``per`` seconds, or in the whole
+    session when ``per`` is ``None``. ``id`` is the rule's name in denies (``limits.tools[i]``
+    unless the file gives one)."""
+
+    id: str
+    tools: tuple[str, ...]
+    max_calls: int
+    per: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "tools": list(self.tools), "max_calls": self.max_calls, "per": self.per}
+
+
+@dataclass(frozen=True, slots=True)
 class Limits:
-    """``limits``: session lifetime totals; ``None`` = no limit."""
+    """``limits``: session lifetime totals (``None`` = no limit) and the per-tool rate rules."""
 
     max_requests_total: int | None = None
     max_tool_calls_total: int | None = None
+    tools: tuple[RateRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,14 +271,16 @@ class Policy:
         return self.tools.allow is not None or self.tools.allow_classes is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalized model with every field present (``path_confinement``, ``sequences`` and
-        ``aliases`` only when set), the input of ``policy_digest``."""
-        limits = None
+        """The normalized model with every field present (``path_confinement``, ``sequences``,
+        ``aliases`` and ``limits.tools`` only when set), the input of ``policy_digest``."""
+        limits: dict[str, Any] | None = None
         if self.limits is not None:
             limits = {
                 "max_requests_total": self.limits.max_requests_total,
                 "max_tool_calls_total": self.limits.max_tool_calls_total,
             }
+            if self.limits.tools:  # only when present: the digest of a policy without it is unchanged
+                limits["tools"] = [rule.to_dict() for rule in self.limits.tools]
         return {
             "version": self.version,
             "name": self.name,

@@ -40,6 +40,7 @@ import msgspec
 import ujson
 
 from assay.policy import Decision, NameMatcher, Policy, SessionState, evaluate
+from assay.policy.rates import rate_denied, tracker_for
 from assay.wrap import approvals, records, replies, serverlines
 from assay.wrap.admission import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -144,6 +145,7 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
+        self._rates = tracker_for(policy)  # limits.tools; None: no per-tool rate rules
         self._flows: FlowTracker | None = None  # set when the policy has flow rules
         if policy.sequences:
             from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
@@ -467,6 +469,10 @@ class WrapSession:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
         reason codes"). Each sees only calls every check before it let through."""
+        if self._rates is not None:
+            rule = self._rates.check(name, self._clock())
+            if rule is not None:
+                return rate_denied(decision, name, rule)
         if self._flows is not None:
             denied = self._flows.check(name, arguments, decision)
             if denied is not None:
@@ -476,6 +482,8 @@ class WrapSession:
     def _enter(self, name: str, arguments: Any) -> None:
         """A call the policy allowed goes to the server (in a dry run too: it then predicts what
         enforcing would do): it enters the session's history (flow rules) and rate windows."""
+        if self._rates is not None:
+            self._rates.enter(name, self._clock())
         if self._flows is not None:
             self._flows.enter(name, arguments)
 

@@ -1,0 +1,160 @@
+"""Per-tool rate limits (docs/policy.md, "Per-tool rate limits"): one session's counts, sans-IO.
+
+A :class:`RateTracker` holds the ``limits.tools`` rules of a policy and what each has counted in
+one session. The caller asks :meth:`RateTracker.check` before letting a call through and tells
+:meth:`RateTracker.enter` when it did; only entered calls count, so a denied call (by any check)
+never uses up a rule. Time is a float the caller passes in (wrap's session clock), never read
+here.
+
+The window of a rule with ``per`` is half-open: a call at time ``t`` is admitted when fewer than
+``max_calls`` entered calls of the rule happened in ``(t - per, t]``. So a call exactly ``per``
+seconds after the oldest call of a full window is admitted (that call has just left the window),
+and any span of ``per`` seconds holds at most ``max_calls`` entered calls. A rule without
+``per`` counts the whole session.
+
+Bounds: a window keeps only its rule's ``max_calls`` most recent times (no more are ever needed
+to decide; the loader allows at most 1,000,000 with ``per``), a session rule one integer, and
+the cache of which rules match a tool name (names come from the client) at most
+:data:`NAME_CACHE_MAX` names. A clock that goes backwards is read as standing still (the latest
+time given to :meth:`RateTracker.check` or :meth:`RateTracker.enter`, for any name, is used), so
+it can neither crash the tracker nor make calls leave a window early; a non-finite time is
+ignored the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from assay.policy.model import RateRule
+from assay.policy.patterns import NameMatcher
+
+if TYPE_CHECKING:
+    from assay.policy.decision import Decision
+    from assay.policy.model import Policy
+
+__all__ = ["NAME_CACHE_MAX", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
+
+NAME_CACHE_MAX = 4096  # tool names are client-controlled: bound the name -> rules cache
+
+
+class RateTracker:
+    """The ``limits.tools`` rules of one policy and their counts in one session."""
+
+    __slots__ = ("rules", "_matchers", "_windows", "_counts", "_names", "_latest")
+
+    def __init__(self, rules: Iterable[RateRule]) -> None:
+        self.rules: tuple[RateRule, ...] = tuple(rules)
+        self._matchers = tuple(NameMatcher(rule.tools) for rule in self.rules)
+        # per rule: the entered times still in its window (rules with ``per``), oldest first
+        self._windows: tuple[deque[float], ...] = tuple(deque() for _ in self.rules)
+        self._counts = [0] * len(self.rules)  # per rule: entered calls (rules without ``per``)
+        self._names: dict[str, tuple[int, ...]] = {}
+        self._latest: float | None = None
+
+    def rules_for(self, name: str) -> tuple[RateRule, ...]:
+        """The rules that count calls of ``name``, in policy order."""
+        return tuple(self.rules[i] for i in self._indexes(name))
+
+    def _indexes(self, name: str) -> tuple[int, ...]:
+        got = self._names.get(name)
+        if got is None:
+            got = tuple(i for i, matches in enumerate(self._matchers) if matches(name))
+            if len(self._names) < NAME_CACHE_MAX:
+                self._names[name] = got
+        return got
+
+    def _time(self, now: float) -> float:
+        """``now``, or the latest time seen when ``now`` is earlier (or not a finite number)."""
+        latest = self._latest
+        if isinstance(now, (int, float)) and math.isfinite(now) and (latest is None or now > latest):
+            self._latest = latest = float(now)
+        return 0.0 if latest is None else latest
+
+    def _room(self, i: int, now: float) -> bool:
+        rule = self.rules[i]
+        if rule.per is None:
+            return self._counts[i] < rule.max_calls
+        window = self._windows[i]
+        edge = now - rule.per  # times at or before it have left the window
+        while window and window[0] <= edge:
+            window.popleft()
+        return len(window) < rule.max_calls
+
+    def check(self, name: str, now: float) -> RateRule | None:
+        """The first rule (policy order) that has no room for one more call of ``name`` at
+        ``now``, or ``None`` when every rule that matches it has room. Counts nothing."""
+        t = self._time(now)  # every call moves the tracker's clock, matched or not
+        indexes = self._indexes(name)
+        if not indexes:
+            return None
+        for i in indexes:
+            if not self._room(i, t):
+                return self.rules[i]
+        return None
+
+    def enter(self, name: str, now: float) -> None:
+        """A call of ``name`` went through at ``now``: every rule that matches it counts it."""
+        t = self._time(now)
+        indexes = self._indexes(name)
+        if not indexes:
+            return
+        for i in indexes:
+            rule = self.rules[i]
+            if rule.per is None:
+                self._counts[i] += 1
+                continue
+            window = self._windows[i]
+            window.append(t)
+            self._room(i, t)  # drop what has left the window
+            while len(window) > rule.max_calls:  # only the N most recent times decide
+                window.popleft()
+
+    def counted(self, rule_id: str, now: float) -> int:
+        """How many entered calls rule ``rule_id`` counts at ``now`` (in its window, or in the
+        session); for reports and tests."""
+        for i, rule in enumerate(self.rules):
+            if rule.id == rule_id:
+                if rule.per is None:
+                    return self._counts[i]
+                self._room(i, self._time(now))
+                return len(self._windows[i])
+        raise KeyError(rule_id)
+
+
+def tracker_for(policy: "Policy") -> RateTracker | None:
+    """A fresh tracker for one session of ``policy``, or ``None`` when it has no ``limits.tools``."""
+    limits = policy.limits
+    if limits is None or not limits.tools:
+        return None
+    return RateTracker(limits.tools)
+
+
+def duration_text(seconds: float) -> str:
+    """A window length as a policy would write it: ``1h``, ``5m``, ``60s``, ``90s``, ``1.5s``,
+    ``250ms``."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 120 and seconds % 60 == 0:  # a minute reads best as 60s
+        return f"{int(seconds // 60)}m"
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    if seconds < 1 and (seconds * 1000).is_integer():
+        return f"{int(seconds * 1000)}ms"
+    return f"{float(seconds)!r}s"
+
+
+def limit_text(rule: RateRule) -> str:
+    """The reason of a rate deny: which limit, for which tools, which rule."""
+    calls = "call" if rule.max_calls == 1 else "calls"
+    span = "per session" if rule.per is None else f"per {duration_text(rule.per)}"
+    return f"Rate limit exceeded: at most {rule.max_calls} {calls} {span} for {', '.join(rule.tools)} (rule {rule.id})"
+
+
+def rate_denied(decision: "Decision", tool: str, rule: RateRule) -> "Decision":
+    """The deny of a call that ``rule`` has no room for (the allow ``decision`` it replaces)."""
+    reason = limit_text(rule)
+    contract = {"status": "deny", "error_code": "E_RATE_LIMIT", "tool": tool, "rule": rule.id, "reason": reason}
+    return decision.denied("E_RATE_LIMIT", reason, contract, matched_rule=rule.id)
