@@ -663,8 +663,8 @@ class WrapSession:
         return bool(self._pending)
 
     def _unreadable_line(self, out: list[Effect]) -> None:
-        """A line that may answer tools/list was not read: pinned tools have an unknown
-        identity from now on (docs/wrap.md, "Tool pins")."""
+        """A line that may answer tools/list was not read: pinned and declared tools have an
+        unknown identity from now on (docs/wrap.md, "Tool pins", "Declared baseline")."""
         if not self._pending_tools_list:
             return
         if self._baseline is not None:
