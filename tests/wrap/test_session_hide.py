@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from assay.policy import load_policy
 from assay.policy.engine import identity_bytes
-from assay.wrap import serverlines
+from assay.wrap import listing, serverlines
 from assay.wrap.listing import denied_by_name, hide_tools
 from assay.wrap.session import SessionOptions
 
@@ -166,6 +166,18 @@ def test_deep_but_readable_lines_are_cut():
     line = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
     seen = client_sees(session(), 1, line)
     assert seen == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
+
+
+def test_a_line_over_the_scan_budget_is_relayed_unchanged(monkeypatch):
+    """Readable (under the reader's budget) but too much for the slow scan: never a stall."""
+    wide = "[" * 2_000 + "[]," * 120_000 + "[]" + "]" * 2_000
+    line = ('{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},'
+            '{"name":"read_file","inputSchema":{},"d":' + wide + "}]}}").encode()
+    s = session()
+    assert client_sees(s, 1, line) == line
+    assert deny_code(s, 2, "exec") == "E_TOOL_DENIED"
+    monkeypatch.setattr(listing, "SCAN_BUDGET", 10**7)  # the budget, nothing else, kept it
+    assert names(client_sees(session(), 1, line)) == ["read_file"]
 
 
 def test_dry_run_hides_nothing():
