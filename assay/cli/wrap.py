@@ -54,6 +54,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         coverage_out: Annotated[str | None, Parameter(name="--coverage-out")] = None,
         state_window_out: Annotated[str | None, Parameter(name="--state-window-out")] = None,
         observed_manifest_out: Annotated[str | None, Parameter(name="--observed-manifest-out")] = None,
+        declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
+        hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative="")] = False,
     ) -> int:
         """Wrap an MCP server over stdio and enforce a policy on its tool calls.
 
@@ -97,6 +99,10 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             session_state_window_v1, written at session end (create-new).
         observed_manifest_out
             The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).
+        declared_manifest
+            Approved tools (assay mcp manifest promote): deny undeclared or changed tools.
+        hide_denied_tools
+            Leave tools the policy denies by name or class out of tools/list answers.
         """
         given = locals()
         values = {opt.param: given[opt.param] for opt in wrap_args.WRAP_OPTIONS}

@@ -55,6 +55,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
     WrapOption("--coverage-out", "coverage_out", "coverage_out", str, None),
     WrapOption("--state-window-out", "state_window_out", "state_window_out", str, None),
     WrapOption("--observed-manifest-out", "observed_manifest_out", "observed_manifest_out", str, None),
+    WrapOption("--declared-manifest", "declared_manifest", "declared_manifest", str, None),
+    WrapOption("--hide-denied-tools", "hide_denied_tools", "hide_denied_tools", bool, False),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 _DIGITS = frozenset("0123456789")

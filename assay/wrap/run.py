@@ -72,6 +72,9 @@ class WrapConfig:
     coverage_out: str | None = None
     state_window_out: str | None = None
     observed_manifest_out: str | None = None
+    # the declared baseline and hidden tools: docs/wrap.md, "Declared baseline", "Hiding denied tools"
+    declared_manifest: str | None = None
+    hide_denied_tools: bool = False
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -124,6 +127,34 @@ def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[st
         return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn)
     except PolicyError as exc:
         raise WrapError(str(exc)) from None
+
+
+def load_declared_manifest(path: str, label: str) -> dict:
+    """Read and validate ``--declared-manifest`` (docs/wrap.md, "Declared baseline"): a regular
+    file within the 1 MiB manifest ceiling, a valid ``assay.declared_mcp_manifest.v0`` whose
+    ``server.id``, when it has one, is this run's ``--label`` (as the observed manifest writes
+    it). Anything else is a :class:`WrapError`, before the server is spawned."""
+    from assay.manifest.core import ManifestError
+    from assay.manifest.declared import parse_declared
+    from assay.manifest.files import read_bounded
+    from assay.manifest.observed import sanitize_display
+
+    try:
+        data = read_bounded(path)
+    except ManifestError as exc:
+        raise WrapError(f"--declared-manifest: {exc}") from None
+    try:
+        declared = parse_declared(data)
+    except ManifestError as exc:
+        raise WrapError(f"--declared-manifest {path}: {exc}") from None
+    server = declared["server"]
+    if server is not None and server["id"] != sanitize_display(label):
+        raise WrapError(
+            f"--declared-manifest {path} declares the tools of server "
+            f"{json.dumps(server['id'])}, not of --label "
+            f"{json.dumps(label)}"
+        )
+    return declared
 
 
 def _open_append(path: str, what: str) -> RecordSink:
@@ -179,6 +210,7 @@ async def run_wrap(
         os.environ["ASSAY_STRICT_DEPRECATIONS"] = "1"
     strict = os.environ.get("ASSAY_STRICT_DEPRECATIONS") == "1"
     policy = load_policy_file(config.policy_path, strict_deprecations=strict, warn=warn)
+    declared = load_declared_manifest(config.declared_manifest, config.label) if config.declared_manifest else None
     try:  # refused before spawn: docs/wrap.md, "One-run outputs and session reports"
         check_before_spawn(config.create_new_outputs(), config.append_outputs())
     except OutputError as exc:
@@ -219,6 +251,8 @@ async def run_wrap(
             receipts=bool(config.request_receipts_out),
             max_frame_bytes=config.max_frame_bytes,
             shutdown_grace=config.shutdown_grace,
+            declared_manifest=declared,
+            hide_denied_tools=config.hide_denied_tools,
         )
         session = WrapSession(policy, options, clock=trio.current_time)
         plan = OneRunPlan(

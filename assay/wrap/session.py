@@ -67,11 +67,12 @@ from assay.wrap.effects import (
     ToServer,
     Warn,
 )
-from assay.wrap.listing import ListChain, tool_definition_digest
+from assay.wrap.listing import ListChain, denied_by_name, hide_tools, tool_definition_digest
 from assay.wrap.pending import Key, PendingTable, id_key
 
 if TYPE_CHECKING:
     from assay.policy.flows import FlowTracker
+    from assay.wrap.baseline import Baseline
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
 
@@ -115,6 +116,9 @@ class SessionOptions:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     shutdown_grace: float = 1.0
     server_hold_limit: int = SERVER_HOLD_LIMIT
+    # --declared-manifest: the document assay.manifest.declared.parse_declared returned
+    declared_manifest: dict[str, Any] | None = None
+    hide_denied_tools: bool = False  # --hide-denied-tools (never in a dry run)
 
 
 def exit_status(child_returncode: int | None, wrap_signal: int | None) -> int:
@@ -163,6 +167,14 @@ class WrapSession:
             now=now,
         )
         self._records_on = self._recorder.active
+        # -- the declared baseline (docs/wrap.md, "Declared baseline") and hidden tools
+        declared = options.declared_manifest
+        self._baseline: Baseline | None = None
+        if declared is not None:  # assay.manifest is loaded only when a run asks for it
+            from assay.wrap.baseline import Baseline
+
+            self._baseline = Baseline(declared)
+        self._hide = options.hide_denied_tools and not options.dry_run
         # -- client side
         self._splitter = LineSplitter(options.max_frame_bytes)
         self._fast_limit = min(BIG_CLIENT_LINE - 1, options.max_frame_bytes)
@@ -469,6 +481,10 @@ class WrapSession:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
         reason codes"). Each sees only calls every check before it let through."""
+        if self._baseline is not None:
+            denied = self._baseline.check(name, decision)
+            if denied is not None:
+                return denied
         if self._rates is not None:
             rule = self._rates.check(name, self._clock())
             if rule is not None:
@@ -782,16 +798,21 @@ class WrapSession:
         server_line = self._server_line
         for i, line in enumerate(lines):
             relay_it = server_line(line, out)
-            if not relay_it and keep is None:
+            if relay_it is True:
+                if keep is not None:
+                    keep.append(line)
+                continue
+            if keep is None:
                 keep = lines[:i]
-            elif relay_it and keep is not None:
-                keep.append(line)
+            if isinstance(relay_it, bytes):  # the line with tools hidden (--hide-denied-tools)
+                keep.append(relay_it)
         if keep is None:
             return chunk
         return b"".join(line + b"\n" for line in keep)
 
-    def _server_line(self, line: bytes, out: list[Effect]) -> bool:
-        """One complete server line (without its LF): True to relay it.
+    def _server_line(self, line: bytes, out: list[Effect]) -> bool | bytes:
+        """One complete server line (without its LF): True to relay it, False to drop it, or
+        the bytes to relay instead (a tools/list answer with tools hidden).
 
         A response (no string ``method``; a ``result`` or an ``error``) is relayed only when its
         id answers a forwarded client request still awaiting its answer; otherwise it is
@@ -820,7 +841,7 @@ class WrapSession:
         if method == _TOOLS_LIST:
             message = self._read_message(line)
             if message.__class__ is dict:
-                self._tools_answer(key, message, line, out)
+                return self._tools_answer(key, message, line, out)
         return True
 
     @staticmethod
@@ -831,7 +852,7 @@ class WrapSession:
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             return serverlines.read_text(line.decode("utf-8", "replace"))
 
-    def _server_message(self, message: Any, line: bytes, out: list[Effect]) -> bool:
+    def _server_message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`_server_line` for a line read in full."""
         if message.__class__ is not dict:
             if message is serverlines.TOO_HARD:
@@ -846,7 +867,7 @@ class WrapSession:
             return False
         key, method = found
         if method == _TOOLS_LIST:
-            self._tools_answer(key, message, line, out)
+            return self._tools_answer(key, message, line, out)
         return True
 
     @property
@@ -861,29 +882,40 @@ class WrapSession:
         return bool(self._pending)
 
     def _unreadable_line(self, out: list[Effect]) -> None:
-        """A line that may answer tools/list was not read: pinned tools have an unknown
-        identity from now on (docs/wrap.md, "Tool pins")."""
-        if not self._pending_tools_list or self.state.unreadable:
+        """A line that may answer tools/list was not read: pinned and declared tools have an
+        unknown identity from now on (docs/wrap.md, "Tool pins", "Declared baseline")."""
+        if not self._pending_tools_list:
+            return
+        if self._baseline is not None:
+            self._baseline.mark_unreadable()
+        if self.state.unreadable:
             return
         self.state.mark_unreadable()
         out.append(Warn(records.unreadable_answer_warning()))
 
-    def _tools_answer(self, key: Key, message: dict[str, Any], line: bytes, out: list[Effect]) -> None:
-        """Record tool identities from the answer to one of the client's tools/list requests."""
+    def _tools_answer(self, key: Key, message: dict[str, Any], line: bytes, out: list[Effect]) -> bool | bytes:
+        """Record tool identities from the answer to one of the client's tools/list requests
+        (pins, the declared baseline and the observed manifest see every tool the server
+        listed); True to relay the line, or the line with tools hidden (--hide-denied-tools)."""
         self._pending_tools_list.discard(key)
         chain = self._chains.pop(key, None)
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            return
+            return True
         tools = result["tools"]
         if chain is not None:
             chain.add_page(tools, result.get("nextCursor"))
             self.last_chain = chain
         label = self.options.label
         seen = self.state.observe_tools(label, tools)
+        baseline = self._baseline
+        if baseline is not None:
+            baseline.observe(tools)
         alternative = self._other_reading(line)
         if alternative is not None:  # a client that drops invalid UTF-8 instead of replacing it
             seen += self.state.observe_tools(label, alternative)
+            if baseline is not None:
+                baseline.observe(alternative)
             tools = tools + alternative
         for tool in tools:
             if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"].strip():
@@ -897,6 +929,19 @@ class WrapSession:
                     self._bindings[name] = digest
         if self.options.verbose:
             out.extend(Warn(records.tool_identity_line(n, label, s, m)) for (n, s, m) in seen)
+        if self._hide:
+            cut = hide_tools(line, message, self._hidden, self._read_message)
+            if cut is not None:
+                return cut
+        return True
+
+    def _hidden(self, name: str) -> bool:
+        """Whether --hide-denied-tools takes ``name`` out of the tools/list answers: the policy
+        denies it by name or class, or the declared baseline does not hold it (docs/wrap.md,
+        "Hiding denied tools")."""
+        if self._baseline is not None and not self._baseline.declares(name):
+            return True
+        return denied_by_name(self.policy, name)
 
     @staticmethod
     def _other_reading(line: bytes) -> list[Any] | None:
