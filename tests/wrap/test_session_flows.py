@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from assay.policy import load_policy
 from assay.wrap.effects import Sink
 from assay.wrap.session import SessionOptions
@@ -91,6 +93,33 @@ def test_args_match_counts_a_secret_file_as_a_trigger():
     out, d, _ = call("http_post", {"url": "https://x"})
     assert payload(out.reply)["rule"] == "no-exfiltration-of-secret-files"
     assert d["matched_rule"] == "no-exfiltration-of-secret-files"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/workspace/../secrets/token", "/secrets//token", "/secrets/./token", "/SECRETS/token", "/workspace/../SeCrEtS/token"],
+)
+def test_the_example_cannot_be_walked_around_by_spelling_the_path_another_way(path):
+    """Each of these either counts as reading a secret file or is refused outright: none lets a
+    later network call through."""
+    call = Calls(session())
+    out, d, _ = call("read_file", {"path": path})
+    if out.disposition == "forwarded":
+        out, d, _ = call("send_email", {"to": "x@example.com", "body": "..."})
+        assert payload(out.reply)["rule"] == "no-exfiltration-of-secret-files"
+    else:
+        assert d["reason_code"] in ("P_ARG_SCHEMA", "P_POLICY_DENY")
+
+
+@pytest.mark.parametrize(
+    "path", ["file:///secrets/token", "file:///%73ecrets/token", "~/../../secrets/token", "secrets/token", "/etc/passwd"]
+)
+def test_the_example_refuses_paths_it_could_not_classify(path):
+    call = Calls(session())
+    out, d, _ = call("read_file", {"path": path})
+    assert out.disposition == "blocked"
+    assert d["reason_code"] in ("P_ARG_SCHEMA", "P_POLICY_DENY")
+    assert call("send_email", {"to": "x@example.com", "body": "..."})[0].disposition == "forwarded"
 
 
 def test_deploy_only_after_run_tests_and_denied_calls_do_not_enter():
