@@ -20,6 +20,7 @@ from assay.wrap import listing, serverlines
 from assay.wrap.listing import denied_by_name, hide_tools
 from assay.wrap.session import SessionOptions
 
+from tests.docs_examples import policy_example
 from tests.wrap._harness import Harness
 from tests.wrap.test_session_baseline import LABEL, observe
 
@@ -92,6 +93,19 @@ def test_denied_by_name_and_not_allowed_are_hidden_and_still_denied():
     assert deny_code(s, 2, "exec") == "E_TOOL_DENIED"
     assert deny_code(s, 3, "write_file") == "E_TOOL_NOT_ALLOWED"
     assert deny_code(s, 4, "read_file") is None
+
+
+def test_the_docs_example_offers_only_what_it_allows():
+    s = session(load_policy(policy_example("hidden-tools").encode()))
+    listed = [tool(n) for n in ("read_file", "exec", "wipe_disk", "write_file", "search_web", "list_dir")]
+    seen = client_sees(s, 1, answer(1, listed))
+    assert names(seen) == ["read_file", "search_web", "list_dir"]
+    assert [deny_code(s, rid, n) for rid, n in enumerate(("exec", "wipe_disk", "write_file", "search_web"), 2)] == [
+        "E_TOOL_DENIED",
+        "E_TOOL_DENIED",
+        "E_TOOL_NOT_ALLOWED",
+        None,
+    ]
 
 
 def test_denied_by_class_is_hidden():
