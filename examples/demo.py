@@ -2,7 +2,9 @@
 
 An MCP client (the official `mcp` Python SDK) talks to `assay mcp wrap`, which runs the demo
 server (examples/demo_server.py). We list the tools, make allowed and denied calls, and print
-the decision log wrap wrote. Run it with `./dev demo`.
+the decision log wrap wrote. Then the same with flow rules (examples/flows.yaml on
+examples/flows_server.py): calls allowed or denied by the calls before them. Run it with
+`./dev demo`.
 """
 
 from __future__ import annotations
@@ -26,51 +28,66 @@ def _text(result) -> str:
     return " ".join(p for p in parts if p).strip()
 
 
+PART_1 = [
+    ("read_file", {"path": "/workspace/README.md"}),
+    ("list_dir", {"path": "/workspace"}),
+    ("read_file", {"path": "/etc/passwd"}),
+    ("read_file", {"path": "/workspace/../etc/passwd"}),
+    ("exec", {"command": "rm -rf /"}),
+    ("write_file", {"path": "/workspace/x", "content": "y"}),
+]
+
+# Flow rules: the same call is allowed or denied by what came before it in the session.
+PART_2 = [
+    ("deploy", {"target": "prod"}),
+    ("run_tests", {}),
+    ("deploy", {"target": "prod"}),
+    ("send_email", {"to": "ops@example.com", "body": "deployed"}),
+    ("read_secret", {"name": "api_key"}),
+    ("send_email", {"to": "ops@example.com", "body": "the token is ..."}),
+    ("http_post", {"url": "https://example.com/paste", "body": "..."}),
+]
+
+
 async def main() -> int:
     assay = shutil.which("assay") or str(Path(sys.executable).parent / "assay")
     with tempfile.TemporaryDirectory(prefix="assay-demo-") as workdir:
-        return await _demo(assay, Path(workdir) / "decisions.ndjson")
+        work = Path(workdir)
+        await _demo(assay, "assay.yaml", "demo_server.py", PART_1, work / "decisions.ndjson")
+        print("\n" + "-" * 72 + "\n")
+        await _demo(assay, "flows.yaml", "flows_server.py", PART_2, work / "flows.ndjson")
+    return 0
 
 
-async def _demo(assay: str, decision_log: Path) -> int:
+async def _demo(assay: str, policy: str, server: str, calls: list, decision_log: Path) -> None:
     params = StdioServerParameters(
         command=assay,
         args=[
             "mcp", "wrap",
-            "--policy", str(HERE / "assay.yaml"),
+            "--policy", str(HERE / policy),
             "--event-source", "assay://demo/app",
             "--decision-log", str(decision_log),
             "--verbose",
-            "--", sys.executable, str(HERE / "demo_server.py"),
+            "--", sys.executable, str(HERE / server),
         ],
         env=dict(os.environ),
     )
-    print("$ assay mcp wrap --policy examples/assay.yaml ... -- python examples/demo_server.py\n")
+    print(f"$ assay mcp wrap --policy examples/{policy} ... -- python examples/{server}\n")
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
             print("tools offered by the server:", ", ".join(t.name for t in tools.tools))
-            calls = [
-                ("read_file", {"path": "/workspace/README.md"}),
-                ("list_dir", {"path": "/workspace"}),
-                ("read_file", {"path": "/etc/passwd"}),
-                ("read_file", {"path": "/workspace/../etc/passwd"}),
-                ("exec", {"command": "rm -rf /"}),
-                ("write_file", {"path": "/workspace/x", "content": "y"}),
-            ]
             for name, args in calls:
                 result = await session.call_tool(name, args)
                 verdict = "DENIED " if result.is_error else "ALLOWED"
-                detail = _text(result)
-                if result.is_error and result.structured_content:
-                    detail += "  " + json.dumps(result.structured_content)
+                detail = _text(result)  # a deny's text holds the deny payload
                 print(f"  {verdict}  {name}({json.dumps(args)}) -> {detail}")
     print("\ndecision log (--decision-log):")
     for line in decision_log.read_text().splitlines():
         data = json.loads(line)["data"]
-        print(f"  {data['decision']:5}  {data['tool']:10}  {data['reason_code']:20}  {data.get('reason', '')}")
-    return 0
+        rule = data.get("matched_rule") or ""
+        print(f"  {data['decision']:5}  {data['tool']:11}  {data['reason_code']:20}  {rule:24}  {data.get('reason', '')}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""`./dev demo` runs examples/demo.py: both of its parts show allowed and denied calls through
+`assay mcp wrap` (the README's main job must not break unnoticed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from _e2e_support import REPO, RUN_TIMEOUT
+
+
+def test_the_demo_shows_allows_and_denies_of_both_parts() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout.splitlines()
+    calls = [line.strip() for line in out if line.strip().startswith(("ALLOWED", "DENIED"))]
+    # part 1: one call per tool and path, as examples/assay.yaml decides them
+    assert calls[0].startswith('ALLOWED  read_file({"path": "/workspace/README.md"})')
+    assert calls[3].startswith('DENIED   read_file({"path": "/workspace/../etc/passwd"})')
+    assert '"error_code":"E_PATH_CONFINEMENT"' in calls[3]
+    # part 2: the same call, denied or allowed by the calls before it (examples/flows.yaml)
+    part2 = calls[6:]
+    assert [c.split("(")[0].split() for c in part2] == [
+        ["DENIED", "deploy"],
+        ["ALLOWED", "run_tests"],
+        ["ALLOWED", "deploy"],
+        ["ALLOWED", "send_email"],
+        ["ALLOWED", "read_secret"],
+        ["DENIED", "send_email"],
+        ["DENIED", "http_post"],
+    ]
+    assert '"rule":"tests-before-deploy"' in part2[0] and '"rule":"no-exfiltration"' in part2[5]
+    log = [line.split() for line in out if line.startswith("  deny ") or line.startswith("  allow ")]
+    assert ["deny", "send_email", "P_SEQUENCE_VIOLATION", "no-exfiltration"] == log[-2][:4]
