@@ -26,6 +26,7 @@ from assay.policy.decision import Decision
 from assay.policy.model import FlowRule
 from assay.policy.patterns import NameMatcher
 from assay.policy.sequence import RULE_KINDS, Rule, Selector
+from assay.policy.yamlio import type_name
 
 __all__ = ["FlowError", "FlowTracker", "parse_flows", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT"]
 
@@ -63,33 +64,15 @@ class FlowError(ValueError):
         self.message = message
 
 
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 def _string(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise FlowError("structure", path, f"expected a string, got {_kind_of(value)}")
+        raise FlowError("structure", path, f"expected a string, got {type_name(value)}")
     return value
 
 
 def _mapping(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise FlowError("structure", path, f"expected a mapping, got {_kind_of(value)}")
+        raise FlowError("structure", path, f"expected a mapping, got {type_name(value)}")
     for key in value:
         if not isinstance(key, str):
             raise FlowError("structure", path, f"mapping key {key!r} is not a string")
@@ -107,7 +90,7 @@ def _selector(value: Any, path: str) -> Selector:
     if isinstance(value, str):
         return Selector(_name(value, path))
     if not isinstance(value, dict):
-        raise FlowError("structure", path, f"expected a tool name or {{tool, args_match}}, got {_kind_of(value)}")
+        raise FlowError("structure", path, f"expected a tool name or {{tool, args_match}}, got {type_name(value)}")
     m = _mapping(value, path)
     for key in m:
         if key not in ("tool", "args_match"):
@@ -134,7 +117,7 @@ def _selector(value: Any, path: str) -> Selector:
 
 def _u32(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U32_MAX:
-        raise FlowError("structure", path, f"expected an unsigned 32-bit integer, got {_kind_of(value) if not isinstance(value, int) or isinstance(value, bool) else value}")
+        raise FlowError("structure", path, f"expected an unsigned 32-bit integer, got {type_name(value) if not isinstance(value, int) or isinstance(value, bool) else value}")
     return value
 
 
@@ -167,12 +150,12 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
             kw[f] = _u32(m[f], where)
         elif f == "strict":
             if not isinstance(m[f], bool):
-                raise FlowError("structure", where, f"expected a boolean, got {_kind_of(m[f])}")
+                raise FlowError("structure", where, f"expected a boolean, got {type_name(m[f])}")
             kw[f] = m[f]
         elif f == "tools":
             items = m[f]
             if not isinstance(items, list):
-                raise FlowError("structure", where, f"expected a list of selectors, got {_kind_of(items)}")
+                raise FlowError("structure", where, f"expected a list of selectors, got {type_name(items)}")
             if not items:
                 raise FlowError("validation", where, "must list at least one selector")
             kw[f] = tuple(_selector(x, f"{where}[{i}]") for i, x in enumerate(items))
@@ -198,14 +181,14 @@ def parse_flows(
             if not key:
                 raise FlowError("validation", "aliases", "an alias name must not be empty")
             if not isinstance(members, list):
-                raise FlowError("structure", where, f"expected a list of tool names or patterns, got {_kind_of(members)}")
+                raise FlowError("structure", where, f"expected a list of tool names or patterns, got {type_name(members)}")
             if not members:
                 raise FlowError("validation", where, "must list at least one tool name or pattern")
             alias_map[key] = tuple(_name(x, f"{where}[{i}]") for i, x in enumerate(members))
     rules: list[FlowRule] = []
     if sequences is not None:
         if not isinstance(sequences, list):
-            raise FlowError("structure", "sequences", f"expected a list of rules, got {_kind_of(sequences)}")
+            raise FlowError("structure", "sequences", f"expected a list of rules, got {type_name(sequences)}")
         seen: dict[str, int] = {}
         for i, item in enumerate(sequences):
             path = f"sequences[{i}]"

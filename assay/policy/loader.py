@@ -18,7 +18,6 @@ from typing import Any, Literal, overload
 
 from assay.inputs import policy_byte_limit, read_input_file
 from assay.policy.engine import compile_policy
-from assay.policy.durations import DurationError, parse_duration
 from assay.policy.errors import PolicyError
 from assay.policy.model import (
     _PIN_FIELDS,
@@ -39,7 +38,7 @@ from assay.policy.model import (
 )
 from assay.policy.durations import DurationError, parse_duration
 from assay.policy.paths import PathRefused, normalize_path
-from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml
+from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml, type_name
 
 __all__ = [
     "load_policy",
@@ -72,24 +71,6 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 class _Reader:
     """Walks the parsed document, recording unknown keys."""
 
@@ -104,7 +85,7 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, dict):
-            raise _Structure(path, f"expected a mapping, got {_type_name(value)}")
+            raise _Structure(path, f"expected a mapping, got {type_name(value)}")
         for key in value:
             if not isinstance(key, str):
                 raise _Structure(path, f"mapping key {key!r} is not a string")
@@ -124,19 +105,19 @@ class _Reader:
             return None
         if not isinstance(value, str):
             hint = " (quote it)" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-            raise _Structure(path, f"expected a string, got {_type_name(value)}{hint}")
+            raise _Structure(path, f"expected a string, got {type_name(value)}{hint}")
         return value
 
     def boolean(self, value: Any, path: str) -> bool:
         if not isinstance(value, bool):
-            raise _Structure(path, f"expected a boolean, got {_type_name(value)}")
+            raise _Structure(path, f"expected a boolean, got {type_name(value)}")
         return value
 
     def u64(self, value: Any, path: str, *, optional: bool = True) -> int | None:
         if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Structure(path, f"expected an unsigned integer, got {_type_name(value)}")
+            raise _Structure(path, f"expected an unsigned integer, got {type_name(value)}")
         if value < 0 or value > _U64_MAX:
             raise _Structure(path, f"expected an unsigned integer, got {value}")
         return value
@@ -145,11 +126,11 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, list):
-            raise _Structure(path, f"expected a list of strings, got {_type_name(value)}")
+            raise _Structure(path, f"expected a list of strings, got {type_name(value)}")
         out = []
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise _Structure(f"{path}[{i}]", f"expected a string, got {_type_name(item)}")
+                raise _Structure(f"{path}[{i}]", f"expected a string, got {type_name(item)}")
             out.append(item)
         return tuple(out)
 
@@ -180,7 +161,7 @@ def _json_value(value: Any, path: str) -> Any:
                     raise _Structure(where, f"mapping key {k!r} is not a string")
                 stack.append((v, _join(where, k)))
             continue
-        raise _Structure(where, f"{_type_name(item)} is not a JSON value")
+        raise _Structure(where, f"{type_name(item)} is not a JSON value")
     return value
 
 
@@ -260,7 +241,7 @@ def _constraints(r: _Reader, value: Any) -> list[tuple[str, dict[str, str | None
                 params[pname] = r.string(pm.get("matches"), f"{ppath}.matches", optional=True)
             rules.append((tool, params))
         return rules
-    raise _Structure("constraints", f"expected a list or a mapping, got {_type_name(value)}")
+    raise _Structure("constraints", f"expected a list or a mapping, got {type_name(value)}")
 
 
 def _constraint_schema(params: dict[str, str | None]) -> dict[str, Any]:
@@ -322,7 +303,7 @@ def _runtime_monitor(r: _Reader, value: Any) -> dict[str, Any] | None:
     rules = []
     raw_rules = m.get("rules", [])
     if not isinstance(raw_rules, list):
-        raise _Structure(f"{p}.rules", f"expected a list, got {_type_name(raw_rules)}")
+        raise _Structure(f"{p}.rules", f"expected a list, got {type_name(raw_rules)}")
     for i, item in enumerate(raw_rules):
         rp = f"{p}.rules[{i}]"
         rm = r.mapping(item, rp)
@@ -366,7 +347,7 @@ def _kill_switch(r: _Reader, value: Any) -> dict[str, Any] | None:
     triggers = []
     raw = m.get("triggers", [])
     if not isinstance(raw, list):
-        raise _Structure(f"{p}.triggers", f"expected a list, got {_type_name(raw)}")
+        raise _Structure(f"{p}.triggers", f"expected a list, got {type_name(raw)}")
     for i, item in enumerate(raw):
         tp = f"{p}.triggers[{i}]"
         tm = r.mapping(item, tp)
@@ -397,7 +378,7 @@ _PATH_RULE_KEYS = ("tools", "args", "within", "base", "resolve_symlinks")
 def _directory(value: Any, path: str) -> str:
     """An absolute directory of a path rule, in lexical normal form."""
     if not isinstance(value, str):
-        raise _Structure(path, f"expected a string, got {_type_name(value)}")
+        raise _Structure(path, f"expected a string, got {type_name(value)}")
     if not value.startswith("/"):
         raise PolicyError("validation", f"{path} must be an absolute path (got {json.dumps(value)})")
     try:
@@ -418,7 +399,7 @@ def _path_confinement(r: _Reader, value: Any) -> tuple[PathRule, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _Structure("path_confinement", f"expected a list of rules, got {_type_name(value)}")
+        raise _Structure("path_confinement", f"expected a list of rules, got {type_name(value)}")
     rules = []
     for i, item in enumerate(value):
         p = f"path_confinement[{i}]"
@@ -431,7 +412,7 @@ def _path_confinement(r: _Reader, value: Any) -> tuple[PathRule, ...]:
         args = _non_empty(r, m["args"], f"{p}.args")
         within_raw = m["within"]
         if not isinstance(within_raw, list):
-            raise _Structure(f"{p}.within", f"expected a list of directories, got {_type_name(within_raw)}")
+            raise _Structure(f"{p}.within", f"expected a list of directories, got {type_name(within_raw)}")
         within = tuple(_directory(d, f"{p}.within[{j}]") for j, d in enumerate(within_raw))
         if not within:
             raise PolicyError("validation", f"{p}.within must list at least one entry")
@@ -450,7 +431,7 @@ def _rate_rules(r: _Reader, value: Any) -> tuple[RateRule, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _Structure("limits.tools", f"expected a list of rules, got {_type_name(value)}")
+        raise _Structure("limits.tools", f"expected a list of rules, got {type_name(value)}")
     rules: list[RateRule] = []
     where: dict[str, str] = {}  # rule id -> the rule that has it
     for i, item in enumerate(value):
@@ -703,7 +684,7 @@ def load_policy(
     except YamlStructureError as exc:
         raise PolicyError("structure", str(exc), source=source) from None
     if not isinstance(doc, dict):
-        what = "empty document" if doc is None else _type_name(doc)
+        what = "empty document" if doc is None else type_name(doc)
         raise PolicyError("root_not_mapping", f"policy root is not a mapping ({what})", source=source)
     try:
         kwargs, warnings = _convert(doc, source, strict_deprecations)

@@ -22,7 +22,7 @@ from assay.wrap.session import SessionOptions
 
 from tests.docs_examples import policy_example
 from tests.wrap._harness import Harness
-from tests.wrap.test_session_baseline import LABEL, observe
+from tests.wrap.test_session_baseline import LABEL, observe, request
 
 POLICY = load_policy(
     b'version: "2.0"\ntools:\n  allow: ["read_*", "list_dir", "exec"]\n  deny: ["exec", "*delete*"]\n'
@@ -37,13 +37,6 @@ def tool(name: str, **extra) -> dict:
 
 
 READ, LIST, EXEC, WRITE, DELETE = (tool(n) for n in ("read_file", "list_dir", "exec", "write_file", "delete_all"))
-
-
-def request(rid, method: str, params: dict | None = None) -> bytes:
-    obj = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        obj["params"] = params
-    return json.dumps(obj).encode() + b"\n"
 
 
 def answer(rid, tools: list, **extra) -> bytes:
