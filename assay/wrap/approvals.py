@@ -34,6 +34,7 @@ __all__ = [
     "HeldCall",
     "MAX_ARGUMENTS_TEXT",
     "MAX_PENDING",
+    "MAX_HELD_BYTES",
     "Approvals",
     "approval_text",
     "can_elicit",
@@ -45,6 +46,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S: Final = 120.0  # tools.approval_timeout when the policy does not set it
 MAX_PENDING: Final = 64  # held calls at once; one more is denied (approval "failed")
+MAX_HELD_BYTES: Final = 16 << 20  # bytes of held call lines at once; a call past it is denied "failed"
 MAX_ARGUMENTS_TEXT: Final = 2000  # characters of argument JSON shown in the prompt
 MAX_NAME_TEXT: Final = 200  # characters of the tool name shown in the prompt
 ID_PREFIX: Final = "assay-approval-"
@@ -61,6 +63,7 @@ REASONS: Final = {
     "failed": "The client's answer to the approval request could not be read",
     "error": "The client answered the approval request with an error",
     "full": f"Too many tool calls are waiting for approval (at most {MAX_PENDING})",
+    "too_large": f"The tool calls waiting for approval would hold more than {MAX_HELD_BYTES >> 20} MiB",
     "unavailable": "Approval required, but the client cannot ask a person (it did not declare the elicitation capability)",
     "client_cancelled": "The client cancelled the tool call while it waited for approval",
     "ended": "The session ended before the person answered",
@@ -195,9 +198,16 @@ class Approvals:
     from :mod:`secrets`.
     """
 
-    __slots__ = ("prefix", "timeout", "limit", "issued", "_held")
+    __slots__ = ("prefix", "timeout", "limit", "byte_limit", "held_bytes", "issued", "_held")
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, *, token: str | None = None, limit: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        *,
+        token: str | None = None,
+        limit: int = MAX_PENDING,
+        byte_limit: int = MAX_HELD_BYTES,
+    ) -> None:
         if token is None:
             token = secrets.token_hex(16)
         if not _TOKEN.fullmatch(token):
@@ -205,6 +215,8 @@ class Approvals:
         self.prefix = f"{ID_PREFIX}{token}-"
         self.timeout = timeout
         self.limit = limit
+        self.byte_limit = byte_limit
+        self.held_bytes = 0  # len(raw) of the held calls
         self.issued = 0
         self._held: dict[str, HeldCall] = {}
 
@@ -218,14 +230,25 @@ class Approvals:
     def full(self) -> bool:
         return len(self._held) >= self.limit
 
+    def fits(self, size: int) -> bool:
+        """Whether a call line of ``size`` bytes can be held with the ones held already (the
+        memory a client can make wrap keep for it is bounded by bytes as well as by count)."""
+        return self.held_bytes + size <= self.byte_limit
+
     def next_id(self) -> str:
         self.issued += 1
         return f"{self.prefix}{self.issued}"
 
     def hold(self, call: HeldCall) -> None:
-        if self.full:
+        if self.full or not self.fits(len(call.raw)):
             raise OverflowError("too many approvals pending")
         self._held[call.approval_id] = call
+        self.held_bytes += len(call.raw)
+
+    def _drop(self, call: HeldCall) -> HeldCall:
+        del self._held[call.approval_id]
+        self.held_bytes -= len(call.raw)
+        return call
 
     def owns(self, request_id: Any) -> bool:
         """Whether a response id is one wrap issued in this session (pending or not): answers to
@@ -240,25 +263,23 @@ class Approvals:
 
     def take(self, approval_id: str) -> HeldCall | None:
         """The held call this id asked about, removed; None when it was settled already."""
-        return self._held.pop(approval_id, None)
+        call = self._held.get(approval_id)
+        return None if call is None else self._drop(call)
 
     def take_request(self, key: Any) -> list[HeldCall]:
         """Every held call whose own request id has this key, removed."""
         found = [c for c in self._held.values() if c.request_key is not None and c.request_key == key]
-        for call in found:
-            del self._held[call.approval_id]
-        return found
+        return [self._drop(call) for call in found]
 
     def expired(self, now: float) -> list[HeldCall]:
         """The held calls whose deadline has come, removed, oldest first."""
         found = [c for c in self._held.values() if c.deadline <= now]
-        for call in found:
-            del self._held[call.approval_id]
-        return found
+        return [self._drop(call) for call in found]
 
     def take_all(self) -> list[HeldCall]:
         found = list(self._held.values())
         self._held.clear()
+        self.held_bytes = 0
         return found
 
     @property

@@ -530,6 +530,8 @@ class WrapSession:
             return self._approval_denied(decision, "timed_out", approvals.timeout_reason(0))
         if table.full:
             return self._approval_denied(decision, "failed", approvals.REASONS["full"])
+        if not table.fits(len(raw or b"")):
+            return self._approval_denied(decision, "failed", approvals.REASONS["too_large"])
         approval_id = table.next_id()
         line = raw or b""
         if line.endswith(b"\n"):

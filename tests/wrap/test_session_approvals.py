@@ -484,6 +484,24 @@ def test_at_most_64_approvals_wait_at_once():
     asked(h, 66)  # room again
 
 
+def test_held_calls_are_bounded_by_bytes_too():
+    """A client cannot make wrap keep more than MAX_HELD_BYTES of call lines waiting: the call
+    that would pass it is denied at once, and room comes back when a held call is settled."""
+    h = session()
+    big = "x" * (approvals.MAX_HELD_BYTES // 3)
+    first = asked(h, 1, arguments={"blob": big})[0]
+    asked(h, 2, arguments={"blob": big})
+    outcome = h.handle(call(3, arguments={"blob": big}))
+    payload = deny_payload(json.loads(outcome.reply))
+    assert payload["approval"] == "failed" and "MiB" in payload["reason"]
+    asked(h, 4, arguments={"blob": "small"})  # a small call still fits
+    h.client(answer(first, "decline"))
+    asked(h, 5, arguments={"blob": big})  # room again
+    table = h.session._approvals
+    assert table is not None and len(table) == 3
+    assert table.held_bytes == sum(len(c.raw) for c in table.take_all()) and table.held_bytes == 0
+
+
 # -- ids -------------------------------------------------------------------------------------------
 
 
