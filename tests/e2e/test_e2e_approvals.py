@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from _e2e_support import DEMO_SERVER, DENY_TEXT, E2E, RUN_TIMEOUT, WrapRun, assert_all_ended, assert_denied
 from tests.docs_examples import policy_example
 
-TS_ELICIT_CLIENT = E2E / "ts_v1_elicit_client.mjs"
+TS_ELICIT_CLIENT = E2E / "ts_elicit_client.mjs"
 WRITE = {"path": "/workspace/new.txt", "content": "approved text"}
 CALLS = [("write_file", WRITE), ("read_file", {"path": "/workspace/new.txt"})]
 
@@ -51,9 +51,9 @@ async def python_calls(run: WrapRun, env: dict[str, str], answer: str | None) ->
     return results, asked
 
 
-async def ts_calls(node: str, run: WrapRun, env: dict[str, str], answer: str | None) -> list[dict]:
+async def ts_calls(node: str, run: WrapRun, env: dict[str, str], answer: str | None, sdk: str = "v1") -> list[dict]:
     spec = {
-        "command": run.argv[0], "args": run.argv[1:], "timeoutMs": int(RUN_TIMEOUT * 1000), "answer": answer,
+        "sdk": sdk, "command": run.argv[0], "args": run.argv[1:], "timeoutMs": int(RUN_TIMEOUT * 1000), "answer": answer,
         "calls": [{"name": name, "arguments": arguments} for name, arguments in CALLS],
     }
     with trio.fail_after(RUN_TIMEOUT + 30):
@@ -63,7 +63,7 @@ async def ts_calls(node: str, run: WrapRun, env: dict[str, str], answer: str | N
         )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
-    assert proc.returncode == 0, f"ts_v1_elicit_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
+    assert proc.returncode == 0, f"ts_elicit_client ({sdk}) exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["kind"] for x in lines] == ["connected", "call", "call", "closed"], out
     assert lines[-1]["errors"] == [], lines[-1]
@@ -139,13 +139,14 @@ async def test_python_client_without_elicitation_gets_the_fallback_deny(tmp_path
 # -- the TypeScript SDK v1 -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
 @pytest.mark.parametrize("answer", ["accept", "decline", None])
-async def test_ts_v1_client_elicitation_handler(node, tmp_path, base_env, answer):
-    """The TS SDK v1 validates wrap's request with its own ElicitRequestSchema before the handler
-    runs (form mode, as the capability `{elicitation: {}}` declares), and a deny is an isError
-    result, never a thrown error."""
+async def test_ts_client_elicitation_handler(node, tmp_path, base_env, answer, sdk):
+    """The TS SDK (v1, what most hosts ship, and v2) validates wrap's request with its own
+    elicitation schema before the handler runs (form mode, as the capability `{elicitation: {}}`
+    declares), and a deny is an isError result, never a thrown error."""
     run = approval_run(tmp_path)
-    write, read = await ts_calls(node, run, base_env, answer)
+    write, read = await ts_calls(node, run, base_env, answer, sdk)
     assert "thrown" not in write and "thrown" not in read, (write, read)
     if answer is None:
         assert write["asked"] == []

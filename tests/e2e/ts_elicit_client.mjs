@@ -1,9 +1,10 @@
 // A real MCP client that can ask a person, for the approval e2e tests: the official TypeScript
-// SDK v1 `Client` (`@modelcontextprotocol/sdk` 1.x) over stdio, declaring the `elicitation`
-// capability and answering `elicitation/create` with an `ElicitRequestSchema` handler.
+// SDK `Client` over stdio, v1 (`@modelcontextprotocol/sdk` 1.x, what most hosts ship) or v2
+// (`@modelcontextprotocol/client`, in its default `initialize` handshake), declaring the
+// `elicitation` capability and answering `elicitation/create` with a request handler.
 //
 // Input: one JSON object on stdin:
-//   {"command": "...", "args": [...], "timeoutMs": 60000,
+//   {"sdk": "v1" | "v2", "command": "...", "args": [...], "timeoutMs": 60000,
 //    "answer": "accept" | "decline" | "cancel" | null   (null: no elicitation capability at all),
 //    "calls": [{"name": "...", "arguments": {...}}, ...]}
 // Output (stdout), one JSON object per line:
@@ -13,23 +14,26 @@
 //    during this call) or {"kind":"call","name":...,"thrown":"<message>","asked":[...]}
 //   {"kind":"closed","errors":[...]}
 import { readFileSync } from 'node:fs';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const spec = JSON.parse(readFileSync(0, 'utf8'));
 const timeout = spec.timeoutMs ?? 60000;
 const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
 
+const v2 = spec.sdk === 'v2';
+const { Client } = await import(v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/sdk/client/index.js');
+const { StdioClientTransport } = await import(v2 ? '@modelcontextprotocol/client/stdio' : '@modelcontextprotocol/sdk/client/stdio.js');
+// v1 names a request handler by its schema, v2 by its method
+const elicitMethod = v2 ? 'elicitation/create' : (await import('@modelcontextprotocol/sdk/types.js')).ElicitRequestSchema;
+
 const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
 const transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env, stderr: 'inherit' });
 const capabilities = spec.answer == null ? {} : { elicitation: {} };
-const client = new Client({ name: 'assay-e2e-ts-v1-elicit-client', version: '1.0.0' }, { capabilities });
+const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-elicit-client`, version: '1.0.0' }, { capabilities });
 const errors = [];
 client.onerror = err => errors.push(String(err?.message ?? err));
 let asked = [];
 if (spec.answer != null) {
-    client.setRequestHandler(ElicitRequestSchema, async request => {
+    client.setRequestHandler(elicitMethod, async request => {
         const p = request.params;
         asked.push({ message: p.message, mode: p.mode ?? null, requestedSchema: p.requestedSchema ?? null });
         return spec.answer === 'accept' ? { action: 'accept', content: {} } : { action: spec.answer };
@@ -39,14 +43,15 @@ if (spec.answer != null) {
 try {
     await client.connect(transport, { timeout });
 } catch (err) {
-    process.stderr.write(`ts_v1_elicit_client: ${err?.stack ?? err}\n`);
+    process.stderr.write(`ts_elicit_client: ${err?.stack ?? err}\n`);
     process.exit(1);
 }
 out({ kind: 'connected' });
 for (const call of spec.calls ?? []) {
     asked = [];
     try {
-        const r = await client.callTool({ name: call.name, arguments: call.arguments ?? {} }, undefined, { timeout });
+        const args = { name: call.name, arguments: call.arguments ?? {} };
+        const r = v2 ? await client.callTool(args, { timeout }) : await client.callTool(args, undefined, { timeout });
         out({
             kind: 'call',
             name: call.name,
