@@ -144,6 +144,7 @@ class WrapSession:
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
         approval_token: str | None = None,
+        approval_key: bytes | None = None,
     ) -> None:
         self.policy = policy
         self.options = options = options or SessionOptions()
@@ -216,6 +217,8 @@ class WrapSession:
         # or a dry run (which never asks)
         self.can_elicit = False  # the client's last initialize declared form-mode elicitation
         self._approvals: approvals.Approvals | None = None
+        self._offers: approvals.Offers | None = None  # 2026-07-28-era approvals asked, not answered
+        self._retry_line: bytes | None = None  # an approved retry, rewritten (without its LF)
         self._approval_fallback = "deny"
         self._approval_names = NameMatcher(())
         self._released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
@@ -228,6 +231,7 @@ class WrapSession:
                 self._approvals = approvals.Approvals(
                     approvals.DEFAULT_TIMEOUT_S if timeout is None else timeout, token=approval_token
                 )
+                self._offers = approvals.Offers(approval_key)
 
     # ------------------------------------------------------------------------------------------
     # client -> server
@@ -475,6 +479,11 @@ class WrapSession:
         self.forwarded += 1
         if opts.receipts and self.started:
             self._receipt(raw, frame, True, event_id, out)
+        retry_line = self._retry_line
+        if retry_line is not None:  # an approved 2026-07-28-era retry goes without wrap's members
+            self._retry_line = None
+            self._released.append(retry_line)
+            return False
         return True
 
     def _gate(self, name: str, arguments: Any, decision: Decision) -> Decision:
@@ -520,12 +529,10 @@ class WrapSession:
         wrap's ``elicitation/create`` goes to the client. Otherwise the decision to go on with:
         the fallback (a client that cannot be asked) or a deny (too many approvals pending)."""
         table = self._approvals
-        if table is None or not self.can_elicit or replies.is_modern_request(frame):
-            # 2026-07-28-era requests carry no initialize and have no place for wrap's own
-            # request: the fallback applies as for a client without elicitation
-            if self._approval_fallback == "allow":
-                return decision.replace(approval_state="not_asked")
-            return self._approval_denied(decision, "unavailable", approvals.REASONS["unavailable"])
+        if table is not None and replies.is_modern_request(frame):
+            return self._ask_modern(raw, frame, params, name, arguments, decision, out)
+        if table is None or not self.can_elicit:
+            return self._fallback(decision)
         if table.timeout <= 0:  # approval_timeout: 0 denies without asking
             return self._approval_denied(decision, "timed_out", approvals.timeout_reason(0))
         if table.full:
@@ -552,6 +559,59 @@ class WrapSession:
             )
         )
         self._reply(approvals.elicitation_request(approval_id, name, arguments), out)
+        return None
+
+    def _fallback(self, decision: Decision) -> Decision:
+        """``tools.approval_fallback`` for a call whose client cannot be asked."""
+        if self._approval_fallback == "allow":
+            return decision.replace(approval_state="not_asked")
+        return self._approval_denied(decision, "unavailable", approvals.REASONS["unavailable"])
+
+    def _ask_modern(
+        self,
+        raw: bytes | None,
+        frame: dict[str, Any],
+        params: Any,
+        name: str,
+        arguments: Any,
+        decision: Decision,
+        out: list[Effect],
+    ) -> Decision | None:
+        """:meth:`_ask` for a 2026-07-28-era request (docs/wrap.md, "Approvals"): no initialize
+        and no requests of wrap's own, so the call is answered with an ``input_required`` result
+        asking the person (None: answered so, nothing recorded), and its retry carries the
+        answer. An accepted retry has passed the policy and the session's checks again (this
+        round's :meth:`_gate`); it is forwarded rewritten (``_retry_line``)."""
+        offers = self._offers
+        table = self._approvals
+        assert offers is not None and table is not None
+        if offers.claims(params):  # a retry answering one of wrap's approvals
+            offer = offers.redeem(params.get("requestState"), name, arguments)
+            if offer is None:
+                return self._approval_denied(decision, "failed", approvals.REASONS["state"])
+            if self._clock() >= offer.issued + table.timeout:
+                return self._approval_denied(decision, "timed_out", approvals.timeout_reason(table.timeout))
+            answer = approvals.read_input_response(params)
+            if answer is None:
+                return self._approval_denied(decision, "failed", approvals.REASONS["no_answer"])
+            if answer != "accept":
+                which = approvals.WHICH[answer]
+                return self._approval_denied(decision, which, approvals.REASONS[which])
+            line = approvals.rewrite_retry(frame, offer.restore)
+            if line is None:
+                return self._approval_denied(decision, "failed", approvals.REASONS["rewrite"])
+            self._retry_line = line
+            return decision.replace(approval_state="approved")
+        if "id" not in frame or not approvals.modern_can_elicit(params):
+            return self._fallback(decision)  # a notification gets no reply to ask with
+        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+            return self._approval_denied(decision, "timed_out", approvals.timeout_reason(0))
+        state = offers.issue(name, arguments, params, self._clock())
+        if state is None:
+            return self._approval_denied(decision, "failed", approvals.REASONS["too_large"])
+        self._reply(approvals.input_required_reply(frame["id"], name, arguments, state), out)
+        if self.options.receipts and self.started:
+            self._receipt(raw, frame, False, None, out, disposition="consumed")
         return None
 
     def _approval_denied(self, decision: Decision, which: str, reason: str) -> Decision:

@@ -15,10 +15,10 @@ from pathlib import Path
 import mcp.types as types
 import pytest
 import trio
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from _e2e_support import DEMO_SERVER, DENY_TEXT, E2E, RUN_TIMEOUT, WrapRun, assert_all_ended, assert_denied
+from _e2e_support import DEMO_SERVER, DENY_TEXT, E2E, MODERN, RUN_TIMEOUT, WrapRun, assert_all_ended, assert_denied
 from tests.docs_examples import policy_example
 
 TS_ELICIT_CLIENT = E2E / "ts_elicit_client.mjs"
@@ -194,4 +194,54 @@ async def test_python_client_that_never_answers_times_out_and_its_prompt_is_canc
                 read_back = await session.call_tool("read_file", {"path": "/workspace/new.txt"})
                 assert read_back.is_error is True
     assert_decisions(run, "timed_out", denied=True)
+    await assert_ended(run)
+
+
+# -- the 2026-07-28 era: input_required (multi round-trip) ---------------------------------------
+
+
+async def python_auto_calls(run: WrapRun, env: dict[str, str], answer: str | None) -> tuple[str, list, list]:
+    """`mcp.Client(mode="auto")` (negotiates 2026-07-28 with the demo server, so every request
+    carries its capabilities in `_meta` and there is no initialize), with an elicitation callback
+    answering `answer` (None: no callback, so no elicitation capability). Returns (the protocol
+    version, results, what the callback was asked)."""
+    asked: list = []
+
+    async def elicit(ctx, params):
+        asked.append(params)
+        return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
+
+    params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
+    callback = {} if answer is None else {"elicitation_callback": elicit}
+    with trio.fail_after(RUN_TIMEOUT):
+        async with Client(params, mode="auto", **callback) as client:
+            results = [await client.call_tool(name, arguments) for name, arguments in CALLS]
+            version = client.protocol_version
+    return version, results, asked
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline", "cancel", None])
+async def test_python_modern_client_answers_wraps_input_required(tmp_path, base_env, answer):
+    """docs/wrap.md, "Approvals" (2026-07-28 era): wrap answers the call with an input_required
+    result; the SDK runs its elicitation callback and retries the call with the answer; an
+    accepted retry reaches the server, any other answer is denied, and a client that declared no
+    elicitation gets the fallback."""
+    run = approval_run(tmp_path)
+    version, (write, read), asked = await python_auto_calls(run, base_env, answer)
+    assert version == MODERN
+    if answer is None:
+        assert asked == []
+    else:
+        assert len(asked) == 1
+        assert asked[0].mode == "form" and asked[0].requested_schema == {"type": "object", "properties": {}}
+        assert_message(asked[0].message)
+    which = {"accept": "approved", "decline": "declined", "cancel": "cancelled", None: "unavailable"}[answer]
+    if answer == "accept":
+        assert write.is_error is False and "wrote 13 bytes" in _text(write), write
+        assert read.is_error is False and "approved text" in _text(read), read
+    else:
+        assert_denied("write_file", write.is_error, write.structured_content, _text(write), "E_APPROVAL_DENIED")
+        assert json.loads(_text(write)[len(DENY_TEXT):])["approval"] == which
+        assert read.is_error is True and DENY_TEXT not in _text(read)  # never written
+    assert_decisions(run, which, denied=answer != "accept")
     await assert_ended(run)
