@@ -51,9 +51,11 @@ async def python_calls(run: WrapRun, env: dict[str, str], answer: str | None) ->
     return results, asked
 
 
-async def ts_calls(node: str, run: WrapRun, env: dict[str, str], answer: str | None, sdk: str = "v1") -> list[dict]:
+async def ts_calls(
+    node: str, run: WrapRun, env: dict[str, str], answer: str | None, sdk: str = "v1", mode: str | None = None
+) -> list[dict]:
     spec = {
-        "sdk": sdk, "command": run.argv[0], "args": run.argv[1:], "timeoutMs": int(RUN_TIMEOUT * 1000), "answer": answer,
+        "sdk": sdk, "mode": mode, "command": run.argv[0], "args": run.argv[1:], "timeoutMs": int(RUN_TIMEOUT * 1000), "answer": answer,
         "calls": [{"name": name, "arguments": arguments} for name, arguments in CALLS],
     }
     with trio.fail_after(RUN_TIMEOUT + 30):
@@ -67,6 +69,8 @@ async def ts_calls(node: str, run: WrapRun, env: dict[str, str], answer: str | N
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["kind"] for x in lines] == ["connected", "call", "call", "closed"], out
     assert lines[-1]["errors"] == [], lines[-1]
+    if mode == "auto":
+        assert lines[0]["protocolVersion"] == MODERN, lines[0]
     return lines[1:-1]
 
 
@@ -245,3 +249,30 @@ async def test_python_modern_client_answers_wraps_input_required(tmp_path, base_
         assert read.is_error is True and DENY_TEXT not in _text(read)  # never written
     assert_decisions(run, which, denied=answer != "accept")
     await assert_ended(run)
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline", None])
+async def test_ts_v2_modern_client_answers_wraps_input_required(node, tmp_path, base_env, answer):
+    """The TS SDK v2 in `versionNegotiation: {mode: 'auto'}` (2026-07-28 with the demo server)
+    meets wrap's approval as an input_required result, runs its elicitation handler and retries."""
+    run = approval_run(tmp_path)
+    write, read = await ts_calls(node, run, base_env, answer, "v2", mode="auto")
+    assert "thrown" not in write and "thrown" not in read, (write, read)
+    if answer is None:
+        assert write["asked"] == []
+    else:
+        (asked,) = write["asked"]
+        assert asked["mode"] == "form" and asked["requestedSchema"] == {"type": "object", "properties": {}}
+        assert_message(asked["message"])
+    which = {"accept": "approved", "decline": "declined", None: "unavailable"}[answer]
+    if answer == "accept":
+        assert write["is_error"] is False and "wrote 13 bytes" in "".join(write["texts"]), write
+        assert read["is_error"] is False and "approved text" in "".join(read["texts"]), read
+    else:
+        assert_denied("write_file", write["is_error"], write["structuredContent"], "".join(write["texts"]), "E_APPROVAL_DENIED")
+        assert json.loads("".join(write["texts"])[len(DENY_TEXT):])["approval"] == which
+        assert read["is_error"] is True
+    assert_decisions(run, which, denied=answer != "accept")
+    wraps, servers = run.pids()  # the auto-mode probe run and the session run
+    assert len(wraps) == 2 and len(servers) == 2, (wraps, servers)
+    await assert_all_ended(wraps + servers)

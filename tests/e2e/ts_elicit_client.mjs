@@ -1,14 +1,16 @@
 // A real MCP client that can ask a person, for the approval e2e tests: the official TypeScript
 // SDK `Client` over stdio, v1 (`@modelcontextprotocol/sdk` 1.x, what most hosts ship) or v2
-// (`@modelcontextprotocol/client`, in its default `initialize` handshake), declaring the
-// `elicitation` capability and answering `elicitation/create` with a request handler.
+// (`@modelcontextprotocol/client`, in its default `initialize` handshake, or with `"mode":"auto"`
+// in `versionNegotiation: {mode: 'auto'}`, which negotiates 2026-07-28 with a modern server and
+// then meets wrap's approval as an `input_required` result), declaring the `elicitation`
+// capability and answering `elicitation/create` with a request handler.
 //
 // Input: one JSON object on stdin:
-//   {"sdk": "v1" | "v2", "command": "...", "args": [...], "timeoutMs": 60000,
+//   {"sdk": "v1" | "v2", "mode": "auto" (v2 only, optional), "command": "...", "args": [...], "timeoutMs": 60000,
 //    "answer": "accept" | "decline" | "cancel" | null   (null: no elicitation capability at all),
 //    "calls": [{"name": "...", "arguments": {...}}, ...]}
 // Output (stdout), one JSON object per line:
-//   {"kind":"connected"}
+//   {"kind":"connected","protocolVersion":...}
 //   {"kind":"call","name":...,"is_error":bool,"structuredContent":...,"texts":[...],
 //    "asked":[{"message":...,"mode":...,"requestedSchema":...}]}   (what the handler was asked
 //    during this call) or {"kind":"call","name":...,"thrown":"<message>","asked":[...]}
@@ -28,7 +30,8 @@ const elicitMethod = v2 ? 'elicitation/create' : (await import('@modelcontextpro
 const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
 const transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env, stderr: 'inherit' });
 const capabilities = spec.answer == null ? {} : { elicitation: {} };
-const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-elicit-client`, version: '1.0.0' }, { capabilities });
+const options = v2 && spec.mode === 'auto' ? { capabilities, versionNegotiation: { mode: 'auto' } } : { capabilities };
+const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-elicit-client`, version: '1.0.0' }, options);
 const errors = [];
 client.onerror = err => errors.push(String(err?.message ?? err));
 let asked = [];
@@ -46,7 +49,7 @@ try {
     process.stderr.write(`ts_elicit_client: ${err?.stack ?? err}\n`);
     process.exit(1);
 }
-out({ kind: 'connected' });
+out({ kind: 'connected', protocolVersion: v2 ? client.getNegotiatedProtocolVersion() ?? null : null });
 for (const call of spec.calls ?? []) {
     asked = [];
     try {
