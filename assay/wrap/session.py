@@ -610,6 +610,9 @@ class WrapSession:
         if state is None:
             return self._approval_denied(decision, "failed", approvals.REASONS["too_large"])
         self._reply(approvals.input_required_reply(frame["id"], name, arguments, state), out)
+        # one call in two rounds counts once against limits.max_tool_calls_total: at its retry
+        # (the first round stays a request for limits.max_requests_total)
+        self.state.tool_calls_count -= 1
         if self.options.receipts and self.started:
             self._receipt(raw, frame, False, None, out, disposition="consumed")
         return None
