@@ -584,7 +584,8 @@ class WrapSession:
         round's :meth:`_gate`); it is forwarded rewritten (``_retry_line``)."""
         offers = self._offers
         table = self._approvals
-        assert offers is not None and table is not None
+        if offers is None or table is None:  # not reached: both exist whenever approvals ask
+            return self._fallback(decision)
         if offers.claims(params):  # a retry answering one of wrap's approvals
             offer = offers.redeem(params.get("requestState"), name, arguments)
             if offer is None:
