@@ -90,7 +90,6 @@ REASONS: Final = {
     "state": "The retried tool call does not carry an approval wrap gave for this exact call (wrong call, altered, or used already)",
     "no_answer": "The retried tool call does not carry the person's answer to wrap's approval request",
     "rewrite": "The approved tool call could not be forwarded without wrap's approval members",
-    "notification": "Approval required, but a notification cannot be asked about (it gets no reply)",
 }
 """The deny payload's ``reason`` by case (fixed texts: the arguments never appear in a reason)."""
 
@@ -144,7 +143,7 @@ def _json(value: Any) -> str:
 def approval_text(name: str, arguments: Any) -> str:
     """The message the person reads: the tool name (JSON-quoted) and the arguments as compact
     JSON (absent arguments read ``none``), each cut to a bounded length, with control, line
-    separator and bidirectional characters shown as ``\\uXXXX`` escapes so the text cannot
+    separator and bidirectional characters shown as ``\\u`` escapes (four hex digits) so the text cannot
     hide or reorder what follows."""
     shown_name = _escape(_bounded(_json(name), MAX_NAME_TEXT))
     shown_args = "none" if arguments is None else _escape(_bounded(_json(arguments), MAX_ARGUMENTS_TEXT))
