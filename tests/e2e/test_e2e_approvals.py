@@ -32,17 +32,23 @@ def approval_run(tmp: Path) -> WrapRun:
     return WrapRun(tmp, policy, [sys.executable, str(DEMO_SERVER)])
 
 
-async def python_calls(run: WrapRun, env: dict[str, str], answer: str | None) -> tuple[list, list]:
-    """ClientSession with an elicitation callback answering `answer` (None: no callback, so no
-    elicitation capability). Returns (results, what the callback was asked)."""
+def elicitation(answer: str | None) -> tuple[dict, list]:
+    """The SDK client keyword for an elicitation callback that answers `answer` ({} for None: no
+    callback, so no elicitation capability), and the list of what it was asked."""
     asked: list = []
 
     async def elicit(ctx, params):
         asked.append(params)
         return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
 
+    return ({} if answer is None else {"elicitation_callback": elicit}), asked
+
+
+async def python_calls(run: WrapRun, env: dict[str, str], answer: str | None) -> tuple[list, list]:
+    """ClientSession with an elicitation callback answering `answer` (None: no callback, so no
+    elicitation capability). Returns (results, what the callback was asked)."""
+    callback, asked = elicitation(answer)
     params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
-    callback = {} if answer is None else {"elicitation_callback": elicit}
     with trio.fail_after(RUN_TIMEOUT), run.stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write, **callback) as session:
@@ -209,14 +215,8 @@ async def python_auto_calls(run: WrapRun, env: dict[str, str], answer: str | Non
     carries its capabilities in `_meta` and there is no initialize), with an elicitation callback
     answering `answer` (None: no callback, so no elicitation capability). Returns (the protocol
     version, results, what the callback was asked)."""
-    asked: list = []
-
-    async def elicit(ctx, params):
-        asked.append(params)
-        return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
-
+    callback, asked = elicitation(answer)
     params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
-    callback = {} if answer is None else {"elicitation_callback": elicit}
     with trio.fail_after(RUN_TIMEOUT):
         async with Client(params, mode="auto", **callback) as client:
             results = [await client.call_tool(name, arguments) for name, arguments in CALLS]
