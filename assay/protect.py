@@ -17,6 +17,7 @@ file atomically, refusing when the file changed while protect worked.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
+from assay.cli.wrap_args import BY_FLAG, option_tokens
 from assay.clients import ConfigLocation
 from assay.discover import runs_assay_wrap, strip_jsonc
 
@@ -94,19 +96,29 @@ class Result:
 # The wrapped command line
 
 
+_DIGESTED = re.compile(r"-[0-9a-f]{8}\Z")  # a name that looks like a digested one gets one too
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "server"
+    """The name in file names and the event source. A name that is not already a plain file
+    name ("my server", "my/server", "--", "") or has capitals ("GitHub": macOS and Windows
+    file systems ignore case) gets a short digest of itself, so two servers of one config never
+    share a log file."""
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    if plain and plain == name == name.lower() and not _DIGESTED.search(name):
+        return name
+    return f"{plain or 'server'}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions) -> list[str]:
     """The ``args`` of a protected entry whose ``command`` is ``options.assay``."""
-    out = ["mcp", "wrap", "--policy", options.policy, "--label", name]
+    out = ["mcp", "wrap", *option_tokens("--policy", options.policy), *option_tokens("--label", name)]
     if options.log_dir is not None:
         slug = _slug(name)
         out += [
-            "--event-source", f"assay://protect/{slug}",
-            "--decision-log", os.path.join(options.log_dir, f"{slug}.decisions.ndjson"),
-            "--audit-log", os.path.join(options.log_dir, f"{slug}.audit.ndjson"),
+            *option_tokens("--event-source", f"assay://protect/{slug}"),
+            *option_tokens("--decision-log", os.path.join(options.log_dir, f"{slug}.decisions.ndjson")),
+            *option_tokens("--audit-log", os.path.join(options.log_dir, f"{slug}.audit.ndjson")),
         ]
     return out + ["--", command, *args]
 
@@ -120,14 +132,17 @@ def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | No
     not of that shape (``<assay> mcp wrap [options] -- <command> [args...]``)."""
     if not _is_assay(command) or list(args[:2]) != ["mcp", "wrap"]:
         return None
-    try:
-        cut = list(args).index("--", 2)
-    except ValueError:
-        return None
-    rest = list(args[cut + 1 :])
-    if not rest:
-        return None
-    return rest[0], rest[1:]
+    # Walk the options as wrap reads them: a value option given as two tokens takes the next
+    # one whatever it looks like, so a label or path of "--" is not taken for the separator.
+    i = 2
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            rest = list(args[i + 1 :])
+            return (rest[0], rest[1:]) if rest else None
+        opt = BY_FLAG.get(token)
+        i += 1 if opt is None or opt.kind is bool else 2  # "--flag=value" is one token
+    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,13 @@ BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 _DIGITS = frozenset("0123456789")
 
 
+def option_tokens(flag: str, value: str) -> list[str]:
+    """The tokens that give a value option ``value`` in a command line assay writes (protect,
+    config-path). A value that starts with ``-`` (a server named ``--`` or ``-x``, a path like
+    ``-p.yaml``) would be read as an option of its own; joined to its flag it is only a value."""
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
 def defaults() -> dict[str, object]:
     """param -> default of every option."""
     return {opt.param: opt.default for opt in WRAP_OPTIONS}

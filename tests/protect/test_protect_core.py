@@ -6,7 +6,7 @@ import json
 import tomllib
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assay import clients
@@ -111,15 +111,61 @@ def test_toml_inline_tables_and_dotted_keys(text):
 
 def test_log_dir_adds_decision_and_audit_logs_with_an_event_source():
     opts = p.WrapOptions("/bin/assay", "/p.yaml", log_dir="/var/log/assay")
-    args = p.wrapped_args("my server/1", "npx", ["-y", "x"], opts)
+    args = p.wrapped_args("my-server.1", "npx", ["-y", "x"], opts)
     assert args == [
-        "mcp", "wrap", "--policy", "/p.yaml", "--label", "my server/1",
-        "--event-source", "assay://protect/my-server-1",
-        "--decision-log", "/var/log/assay/my-server-1.decisions.ndjson",
-        "--audit-log", "/var/log/assay/my-server-1.audit.ndjson",
+        "mcp", "wrap", "--policy", "/p.yaml", "--label", "my-server.1",
+        "--event-source", "assay://protect/my-server.1",
+        "--decision-log", "/var/log/assay/my-server.1.decisions.ndjson",
+        "--audit-log", "/var/log/assay/my-server.1.audit.ndjson",
         "--", "npx", "-y", "x",
     ]
     assert p.unwrap_args("/bin/assay", args) == ("npx", ["-y", "x"])
+
+
+def test_a_name_that_is_not_a_plain_file_name_gets_a_digest_in_its_log_names():
+    opts = p.WrapOptions("/bin/assay", "/p.yaml", log_dir="/var/log/assay")
+    args = p.wrapped_args("my server/1", "npx", [], opts)
+    slug = args[args.index("--event-source") + 1].removeprefix("assay://protect/")
+    assert slug.startswith("my-server-1-") and len(slug) == len("my-server-1-") + 8
+    assert args[args.index("--decision-log") + 1] == f"/var/log/assay/{slug}.decisions.ndjson"
+
+
+_names = st.one_of(st.sampled_from(["a", "A", "my server", "my-server", "my_server", "--", "-", "", ".", "..",
+                                    "-x", "x-", "GitHub", "github", "my-server-b129874b", "ü", "u"]),
+                   st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=_names, b=_names)
+def test_two_server_names_never_share_a_log_file(a, b):
+    # not even on a file system that ignores case (macOS, Windows)
+    if a != b:
+        assert p._slug(a).lower() != p._slug(b).lower()
+    assert p._slug(a) == p._slug(a) and "/" not in p._slug(a) and p._slug(a) not in ("", ".", "..")
+
+
+@pytest.mark.parametrize("name", ["--", "-", "-x", "--policy", "--dry-run", "--label", "", " ", "a=b", "--label=x"])
+@pytest.mark.parametrize("log_dir", [None, "/var/log/assay"])
+def test_wrap_reads_the_line_protect_wrote_for_any_server_name(monkeypatch, name, log_dir):
+    """The entry protect writes runs: wrap's own parser reads back the name as --label and the
+    server command unchanged, even for a name that looks like an option or the separator."""
+    from tests.test_wrap_args import outcome
+
+    args = p.wrapped_args(name, "npx", ["--", "-y", "--label", "x"], p.WrapOptions("/bin/assay", "/p.yaml", log_dir))
+    for fast in (True, False):
+        code, _, err, runs = outcome(monkeypatch, args[2:], fast)
+        assert (code, err) == (0, "")
+        (config,) = runs
+        assert config.label == name and config.policy_path == "/p.yaml"
+        assert config.argv == ["npx", "--", "-y", "--label", "x"]
+        if log_dir:
+            assert config.decision_log and config.decision_log.startswith("/var/log/assay/")
+    assert p.unwrap_args("/bin/assay", args) == ("npx", ["--", "-y", "--label", "x"])
+
+
+def test_undo_reads_an_entry_an_older_protect_wrote_for_a_name_like_the_separator():
+    args = ["mcp", "wrap", "--policy", "/p.yaml", "--label", "--", "--", "0", "x"]
+    assert p.unwrap_args("/bin/assay", args) == ("0", ["x"])
 
 
 _token = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -148,6 +194,8 @@ def test_wrapped_args_always_unwrap_to_the_original_command_line(name, command, 
     indent=st.sampled_from([None, 2, 4, "\t"]),
     label=st.sampled_from(["claude_desktop", "cursor", "vscode", "gemini_cli", "zed", "codex"]),
 )
+@example(servers={"--": {"command": "0", "args": []}}, indent=None, label="claude_desktop")
+@example(servers={"-x": {"command": "--", "args": ["--"]}}, indent=2, label="codex")
 def test_protect_then_undo_is_the_identity(servers, indent, label):
     loc = location(label)
     if loc.toml:
