@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests (docs/testing.md, "Property tests"): the same examples on every run by default,
+# so a landing never depends on the luck of the draw; ASSAY_HYPOTHESIS=explore draws new ones.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("explore" if os.environ.get("ASSAY_HYPOTHESIS") == "explore" else "repeatable")
 
 BIN = Path(sys.executable).parent
 ASSAY = BIN / "assay"
