@@ -412,7 +412,11 @@ class Relay:
                     await self._perform(session.client_closed(), child)
                     return
                 await self._perform(session.receive_client_data(data), child)
-                while self._out_bytes > REPLY_QUEUE_LIMIT and not self._client_gone:
+                # wrap's own replies are bounded: queued for a client that stopped reading, or
+                # held in the session until a streamed server line ends (docs/wrap.md, "Output
+                # to the client"); either way they leave through the writer, which wakes us.
+                while (self._out_bytes > REPLY_QUEUE_LIMIT or session.held_bytes > REPLY_QUEUE_LIMIT) \
+                        and not self._client_gone:
                     await self._out_progress.wait()
 
     async def _server_pump(self, child: Any) -> None:

@@ -199,6 +199,7 @@ class WrapSession:
         self._tail = bytearray()  # a server line not yet ended
         self._streaming = False  # a server line longer than SERVER_HOLD_LIMIT is being relayed
         self._held: list[bytes] = []  # wrap's replies waiting for that line to end
+        self.held_bytes = 0  # their size: the shell stops reading the client past its queue bound
         # -- lifecycle
         self.phase = Phase.RUNNING
         self.stop_cause: StopCause | None = None
@@ -726,6 +727,7 @@ class WrapSession:
         """wrap's own line for the client; held while a long server line is being relayed."""
         if self._streaming:
             self._held.append(data)
+            self.held_bytes += len(data)
         else:
             out.append(ToClient(data))
 
@@ -837,6 +839,7 @@ class WrapSession:
         if self._held:
             out.extend(ToClient(data) for data in self._held)
             self._held = []
+            self.held_bytes = 0
 
     def server_closed(self) -> list[Effect]:
         """The child's stdout reached end of file."""

@@ -331,7 +331,10 @@ def test_replies_wait_while_a_long_server_line_is_streamed():
     assert h.server(head) == [ToClient(head)]
     deny = h.client(call(3, "exec"))
     assert deny.to_client == b""  # not in the middle of the server's line
+    held = h.session.held_bytes  # the shell stops reading the client past its bound
     end = h.server(b'"}}\n{"jsonrpc":"2.0","method":"n"}\n')
+    assert held == len(end.to_client) - len(b'"}}\n{"jsonrpc":"2.0","method":"n"}\n') > 0
+    assert h.session.held_bytes == 0
     assert end.to_client.startswith(b'"}}\n{"jsonrpc":"2.0","id":3,"result"')
     assert end.to_client.endswith(b'{"jsonrpc":"2.0","method":"n"}\n')
 
