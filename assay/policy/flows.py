@@ -19,9 +19,9 @@ checked on every call; every other rule only on calls whose name it names.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from assay.policy.argregex import ArgRegex, ArgRegexError, compile_arg_regex
 from assay.policy.decision import Decision
 from assay.policy.model import FlowRule
 from assay.policy.patterns import NameMatcher
@@ -108,9 +108,9 @@ def _selector(value: Any, path: str) -> Selector:
         where = f"{path}.args_match.{key}"
         regex = _string(am[key], where)
         try:
-            re.compile(regex)
-        except (re.error, RecursionError, OverflowError) as exc:
-            raise FlowError("validation", where, f"invalid regular expression: {exc}") from None
+            compile_arg_regex(regex)
+        except ArgRegexError as exc:
+            raise FlowError("validation", where, str(exc)) from None
         pairs.append((key, regex))
     return Selector(tool, tuple(pairs))
 
@@ -221,11 +221,11 @@ def _render(value: Any) -> str:
         raise _Unreadable from None
 
 
-def _args_ok(am: tuple[tuple[str, re.Pattern[str]], ...], args: Any) -> bool:
+def _args_ok(am: tuple[tuple[str, ArgRegex], ...], args: Any) -> bool:
     if not isinstance(args, dict):
         return False
     for key, rx in am:
-        if key not in args or rx.search(_render(args[key])) is None:
+        if key not in args or not rx.search(_render(args[key])):
             return False
     return True
 
@@ -246,7 +246,7 @@ class _Compiled:
     def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
         self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
         self.am = tuple(
-            None if s.args_match is None else tuple((k, re.compile(v)) for k, v in s.args_match) for s in selectors
+            None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
         )
         self.labels = tuple(str(s) for s in selectors)
         self.sensitive = False

@@ -15,11 +15,11 @@ Server use::
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from assay.policy.argregex import ArgRegex, ArgRegexError, compile_arg_regex
 from assay.policy.patterns import NameMatcher
 from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
@@ -365,7 +365,7 @@ class _Matcher:
     def __init__(self, aliases: dict[str, tuple[str, ...]], patterns: bool = False) -> None:
         self.aliases = aliases
         self.patterns = patterns
-        self.regex: dict[str, re.Pattern[str] | None] = {}
+        self.regex: dict[str, ArgRegex | None] = {}
         self.matchers: dict[str, NameMatcher] = {}
 
     def names(self, sel: Selector) -> tuple[str, ...]:
@@ -379,11 +379,11 @@ class _Matcher:
             matcher = self.matchers[sel.tool] = NameMatcher(self.names(sel))
         return matcher(name)
 
-    def _re(self, pattern: str) -> re.Pattern[str] | None:
+    def _re(self, pattern: str) -> ArgRegex | None:
         if pattern not in self.regex:
             try:
-                self.regex[pattern] = re.compile(pattern)
-            except (re.error, RecursionError, OverflowError):
+                self.regex[pattern] = compile_arg_regex(pattern)
+            except ArgRegexError:
                 self.regex[pattern] = None
         return self.regex[pattern]
 
@@ -397,7 +397,7 @@ class _Matcher:
             if not isinstance(call.args, dict) or key not in call.args:
                 return False
             rx = self._re(pattern)
-            if rx is None or rx.search(_render(call.args[key])) is None:
+            if rx is None or not rx.search(_render(call.args[key])):
                 return False
         return True
 

@@ -102,6 +102,15 @@ def test_a_policy_without_flow_rules_keeps_its_digest():
             "validation",
             "sequences[0].tool.args_match.p: invalid regular expression: missing ), unterminated subpattern at position 0",
         ),
+        *[
+            (
+                f"sequences: [{{type: require, tool: {{tool: a, args_match: {{p: '{regex}'}}}}}}]",
+                "validation",
+                "sequences[0].tool.args_match.p: regular expression not supported (args_match runs in linear "
+                "time, in the dialect of JSON Schema pattern: no lookaround, no backreferences, no \\Z; $ is the very end)",
+            )
+            for regex in ("^https?://(?!intranet)", "(?<=x)y", "(a)\\1", "secret\\Z")
+        ],
         ("sequences: [{type: require, tool: {tool: a, args_match: {}}}]", "validation", "sequences[0].tool.args_match: must name at least one argument"),
         ("sequences: [{type: require, tool: {tool: a}}]", "structure", "invalid policy: sequences[0].tool: missing field args_match (write the bare name when no argument is matched)"),
         ("sequences: [{type: require, tool: a, id: 7}]", "structure", "invalid policy: sequences[0].id: expected a string, got an integer"),
@@ -177,7 +186,7 @@ def test_args_match_reads_the_arguments_of_the_call():
         "sequences:\n"
         "  - type: never_after\n"
         "    trigger: {tool: 'read_*', args_match: {path: '^/secrets/'}}\n"
-        "    forbidden: {tool: '*post*', args_match: {url: '^https?://(?!intranet\\.)'}}\n"
+        "    forbidden: {tool: '*post*', args_match: {url: '^https?://[^/]*\\.com(/|$)'}}\n"
     )
     calls = [
         ("read_file", {"path": "/tmp/a"}),
@@ -195,6 +204,54 @@ def test_args_match_reads_the_arguments_of_the_call():
         None, None,
     ]
     assert t.rules[0].id == rid
+
+
+def test_args_match_takes_linear_time_on_any_argument():
+    """A model can send an argument of many MB. Python's re needs hours for `.*token` on 4 MB
+    and exponential time for `^(a+)+$`; wrap would stall every frame meanwhile. args_match runs
+    on a linear-time engine (docs/policy.md, "Flow rules")."""
+    import time
+
+    t = tracker(
+        "sequences:\n"
+        "  - type: never_after\n"
+        "    trigger: {tool: read_file, args_match: {path: '.*token', mode: '^(a+)+$'}}\n"
+        "    forbidden: send_email\n"
+    )
+    path = "x" * 300_000  # Python's re: about 100 s for .*token (quadratic), hours at 4 MB
+    mode = "a" * 28 + "!"  # Python's re: seconds for ^(a+)+$, doubling with each "a"
+    started = time.process_time()
+    assert t.violation("read_file", {"path": path, "mode": mode}) is None
+    t.enter("read_file", {"path": path + "token", "mode": mode})  # mode does not match: no trigger
+    t.enter("read_file", {"path": path, "mode": "a" * 28})  # path does not match: no trigger
+    assert t.violation("send_email", {}) is None
+    t.enter("read_file", {"path": path + "token", "mode": "a" * 28})
+    assert t.violation("send_email", {}) is not None
+    assert time.process_time() - started < 10  # a few milliseconds here
+
+
+@pytest.mark.parametrize(
+    ("regex", "value", "matches"),
+    [
+        ("secret$", "/x/secret", True),
+        ("secret$", "/x/secret\n", False),  # $ is the very end (Python's re would match before the \n)
+        ("(?i)secret", "/x/SeCrEt/y", True),
+        ("^/secrets/", "/workspace/../secrets/token", False),
+        ("\\d", "\u0661", False),  # ASCII digits, as in JSON Schema pattern
+        ("\\d", "7", True),
+        ("^a.c$", "a\nc", False),
+        ("token", "x\ud800token", True),  # a lone surrogate is a character like any other
+        ('"limit":5', 5, False),  # a number is matched as its JSON text: "5"
+        ("^5$", 5, True),
+        ('^\\{"a":\\[1\\]\\}$', {"a": [1]}, True),
+    ],
+)
+def test_args_match_dialect(regex, value, matches):
+    yaml_regex = regex.replace("'", "''")
+    text = f"sequences: [{{type: never_after, id: r, trigger: {{tool: t, args_match: {{p: '{yaml_regex}'}}}}, forbidden: f}}]\n"
+    t = tracker(text)
+    t.enter("t", {"p": value})
+    assert (t.violation("f", {}) is not None) is matches
 
 
 def test_first_violated_rule_in_file_order_decides():
