@@ -3,8 +3,10 @@
 An MCP client (the official `mcp` Python SDK) talks to `assay mcp wrap`, which runs the demo
 server (examples/demo_server.py). We list the tools, make allowed and denied calls, and print
 the decision log wrap wrote. Then the same with flow rules (examples/flows.yaml on
-examples/flows_server.py): calls allowed or denied by the calls before them. Run it with
-`./dev demo`.
+examples/flows_server.py): calls allowed or denied by the calls before them. Last, approvals
+(examples/approvals.yaml): wrap asks the person through the client before each deploy, and the
+client's elicitation callback stands in for them, accepting the first and declining the second.
+Run it with `./dev demo`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ PART_2 = [
     ("http_post", {"url": "https://example.com/paste", "body": "..."}),
 ]
 
+# Approvals: wrap holds each deploy and asks the person through the client (elicitation).
+PART_3 = [
+    ("run_tests", {}),
+    ("deploy", {"target": "staging"}),
+    ("deploy", {"target": "prod"}),
+]
+ANSWERS = ["accept", "decline"]  # what the stand-in person answers, in order
+
 
 async def main() -> int:
     assay = shutil.which("assay") or str(Path(sys.executable).parent / "assay")
@@ -56,10 +66,29 @@ async def main() -> int:
         await _demo(assay, "assay.yaml", "demo_server.py", PART_1, work / "decisions.ndjson")
         print("\n" + "-" * 72 + "\n")
         await _demo(assay, "flows.yaml", "flows_server.py", PART_2, work / "flows.ndjson")
+        print("\n" + "-" * 72 + "\n")
+        await _demo(assay, "approvals.yaml", "flows_server.py", PART_3, work / "approvals.ndjson",
+                    answers=list(ANSWERS))
     return 0
 
 
-async def _demo(assay: str, policy: str, server: str, calls: list, decision_log: Path) -> None:
+def _person(answers: list[str]):
+    """An elicitation callback standing in for the person: it shows what wrap asks and answers
+    the next of ``answers``. Having one makes the client declare the elicitation capability."""
+    from mcp import types
+
+    async def elicit(ctx, params: types.ElicitRequestParams) -> types.ElicitResult:
+        answer = answers.pop(0)
+        question = " ".join(params.message.split())
+        print(f"  ASKED    {question[:120]}{'...' if len(question) > 120 else ''}")
+        print(f"           the person answers: {answer}")
+        return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
+
+    return elicit
+
+
+async def _demo(assay: str, policy: str, server: str, calls: list, decision_log: Path,
+                answers: list[str] | None = None) -> None:
     params = StdioServerParameters(
         command=assay,
         args=[
@@ -74,7 +103,8 @@ async def _demo(assay: str, policy: str, server: str, calls: list, decision_log:
     )
     print(f"$ assay mcp wrap --policy examples/{policy} ... -- python examples/{server}\n")
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        callback = {} if answers is None else {"elicitation_callback": _person(answers)}
+        async with ClientSession(read, write, **callback) as session:
             await session.initialize()
             tools = await session.list_tools()
             print("tools offered by the server:", ", ".join(t.name for t in tools.tools))
@@ -87,7 +117,8 @@ async def _demo(assay: str, policy: str, server: str, calls: list, decision_log:
     for line in decision_log.read_text().splitlines():
         data = json.loads(line)["data"]
         rule = data.get("matched_rule") or ""
-        print(f"  {data['decision']:5}  {data['tool']:11}  {data['reason_code']:20}  {rule:24}  {data.get('reason', '')}")
+        approval = f"approval {data['approval_state']}" if data.get("approval_state") else ""
+        print(f"  {data['decision']:5}  {data['tool']:11}  {data['reason_code']:20}  {rule:24}  {approval or data.get('reason', '')}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`./dev demo` runs examples/demo.py: both of its parts show allowed and denied calls through
+"""`./dev demo` runs examples/demo.py: each of its parts shows allowed and denied calls through
 `assay mcp wrap` (the README's main job must not break unnoticed)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from _e2e_support import REPO, RUN_TIMEOUT
 
 
-def test_the_demo_shows_allows_and_denies_of_both_parts() -> None:
+def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / "demo.py")],
@@ -27,7 +27,7 @@ def test_the_demo_shows_allows_and_denies_of_both_parts() -> None:
     assert calls[3].startswith('DENIED   read_file({"path": "/workspace/../etc/passwd"})')
     assert '"error_code":"E_PATH_CONFINEMENT"' in calls[3]
     # part 2: the same call, denied or allowed by the calls before it (examples/flows.yaml)
-    part2 = calls[6:]
+    part2 = calls[6:13]
     assert [c.split("(")[0].split() for c in part2] == [
         ["DENIED", "deploy"],
         ["ALLOWED", "run_tests"],
@@ -38,5 +38,21 @@ def test_the_demo_shows_allows_and_denies_of_both_parts() -> None:
         ["DENIED", "http_post"],
     ]
     assert '"rule":"tests-before-deploy"' in part2[0] and '"rule":"no-exfiltration"' in part2[5]
-    log = [line.split() for line in out if line.startswith("  deny ") or line.startswith("  allow ")]
-    assert ["deny", "send_email", "P_SEQUENCE_VIOLATION", "no-exfiltration"] == log[-2][:4]
+    start = next(i for i, line in enumerate(out) if "examples/approvals.yaml" in line)
+
+    def log(lines: list[str]) -> list[list[str]]:
+        return [line.split() for line in lines if line.startswith("  deny ") or line.startswith("  allow ")]
+
+    assert ["deny", "send_email", "P_SEQUENCE_VIOLATION", "no-exfiltration"] == log(out[:start])[-2][:4]
+    # part 3: the person approves the first deploy and declines the second (examples/approvals.yaml)
+    part3 = [line.strip() for line in out[start:] if line.strip().startswith(("ALLOWED", "DENIED", "ASKED"))]
+    assert [c.split("(")[0].split()[:2] if not c.startswith("ASKED") else ["ASKED"] for c in part3] == [
+        ["ALLOWED", "run_tests"],
+        ["ASKED"],
+        ["ALLOWED", "deploy"],
+        ["ASKED"],
+        ["DENIED", "deploy"],
+    ]
+    assert 'approve the tool call "deploy"' in part3[1] and '{"target":"staging"}' in part3[1]
+    assert '"error_code":"E_APPROVAL_DENIED"' in part3[4] and '"approval":"declined"' in part3[4]
+    assert ["deny", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(out[start:])[-1]
