@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -121,13 +122,34 @@ def can_elicit(params: Any) -> bool:
     return "form" in elicitation or "url" not in elicitation
 
 
-# Characters that would let argument text pass for something else on a person's screen: C0 and
-# C1 controls, DEL, the line and paragraph separators and the bidirectional overrides.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# Characters that would let argument text pass for something else on a person's screen: those
+# the Unicode data calls controls (C0, DEL, C1), format characters (the bidirectional marks,
+# embeddings, overrides and isolates, zero-width characters, the tag characters), surrogates,
+# and line and paragraph separators; and the default-ignorable ones of other categories, which
+# show as nothing or as a blank (variation selectors, Hangul fillers, the combining grapheme
+# joiner, and the code points reserved as ignorable).
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
+_NOT_PLAIN = re.compile("[^\x20-\x7e]")  # printable ASCII is never hidden
+
+
+def _shown(match: re.Match[str]) -> str:
+    ch = match.group()
+    if unicodedata.category(ch) not in _HIDDEN_CATEGORIES and not _IGNORABLE.match(ch):
+        return ch
+    n = ord(ch)
+    if n > 0xFFFF:  # as its UTF-16 pair, as JSON writes it: every escape is exactly \uXXXX
+        n -= 0x10000
+        return f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}"
+    return f"\\u{n:04x}"
 
 
 def _escape(text: str) -> str:
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``text`` with every hidden character (above) written as a ``\\u`` escape. Called on
+    bounded text only (the prompt's parts are cut first)."""
+    return _NOT_PLAIN.sub(_shown, text)
 
 
 def _bounded(text: str, limit: int) -> str:

@@ -278,3 +278,87 @@ def modern_retry(first: dict, rid, state, action="accept") -> dict:
     frame["params"]["requestState"] = state
     return frame
 
+
+# -- what the person sees -----------------------------------------------------------------------
+
+# Default_Ignorable_Code_Point characters that are not format characters (Cf): combining
+# grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation selectors,
+# variation selectors and their supplement, unassigned ignorables; all show as nothing or blank
+IGNORABLE = [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2065, 0x3164, 0xFFA0]
+IGNORABLE += [*range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)]
+HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+def hidden(ch: str) -> bool:
+    """A character that renders as nothing, as a line break, or that changes the order of the
+    text around it."""
+    return unicodedata.category(ch) in HIDDEN_CATEGORIES or ord(ch) in IGNORABLE_SET
+
+
+IGNORABLE_SET = frozenset(IGNORABLE)
+EVERY_HIDDEN = [chr(c) for c in range(0x110000) if hidden(chr(c))]
+
+
+def shown_arguments(text: str) -> str:
+    message = approvals.approval_text("deploy", {"a": text})
+    prefix = 'assay: approve the tool call "deploy"?\nArguments: {"a":"'
+    suffix = '"}\nAccept to let it run; decline to deny it.'
+    assert message.startswith(prefix) and message.endswith(suffix), message
+    return message[len(prefix) : -len(suffix)]
+
+
+def unescape(shown: str) -> str:
+    """The shown text with wrap's escapes (and the JSON ones) read back."""
+    return json.loads('"' + shown + '"')
+
+
+@pytest.mark.parametrize(
+    "hidden_text",
+    [
+        "\u061c",  # ARABIC LETTER MARK: a bidirectional mark like U+200E/U+200F
+        "\u200b\u2060\u00ad",  # zero width space, word joiner, soft hyphen: invisible
+        "ls\U000e0020\U000e0072\U000e006d",  # tag characters: an invisible " rm" after "ls"
+        "ok\ufe0f\U000e0100",  # variation selectors: invisible, can carry bytes
+        "\u2066\u2069\u202e",  # the ones escaped before
+    ],
+)
+def test_invisible_and_reordering_characters_are_shown_as_escapes(hidden_text):
+    shown = shown_arguments(hidden_text)
+    assert not any(hidden(ch) for ch in shown), ascii(shown)
+    assert unescape(shown) == hidden_text  # nothing lost: the escapes say exactly what is there
+
+
+def test_every_hidden_character_is_escaped_as_four_hex_digits():
+    """Every code point the running Python's Unicode data calls a control, format, surrogate or
+    separator character, and every default-ignorable one: escaped as ``\\uXXXX`` (an astral
+    one as its UTF-16 pair, so no escape runs on into a following digit)."""
+    for start in range(0, len(EVERY_HIDDEN), 400):
+        chunk = "x".join(EVERY_HIDDEN[start : start + 400])  # apart: no two lone surrogates pair up
+        shown = shown_arguments(chunk)
+        assert not any(hidden(ch) for ch in shown)
+        assert unescape(shown) == chunk
+    assert shown_arguments("\U000e0041" + "1") == "\\udb40\\udc411"
+
+
+@given(st.text(alphabet=st.characters(codec=None), max_size=50))
+def test_visible_text_is_shown_as_it_is(text):
+    text = "".join(ch for ch in text if not hidden(ch) and ch not in '"\\')
+    assert shown_arguments(text) == text
+
+
+SHUFFLED_HIDDEN = random.Random(0).sample(EVERY_HIDDEN, len(EVERY_HIDDEN))  # no kind drawn first
+MIXED = st.lists(
+    st.one_of(
+        st.text(st.sampled_from(SHUFFLED_HIDDEN), min_size=1, max_size=4),
+        st.text(st.characters(codec=None), max_size=4),
+        st.sampled_from(['"', "\\", "\\u202e", "\n"]),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(MIXED.map(lambda t: t * 60), MIXED)
+def test_no_hidden_character_reaches_the_person(arguments_text, name):
+    message = approvals.approval_text(name, {"a": arguments_text, name: [arguments_text]})
+    assert message.count("\n") == 2
+    assert not any(hidden(ch) for ch in message.replace("\n", ""))
