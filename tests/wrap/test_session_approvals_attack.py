@@ -362,3 +362,178 @@ def test_no_hidden_character_reaches_the_person(arguments_text, name):
     message = approvals.approval_text(name, {"a": arguments_text, name: [arguments_text]})
     assert message.count("\n") == 2
     assert not any(hidden(ch) for ch in message.replace("\n", ""))
+
+
+# -- any order, any answer: a model of what wrap must do ---------------------------------------
+
+CALL_IDS = [1, 2, "1", "x"]
+CANCEL_IDS = [1, 2, "1", "x", 1.0, True, None]
+ANSWER_BODIES = {
+    "accept": {"result": {"action": "accept"}},
+    "accept+content": {"result": {"action": "accept", "content": {"x": 1}}},
+    "decline": {"result": {"action": "decline", "content": {"x": 1}}},
+    "cancel": {"result": {"action": "cancel"}},
+    "ACCEPT": {"result": {"action": "ACCEPT"}},
+    "both": {"result": {"action": "accept"}, "error": {"code": 1, "message": "x"}},
+    "error": {"error": {"code": -1, "message": "x"}},
+    "list": {"result": ["accept"]},
+    "string": {"result": "accept"},
+    "none": {},
+}
+WHICH = {"decline": "declined", "cancel": "cancelled"}
+
+
+def id_key(value):
+    if value.__class__ is bool or value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return (value.__class__.__name__, value)
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("call"), st.sampled_from(CALL_IDS), st.sampled_from(["deploy", "deploy", "echo"])),
+        # k-th id wrap issued (past the end: an id it never issued, or another run's prefix)
+        st.tuples(st.just("answer"), st.integers(0, 2) | st.integers(0, 12), st.sampled_from(sorted(ANSWER_BODIES))),
+        st.tuples(st.just("answer"), st.integers(0, 2), st.just("accept")),
+        st.tuples(st.just("forged"), st.sampled_from(["next", "zero", "other-run", "suffix"])),
+        st.tuples(st.just("cancel"), st.sampled_from(CANCEL_IDS)),
+        st.tuples(st.just("wait"), st.sampled_from([5.0, 29.0, 30.0, 31.0]), st.booleans()),
+        st.tuples(st.just("wait"), st.just(30.0), st.just(False)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS, st.lists(st.integers(1, 4), max_size=30))
+def test_wrap_does_exactly_what_the_model_says_in_any_order(steps, reads):
+    """A model of the documented behaviour, run against the session: ids that repeat (also as
+    "1" and 1), answers of every shape to ids wrap issued, settled, never issued or issued by
+    another run, cancels by every id form, time passing with and without the timer, several
+    frames in one read. The frames forwarded and the lines sent to the client, in order, are
+    the model's; a held call reaches the server only through an accept in time, once."""
+    h = session(options=SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t"))
+    held: dict[str, tuple[int, object, float, bytes]] = {}  # approval id -> (seq, rid, asked at, line)
+    issued: list[str] = []
+    pending: list = [id_key(0)]  # id keys of forwarded requests (the initialize)
+    want_server: list[bytes] = []
+    want_client: list[dict] = []
+    got_server, got_client, records = b"", [], []
+    seq = 0
+
+    def deny(rid, which):
+        return ("deny", rid, which)
+
+    def model(frame_bytes: bytes, step) -> None:
+        """What wrap must do with one frame, at the current time."""
+        kind = step[0]
+        now = h.clock.now
+        if kind == "call":
+            _, rid, name, line, this_seq = step
+            if name == "echo":
+                want_server.append(line)
+                pending.append(id_key(rid))
+                return
+            approval_id = PREFIX + str(len(issued) + 1)
+            issued.append(approval_id)
+            held[approval_id] = (this_seq, rid, now, line)
+            want_client.append(("ask", approval_id))
+        elif kind in ("answer", "forged"):
+            approval_id, body = step[1], step[2]
+            if approval_id not in issued:
+                want_server.append(frame_bytes)  # not wrap's: a response like any other
+                return
+            entry = held.pop(approval_id, None)
+            if entry is None:
+                return  # late: consumed, ignored
+            _, rid, asked_at, line = entry
+            if now >= asked_at + 30:
+                want_client.append(deny(rid, "timed_out"))
+            elif "error" not in body and isinstance(body.get("result"), dict) and body["result"].get("action") == "accept":
+                want_server.append(line)
+                pending.append(id_key(rid))
+            else:
+                action = body.get("result", {}).get("action") if isinstance(body.get("result"), dict) else None
+                want_client.append(deny(rid, "failed" if "error" in body else WHICH.get(action, "failed")))
+        elif kind == "cancel":
+            key = id_key(step[1])
+            hit = [a for a, (_, rid, _, _) in held.items() if key is not None and id_key(rid) == key]
+            for approval_id in hit:
+                del held[approval_id]
+                want_client.append(("closed", approval_id))
+            if not hit or key in pending:
+                want_server.append(frame_bytes)
+
+    def expire(now: float, reason_kind: str) -> None:
+        for approval_id, (_, rid, asked_at, _) in list(held.items()):
+            if reason_kind == "end" or asked_at + 30 <= now:
+                del held[approval_id]
+                want_client.append(("closed", approval_id))
+                want_client.append(deny(rid, "timed_out" if reason_kind == "timer" else "cancelled"))
+
+    def seen(effects) -> None:
+        nonlocal got_server
+        got_server += effects.to_server
+        records.extend(effects.records(Sink.DECISION_LOG))
+        for message in lines(effects.to_client):
+            if message.get("method") == "elicitation/create":
+                got_client.append(("ask", message["id"]))
+            elif message.get("method") == "notifications/cancelled":
+                got_client.append(("closed", message["params"]["requestId"]))
+            else:
+                got_client.append(deny(message["id"], deny_payload(message)["approval"]))
+
+    batch: list[bytes] = []
+    sizes = iter(reads)
+
+    def flush() -> None:
+        if batch:
+            seen(h.client(b"".join(batch)))
+            batch.clear()
+
+    for step in steps:
+        kind = step[0]
+        if kind == "wait":
+            flush()
+            h.clock.advance(step[1])
+            if step[2]:
+                expire(h.clock.now, "timer")
+                seen(h._run(h.session.timer()))
+            continue
+        if kind == "call":
+            seq += 1
+            line = call(step[1], step[2], {"seq": seq})
+            step = (*step, line, seq)
+        elif kind == "answer":
+            approval_id = issued[step[1]] if step[1] < len(issued) else PREFIX + str(step[1] + 1)
+            body = ANSWER_BODIES[step[2]]
+            line = frame_line({"jsonrpc": "2.0", "id": approval_id, **body})
+            step = ("answer", approval_id, body)
+        elif kind == "forged":
+            approval_id = {
+                "next": PREFIX + str(len(issued) + 1),
+                "zero": PREFIX + "0" + str(max(len(issued), 1)),
+                "other-run": "assay-approval-" + "f" * 32 + "-1",
+                "suffix": PREFIX + "1 ",
+            }[step[1]]
+            body = ANSWER_BODIES["accept"]
+            line = frame_line({"jsonrpc": "2.0", "id": approval_id, **body})
+            step = ("forged", approval_id, body)
+        else:
+            line = cancelled(step[1])
+        model(line, step)
+        batch.append(line)
+        if len(batch) >= next(sizes, 1):
+            flush()
+    flush()
+    expire(h.clock.now, "end")
+    seen(h.client_closed())
+
+    assert got_server.splitlines(keepends=True) == want_server
+    assert got_client == want_client
+    forwarded_seqs = [json.loads(x)["params"]["arguments"]["seq"] for x in want_server if b'"tools/call"' in x]
+    assert len(forwarded_seqs) == len(set(forwarded_seqs)), "no call forwarded twice"
+    # one decision event per call: forwarded, denied, or dropped by the client's cancel
+    assert len(records) == seq
