@@ -537,3 +537,20 @@ def test_wrap_does_exactly_what_the_model_says_in_any_order(steps, reads):
     assert len(forwarded_seqs) == len(set(forwarded_seqs)), "no call forwarded twice"
     # one decision event per call: forwarded, denied, or dropped by the client's cancel
     assert len(records) == seq
+    table = h.session._approvals
+    assert len(table) == 0 and table.held_bytes == 0  # every path gives the memory back
+
+
+def test_the_bound_on_held_calls_frees_a_place_whatever_settles_a_call():
+    h = session()
+    ids = [asked(h, n) for n in range(approvals.MAX_PENDING)]
+    over = h.client(call(1000))
+    assert over.to_server == b"" and deny_payload(lines(over.to_client)[0])["approval"] == "failed"
+    h.client(answer(ids[0], "decline"))
+    h.client(answer(ids[1]))
+    h.client(cancelled(2))
+    assert [asked(h, 2000 + n) for n in range(3)]  # three places again, no more
+    assert deny_payload(lines(h.client(call(3000)).to_client)[0])["approval"] == "failed"
+    h.clock.advance(30)
+    h._run(h.session.timer())
+    assert len(h.session._approvals) == 0 and h.session._approvals.held_bytes == 0
