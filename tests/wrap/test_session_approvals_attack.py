@@ -554,3 +554,57 @@ def test_the_bound_on_held_calls_frees_a_place_whatever_settles_a_call():
     h.clock.advance(30)
     h._run(h.session.timer())
     assert len(h.session._approvals) == 0 and h.session._approvals.held_bytes == 0
+
+
+# -- the 2026-07-28 era -------------------------------------------------------------------------
+
+
+def modern_state(h: Harness, first: dict) -> str:
+    effects = h.client(frame_line(first))
+    assert effects.to_server == b""
+    return json.loads(effects.to_client)["result"]["requestState"]
+
+
+def test_a_retry_spelled_differently_is_the_same_call_and_goes_as_read():
+    """Member order and JSON escapes do not change the call: the state approves it, and the
+    server gets the arguments the person was shown."""
+    h = Harness(POLICY, SessionOptions(), approval_key=KEY)
+    first = modern_call(1, arguments={"path": "/w/a", "mode": "x"})
+    state = modern_state(h, first)
+    again = modern_retry(first, 2, state)
+    text = frame_line(again).replace(b'"path":"/w/a","mode":"x"', b'"mode":"\\u0078","path":"\\/w\\/a"')
+    assert text != frame_line(again)
+    forwarded = h.client(text).to_server
+    assert json.loads(forwarded)["params"]["arguments"] == {"path": "/w/a", "mode": "x"}
+    assert b"assay-approval" not in forwarded
+
+
+def test_a_state_does_not_approve_a_call_outside_its_era():
+    """The same retry without the 2026-07-28 meta is an ordinary call: a client that declared
+    elicitation is asked again (the state alone approves nothing), any other gets the fallback."""
+    h = session()
+    first = modern_call(1)
+    state = modern_state(h, first)
+    legacy = modern_retry(first, 2, state)
+    del legacy["params"]["_meta"]
+    effects = h.client(frame_line(legacy))
+    assert effects.to_server == b""
+    assert lines(effects.to_client)[0]["method"] == "elicitation/create"
+    bare = Harness(POLICY, SessionOptions(), approval_key=KEY)
+    state = modern_state(bare, first)
+    legacy["params"]["requestState"] = state
+    effects = bare.client(frame_line(legacy))
+    assert effects.to_server == b"" and deny_payload(lines(effects.to_client)[0])["approval"] == "unavailable"
+
+
+def test_an_accept_in_the_first_round_itself_approves_nothing():
+    """A first round that already carries wrap's answer key (no state of wrap's) is asked."""
+    h = Harness(POLICY, SessionOptions(), approval_key=KEY)
+    first = modern_call(1)
+    first["params"]["inputResponses"] = {approvals.INPUT_KEY: {"action": "accept"}}
+    effects = h.client(frame_line(first))
+    assert effects.to_server == b""
+    assert json.loads(effects.to_client)["result"]["resultType"] == "input_required"
+    first["params"]["requestState"] = "assay-approval." + "0" * 32 + "." + "0" * 64
+    effects = h.client(frame_line(first))
+    assert effects.to_server == b"" and deny_payload(lines(effects.to_client)[0])["approval"] == "failed"
