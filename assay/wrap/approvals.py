@@ -48,6 +48,7 @@ __all__ = [
     "WHICH",
     "HeldCall",
     "MAX_ARGUMENTS_TEXT",
+    "MAX_MARKS_IN_A_ROW",
     "MAX_PENDING",
     "MAX_HELD_BYTES",
     "Approvals",
@@ -132,13 +133,11 @@ _HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _IGNORABLE = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
 )
-_NOT_PLAIN = re.compile("[^\x20-\x7e]")  # printable ASCII is never hidden
+MAX_MARKS_IN_A_ROW: Final = 4  # combining marks stacked on one character; more are escaped
+_MARKS: Final = frozenset({"Mn", "Me"})  # the combining marks that stack over and under a letter
 
 
-def _shown(match: re.Match[str]) -> str:
-    ch = match.group()
-    if unicodedata.category(ch) not in _HIDDEN_CATEGORIES and not _IGNORABLE.match(ch):
-        return ch
+def _escaped(ch: str) -> str:
     n = ord(ch)
     if n > 0xFFFF:  # as its UTF-16 pair, as JSON writes it: every escape is exactly \uXXXX
         n -= 0x10000
@@ -147,9 +146,25 @@ def _shown(match: re.Match[str]) -> str:
 
 
 def _escape(text: str) -> str:
-    """``text`` with every hidden character (above) written as a ``\\u`` escape. Called on
-    bounded text only (the prompt's parts are cut first)."""
-    return _NOT_PLAIN.sub(_shown, text)
+    """``text`` with every hidden character (above) written as a ``\\u`` escape, and so is
+    every combining mark past :data:`MAX_MARKS_IN_A_ROW` in a row (a pile of them grows over
+    the lines around it). Called on bounded text only (the prompt's parts are cut first)."""
+    out: list[str] = []
+    marks = 0  # combining marks in a row on the last character shown
+    for ch in text:
+        if " " <= ch <= "~":  # printable ASCII is never hidden
+            out.append(ch)
+            marks = 0
+            continue
+        category = unicodedata.category(ch)
+        mark = category in _MARKS
+        if category in _HIDDEN_CATEGORIES or _IGNORABLE.match(ch) or (mark and marks >= MAX_MARKS_IN_A_ROW):
+            out.append(_escaped(ch))
+            marks = 0
+        else:
+            out.append(ch)
+            marks = marks + 1 if mark else 0
+    return "".join(out)
 
 
 def _bounded(text: str, limit: int) -> str:
