@@ -25,10 +25,12 @@ arguments, so it approves only a retry of that exact call, once (:class:`Offers`
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import re
 import secrets
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,6 +38,7 @@ from typing import Any, Final
 import ujson
 
 from assay.canonical import inexact_number, jcs_bytes
+from assay.policy import Decision, Policy, SessionState, evaluate
 
 __all__ = [
     "ANSWERS",
@@ -45,6 +48,7 @@ __all__ = [
     "WHICH",
     "HeldCall",
     "MAX_ARGUMENTS_TEXT",
+    "MAX_MARKS_IN_A_ROW",
     "MAX_PENDING",
     "MAX_HELD_BYTES",
     "Approvals",
@@ -60,6 +64,7 @@ __all__ = [
     "can_elicit",
     "cancel_notification",
     "elicitation_request",
+    "engine_recheck",
     "read_answer",
     "timeout_reason",
 ]
@@ -118,13 +123,48 @@ def can_elicit(params: Any) -> bool:
     return "form" in elicitation or "url" not in elicitation
 
 
-# Characters that would let argument text pass for something else on a person's screen: C0 and
-# C1 controls, DEL, the line and paragraph separators and the bidirectional overrides.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# Characters that would let argument text pass for something else on a person's screen: those
+# the Unicode data calls controls (C0, DEL, C1), format characters (the bidirectional marks,
+# embeddings, overrides and isolates, zero-width characters, the tag characters), surrogates,
+# and line and paragraph separators; and the default-ignorable ones of other categories, which
+# show as nothing or as a blank (variation selectors, Hangul fillers, the combining grapheme
+# joiner, and the code points reserved as ignorable).
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
+MAX_MARKS_IN_A_ROW: Final = 4  # combining marks stacked on one character; more are escaped
+_MARKS: Final = frozenset({"Mn", "Me"})  # the combining marks that stack over and under a letter
+
+
+def _escaped(ch: str) -> str:
+    n = ord(ch)
+    if n > 0xFFFF:  # as its UTF-16 pair, as JSON writes it: every escape is exactly \uXXXX
+        n -= 0x10000
+        return f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}"
+    return f"\\u{n:04x}"
 
 
 def _escape(text: str) -> str:
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``text`` with every hidden character (above) written as a ``\\u`` escape, and so is
+    every combining mark past :data:`MAX_MARKS_IN_A_ROW` in a row (a pile of them grows over
+    the lines around it). Called on bounded text only (the prompt's parts are cut first)."""
+    out: list[str] = []
+    marks = 0  # combining marks in a row on the last character shown
+    for ch in text:
+        if " " <= ch <= "~":  # printable ASCII is never hidden
+            out.append(ch)
+            marks = 0
+            continue
+        category = unicodedata.category(ch)
+        mark = category in _MARKS
+        if category in _HIDDEN_CATEGORIES or _IGNORABLE.match(ch) or (mark and marks >= MAX_MARKS_IN_A_ROW):
+            out.append(_escaped(ch))
+            marks = 0
+        else:
+            out.append(ch)
+            marks = marks + 1 if mark else 0
+    return "".join(out)
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -194,6 +234,21 @@ def read_answer(frame: Mapping[str, Any]) -> str:
     result = frame.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     return action if action in ANSWERS else "failed"
+
+
+def engine_recheck(policy: Policy, name: str, arguments: Any, state: SessionState, server_id: str) -> Decision | None:
+    """The policy engine's deny of a held call at the moment the person accepts it, or None.
+
+    What the engine reads besides the call can change while the call waits: a pinned tool's
+    definitions (a ``tools/list`` answer that drifted, or could not be read), the symlinks
+    behind a path under ``resolve_symlinks``. So the call is judged again, on a copy of the
+    session state with its counters at zero: it was counted against the limits when it was
+    asked (and kept its place there), so it is neither counted twice nor denied for requests
+    that came after it. Nothing of ``state`` changes."""
+    view = copy.copy(state)
+    view.requests_count = view.tool_calls_count = 0
+    decision = evaluate(policy, name, arguments, view, server_id=server_id)
+    return decision if decision.outcome == "deny" else None
 
 
 @dataclass(slots=True)

@@ -628,16 +628,22 @@ class WrapSession:
 
     def _approval_answer(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> None:
         """The client answered one of wrap's requests: consumed here, never forwarded. A late
-        answer (the call was settled by a timeout, a cancel or the end) is ignored."""
+        answer (the call was settled by a timeout, a cancel or the end) is ignored; one read
+        after the deadline, before the timer settled the call, denies it ``timed_out``."""
         if self.options.receipts and self.started:
             self._receipt(raw, frame, False, None, out, disposition="consumed")
-        call = self._approvals.take(frame["id"]) if self._approvals is not None else None
-        if call is None:
+        table = self._approvals
+        call = table.take(frame["id"]) if table is not None else None
+        if call is None or table is None:
             return
         answer = approvals.read_answer(frame)
-        if answer == "accept":
-            # other calls may have entered meanwhile: the session's checks run again
-            decision = self._gate(call.name, call.arguments, call.decision).replace(approval_state="approved")
+        if call.deadline <= self._clock():  # too late, whatever it says (the prompt is closed)
+            decision = self._approval_denied(call.decision, "timed_out", approvals.timeout_reason(table.timeout))
+        elif answer == "accept":
+            # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
+            # the engine and the session's checks run again
+            denied = approvals.engine_recheck(self.policy, call.name, call.arguments, self.state, self.options.label)
+            decision = (denied or self._gate(call.name, call.arguments, call.decision)).replace(approval_state="approved")
         else:
             which = approvals.WHICH[answer]
             reason = approvals.REASONS["error" if "error" in frame else which]
@@ -648,6 +654,8 @@ class WrapSession:
         """``notifications/cancelled`` from the client: held calls with that request id are
         dropped without a reply (the client asked for none) and wrap's prompt is closed. True
         when the notification is consumed (no forwarded request has that id)."""
+        if "id" in frame:  # a request, whatever its method: no SDK reads it as a cancellation
+            return False
         params = frame.get("params")
         key = id_key(params.get("requestId")) if isinstance(params, dict) else None
         if key is None or self._approvals is None:
