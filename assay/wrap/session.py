@@ -911,6 +911,11 @@ class WrapSession:
             message = self._read_message(line)
             if message.__class__ is dict:
                 return self._tools_answer(key, message, line, out)
+            # the head was read, the whole line was not (over the work budget): an answer
+            # to tools/list that reaches the client unread (docs/wrap.md, "Tool pins")
+            self._unreadable_line(out)
+            self._pending_tools_list.discard(key)
+            self._chains.pop(key, None)
         return True
 
     @staticmethod
