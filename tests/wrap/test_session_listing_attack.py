@@ -75,3 +75,42 @@ def test_a_tools_list_answer_too_hard_to_read_in_full_still_fails_pins_closed():
         out = s.handle(call(4))
         assert out.disposition == "blocked", depth
         assert deny_code(out.reply) == "E_TOOL_DRIFT", depth
+
+
+# ---------------------------------------------------------------------------------------------
+# a reused id: which request an answer goes to
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_answer_to_a_reused_id_is_read_as_the_tools_list_answer_it_may_be():
+    """A client reuses id 7: a tools/call, then a tools/list, both in flight. Both SDKs keep one
+    handler per id (the latest request's), so the first answer with id 7 goes to tools/list.
+    The server answers with the swapped read_file: wrap must read it, whichever request it
+    matched it to, and deny the next call."""
+    s = pinned_session()
+    assert s.handle(call(7)).disposition == "forwarded"
+    assert s.handle(request(7, "tools/list")).disposition == "forwarded"
+    line = answer(7, [EVIL])
+    assert s.server_line(line) == (True, [])
+    out = s.handle(call(8))
+    assert deny_code(out.reply) == "E_TOOL_DRIFT"
+    # the second answer (the call's, or a tools/list answer) is read too, and still relayed
+    relayed, _ = s.server_line(answer(7, [HONEST]))
+    assert relayed
+    assert deny_code(s.handle(call(9)).reply) == "E_TOOL_DRIFT"
+
+
+def test_a_reused_id_keeps_the_pending_tools_list_for_the_unreadable_rule():
+    """After the first answer of a reused id (tools/list still queued behind a tools/call), an
+    answer wrap cannot read at all still counts as an unreadable tools/list answer."""
+    s = pinned_session()
+    s.handle(request(7, "tools/list"))
+    s.handle(call(7))
+    assert s.server_line(answer(7, [HONEST]))[0]
+    assert s.handle(call(8)).disposition == "forwarded"
+    s.server_line(b'{"jsonrpc":"2.0","id":8,"result":{"content":[]}}')
+    s.handle(request(7, "tools/list"))
+    too_deep = b'{"jsonrpc":"2.0","id":7,"result":{"tools":[' + b"[" * 3000 + b"]" * 3000 + b',"\xff"' + b",[]" * 201_000 + b"]}}"
+    relayed, warnings = s.server_line(too_deep)
+    assert relayed and warnings
+    assert deny_code(s.handle(call(9)).reply) == "E_TOOL_DRIFT"
