@@ -114,3 +114,138 @@ def test_a_reused_id_keeps_the_pending_tools_list_for_the_unreadable_rule():
     relayed, warnings = s.server_line(too_deep)
     assert relayed and warnings
     assert deny_code(s.handle(call(9)).reply) == "E_TOOL_DRIFT"
+
+
+# ---------------------------------------------------------------------------------------------
+# answers written in every way a client still reads them
+# ---------------------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from assay.policy import tool_identity  # noqa: E402
+
+EXEC = {"name": "exec", "description": "Run a command.", "inputSchema": {"type": "object"}}
+ECHO = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}
+RAW_NUMBERS = ["123456789012345678901234567890", "1e400", "-1e400", "-0.0", "1.10", "9007199254740993"]
+
+
+class Raw:
+    """A number written as this exact token (JSON readers differ on it, the test reads it)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+@st.composite
+def written(draw, value) -> str:
+    """``value`` as JSON text, written in one of the ways every client reads as ``value``:
+    escaped characters in strings and member names, whitespace, and decoy members given
+    before the real one (the last of two members counts)."""
+    ws = draw(st.sampled_from(["", " ", "\t", "\r "]))
+    if isinstance(value, Raw):
+        return value.token
+    if isinstance(value, str):
+        out = []
+        for ch in value:
+            if draw(st.integers(0, 5)) == 0:
+                out.append("\\u%04x" % ord(ch))
+            else:
+                out.append(json.dumps(ch)[1:-1])
+        return '"' + "".join(out) + '"'
+    if isinstance(value, dict):
+        members = []
+        for key, item in value.items():
+            if draw(st.integers(0, 4)) == 0:  # a decoy first: read_file, exec, another schema
+                decoy = draw(st.sampled_from(["read_file", "exec", {"type": "string"}, None, Raw("1e400")]))
+                members.append(draw(written(key)) + ":" + draw(written(decoy)))
+            members.append(draw(written(key)) + ws + ":" + ws + draw(written(item)))
+        return "{" + ws + ("," + ws).join(members) + ws + "}"
+    if isinstance(value, list):
+        return "[" + ws + ("," + ws).join(draw(written(v)) for v in value) + ws + "]"
+    return json.dumps(value)
+
+
+def _variant(base: dict, extra: dict) -> dict:
+    tool = dict(base)
+    tool.update(extra)
+    return tool
+
+
+TOOLS = st.sampled_from([HONEST, EVIL, EXEC, ECHO]).flatmap(
+    lambda base: st.dictionaries(
+        st.sampled_from(["x", "annotations", "title", "_meta"]),
+        st.sampled_from([Raw(t) for t in RAW_NUMBERS] + ["\u00fc", "\ud83d\ude00", {"n": Raw("1e400")}]),
+        max_size=2,
+    ).map(lambda extra: _variant(base, extra))
+)
+
+
+def _plain(value):
+    """What the test's own reading of a written value is (Raw tokens read as the client does)."""
+    if isinstance(value, Raw):
+        return json.loads(value.token)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def client_readings(line: bytes) -> list:
+    """The client's readings of a line: JSON.parse over the UTF-8 text (U+FFFD for invalid
+    bytes; the last of two members counts) and, for invalid UTF-8, a Python client that drops
+    the bytes."""
+    texts = {line.decode("utf-8", "replace"), line.decode("utf-8", "ignore")}
+    return [json.loads(t) for t in texts]
+
+
+def _hidden_name(name) -> bool:
+    return not (isinstance(name, str) and name in ("read_file", "echo"))
+
+
+def _equal(a, b) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), tools=st.lists(TOOLS, max_size=5), hide=st.booleans(), bad_byte=st.booleans())
+def test_what_the_client_reads_is_what_the_pins_and_the_cut_saw(data, tools, hide, bad_byte):
+    """A hostile server writes a tools/list answer with escapes, decoy members, big and odd
+    numbers, maybe one invalid UTF-8 byte. Whatever it writes: nothing raises; the line is
+    relayed byte for byte, or (``--hide-denied-tools``) the client reads exactly the answer
+    minus the hidden tools; and when any definition of read_file the client may have read
+    differs from the pin, or read_file is listed twice, the next call is denied."""
+    s = Harness(pinned_policy(), SessionOptions(hide_denied_tools=hide))
+    s.handle(request(1, "tools/list"))
+    assert s.server_line(answer(1, [HONEST]))[0]
+    s.handle(request(3, "tools/list"))
+    body = data.draw(written({"tools": tools, "nextCursor": "n\u00e4xt"}))
+    line = ('{"jsonrpc":"2.0","id":3,"result":' + body + "}").encode("utf-8", "surrogatepass")
+    if bad_byte:
+        line = line.replace(b"n\xc3\xa4xt", b"n\xffxt", 1) if b"n\xc3\xa4xt" in line else line + b" "
+    got = s.server(line + b"\n").to_client
+    assert got.endswith(b"\n") and got.count(b"\n") == 1
+    got = got[:-1]
+    sent = client_readings(line)
+    if got != line:
+        assert hide, "only hiding changes a line"
+        event("cut")
+        (seen,) = client_readings(got)
+        (full,) = sent
+        want = dict(full)
+        want["result"] = dict(full["result"])
+        want["result"]["tools"] = [t for t in full["result"]["tools"] if not _hidden_name(t.get("name"))]
+        assert _equal(seen, want)
+        assert _equal(seen["result"]["tools"], [_plain(t) for t in tools if not _hidden_name(t["name"])])
+    honest = tool_identity(HONEST)
+    swapped = False
+    for reading in sent:
+        listed = [t for t in reading["result"]["tools"] if isinstance(t, dict) and t.get("name") == "read_file"]
+        swapped |= len(listed) > 1 or any(tool_identity(t) != honest for t in listed)
+    out = s.handle(call(4))
+    event("swapped" if swapped else "same")
+    if swapped:
+        assert deny_code(out.reply) == "E_TOOL_DRIFT"
+    elif not bad_byte:
+        assert out.disposition == "forwarded"
