@@ -123,7 +123,20 @@ def test_a_reused_id_keeps_the_pending_tools_list_for_the_unreadable_rule():
 from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from assay.manifest.digests import tool_digest  # noqa: E402
 from assay.policy import tool_identity  # noqa: E402
+
+from tests.wrap.test_session_baseline import LABEL, observe  # noqa: E402
+from tests.wrap.test_session_baseline import POLICY as BASELINE_POLICY  # noqa: E402
+
+_DECLARED: dict = {}
+
+
+def _declared() -> dict:
+    """read_file and echo, declared as first listed (observe, candidate, promote, load)."""
+    if "doc" not in _DECLARED:
+        _DECLARED["doc"] = observe([HONEST, ECHO])
+    return _DECLARED["doc"]
 
 EXEC = {"name": "exec", "description": "Run a command.", "inputSchema": {"type": "object"}}
 ECHO = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}
@@ -249,3 +262,36 @@ def test_what_the_client_reads_is_what_the_pins_and_the_cut_saw(data, tools, hid
         assert deny_code(out.reply) == "E_TOOL_DRIFT"
     elif not bad_byte:
         assert out.disposition == "forwarded"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), tools=st.lists(TOOLS, max_size=5), hide=st.booleans(), bad_byte=st.booleans())
+def test_what_the_client_reads_is_what_the_declared_baseline_saw(data, tools, hide, bad_byte):
+    """The same hostile answers against ``--declared-manifest`` (read_file and echo declared as
+    first listed): a declared tool the client may have read with another digest, or twice, is
+    denied E_TOOL_DRIFT; an undeclared one E_TOOL_UNDECLARED; hiding cuts exactly the
+    undeclared tools."""
+    declared = _declared()
+    s = Harness(BASELINE_POLICY, SessionOptions(label=LABEL, declared_manifest=declared, hide_denied_tools=hide))
+    s.handle(request(1, "tools/list"))
+    assert s.server_line(answer(1, [HONEST, ECHO]))[0]
+    s.handle(request(3, "tools/list"))
+    body = data.draw(written({"tools": tools}))
+    line = ('{"jsonrpc":"2.0","id":3,"result":' + body + "}").encode("utf-8", "surrogatepass")
+    if bad_byte:  # in a member name the definitions do not read: both readings agree
+        line = line.replace(b'"result":{', b'"result":{"x\xff":1,', 1)
+    got = s.server(line + b"\n").to_client[:-1]
+    sent = client_readings(line)
+    if got != line:
+        assert hide
+        (seen,) = client_readings(got)
+        assert _equal(seen["result"]["tools"], [_plain(t) for t in tools if not _hidden_name(t["name"])])
+    want = tool_digest(HONEST)
+    swapped = False
+    for reading in sent:
+        listed = [t for t in reading["result"]["tools"] if isinstance(t, dict) and t.get("name") == "read_file"]
+        swapped |= len(listed) > 1 or any(tool_digest(t) != want for t in listed)
+    code = deny_code(s.handle(call(4)).reply)
+    assert code == ("E_TOOL_DRIFT" if swapped else None)
+    assert deny_code(s.handle(call(5, "exec")).reply) in ("E_TOOL_DENIED", "E_TOOL_UNDECLARED")
+
