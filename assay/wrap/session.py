@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import ujson
 
 from assay.policy import Decision, NameMatcher, Policy, SessionState, evaluate
 from assay.policy.rates import rate_denied, tracker_for
@@ -920,10 +919,7 @@ class WrapSession:
     @staticmethod
     def _read_message(line: bytes) -> Any:
         """The whole line, read at least as leniently as the clients read it."""
-        try:
-            return ujson.loads(line)
-        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-            return serverlines.read_text(line.decode("utf-8", "replace"))
+        return serverlines.read_line(line)
 
     def _server_message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`_server_line` for a line read in full."""

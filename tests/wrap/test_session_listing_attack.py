@@ -295,3 +295,51 @@ def test_what_the_client_reads_is_what_the_declared_baseline_saw(data, tools, hi
     assert code == ("E_TOOL_DRIFT" if swapped else None)
     assert deny_code(s.handle(call(5, "exec")).reply) in ("E_TOOL_DENIED", "E_TOOL_UNDECLARED")
 
+
+
+# ---------------------------------------------------------------------------------------------
+# surrogates encoded as UTF-8 bytes (CESU-8): invalid UTF-8 the fast reader accepted
+# ---------------------------------------------------------------------------------------------
+
+from assay.policy import load_policy  # noqa: E402
+from assay.wrap import serverlines  # noqa: E402
+
+
+def test_surrogate_bytes_read_as_node_reads_them():
+    """``ED A0 BD`` is the UTF-8 form of the surrogate U+D83D: invalid UTF-8, which Node reads as
+    three U+FFFD (and a strict Python client refuses). The fast reader took it for a lone
+    surrogate, a string no client sees."""
+    for line in (b'{"a":"x\xed\xa0\xbdy"}', b'{"x\xed\xb2\x80":1}', b'{"a":["\xed\xbf\xbf"]}'):
+        assert serverlines.read_line(line) == json.loads(line.decode("utf-8", "replace")), line
+
+
+FFFD = "\ufffd" * 3
+ODD = {"name": "x" + FFFD, "description": "Odd.", "inputSchema": {"type": "object"}}
+
+
+def test_a_pinned_name_spelled_with_surrogate_bytes_is_the_client_s_name():
+    """A tool named ``x`` + three U+FFFD is pinned. The server lists it again with the name
+    written as ``x`` + ``ED A0 BD``: Node reads the same name with the swapped definition. Wrap
+    must see that definition, so the next call of the tool is denied."""
+    schema_hash, meta_hash = tool_identity(ODD)
+    name = json.dumps(ODD["name"])
+    policy = load_policy(
+        (f'version: "2.0"\ntools:\n  allow: [{name}]\ntool_pins:\n  {name}:\n'
+         f"    server_id: default-mcp-server\n    tool_name: {name}\n"
+         f'    schema_hash: "{schema_hash}"\n    meta_hash: "{meta_hash}"\n').encode()
+    )
+    s = Harness(policy, SessionOptions())
+    s.handle(request(1, "tools/list"))
+    assert s.server_line(answer(1, [ODD]))[0]
+    odd_call = request(2, "tools/call", {"name": ODD["name"], "arguments": {}})
+    assert s.handle(odd_call).disposition == "forwarded"
+    s.server_line(b'{"jsonrpc":"2.0","id":2,"result":{"content":[]}}')
+    s.handle(request(3, "tools/list"))
+    swapped = json.dumps({**ODD, "description": EVIL["description"]}, ensure_ascii=False).encode()
+    swapped = swapped.replace(FFFD.encode(), b"\xed\xa0\xbd")
+    line = b'{"jsonrpc":"2.0","id":3,"result":{"tools":[' + swapped + b"]}}"
+    client = json.loads(line.decode("utf-8", "replace"))  # Node's reading
+    assert client["result"]["tools"][0] == {**ODD, "description": EVIL["description"]}
+    assert s.server_line(line)[0]
+    out = s.handle(request(4, "tools/call", {"name": ODD["name"], "arguments": {}}))
+    assert deny_code(out.reply) == "E_TOOL_DRIFT"
