@@ -132,6 +132,15 @@ from tests.wrap.test_session_baseline import POLICY as BASELINE_POLICY  # noqa: 
 _DECLARED: dict = {}
 
 
+def _digest_or_none(tool: dict) -> str | None:
+    """The tool's digest; None when it has no canonical JSON form (1e400, a lone surrogate):
+    such a definition equals no declared one."""
+    try:
+        return tool_digest(tool)
+    except (ValueError, TypeError, OverflowError, UnicodeError):
+        return None
+
+
 def _declared() -> dict:
     """read_file and echo, declared as first listed (observe, candidate, promote, load)."""
     if "doc" not in _DECLARED:
@@ -188,7 +197,7 @@ def _variant(base: dict, extra: dict) -> dict:
 TOOLS = st.sampled_from([HONEST, EVIL, EXEC, ECHO]).flatmap(
     lambda base: st.dictionaries(
         st.sampled_from(["x", "annotations", "title", "_meta"]),
-        st.sampled_from([Raw(t) for t in RAW_NUMBERS] + ["\u00fc", "\ud83d\ude00", {"n": Raw("1e400")}]),
+        st.sampled_from([Raw(t) for t in RAW_NUMBERS] + ["\u00fc", "\ud83d\ude00", "\ud83d", {"n": Raw("1e400")}]),
         max_size=2,
     ).map(lambda extra: _variant(base, extra))
 )
@@ -222,7 +231,7 @@ def _equal(a, b) -> bool:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data(), tools=st.lists(TOOLS, max_size=5), hide=st.booleans(), bad_byte=st.booleans())
+@given(data=st.data(), tools=st.lists(TOOLS, max_size=5), hide=st.booleans(), bad_byte=st.sampled_from([b"", b"\xff", b"\xed\xa0\xbd"]))
 def test_what_the_client_reads_is_what_the_pins_and_the_cut_saw(data, tools, hide, bad_byte):
     """A hostile server writes a tools/list answer with escapes, decoy members, big and odd
     numbers, maybe one invalid UTF-8 byte. Whatever it writes: nothing raises; the line is
@@ -236,7 +245,7 @@ def test_what_the_client_reads_is_what_the_pins_and_the_cut_saw(data, tools, hid
     body = data.draw(written({"tools": tools, "nextCursor": "n\u00e4xt"}))
     line = ('{"jsonrpc":"2.0","id":3,"result":' + body + "}").encode("utf-8", "surrogatepass")
     if bad_byte:
-        line = line.replace(b"n\xc3\xa4xt", b"n\xffxt", 1) if b"n\xc3\xa4xt" in line else line + b" "
+        line = line.replace(b"n\xc3\xa4xt", b"n" + bad_byte + b"xt", 1) if b"n\xc3\xa4xt" in line else line + b" "
     got = s.server(line + b"\n").to_client
     assert got.endswith(b"\n") and got.count(b"\n") == 1
     got = got[:-1]
@@ -290,7 +299,7 @@ def test_what_the_client_reads_is_what_the_declared_baseline_saw(data, tools, hi
     swapped = False
     for reading in sent:
         listed = [t for t in reading["result"]["tools"] if isinstance(t, dict) and t.get("name") == "read_file"]
-        swapped |= len(listed) > 1 or any(tool_digest(t) != want for t in listed)
+        swapped |= len(listed) > 1 or any(_digest_or_none(t) != want for t in listed)
     code = deny_code(s.handle(call(4)).reply)
     assert code == ("E_TOOL_DRIFT" if swapped else None)
     assert deny_code(s.handle(call(5, "exec")).reply) in ("E_TOOL_DENIED", "E_TOOL_UNDECLARED")
