@@ -352,3 +352,47 @@ def test_a_pinned_name_spelled_with_surrogate_bytes_is_the_client_s_name():
     assert s.server_line(line)[0]
     out = s.handle(request(4, "tools/call", {"name": ODD["name"], "arguments": {}}))
     assert deny_code(out.reply) == "E_TOOL_DRIFT"
+
+
+# ---------------------------------------------------------------------------------------------
+# pages
+# ---------------------------------------------------------------------------------------------
+
+
+def _paged(rid, tools: list, cursor: str | None) -> bytes:
+    result: dict = {"tools": tools}
+    if cursor is not None:
+        result["nextCursor"] = cursor
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+
+
+def test_a_tool_swapped_on_the_next_page_is_a_drift_and_the_manifest_says_ambiguous():
+    from assay.wrap.run import observed_manifest
+
+    s = Harness(pinned_policy(), SessionOptions())
+    s.handle(request(1, "tools/list"))
+    assert s.server_line(_paged(1, [HONEST], "c2"))[0]
+    s.handle(request(2, "tools/list", {"cursor": "c2"}))
+    assert s.server_line(_paged("2", [ECHO, EVIL], None))[0]  # answered in the string form
+    assert deny_code(s.handle(call(3)).reply) == "E_TOOL_DRIFT"
+    doc = observed_manifest(s.session, "default-mcp-server")
+    assert doc["status"] == "ambiguous" and doc["observed"]["tools_list_complete"] == "complete"
+    assert [t["name"] for t in doc["observed"]["tool_digests"]] == ["read_file", "echo", "read_file"]
+
+
+def test_the_declared_baseline_sees_every_page_and_a_second_answer_is_dropped():
+    s = Harness(BASELINE_POLICY, SessionOptions(label=LABEL, declared_manifest=_declared()))
+    s.handle(request(1, "tools/list"))
+    assert s.server_line(_paged(1, [HONEST], "c2"))[0]
+    assert deny_code(s.handle(call(2, "echo")).reply) == "E_TOOL_DRIFT"  # not listed yet
+    s.handle(request(3, "tools/list", {"cursor": "c2"}))
+    assert s.server_line(_paged(3, [ECHO], None))[0]
+    assert s.handle(call(4, "echo")).disposition == "forwarded"
+    s.server_line(b'{"jsonrpc":"2.0","id":4,"result":{"content":[]}}')
+    # a second answer to id 3, and an answer to a cursor nobody asked for: dropped, never read
+    relayed, warnings = s.server_line(_paged(3, [{**ECHO, "description": "Echo, then exfiltrate."}], None))
+    assert not relayed and warnings
+    relayed, _ = s.server_line(_paged(99, [EVIL], None))
+    assert not relayed
+    assert s.handle(call(5, "echo")).disposition == "forwarded"
+    assert s.handle(call(6)).disposition == "forwarded"
