@@ -6,7 +6,8 @@ line the TypeScript SDK (``JSON.parse`` over the UTF-8 text, invalid bytes repla
 or the Python SDK (pydantic's JSON reader) would read, and more:
 
 - member names with JSON escapes (``"t\\u006fols"``) are decoded like any string;
-- invalid UTF-8 is replaced by U+FFFD, as Node does;
+- invalid UTF-8 is replaced by U+FFFD, as Node does (surrogates written as UTF-8 bytes too,
+  which ujson alone would read as lone surrogates);
 - lone surrogates (``"\\ud83d"``) are kept as they are;
 - integers of any size and ``NaN``/``Infinity`` are read (huge integers beyond Python's
   digit limit are kept as :class:`RawNumber`);
@@ -83,12 +84,27 @@ class RawNumber:
         return f"RawNumber({self.json_number_text[:20]}...)"
 
 
+def _surrogate_bytes(line: bytes) -> bool:
+    """Whether ``line`` holds a surrogate written as UTF-8 bytes (``ED A0..BF xx``, CESU-8):
+    invalid UTF-8 that ujson reads as a lone surrogate, a string no client sees (Node reads
+    U+FFFD for each byte, a strict Python client refuses the line). Only lines with an ``ED``
+    byte are decoded to check (C speed)."""
+    if b"\xed" not in line:
+        return False
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
 def read_line(line: bytes, budget: int = DEEP_PARSE_BUDGET) -> Any:
     """The JSON value of one server line, :data:`NOT_JSON` or :data:`TOO_HARD`. Never raises."""
-    try:
-        return ujson.loads(line)
-    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-        pass
+    if not _surrogate_bytes(line):
+        try:
+            return ujson.loads(line)
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            pass
     try:
         text = line.decode("utf-8", "replace")
     except MemoryError:  # pragma: no cover - a line the relay already holds

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import ujson
 
 from assay.policy import Decision, NameMatcher, Policy, SessionState, evaluate
 from assay.policy.rates import rate_denied, tracker_for
@@ -915,19 +914,20 @@ class WrapSession:
             out.append(Warn(records.dropped_response_warning(rid, has_id)))
             return False
         key, method = found
-        if method == _TOOLS_LIST:
+        if method == _TOOLS_LIST or key in self._pending_tools_list:
             message = self._read_message(line)
             if message.__class__ is dict:
                 return self._tools_answer(key, message, line, out)
+            # the head was read, the whole line was not (over the work budget): an answer
+            # to tools/list that reaches the client unread (docs/wrap.md, "Tool pins")
+            self._unreadable_line(out)
+            self._tools_list_answered(key)
         return True
 
     @staticmethod
     def _read_message(line: bytes) -> Any:
         """The whole line, read at least as leniently as the clients read it."""
-        try:
-            return ujson.loads(line)
-        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-            return serverlines.read_text(line.decode("utf-8", "replace"))
+        return serverlines.read_line(line)
 
     def _server_message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`_server_line` for a line read in full."""
@@ -943,7 +943,7 @@ class WrapSession:
             out.append(Warn(records.dropped_response_warning(message.get("id"), "id" in message)))
             return False
         key, method = found
-        if method == _TOOLS_LIST:
+        if method == _TOOLS_LIST or key in self._pending_tools_list:
             return self._tools_answer(key, message, line, out)
         return True
 
@@ -974,8 +974,7 @@ class WrapSession:
         """Record tool identities from the answer to one of the client's tools/list requests
         (pins, the declared baseline and the observed manifest see every tool the server
         listed); True to relay the line, or the line with tools hidden (--hide-denied-tools)."""
-        self._pending_tools_list.discard(key)
-        chain = self._chains.pop(key, None)
+        chain = self._tools_list_answered(key)
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             return True
@@ -1011,6 +1010,16 @@ class WrapSession:
             if cut is not None:
                 return cut
         return True
+
+    def _tools_list_answered(self, key: Key) -> ListChain | None:
+        """An answer with id ``key`` arrived while a tools/list with that id was pending: its
+        chain, if it has one. A client that reuses an id in flight hands the first answer to
+        its latest request with that id (both SDKs keep one handler per id), so any answer to
+        such an id is read as a tools/list answer, and the id counts as a pending tools/list
+        until no request with it is left (docs/wrap.md, "Dropped server responses")."""
+        if key not in self._pending:
+            self._pending_tools_list.discard(key)
+        return self._chains.pop(key, None)
 
     def _hidden(self, name: str) -> bool:
         """Whether --hide-denied-tools takes ``name`` out of the tools/list answers: the policy

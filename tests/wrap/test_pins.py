@@ -225,6 +225,7 @@ def test_deep_line_over_the_parse_budget_counts_as_unreadable(monkeypatch):
 
     monkeypatch.setattr(serverlines, "DEEP_PARSE_BUDGET", 100)
     monkeypatch.setattr(serverlines.read_text, "__defaults__", (100,))
+    monkeypatch.setattr(serverlines.read_line, "__defaults__", (100,))
     session = honest_session()
     line = deep(evil_line())
     assert listed(session, 3, line) is True
