@@ -28,10 +28,13 @@ from assay.policy.patterns import NameMatcher
 from assay.policy.sequence import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
 
-__all__ = ["FlowError", "FlowTracker", "parse_flows", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT"]
+__all__ = ["FlowError", "FlowTracker", "parse_flows", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT", "NAME_CACHE_MAX_LEN"]
 
 SEQUENCE_VIOLATION = "E_SEQUENCE_VIOLATION"
 NAME_CACHE_LIMIT = 4096  # tool names whose rule hits are remembered; others are computed per call
+# a longer name is never remembered: names come from the client, up to the frame limit, and 4,096
+# remembered names of megabytes each would hold gigabytes (MCP tool names are 1 to 128 characters)
+NAME_CACHE_MAX_LEN = 256
 _U32_MAX = 2**32 - 1
 
 # the fields of each rule type besides type, id and message; required unless optional
@@ -552,7 +555,7 @@ class FlowTracker:
                 if h is not None:
                     items.append((i, c, h))
             entry = tuple(items)
-            if len(self._cache) < NAME_CACHE_LIMIT:
+            if len(self._cache) < NAME_CACHE_LIMIT and len(name) <= NAME_CACHE_MAX_LEN:
                 self._cache[name] = entry
         return entry
 
@@ -565,7 +568,7 @@ class FlowTracker:
             items: dict[int, _Item] = {j: (j, self._compiled[j], None) for j in sensitive}
             items.update((item[0], item) for item in entry)
             order = tuple(items[i] for i in sorted(items))
-            if len(self._orders) < _ORDER_CACHE_LIMIT:
+            if len(self._orders) < _ORDER_CACHE_LIMIT and len(name) <= NAME_CACHE_MAX_LEN:
                 self._orders[key] = order
         return order
 

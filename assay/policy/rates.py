@@ -35,9 +35,12 @@ if TYPE_CHECKING:
     from assay.policy.decision import Decision
     from assay.policy.model import Policy
 
-__all__ = ["NAME_CACHE_MAX", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
+__all__ = ["NAME_CACHE_MAX", "NAME_CACHE_MAX_LEN", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
 
 NAME_CACHE_MAX = 4096  # tool names are client-controlled: bound the name -> rules cache
+# ... and a name longer than this is never cached: names reach up to the frame limit, and 4,096 of
+# megabytes each would hold gigabytes (MCP tool names are 1 to 128 characters)
+NAME_CACHE_MAX_LEN = 256
 
 
 class RateTracker:
@@ -62,7 +65,7 @@ class RateTracker:
         got = self._names.get(name)
         if got is None:
             got = tuple(i for i, matches in enumerate(self._matchers) if matches(name))
-            if len(self._names) < NAME_CACHE_MAX:
+            if len(self._names) < NAME_CACHE_MAX and len(name) <= NAME_CACHE_MAX_LEN:
                 self._names[name] = got
         return got
 
