@@ -513,6 +513,7 @@ _KINDS = {
 _Item = tuple[int, Any, "tuple[bool, ...] | None"]  # (rule index, compiled rule, name hits)
 _UNREADABLE = "an argument named by args_match could not be read as text"
 _ORDER_CACHE_LIMIT = 1024
+UNANSWERABLE = "flow rules judge calls the server runs: a tools/call needs an integer or string id"
 
 
 class FlowTracker:
@@ -614,6 +615,14 @@ class FlowTracker:
         text = rule.message if rule.message is not None else reason
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": rule.id, "reason": text}
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule=rule.id)
+
+    def unanswerable(self, name: str, decision: Decision) -> Decision:
+        """The deny of a call that no server would run or answer (a ``tools/call`` notification,
+        or one whose id is not an integer or a string): it must not enter the history, where it
+        could stand for a call that ran (``rule`` is ``sequences``)."""
+        text = UNANSWERABLE
+        contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": "sequences", "reason": text}
+        return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule="sequences")
 
     def enter(self, name: str, args: Any) -> None:
         """``name(args)`` went to the server: it is call number ``n`` of the history."""

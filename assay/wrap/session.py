@@ -446,7 +446,7 @@ class WrapSession:
         opts = self.options
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
         if decision.outcome != "deny":
-            decision = self._gate(name, arguments, decision)
+            decision = self._gate(name, arguments, decision, frame)
             if decision.approval_state is not None and not opts.dry_run:
                 held = self._ask(raw, frame, params, name, arguments, valid, decision, out)
                 if held is None:  # held until the person answers: nothing recorded yet
@@ -487,10 +487,13 @@ class WrapSession:
             return False
         return True
 
-    def _gate(self, name: str, arguments: Any, decision: Decision) -> Decision:
+    def _gate(self, name: str, arguments: Any, decision: Decision, frame: dict[str, Any]) -> Decision:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
-        reason codes"). Each sees only calls every check before it let through."""
+        reason codes"). Each sees only calls every check before it let through. Under flow rules
+        a call without an integer or string id is denied: MCP servers neither run nor answer it,
+        so it must not enter the history (a ``run_tests`` notification would let ``deploy``
+        through a ``before`` rule)."""
         if self._baseline is not None:
             denied = self._baseline.check(name, decision)
             if denied is not None:
@@ -500,6 +503,8 @@ class WrapSession:
             if rule is not None:
                 return rate_denied(decision, name, rule)
         if self._flows is not None:
+            if frame.get("id").__class__ not in (int, str):  # absent, null, a bool, a float, ...
+                return self._flows.unanswerable(name, decision)
             denied = self._flows.check(name, arguments, decision)
             if denied is not None:
                 return denied
@@ -637,7 +642,7 @@ class WrapSession:
         answer = approvals.read_answer(frame)
         if answer == "accept":
             # other calls may have entered meanwhile: the session's checks run again
-            decision = self._gate(call.name, call.arguments, call.decision).replace(approval_state="approved")
+            decision = self._gate(call.name, call.arguments, call.decision, call.frame).replace(approval_state="approved")
         else:
             which = approvals.WHICH[answer]
             reason = approvals.REASONS["error" if "error" in frame else which]
