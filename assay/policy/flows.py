@@ -573,6 +573,28 @@ class FlowTracker:
                 self._orders[key] = order
         return order
 
+    @staticmethod
+    def _unreadable(entry: tuple[_Item, ...], args: Any) -> int | None:
+        """The first rule in ``entry`` that :meth:`enter` would fail to read ``args`` for: an
+        ``args_match`` argument of a selector the name matches that cannot be rendered (a
+        rule's ``violation`` may not have looked at it). Such a call is denied, never entered
+        halfway."""
+        if args.__class__ is not dict:
+            return None
+        for i, rule, hits in entry:
+            if hits is None:
+                continue
+            for j, am in enumerate(rule.am):
+                if am is None or not hits[j]:
+                    continue
+                for key, _rx in am:
+                    if key in args:
+                        try:
+                            _render(args[key])
+                        except _Unreadable:
+                            return i
+        return None
+
     def violation(self, name: str, args: Any) -> tuple[int, str] | None:
         entry = self._cache.get(name)
         if entry is None:
@@ -587,7 +609,8 @@ class FlowTracker:
                     return i, reason
         except _Unreadable:
             return i, _UNREADABLE
-        return None
+        bad = self._unreadable(entry, args)
+        return None if bad is None else (bad, _UNREADABLE)
 
     def check(self, name: str, args: Any, decision: Decision) -> Decision | None:
         """The deny of a call that would violate a rule (``E_SEQUENCE_VIOLATION``, the rule id in
@@ -610,7 +633,10 @@ class FlowTracker:
         except _Unreadable:
             reason = _UNREADABLE
         if reason is None:
-            return None
+            bad = self._unreadable(self._last, args)
+            if bad is None:
+                return None
+            i, reason = bad, _UNREADABLE
         rule = self.rules[i]
         text = rule.message if rule.message is not None else reason
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": rule.id, "reason": text}

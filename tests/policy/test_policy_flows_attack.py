@@ -9,6 +9,8 @@ import gc
 import tracemalloc
 from collections.abc import Callable
 
+import pytest
+
 from assay.policy import Decision
 from assay.policy.flows import FlowTracker, parse_flows
 from assay.policy.model import RateRule
@@ -74,3 +76,43 @@ def test_long_tool_names_are_not_kept_by_the_rate_tracker():
 
     assert retained(step, 24) < 2 * MIB
     assert tracker.counted("w", 24.0) == 24 and tracker.counted("s", 24.0) == 24
+
+
+def too_deep(depth: int = 100_000) -> list:
+    """A value json.dumps cannot render (RecursionError): an argument no rule can read."""
+    root: list = []
+    cur = root
+    for _ in range(depth):
+        nxt: list = []
+        cur.append(nxt)
+        cur = nxt
+    return root
+
+
+SECRET_READ = {"tool": "read_file", "args_match": {"path": "secret"}}
+UNREADABLE = "an argument named by args_match could not be read as text"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"type": "never_after", "trigger": SECRET_READ, "forbidden": "send_*"},
+        {"type": "before", "first": SECRET_READ, "then": "deploy"},
+        {"type": "after", "trigger": SECRET_READ, "then": "close", "within": 2},
+    ],
+    ids=lambda r: r["type"],
+)
+def test_a_call_whose_matched_argument_cannot_be_read_is_denied_not_entered_halfway(rule):
+    # these rules do not read the selector's argument to decide the call, but entering it does:
+    # the call used to be allowed and then enter no rule (a secret read that never armed
+    # never_after, so the next send_email went through)
+    rules, aliases = parse_flows([dict(rule, id="r")], None, [])
+    tracker = FlowTracker(rules, aliases)
+    args = {"path": ["/secrets/key", too_deep()]}
+    assert tracker.violation("read_file", args) == (0, UNREADABLE)
+    denied = tracker.check("read_file", args, ALLOW)
+    assert denied is not None and denied.reason_code == "E_SEQUENCE_VIOLATION" and denied.matched_rule == "r"
+    assert denied.reason == UNREADABLE
+    # a readable call of the same tool, and other tools, are judged as before
+    assert tracker.check("read_file", {"path": "/workspace/a"}, ALLOW) is None
+    assert tracker.check("read_file", {"other": too_deep()}, ALLOW) is None  # an argument no rule names
