@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from fractions import Fraction
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -81,8 +82,14 @@ class RateTracker:
         if rule.per is None:
             return self._counts[i] < rule.max_calls
         window = self._windows[i]
-        edge = now - rule.per  # times at or before it have left the window
-        while window and window[0] <= edge:
+        per = rule.per
+        # a time has left the window when it is ``per`` or more before ``now``, in exact
+        # arithmetic: ``now - per`` rounded could equal ``now`` (a ``per`` below the clock's
+        # resolution), and a window standing still would then admit any number of calls
+        while window:
+            age = now - window[0]  # rounding never moves it across ``per``, only onto it
+            if age < per or (age == per and Fraction(now) - Fraction(window[0]) < Fraction(per)):
+                break
             window.popleft()
         return len(window) < rule.max_calls
 

@@ -6,14 +6,19 @@ a state that is not the history's."""
 from __future__ import annotations
 
 import gc
+import math
 import tracemalloc
 from collections.abc import Callable
+from fractions import Fraction
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from assay.policy import Decision
 from assay.policy.flows import FlowTracker, parse_flows
 from assay.policy.model import RateRule
+from assay.policy.patterns import pattern_matches
 from assay.policy.rates import RateTracker
 
 ALLOW = Decision("allow", "t")
@@ -116,3 +121,53 @@ def test_a_call_whose_matched_argument_cannot_be_read_is_denied_not_entered_half
     # a readable call of the same tool, and other tools, are judged as before
     assert tracker.check("read_file", {"path": "/workspace/a"}, ALLOW) is None
     assert tracker.check("read_file", {"other": too_deep()}, ALLOW) is None  # an argument no rule names
+
+
+# -- per-tool rate limits: the window as docs/policy.md defines it, in exact arithmetic ---------
+
+PERS = [1e-12, 1e-9, 0.001, 0.1, 0.2, 1.0, 60.0, 3600.0, 1e7, None]
+CLOCK = st.one_of(
+    st.floats(0, 1e7, allow_nan=False),
+    st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.30000000000000004, 16385.0, 1e6, 1e6 + 0.1, float("nan"), float("inf")]),
+)
+RATE_RULE = st.tuples(st.sampled_from([("a",), ("b",), ("a", "b"), ("*",)]), st.integers(0, 3), st.sampled_from(PERS))
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(RATE_RULE, min_size=1, max_size=3),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), CLOCK, st.booleans()), max_size=30),
+)
+@example([(("a",), 1, 1e-12)], [("a", 16385.0, True), ("a", 16385.0, True)])  # a clock standing still
+def test_the_rate_tracker_is_the_documented_window_in_exact_arithmetic(raw, steps):
+    """A call at ``t`` is admitted when every rule matching it counts fewer than ``max_calls``
+    entered calls in ``(t - per, t]`` (or in the session without ``per``); the clock is the
+    latest finite time seen (backwards or non-finite reads stand still); a denied call uses up
+    no rule. The old window edge ``now - per``, rounded, equalled ``now`` for a ``per`` below
+    the clock's resolution, so a clock standing still admitted any number of calls."""
+    rules = [RateRule(f"r{i}", tools, mx, per) for i, (tools, mx, per) in enumerate(raw)]
+    tracker = RateTracker(rules)
+    entered: list[list[float]] = [[] for _ in rules]
+    clock: float | None = None
+    for name, t, go in steps:
+        if math.isfinite(t) and (clock is None or t > clock):
+            clock = t
+        now = 0.0 if clock is None else clock
+        full = None
+        for i, rule in enumerate(rules):
+            if not any(pattern_matches(name, p) for p in rule.tools):
+                continue
+            times = entered[i]
+            if rule.per is None:
+                count = len(times)
+            else:
+                count = sum(1 for e in times if Fraction(now) - Fraction(rule.per) < Fraction(e) <= Fraction(now))
+            if count >= rule.max_calls:
+                full = rule
+                break
+        assert tracker.check(name, t) is full, (name, t, entered)
+        if full is None and go:
+            tracker.enter(name, t)
+            for i, rule in enumerate(rules):
+                if any(pattern_matches(name, p) for p in rule.tools):
+                    entered[i].append(now)
