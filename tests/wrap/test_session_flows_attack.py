@@ -116,3 +116,127 @@ def test_a_dry_run_logs_the_notification_as_a_would_deny_and_keeps_it_out_of_the
     (record,) = [json.loads(r)["data"] for r in out.effects.records(Sink.DECISION_LOG)]
     assert (record["reason_code"], record["matched_rule"]) == ("P_SEQUENCE_VIOLATION", "sequences")
     assert h.session._flows.n == 0
+
+
+# -- approvals: a held call is judged again when the person accepts, and enters once --------------
+
+APPROVE = (
+    'version: "2.0"\ntools:\n  allow: ["*"]\n  approval_required: ["deploy", "send_email"]\n'
+    "enforcement: {unconstrained_tools: allow}\n"
+    "limits: {tools: [{id: two-deploys, tools: [deploy], max_calls: 2, per: 60s}]}\n"
+    "sequences:\n"
+    "  - {type: max_calls, tool: deploy, max: 1, id: one-deploy}\n"
+    "  - {type: never_after, trigger: read_secret, forbidden: send_email, id: no-exfil}\n"
+)
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def line(obj: dict) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def approving_session() -> Harness:
+    h = Harness(load_policy(APPROVE.encode()), SessionOptions(), approval_token=TOKEN)
+    h.client(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"elicitation": {}}}}))
+    return h
+
+
+def hold(h: Harness, rid: int, name: str) -> str:
+    effects = h.client(line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": {}}}))
+    assert effects.to_server == b""
+    (request,) = [json.loads(x) for x in effects.to_client.splitlines()]
+    assert request["method"] == "elicitation/create"
+    return request["id"]
+
+
+def accept(h: Harness, approval_id: str, action: str = "accept"):
+    return h.client(line({"jsonrpc": "2.0", "id": approval_id, "result": {"action": action}}))
+
+
+def forwarded_ids(effects) -> list:
+    return [json.loads(x)["id"] for x in effects.to_server.splitlines()]
+
+
+def test_two_held_calls_that_a_flow_rule_admits_once_are_admitted_once():
+    h = approving_session()
+    first, second = hold(h, 1, "deploy"), hold(h, 2, "deploy")  # both fine while neither went
+    assert forwarded_ids(accept(h, second)) == [2]
+    effects = accept(h, first)
+    assert effects.to_server == b""
+    (reply,) = [json.loads(x) for x in effects.to_client.splitlines()]
+    assert reply["id"] == 1 and reply["result"]["structuredContent"]["rule"] == "one-deploy"
+    # a second answer to an approval already settled changes nothing
+    assert accept(h, second).to_server == b"" and accept(h, first).to_server == b""
+    assert h.session._flows.n == 1 and h.session._rates.counted("two-deploys", h.clock()) == 1
+
+
+def test_a_held_send_is_denied_when_a_secret_was_read_while_the_person_thought():
+    h = approving_session()
+    held = hold(h, 1, "send_email")
+    effects = h.client(line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_secret"}}))
+    assert forwarded_ids(effects) == [2]
+    effects = accept(h, held)
+    assert effects.to_server == b""
+    (reply,) = [json.loads(x) for x in effects.to_client.splitlines()]
+    assert reply["result"]["structuredContent"]["rule"] == "no-exfil"
+    assert h.session._flows.n == 1
+
+
+def test_declined_cancelled_and_expired_held_calls_never_enter():
+    h = approving_session()
+    declined, cancelled, expired = hold(h, 1, "deploy"), hold(h, 2, "deploy"), hold(h, 3, "deploy")
+    accept(h, declined, "decline")
+    h.client(line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}))
+    h.clock.advance(10_000)
+    h.session.timer()
+    assert h.session._flows.n == 0 and h.session._rates.counted("two-deploys", h.clock()) == 0
+    for late in (declined, cancelled, expired):  # late accepts of settled calls are ignored
+        assert accept(h, late).to_server == b""
+    assert h.session._flows.n == 0
+    # the one deploy the rule admits is still there
+    assert forwarded_ids(accept(h, hold(h, 4, "deploy"))) == [4]
+
+
+# -- frames: what the tracker sees is what the server will read -----------------------------------
+
+NEVER_AFTER = (
+    b'version: "2.0"\nenforcement: {unconstrained_tools: allow}\n'
+    b"sequences: [{type: never_after, trigger: read_secret, forbidden: 'send_*', id: no-exfil}]\n"
+)
+
+
+@pytest.mark.parametrize(
+    "send",
+    [
+        rb'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send\u005femail","arguments":{}}}',
+        rb'{"jsonrpc":"2.0","id":2,"method":"tools\/call","params":{"name":"\u0073end_email"}}',
+        # a surrogate pair elsewhere sends the line down admission's careful path
+        rb'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_\u0065mail","arguments":{"b":"\ud83d\ude00"}}}',
+    ],
+    ids=["escaped-underscore", "escaped-method-and-letter", "careful-path"],
+)
+def test_an_escaped_name_reaches_the_flow_rules_decoded(send):
+    h = session(NEVER_AFTER)
+    assert h.handle(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_\\u0073ecret"}}').disposition == "forwarded"
+    out = h.handle(send)
+    assert out.disposition == "blocked" and json.loads(out.reply)["result"]["structuredContent"]["rule"] == "no-exfil"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # a batch: the server would run both, the tracker would see neither
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_secret"}},'
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_email"}}]',
+        # a repeated name: wrap reading the first value and the server the last would differ
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","name":"read_secret"}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_secret","arguments":{"p":1,"p":2}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_secret","na\\u006de":"x"}}',
+    ],
+    ids=["batch", "duplicate-name", "duplicate-argument", "escaped-duplicate"],
+)
+def test_frames_the_tracker_and_the_server_could_read_differently_are_refused(frame):
+    h = session(NEVER_AFTER)
+    out = h.handle(frame)
+    assert out.disposition == "rejected" and out.forward is None
+    assert h.session._flows.n == 0
