@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from assay.policy import Decision
+from assay.policy import Decision, flows
 from assay.policy.flows import FlowTracker, parse_flows
 from assay.policy.model import RateRule
 from assay.policy.patterns import pattern_matches
 from assay.policy.rates import RateTracker
+from assay.policy.sequence import SequenceCall, evaluate_rules
 
 ALLOW = Decision("allow", "t")
 MIB = 1 << 20
@@ -171,3 +172,80 @@ def test_the_rate_tracker_is_the_documented_window_in_exact_arithmetic(raw, step
             for i, rule in enumerate(rules):
                 if any(pattern_matches(name, p) for p in rule.tools):
                     entered[i].append(now)
+
+
+# -- the tracker against the oracle, with the caches full and calls that are checked, not entered --
+
+NAMES = ["a", "b", "read_secret", "send_email", "http_post", "xpostx", "deploy", "", "*", "send_*", "sénd_email", "a" * 300]
+PATTERNS = ["a", "read_secret", "deploy", "send_*", "*post*", "*", "*_email", "sénd_*"]
+VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**20), 10**20),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.sampled_from(["x", "secret", "/secrets/k", "", "\u00e9", "\n", "\ud800", "1"]),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "q"]), inner, max_size=2)),
+    max_leaves=6,
+)
+ARGS = st.one_of(st.none(), st.sampled_from(["p", [1]]), st.dictionaries(st.sampled_from(["p", "q", "r"]), VALUES, max_size=3))
+REGEXES = ["^x", "secret", "1", "^$", "^\\[", "\\.", "(?i)SECRET", "^-?\\d+$", "true|null"]
+SELECTOR = st.one_of(
+    st.sampled_from(PATTERNS),
+    st.builds(
+        lambda tool, am: {"tool": tool, "args_match": am},
+        st.sampled_from(PATTERNS),
+        st.dictionaries(st.sampled_from(["p", "q"]), st.sampled_from(REGEXES), min_size=1, max_size=2),
+    ),
+)
+SMALL = st.integers(0, 4)
+FLOW_RULE = st.one_of(
+    st.builds(lambda t: {"type": "require", "tool": t}, SELECTOR),
+    st.builds(lambda t, w: {"type": "eventually", "tool": t, "within": w}, SELECTOR, SMALL),
+    st.builds(lambda t, m: {"type": "max_calls", "tool": t, "max": m}, SELECTOR, st.integers(0, 3)),
+    st.builds(lambda f, t: {"type": "before", "first": f, "then": t}, SELECTOR, SELECTOR),
+    st.builds(lambda f, t, w: {"type": "after", "trigger": f, "then": t, "within": w}, SELECTOR, SELECTOR, SMALL),
+    st.builds(lambda f, t: {"type": "never_after", "trigger": f, "forbidden": t}, SELECTOR, SELECTOR),
+    st.builds(lambda ts, s: {"type": "sequence", "tools": ts, "strict": s}, st.lists(SELECTOR, min_size=1, max_size=3), st.booleans()),
+    st.builds(lambda p: {"type": "blocklist", "pattern": p}, st.sampled_from(["sec", "post", "é", "deploy"])),
+)
+
+
+def _oracle(rules, aliases, history, candidate):
+    for i, ev in enumerate(evaluate_rules([r.rule for r in rules], history + [candidate], aliases, partial=True, patterns=True)):
+        if ev.outcome == "violated":
+            return i, ev.reason
+    return None
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(FLOW_RULE, min_size=1, max_size=5),
+    st.lists(st.tuples(st.sampled_from(NAMES), ARGS, st.booleans()), max_size=25),
+    st.sampled_from([0, 1, 3, 4096]),
+)
+def test_the_tracker_equals_the_oracle_with_full_caches_and_calls_denied_later(raw, trace, limit):
+    """Odd names and JSON values, name caches that fill at once (``limit``), and calls the tracker
+    allows that a later check (an approval declined) keeps from going (``go`` False): the
+    tracker still says what walking the history says."""
+    old = (flows.NAME_CACHE_LIMIT, flows._ORDER_CACHE_LIMIT)
+    flows.NAME_CACHE_LIMIT = flows._ORDER_CACHE_LIMIT = limit
+    try:
+        rules, aliases = parse_flows([dict(r, id=f"r{i}") for i, r in enumerate(raw)], None, [])
+        tracker = FlowTracker(rules, aliases)
+        history: list[SequenceCall] = []
+        for name, args, go in trace:
+            candidate = SequenceCall(name, args)
+            expected = _oracle(rules, aliases, history, candidate)
+            denied = tracker.check(name, args, ALLOW)
+            assert (None if denied is None else (denied.matched_rule, denied.reason)) == (
+                None if expected is None else (rules[expected[0]].id, expected[1])
+            ), (history, candidate)
+            if expected is None and go:
+                tracker.enter(name, args)
+                history.append(candidate)
+        assert tracker.n == len(history)
+        assert len(tracker._cache) <= limit and len(tracker._orders) <= limit
+    finally:
+        flows.NAME_CACHE_LIMIT, flows._ORDER_CACHE_LIMIT = old
