@@ -10,6 +10,8 @@ import json
 import tracemalloc
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from assay.policy import load_policy
 from assay.wrap.session import SessionOptions
@@ -240,3 +242,89 @@ def test_frames_the_tracker_and_the_server_could_read_differently_are_refused(fr
     out = h.handle(frame)
     assert out.disposition == "rejected" and out.forward is None
     assert h.session._flows.n == 0
+
+
+# -- any frame: nothing escapes the session, and the history is exactly the calls that went -------
+
+FUZZ_POLICY = load_policy(
+    (
+        APPROVE
+        + "  - {type: before, first: run_tests, then: deploy, id: tests-first}\n"
+        + "  - {type: after, trigger: {tool: open, args_match: {p: '^/'}}, then: close, within: 2, id: close-it}\n"
+    ).encode()
+)
+JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-2, 2), st.sampled_from(["", "/x", "\u00e9", "run_tests"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "name", "id"]), inner, max_size=3)),
+    max_leaves=5,
+)
+TOOL = st.sampled_from(["deploy", "run_tests", "read_secret", "send_email", "open", "close", "echo", ""])
+PARAMS = st.one_of(
+    JSON,
+    st.fixed_dictionaries({"name": TOOL}, optional={"arguments": JSON}),
+    st.fixed_dictionaries({"name": st.one_of(TOOL, JSON)}, optional={"arguments": JSON, "_meta": JSON}),
+)
+RID = st.one_of(st.just(...), st.integers(0, 6), st.sampled_from(["1", "a", None, True, 1.5, [1], {}]))
+
+
+@st.composite
+def client_frames(draw):
+    kind = draw(st.sampled_from(["call", "call", "call", "answer", "cancel", "tick"]))
+    if kind == "call":
+        frame = {"jsonrpc": "2.0", "method": "tools/call", "params": draw(PARAMS)}
+        rid = draw(RID)
+        if rid is not ...:
+            frame["id"] = rid
+        return kind, frame
+    if kind == "answer":
+        return kind, draw(st.sampled_from(["accept", "decline", "cancel"])), draw(st.integers(1, 8))
+    if kind == "cancel":
+        return kind, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": draw(st.integers(0, 6))}}
+    return kind, draw(st.floats(0, 100))
+
+
+def called_name(msg: dict) -> str:
+    """The name wrap judges a tools/call by ("" when params or its name is not readable)."""
+    params = msg.get("params")
+    return params["name"] if isinstance(params, dict) and isinstance(params.get("name"), str) else ""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(client_frames(), max_size=25), st.booleans())
+def test_no_frame_escapes_and_the_history_is_the_calls_that_went(steps, dry_run):
+    h = Harness(FUZZ_POLICY, SessionOptions(dry_run=dry_run), approval_token=TOKEN)
+    entered: list[tuple[str, object]] = []
+    original = h.session._enter
+
+    def spy(name, arguments):
+        entered.append((name, arguments))
+        original(name, arguments)
+
+    h.session._enter = spy
+    h.client(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"elicitation": {}}}}))
+    went: list[object] = []
+    for step in steps:
+        if step[0] == "call":
+            effects = h.client(line(step[1]))
+        elif step[0] == "answer":
+            effects = accept(h, f"assay-approval-{TOKEN}-{step[2]}", step[1])
+        elif step[0] == "cancel":
+            effects = h.client(line(step[1]))
+        else:
+            h.clock.advance(step[1])
+            effects = h._run(h.session.timer())
+        for fwd in effects.to_server.splitlines():
+            msg = json.loads(fwd)
+            if msg.get("method") == "tools/call":
+                went.append(msg)
+    flows = h.session._flows
+    assert flows is not None and flows.n == len(entered)
+    if not dry_run:  # enforcing: a call went exactly when it entered, once, and had a real id
+        assert [called_name(m) for m in went] == [name for name, _ in entered]
+        assert all(m.get("id").__class__ in (int, str) for m in went)
+    # the history never violates a rule, as the stateless evaluator reads it
+    from assay.policy.sequence import evaluate_rules
+
+    rules = [r.rule for r in FUZZ_POLICY.sequences]
+    evaluations = evaluate_rules(rules, entered, FUZZ_POLICY.aliases, partial=True, patterns=True)
+    assert [e.rule_id for e in evaluations if e.outcome == "violated"] == []
