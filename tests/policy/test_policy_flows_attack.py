@@ -249,3 +249,34 @@ def test_the_tracker_equals_the_oracle_with_full_caches_and_calls_denied_later(r
         assert len(tracker._cache) <= limit and len(tracker._orders) <= limit
     finally:
         flows.NAME_CACHE_LIMIT, flows._ORDER_CACHE_LIMIT = old
+
+
+# -- the stateless evaluator (assay_check_sequence, and the oracle above) -------------------------
+
+
+def test_an_after_rule_reads_each_call_a_bounded_number_of_times(monkeypatch):
+    """assay_check_sequence takes the history from its caller (2,000 calls by default): 2,000
+    triggers answered only by the last call made the evaluator walk every trigger's window again,
+    about two million selector matches (seconds per request, more with a larger limit)."""
+    from assay.policy import sequence
+
+    matches = 0
+    match = sequence._Matcher.match
+
+    def counting(self, call, sel):
+        nonlocal matches
+        matches += 1
+        return match(self, call, sel)
+
+    monkeypatch.setattr(sequence._Matcher, "match", counting)
+    rule = sequence.Rule("after", trigger=sequence.Selector("a"), then=sequence.Selector("b"), within=2**32 - 1)
+    n = 2000
+    (held,) = evaluate_rules([rule], ["a"] * n + ["b"])
+    assert held.outcome == "held" and held.spanned == tuple(range(n + 1))
+    assert matches <= 3 * (n + 1), matches
+    # the same verdicts as before on a window that closes: the trigger at 0 is answered at 2,
+    # the one at 3 is not answered within 1
+    rule = sequence.Rule("after", trigger=sequence.Selector("a"), then=sequence.Selector("b"), within=2)
+    (ev,) = evaluate_rules([rule], ["a", "x", "b", "a", "x", "x", "b"])
+    assert ev.outcome == "violated" and ev.spanned == (0, 2, 3)
+    assert "triggered at index 3" in (ev.reason or "")
