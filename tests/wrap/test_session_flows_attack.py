@@ -328,3 +328,49 @@ def test_no_frame_escapes_and_the_history_is_the_calls_that_went(steps, dry_run)
     rules = [r.rule for r in FUZZ_POLICY.sequences]
     evaluations = evaluate_rules(rules, entered, FUZZ_POLICY.aliases, partial=True, patterns=True)
     assert [e.rule_id for e in evaluations if e.outcome == "violated"] == []
+
+
+def test_a_two_round_call_enters_once_at_its_retry_and_a_replay_never():
+    """2026-07-28-era approvals: the first round (answered input_required) does not enter; the
+    accepted retry is judged by the flow rules again and enters once; replaying it enters nothing."""
+    import copy
+
+    from assay.wrap import approvals
+
+    policy = load_policy(
+        (
+            'version: "2.0"\ntools:\n  allow: ["*"]\n  approval_required: ["deploy"]\n'
+            "enforcement: {unconstrained_tools: allow}\n"
+            "sequences: [{type: max_calls, tool: deploy, max: 1, id: one-deploy}]\n"
+        ).encode()
+    )
+    h = Harness(policy, SessionOptions(), approval_key=b"k" * 32)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+
+    def first_round(rid: int, n: int) -> tuple[dict, str]:
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "deploy", "arguments": {"n": n}, "_meta": meta}}
+        effects = h.client(line(frame))
+        assert effects.to_server == b""
+        return frame, json.loads(effects.to_client)["result"]["requestState"]
+
+    def retry(frame: dict, rid: int, state: str):
+        again = copy.deepcopy(frame)
+        again["id"] = rid
+        again["params"]["inputResponses"] = {approvals.INPUT_KEY: {"action": "accept"}}
+        again["params"]["requestState"] = state
+        return h.handle(line(again))
+
+    a, state_a = first_round(1, 1)
+    b, state_b = first_round(2, 2)
+    assert h.session._flows.n == 0  # asking is not calling
+    assert retry(a, 3, state_a).forward is not None
+    assert h.session._flows.n == 1
+    for rid in (4, 5):  # the same accepted retry again
+        assert retry(a, rid, state_a).forward is None
+    out = retry(b, 6, state_b)  # approved too, but the rule's one deploy is used
+    assert out.forward is None and json.loads(out.reply)["result"]["structuredContent"]["rule"] == "one-deploy"
+    assert h.session._flows.n == 1
