@@ -28,7 +28,7 @@ from assay.policy.patterns import NameMatcher
 from assay.policy.sequence import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
 
-__all__ = ["FlowError", "FlowTracker", "parse_flows", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT", "NAME_CACHE_MAX_LEN"]
+__all__ = ["FlowError", "FlowTracker", "parse_flows", "unrunnable", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT", "NAME_CACHE_MAX_LEN"]
 
 SEQUENCE_VIOLATION = "E_SEQUENCE_VIOLATION"
 NAME_CACHE_LIMIT = 4096  # tool names whose rule hits are remembered; others are computed per call
@@ -513,7 +513,26 @@ _KINDS = {
 _Item = tuple[int, Any, "tuple[bool, ...] | None"]  # (rule index, compiled rule, name hits)
 _UNREADABLE = "an argument named by args_match could not be read as text"
 _ORDER_CACHE_LIMIT = 1024
-UNANSWERABLE = "flow rules judge calls the server runs: a tools/call needs an integer or string id"
+_NOT_RUN = "flow rules judge calls the server runs: "
+
+
+def unrunnable(frame: dict[str, Any]) -> str | None:
+    """Why the MCP SDKs would refuse the ``tools/call`` ``frame`` without running the tool (the
+    deny's reason), or ``None`` when it is a call they run. Such a call must not enter the
+    history, where it would stand for a call that ran: a ``run_tests`` sent as a notification,
+    or with ``arguments: [1]``, would let ``deploy`` through ``before: run_tests -> deploy``."""
+    if frame.get("jsonrpc") != "2.0":
+        return _NOT_RUN + 'a tools/call needs "jsonrpc": "2.0"'
+    if frame.get("id").__class__ not in (int, str):  # absent (a notification), null, a bool, 1.5
+        return _NOT_RUN + "a tools/call needs an integer or string id"
+    params = frame.get("params")
+    if params.__class__ is not dict or params.get("name").__class__ is not str:
+        return _NOT_RUN + "a tools/call needs params with a string name"
+    if "arguments" in params and params["arguments"].__class__ is not dict:
+        return _NOT_RUN + "the arguments of a tools/call must be an object"
+    if "_meta" in params and params["_meta"].__class__ is not dict:
+        return _NOT_RUN + "the _meta of a tools/call must be an object"
+    return None
 
 
 class FlowTracker:
@@ -642,11 +661,12 @@ class FlowTracker:
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": rule.id, "reason": text}
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule=rule.id)
 
-    def unanswerable(self, name: str, decision: Decision) -> Decision:
-        """The deny of a call that no server would run or answer (a ``tools/call`` notification,
-        or one whose id is not an integer or a string): it must not enter the history, where it
-        could stand for a call that ran (``rule`` is ``sequences``)."""
-        text = UNANSWERABLE
+    unrunnable = staticmethod(unrunnable)
+
+    def refuse(self, name: str, decision: Decision, text: str) -> Decision:
+        """The deny of a call that no server would run (:func:`unrunnable` says why, ``text``):
+        it must not enter the history, where it could stand for a call that ran (``rule`` is
+        ``sequences``)."""
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": "sequences", "reason": text}
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule="sequences")
 

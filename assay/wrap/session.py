@@ -491,9 +491,8 @@ class WrapSession:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
         reason codes"). Each sees only calls every check before it let through. Under flow rules
-        a call without an integer or string id is denied: MCP servers neither run nor answer it,
-        so it must not enter the history (a ``run_tests`` notification would let ``deploy``
-        through a ``before`` rule)."""
+        a frame the MCP servers would refuse without running it (a notification, an odd id,
+        arguments that are not an object, ...) is denied: it must not enter the history."""
         if self._baseline is not None:
             denied = self._baseline.check(name, decision)
             if denied is not None:
@@ -503,8 +502,9 @@ class WrapSession:
             if rule is not None:
                 return rate_denied(decision, name, rule)
         if self._flows is not None:
-            if frame.get("id").__class__ not in (int, str):  # absent, null, a bool, a float, ...
-                return self._flows.unanswerable(name, decision)
+            refused = self._flows.unrunnable(frame)
+            if refused is not None:
+                return self._flows.refuse(name, decision, refused)
             denied = self._flows.check(name, arguments, decision)
             if denied is not None:
                 return denied

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
+from assay.policy.flows import FlowTracker
 from assay.wrap.session import SessionOptions
 
 from tests.wrap._harness import Harness
@@ -93,6 +94,29 @@ def test_a_call_no_server_runs_cannot_satisfy_a_before_rule(rid):
     # a real request then opens the way
     assert call(h, "run_tests", rid="3").disposition == "forwarded"
     assert call(h, "deploy", rid=4).disposition == "forwarded"
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": [1]}}, "the arguments of a tools/call must be an object"),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": "x"}}, "the arguments of a tools/call must be an object"),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": None}}, "the arguments of a tools/call must be an object"),
+        ({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests"}}, 'a tools/call needs "jsonrpc": "2.0"'),
+        ({"id": 1, "method": "tools/call", "params": {"name": "run_tests"}}, 'a tools/call needs "jsonrpc": "2.0"'),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "_meta": "x"}}, "the _meta of a tools/call must be an object"),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [{"name": "run_tests"}]}, "a tools/call needs params with a string name"),
+    ],
+    ids=["arguments-list", "arguments-string", "arguments-null", "jsonrpc-1.0", "no-jsonrpc", "meta-string", "params-list"],
+)
+def test_a_call_the_sdks_refuse_unrun_cannot_satisfy_a_before_rule(frame, why):
+    # the MCP SDKs answer these with an error and never run the tool; wrap counted run_tests
+    h = session(BEFORE)
+    out = h.handle(frame)
+    assert out.disposition == "blocked" and out.forward is None
+    assert deny_payload(out)["reason"] == "flow rules judge calls the server runs: " + why
+    assert h.session._flows.n == 0
+    assert deny_payload(call(h, "deploy", rid=2))["rule"] == "tests-first"
 
 
 def test_a_require_and_a_sequence_are_not_met_by_notifications():
@@ -319,9 +343,9 @@ def test_no_frame_escapes_and_the_history_is_the_calls_that_went(steps, dry_run)
                 went.append(msg)
     flows = h.session._flows
     assert flows is not None and flows.n == len(entered)
-    if not dry_run:  # enforcing: a call went exactly when it entered, once, and had a real id
+    if not dry_run:  # enforcing: a call went exactly when it entered, once, and is one MCP servers run
         assert [called_name(m) for m in went] == [name for name, _ in entered]
-        assert all(m.get("id").__class__ in (int, str) for m in went)
+        assert [FlowTracker.unrunnable(m) for m in went] == [None] * len(went)
     # the history never violates a rule, as the stateless evaluator reads it
     from assay.policy.sequence import evaluate_rules
 
