@@ -244,13 +244,14 @@ class _Compiled:
     met, an ``eventually`` met in time, a ``before`` whose ``first`` came, a finished
     ``sequence``), so it is no longer checked."""
 
-    __slots__ = ("names", "am", "labels", "sensitive", "dead")
+    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead")
 
     def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
         self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
         self.am = tuple(
             None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
         )
+        self.any_am = any(a is not None for a in self.am)
         self.labels = tuple(str(s) for s in selectors)
         self.sensitive = False
         self.dead = False  # settled: no call can violate the rule any more
@@ -601,7 +602,7 @@ class FlowTracker:
         if args.__class__ is not dict:
             return None
         for i, rule, hits in entry:
-            if hits is None:
+            if hits is None or not rule.any_am:
                 continue
             for j, am in enumerate(rule.am):
                 if am is None or not hits[j]:
