@@ -398,3 +398,42 @@ def test_a_two_round_call_enters_once_at_its_retry_and_a_replay_never():
     out = retry(b, 6, state_b)  # approved too, but the rule's one deploy is used
     assert out.forward is None and json.loads(out.reply)["result"]["structuredContent"]["rule"] == "one-deploy"
     assert h.session._flows.n == 1
+
+
+def escaped(text: str, mask: list[bool]) -> str:
+    """``text`` as a JSON string body with the characters ``mask`` marks written as \\uXXXX
+    (surrogate pairs outside the BMP), the others as they are."""
+    out = []
+    for ch, esc in zip(text, mask + [False] * len(text)):
+        if esc or ch in '"\\':
+            if ord(ch) > 0xFFFF:
+                v = ord(ch) - 0x10000
+                out.append(f"\\u{0xD800 + (v >> 10):04x}\\u{0xDC00 + (v & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(st.characters(categories=["L", "M", "N", "P", "S", "Zs"]), min_size=1, max_size=12),
+    st.lists(st.booleans(), max_size=12),
+    st.lists(st.booleans(), max_size=12),
+    st.booleans(),
+)
+def test_any_spelling_of_a_name_on_the_wire_is_judged_as_its_decoded_name(suffix, mask_trigger, mask_sink, careful):
+    trigger, sink = "read_" + suffix, "send_" + suffix
+    policy = (
+        'version: "2.0"\nenforcement: {unconstrained_tools: allow}\nsequences:\n'
+        f"  - {{type: never_after, trigger: {json.dumps(trigger, ensure_ascii=False)}, forbidden: {json.dumps(sink, ensure_ascii=False)}, id: r}}\n"
+    ).encode()
+    h = session(policy)
+    extra = ',"x":"\\ud83d\\ude00"' if careful else ""  # a surrogate pair: admission's careful path
+    def frame(rid: int, name_text: str) -> bytes:
+        return ('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{}%s}}' % (rid, name_text, extra)).encode()
+    assert h.handle(frame(1, escaped(sink, mask_sink))).disposition == "forwarded"
+    assert h.handle(frame(2, escaped(trigger, mask_trigger))).disposition == "forwarded"
+    out = h.handle(frame(3, escaped(sink, mask_sink[::-1])))
+    assert out.disposition == "blocked" and json.loads(out.reply)["result"]["structuredContent"]["rule"] == "r"
