@@ -270,6 +270,7 @@ class SessionState:
 
 
 _PLAN_CACHE_MAX = 4096  # names are client-controlled: bound the cache
+_PLAN_NAME_MAX_LEN = 256  # and never keep a longer name (a name may be megabytes long)
 
 
 class _Plan:
@@ -361,7 +362,7 @@ class _Compiled:
                 plan.paths = tuple(rule for matches, rule in self.path_rules if matches(tool))
                 if plan.paths and plan.arg_meta is None:
                     plan.arg_meta = self._meta_of(plan.decision)
-            if len(self.plans) < _PLAN_CACHE_MAX:
+            if len(self.plans) < _PLAN_CACHE_MAX and len(tool) <= _PLAN_NAME_MAX_LEN:
                 self.plans[tool] = plan
         return plan
 

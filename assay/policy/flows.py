@@ -28,10 +28,13 @@ from assay.policy.patterns import NameMatcher
 from assay.policy.sequence import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
 
-__all__ = ["FlowError", "FlowTracker", "parse_flows", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT"]
+__all__ = ["FlowError", "FlowTracker", "parse_flows", "unrunnable", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT", "NAME_CACHE_MAX_LEN"]
 
 SEQUENCE_VIOLATION = "E_SEQUENCE_VIOLATION"
 NAME_CACHE_LIMIT = 4096  # tool names whose rule hits are remembered; others are computed per call
+# a longer name is never remembered: names come from the client, up to the frame limit, and 4,096
+# remembered names of megabytes each would hold gigabytes (MCP tool names are 1 to 128 characters)
+NAME_CACHE_MAX_LEN = 256
 _U32_MAX = 2**32 - 1
 
 # the fields of each rule type besides type, id and message; required unless optional
@@ -241,13 +244,14 @@ class _Compiled:
     met, an ``eventually`` met in time, a ``before`` whose ``first`` came, a finished
     ``sequence``), so it is no longer checked."""
 
-    __slots__ = ("names", "am", "labels", "sensitive", "dead")
+    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead")
 
     def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
         self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
         self.am = tuple(
             None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
         )
+        self.any_am = any(a is not None for a in self.am)
         self.labels = tuple(str(s) for s in selectors)
         self.sensitive = False
         self.dead = False  # settled: no call can violate the rule any more
@@ -510,6 +514,26 @@ _KINDS = {
 _Item = tuple[int, Any, "tuple[bool, ...] | None"]  # (rule index, compiled rule, name hits)
 _UNREADABLE = "an argument named by args_match could not be read as text"
 _ORDER_CACHE_LIMIT = 1024
+_NOT_RUN = "flow rules judge calls the server runs: "
+
+
+def unrunnable(frame: dict[str, Any]) -> str | None:
+    """Why the MCP SDKs would refuse the ``tools/call`` ``frame`` without running the tool (the
+    deny's reason), or ``None`` when it is a call they run. Such a call must not enter the
+    history, where it would stand for a call that ran: a ``run_tests`` sent as a notification,
+    or with ``arguments: [1]``, would let ``deploy`` through ``before: run_tests -> deploy``."""
+    if frame.get("jsonrpc") != "2.0":
+        return _NOT_RUN + 'a tools/call needs "jsonrpc": "2.0"'
+    if frame.get("id").__class__ not in (int, str):  # absent (a notification), null, a bool, 1.5
+        return _NOT_RUN + "a tools/call needs an integer or string id"
+    params = frame.get("params")
+    if params.__class__ is not dict or params.get("name").__class__ is not str:
+        return _NOT_RUN + "a tools/call needs params with a string name"
+    if "arguments" in params and params["arguments"].__class__ is not dict:
+        return _NOT_RUN + "the arguments of a tools/call must be an object"
+    if "_meta" in params and params["_meta"].__class__ is not dict:
+        return _NOT_RUN + "the _meta of a tools/call must be an object"
+    return None
 
 
 class FlowTracker:
@@ -552,7 +576,7 @@ class FlowTracker:
                 if h is not None:
                     items.append((i, c, h))
             entry = tuple(items)
-            if len(self._cache) < NAME_CACHE_LIMIT:
+            if len(self._cache) < NAME_CACHE_LIMIT and len(name) <= NAME_CACHE_MAX_LEN:
                 self._cache[name] = entry
         return entry
 
@@ -565,9 +589,31 @@ class FlowTracker:
             items: dict[int, _Item] = {j: (j, self._compiled[j], None) for j in sensitive}
             items.update((item[0], item) for item in entry)
             order = tuple(items[i] for i in sorted(items))
-            if len(self._orders) < _ORDER_CACHE_LIMIT:
+            if len(self._orders) < _ORDER_CACHE_LIMIT and len(name) <= NAME_CACHE_MAX_LEN:
                 self._orders[key] = order
         return order
+
+    @staticmethod
+    def _unreadable(entry: tuple[_Item, ...], args: Any) -> int | None:
+        """The first rule in ``entry`` that :meth:`enter` would fail to read ``args`` for: an
+        ``args_match`` argument of a selector the name matches that cannot be rendered (a
+        rule's ``violation`` may not have looked at it). Such a call is denied, never entered
+        halfway."""
+        if args.__class__ is not dict:
+            return None
+        for i, rule, hits in entry:
+            if hits is None or not rule.any_am:
+                continue
+            for j, am in enumerate(rule.am):
+                if am is None or not hits[j]:
+                    continue
+                for key, _rx in am:
+                    if key in args:
+                        try:
+                            _render(args[key])
+                        except _Unreadable:
+                            return i
+        return None
 
     def violation(self, name: str, args: Any) -> tuple[int, str] | None:
         entry = self._cache.get(name)
@@ -583,7 +629,8 @@ class FlowTracker:
                     return i, reason
         except _Unreadable:
             return i, _UNREADABLE
-        return None
+        bad = self._unreadable(entry, args)
+        return None if bad is None else (bad, _UNREADABLE)
 
     def check(self, name: str, args: Any, decision: Decision) -> Decision | None:
         """The deny of a call that would violate a rule (``E_SEQUENCE_VIOLATION``, the rule id in
@@ -606,11 +653,23 @@ class FlowTracker:
         except _Unreadable:
             reason = _UNREADABLE
         if reason is None:
-            return None
+            bad = self._unreadable(self._last, args)
+            if bad is None:
+                return None
+            i, reason = bad, _UNREADABLE
         rule = self.rules[i]
         text = rule.message if rule.message is not None else reason
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": rule.id, "reason": text}
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule=rule.id)
+
+    unrunnable = staticmethod(unrunnable)
+
+    def refuse(self, name: str, decision: Decision, text: str) -> Decision:
+        """The deny of a call that no server would run (:func:`unrunnable` says why, ``text``):
+        it must not enter the history, where it could stand for a call that ran (``rule`` is
+        ``sequences``)."""
+        contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": "sequences", "reason": text}
+        return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule="sequences")
 
     def enter(self, name: str, args: Any) -> None:
         """``name(args)`` went to the server: it is call number ``n`` of the history."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from fractions import Fraction
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -35,9 +36,12 @@ if TYPE_CHECKING:
     from assay.policy.decision import Decision
     from assay.policy.model import Policy
 
-__all__ = ["NAME_CACHE_MAX", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
+__all__ = ["NAME_CACHE_MAX", "NAME_CACHE_MAX_LEN", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
 
 NAME_CACHE_MAX = 4096  # tool names are client-controlled: bound the name -> rules cache
+# ... and a name longer than this is never cached: names reach up to the frame limit, and 4,096 of
+# megabytes each would hold gigabytes (MCP tool names are 1 to 128 characters)
+NAME_CACHE_MAX_LEN = 256
 
 
 class RateTracker:
@@ -62,7 +66,7 @@ class RateTracker:
         got = self._names.get(name)
         if got is None:
             got = tuple(i for i, matches in enumerate(self._matchers) if matches(name))
-            if len(self._names) < NAME_CACHE_MAX:
+            if len(self._names) < NAME_CACHE_MAX and len(name) <= NAME_CACHE_MAX_LEN:
                 self._names[name] = got
         return got
 
@@ -78,8 +82,14 @@ class RateTracker:
         if rule.per is None:
             return self._counts[i] < rule.max_calls
         window = self._windows[i]
-        edge = now - rule.per  # times at or before it have left the window
-        while window and window[0] <= edge:
+        per = rule.per
+        # a time has left the window when it is ``per`` or more before ``now``, in exact
+        # arithmetic: ``now - per`` rounded could equal ``now`` (a ``per`` below the clock's
+        # resolution), and a window standing still would then admit any number of calls
+        while window:
+            age = now - window[0]  # rounding never moves it across ``per``, only onto it
+            if age < per or (age == per and Fraction(now) - Fraction(window[0]) < Fraction(per)):
+                break
             window.popleft()
         return len(window) < rule.max_calls
 

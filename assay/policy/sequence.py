@@ -482,14 +482,20 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         triggers, then = m.indices(calls, rule.sel("trigger")), rule.sel("then")
         if not triggers:
             return idle(f"'{rule.trigger}' never appeared, so no deadline started")
+        # the first `then` call after each trigger, found in one pass from the end (walking each
+        # trigger's window again was quadratic: 2,000 triggers and one late `then` took seconds)
+        following: dict[int, int | None] = {}
+        nxt: int | None = None
+        for j in range(n - 1, triggers[0], -1):
+            if m.match(calls[j], then):
+                nxt = j
+            following[j] = nxt
         spanned = set(triggers)
         for ti in triggers:
             deadline = ti + within
-            answered = None
-            for j in range(ti + 1, min(deadline, n - 1) + 1):
-                if m.match(calls[j], then):
-                    answered = j
-                    break
+            answered = following.get(ti + 1)
+            if answered is not None and answered > deadline:
+                answered = None
             if answered is not None:
                 spanned.add(answered)
                 continue

@@ -445,7 +445,7 @@ class WrapSession:
         opts = self.options
         decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
         if decision.outcome != "deny":
-            decision = self._gate(name, arguments, decision)
+            decision = self._gate(name, arguments, decision, frame)
             if decision.approval_state is not None and not opts.dry_run:
                 held = self._ask(raw, frame, params, name, arguments, valid, decision, out)
                 if held is None:  # held until the person answers: nothing recorded yet
@@ -486,10 +486,12 @@ class WrapSession:
             return False
         return True
 
-    def _gate(self, name: str, arguments: Any, decision: Decision) -> Decision:
+    def _gate(self, name: str, arguments: Any, decision: Decision, frame: dict[str, Any]) -> Decision:
         """The session's checks after the policy engine allowed a call, in this order: the
         declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
-        reason codes"). Each sees only calls every check before it let through."""
+        reason codes"). Each sees only calls every check before it let through. Under flow rules
+        a frame the MCP servers would refuse without running it (a notification, an odd id,
+        arguments that are not an object, ...) is denied: it must not enter the history."""
         if self._baseline is not None:
             denied = self._baseline.check(name, decision)
             if denied is not None:
@@ -499,6 +501,9 @@ class WrapSession:
             if rule is not None:
                 return rate_denied(decision, name, rule)
         if self._flows is not None:
+            refused = self._flows.unrunnable(frame)
+            if refused is not None:
+                return self._flows.refuse(name, decision, refused)
             denied = self._flows.check(name, arguments, decision)
             if denied is not None:
                 return denied
@@ -642,7 +647,8 @@ class WrapSession:
             # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
             # the engine and the session's checks run again
             denied = approvals.engine_recheck(self.policy, call.name, call.arguments, self.state, self.options.label)
-            decision = (denied or self._gate(call.name, call.arguments, call.decision)).replace(approval_state="approved")
+            decision = (denied or self._gate(call.name, call.arguments, call.decision, call.frame)).replace(
+                approval_state="approved")
         else:
             which = approvals.WHICH[answer]
             reason = approvals.REASONS["error" if "error" in frame else which]

@@ -185,7 +185,7 @@ def test_accept_runs_the_session_checks_again():
     class Gated(WrapSession):
         deny_now = False
 
-        def _gate(self, name, arguments, decision: Decision) -> Decision:
+        def _gate(self, name, arguments, decision: Decision, frame) -> Decision:
             if self.deny_now:
                 return decision.denied("E_RATE_LIMIT", "too many", {"status": "deny", "error_code": "E_RATE_LIMIT"})
             return decision

@@ -150,14 +150,19 @@ def test_a_call_the_engine_denies_does_not_enter():
 
 
 def test_a_denied_notification_is_dropped_and_does_not_enter():
+    # under flow rules a tools/call notification is denied (no server runs it, so it must not
+    # stand in the history for a call that ran): dropped without a reply, logged, not entered
     policy = load_policy(
         b'version: "2.0"\nenforcement: {unconstrained_tools: allow}\n'
         b"sequences: [{type: max_calls, tool: ping, max: 1}]\n"
     )
     call = Calls(session(policy))
-    assert call("ping", notify=True)[0].disposition == "forwarded"
+    assert call("ping")[0].disposition == "forwarded"
     out, d, _ = call("ping", notify=True)
-    assert out.disposition == "dropped" and d["reason_code"] == "P_SEQUENCE_VIOLATION"
+    assert out.disposition == "dropped" and out.reply is None and d["reason_code"] == "P_SEQUENCE_VIOLATION"
+    assert d["matched_rule"] == "sequences"
+    out, d, _ = call("ping")
+    assert out.disposition == "blocked" and d["reason_code"] == "P_SEQUENCE_VIOLATION"
     assert d["matched_rule"] == "max_calls:ping<=1" and d["reason"] == "tool 'ping' exceeded max calls (2 > 1)"
     assert call.h.session._flows.n == 1
 
