@@ -1232,6 +1232,14 @@ def dropped_response_warning(request_id: Any, has_id: bool = True) -> str:
     return f"[assay] WARNING: dropped a server response ({shown}) that answers no pending client request"
 
 
+def dropped_request_warning(method: str) -> str:
+    """The stderr line for a server request dropped because its id is one of wrap's approval
+    ids: the method (JSON-quoted, cut when long), never the content."""
+    text = quoted(method)
+    shown = text if len(text) <= _MAX_ID_TEXT else text[:_MAX_ID_TEXT] + "...(cut)"
+    return f"[assay] WARNING: dropped a server request ({shown}) that used one of wrap's approval ids"
+
+
 def unreadable_answer_warning() -> str:
     """The stderr line when a server line that may answer a tools/list request was not read."""
     return ("[assay] WARNING: a server line that may answer tools/list could not be read; "

@@ -910,7 +910,9 @@ class WrapSession:
             head = _read_head(line)
         except (msgspec.DecodeError, RecursionError, ValueError, MemoryError):
             return self._server_message(self._read_message(line), line, out)
-        if head.method.__class__ is str or (head.result is _UNSET and head.error is _UNSET):
+        if head.method.__class__ is str:
+            return self._server_request(head.method, head.id, out)
+        if head.result is _UNSET and head.error is _UNSET:
             return True
         has_id = head.id is not _UNSET
         rid = head.id if has_id else None
@@ -930,6 +932,17 @@ class WrapSession:
             self._tools_list_answered(key)
         return True
 
+    def _server_request(self, method: str, request_id: Any, out: list[Effect]) -> bool:
+        """A server request or notification is relayed, unless its id is one of this run's
+        approval ids: the client's answer to it would be taken for a person's answer to wrap
+        (docs/wrap.md, "Approvals"). The server cannot guess the run's random prefix; a line
+        that uses it is dropped."""
+        table = self._approvals
+        if table is not None and request_id.__class__ is str and request_id.startswith(table.prefix):
+            out.append(Warn(records.dropped_request_warning(method)))
+            return False
+        return True
+
     @staticmethod
     def _read_message(line: bytes) -> Any:
         """The whole line, read at least as leniently as the clients read it."""
@@ -941,7 +954,9 @@ class WrapSession:
             if message is serverlines.TOO_HARD:
                 self._unreadable_line(out)
             return True
-        if message.get("method").__class__ is str or ("result" not in message and "error" not in message):
+        if message.get("method").__class__ is str:
+            return self._server_request(message["method"], message.get("id", _UNSET), out)
+        if "result" not in message and "error" not in message:
             return True
         found = self._pending.answer(message.get("id"))
         if found is None:

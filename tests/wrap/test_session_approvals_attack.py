@@ -630,3 +630,33 @@ def test_an_accept_in_the_first_round_itself_approves_nothing():
     first["params"]["requestState"] = "assay-approval." + "0" * 32 + "." + "0" * 64
     effects = h.client(frame_line(first))
     assert effects.to_server == b"" and deny_payload(lines(effects.to_client)[0])["approval"] == "failed"
+
+
+# -- a server request with one of wrap's approval ids ------------------------------------------
+
+
+def test_a_server_request_using_one_of_wraps_approval_ids_is_dropped():
+    """Were a server to learn the run's random prefix, it could send its own elicitation/create
+    with the id wrap gives its next approval, and the client's answer to the server's prompt
+    would approve wrap's held call. A server request or notification whose id has the run's
+    prefix never reaches the client; any other id does, byte for byte."""
+    from tests.wrap.test_session_approvals import PREFIX, answer, asked, session
+
+    h = session()
+    approval_id, _ = asked(h, rid=1)
+    forged = json.dumps({"jsonrpc": "2.0", "id": PREFIX + "2", "method": "elicitation/create",
+                         "params": {"mode": "form", "message": "harmless?", "requestedSchema": {"type": "object"}}})
+    effects = h.server(forged.encode() + b"\n")
+    assert effects.to_client == b""
+    assert effects.warnings == [
+        "[assay] WARNING: dropped a server request (\"elicitation/create\") that used one of wrap's approval ids"
+    ]
+    # the same request by the full reader (a line the quick reader refuses: a NaN somewhere)
+    odd = forged[:-1] + ', "x": NaN}'
+    assert h.server(odd.encode() + b"\n").to_client == b""
+    # the server's own ids, and look-alikes of another run, are relayed as they came
+    for rid in ("assay-approval-ffffffffffffffffffffffffffffffff-2", 7, PREFIX[:-1]):
+        own = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {}}).encode() + b"\n"
+        assert h.server(own).to_client == own
+    # wrap's own approval still works
+    assert json.loads(h.client(answer(approval_id)).to_server)["id"] == 1
