@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -494,6 +495,37 @@ def _unresolvable_refs(schemas: dict[str, Any]) -> list[str]:
     return sorted(found)
 
 
+_BACKTRACKING = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<")  # lookaround, a backreference
+
+
+def _slow_patterns(schemas: dict[str, Any]) -> list[str]:
+    """Schema regexes (``pattern`` values, ``patternProperties`` names) that need the
+    backtracking engine (lookaround, backreferences) and are not anchored with ``^``: such a
+    search can take seconds on a long argument (docs/policy.md, "Schemas")."""
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(v, f"schemas.{k}") for k, v in schemas.items()]
+    seen: set[int] = set()
+    while stack:
+        item, where = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            regexes = [(item["pattern"], f"{where}.pattern")] if isinstance(item.get("pattern"), str) else []
+            props = item.get("patternProperties")
+            if isinstance(props, dict):
+                regexes += [(k, f"{where}.patternProperties") for k in props if isinstance(k, str)]
+            found += [
+                f"{at}: {json.dumps(rx, ensure_ascii=False)} uses lookaround or a backreference and is not "
+                "anchored with ^: checking a long argument can take seconds while every frame waits"
+                for rx, at in regexes if not rx.startswith("^") and _BACKTRACKING.search(rx)
+            ]
+            stack.extend((v, _join(where, k)) for k, v in item.items() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item) if isinstance(v, (dict, list)))
+    return sorted(found)
+
+
 def _is_hex64(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
@@ -620,6 +652,8 @@ def _convert(doc: dict, source: str, strict_deprecations: bool) -> tuple[dict[st
             f"{where}: remote, file: and relative references are never fetched, so this schema "
             "will not compile and calls it covers are denied (E_SCHEMA_COMPILE)"
         )
+
+    warnings.extend(_slow_patterns(schemas))
 
     if signatures is not None and signatures["check_descriptions"]:
         warnings.append("signatures.check_descriptions has no effect (descriptions are not verified at runtime)")

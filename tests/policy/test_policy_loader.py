@@ -285,3 +285,36 @@ def test_model_imports_neither_loader_nor_engine():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not {m for m in imported if m and m.startswith("assay.policy")}, imported
+
+
+def test_schema_patterns_that_can_take_seconds_are_warned_at_load():
+    """A schema regex with lookaround or a backreference runs on a backtracking engine; unless it
+    is anchored with ^ it can take seconds on a long argument (docs/policy.md, "Schemas"). The
+    policy still loads, and says so; linear and anchored patterns say nothing."""
+    import time
+
+    import jsonschema_rs
+
+    p = load((
+        'version: "2.0"\ntools: {allow: [a]}\nschemas:\n  a:\n    type: object\n    properties:\n'
+        '      q: {type: string, pattern: "(?!x).*token"}\n'
+        '      r: {type: string, pattern: "^(?!\\\\.\\\\.).*$"}\n'
+        '      s: {type: string, pattern: ".*token"}\n'
+        '      pattern: {type: string, pattern: "(a)\\\\1"}\n'
+        '    patternProperties:\n      "(?<=x)y": {type: string}\n'
+    ))
+    tail = "uses lookaround or a backreference and is not anchored with ^: checking a long argument can take seconds while every frame waits"
+    assert list(p.warnings) == [
+        f'schemas.a.patternProperties: "(?<=x)y" {tail}',
+        f'schemas.a.properties.pattern.pattern: "(a)\\\\1" {tail}',
+        f'schemas.a.properties.q.pattern: "(?!x).*token" {tail}',
+    ]
+    # what the warning is about: the unanchored one is slow, the anchored one is not
+    slow = jsonschema_rs.validator_for({"type": "string", "pattern": "(?!x).*token"})
+    quick = jsonschema_rs.validator_for({"type": "string", "pattern": "^(?!\\.\\.).*$"})
+    started = time.process_time()
+    quick.is_valid("y" * 20_000)
+    fast = time.process_time() - started
+    started = time.process_time()
+    slow.is_valid("y" * 20_000)
+    assert time.process_time() - started > 10 * fast
