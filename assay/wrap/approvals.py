@@ -139,7 +139,7 @@ _MARKS: Final = frozenset({"Mn", "Me"})  # the combining marks that stack over a
 
 def _escaped(ch: str) -> str:
     n = ord(ch)
-    if n > 0xFFFF:  # as its UTF-16 pair, as JSON writes it: every escape is exactly \uXXXX
+    if n > 0xFFFF:  # as its UTF-16 pair, as JSON writes it: every escape is exactly six characters
         n -= 0x10000
         return f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}"
     return f"\\u{n:04x}"
