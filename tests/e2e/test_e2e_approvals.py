@@ -57,6 +57,18 @@ async def python_calls(run: WrapRun, env: dict[str, str], answer: str | None) ->
     return results, asked
 
 
+def assert_ts_asked(write: dict, read: dict, answer: str | None) -> None:
+    """The TS client threw nothing, and its handler was asked once about the write (a form with
+    no fields and wrap's message), or never when it has no elicitation capability."""
+    assert "thrown" not in write and "thrown" not in read, (write, read)
+    if answer is None:
+        assert write["asked"] == []
+    else:
+        (asked,) = write["asked"]
+        assert asked["mode"] == "form" and asked["requestedSchema"] == {"type": "object", "properties": {}}
+        assert_message(asked["message"])
+
+
 async def ts_calls(
     node: str, run: WrapRun, env: dict[str, str], answer: str | None, sdk: str = "v1", mode: str | None = None
 ) -> list[dict]:
@@ -157,13 +169,7 @@ async def test_ts_client_elicitation_handler(node, tmp_path, base_env, answer, s
     declares), and a deny is an isError result, never a thrown error."""
     run = approval_run(tmp_path)
     write, read = await ts_calls(node, run, base_env, answer, sdk)
-    assert "thrown" not in write and "thrown" not in read, (write, read)
-    if answer is None:
-        assert write["asked"] == []
-    else:
-        (asked,) = write["asked"]
-        assert asked["mode"] == "form" and asked["requestedSchema"] == {"type": "object", "properties": {}}
-        assert_message(asked["message"])
+    assert_ts_asked(write, read, answer)
     assert read["asked"] == []
     if answer == "accept":
         assert write["is_error"] is False and "wrote 13 bytes" in "".join(write["texts"]), write
@@ -257,13 +263,7 @@ async def test_ts_v2_modern_client_answers_wraps_input_required(node, tmp_path, 
     meets wrap's approval as an input_required result, runs its elicitation handler and retries."""
     run = approval_run(tmp_path)
     write, read = await ts_calls(node, run, base_env, answer, "v2", mode="auto")
-    assert "thrown" not in write and "thrown" not in read, (write, read)
-    if answer is None:
-        assert write["asked"] == []
-    else:
-        (asked,) = write["asked"]
-        assert asked["mode"] == "form" and asked["requestedSchema"] == {"type": "object", "properties": {}}
-        assert_message(asked["message"])
+    assert_ts_asked(write, read, answer)
     which = {"accept": "approved", "decline": "declined", None: "unavailable"}[answer]
     if answer == "accept":
         assert write["is_error"] is False and "wrote 13 bytes" in "".join(write["texts"]), write
