@@ -10,9 +10,41 @@ deny reply on the wire is wrap's (it depends on the session: protocol era, the t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
-__all__ = ["EVIDENCE_FIELDS", "Decision", "event_reason_code"]
+__all__ = ["EVIDENCE_FIELDS", "ApprovalState", "Decision", "Outcome", "TypedDecision", "event_reason_code"]
+
+
+class Outcome(StrEnum):
+    """``Decision.outcome``: the same strings on the wire and in every record."""
+
+    ALLOW = "allow"
+    ALLOW_WITH_WARNING = "allow_with_warning"
+    DENY = "deny"
+
+
+class TypedDecision(StrEnum):
+    """``Decision.typed_decision`` (docs/wrap-records.md)."""
+
+    ALLOW = "allow"
+    ALLOW_WITH_OBLIGATIONS = "allow_with_obligations"
+    DENY = "deny"
+    DENY_WITH_ALERT = "deny_with_alert"
+
+
+class ApprovalState(StrEnum):
+    """``Decision.approval_state``: what became of a call that needs a person's approval
+    (docs/wrap-records.md, the ``approval_state`` table; docs/wrap.md, "Approvals")."""
+
+    REQUIRED = "required"  # the engine's: approval needed (and, in a dry run, what is recorded)
+    APPROVED = "approved"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+    UNAVAILABLE = "unavailable"
+    NOT_ASKED = "not_asked"
 
 _EVENT_CODES = {
     "E_TOOL_DENIED": "P_TOOL_DENIED",

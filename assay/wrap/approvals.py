@@ -25,7 +25,6 @@ arguments, so it approves only a retry of that exact call, once (:class:`Offers`
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import hmac
 import re
@@ -38,7 +37,7 @@ from typing import Any, Final
 import ujson
 
 from assay.canonical import inexact_number, jcs_bytes
-from assay.policy import Decision, Policy, SessionState, evaluate
+from assay.policy import Decision
 
 __all__ = [
     "ANSWERS",
@@ -64,7 +63,6 @@ __all__ = [
     "can_elicit",
     "cancel_notification",
     "elicitation_request",
-    "engine_recheck",
     "read_answer",
     "timeout_reason",
 ]
@@ -234,21 +232,6 @@ def read_answer(frame: Mapping[str, Any]) -> str:
     result = frame.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     return action if action in ANSWERS else "failed"
-
-
-def engine_recheck(policy: Policy, name: str, arguments: Any, state: SessionState, server_id: str) -> Decision | None:
-    """The policy engine's deny of a held call at the moment the person accepts it, or None.
-
-    What the engine reads besides the call can change while the call waits: a pinned tool's
-    definitions (a ``tools/list`` answer that drifted, or could not be read), the symlinks
-    behind a path under ``resolve_symlinks``. So the call is judged again, on a copy of the
-    session state with its counters at zero: it was counted against the limits when it was
-    asked (and kept its place there), so it is neither counted twice nor denied for requests
-    that came after it. Nothing of ``state`` changes."""
-    view = copy.copy(state)
-    view.requests_count = view.tool_calls_count = 0
-    decision = evaluate(policy, name, arguments, view, server_id=server_id)
-    return decision if decision.outcome == "deny" else None
 
 
 @dataclass(slots=True)

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from assay.policy import Decision, NameMatcher, Policy, SessionState, evaluate
-from assay.policy.rates import rate_denied, tracker_for
+from assay.policy import Decision, NameMatcher, Policy, SessionState
+from assay.policy.pipeline import Call, FlowGuard, Guard, Pipeline, RateGuard
+from assay.policy.rates import tracker_for
 from assay.wrap import approvals, records, replies, serverlines
 from assay.wrap.admission import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -149,12 +150,9 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
-        self._rates = tracker_for(policy)  # limits.tools; None: no per-tool rate rules
-        self._flows: FlowTracker | None = None  # set when the policy has flow rules
-        if policy.sequences:
-            from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
-
-            self._flows = FlowTracker(policy.sequences, policy.aliases)
+        # the decision pipeline's guards after the engine, in order (docs/policy.md, "Evaluation
+        # and reason codes"): the declared baseline, per-tool rate limits, flow rules
+        guards: list[Guard] = []
         self._recorder = records.Recorder(
             source=options.event_source or "",
             label=options.label,
@@ -171,9 +169,20 @@ class WrapSession:
         declared = options.declared_manifest
         self._baseline: Baseline | None = None
         if declared is not None:  # assay.manifest is loaded only when a run asks for it
-            from assay.wrap.baseline import Baseline
+            from assay.wrap.baseline import Baseline, BaselineGuard
 
             self._baseline = Baseline(declared)
+            guards.append(BaselineGuard(self._baseline))
+        self._rates = tracker_for(policy)  # limits.tools; None: no per-tool rate rules
+        if self._rates is not None:
+            guards.append(RateGuard(self._rates))
+        self._flows: FlowTracker | None = None  # set when the policy has flow rules
+        if policy.sequences:
+            from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
+
+            self._flows = FlowTracker(policy.sequences, policy.aliases)
+            guards.append(FlowGuard(self._flows))
+        self._pipeline = Pipeline(policy, self.state, guards)
         self._hide = options.hide_denied_tools and not options.dry_run
         # -- client side
         self._splitter = LineSplitter(options.max_frame_bytes)
@@ -427,7 +436,7 @@ class WrapSession:
         elif method == _CANCELLED and self._approvals and self._client_cancel(raw, frame, out):
             return False
         if "id" in frame:
-            self.state.note_request()
+            self._pipeline.note_request()
             key = self._pending.add(frame["id"], method)
             if method == _TOOLS_LIST and key is not None:
                 self._pending_tools_list.add(key)
@@ -443,9 +452,9 @@ class WrapSession:
         name: str = params["name"] if valid else ""  # type: ignore[index]
         arguments = params.get("arguments") if valid else None  # type: ignore[union-attr]
         opts = self.options
-        decision = evaluate(self.policy, name, arguments, self.state, server_id=opts.label)
+        call = Call(name, arguments, opts.label, frame)
+        decision = self._pipeline.decide(call, self._clock())
         if decision.outcome != "deny":
-            decision = self._gate(name, arguments, decision, frame)
             if decision.approval_state is not None and not opts.dry_run:
                 held = self._ask(raw, frame, params, name, arguments, valid, decision, out)
                 if held is None:  # held until the person answers: nothing recorded yet
@@ -473,7 +482,7 @@ class WrapSession:
                 self._receipt(raw, frame, False, event_id, out)
             return False
         if decision.outcome != "deny":
-            self._enter(name, arguments)
+            self._pipeline.enter(call, self._clock())
         if has_id:
             self._pending.add(frame["id"], _TOOLS_CALL)
         self.forwarded += 1
@@ -485,37 +494,6 @@ class WrapSession:
             self._released.append(retry_line)
             return False
         return True
-
-    def _gate(self, name: str, arguments: Any, decision: Decision, frame: dict[str, Any]) -> Decision:
-        """The session's checks after the policy engine allowed a call, in this order: the
-        declared baseline, per-tool rate limits, flow rules (docs/policy.md, "Evaluation and
-        reason codes"). Each sees only calls every check before it let through. Under flow rules
-        a frame the MCP servers would refuse without running it (a notification, an odd id,
-        arguments that are not an object, ...) is denied: it must not enter the history."""
-        if self._baseline is not None:
-            denied = self._baseline.check(name, decision)
-            if denied is not None:
-                return denied
-        if self._rates is not None:
-            rule = self._rates.check(name, self._clock())
-            if rule is not None:
-                return rate_denied(decision, name, rule)
-        if self._flows is not None:
-            refused = self._flows.unrunnable(frame)
-            if refused is not None:
-                return self._flows.refuse(name, decision, refused)
-            denied = self._flows.check(name, arguments, decision)
-            if denied is not None:
-                return denied
-        return decision
-
-    def _enter(self, name: str, arguments: Any) -> None:
-        """A call the policy allowed goes to the server (in a dry run too: it then predicts what
-        enforcing would do): it enters the session's history (flow rules) and rate windows."""
-        if self._rates is not None:
-            self._rates.enter(name, self._clock())
-        if self._flows is not None:
-            self._flows.enter(name, arguments)
 
     # -- approvals that ask a person (docs/wrap.md, "Approvals") -----------------------------
 
@@ -585,8 +563,8 @@ class WrapSession:
         """:meth:`_ask` for a 2026-07-28-era request (docs/wrap.md, "Approvals"): no initialize
         and no requests of wrap's own, so the call is answered with an ``input_required`` result
         asking the person (None: answered so, nothing recorded), and its retry carries the
-        answer. An accepted retry has passed the policy and the session's checks again (this
-        round's :meth:`_gate`); it is forwarded rewritten (``_retry_line``)."""
+        answer. An accepted retry has passed the decision pipeline again (this round's); it is
+        forwarded rewritten (``_retry_line``)."""
         offers = self._offers
         table = self._approvals
         if offers is None or table is None:  # not reached: both exist whenever approvals ask
@@ -618,7 +596,7 @@ class WrapSession:
         self._reply(approvals.input_required_reply(frame["id"], name, arguments, state), out)
         # one call in two rounds counts once against limits.max_tool_calls_total: at its retry
         # (the first round stays a request for limits.max_requests_total)
-        self.state.tool_calls_count -= 1
+        self._pipeline.defer()
         if self.options.receipts and self.started:
             self._receipt(raw, frame, False, None, out, disposition="consumed")
         return None
@@ -646,9 +624,8 @@ class WrapSession:
         elif answer == "accept":
             # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
             # the engine and the session's checks run again
-            denied = approvals.engine_recheck(self.policy, call.name, call.arguments, self.state, self.options.label)
-            decision = (denied or self._gate(call.name, call.arguments, call.decision, call.frame)).replace(
-                approval_state="approved")
+            again = Call(call.name, call.arguments, self.options.label, call.frame)
+            decision = self._pipeline.recheck(again, call.decision, self._clock()).replace(approval_state="approved")
         else:
             which = approvals.WHICH[answer]
             reason = approvals.REASONS["error" if "error" in frame else which]
@@ -704,7 +681,7 @@ class WrapSession:
             if receipts:
                 self._receipt(call.raw, frame, False, event_id, out)
             return
-        self._enter(call.name, call.arguments)
+        self._pipeline.enter(Call(call.name, call.arguments, self.options.label, frame), self._clock())
         if has_id:
             self._pending.add(frame["id"], _TOOLS_CALL)
         self.forwarded += 1

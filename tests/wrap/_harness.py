@@ -117,3 +117,25 @@ class Harness:
         """One whole server line (without its LF): (relayed, stderr lines)."""
         effects = self.server(line + b"\n")
         return effects.to_client == line + b"\n", effects.warnings
+
+
+class EntrySpy:
+    """A guard of the decision pipeline that objects to nothing and notes every call that
+    enters (went to the server): the session's history as the guards see it."""
+
+    def __init__(self) -> None:
+        self.entered: list[tuple[str, object]] = []
+
+    def check(self, call, decision, now):
+        return None
+
+    def enter(self, call, now) -> None:
+        self.entered.append((call.name, call.arguments))
+
+
+def add_guard(session, guard) -> None:
+    """Append ``guard`` to ``session``'s decision pipeline (after its own guards, before approvals)."""
+    from assay.policy.pipeline import Pipeline
+
+    p = session._pipeline
+    session._pipeline = Pipeline(p.policy, p.state, [*p.guards, guard], p.approvals)

@@ -15,12 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import Decision, PolicyError, load_policy
+from assay.policy.pipeline import Call, Pipeline
 from assay.wrap import approvals
 from assay.wrap.effects import CloseServerInput, Phase, Sink, ToClient, ToServer
 from assay.wrap.session import SessionOptions, WrapSession
 
 from tests.docs_examples import policy_example
-from tests.wrap._harness import Harness
+from tests.wrap._harness import EntrySpy, Harness, add_guard
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 PREFIX = f"assay-approval-{TOKEN}-"
@@ -180,21 +181,27 @@ def test_a_late_answer_is_consumed_and_ignored():
 
 
 def test_accept_runs_the_session_checks_again():
-    """Other calls may have entered while the person thought: the gate decides again."""
+    """Other calls may have entered while the person thought: the pipeline's guards decide again."""
 
-    class Gated(WrapSession):
+    class Gate:
         deny_now = False
 
-        def _gate(self, name, arguments, decision: Decision, frame) -> Decision:
+        def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
             if self.deny_now:
                 return decision.denied("E_RATE_LIMIT", "too many", {"status": "deny", "error_code": "E_RATE_LIMIT"})
-            return decision
+            return None
 
+        def enter(self, call: Call, now: float) -> None:
+            pass
+
+    gate = Gate()
     h = Harness(POLICY, SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t"))
-    h.session = Gated(POLICY, h.session.options, clock=h.clock, approval_token=TOKEN)
+    h.session = WrapSession(POLICY, h.session.options, clock=h.clock, approval_token=TOKEN)
+    p = h.session._pipeline
+    h.session._pipeline = Pipeline(p.policy, p.state, [*p.guards, gate], p.approvals)
     h.client(initialize())
     approval_id, _ = asked(h)
-    h.session.deny_now = True
+    gate.deny_now = True
     effects = h.client(answer(approval_id))
     assert effects.to_server == b""
     (deny,) = lines(effects.to_client)
@@ -204,21 +211,18 @@ def test_accept_runs_the_session_checks_again():
 
 
 def test_the_entry_hook_runs_only_when_an_approved_call_goes():
-    entered = []
-
-    class Counting(WrapSession):
-        def _enter(self, name, arguments):
-            entered.append(name)
-
+    spy = EntrySpy()
     h = Harness(POLICY)
-    h.session = Counting(POLICY, SessionOptions(), clock=h.clock, approval_token=TOKEN)
+    h.session = WrapSession(POLICY, SessionOptions(), clock=h.clock, approval_token=TOKEN)
+    add_guard(h.session, spy)
+    entered = spy.entered
     h.client(initialize())
     first, _ = asked(h, 1)
     second, _ = asked(h, 2)
     assert entered == []
     h.client(answer(first, "decline"))
     h.client(answer(second))
-    assert entered == ["deploy"]
+    assert [name for name, _ in entered] == ["deploy"]
 
 
 # -- time ------------------------------------------------------------------------------------------

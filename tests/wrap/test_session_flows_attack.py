@@ -17,7 +17,7 @@ from assay.policy import load_policy
 from assay.policy.flows import FlowTracker
 from assay.wrap.session import SessionOptions
 
-from tests.wrap._harness import Harness
+from tests.wrap._harness import EntrySpy, Harness, add_guard
 
 MIB = 1 << 20
 
@@ -317,14 +317,9 @@ def called_name(msg: dict) -> str:
 @given(st.lists(client_frames(), max_size=25), st.booleans())
 def test_no_frame_escapes_and_the_history_is_the_calls_that_went(steps, dry_run):
     h = Harness(FUZZ_POLICY, SessionOptions(dry_run=dry_run), approval_token=TOKEN)
-    entered: list[tuple[str, object]] = []
-    original = h.session._enter
-
-    def spy(name, arguments):
-        entered.append((name, arguments))
-        original(name, arguments)
-
-    h.session._enter = spy
+    spy = EntrySpy()
+    add_guard(h.session, spy)
+    entered = spy.entered
     h.client(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"elicitation": {}}}}))
     went: list[object] = []
     for step in steps:

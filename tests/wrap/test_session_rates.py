@@ -1,5 +1,5 @@
 """Per-tool rate limits in the wrap session (docs/policy.md, "Per-tool rate limits"): the rate
-block of ``_gate``, counting in ``_enter``, on the harness's fake clock (no sleeps)."""
+block in the decision pipeline's rate guard, counting at entry, on the harness's fake clock (no sleeps)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,187 @@
+"""One call's decision: the policy engine, then the session's guards, in one pipeline.
+
+Every surface that judges a ``tools/call`` goes through :class:`Pipeline`: wrap's session (with
+its guards: the declared baseline, per-tool rate limits, flow rules, approvals) and the server's
+``assay_check_args`` and ``assay_policy_decide`` (no session state, no guards). The order is the
+one docs/policy.md, "Evaluation and reason codes", describes:
+
+1. the policy engine (:func:`assay.policy.engine.evaluate`: pins, session limits, deny, allow,
+   schemas, paths); it counts the call in the session's counters (the only place that does);
+2. each guard in turn, each seeing only a decision every check before it let through;
+3. the approval guard last (when the policy asks for approvals): it settles a call that needs a
+   person's approval but cannot be asked, or leaves ``approval_state`` ``required`` for the
+   session to ask.
+
+A guard has one shape (:class:`Guard`): ``check`` looks at a call and the decision so far and
+returns the decision to go on with (``None``: no objection); ``enter`` is told that a call went
+to the server (its history, its rate windows). Guards hold their own state; the pipeline holds
+the order. A new check (shared session state, response inspection) is a new guard, not a new
+branch in the session.
+
+Plain code over values: no I/O, and time is the ``now`` each call is given.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from assay.policy.decision import Decision, Outcome
+from assay.policy.engine import DEFAULT_SERVER_ID, SessionState, evaluate
+
+if TYPE_CHECKING:
+    from assay.policy.flows import FlowTracker
+    from assay.policy.model import Policy
+    from assay.policy.rates import RateTracker
+
+__all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard"]
+
+
+class Call:
+    """One ``tools/call`` as the pipeline sees it: the tool's name, its arguments (``None`` when
+    absent), the server it goes to (wrap's ``--label``) and, in wrap, the whole JSON-RPC frame
+    (guards that judge the frame's shape read it; ``None`` elsewhere)."""
+
+    __slots__ = ("name", "arguments", "server", "frame")
+
+    def __init__(
+        self, name: str, arguments: Any, server: str = DEFAULT_SERVER_ID, frame: dict[str, Any] | None = None
+    ) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.server = server
+        self.frame = frame
+
+    def __repr__(self) -> str:
+        return f"Call(name={self.name!r}, server={self.server!r})"
+
+
+class Guard(Protocol):
+    """One check after the policy engine."""
+
+    def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
+        """The decision to go on with when this guard objects or settles something, else None.
+        Never called with a deny."""
+
+    def enter(self, call: Call, now: float) -> None:
+        """``call`` went to the server at ``now`` (after every check let it through)."""
+
+
+class Pipeline:
+    """The engine and the guards of one session (or of one stateless check).
+
+    ``state`` is the session's :class:`SessionState` (counters, tool identities), or ``None`` for
+    a check with no session (then limits bite only at 0, and pins are not compared). ``guards``
+    run in order after the engine; ``approvals`` (or ``None``) runs last, and not on a re-check.
+    """
+
+    __slots__ = ("policy", "state", "guards", "approvals", "_all")
+
+    def __init__(
+        self,
+        policy: Policy,
+        state: SessionState | None = None,
+        guards: Sequence[Guard] = (),
+        approvals: Guard | None = None,
+    ) -> None:
+        self.policy = policy
+        self.state = state
+        self.guards: tuple[Guard, ...] = tuple(guards)
+        self.approvals = approvals
+        self._all: tuple[Guard, ...] = self.guards + ((approvals,) if approvals is not None else ())
+
+    def decide(self, call: Call, now: float) -> Decision:
+        """Judge one call: the engine (which counts it), then every guard until one denies."""
+        decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
+        if decision.outcome == Outcome.DENY:
+            return decision
+        for guard in self._all:
+            changed = guard.check(call, decision, now)
+            if changed is not None:
+                decision = changed
+                if decision.outcome == Outcome.DENY:
+                    break
+        return decision
+
+    def recheck(self, call: Call, held: Decision, now: float) -> Decision:
+        """A held call a person accepted, judged again at the moment of the answer: what the
+        engine reads (pins, symlinks) and other calls may have changed meanwhile. The engine runs
+        on a view of the state with its counters at zero (the call was counted when it was
+        asked and keeps its place: neither counted twice nor denied for requests that came
+        after it); then the guards, from ``held`` (the allow the call was held with). The
+        approval guard does not run again. Nothing of the session's state changes here."""
+        state = self.state
+        view = None
+        if state is not None:
+            view = copy.copy(state)
+            view.requests_count = view.tool_calls_count = 0
+        fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
+        if fresh.outcome == Outcome.DENY:
+            return fresh
+        decision = held
+        for guard in self.guards:
+            changed = guard.check(call, decision, now)
+            if changed is not None:
+                decision = changed
+                if decision.outcome == Outcome.DENY:
+                    break
+        return decision
+
+    def enter(self, call: Call, now: float) -> None:
+        """A call the pipeline let through goes to the server (in a dry run too: it then
+        predicts what enforcing would do): every guard records it."""
+        for guard in self._all:
+            guard.enter(call, now)
+
+    def note_request(self) -> None:
+        """A client request that is not ``tools/call`` (counted for ``limits.max_requests_total``)."""
+        if self.state is not None:
+            self.state.note_request()
+
+    def defer(self) -> None:
+        """The call just decided is asked in two rounds (a 2026-07-28-era approval): it counts
+        once against ``limits.max_tool_calls_total``, at its retry; the first round stays a
+        request for ``limits.max_requests_total``."""
+        if self.state is not None:
+            self.state.tool_calls_count -= 1
+
+
+class RateGuard:
+    """Per-tool rate limits (``limits.tools``) as a guard: a :class:`RateTracker` of the session."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker: RateTracker) -> None:
+        self.tracker = tracker
+
+    def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
+        from assay.policy.rates import rate_denied
+
+        rule = self.tracker.check(call.name, now)
+        return None if rule is None else rate_denied(decision, call.name, rule)
+
+    def enter(self, call: Call, now: float) -> None:
+        self.tracker.enter(call.name, now)
+
+
+class FlowGuard:
+    """The flow rules (``sequences``) as a guard: a :class:`FlowTracker` of the session. A call
+    whose frame the MCP SDKs would refuse without running it is denied: it must not enter the
+    history, where it would stand for a call that ran."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker: FlowTracker) -> None:
+        self.tracker = tracker
+
+    def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
+        tracker = self.tracker
+        if call.frame is not None:
+            refused = tracker.unrunnable(call.frame)
+            if refused is not None:
+                return tracker.refuse(call.name, decision, refused)
+        return tracker.check(call.name, call.arguments, decision)
+
+    def enter(self, call: Call, now: float) -> None:
+        self.tracker.enter(call.name, call.arguments)
