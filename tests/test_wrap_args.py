@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from assay.cli import app, wrap_args
+from assay.wrap import options
 from assay.wrap.run import WrapConfig
 
 FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS]
@@ -151,14 +152,174 @@ def test_cyclopts_command_is_checked_against_the_table(monkeypatch):
     from assay.cli import wrap as wrap_cli
 
     app.build()  # the real command matches (build would raise otherwise)
-    changed = list(wrap_args.WRAP_OPTIONS)
+    changed = list(options.WRAP_OPTIONS)
     changed[0] = changed[0]._replace(default="other.yaml")
-    monkeypatch.setattr(wrap_args, "WRAP_OPTIONS", tuple(changed))
+    monkeypatch.setattr(options, "WRAP_OPTIONS", tuple(changed))
     with pytest.raises(RuntimeError, match="disagree"):
         app.build()
-    monkeypatch.setattr(wrap_args, "WRAP_OPTIONS", tuple(changed[1:]))
+    monkeypatch.setattr(options, "WRAP_OPTIONS", tuple(changed[1:]))
     with pytest.raises(RuntimeError, match="disagree"):
         wrap_cli.register(*_apps())
+
+
+NEW_OPTION = options.WrapOption("--new-thing", "new_thing", "new_thing", str, None, "Something new.")
+
+
+def test_an_option_added_to_the_table_only_fails(monkeypatch):
+    """The table, WrapConfig and the cyclopts command: an option in one of them only is refused."""
+    monkeypatch.setattr(options, "WRAP_OPTIONS", (*options.WRAP_OPTIONS, NEW_OPTION))
+    with pytest.raises(RuntimeError, match="disagree"):
+        app.build()
+    with pytest.raises(RuntimeError, match="disagree"):
+        options.check_config_fields(_config_fields(WrapConfig), options.WRAP_OPTIONS)
+
+
+def test_a_field_added_to_wrap_config_only_fails():
+    options.check_config_fields(_config_fields(WrapConfig))  # the real one matches
+    bigger = dataclasses.make_dataclass("Bigger", [("new_thing", "str | None", dataclasses.field(default=None))],
+                                        bases=(WrapConfig,))
+    with pytest.raises(RuntimeError, match="disagree"):
+        options.check_config_fields(_config_fields(bigger))
+    for name, value in (("label", "other"), ("max_frame_bytes", 1), ("dry_run", True)):
+        changed = [(n, t, value if n == name else d) for n, t, d in _config_fields(WrapConfig)]
+        with pytest.raises(RuntimeError, match="disagree"):
+            options.check_config_fields(changed)
+    retyped = [(n, "str | None" if n == "max_frame_bytes" else t, d) for n, t, d in _config_fields(WrapConfig)]
+    with pytest.raises(RuntimeError, match="disagree"):
+        options.check_config_fields(retyped)
+    without_env = [row for row in _config_fields(WrapConfig) if row[0] != "env"]
+    with pytest.raises(RuntimeError, match="disagree"):
+        options.check_config_fields(without_env)
+
+
+def test_a_parameter_added_to_the_cyclopts_command_only_fails(monkeypatch):
+    import inspect
+    from typing import Annotated, get_type_hints
+
+    from cyclopts import Parameter
+
+    from assay.cli import wrap as wrap_cli
+
+    check = wrap_cli.check_against_table
+    captured: list = []
+    monkeypatch.setattr(wrap_cli, "check_against_table", captured.append)
+    wrap_cli.register(*_apps())
+    (real,) = captured
+    check(real)
+
+    def bigger(*args, **kwargs):
+        return real(*args, **kwargs)
+
+    signature = inspect.signature(real)
+    extra = inspect.Parameter("new_thing", inspect.Parameter.KEYWORD_ONLY, default=None)
+    bigger.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])
+    bigger.__annotations__ = {**get_type_hints(real, include_extras=True),
+                              "new_thing": Annotated[str | None, Parameter(name="--new-thing")]}
+    with pytest.raises(RuntimeError, match="disagree"):
+        check(bigger)
+
+
+def _config_fields(cls) -> list[tuple[str, object, object]]:
+    return [(f.name, f.type, f.default) for f in dataclasses.fields(cls)]
+
+
+def test_help_comes_from_the_table():
+    from assay.cli import wrap as wrap_cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert app.main(["mcp", "wrap", "--help"]) == 0
+    shown = " ".join(out.getvalue().replace("│", " ").split())
+    for opt in options.WRAP_OPTIONS:
+        assert opt.flag in shown
+        assert " ".join(opt.help.split()) in shown, opt.flag
+    assert wrap_cli.help_text().count("\n    ") == len(options.WRAP_OPTIONS) + 1
+
+
+def test_table_defaults_are_the_session_defaults():
+    from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
+    from assay.wrap.session import SessionOptions
+
+    assert options.DEFAULT_MAX_FRAME_BYTES == DEFAULT_MAX_FRAME_BYTES
+    session = SessionOptions()
+    for name in ("dry_run", "verbose", "label", "event_source", "max_frame_bytes", "shutdown_grace",
+                 "hide_denied_tools"):
+        assert getattr(session, name) == options.BY_FIELD[name].default, name
+
+
+def test_session_options_from_the_config():
+    from assay.wrap.effects import Sink
+
+    config = WrapConfig(argv=["srv"], dry_run=True, verbose=True, label="L", decision_log="d", audit_log="a",
+                        decision_log_new="n", coverage_out="c", request_receipts_out="r", max_frame_bytes=7,
+                        shutdown_grace=2.5, hide_denied_tools=True, event_source=" assay://x ")
+    got = config.session_options(event_source="assay://x", declared_manifest={"tools": []})
+    assert (got.dry_run, got.verbose, got.label, got.event_source) == (True, True, "L", "assay://x")
+    assert got.decision_sinks == (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW)
+    assert (got.audit, got.keep_events, got.receipts) == (True, True, True)
+    assert (got.max_frame_bytes, got.shutdown_grace, got.hide_denied_tools) == (7, 2.5, True)
+    assert got.declared_manifest == {"tools": []}
+    plain = WrapConfig(argv=["srv"]).session_options(event_source=None, declared_manifest=None)
+    assert (plain.decision_sinks, plain.audit, plain.keep_events, plain.receipts) == ((), False, False, False)
+
+
+def test_outputs_are_the_table_rows():
+    every = {opt.field: f"/o/{opt.field}" for opt in options.WRAP_OPTIONS if opt.output}
+    config = WrapConfig(argv=["srv"], **every)
+    assert config.append_outputs() == {"--decision-log": "/o/decision_log", "--audit-log": "/o/audit_log"}
+    assert list(config.create_new_outputs()) == [
+        "--decision-log-new", "--request-receipts-out", "--session-context-out", "--session-stop-out",
+        "--coverage-out", "--state-window-out", "--observed-manifest-out",
+    ]
+    assert WrapConfig(argv=["srv"], coverage_out="").create_new_outputs() == {}
+
+
+def test_deny_deprecations_names_its_variable():
+    assert options.BY_FLAG["--deny-deprecations"].env == "ASSAY_STRICT_DEPRECATIONS"
+    assert [opt.flag for opt in options.WRAP_OPTIONS if opt.env] == ["--deny-deprecations"]
+
+
+# The lines assay writes into client configs (protect, config-path) are read back by both
+# parsers the same way, and mean what was written.
+names = st.one_of(st.sampled_from(["fs", "GitHub", "my server", "--", "-x", "", "a=b", "--policy", "ü"]),
+                  st.text(max_size=6))
+paths = st.one_of(st.sampled_from(["/p/assay.yaml", "-p.yaml", "/a b/p.yaml", "--", "/x=y"]), st.text(min_size=1, max_size=6))
+commands = st.lists(st.one_of(st.sampled_from(["npx", "-y", "--", "--policy", "srv"]), st.text(max_size=4)),
+                    min_size=1, max_size=4)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names, paths, st.one_of(st.none(), paths), commands)
+@example("--", "-p.yaml", "--", ["--", "x"])
+@example("", "/p.yaml", None, ["srv"])
+def test_protect_lines_read_back_the_same_both_ways(monkeypatch, name, policy, log_dir, command):
+    from assay import protect
+
+    args = protect.wrapped_args(name, command[0], command[1:], protect.WrapOptions("assay", policy, log_dir))
+    assert args[:2] == ["mcp", "wrap"]
+    fast = outcome(monkeypatch, args[2:], fast=True)
+    assert fast == outcome(monkeypatch, args[2:], fast=False)
+    assert protect.unwrap_args("assay", args) == (command[0], command[1:])
+    code, _out, _err, runs = fast
+    assert code == 0, fast
+    (config,) = runs
+    assert (config.policy_path, config.label, config.argv) == (policy, name, command)
+    if log_dir is not None:
+        assert config.event_source and config.decision_log and config.audit_log
+        assert config.decision_log.startswith(log_dir) and config.audit_log.startswith(log_dir)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(paths, st.one_of(st.none(), st.sampled_from(["npx -y srv", "'/a b/srv' --x", "srv -- --policy y"])))
+def test_config_path_lines_read_back_the_same_both_ways(monkeypatch, policy, server):
+    from assay.cli.config_path import generated_server
+
+    name, entry = generated_server("assay", policy, server, "/home/u")
+    args = entry["args"]
+    fast = outcome(monkeypatch, args[2:], fast=True)
+    assert fast == outcome(monkeypatch, args[2:], fast=False)
+    (config,) = fast[3]
+    assert (config.policy_path, config.label) == (policy, name)
 
 
 def _apps():

@@ -18,7 +18,7 @@ import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import UsageError
-from assay.cli.wrap_args import option_tokens
+from assay.wrap.options import flag_of, option_tokens
 from assay.clients import find_assay_script  # noqa: F401  (re-exported: older imports)
 
 
@@ -46,7 +46,7 @@ def generated_server(
     if stdio_type is not None:
         entry["type"] = stdio_type
     entry["command"] = assay
-    entry["args"] = ["mcp", "wrap", *option_tokens("--policy", policy), "--label", name, "--", *command]
+    entry["args"] = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), policy), flag_of("label"), name, "--", *command]
     return name, entry
 
 

@@ -37,22 +37,6 @@ def _missing(path: str, alias: str) -> int:
     )
 
 
-def _check_policy(path: str) -> str | None:
-    """None when the policy loads, else the loader's one-line message."""
-    from assay.policy import PolicyError, load_policy
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return f"cannot read policy {path}: {exc.strerror or exc}"
-    try:
-        load_policy(data, source=path, warn=lambda line: sys.stderr.write(line + "\n"))
-    except PolicyError as exc:
-        return str(exc)
-    return None
-
-
 def protect_command(
     client: str,
     /,
@@ -130,7 +114,7 @@ def protect_command(
         elif init_policy:
             say(f"policy {policy_path} exists; left as is")
         if os.path.exists(policy_path):
-            problem = _check_policy(policy_path)
+            problem = p.check_policy(policy_path, warn=lambda line: sys.stderr.write(line + "\n"))
             if problem is not None:
                 return fatal(f"the policy does not load, nothing was changed: {problem}", EXIT_REFUSED)
         log_path = None

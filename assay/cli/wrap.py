@@ -1,8 +1,9 @@
 """`assay mcp wrap [OPTIONS] -- <command> [args...]` (docs/wrap.md, "Options", "Command line").
 
 This is the cyclopts command: help, and every command line the fast parser of
-:mod:`assay.cli.wrap_args` leaves to it. Its parameters are checked against that module's
-option table when the command tree is built; both hand the run to :func:`wrap_args.run`.
+:mod:`assay.cli.wrap_args` leaves to it. Its parameters are checked against the one option
+table, :data:`assay.wrap.options.WRAP_OPTIONS`, when the command tree is built, and its help
+text is built from that table; both parsers hand the run to :func:`wrap_args.run`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from cyclopts import Parameter
 
 from assay.cli import wrap_args
 from assay.cli.errors import UsageError
+from assay.wrap import options
 
 # The tokens after `--`, as the command line gave them (set by assay.cli.app.main): whatever
 # cyclopts collected as the command beyond these came from before `--`, which is refused.
@@ -34,19 +36,18 @@ def _before_dash(command: tuple[str, ...]) -> None:
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
-    @mcp.command(name="wrap", usage="Usage: assay mcp wrap [OPTIONS] -- <command> [args...]")
     def wrap_command(
         *command: Annotated[str, Parameter(allow_leading_hyphen=True)],
-        policy: Annotated[str, Parameter(name="--policy")] = "assay.yaml",
+        policy: Annotated[str, Parameter(name="--policy")] = options.DEFAULT_POLICY,
         dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
         verbose: Annotated[bool, Parameter(name="--verbose", negative="")] = False,
-        label: Annotated[str, Parameter(name="--label")] = "default-mcp-server",
+        label: Annotated[str, Parameter(name="--label")] = options.DEFAULT_LABEL,
         event_source: Annotated[str | None, Parameter(name="--event-source")] = None,
         decision_log: Annotated[str | None, Parameter(name="--decision-log")] = None,
         audit_log: Annotated[str | None, Parameter(name="--audit-log")] = None,
         deny_deprecations: Annotated[bool, Parameter(name="--deny-deprecations", negative="")] = False,
-        max_frame_bytes: Annotated[int, Parameter(name="--max-frame-bytes")] = 64 * 1024 * 1024,
-        shutdown_grace: Annotated[float, Parameter(name="--shutdown-grace")] = 1.0,
+        max_frame_bytes: Annotated[int, Parameter(name="--max-frame-bytes")] = options.DEFAULT_MAX_FRAME_BYTES,
+        shutdown_grace: Annotated[float, Parameter(name="--shutdown-grace")] = options.DEFAULT_SHUTDOWN_GRACE,
         decision_log_new: Annotated[str | None, Parameter(name="--decision-log-new")] = None,
         request_receipts_out: Annotated[str | None, Parameter(name="--request-receipts-out")] = None,
         session_context_out: Annotated[str | None, Parameter(name="--session-context-out")] = None,
@@ -57,63 +58,35 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
         hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative="")] = False,
     ) -> int:
-        """Wrap an MCP server over stdio and enforce a policy on its tool calls.
-
-        Exit codes: the server's exit code; 128+N when wrap got signal N or the server died of it; 2 usage and fatal errors; 3 a session report could not be written.
-
-        Parameters
-        ----------
-        command
-            The MCP server command and its arguments, after a literal --.
-        policy
-            MCP policy file (YAML). Missing or invalid is fatal: never allow-all.
-        dry_run
-            Evaluate and log every decision, but block nothing.
-        verbose
-            Print one line per decision (and per newly seen tool) to stderr.
-        label
-            Server id used in tool identities and pins.
-        event_source
-            CloudEvents source URI (scheme://...), required with a log option.
-        decision_log
-            Append assay.tool.decision events (NDJSON) to this file.
-        audit_log
-            Append audit records (NDJSON) to this file.
-        deny_deprecations
-            Refuse deprecated (v1) policy formats.
-        max_frame_bytes
-            Largest client frame in bytes; longer ones are rejected (frame_too_large).
-        shutdown_grace
-            Seconds the server gets after client EOF before it is terminated.
-        decision_log_new
-            This session's decision events in a new file (create-new, one run).
-        request_receipts_out
-            One receipt per client frame of the session (create-new, one run).
-        session_context_out
-            Mode and command digest of the session (create-new, one run).
-        session_stop_out
-            How the session ended (create-new, one run).
-        coverage_out
-            coverage_report_v1 of this session, written at its end (create-new).
-        state_window_out
-            session_state_window_v1, written at session end (create-new).
-        observed_manifest_out
-            The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).
-        declared_manifest
-            Approved tools (assay mcp manifest promote): deny undeclared or changed tools.
-        hide_denied_tools
-            Leave tools the policy denies by name or class out of tools/list answers.
-        """
         given = locals()
-        values = {opt.param: given[opt.param] for opt in wrap_args.WRAP_OPTIONS}
+        values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}
         _before_dash(command)
         return wrap_args.run(values, SERVER_COMMAND)
 
     check_against_table(wrap_command)
+    wrap_command.__doc__ = help_text()
+    mcp.command(wrap_command, name="wrap", usage="Usage: assay mcp wrap [OPTIONS] -- <command> [args...]")
+
+
+SUMMARY = "Wrap an MCP server over stdio and enforce a policy on its tool calls."
+EXIT_CODES = (
+    "Exit codes: the server's exit code; 128+N when wrap got signal N or the server died of it; "
+    "2 usage and fatal errors; 3 a session report could not be written."
+)
+COMMAND_HELP = "The MCP server command and its arguments, after a literal --."
+
+
+def help_text() -> str:
+    """The command's docstring (what `assay mcp wrap --help` shows): each option's help from
+    the table, in its order."""
+    lines = [SUMMARY, "", EXIT_CODES, "", "Parameters", "----------", "command", f"    {COMMAND_HELP}"]
+    for opt in options.WRAP_OPTIONS:
+        lines += [opt.param, f"    {opt.help}"]
+    return "\n".join(lines) + "\n"
 
 
 def check_against_table(command: Any) -> None:
-    """The cyclopts command's options are exactly wrap_args.WRAP_OPTIONS: same order, flag,
+    """The cyclopts command's options are exactly options.WRAP_OPTIONS: same order, flag,
     parameter name, kind and default. A mismatch is a programming error, caught when the command
     tree is built (every `assay` run that reaches cyclopts, and tests/test_wrap_args.py)."""
     hints = get_type_hints(command, include_extras=True)
@@ -124,6 +97,6 @@ def check_against_table(command: Any) -> None:
         names = [list(m.name or ()) for m in meta if isinstance(m, Parameter)]
         kinds = [k for k in (get_args(base) or (base,)) if k is not type(None)]
         found.append((names[0][0] if names and names[0] else None, p.name, kinds, p.default))
-    want = [(opt.flag, opt.param, [opt.kind], opt.default) for opt in wrap_args.WRAP_OPTIONS]
+    want = [(opt.flag, opt.param, [opt.kind], opt.default) for opt in options.WRAP_OPTIONS]
     if found != want:
-        raise RuntimeError(f"assay mcp wrap: the cyclopts command and wrap_args.WRAP_OPTIONS disagree: {found} != {want}")
+        raise RuntimeError(f"assay mcp wrap: the cyclopts command and options.WRAP_OPTIONS disagree: {found} != {want}")

@@ -1,9 +1,9 @@
-"""`assay mcp wrap`'s options in one table, and the fast parser the start-up path uses.
+"""`assay mcp wrap`'s fast command-line parser, used on the start-up path.
 
-:data:`WRAP_OPTIONS` is the one list of wrap's options: flag, parameter name of the cyclopts
-command in :mod:`assay.cli.wrap`, the :class:`~assay.wrap.run.WrapConfig` field, value kind and
-default. :mod:`assay.cli.wrap` checks its cyclopts command against this table when the command
-tree is built, so the two cannot disagree.
+The options are :data:`assay.wrap.options.WRAP_OPTIONS`, the one table of wrap's options
+(flag, parameter name of the cyclopts command in :mod:`assay.cli.wrap`, the
+:class:`~assay.wrap.run.WrapConfig` field, value kind, default, help text); its names are
+re-exported here for older imports.
 
 :func:`parse_fast` reads the plain, well-formed command lines (every token before ``--`` a known
 option given once, with a plain value) without importing cyclopts, which costs ~100 ms of
@@ -18,60 +18,25 @@ No heavy imports here: this module is on the start-up path of every wrap run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+from assay.wrap import options
+from assay.wrap.options import (  # noqa: F401  (re-exported: older imports)
+    BY_FLAG,
+    DEFAULT_LABEL,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_POLICY,
+    DEFAULT_SHUTDOWN_GRACE,
+    WRAP_OPTIONS,
+    WrapOption,
+    defaults,
+    option_tokens,
+)
 
 if TYPE_CHECKING:
     from assay.wrap.run import WrapConfig
 
-DEFAULT_POLICY = "assay.yaml"
-DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Options" (the defaults of this table)
-DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
-DEFAULT_SHUTDOWN_GRACE = 1.0
-
-
-class WrapOption(NamedTuple):
-    flag: str  # "--policy"
-    param: str  # the cyclopts command's parameter name
-    field: str  # the WrapConfig field it fills
-    kind: type  # str, bool (a flag without a value), int or float; str options may default to None
-    default: object
-
-
-WRAP_OPTIONS: tuple[WrapOption, ...] = (
-    WrapOption("--policy", "policy", "policy_path", str, DEFAULT_POLICY),
-    WrapOption("--dry-run", "dry_run", "dry_run", bool, False),
-    WrapOption("--verbose", "verbose", "verbose", bool, False),
-    WrapOption("--label", "label", "label", str, DEFAULT_LABEL),
-    WrapOption("--event-source", "event_source", "event_source", str, None),
-    WrapOption("--decision-log", "decision_log", "decision_log", str, None),
-    WrapOption("--audit-log", "audit_log", "audit_log", str, None),
-    WrapOption("--deny-deprecations", "deny_deprecations", "deny_deprecations", bool, False),
-    WrapOption("--max-frame-bytes", "max_frame_bytes", "max_frame_bytes", int, DEFAULT_MAX_FRAME_BYTES),
-    WrapOption("--shutdown-grace", "shutdown_grace", "shutdown_grace", float, DEFAULT_SHUTDOWN_GRACE),
-    WrapOption("--decision-log-new", "decision_log_new", "decision_log_new", str, None),
-    WrapOption("--request-receipts-out", "request_receipts_out", "request_receipts_out", str, None),
-    WrapOption("--session-context-out", "session_context_out", "session_context_out", str, None),
-    WrapOption("--session-stop-out", "session_stop_out", "session_stop_out", str, None),
-    WrapOption("--coverage-out", "coverage_out", "coverage_out", str, None),
-    WrapOption("--state-window-out", "state_window_out", "state_window_out", str, None),
-    WrapOption("--observed-manifest-out", "observed_manifest_out", "observed_manifest_out", str, None),
-    WrapOption("--declared-manifest", "declared_manifest", "declared_manifest", str, None),
-    WrapOption("--hide-denied-tools", "hide_denied_tools", "hide_denied_tools", bool, False),
-)
-BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 _DIGITS = frozenset("0123456789")
-
-
-def option_tokens(flag: str, value: str) -> list[str]:
-    """The tokens that give a value option ``value`` in a command line assay writes (protect,
-    config-path). A value that starts with ``-`` (a server named ``--`` or ``-x``, a path like
-    ``-p.yaml``) would be read as an option of its own; joined to its flag it is only a value."""
-    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
-
-
-def defaults() -> dict[str, object]:
-    """param -> default of every option."""
-    return {opt.param: opt.default for opt in WRAP_OPTIONS}
 
 
 def _plain_int(text: str) -> int | None:
@@ -98,13 +63,13 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
     command = list(tokens[dash + 1:])
     if not command:
         return None
-    values = defaults()
+    values = options.defaults()
     seen: set[str] = set()
     i = 0
     while i < dash:
         token = tokens[i]
         flag, eq, inline = token.partition("=")
-        opt = BY_FLAG.get(flag)
+        opt = options.BY_FLAG.get(flag)
         if opt is None or flag in seen:
             return None
         seen.add(flag)
@@ -150,7 +115,7 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
         raise UsageError("--max-frame-bytes must be a positive integer")
     if not (shutdown_grace >= 0 and shutdown_grace != float("inf")):
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
-    fields = {opt.field: values[opt.param] for opt in WRAP_OPTIONS}
+    fields = {opt.field: values[opt.param] for opt in options.WRAP_OPTIONS}
     return WrapConfig(argv=list(command), **fields)  # type: ignore[arg-type]
 
 

@@ -10,6 +10,7 @@ the child is spawned, so a refused run leaves no child and no output behind.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
@@ -18,11 +19,11 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from assay import proc
-from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.effects import Sink
 from assay.wrap.records import stop_record
@@ -35,10 +36,19 @@ from assay.wrap.reports import (
     session_context,
     state_window,
 )
+from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN_GRACE: older imports)
+    APPEND,
+    CREATE_NEW,
+    DEFAULT_LABEL,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_POLICY,
+    DEFAULT_SHUTDOWN_GRACE,
+    STRICT_DEPRECATIONS_ENV,
+    WRAP_OPTIONS,
+    check_config_fields,
+)
 from assay.wrap.session import SessionOptions, WrapSession
 
-DEFAULT_LABEL = "default-mcp-server"  # docs/wrap.md, "Options"
-DEFAULT_SHUTDOWN_GRACE = 1.0  # seconds; docs/wrap.md, "Options"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
 
@@ -50,10 +60,13 @@ class WrapError(Exception):
 
 @dataclass
 class WrapConfig:
-    """Everything one wrap run needs. ``argv`` is the command after ``--``, untouched."""
+    """Everything one wrap run needs. ``argv`` is the command after ``--``, untouched.
+
+    One field per option of :data:`assay.wrap.options.WRAP_OPTIONS`, in its order, with its
+    type and default (checked below, when this module is imported), plus ``argv`` and ``env``."""
 
     argv: list[str]
-    policy_path: str = "assay.yaml"
+    policy_path: str = DEFAULT_POLICY
     dry_run: bool = False
     verbose: bool = False
     label: str = DEFAULT_LABEL
@@ -78,20 +91,40 @@ class WrapConfig:
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
-        rows = {
-            "--decision-log-new": self.decision_log_new,
-            "--request-receipts-out": self.request_receipts_out,
-            "--session-context-out": self.session_context_out,
-            "--session-stop-out": self.session_stop_out,
-            "--coverage-out": self.coverage_out,
-            "--state-window-out": self.state_window_out,
-            "--observed-manifest-out": self.observed_manifest_out,
-        }
-        return {flag: path for flag, path in rows.items() if path}
+        return self._outputs(CREATE_NEW)
 
     def append_outputs(self) -> dict[str, str]:
-        rows = {"--decision-log": self.decision_log, "--audit-log": self.audit_log}
-        return {flag: path for flag, path in rows.items() if path}
+        """flag -> path of every append log that was asked for."""
+        return self._outputs(APPEND)
+
+    def _outputs(self, kind: str) -> dict[str, str]:
+        rows = ((opt.flag, getattr(self, opt.field)) for opt in WRAP_OPTIONS if opt.output == kind)
+        return {flag: path for flag, path in rows if path}
+
+    def session_options(self, *, event_source: str | None, declared_manifest: dict[str, Any] | None) -> SessionOptions:
+        """The session's options from this run's (the one place they are built): the event
+        source as checked, the declared manifest as read (docs/wrap.md, "Options")."""
+        decision_sinks = tuple(
+            sink for sink, path in ((Sink.DECISION_LOG, self.decision_log), (Sink.DECISION_LOG_NEW, self.decision_log_new))
+            if path
+        )
+        return SessionOptions(
+            dry_run=self.dry_run,
+            verbose=self.verbose,
+            label=self.label,
+            event_source=event_source,
+            decision_sinks=decision_sinks,
+            audit=bool(self.audit_log),
+            keep_events=bool(self.coverage_out),
+            receipts=bool(self.request_receipts_out),
+            max_frame_bytes=self.max_frame_bytes,
+            shutdown_grace=self.shutdown_grace,
+            declared_manifest=declared_manifest,
+            hide_denied_tools=self.hide_denied_tools,
+        )
+
+
+check_config_fields((f.name, f.type, f.default) for f in dataclasses.fields(WrapConfig))
 
 
 def validate_event_source(value: str | None, logging_enabled: bool) -> str | None:
@@ -207,8 +240,8 @@ async def run_wrap(
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     if config.deny_deprecations:
-        os.environ["ASSAY_STRICT_DEPRECATIONS"] = "1"
-    strict = os.environ.get("ASSAY_STRICT_DEPRECATIONS") == "1"
+        os.environ[STRICT_DEPRECATIONS_ENV] = "1"
+    strict = os.environ.get(STRICT_DEPRECATIONS_ENV) == "1"
     policy = load_policy_file(config.policy_path, strict_deprecations=strict, warn=warn)
     declared = load_declared_manifest(config.declared_manifest, config.label) if config.declared_manifest else None
     try:  # refused before spawn: docs/wrap.md, "One-run outputs and session reports"
@@ -236,24 +269,7 @@ async def run_wrap(
             sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log")
         if config.audit_log:
             sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log")
-        decision_sinks = tuple(
-            sink for sink, path in ((Sink.DECISION_LOG, config.decision_log), (Sink.DECISION_LOG_NEW, config.decision_log_new))
-            if path
-        )
-        options = SessionOptions(
-            dry_run=config.dry_run,
-            verbose=config.verbose,
-            label=config.label,
-            event_source=source,
-            decision_sinks=decision_sinks,
-            audit=bool(config.audit_log),
-            keep_events=bool(config.coverage_out),
-            receipts=bool(config.request_receipts_out),
-            max_frame_bytes=config.max_frame_bytes,
-            shutdown_grace=config.shutdown_grace,
-            declared_manifest=declared,
-            hide_denied_tools=config.hide_denied_tools,
-        )
+        options = config.session_options(event_source=source, declared_manifest=declared)
         session = WrapSession(policy, options, clock=trio.current_time)
         plan = OneRunPlan(
             decision_log_new=config.decision_log_new,

@@ -1,0 +1,175 @@
+"""Client config files (sans-IO, docs/discover.md, "Config files"): a file's bytes -> server
+entries and per-file errors. A malformed file or entry never crashes the scan and is never
+skipped silently: it becomes an entry of the ``errors`` list."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from assay.clients import ConfigLocation
+from assay.discover.commandline import _auth_from_names, runs_assay_wrap
+
+__all__ = ["strip_jsonc", "parse_config_file"]
+
+
+def strip_jsonc(text: str) -> str:
+    """Remove ``//`` and ``/* */`` comments and trailing commas outside strings (VS Code files).
+
+    Removed characters become spaces (newlines are kept), so JSON error positions still point
+    at the right line and column of the original file.
+    """
+    out: list[str] = []
+    i, n = 0, len(text)
+    pending_comma: int | None = None  # index in ``out`` of a comma that may be trailing
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            pending_comma = None
+            i = j + 1
+            continue
+        if c == "/" and i + 1 < n and text[i + 1] == "/":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+            continue
+        if c == "/" and i + 1 < n and text[i + 1] == "*":
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:j]))
+            i = j
+            continue
+        if c in "}]" and pending_comma is not None:
+            out[pending_comma] = " "
+        if c == ",":
+            pending_comma = len(out)
+        elif not c.isspace():
+            pending_comma = None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _quote(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _error(location: ConfigLocation, message: str) -> dict[str, Any]:
+    return {"path": location.path, "client": location.client, "error": message}
+
+
+def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, Any] | str:
+    """One config server -> discover entry, or an error message for this server."""
+    if not isinstance(raw, dict):
+        return f"server {_quote(name)}: entry is not an object"
+    env = raw.get("env", {})
+    if env is None:
+        env = {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        return f'server {_quote(name)}: "env" is not an object of strings'
+    env_names = list(env)
+    source = {"type": "config_file", "path": location.path, "client": location.client}
+    command = raw.get("command")
+    if command is not None:
+        if not isinstance(command, str):
+            return f'server {_quote(name)}: "command" is not a string'
+        args = raw.get("args", [])
+        if args is None:
+            args = []
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            return f'server {_quote(name)}: "args" is not a list of strings'
+        transport: dict[str, Any] = {"type": "stdio", "command": command, "args": list(args)}
+        wrapped = runs_assay_wrap([command, *args])
+        auth = _auth_from_names(env_names)
+    else:
+        url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))
+        if not isinstance(url, str):
+            return f'server {_quote(name)}: neither "command" nor "url" is a string'
+        kind = str(raw.get("type", raw.get("transport", ""))).lower()
+        if kind == "sse":
+            ttype = "sse"
+        elif kind in ("ws", "websocket", "web_socket") or url.lower().startswith(("ws://", "wss://")):
+            ttype = "web_socket"
+        else:
+            ttype = "http"
+        transport = {"type": ttype, "url": url}
+        wrapped = False  # wrap relays stdio only
+        headers = raw.get("headers")
+        header_names = list(headers) if isinstance(headers, dict) else []
+        auth = _auth_from_names(env_names)
+        if auth == "none" and any(
+            h.upper() == "AUTHORIZATION" or "KEY" in h.upper() or "TOKEN" in h.upper() for h in header_names
+        ):
+            auth = "api_key"
+    return {
+        "id": f"{location.client}-{name}",
+        "name": name,
+        "source": source,
+        "transport": transport,
+        "status": "configured",
+        "policy_status": "managed" if wrapped else "unmanaged",
+        "auth": auth,
+        "env_vars": env_names,
+        "risk_hints": [],
+        "wrapped": wrapped,
+    }
+
+
+def _load_toml(text: str) -> Any:
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
+    """Parse one config file's bytes into ``(servers, errors)`` (docs/discover.md, 'Config files').
+
+    A file without the server map holds no servers and is not an error (Claude Desktop, Gemini
+    CLI and Zed keep other settings in the same file). One bad server entry is reported and the
+    file's other servers are still listed. JSON, JSON with comments (VS Code, Zed) and TOML
+    (Codex CLI) are read as the client reads them.
+    """
+    from assay.clients import server_maps
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [], [_error(location, f"not valid UTF-8 (byte {exc.start})")]
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if location.toml:
+        try:
+            doc = _load_toml(text)
+        except ValueError as exc:
+            return [], [_error(location, f"invalid TOML: {exc}")]
+    else:
+        if location.jsonc:
+            text = strip_jsonc(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
+        except RecursionError:
+            return [], [_error(location, "invalid JSON: nested too deeply")]
+        if not isinstance(doc, dict):
+            return [], [_error(location, "top level is not a JSON object")]
+    servers: list[dict] = []
+    errors: list[dict] = []
+    for path, table in server_maps(doc, location):
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            errors.append(_error(location, f"{_quote('.'.join(path))} is not an object"))
+            continue
+        for name, raw in table.items():
+            entry = _server_entry(name, raw, location)
+            if isinstance(entry, str):
+                errors.append(_error(location, entry))
+            else:
+                servers.append(entry)
+    return servers, errors

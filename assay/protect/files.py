@@ -1,0 +1,154 @@
+"""The file layer of `assay mcp protect` (docs/protect.md): read a client config, write a backup,
+replace the file atomically (refusing when it changed meanwhile), write the starter policy, and
+check that the policy loads as wrap will load it (:func:`assay.policy.load_policy_file`)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from assay.clients import ConfigLocation
+from assay.protect.model import ProtectError, Result
+from assay.protect.starter import STARTER_POLICY
+
+__all__ = ["FileOutcome", "apply_to_file", "write_starter_policy", "check_policy"]
+
+
+@dataclass
+class FileOutcome:
+    result: Result
+    original: str = ""
+    backup: str | None = None
+    written: bool = False
+
+
+def _read(path: str) -> tuple[bytes, os.stat_result]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ProtectError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise ProtectError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ProtectError(f"{path} is not a regular file")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    except OSError as exc:
+        raise ProtectError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _decode(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtectError(f"{path} is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    _fill(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), data, mode)
+
+
+def _fill(fd: int, data: bytes, mode: int) -> None:
+    """Give ``fd`` the mode, write all of ``data`` (short writes retried), fsync, close."""
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _backup_path(path: str, now: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    base = f"{path}.assay-backup-{stamp}"
+    candidate, n = base, 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def apply_to_file(
+    path: str, location: ConfigLocation, edit, *, dry_run: bool = False, now: float | None = None
+) -> FileOutcome:
+    """Read ``path``, compute ``edit(text, location)``, and unless ``dry_run`` or nothing
+    changed: write a backup next to it, then replace it atomically (a temporary file in the
+    same directory, the original mode kept, renamed over it). The file is read again just
+    before the rename; if it changed meanwhile, nothing is replaced and ProtectError says so.
+    A symlinked config (a dotfiles repository) is edited where the link points, so the link
+    stays a link."""
+    path = os.path.realpath(path)
+    data, st = _read(path)
+    original = _decode(data, path)
+    result = edit(original, location)
+    outcome = FileOutcome(result, original)
+    if dry_run or not result.changed:
+        return outcome
+    mode = stat.S_IMODE(st.st_mode)
+    new = result.text.encode("utf-8")
+    backup = _backup_path(path, time.time() if now is None else now)
+    try:
+        _write_new(backup, data, mode)
+    except OSError as exc:
+        raise ProtectError(f"cannot write the backup {backup}: {exc.strerror or exc}") from None
+    outcome.backup = backup
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".assay-protect-", dir=directory)
+    except OSError as exc:
+        raise ProtectError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    try:
+        _fill(fd, new, mode)
+        again, st2 = _read(path)
+        if again != data or (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
+            raise ProtectError(f"{path} changed while assay worked on it; nothing was written (run it again)")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ProtectError(f"cannot replace {path}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    outcome.written = True
+    return outcome
+
+
+def write_starter_policy(path: str) -> None:
+    """Create ``path`` with :data:`STARTER_POLICY` (never overwrites; parents are created)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _write_new(path, STARTER_POLICY.encode("utf-8"), 0o644)
+    except FileExistsError:
+        raise ProtectError(f"{path} already exists; it was left as is") from None
+    except OSError as exc:
+        raise ProtectError(f"cannot write the starter policy {path}: {exc.strerror or exc}") from None
+
+
+def check_policy(path: str, *, warn: Callable[[str], object] | None = None) -> str | None:
+    """None when the policy at ``path`` loads as `assay mcp wrap` will load it (the one loader,
+    :func:`assay.policy.load_policy_file`: a regular file within ``ASSAY_MCP_MAX_POLICY_BYTES``,
+    the YAML budget), else the one-line reason (docs/protect.md)."""
+    from assay.policy import PolicyError, load_policy_file
+
+    try:
+        load_policy_file(path, warn=warn)
+    except OSError as exc:
+        return f"cannot read policy {path}: {exc.strerror or exc}"
+    except PolicyError as exc:
+        return str(exc)
+    return None

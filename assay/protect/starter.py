@@ -1,0 +1,42 @@
+"""The starter policy `assay mcp protect --init-policy` writes (docs/protect.md). A leaf module."""
+
+from __future__ import annotations
+
+__all__ = ["STARTER_POLICY"]
+
+STARTER_POLICY = """\
+# assay starter policy, written by `assay mcp protect --init-policy`.
+#
+# It is deliberately permissive so that the first launch of your client works: every tool is
+# allowed, and every call is still checked and recorded. Tighten it from what you see:
+#
+#   1. Give `assay mcp protect` a log directory (--log-dir DIR) so each server writes a decision
+#      log (DIR/<server>.decisions.ndjson: one line per tools/call, allowed or denied) and an
+#      audit log (DIR/<server>.audit.ndjson). Read them after a session with your client.
+#   2. List the tools you saw and want under tools.allow: once tools.allow is present, every
+#      tool not listed is denied.
+#   3. Deny the dangerous ones by name or pattern under tools.deny (deny beats allow).
+#   4. Give each allowed tool an argument schema under schemas.<tool>, e.g. confine a path
+#      argument to one directory with a pattern.
+#
+# The full format: docs/policy.md of assay.
+version: "2.0"
+name: starter
+
+tools:
+  # allow: ["read_file", "list_directory"]   # uncomment to switch to an allowlist
+  deny: []                                   # e.g. ["*delete*", "exec"]
+
+enforcement:
+  # A tool without a schema is allowed with a warning in the decision log. Use "deny" once
+  # every tool you allow has a schema.
+  unconstrained_tools: warn
+
+# schemas:
+#   read_file:
+#     type: object
+#     additionalProperties: false
+#     required: [path]
+#     properties:
+#       path: {type: string, pattern: "^/home/you/projects/"}
+"""

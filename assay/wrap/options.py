@@ -1,0 +1,142 @@
+"""`assay mcp wrap`'s options: the one table (docs/wrap.md, "Options").
+
+Every reader of wrap's options reads :data:`WRAP_OPTIONS`:
+
+- the fast parser of plain command lines (:func:`assay.cli.wrap_args.parse_fast`) takes its
+  flags, kinds and defaults from it;
+- the cyclopts command (:mod:`assay.cli.wrap`) is checked against it when the command tree is
+  built (flags, parameter names, kinds, defaults), and its help text comes from it;
+- :class:`assay.wrap.run.WrapConfig` is checked against it when :mod:`assay.wrap.run` is
+  imported (:func:`check_config_fields`): one field per option, same name, type and default;
+- `assay mcp protect` and `assay mcp config-path` write wrap lines with its flags and
+  :func:`option_tokens`, and protect reads them back with :data:`BY_FLAG`.
+
+So an option added in one place only fails at once (tests/test_wrap_args.py shows it).
+
+A leaf module: nothing but the standard library, no trio; it is on the start-up path of every
+wrap run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_LABEL",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_SHUTDOWN_GRACE",
+    "STRICT_DEPRECATIONS_ENV",
+    "WrapOption",
+    "WRAP_OPTIONS",
+    "BY_FLAG",
+    "BY_FIELD",
+    "flag_of",
+    "option_tokens",
+    "defaults",
+    "check_config_fields",
+]
+
+DEFAULT_POLICY = "assay.yaml"
+DEFAULT_LABEL = "default-mcp-server"
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # the same as assay.wrap.admission's (a test checks)
+DEFAULT_SHUTDOWN_GRACE = 1.0  # seconds
+STRICT_DEPRECATIONS_ENV = "ASSAY_STRICT_DEPRECATIONS"  # docs/wrap.md, "Options" (--deny-deprecations)
+
+APPEND = "append"  # an append log: docs/wrap.md, "Logs"
+CREATE_NEW = "create-new"  # a one-run output: docs/wrap.md, "One-run outputs and session reports"
+
+
+class WrapOption(NamedTuple):
+    flag: str  # "--policy"
+    param: str  # the cyclopts command's parameter name
+    field: str  # the WrapConfig field it fills
+    kind: type  # str, bool (a flag without a value), int or float; str options may default to None
+    default: object
+    help: str  # the option's line in `assay mcp wrap --help`
+    env: str | None = None  # the environment variable the option sets or stands for, if any
+    output: str | None = None  # APPEND or CREATE_NEW for an option naming an output file
+
+
+WRAP_OPTIONS: tuple[WrapOption, ...] = (
+    WrapOption("--policy", "policy", "policy_path", str, DEFAULT_POLICY,
+               "MCP policy file (YAML). Missing or invalid is fatal: never allow-all."),
+    WrapOption("--dry-run", "dry_run", "dry_run", bool, False,
+               "Evaluate and log every decision, but block nothing."),
+    WrapOption("--verbose", "verbose", "verbose", bool, False,
+               "Print one line per decision (and per newly seen tool) to stderr."),
+    WrapOption("--label", "label", "label", str, DEFAULT_LABEL,
+               "Server id used in tool identities and pins."),
+    WrapOption("--event-source", "event_source", "event_source", str, None,
+               "CloudEvents source URI (scheme://...), required with a log option."),
+    WrapOption("--decision-log", "decision_log", "decision_log", str, None,
+               "Append assay.tool.decision events (NDJSON) to this file.", output=APPEND),
+    WrapOption("--audit-log", "audit_log", "audit_log", str, None,
+               "Append audit records (NDJSON) to this file.", output=APPEND),
+    WrapOption("--deny-deprecations", "deny_deprecations", "deny_deprecations", bool, False,
+               "Refuse deprecated (v1) policy formats.", env=STRICT_DEPRECATIONS_ENV),
+    WrapOption("--max-frame-bytes", "max_frame_bytes", "max_frame_bytes", int, DEFAULT_MAX_FRAME_BYTES,
+               "Largest client frame in bytes; longer ones are rejected (frame_too_large)."),
+    WrapOption("--shutdown-grace", "shutdown_grace", "shutdown_grace", float, DEFAULT_SHUTDOWN_GRACE,
+               "Seconds the server gets after client EOF before it is terminated."),
+    WrapOption("--decision-log-new", "decision_log_new", "decision_log_new", str, None,
+               "This session's decision events in a new file (create-new, one run).", output=CREATE_NEW),
+    WrapOption("--request-receipts-out", "request_receipts_out", "request_receipts_out", str, None,
+               "One receipt per client frame of the session (create-new, one run).", output=CREATE_NEW),
+    WrapOption("--session-context-out", "session_context_out", "session_context_out", str, None,
+               "Mode and command digest of the session (create-new, one run).", output=CREATE_NEW),
+    WrapOption("--session-stop-out", "session_stop_out", "session_stop_out", str, None,
+               "How the session ended (create-new, one run).", output=CREATE_NEW),
+    WrapOption("--coverage-out", "coverage_out", "coverage_out", str, None,
+               "coverage_report_v1 of this session, written at its end (create-new).", output=CREATE_NEW),
+    WrapOption("--state-window-out", "state_window_out", "state_window_out", str, None,
+               "session_state_window_v1, written at session end (create-new).", output=CREATE_NEW),
+    WrapOption("--observed-manifest-out", "observed_manifest_out", "observed_manifest_out", str, None,
+               "The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).", output=CREATE_NEW),
+    WrapOption("--declared-manifest", "declared_manifest", "declared_manifest", str, None,
+               "Approved tools (assay mcp manifest promote): deny undeclared or changed tools."),
+    WrapOption("--hide-denied-tools", "hide_denied_tools", "hide_denied_tools", bool, False,
+               "Leave tools the policy denies by name or class out of tools/list answers."),
+)
+BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
+BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}
+
+# WrapConfig fields that are not options: the command after `--`, and the server's environment
+# (library callers only).
+CONFIG_ONLY_FIELDS = {"argv": "list[str]", "env": "dict[str, str] | None"}
+
+
+def flag_of(field: str) -> str:
+    """The flag of the option that fills WrapConfig ``field`` (KeyError for no such option)."""
+    return BY_FIELD[field].flag
+
+
+def option_tokens(flag: str, value: str) -> list[str]:
+    """The tokens that give a value option ``value`` in a command line assay writes (protect,
+    config-path). A value that starts with ``-`` (a server named ``--`` or ``-x``, a path like
+    ``-p.yaml``) would be read as an option of its own; joined to its flag it is only a value."""
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
+def defaults() -> dict[str, object]:
+    """param -> default of every option."""
+    return {opt.param: opt.default for opt in WRAP_OPTIONS}
+
+
+def type_text(opt: WrapOption) -> str:
+    """The annotation of ``opt``'s WrapConfig field, as written there (``str | None``)."""
+    return opt.kind.__name__ + (" | None" if opt.default is None else "")
+
+
+def check_config_fields(fields: Iterable[tuple[str, object, object]], options: Iterable[WrapOption] = WRAP_OPTIONS) -> None:
+    """``fields`` (name, annotation, default of each WrapConfig field, in order) are the table's:
+    one per option, in table order, with the option's type and default, plus
+    :data:`CONFIG_ONLY_FIELDS`. A mismatch is a programming error (RuntimeError), raised when
+    :mod:`assay.wrap.run` is imported."""
+    rows = [(name, str(annotation), default) for name, annotation, default in fields]
+    found = [row for row in rows if row[0] not in CONFIG_ONLY_FIELDS]
+    want = [(opt.field, type_text(opt), opt.default) for opt in options]
+    others = {name: annotation for name, annotation, _ in rows if name in CONFIG_ONLY_FIELDS}
+    if found != want or others != CONFIG_ONLY_FIELDS:
+        raise RuntimeError(f"WrapConfig and assay.wrap.options.WRAP_OPTIONS disagree: {found} != {want}")
