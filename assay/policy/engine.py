@@ -143,9 +143,7 @@ def evaluate(
                     **engine.base(tool_name, policy.classes_for(tool_name)),
                 )
         # counters (always, before comparing)
-        state.requests_count += 1
-        state.tool_calls_count += 1
-        requests, calls = state.requests_count, state.tool_calls_count
+        requests, calls = state.count_call()
     else:
         requests = calls = 1
     # limits

@@ -23,7 +23,6 @@ Plain code over values: no I/O, and time is the ``now`` each call is given.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -112,10 +111,7 @@ class Pipeline:
         after it); then the guards, from ``held`` (the allow the call was held with). The
         approval guard does not run again. Nothing of the session's state changes here."""
         state = self.state
-        view = None
-        if state is not None:
-            view = copy.copy(state)
-            view.requests_count = view.tool_calls_count = 0
+        view = None if state is None else state.uncounted()
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
         if fresh.outcome == Outcome.DENY:
             return fresh
@@ -144,7 +140,7 @@ class Pipeline:
         once against ``limits.max_tool_calls_total``, at its retry; the first round stays a
         request for ``limits.max_requests_total``."""
         if self.state is not None:
-            self.state.tool_calls_count -= 1
+            self.state.defer_call()
 
 
 class RateGuard:

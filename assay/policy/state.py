@@ -22,8 +22,12 @@ PIN_UNKNOWN_REASONS = {
 class SessionState:
     """Per-session state for the relay (docs/policy.md; docs/wrap.md, "Enforcement" and "Tool pins").
 
-    ``requests_count`` counts every client request (``note_request`` for non-``tools/call``
-    requests, ``evaluate`` for ``tools/call``); ``tool_calls_count`` counts ``tools/call``.
+    The counters (``limits.max_requests_total``, ``limits.max_tool_calls_total``) change only
+    through the methods below: :meth:`note_request` counts a client request that is not
+    ``tools/call``, :meth:`count_call` a ``tools/call`` (the policy engine calls it, once per
+    judged call, after the pin check), :meth:`defer_call` takes back the tool-call count of a
+    call asked in two rounds; :meth:`uncounted` is the view a re-check judges on. Read them as
+    ``requests_count`` and ``tool_calls_count``.
 
     Pins fail closed (docs/wrap.md, "Tool pins"): a pinned tool is allowed only when every
     definition of it that reached the client was read and equals the pin. So the state keeps,
@@ -47,6 +51,30 @@ class SessionState:
     def note_request(self) -> None:
         """Count a client request that is not ``tools/call`` (never blocked by policy)."""
         self.requests_count += 1
+
+    def count_call(self) -> tuple[int, int]:
+        """Count one ``tools/call`` as a request and as a tool call; the counts after it,
+        ``(requests, tool_calls)``, which the session limits are compared with."""
+        requests = self.requests_count = self.requests_count + 1
+        calls = self.tool_calls_count = self.tool_calls_count + 1
+        return requests, calls
+
+    def defer_call(self) -> None:
+        """The call just counted is asked in two rounds (docs/wrap.md, "Approvals"): it counts
+        as a tool call once, at its retry; the first round stays a request."""
+        self.tool_calls_count -= 1
+
+    def uncounted(self) -> SessionState:
+        """A view of this state with both counters at zero, for judging again a call that was
+        counted when it was asked: the same tool identities (shared, read only), and counting
+        on the view leaves this state's counters as they are."""
+        view = SessionState.__new__(SessionState)
+        view.requests_count = view.tool_calls_count = 0
+        view._identities = self._identities
+        view._variants = self._variants
+        view._ambiguous = self._ambiguous
+        view.unreadable = self.unreadable
+        return view
 
     def mark_unreadable(self) -> None:
         """A ``tools/list`` answer reached the client that could not be read."""
