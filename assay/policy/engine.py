@@ -42,6 +42,9 @@ __all__ = [
 
 DEFAULT_SERVER_ID = "default-mcp-server"  # wrap's default --label
 
+_DENY = Outcome.DENY  # bound once: built at call time, on the schema and path denies
+_TD_DENY = TypedDecision.DENY
+
 
 def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
     """The path-confinement deny of this call, or ``None`` when every path argument is inside."""
@@ -66,7 +69,7 @@ def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
         shown = _json.dumps(arg)
         reason = REASONS["path_confinement"].format(arg=shown, why=why)
         return Decision(
-            "deny",
+            _DENY,
             tool,
             reason_code="E_PATH_CONFINEMENT",
             reason=reason,
@@ -77,7 +80,7 @@ def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
                 "argument": arg,
                 "reason": reason,
             },
-            typed_decision="deny",
+            typed_decision=_TD_DENY,
             **plan.arg_meta,  # type: ignore[arg-type]
         )
     return None
@@ -88,12 +91,12 @@ def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
 
 def _rate_limited(engine: Compiled, tool: str, classes: tuple[str, ...], which: str) -> Decision:
     return Decision(
-        "deny",
+        _DENY,
         tool,  # the called tool, not upstream's "ALL" (docs/compatibility.md, "Policies")
         reason_code="E_RATE_LIMIT",
         reason=REASONS[which],
         contract={"status": "deny", "error_code": "E_RATE_LIMIT"},
-        typed_decision="deny",
+        typed_decision=_TD_DENY,
         **engine.base(tool, classes),
     )
 
@@ -128,7 +131,7 @@ def evaluate(
                 else:  # the reply tells the model which case too
                     reason = told = PIN_UNKNOWN_REASONS[kind]
                 return Decision(
-                    "deny",
+                    _DENY,
                     tool_name,
                     reason_code="E_TOOL_DRIFT",
                     reason=reason,
@@ -138,7 +141,7 @@ def evaluate(
                         "tool": tool_name,
                         "reason": told,
                     },
-                    typed_decision="deny_with_alert",
+                    typed_decision=TypedDecision.DENY_WITH_ALERT,
                     obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],
                     **engine.base(tool_name, policy.classes_for(tool_name)),
                 )
@@ -177,11 +180,11 @@ def evaluate(
         # arguments the validator cannot even read: fail closed as a schema violation
         violations = [{"path": "", "message": f"arguments cannot be validated: {' '.join(str(exc).split())}"}]
     return Decision(
-        "deny",
+        _DENY,
         tool_name,
         reason_code="E_ARG_SCHEMA",
         reason=REASONS["arg_schema"],
         contract={"status": "deny", "error_code": "E_ARG_SCHEMA", "tool": tool_name, "violations": violations},
-        typed_decision="deny",
+        typed_decision=_TD_DENY,
         **plan.arg_meta,  # type: ignore[arg-type]
     )

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard"]
 
+_DENY = Outcome.DENY  # bound once: an enum's class attribute costs more than the compare
+
 
 class Call:
     """One ``tools/call`` as the pipeline sees it: the tool's name, its arguments (``None`` when
@@ -93,13 +95,13 @@ class Pipeline:
     def decide(self, call: Call, now: float) -> Decision:
         """Judge one call: the engine (which counts it), then every guard until one denies."""
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
-        if decision.outcome == Outcome.DENY:
+        if decision.outcome == _DENY:
             return decision
         for guard in self._all:
             changed = guard.check(call, decision, now)
             if changed is not None:
                 decision = changed
-                if decision.outcome == Outcome.DENY:
+                if decision.outcome == _DENY:
                     break
         return decision
 
@@ -113,14 +115,14 @@ class Pipeline:
         state = self.state
         view = None if state is None else state.uncounted()
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
-        if fresh.outcome == Outcome.DENY:
+        if fresh.outcome == _DENY:
             return fresh
         decision = held
         for guard in self.guards:
             changed = guard.check(call, decision, now)
             if changed is not None:
                 decision = changed
-                if decision.outcome == Outcome.DENY:
+                if decision.outcome == _DENY:
                     break
         return decision
 
@@ -152,10 +154,12 @@ class RateGuard:
         self.tracker = tracker
 
     def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
-        from assay.policy.rates import rate_denied
-
         rule = self.tracker.check(call.name, now)
-        return None if rule is None else rate_denied(decision, call.name, rule)
+        if rule is None:
+            return None
+        from assay.policy.rates import rate_denied  # loaded with the tracker; kept off start-up
+
+        return rate_denied(decision, call.name, rule)
 
     def enter(self, call: Call, now: float) -> None:
         self.tracker.enter(call.name, now)

@@ -125,7 +125,7 @@ class Compiled:
         plan = self.plans.get(tool)
         if plan is None:
             plan = self._make_plan(tool)
-            if plan.decision.outcome != "deny":
+            if plan.decision.outcome != Outcome.DENY:
                 plan.paths = tuple(rule for matches, rule in self.path_rules if matches(tool))
                 if plan.paths and plan.arg_meta is None:
                     plan.arg_meta = self._meta_of(plan.decision)
@@ -156,12 +156,12 @@ class Compiled:
             reason = REASONS["denied_both" if deny_name and deny_cls else "denied_name" if deny_name else "denied_class"]
             return Plan(
                 Decision(
-                    "deny",
+                    Outcome.DENY,
                     tool,
                     reason_code="E_TOOL_DENIED",
                     reason=reason,
                     contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": tool, "reason": reason},
-                    typed_decision="deny",
+                    typed_decision=TypedDecision.DENY,
                     matched_tool_classes=deny_cls,
                     match_basis=_basis(deny_name, bool(deny_cls)),
                     matched_rule=_rule("deny", deny_name, bool(deny_cls)),
@@ -175,7 +175,7 @@ class Compiled:
         if self.has_allowlist and not allow_name and not allow_cls:
             return Plan(
                 Decision(
-                    "deny",
+                    Outcome.DENY,
                     tool,
                     reason_code="E_TOOL_NOT_ALLOWED",
                     reason=REASONS["not_allowed"],
@@ -185,7 +185,7 @@ class Compiled:
                         "tool": tool,
                         "reason": REASONS["not_allowed_contract"],
                     },
-                    typed_decision="deny",
+                    typed_decision=TypedDecision.DENY,
                     **meta,
                 )
             )
@@ -201,16 +201,16 @@ class Compiled:
                 text = REASONS["schema_compile"] + compiled
                 return Plan(
                     Decision(
-                        "deny",
+                        Outcome.DENY,
                         tool,
                         reason_code="E_SCHEMA_COMPILE",
                         reason=text,
                         contract={"status": "deny", "error_code": "E_SCHEMA_COMPILE", "tool": tool, "message": text},
-                        typed_decision="deny",
+                        typed_decision=TypedDecision.DENY,
                         **meta,
                     )
                 )
-            return Plan(self._allowish("allow", tool, classes, meta), compiled, meta)
+            return Plan(self._allowish(Outcome.ALLOW, tool, classes, meta), compiled, meta)
 
         # unconstrained mode
         mode = policy.enforcement
@@ -218,31 +218,31 @@ class Compiled:
             reason = REASONS["unconstrained_deny"]
             return Plan(
                 Decision(
-                    "deny",
+                    Outcome.DENY,
                     tool,
                     reason_code="E_TOOL_UNCONSTRAINED",
                     reason=reason,
                     contract={"status": "deny", "error_code": "E_TOOL_UNCONSTRAINED", "tool": tool, "reason": reason},
-                    typed_decision="deny",
+                    typed_decision=TypedDecision.DENY,
                     **meta,
                 )
             )
-        return Plan(self._allowish("allow_with_warning" if mode == "warn" else "allow", tool, classes, meta))
+        return Plan(self._allowish(Outcome.ALLOW_WITH_WARNING if mode == "warn" else Outcome.ALLOW, tool, classes, meta))
 
-    def _allowish(self, outcome: str, tool: str, classes: tuple[str, ...], meta: dict[str, Any]) -> Decision:
+    def _allowish(self, outcome: Outcome, tool: str, classes: tuple[str, ...], meta: dict[str, Any]) -> Decision:
         """Allow / AllowWithWarning with the obligations attached."""
         obligations: list[dict[str, Any]] = []
         extra: dict[str, Any] = {}
         kwargs: dict[str, Any] = {}
-        if outcome == "allow_with_warning":
+        if outcome == Outcome.ALLOW_WITH_WARNING:
             reason = REASONS["unconstrained_warn"]
-            kwargs = {"reason_code": "E_TOOL_UNCONSTRAINED", "reason": reason, "typed_decision": "allow_with_obligations"}
+            kwargs = {"reason_code": "E_TOOL_UNCONSTRAINED", "reason": reason, "typed_decision": TypedDecision.ALLOW_WITH_OBLIGATIONS}
             obligations.append({"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{reason}"})
         t = self.policy.tools
         cls = set(classes)
         if (t.approval_required is not None and self.approval(tool)) or cls & self.approval_classes:
             obligations.append({"type": "approval_required", "detail": "runtime approval artifact required"})
-            extra["approval_state"] = "required"
+            extra["approval_state"] = ApprovalState.REQUIRED
         if (t.restrict_scope is not None and self.scope(tool)) or cls & self.scope_classes:
             contract = t.restrict_scope_contract or {"scope_type": "resource", "scope_value": "*", "scope_match_mode": "exact"}
             obligations.append(
