@@ -145,8 +145,10 @@ def evaluate(
                     obligations=[{"type": "alert", "detail": f"E_TOOL_DRIFT:{reason}"}],
                     **engine.base(tool_name, policy.classes_for(tool_name)),
                 )
-        # counters (always, before comparing)
-        requests, calls = state.count_call()
+        # counters (always, before comparing): the one place a tools/call is counted
+        state.requests_count += 1
+        state.tool_calls_count += 1
+        requests, calls = state.requests_count, state.tool_calls_count
     else:
         requests = calls = 1
     # limits

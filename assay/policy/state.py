@@ -22,12 +22,13 @@ PIN_UNKNOWN_REASONS = {
 class SessionState:
     """Per-session state for the relay (docs/policy.md; docs/wrap.md, "Enforcement" and "Tool pins").
 
-    The counters (``limits.max_requests_total``, ``limits.max_tool_calls_total``) change only
-    through the methods below: :meth:`note_request` counts a client request that is not
-    ``tools/call``, :meth:`count_call` a ``tools/call`` (the policy engine calls it, once per
-    judged call, after the pin check), :meth:`defer_call` takes back the tool-call count of a
-    call asked in two rounds; :meth:`uncounted` is the view a re-check judges on. Read them as
-    ``requests_count`` and ``tool_calls_count``.
+    The counters (``limits.max_requests_total``, ``limits.max_tool_calls_total``):
+    ``requests_count`` counts every client request, ``tool_calls_count`` every ``tools/call``.
+    Three places change them, and only these: :meth:`note_request` counts a request that is not
+    ``tools/call``; :func:`assay.policy.engine.evaluate` counts a ``tools/call`` as both (once
+    per judged call, after the pin check, inline: it is every call's path); :meth:`defer_call`
+    takes back the tool-call count of a call asked in two rounds. :meth:`uncounted` is the view a
+    re-check judges on.
 
     Pins fail closed (docs/wrap.md, "Tool pins"): a pinned tool is allowed only when every
     definition of it that reached the client was read and equals the pin. So the state keeps,
@@ -51,13 +52,6 @@ class SessionState:
     def note_request(self) -> None:
         """Count a client request that is not ``tools/call`` (never blocked by policy)."""
         self.requests_count += 1
-
-    def count_call(self) -> tuple[int, int]:
-        """Count one ``tools/call`` as a request and as a tool call; the counts after it,
-        ``(requests, tool_calls)``, which the session limits are compared with."""
-        requests = self.requests_count = self.requests_count + 1
-        calls = self.tool_calls_count = self.tool_calls_count + 1
-        return requests, calls
 
     def defer_call(self) -> None:
         """The call just counted is asked in two rounds (docs/wrap.md, "Approvals"): it counts
