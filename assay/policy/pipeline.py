@@ -1,9 +1,11 @@
 """One call's decision: the policy engine, then the session's guards, in one pipeline.
 
-Every surface that judges a ``tools/call`` goes through :class:`Pipeline`: wrap's session (with
-its guards: the declared baseline, per-tool rate limits, flow rules, approvals) and the server's
-``assay_check_args`` and ``assay_policy_decide`` (no session state, no guards). The order is the
-one docs/policy.md, "Evaluation and reason codes", describes:
+Every surface that judges a ``tools/call`` against ``assay.yaml`` goes through :class:`Pipeline`:
+wrap's session (with its guards: the declared baseline, per-tool rate limits, flow rules,
+approvals) and the server's ``assay_check_args`` (no session state, no guards). (The server's
+``assay_policy_decide`` judges a name against its own blocklist dialect, docs/server.md,
+"assay_policy_decide", not against the engine.) The order is the one docs/policy.md, "Evaluation
+and reason codes", describes:
 
 1. the policy engine (:func:`assay.policy.engine.evaluate`: pins, session limits, deny, allow,
    schemas, paths); it counts the call in the session's counters (the only place that does);
