@@ -1,9 +1,12 @@
 """The MCP policy engine (docs/policy.md): sans-IO, bytes in → :class:`Policy`, call in → :class:`Decision`.
 
 Modules: :mod:`.model` (the types), :mod:`.loader` (YAML, migration, the one policy file read),
-:mod:`.engine` (evaluation), :mod:`.decision` (the one decision value), :mod:`.paths` (path
-confinement), :mod:`.rates` (per-tool rate limits of a session), :mod:`.yamlio` (YAML 1.2 within
-the expansion budget).
+:mod:`.engine` (evaluation), :mod:`.plans` (a policy's compiled per-name plans), :mod:`.identity`
+(tool identities), :mod:`.state` (a session's counters and observed identities), :mod:`.decision`
+(the one decision value), :mod:`.pipeline` (the engine, then a session's guards), :mod:`.paths`
+(path confinement), :mod:`.rates` (per-tool rate limits of a session), :mod:`.flows` with
+:mod:`.flow_rules` and :mod:`.flow_kinds` (flow rules), :mod:`.yamlio` (YAML 1.2 within the
+expansion budget).
 
 Public API::
 
@@ -16,7 +19,8 @@ Public API::
     tool_identity(tool: dict) -> (schema_hash, meta_hash)
     PolicyError  (.kind, .line, .column, .detail, .server_error())
 
-The sequence-rule dialect of ``assay_check_sequence`` lives in :mod:`assay.policy.sequence`.
+The sequence-rule dialect of ``assay_check_sequence`` lives in :mod:`assay.policy.sequence`
+(evaluation) and :mod:`assay.policy.sequence_rules` (its values and parser).
 """
 
 from assay.policy.engine import (

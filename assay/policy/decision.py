@@ -46,6 +46,13 @@ class ApprovalState(StrEnum):
     UNAVAILABLE = "unavailable"
     NOT_ASKED = "not_asked"
 
+
+# the members compared on every decision, bound once (an enum's class attribute lookup costs
+# several times the comparison itself)
+_ALLOW = Outcome.ALLOW
+_WARN = Outcome.ALLOW_WITH_WARNING
+_DENY = Outcome.DENY
+
 _EVENT_CODES = {
     "E_TOOL_DENIED": "P_TOOL_DENIED",
     "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
@@ -64,9 +71,9 @@ def event_reason_code(outcome: str, reason_code: str | None) -> str:
     Allow → ``P_POLICY_ALLOW``; allow-with-warning → the raw code; deny → its ``P_*`` code, any
     unlisted deny code → ``P_POLICY_DENY`` (fail-closed catch-all).
     """
-    if outcome == "allow":
+    if outcome == _ALLOW:
         return "P_POLICY_ALLOW"
-    if outcome == "allow_with_warning":
+    if outcome == _WARN:
         return reason_code or "P_POLICY_ALLOW"
     return _EVENT_CODES.get(reason_code or "", "P_POLICY_DENY")
 
@@ -141,7 +148,7 @@ class Decision:
         reason_code: str | None = None,
         reason: str | None = None,
         contract: dict[str, Any] | None = None,
-        typed_decision: str = "allow",
+        typed_decision: str = TypedDecision.ALLOW,
         obligations: Iterable[dict[str, Any]] = (),
         tool_classes: tuple[str, ...] = (),
         matched_tool_classes: tuple[str, ...] = (),
@@ -203,13 +210,13 @@ class Decision:
         contract: dict[str, Any],
         *,
         matched_rule: str | None = None,
-        typed_decision: str = "deny",
+        typed_decision: str = TypedDecision.DENY,
     ) -> "Decision":
         """A deny of the same call made by a check after the policy engine (the declared
         baseline, rate and flow rules, approvals): tool, classes and policy identity kept; the
         allow's obligations, evidence and matches dropped; ``matched_rule`` names the rule."""
         return Decision(
-            "deny",
+            _DENY,
             self.tool,
             reason_code=reason_code,
             reason=reason,
@@ -248,9 +255,9 @@ class Decision:
         """The ``assay_check_args`` payload: ``allowed``, then for a warning ``warning``, then
         ``violations`` and ``suggested_fix``; a deny adds ``code``, ``reason`` and ``contract``
         (``{"status": "deny", "error_code": <code>}`` when the deny carries no payload)."""
-        if self.outcome == "allow":
+        if self.outcome == _ALLOW:
             return {"allowed": True, "violations": [], "suggested_fix": None}
-        if self.outcome == "allow_with_warning":
+        if self.outcome == _WARN:
             return {
                 "allowed": True,
                 "warning": {"code": self.reason_code, "reason": self.reason},

@@ -1,9 +1,11 @@
 """One call's decision: the policy engine, then the session's guards, in one pipeline.
 
-Every surface that judges a ``tools/call`` goes through :class:`Pipeline`: wrap's session (with
-its guards: the declared baseline, per-tool rate limits, flow rules, approvals) and the server's
-``assay_check_args`` and ``assay_policy_decide`` (no session state, no guards). The order is the
-one docs/policy.md, "Evaluation and reason codes", describes:
+Every surface that judges a ``tools/call`` against ``assay.yaml`` goes through :class:`Pipeline`:
+wrap's session (with its guards: the declared baseline, per-tool rate limits, flow rules,
+approvals) and the server's ``assay_check_args`` (no session state, no guards). (The server's
+``assay_policy_decide`` judges a name against its own blocklist dialect, docs/server.md,
+"assay_policy_decide", not against the engine.) The order is the one docs/policy.md, "Evaluation
+and reason codes", describes:
 
 1. the policy engine (:func:`assay.policy.engine.evaluate`: pins, session limits, deny, allow,
    schemas, paths); it counts the call in the session's counters (the only place that does);
@@ -23,7 +25,6 @@ Plain code over values: no I/O, and time is the ``now`` each call is given.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from assay.policy.rates import RateTracker
 
 __all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard"]
+
+_DENY = Outcome.DENY  # bound once: an enum's class attribute costs more than the compare
 
 
 class Call:
@@ -94,13 +97,13 @@ class Pipeline:
     def decide(self, call: Call, now: float) -> Decision:
         """Judge one call: the engine (which counts it), then every guard until one denies."""
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
-        if decision.outcome == Outcome.DENY:
+        if decision.outcome == _DENY:
             return decision
         for guard in self._all:
             changed = guard.check(call, decision, now)
             if changed is not None:
                 decision = changed
-                if decision.outcome == Outcome.DENY:
+                if decision.outcome == _DENY:
                     break
         return decision
 
@@ -112,19 +115,16 @@ class Pipeline:
         after it); then the guards, from ``held`` (the allow the call was held with). The
         approval guard does not run again. Nothing of the session's state changes here."""
         state = self.state
-        view = None
-        if state is not None:
-            view = copy.copy(state)
-            view.requests_count = view.tool_calls_count = 0
+        view = None if state is None else state.uncounted()
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
-        if fresh.outcome == Outcome.DENY:
+        if fresh.outcome == _DENY:
             return fresh
         decision = held
         for guard in self.guards:
             changed = guard.check(call, decision, now)
             if changed is not None:
                 decision = changed
-                if decision.outcome == Outcome.DENY:
+                if decision.outcome == _DENY:
                     break
         return decision
 
@@ -144,7 +144,7 @@ class Pipeline:
         once against ``limits.max_tool_calls_total``, at its retry; the first round stays a
         request for ``limits.max_requests_total``."""
         if self.state is not None:
-            self.state.tool_calls_count -= 1
+            self.state.defer_call()
 
 
 class RateGuard:
@@ -156,10 +156,12 @@ class RateGuard:
         self.tracker = tracker
 
     def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
-        from assay.policy.rates import rate_denied
-
         rule = self.tracker.check(call.name, now)
-        return None if rule is None else rate_denied(decision, call.name, rule)
+        if rule is None:
+            return None
+        from assay.policy.rates import rate_denied  # loaded with the tracker; kept off start-up
+
+        return rate_denied(decision, call.name, rule)
 
     def enter(self, call: Call, now: float) -> None:
         self.tracker.enter(call.name, now)

@@ -1,8 +1,10 @@
 """`assay_check_args`: pre-flight review of one proposed call against the MCP policy engine,
 never running it (docs/server.md, "assay_check_args"; docs/policy.md).
 
-Evaluation starts from fresh session state for each call (docs/policy.md) and passes no runtime
-identity, so limits bite only at 0 and E_TOOL_DRIFT cannot occur.
+The call is judged by the one decision pipeline (:class:`assay.policy.pipeline.Pipeline`) with no
+session state and no guards: evaluation starts from fresh session state for each call
+(docs/policy.md) and passes no runtime identity, so limits bite only at 0 and E_TOOL_DRIFT cannot
+occur. The pipeline is built once per loaded policy (it is cached with it).
 """
 
 from __future__ import annotations
@@ -41,34 +43,36 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     strict = ctx.config.strict_deprecations
 
     def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
+        # the engine is imported on first use (it loads after start-up)
         from assay.policy import PolicyError, load_policy
+        from assay.policy.pipeline import Pipeline
 
         warnings: list[str] = []
         try:
             loaded = load_policy(data, source="policy", strict_deprecations=strict, warn=warnings.append)
         except PolicyError as exc:
             raise _Refused({"allowed": False, "error": exc.server_error()}) from None
-        return loaded, tuple(warnings)
+        return Pipeline(loaded), tuple(warnings)
 
     try:
-        loaded, warnings = ctx.load(policy, "mcp", parse)
+        pipeline, warnings = ctx.load(policy, "mcp", parse)
     except _Refused as exc:  # never cached: the next call parses again
         return exc.payload
     for line in warnings:  # unknown keys, v1 deprecation: said on every call, as the policy is used
         ctx.logger.event("WARN", TARGET_SERVER, "policy_warning", message=line)
-    return decision_payload(_evaluate()(loaded, tool, call_args))
+    return decision_payload(pipeline.decide(_call()(tool, call_args), 0.0))
 
 
-_ENGINE: list[Any] = []
+_CALL: list[Any] = []
 
 
-def _evaluate() -> Any:
-    """The engine's ``evaluate``, imported on first use (the engine loads after start-up)."""
-    if not _ENGINE:
-        from assay.policy import evaluate
+def _call() -> Any:
+    """The pipeline's ``Call``, imported on first use (the engine loads after start-up)."""
+    if not _CALL:
+        from assay.policy.pipeline import Call
 
-        _ENGINE.append(evaluate)
-    return _ENGINE[0]
+        _CALL.append(Call)
+    return _CALL[0]
 
 
 class _Refused(Exception):

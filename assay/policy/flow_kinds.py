@@ -1,0 +1,324 @@
+"""The compiled flow rules, one class per rule kind (docs/policy.md, "Flow rules"): each keeps the
+small state of its rule over one session's history and says whether a candidate call would
+violate it, exactly as :func:`assay.policy.sequence.evaluate_rules` would over the whole history.
+:class:`assay.policy.flows.FlowTracker` holds them and decides which to ask.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from assay.policy.argregex import ArgRegex, compile_arg_regex
+from assay.policy.patterns import NameMatcher
+from assay.policy.sequence_rules import Rule, Selector
+
+__all__ = ["KINDS", "CompiledRule", "Hits", "Unreadable", "render"]
+
+Hits = tuple[bool, ...] | None  # the name matches of a rule's selectors for one call (None: none)
+
+
+class Unreadable(Exception):
+    """An argument an ``args_match`` names could not be rendered as text."""
+
+
+def render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        raise Unreadable from None
+
+
+def _args_ok(am: tuple[tuple[str, ArgRegex], ...], args: Any) -> bool:
+    if not isinstance(args, dict):
+        return False
+    for key, rx in am:
+        if key not in args or not rx.search(render(args[key])):
+            return False
+    return True
+
+
+class CompiledRule:
+    """One rule: its selectors (name matchers and compiled ``args_match``) and its state.
+
+    ``hits`` (per call) is the tuple of name matches of the rule's selectors, or ``None`` when
+    the name matches none of them. Each kind below adds ``violation(hits, name, args, n)`` (the
+    reason ``evaluate_rules`` gives when history + [this call, index ``n``] violates the rule, or
+    ``None``) and ``enter(hits, name, args, n)``; ``sensitive`` says that calls the rule does not
+    name can violate it in its current state, ``dead`` that no call can any more (a ``require``
+    met, an ``eventually`` met in time, a ``before`` whose ``first`` came, a finished
+    ``sequence``), so it is no longer checked."""
+
+    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead")
+
+    def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
+        self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
+        self.am = tuple(
+            None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
+        )
+        self.any_am = any(a is not None for a in self.am)
+        self.labels = tuple(str(s) for s in selectors)
+        self.sensitive = False
+        self.dead = False  # settled: no call can violate the rule any more
+
+    def name_hits(self, name: str) -> tuple[bool, ...] | None:
+        hits = tuple(m(name) for m in self.names)
+        return hits if any(hits) else None
+
+    def hit(self, hits: tuple[bool, ...] | None, i: int, args: Any) -> bool:
+        if hits is None or not hits[i]:
+            return False
+        am = self.am[i]
+        return am is None or _args_ok(am, args)
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        raise NotImplementedError
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        raise NotImplementedError
+
+
+class _Require(CompiledRule):
+    __slots__ = ("seen",)
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("tool"),), aliases)
+        self.seen = False
+        self.sensitive = True
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        if self.seen or self.hit(hits, 0, args):
+            return None
+        return f"required tool '{self.labels[0]}' not found in trace"
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if not self.seen and self.hit(hits, 0, args):
+            self.seen = True
+            self.sensitive = False
+            self.dead = True
+
+
+class _Blocklist(CompiledRule):
+    __slots__ = ("pattern", "hit_name")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((), aliases)
+        self.pattern = rule.pattern or ""
+        self.hit_name: str | None = None  # a blocked call that entered anyway (never, when checked first)
+
+    def name_hits(self, name: str) -> Hits:
+        return (True,) if self.pattern in name else None
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        if self.hit_name is not None:
+            return f"tool '{self.hit_name}' matches blocklist pattern '{self.pattern}'"
+        if hits is not None:
+            return f"tool '{name}' matches blocklist pattern '{self.pattern}'"
+        return None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if hits is not None and self.hit_name is None:
+            self.hit_name = name
+            self.sensitive = True
+
+
+class _Before(CompiledRule):
+    __slots__ = ("f", "t")  # first indices of `first` and of `then`
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("first"), rule.sel("then")), aliases)
+        self.f: int | None = None
+        self.t: int | None = None
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        t = self.t
+        if t is None:
+            if not self.hit(hits, 1, args):
+                return None
+            t = n
+        f = self.f
+        if f is None and self.hit(hits, 0, args):
+            f = n
+        first, then = self.labels
+        if f is None:
+            return f"tool '{then}' was found (index {t}) but required preceding tool '{first}' was missing"
+        if f > t:
+            return f"tool '{first}' appeared at index {f} but was required before tool '{then}' (index {t})"
+        return None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if self.f is None and self.hit(hits, 0, args):
+            self.f = n
+        if self.t is None and self.hit(hits, 1, args):
+            self.t = n
+        self.sensitive = self.t is not None and (self.f is None or self.f > self.t)
+        self.dead = self.f is not None and not self.sensitive
+
+
+class _NeverAfter(CompiledRule):
+    __slots__ = ("trig", "hit_at")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("trigger"), rule.sel("forbidden")), aliases)
+        self.trig: int | None = None
+        self.hit_at: int | None = None
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        trig = self.trig
+        if trig is None:
+            return None
+        hit = self.hit_at
+        if hit is None:
+            if not self.hit(hits, 1, args):
+                return None
+            hit = n
+        trigger, forbidden = self.labels
+        return f"tool '{forbidden}' at index {hit} is forbidden after '{trigger}' (triggered at index {trig})"
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if self.trig is None:
+            if self.hit(hits, 0, args):
+                self.trig = n
+        elif self.hit_at is None and self.hit(hits, 1, args):
+            self.hit_at = n
+            self.sensitive = True
+
+
+class _MaxCalls(CompiledRule):
+    __slots__ = ("count", "max")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("tool"),), aliases)
+        self.count = 0
+        self.max = rule.limit("max")
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        count = self.count + 1 if self.hit(hits, 0, args) else self.count
+        if count > self.max:
+            return f"tool '{self.labels[0]}' exceeded max calls ({count} > {self.max})"
+        return None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if self.hit(hits, 0, args):
+            self.count += 1
+            self.sensitive = self.count > self.max
+
+
+class _Eventually(CompiledRule):
+    __slots__ = ("first", "within")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("tool"),), aliases)
+        self.first: int | None = None
+        self.within = rule.limit("within")
+        self.sensitive = True
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        idx = self.first
+        if idx is None and self.hit(hits, 0, args):
+            idx = n
+        within, tool = self.within, self.labels[0]
+        if idx is not None:
+            if idx >= within:
+                return f"tool '{tool}' appeared at index {idx} but must appear within first {within} calls"
+            return None
+        if n + 1 >= within:
+            return f"tool '{tool}' required within first {within} calls but not found (trace length: {n + 1})"
+        return None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if self.first is None and self.hit(hits, 0, args):
+            self.first = n
+            self.sensitive = n >= self.within
+            self.dead = not self.sensitive
+
+
+class _After(CompiledRule):
+    """``pending`` is the earliest trigger no call has answered yet. A call that answers it is
+    inside the window of every later unanswered trigger too, so one index is the whole state."""
+
+    __slots__ = ("pending", "within")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__((rule.sel("trigger"), rule.sel("then")), aliases)
+        self.pending: int | None = None
+        self.within = rule.limit("within")
+
+    def _reason(self, ti: int) -> str:
+        trigger, then = self.labels
+        return (
+            f"tool '{then}' required within {self.within} calls after '{trigger}' "
+            f"(triggered at index {ti}) and no call answered it by index {ti + self.within}"
+        )
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        e, within = self.pending, self.within
+        if e is not None and not (n <= e + within and self.hit(hits, 1, args)):
+            return self._reason(e) if n + 1 > e + within else None
+        if within == 0 and self.hit(hits, 0, args):  # a trigger whose window is already over
+            return self._reason(n)
+        return None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        e = self.pending
+        if e is not None and n <= e + self.within and self.hit(hits, 1, args):
+            e = None
+        if e is None and self.hit(hits, 0, args):
+            e = n
+        self.pending = e
+        self.sensitive = e is not None
+
+
+class _Sequence(CompiledRule):
+    __slots__ = ("k", "strict", "broken")
+
+    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
+        super().__init__(rule.tools, aliases)
+        self.k = 0
+        self.strict = rule.strict
+        self.broken: str | None = None  # the reason of a step that broke the sequence
+
+    def _step(self, hits: Hits, name: str, args: Any, n: int) -> tuple[bool, str | None]:
+        k, size = self.k, len(self.names)
+        if k >= size:
+            return False, None
+        if self.hit(hits, k, args):
+            return True, None
+        labels = self.labels
+        if self.strict:
+            if k > 0:
+                return False, f"strict sequence violated: expected '{labels[k]}' at index {n} but found '{name}'"
+            return False, None
+        if hits is not None and any(self.hit(hits, j, args) for j in range(k + 1, size)):
+            return False, f"sequence out of order: '{name}' at index {n} appears before '{labels[k]}'"
+        return False, None
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        if self.broken is not None:
+            return self.broken
+        return self._step(hits, name, args, n)[1]
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        if self.broken is not None:
+            return
+        advanced, reason = self._step(hits, name, args, n)
+        if reason is not None:
+            self.broken = reason
+        elif advanced:
+            self.k += 1
+        self.sensitive = self.broken is not None or (self.strict and 0 < self.k < len(self.names))
+        self.dead = self.broken is None and self.k >= len(self.names)
+
+
+KINDS = {
+    "require": _Require,
+    "blocklist": _Blocklist,
+    "before": _Before,
+    "never_after": _NeverAfter,
+    "max_calls": _MaxCalls,
+    "eventually": _Eventually,
+    "after": _After,
+    "sequence": _Sequence,
+}
