@@ -80,17 +80,11 @@ def discover_command(
 
     settings = d.DiscoverySettings()
     if policy is not None:
-        from assay.policy import read_policy_file
+        from assay.policy import PolicyError, PolicyFileError, load_policy_file
 
-        try:
-            data = read_policy_file(policy)  # regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
-        except OSError as exc:
-            return fatal(f"cannot read policy {policy}: {exc.strerror or exc}")
-        from assay.policy import PolicyError, load_policy
-
-        try:
-            loaded = load_policy(data, source=policy, warn=lambda line: sys.stderr.write(line + "\n"))
-        except PolicyError as exc:
+        try:  # the one policy file entry: capped read, ASSAY_MCP_MAX_POLICY_BYTES, YAML budget
+            loaded = load_policy_file(policy, warn=lambda line: sys.stderr.write(line + "\n"))
+        except (PolicyFileError, PolicyError) as exc:
             return fatal(str(exc))
         settings = d.settings_from_policy(loaded.discovery)
 

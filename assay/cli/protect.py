@@ -39,16 +39,11 @@ def _missing(path: str, alias: str) -> int:
 
 def _check_policy(path: str) -> str | None:
     """None when the policy loads, else the loader's one-line message."""
-    from assay.policy import PolicyError, load_policy
+    from assay.policy import PolicyError, PolicyFileError, load_policy_file
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return f"cannot read policy {path}: {exc.strerror or exc}"
-    try:
-        load_policy(data, source=path, warn=lambda line: sys.stderr.write(line + "\n"))
-    except PolicyError as exc:
+    try:  # the one policy file entry: capped read, ASSAY_MCP_MAX_POLICY_BYTES, YAML budget
+        load_policy_file(path, warn=lambda line: sys.stderr.write(line + "\n"))
+    except (PolicyFileError, PolicyError) as exc:
         return str(exc)
     return None
 
