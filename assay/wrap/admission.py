@@ -13,12 +13,13 @@ import hashlib
 import itertools
 import operator
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+
+from assay.strictjson import DuplicateFlag, DuplicateMemberError, bounded_int, finite_float, refuse_constant, unique_pairs
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 128  # serde_json's recursion limit (docs/wrap.md, "Client frames")
@@ -60,66 +61,18 @@ class Rejected:
 # -- strict JSON ----------------------------------------------------------------------------------
 
 
-class _Malformed(ValueError):
-    pass
-
-
-class _Duplicate(Exception):
-    pass
-
-
-def _pairs_fast(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """object_pairs_hook of the fast path: a repeated name aborts the parse."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _Duplicate
-    return obj
-
-
-class _Pairs:
-    """object_pairs_hook of the slow path: builds every dict, remembers any repeated name, so
-    that a line with a duplicate *and* an earlier-ranked fault reports the earlier one."""
-
-    __slots__ = ("duplicate",)
-
-    def __init__(self) -> None:
-        self.duplicate = False
-
-    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            self.duplicate = True
-        return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise _Malformed(name)
-
-
-def _strict_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _Malformed("number out of range")
-    return value
-
-
-def _strict_int(text: str) -> int:
-    if len(text) > 300 and math.isinf(float(text)):
-        raise _Malformed("number out of range")  # serde reads it as a double that overflows
-    try:
-        return int(text)
-    except ValueError:  # Python's digit limit; such a number is finite, keep it as a float
-        return float(text)  # type: ignore[return-value]
-
+# The hooks are assay.strictjson's, defined once for every reader. A repeated name in the fast
+# path raises DuplicateMemberError (caught as _Duplicate, before ValueError, in admit()).
+_Duplicate = DuplicateMemberError
 
 # Decoders are shared by the whole process: admission is synchronous and never re-entered.
 # The fast one parses integers in C and aborts on a repeated name; the careful one checks every
 # integer (serde reads an integer too long for a double as infinity and refuses it) and flags
 # duplicates without aborting, so that the documented order of faults can be honoured.
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_fast, parse_constant=_no_constant, parse_float=_strict_float)
-_PAIRS = _Pairs()
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_constant=refuse_constant, parse_float=finite_float)
+_PAIRS = DuplicateFlag()
 _DECODER_CAREFUL = json.JSONDecoder(
-    object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
+    object_pairs_hook=_PAIRS, parse_constant=refuse_constant, parse_float=finite_float, parse_int=bounded_int
 )
 # Rare content that needs a closer look: a digit run that may overflow a double, or a \u escape
 # of a surrogate (which must be part of a valid pair). Cheap substring and length tests first.
