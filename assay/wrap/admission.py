@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from assay.framing import BoundedLineSplitter
 from assay.strictjson import DuplicateFlag, DuplicateMemberError, bounded_int, finite_float, refuse_constant, unique_pairs
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -288,91 +289,21 @@ def _admit_carefully(line: bytes, text: str) -> Admitted | Rejected:
 # -- splitting ------------------------------------------------------------------------------------
 
 
-class LineSplitter:
-    """Cut a byte stream into LF-terminated lines without ever holding more than the cap.
+def _too_large(_nbytes: int, digest: str | None) -> Rejected:
+    return Rejected(b"", FRAME_TOO_LARGE, digest)
 
-    ``feed`` returns complete lines (bytes, terminator included) in order; a line whose body
-    exceeds the cap comes out as a :class:`Rejected` (``frame_too_large``) when it ends. Its
-    bytes are hashed on the fly and dropped, so memory stays bounded by the cap. ``close``
-    returns the unterminated final line, if any. The cap counts the line without its
-    terminator (``\\n`` or ``\\r\\n``).
+
+class LineSplitter(BoundedLineSplitter[Rejected]):
+    """Cut a byte stream into LF-terminated lines without ever holding more than the cap: the
+    shared :class:`assay.framing.BoundedLineSplitter`, its over-long lines reported as
+    :class:`Rejected` (``frame_too_large``, with the digest of the line's bytes).
+
+    ``feed`` returns complete lines (bytes, terminator included) in order; ``close`` returns the
+    unterminated final line, if any. The cap counts the line without its terminator (``\\n`` or
+    ``\\r\\n``); see docs/wrap.md, "Client frames".
     """
 
+    __slots__ = ()
+
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.cap = max_frame_bytes
-        self._buf = bytearray()
-        self._hasher: Any = None  # a hashlib sha256 while discarding an over-long line
-        self._held_cr = False  # a CR at a chunk end might be the start of the terminator
-
-    @property
-    def holding(self) -> bool:
-        """Whether part of a line is held (or an over-long line is being discarded)."""
-        return bool(self._buf) or self._hasher is not None
-
-    def _discard(self, chunk: bytes, final: bool) -> None:
-        if self._held_cr:
-            self._hasher.update(b"\r")
-            self._held_cr = False
-        if not final and chunk.endswith(b"\r"):
-            chunk = chunk[:-1]
-            self._held_cr = True
-        self._hasher.update(chunk)
-
-    def _too_large(self) -> Rejected:
-        digest = self._hasher.hexdigest()
-        self._hasher = None
-        self._held_cr = False
-        return Rejected(b"", FRAME_TOO_LARGE, digest)
-
-    def feed(self, data: bytes) -> list[bytes | Rejected]:
-        out: list[bytes | Rejected] = []
-        start = 0
-        n = len(data)
-        while start < n:
-            nl = data.find(b"\n", start)
-            if self._hasher is not None:
-                if nl < 0:
-                    self._discard(data[start:], final=False)
-                    return out
-                body = data[start:nl]
-                if body.endswith(b"\r"):
-                    body = body[:-1]
-                elif not body and self._held_cr:
-                    self._held_cr = False  # the held CR was the terminator's
-                self._discard(body, final=True)
-                out.append(self._too_large())
-                start = nl + 1
-                continue
-            if nl < 0:
-                self._buf += data[start:]
-                if len(self._buf) > self.cap + 1:  # +1: room for the CR of a CRLF
-                    self._hasher = hashlib.sha256()
-                    pending = bytes(self._buf)
-                    self._buf.clear()
-                    self._discard(pending, final=False)
-                return out
-            if self._buf:
-                self._buf += data[start : nl + 1]
-                line = bytes(self._buf)
-                self._buf.clear()
-            else:
-                line = data[start : nl + 1]
-            start = nl + 1
-            body_len = len(line) - (2 if line.endswith(b"\r\n") else 1)
-            out.append(Rejected(b"", FRAME_TOO_LARGE, frame_digest(line)) if body_len > self.cap else line)
-        return out
-
-    def close(self) -> bytes | Rejected | None:
-        """End of stream: the unterminated last line, if any (it still counts as a line; see
-        docs/wrap.md, "Client frames")."""
-        if self._hasher is not None:
-            if self._held_cr:
-                self._hasher.update(b"\r")
-            return self._too_large()
-        if not self._buf:
-            return None
-        line = bytes(self._buf)
-        self._buf.clear()
-        if len(line) > self.cap:
-            return Rejected(b"", FRAME_TOO_LARGE, frame_digest(line))
-        return line
+        super().__init__(max_frame_bytes, _too_large, digest=True)
