@@ -1,8 +1,8 @@
 """Strict JSON reading and canonical (JCS, RFC 8785) digests, shared by every component.
 
-Sans-IO. Strict reading: duplicate member names at any depth, NaN/Infinity
-literals, numbers that overflow to infinity and nesting too deep for the parser are all refused
-with :class:`StrictJSONError`. Digests hash the JCS bytes with SHA-256; ``jcs`` turns numbers
+Sans-IO. Strict reading is :mod:`assay.strictjson`'s (re-exported here): duplicate member names
+at any depth, NaN/Infinity literals, numbers that overflow to infinity and nesting too deep for
+the parser are all refused with :class:`StrictJSONError`. Digests hash the JCS bytes with SHA-256; ``jcs`` turns numbers
 into doubles as upstream does, so the spec's vectors reproduce; :func:`inexact_number` finds the
 integers that this loses (signing refuses them).
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Any
 
 import jcs
+
+from assay.strictjson import DuplicateMemberError, StrictJSONError, finite_float, refuse_constant, unique_pairs
 
 __all__ = [
     "StrictJSONError",
@@ -30,43 +31,8 @@ __all__ = [
 MAX_EXACT_INTEGER = 2**53 - 1  # I-JSON (RFC 7493): the integers a double holds exactly
 
 
-class StrictJSONError(ValueError):
-    """Input is not strict JSON. ``reason`` is a stable short code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class DuplicateMemberError(StrictJSONError):
-    def __init__(self, name: str) -> None:
-        super().__init__("duplicate_member", f"duplicate member name {json.dumps(name, ensure_ascii=False)}")
-        self.name = name
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)  # built in C; a duplicate name leaves it shorter than the list
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _value in pairs:
-            if key in seen:
-                raise DuplicateMemberError(key)  # the first repeated name, as the reader meets it
-            seen.add(key)
-    return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise StrictJSONError("malformed_json", f"{name} is not valid JSON")
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise StrictJSONError("malformed_json", "number out of range")
-    return value
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_float)
+# The hooks are assay.strictjson's, shared with wrap's admission.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_constant=refuse_constant, parse_float=finite_float)
 # JSONDecoder.__init__ sets scan_once (the C scanner when there is one); typeshed does not declare it.
 _SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
 
@@ -126,7 +92,8 @@ def inexact_number(value: Any) -> tuple[str, int] | None:
 
 def jcs_bytes(value: Any) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value``."""
-    return jcs.canonicalize(value)
+    data: bytes = jcs.canonicalize(value)
+    return data
 
 
 def jcs_sha256_hex(value: Any) -> str:

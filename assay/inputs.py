@@ -25,6 +25,7 @@ __all__ = [
     "InputFileError",
     "read_input_file",
     "read_input",
+    "read_fd",
     "policy_byte_limit",
     "DEFAULT_POLICY_BYTES",
     "POLICY_BYTES_ENV",
@@ -41,11 +42,14 @@ _CHUNK = 1 << 16
 class InputFileError(OSError):
     """An input file that cannot be used; ``str(e)`` is ``<what> <path>: <reason>``."""
 
-    def __init__(self, what: str, path: str, reason: str, code: int = errno.EINVAL) -> None:
+    def __init__(
+        self, what: str, path: str, reason: str, code: int = errno.EINVAL, *, too_large: bool = False
+    ) -> None:
         super().__init__(code, reason)
         self.what = what
         self.path = path
         self.reason = reason
+        self.too_large = too_large  # refused for its size alone (the server's E_LIMIT_EXCEEDED)
 
     def __str__(self) -> str:
         return f"{self.what} {self.path}: {self.reason}"
@@ -102,21 +106,29 @@ def read_input(path: str, *, limit: int, what: str = "file") -> tuple[bytes, os.
             kind = _kind(info.st_mode)
             reason = kind if kind == "not a regular file" else f"not a regular file ({kind})"
             raise InputFileError(what, path, reason)
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:
-            try:
-                chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
-            except BlockingIOError:
-                raise InputFileError(what, path, "read would block") from None
-            except OSError as exc:
-                raise InputFileError(what, path, exc.strerror or type(exc).__name__, exc.errno or errno.EIO) from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
+        data = read_fd(fd, limit=limit, what=what, path=path)
     finally:
         os.close(fd)
+    return data, info
+
+
+def read_fd(fd: int, *, limit: int, what: str = "file", path: str = "") -> bytes:
+    """At most ``limit`` bytes from the open descriptor ``fd``, whatever its size claims: up to
+    ``limit + 1`` bytes are read and more than ``limit`` is refused (:class:`InputFileError` with
+    ``too_large``). The caller opened it (and checked it is a regular file) and closes it."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+        except BlockingIOError:
+            raise InputFileError(what, path, "read would block") from None
+        except OSError as exc:
+            raise InputFileError(what, path, exc.strerror or type(exc).__name__, exc.errno or errno.EIO) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
     if total > limit:
-        raise InputFileError(what, path, f"larger than the {limit}-byte limit", errno.EFBIG)
-    return b"".join(chunks), info
+        raise InputFileError(what, path, f"larger than the {limit}-byte limit", errno.EFBIG, too_large=True)
+    return b"".join(chunks)

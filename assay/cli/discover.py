@@ -80,13 +80,11 @@ def discover_command(
 
     settings = d.DiscoverySettings()
     if policy is not None:
-        from assay.policy import PolicyError, load_policy_file
+        from assay.policy import PolicyError, PolicyFileError, load_policy_file
 
-        try:  # the one loader wrap starts with: regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
+        try:  # the one policy file entry: capped read, ASSAY_MCP_MAX_POLICY_BYTES, YAML budget
             loaded = load_policy_file(policy, warn=lambda line: sys.stderr.write(line + "\n"))
-        except OSError as exc:
-            return fatal(f"cannot read policy {policy}: {exc.strerror or exc}")
-        except PolicyError as exc:
+        except (PolicyFileError, PolicyError) as exc:
             return fatal(str(exc))
         settings = d.settings_from_policy(loaded.discovery)
 

@@ -1,6 +1,8 @@
 """The MCP policy engine (docs/policy.md): sans-IO, bytes in → :class:`Policy`, call in → :class:`Decision`.
 
-Modules: :mod:`.model` (the types), :mod:`.loader` (YAML, migration, the one policy file read),
+Modules: :mod:`.model` (the types), :mod:`.loader` (bytes -> Policy: YAML, then :mod:`.convert`,
+which reads each section with :mod:`.sections` over :mod:`.reader` and warns with
+:mod:`.schemacheck`), :mod:`.files` (the one policy *file* entry: capped read, ceiling, budget),
 :mod:`.engine` (evaluation), :mod:`.plans` (a policy's compiled per-name plans), :mod:`.identity`
 (tool identities), :mod:`.state` (a session's counters and observed identities), :mod:`.decision`
 (the one decision value), :mod:`.pipeline` (the engine, then a session's guards), :mod:`.paths`
@@ -11,8 +13,10 @@ expansion budget).
 Public API::
 
     load_policy(data: bytes, *, source="assay.yaml", strict_deprecations=False, warn=None) -> Policy
-    read_policy_file(path) -> bytes   (regular file, ASSAY_MCP_MAX_POLICY_BYTES; InputFileError)
-    load_policy_file(path, *, strict_deprecations=False, warn=None) -> Policy
+    read_policy_file(path) -> bytes   (regular file, ASSAY_MCP_MAX_POLICY_BYTES; PolicyFileError)
+    read_policy_fd(fd, *, limit) -> bytes   (a descriptor the server's jail opened)
+    load_policy_file(path, *, strict_deprecations=False, warn=None, limit=None, on_read=None) -> Policy
+    PolicyFileError  (an OSError: "cannot read policy <path>: <reason>")
     check_schemas(policy) -> str | None,  schema_errors(policy) -> {tool: error}
     evaluate(policy, tool_name, arguments, state=None, *, server_id="default-mcp-server") -> Decision
     SessionState()  .note_request()  .observe_tools(server_id, tools)  .identity(name)
@@ -37,7 +41,8 @@ from assay.policy.engine import (
     tool_identity,
 )
 from assay.policy.errors import PolicyError
-from assay.policy.loader import load_policy, load_policy_file, read_policy_file
+from assay.policy.files import PolicyFileError, load_policy_file, policy_ceiling, read_policy_fd, read_policy_file
+from assay.policy.loader import load_policy
 from assay.policy.model import Limits, PathRule, Policy, RateRule, ToolPin, ToolRules
 from assay.policy.patterns import NameMatcher, pattern_matches
 
@@ -52,6 +57,9 @@ __all__ = [
     "load_policy",
     "load_policy_file",
     "read_policy_file",
+    "read_policy_fd",
+    "policy_ceiling",
+    "PolicyFileError",
     "compile_policy",
     "check_schemas",
     "schema_errors",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["PolicyError", "KINDS"]
 
 KINDS = ("syntax", "root_not_mapping", "structure", "validation")
@@ -47,9 +49,9 @@ class PolicyError(ValueError):
             where = f"{source}:{self.line}:{self.column}"
         super().__init__(f"{where}: {detail}")
 
-    def server_error(self) -> dict:
+    def server_error(self) -> dict[str, Any]:
         """The ``error`` object of the server tools (docs/server.md, "Shared rules" and "Error catalogue")."""
-        err: dict = {"code": "E_POLICY_PARSE", "message": _SERVER_MESSAGES[self.kind]}
+        err: dict[str, Any] = {"code": "E_POLICY_PARSE", "message": _SERVER_MESSAGES[self.kind]}
         if self.kind == "syntax" and self.line and self.column and self.line > 0 and self.column > 0:
             err["details"] = {"line": self.line, "column": self.column}
         return err

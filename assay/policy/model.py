@@ -186,7 +186,8 @@ class PathRule:
 
 def _selector_dict(sel: Any) -> str | dict[str, Any]:
     if sel.args_match is None:
-        return sel.tool
+        tool: str = sel.tool
+        return tool
     return {"tool": sel.tool, "args_match": dict(sel.args_match)}
 
 

@@ -18,6 +18,8 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import BaseResolver
 
+from assay.inputs import DEFAULT_POLICY_BYTES
+
 __all__ = [
     "type_name",
     "MAX_NODES",
@@ -34,7 +36,7 @@ MAX_NODES = 100_000  # expanded node count above which a document is refused
 # (policies: ASSAY_MCP_MAX_POLICY_BYTES, default 1,000,000). At 4x a refused or accepted policy
 # stays far below 100 MB of peak memory even when every byte is a large string many times aliased.
 EXPANSION_FACTOR = 4
-DEFAULT_BYTE_CEILING = 1_000_000
+DEFAULT_BYTE_CEILING = DEFAULT_POLICY_BYTES  # the policy ceiling (assay.inputs), budgets derive from it
 
 try:  # the C parser when present
     from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]
@@ -78,7 +80,7 @@ SEQ, MAP = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 class _CoreResolver(BaseResolver):
     """YAML 1.2 core schema: only these plain scalars are not strings."""
 
-    yaml_implicit_resolvers: dict = {}
+    yaml_implicit_resolvers: dict[Any, Any] = {}
 
 
 for _tag, _regex, _first in (
@@ -128,10 +130,10 @@ class _Constructor(SafeConstructor):
 
     yaml_constructors: ClassVar[dict[str | None, Any]] = {}
 
-    def construct_mapping(self, node: Node, deep: bool = False) -> dict:
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if not isinstance(node, MappingNode):
             raise ConstructorError(None, None, "expected a mapping node", node.start_mark)
-        mapping: dict = {}
+        mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             try:
@@ -147,12 +149,12 @@ class _Constructor(SafeConstructor):
         return mapping
 
     def _map(self, node: MappingNode) -> Any:
-        data: dict = {}
+        data: dict[Any, Any] = {}
         yield data
         data.update(self.construct_mapping(node))
 
     def _seq(self, node: SequenceNode) -> Any:
-        data: list = []
+        data: list[Any] = []
         yield data
         data.extend(self.construct_sequence(node))
 

@@ -143,12 +143,12 @@ def check_policy(path: str, *, warn: Callable[[str], object] | None = None) -> s
     """None when the policy at ``path`` loads as `assay mcp wrap` will load it (the one loader,
     :func:`assay.policy.load_policy_file`: a regular file within ``ASSAY_MCP_MAX_POLICY_BYTES``,
     the YAML budget), else the one-line reason (docs/protect.md)."""
-    from assay.policy import PolicyError, load_policy_file
+    from assay.policy import PolicyError, PolicyFileError, load_policy_file
 
     try:
         load_policy_file(path, warn=warn)
+    except (PolicyFileError, PolicyError) as exc:  # the loader's one line
+        return str(exc)
     except OSError as exc:
         return f"cannot read policy {path}: {exc.strerror or exc}"
-    except PolicyError as exc:
-        return str(exc)
     return None

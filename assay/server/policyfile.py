@@ -294,19 +294,14 @@ def open_policy(root: RootDir, p: str, parts: list[str] | None = None) -> tuple[
 
 
 def read_open(fd: int, limit: int) -> bytes:
-    """Read at most ``limit + 1`` bytes from an open regular file, never trusting its size."""
-    chunks: list[bytes] = []
-    remaining = limit + 1
+    """The bytes of a policy the jail opened, through the one policy reader
+    (:func:`assay.policy.read_policy_fd`: at most ``limit + 1`` bytes read, never trusting the
+    file's size), its refusals as the server's errors (docs/server.md, "Policy path jail")."""
+    from assay.policy.files import PolicyFileError, read_policy_fd  # loaded at server start-up
+
     try:
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-    except OSError as exc:
-        raise ToolError("E_POLICY_READ", _os_text(exc)) from None
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise ToolError("E_LIMIT_EXCEEDED", LIMIT_MESSAGE)
-    return data
+        return read_policy_fd(fd, limit=limit)
+    except PolicyFileError as exc:
+        if exc.too_large:
+            raise ToolError("E_LIMIT_EXCEEDED", LIMIT_MESSAGE) from None
+        raise ToolError("E_POLICY_READ", exc.reason) from None

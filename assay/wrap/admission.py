@@ -13,12 +13,14 @@ import hashlib
 import itertools
 import operator
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+
+from assay.framing import BoundedLineSplitter
+from assay.strictjson import DuplicateFlag, DuplicateMemberError, bounded_int, finite_float, refuse_constant, unique_pairs
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 128  # serde_json's recursion limit (docs/wrap.md, "Client frames")
@@ -60,66 +62,18 @@ class Rejected:
 # -- strict JSON ----------------------------------------------------------------------------------
 
 
-class _Malformed(ValueError):
-    pass
-
-
-class _Duplicate(Exception):
-    pass
-
-
-def _pairs_fast(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """object_pairs_hook of the fast path: a repeated name aborts the parse."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _Duplicate
-    return obj
-
-
-class _Pairs:
-    """object_pairs_hook of the slow path: builds every dict, remembers any repeated name, so
-    that a line with a duplicate *and* an earlier-ranked fault reports the earlier one."""
-
-    __slots__ = ("duplicate",)
-
-    def __init__(self) -> None:
-        self.duplicate = False
-
-    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            self.duplicate = True
-        return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise _Malformed(name)
-
-
-def _strict_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _Malformed("number out of range")
-    return value
-
-
-def _strict_int(text: str) -> int:
-    if len(text) > 300 and math.isinf(float(text)):
-        raise _Malformed("number out of range")  # serde reads it as a double that overflows
-    try:
-        return int(text)
-    except ValueError:  # Python's digit limit; such a number is finite, keep it as a float
-        return float(text)  # type: ignore[return-value]
-
+# The hooks are assay.strictjson's, defined once for every reader. A repeated name in the fast
+# path raises DuplicateMemberError (caught as _Duplicate, before ValueError, in admit()).
+_Duplicate = DuplicateMemberError
 
 # Decoders are shared by the whole process: admission is synchronous and never re-entered.
 # The fast one parses integers in C and aborts on a repeated name; the careful one checks every
 # integer (serde reads an integer too long for a double as infinity and refuses it) and flags
 # duplicates without aborting, so that the documented order of faults can be honoured.
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_fast, parse_constant=_no_constant, parse_float=_strict_float)
-_PAIRS = _Pairs()
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_constant=refuse_constant, parse_float=finite_float)
+_PAIRS = DuplicateFlag()
 _DECODER_CAREFUL = json.JSONDecoder(
-    object_pairs_hook=_PAIRS, parse_constant=_no_constant, parse_float=_strict_float, parse_int=_strict_int
+    object_pairs_hook=_PAIRS, parse_constant=refuse_constant, parse_float=finite_float, parse_int=bounded_int
 )
 # Rare content that needs a closer look: a digit run that may overflow a double, or a \u escape
 # of a surrogate (which must be part of a valid pair). Cheap substring and length tests first.
@@ -335,91 +289,21 @@ def _admit_carefully(line: bytes, text: str) -> Admitted | Rejected:
 # -- splitting ------------------------------------------------------------------------------------
 
 
-class LineSplitter:
-    """Cut a byte stream into LF-terminated lines without ever holding more than the cap.
+def _too_large(_nbytes: int, digest: str | None) -> Rejected:
+    return Rejected(b"", FRAME_TOO_LARGE, digest)
 
-    ``feed`` returns complete lines (bytes, terminator included) in order; a line whose body
-    exceeds the cap comes out as a :class:`Rejected` (``frame_too_large``) when it ends. Its
-    bytes are hashed on the fly and dropped, so memory stays bounded by the cap. ``close``
-    returns the unterminated final line, if any. The cap counts the line without its
-    terminator (``\\n`` or ``\\r\\n``).
+
+class LineSplitter(BoundedLineSplitter[Rejected]):
+    """Cut a byte stream into LF-terminated lines without ever holding more than the cap: the
+    shared :class:`assay.framing.BoundedLineSplitter`, its over-long lines reported as
+    :class:`Rejected` (``frame_too_large``, with the digest of the line's bytes).
+
+    ``feed`` returns complete lines (bytes, terminator included) in order; ``close`` returns the
+    unterminated final line, if any. The cap counts the line without its terminator (``\\n`` or
+    ``\\r\\n``); see docs/wrap.md, "Client frames".
     """
 
+    __slots__ = ()
+
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.cap = max_frame_bytes
-        self._buf = bytearray()
-        self._hasher: Any = None  # a hashlib sha256 while discarding an over-long line
-        self._held_cr = False  # a CR at a chunk end might be the start of the terminator
-
-    @property
-    def holding(self) -> bool:
-        """Whether part of a line is held (or an over-long line is being discarded)."""
-        return bool(self._buf) or self._hasher is not None
-
-    def _discard(self, chunk: bytes, final: bool) -> None:
-        if self._held_cr:
-            self._hasher.update(b"\r")
-            self._held_cr = False
-        if not final and chunk.endswith(b"\r"):
-            chunk = chunk[:-1]
-            self._held_cr = True
-        self._hasher.update(chunk)
-
-    def _too_large(self) -> Rejected:
-        digest = self._hasher.hexdigest()
-        self._hasher = None
-        self._held_cr = False
-        return Rejected(b"", FRAME_TOO_LARGE, digest)
-
-    def feed(self, data: bytes) -> list[bytes | Rejected]:
-        out: list[bytes | Rejected] = []
-        start = 0
-        n = len(data)
-        while start < n:
-            nl = data.find(b"\n", start)
-            if self._hasher is not None:
-                if nl < 0:
-                    self._discard(data[start:], final=False)
-                    return out
-                body = data[start:nl]
-                if body.endswith(b"\r"):
-                    body = body[:-1]
-                elif not body and self._held_cr:
-                    self._held_cr = False  # the held CR was the terminator's
-                self._discard(body, final=True)
-                out.append(self._too_large())
-                start = nl + 1
-                continue
-            if nl < 0:
-                self._buf += data[start:]
-                if len(self._buf) > self.cap + 1:  # +1: room for the CR of a CRLF
-                    self._hasher = hashlib.sha256()
-                    pending = bytes(self._buf)
-                    self._buf.clear()
-                    self._discard(pending, final=False)
-                return out
-            if self._buf:
-                self._buf += data[start : nl + 1]
-                line = bytes(self._buf)
-                self._buf.clear()
-            else:
-                line = data[start : nl + 1]
-            start = nl + 1
-            body_len = len(line) - (2 if line.endswith(b"\r\n") else 1)
-            out.append(Rejected(b"", FRAME_TOO_LARGE, frame_digest(line)) if body_len > self.cap else line)
-        return out
-
-    def close(self) -> bytes | Rejected | None:
-        """End of stream: the unterminated last line, if any (it still counts as a line; see
-        docs/wrap.md, "Client frames")."""
-        if self._hasher is not None:
-            if self._held_cr:
-                self._hasher.update(b"\r")
-            return self._too_large()
-        if not self._buf:
-            return None
-        line = bytes(self._buf)
-        self._buf.clear()
-        if len(line) > self.cap:
-            return Rejected(b"", FRAME_TOO_LARGE, frame_digest(line))
-        return line
+        super().__init__(max_frame_bytes, _too_large, digest=True)

@@ -17,9 +17,9 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -48,6 +48,9 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     check_config_fields,
 )
 from assay.wrap.session import SessionOptions, WrapSession
+
+if TYPE_CHECKING:
+    from assay.policy import Policy
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
@@ -143,23 +146,49 @@ def validate_event_source(value: str | None, logging_enabled: bool) -> str | Non
     return source
 
 
-def load_policy_file(path: str, *, strict_deprecations: bool, warn: Callable[[str], None]):
-    """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup")."""
-    from assay.policy import PolicyError, load_policy, read_policy_file
+def load_policy_file(
+    path: str, *, strict_deprecations: bool, warn: Callable[[str], None], limit: int | None = None
+) -> Policy:
+    """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup").
+
+    The read, the ceiling (``limit``, default ``ASSAY_MCP_MAX_POLICY_BYTES``), the YAML budget
+    and the messages are :func:`assay.policy.load_policy_file`'s, as for every command."""
+    from assay.policy import PolicyError, PolicyFileError
+    from assay.policy import load_policy_file as load
 
     if not os.path.exists(path):  # a dangling symlink counts as missing
         raise WrapError(
             f"Policy file not found at {path}. Aborting instead of using insecure default (allow-all) policy."
         )
     try:
-        data = read_policy_file(path)  # regular file, ASSAY_MCP_MAX_POLICY_BYTES, never blocks
-    except OSError as exc:
-        raise WrapError(f"cannot read policy {path}: {exc.strerror or exc}") from None
-    warn(f"[assay] loading policy from {path}")
-    try:
-        return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn)
-    except PolicyError as exc:
+        return load(
+            path, strict_deprecations=strict_deprecations, warn=warn, limit=limit,
+            on_read=lambda p: warn(f"[assay] loading policy from {p}"),
+        )
+    except (PolicyFileError, PolicyError) as exc:
         raise WrapError(str(exc)) from None
+
+
+def strict_deprecations(config: WrapConfig, environ: Mapping[str, str]) -> bool:
+    """Strict mode: ``--deny-deprecations`` or ``ASSAY_STRICT_DEPRECATIONS=1`` (docs/wrap.md,
+    "Options"; docs/policy.md, "Migrating from v1")."""
+    return config.deny_deprecations or environ.get(STRICT_DEPRECATIONS_ENV) == "1"
+
+
+def child_environment(config: WrapConfig, environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment of the wrapped server: ``config.env`` when given, else ``environ`` with
+    ``ASSAY_STRICT_DEPRECATIONS=1`` added under ``--deny-deprecations``, so that a wrapped
+    ``assay mcp server`` inherits the strict mode (docs/wrap.md, "Options"). None: this
+    process's environment, inherited as is."""
+    if config.env is not None:
+        return config.env
+    add = config.deny_deprecations and environ.get(STRICT_DEPRECATIONS_ENV) != "1"
+    if not add and environ is os.environ:
+        return None
+    env = dict(environ)
+    if add:
+        env[STRICT_DEPRECATIONS_ENV] = "1"
+    return env
 
 
 def load_declared_manifest(path: str, label: str) -> dict:
@@ -228,21 +257,27 @@ async def run_wrap(
     client_out: trio.abc.SendStream | None = None,
     warn: Callable[[str], None] = _stderr,
     handle_signals: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run one wrap session; returns the exit status (docs/wrap.md, "Exit status").
 
     Raises :class:`WrapError` on a fatal startup error (nothing spawned then). Without streams it
-    relays this process's stdin/stdout."""
+    relays this process's stdin/stdout. ``environ`` (default ``os.environ``) is read, never
+    written: ``ASSAY_STRICT_DEPRECATIONS`` and ``ASSAY_MCP_MAX_POLICY_BYTES``, and the wrapped
+    server's environment when ``config.env`` is None."""
     if not config.argv:
         raise WrapError("no command to wrap (give it after --)")
     if config.max_frame_bytes < 1:
         raise WrapError("--max-frame-bytes must be a positive integer")
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
-    if config.deny_deprecations:
-        os.environ[STRICT_DEPRECATIONS_ENV] = "1"
-    strict = os.environ.get(STRICT_DEPRECATIONS_ENV) == "1"
-    policy = load_policy_file(config.policy_path, strict_deprecations=strict, warn=warn)
+    from assay.inputs import policy_byte_limit
+
+    env = os.environ if environ is None else environ
+    policy = load_policy_file(
+        config.policy_path, strict_deprecations=strict_deprecations(config, env), warn=warn,
+        limit=policy_byte_limit(env),
+    )
     declared = load_declared_manifest(config.declared_manifest, config.label) if config.declared_manifest else None
     try:  # refused before spawn: docs/wrap.md, "One-run outputs and session reports"
         check_before_spawn(config.create_new_outputs(), config.append_outputs())
@@ -301,7 +336,7 @@ async def run_wrap(
             sinks=sinks,
             warn=warn,
             handle_signals=handle_signals,
-            env=config.env,
+            env=child_environment(config, env),
             on_session_start=start_session if plan.items() else None,
         )
         try:

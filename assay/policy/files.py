@@ -1,0 +1,96 @@
+"""The one way a policy *file* becomes a :class:`~assay.policy.model.Policy` (docs/policy.md,
+"Loading" and "File ceilings").
+
+Every command that takes a policy file (``assay mcp wrap``, ``discover``, ``protect``) calls
+:func:`load_policy_file`; the server, which opens the file itself beneath its policy root
+(docs/server.md, "Policy path jail"), hands the open descriptor to :func:`read_policy_fd` and the
+bytes to :func:`~assay.policy.loader.load_policy` with the same ceiling. So for every path:
+
+- the file is read by :mod:`assay.inputs` (regular files only, opened without blocking, so a
+  FIFO or ``/dev/zero`` is refused at once; never more than the ceiling plus one byte);
+- the ceiling is ``ASSAY_MCP_MAX_POLICY_BYTES`` (:func:`assay.inputs.policy_byte_limit`) unless
+  the caller passes one, and the YAML expansion budget is derived from that same ceiling
+  (:func:`assay.policy.yamlio.expansion_budget`);
+- a file that cannot be read is one :class:`PolicyFileError` line,
+  ``cannot read policy <path>: <reason>``; a file that does not load is one
+  :class:`~assay.policy.errors.PolicyError` line.
+
+This is the only module of :mod:`assay.policy` that touches the file system (through
+:mod:`assay.inputs`); everything it hands on is bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from assay.inputs import InputFileError, policy_byte_limit, read_fd, read_input_file
+
+if TYPE_CHECKING:
+    from assay.policy.model import Policy
+
+__all__ = ["PolicyFileError", "policy_ceiling", "read_policy_file", "read_policy_fd", "load_policy_file"]
+
+
+class PolicyFileError(InputFileError):
+    """A policy file that cannot be read: ``str(e)`` is ``cannot read policy <path>: <reason>``
+    (one line, what every command prints). An :class:`~assay.inputs.InputFileError` (so an
+    ``OSError``); ``strerror``/``reason`` is the short reason, ``too_large`` says the ceiling
+    refused it."""
+
+    @classmethod
+    def of(cls, exc: InputFileError) -> PolicyFileError:
+        return cls("policy", exc.path, exc.reason, exc.errno or 0, too_large=exc.too_large)
+
+    def __str__(self) -> str:
+        return f"cannot read policy {self.path}: {self.reason}"
+
+
+def policy_ceiling(limit: int | None = None) -> int:
+    """The byte ceiling of a policy read: ``limit`` when given, else ``ASSAY_MCP_MAX_POLICY_BYTES``
+    (default 1,000,000). The expansion budget of the YAML is derived from the same number."""
+    return policy_byte_limit() if limit is None else limit
+
+
+def read_policy_file(path: str, *, limit: int | None = None) -> bytes:
+    """The bytes of the policy file ``path``: a regular file of at most ``limit`` bytes
+    (:func:`policy_ceiling`). Raises :class:`PolicyFileError`."""
+    try:
+        return read_input_file(path, limit=policy_ceiling(limit), what="policy")
+    except InputFileError as exc:
+        raise PolicyFileError.of(exc) from None
+
+
+def read_policy_fd(fd: int, *, limit: int, source: str = "policy") -> bytes:
+    """The bytes of a policy file someone else opened (and checked is a regular file): at most
+    ``limit`` of them, whatever the file claims. Raises :class:`PolicyFileError`; the caller
+    closes ``fd``."""
+    try:
+        return read_fd(fd, limit=limit, what="policy", path=source)
+    except InputFileError as exc:
+        raise PolicyFileError.of(exc) from None
+
+
+def load_policy_file(
+    path: str,
+    *,
+    strict_deprecations: bool = False,
+    warn: Callable[[str], object] | None = None,
+    limit: int | None = None,
+    on_read: Callable[[str], object] | None = None,
+) -> Policy:
+    """:func:`read_policy_file` then :func:`~assay.policy.loader.load_policy` under the same
+    ceiling (``limit``, default ``ASSAY_MCP_MAX_POLICY_BYTES``); raises :class:`PolicyFileError`
+    or :class:`~assay.policy.errors.PolicyError`, each one line naming ``path``.
+
+    ``on_read(path)`` is called once the bytes are read, before they are parsed (wrap prints
+    its ``[assay] loading policy from <path>`` line there: docs/wrap.md, "Startup").
+    ``strict_deprecations`` and ``warn`` are :func:`~assay.policy.loader.load_policy`'s.
+    """
+    from assay.policy.loader import load_policy  # the loader imports this module
+
+    ceiling = policy_ceiling(limit)
+    data = read_policy_file(path, limit=ceiling)
+    if on_read is not None:
+        on_read(path)
+    return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn, byte_ceiling=ceiling)
