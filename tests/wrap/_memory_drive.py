@@ -1,6 +1,10 @@
 """Drive one in-memory WrapSession with every record and report on, then print the process's
 peak resident set in KiB (run as a script in a fresh process by tests/wrap/test_memory.py).
 
+The peak is ``VmHWM`` of /proc/self/status, the high-water mark of this process's own memory
+since its exec; ``ru_maxrss`` would not do: Linux carries into it the resident set the parent
+had when it forked this process (a test run of hundreds of MB).
+
     python tests/wrap/_memory_drive.py many|long
 
 ``many``: 10^5 ordinary ``tools/call`` frames; ``long``: 200 calls, each with its own 1 MiB
@@ -11,8 +15,8 @@ relay does in a worker thread), each call is answered by the server, effects are
 from __future__ import annotations
 
 import json
-import resource
 import sys
+from pathlib import Path
 
 from assay.policy import load_policy
 from assay.wrap.admission import admit
@@ -67,7 +71,8 @@ def main(mode: str) -> None:
             _run(session, session.receive_client_data(_call(i, name)))
             _run(session, session.receive_server_data(_answers(i, i + 1)))
     assert session.counts["forwarded"] + session.counts["blocked"] >= (100_000 if mode == "many" else 200)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    status = Path("/proc/self/status").read_text()
+    print(next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
 if __name__ == "__main__":
