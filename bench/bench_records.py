@@ -5,7 +5,8 @@
 
 For each case it times, interleaved run by run so both see the same machine load:
   generic   decision_data + decision_event + encode_line, and audit_record_for + encode_line
-            (what the session did per call before the Recorder), fresh uuid4 id and clock time
+            (the plain dict builders, kept as the tests' oracle in tests/wrap/records_oracle.py;
+            what the session did per call before the Recorder), fresh uuid4 id and clock time
   recorder  records.Recorder.record (templates per decision, batched ids, cached clock)
 Cases: the bench relay's allowed `search` call (allowlist + 5-property schema, see
 bench/bench_relay.py), a deny by name (`exec`) and a schema deny (a fresh Decision per call).
@@ -22,11 +23,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' record oracle
 
 from bench_relay import POLICY  # noqa: E402
 
 from assay.policy import SessionState, evaluate, load_policy  # noqa: E402
 from assay.wrap import records  # noqa: E402
+from tests.wrap import records_oracle as oracle  # noqa: E402
 
 ARGS = {"query": "policy guard benchmark q000001", "limit": 10, "lang": "en", "safe": True, "cursor": "abc123def456"}
 
@@ -34,7 +37,7 @@ ARGS = {"query": "policy guard benchmark q000001", "limit": 10, "lang": "en", "s
 def _generic(decision, frame, params, name, valid, digest, *, source: str, dry_run: bool) -> tuple[bytes, bytes]:
     request_id = frame["id"] if "id" in frame else records.ABSENT
     delegated_from, delegation_depth = records.delegation_of(params)
-    data = records.decision_data(
+    data = oracle.decision_data(
         decision,
         dry_run=dry_run,
         tool_call_id=records.tool_call_id_for(params, request_id),
@@ -43,8 +46,8 @@ def _generic(decision, frame, params, name, valid, digest, *, source: str, dry_r
         delegation_depth=delegation_depth,
         tool_definition_digest=digest,
     )
-    event = records.decision_event(source, data)
-    audit = records.audit_record_for(
+    event = oracle.decision_event(source, data)
+    audit = oracle.audit_record_for(
         decision, dry_run=dry_run, request_id=request_id, tool=name if valid or decision.outcome != "allow" else None
     )
     return records.encode_line(event), records.encode_line(audit)

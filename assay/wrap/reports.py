@@ -1,8 +1,9 @@
 """Session-end reports of the wrap relay: coverage, state window, session context (sans-IO).
 
 Each function returns a plain dict in the key order of its document; :func:`pretty_json` gives
-the file bytes (2-space indent, no trailing newline). Coverage is computed from the decision
-events of this session held in memory, never by re-reading a log that may hold earlier runs.
+the file bytes (2-space indent, no trailing newline). Coverage is computed from this
+session's coverage aggregate (:class:`assay.wrap.records.Coverage`, kept by the recorder as each
+call is decided), never by re-reading a log that may hold earlier runs.
 Formats and rules: docs/wrap-records.md, "Session reports".
 """
 
@@ -12,13 +13,13 @@ import hashlib
 import json
 import os
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from assay._version import __version__
 from assay.canonical import jcs_bytes
+from assay.wrap.records.coverage import ROUTES_MAX, TOOLS_MAX, Coverage, coverage_name
 
 __all__ = [
     "coverage_report",
@@ -67,26 +68,6 @@ def declared_tools_of(
     return sorted(declared)
 
 
-def _event_tool(event: Mapping[str, Any]) -> str | None:
-    """The tool an event names: ``data.tool``, ``data.tool_name``, ``tool``, ``tool_name``
-    (first string found), trimmed; None when that string is blank or none is found."""
-    data = event.get("data")
-    data = data if isinstance(data, Mapping) else {}
-    for holder, key in ((data, "tool"), (data, "tool_name"), (event, "tool"), (event, "tool_name")):
-        value = holder.get(key)
-        if isinstance(value, str):
-            return value.strip() or None
-    return None
-
-
-def _event_classes(event: Mapping[str, Any]) -> set[str]:
-    data = event.get("data")
-    classes = data.get("tool_classes") if isinstance(data, Mapping) else None
-    if not isinstance(classes, list):
-        return set()
-    return {c.strip() for c in classes if isinstance(c, str) and c.strip()}
-
-
 def _utc_seconds(moment: datetime | str | None) -> str:
     if isinstance(moment, str):
         return moment
@@ -98,34 +79,29 @@ def _utc_seconds(moment: datetime | str | None) -> str:
 
 
 def coverage_report(
-    events: Sequence[Mapping[str, Any]],
+    coverage: Coverage | None,
     declared_tools: Iterable[str],
     *,
     assay_version: str = __version__,
     generated_at: datetime | str | None = None,
-) -> dict:
-    """``coverage_report_v1`` over this session's decision events, in event order.
+) -> dict[str, Any]:
+    """``coverage_report_v1`` over this session's coverage aggregate (None: no call recorded).
 
-    Events whose tool is blank (a ``tools/call`` whose params named no tool) name nothing to
-    cover and are skipped; upstream failed the whole report on them. ``generated_at`` is UTC
-    with second precision and ``Z`` (a string is used verbatim).
+    Calls whose tool is blank (a ``tools/call`` whose params named no tool) name nothing to
+    cover and were skipped; upstream failed the whole report on them. ``generated_at`` is UTC
+    with second precision and ``Z`` (a string is used verbatim). A declared name is compared
+    with the seen ones as coverage keeps it (:func:`assay.wrap.records.coverage_name`). Tools
+    and routes beyond the aggregate's bounds add a ``coverage_truncated`` finding
+    (docs/wrap-records.md, "Session reports").
     """
     declared = sorted({t.strip() for t in declared_tools if isinstance(t, str) and t.strip()})
-    order: list[str] = []
-    classes: dict[str, set[str]] = {}
-    for event in events:
-        tool = _event_tool(event)
-        if tool is None:
-            continue
-        order.append(tool)
-        classes.setdefault(tool, set()).update(_event_classes(event))
-
-    seen = sorted(set(order))
-    unknown = sorted(set(seen) - set(declared))
-    classes_seen = sorted(set().union(*(classes[t] for t in seen)) if seen else set())
+    classes = coverage.tools if coverage is not None else {}
+    seen = sorted(classes)
+    unknown = sorted(set(seen) - {coverage_name(t) for t in declared})
+    classes_seen = sorted(set().union(*classes.values()))
     classes_missing = [t for t in seen if not classes[t]]
-    routes = Counter(zip(order, order[1:]))
-    findings = [
+    routes = coverage.routes if coverage is not None else {}
+    findings: list[dict[str, Any]] = [
         {
             "kind": "unknown_tool",
             "severity": "note",
@@ -144,6 +120,22 @@ def coverage_report(
         }
         for t in classes_missing
     ]
+    if coverage is not None and coverage.uncounted_calls:
+        findings.append({
+            "kind": "coverage_truncated",
+            "severity": "note",
+            "message": f"calls of tools beyond the first {TOOLS_MAX} distinct names were not counted",
+            "tool": "",
+            "count": coverage.uncounted_calls,
+        })
+    if coverage is not None and coverage.uncounted_routes:
+        findings.append({
+            "kind": "coverage_truncated",
+            "severity": "note",
+            "message": f"routes beyond the first {ROUTES_MAX} distinct pairs were not counted",
+            "tool": "",
+            "count": coverage.uncounted_routes,
+        })
     findings.sort(key=lambda f: (f["severity"], f["kind"], f["message"], f["tool"]))
     return {
         "schema_version": "coverage_report_v1",
@@ -181,7 +173,7 @@ def _sorted_compact(value: Any) -> bytes:
     return json.dumps(norm(value), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def state_window(event_source: str, server_id: str, session_id: str) -> dict:
+def state_window(event_source: str, server_id: str, session_id: str) -> dict[str, Any]:
     """``session_state_window_v1``. ``state_snapshot_id`` is the SHA-256 of the compact,
     recursively key-sorted JSON of ``{session, window, privacy}``; it holds no timestamp."""
     session = {"event_source": event_source, "server_id": server_id, "session_id": session_id}
@@ -207,7 +199,7 @@ def state_window(event_source: str, server_id: str, session_id: str) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def session_context(argv: Sequence[str], *, dry_run: bool) -> dict:
+def session_context(argv: Sequence[str], *, dry_run: bool) -> dict[str, Any]:
     """``assay.mcp_session_context.v0``: the mode and the SHA-256 of the JCS bytes of the child
     command line ``[command, *args]`` exactly as given after ``--`` (no plaintext, no time).
 

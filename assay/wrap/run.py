@@ -388,7 +388,7 @@ def finish_reports(config: WrapConfig, policy, session: WrapSession, source, ses
             pin_keys=policy.tool_pins.keys(),
         )
         jobs.append(("coverage", config.coverage_out, "coverage_report_v1",
-                     lambda: coverage_report(session.events, declared)))
+                     lambda: coverage_report(session.coverage, declared)))
     if config.state_window_out:
         jobs.append(("state-window", config.state_window_out, "session_state_window_v1",
                      lambda: state_window(source or "", config.label, session_id)))

@@ -111,7 +111,7 @@ class SessionOptions:
     event_source: str | None = None
     decision_sinks: tuple[Sink, ...] = ()  # sinks that take decision events
     audit: bool = False
-    keep_events: bool = False  # hold this run's decision events in memory (for coverage)
+    keep_events: bool = False  # keep this run's coverage aggregate (bounded; for --coverage-out)
     receipts: bool = False  # build request receipts
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     shutdown_grace: float = 1.0
@@ -194,7 +194,6 @@ class WrapSession:
         self.started = False  # the run became a session
         self.seen_nonblank = False
         self.forwarded = self.blocked = self.rejected = self.dropped = 0  # frames of the session
-        self.events: list[dict[str, Any]] = []  # this run's decision events (coverage)
         self._receipt_seq = 0
         # -- server side
         self._pending = PendingTable()
@@ -727,8 +726,6 @@ class WrapSession:
         """Decision event, audit record and --verbose line of one evaluated call; returns the
         event id (receipts name it)."""
         rec = self._recorder.record(decision, frame, params, name, valid, self._bindings.get(name) if valid else None)
-        if rec.event is not None:
-            self.events.append(rec.event)
         line = rec.decision_line
         if line is not None:
             for sink in self.options.decision_sinks:
@@ -944,6 +941,12 @@ class WrapSession:
         if method == _TOOLS_LIST or key in self._pending_tools_list:
             return self._tools_answer(key, message, line, out)
         return True
+
+    @property
+    def coverage(self) -> records.Coverage | None:
+        """This run's coverage aggregate (docs/wrap-records.md, "Session reports"); None unless
+        ``keep_events``."""
+        return self._recorder.coverage
 
     @property
     def counts(self) -> dict[str, int]:

@@ -20,10 +20,6 @@ from assay.policy import Decision, SessionState, evaluate, load_policy
 from assay.wrap.records import (
     ABSENT,
     audit_decision,
-    audit_record,
-    audit_record_for,
-    decision_data,
-    decision_event,
     delegation_of,
     encode_line,
     merge_obligations,
@@ -43,6 +39,14 @@ from assay.wrap.reports import (
     pretty_json,
     session_context,
     state_window,
+)
+
+from tests.wrap.records_oracle import (
+    audit_record,
+    audit_record_for,
+    coverage_of_events,
+    decision_data,
+    decision_event,
 )
 
 DIGEST = "sha256:" + "ab" * 32
@@ -700,7 +704,7 @@ DOC_COVERAGE = {
 def test_coverage_example():
     declared = declared_tools_of(deny=["exec"], schema_keys=["read_file", "$defs"])
     report = coverage_report(
-        [_event("read_file"), _event("exec")],
+        coverage_of_events([_event("read_file"), _event("exec")]),
         declared,
         assay_version="5.4.0",
         generated_at=datetime(2026, 8, 22, 10, 20, 0, 999999, tzinfo=timezone.utc),
@@ -724,7 +728,7 @@ def test_coverage_rules():
         {"tool": "d"},
         {"data": {}},
     ]
-    report = coverage_report(events, ["a", " zz ", ""], generated_at="G")
+    report = coverage_report(coverage_of_events(events), ["a", " zz ", ""], generated_at="G")
     assert report["run"]["generated_at"] == "G"
     assert report["tools"] == {"tools_seen": ["a", "b", "c", "d"], "tools_declared": ["a", "zz"], "tools_unknown": ["b", "c", "d"]}
     assert report["taxonomy"] == {"tool_classes_seen": ["fs", "net"], "tool_classes_missing": ["a", "c", "d"]}
@@ -744,7 +748,7 @@ def test_coverage_rules():
         ("unknown_tool", "d"),
     ]
     assert report["findings"][3]["message"] == "tool 'b' was seen but not declared"
-    empty = coverage_report([], [], generated_at="G")
+    empty = coverage_report(records.Coverage(), [], generated_at="G")
     assert empty["tools"]["tools_seen"] == [] and empty["routes"]["routes_seen"] == [] and empty["findings"] == []
 
 
@@ -760,10 +764,10 @@ def test_declared_tools():
 
 
 def test_coverage_generated_at_defaults_to_now_utc_seconds():
-    stamp = coverage_report([], [])["run"]["generated_at"]
+    stamp = coverage_report(records.Coverage(), [])["run"]["generated_at"]
     parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert abs(datetime.now(timezone.utc) - parsed) < timedelta(minutes=5)
-    assert coverage_report([], [])["run"]["assay_version"] == __import__("assay").__version__
+    assert coverage_report(records.Coverage(), [])["run"]["assay_version"] == __import__("assay").__version__
 
 
 # --- state window ------------------------------------------------------------------------------
@@ -995,6 +999,7 @@ def test_recorder_lines_equal_the_generic_builders(data):
     # decisions just like it with their own deny contract (a fresh one per schema deny)
     twins = data.draw(st.lists(st.none() | st.dictionaries(WILD_TEXT, WILD_TEXT, max_size=2), max_size=2))
     repeats = data.draw(st.integers(min_value=1, max_value=3))
+    kept: list[dict] = []
     for turn in range(repeats + len(twins)):
         if turn >= repeats:
             decision = _twin(decision, twins[turn - repeats])
@@ -1006,13 +1011,16 @@ def test_recorder_lines_equal_the_generic_builders(data):
         assert out.audit_line == audit_line
         assert out.event_id == full["id"]
         if rec.keep_events:
-            assert out.event == full and list(out.event["data"]) == list(full["data"])
-        else:
-            assert out.event is None
+            kept.append(full)
         assert out.verbose == verbose_line(
             decision.outcome, name if valid else None, policy_code=decision.reason_code, reason=decision.reason,
             dry_run=dry_run,
         )
+    if rec.keep_events:  # the aggregate is what the events give
+        expected = coverage_of_events(kept)
+        assert (rec.coverage.tools, rec.coverage.routes) == (expected.tools, expected.routes)
+    else:
+        assert rec.coverage is None
 
 
 def _recorder(**overrides) -> records.Recorder:
@@ -1074,14 +1082,15 @@ def test_recorder_builds_only_what_is_on():
     nothing = _recorder(decision_log=False, audit_log=False)
     assert not nothing.active and _recorder(decision_log=False, audit_log=False, verbose=True).active
     off = nothing.record(decision, frame, frame["params"], "exec", True, None)
-    assert (off.decision_line, off.audit_line, off.verbose, off.event_id, off.event) == (None,) * 5
+    assert (off.decision_line, off.audit_line, off.verbose, off.event_id) == (None,) * 4
+    assert not hasattr(off, "event")  # events are not kept: coverage keeps aggregates
     audit = _recorder(decision_log=False).record(decision, frame, frame["params"], "exec", True, None)
     assert audit.decision_line is None and audit.event_id is None and audit.audit_line.startswith(b'{"timestamp":')
     kept = _recorder(decision_log=False, audit_log=False, keep_events=True, verbose=True, dry_run=True)
     out = kept.record(decision, frame, frame["params"], "exec", True, None)
     assert out.decision_line is None and out.audit_line is None
-    assert out.event["id"] == out.event_id and out.event["data"]["tool_call_id"] == "req_a"
-    assert out.event["data"]["decision"] == "allow"  # dry run
+    assert out.event_id.startswith("evt_decision_")  # receipts name it
+    assert kept.coverage.tools == {"exec": set()} and kept.coverage.routes == {}
     assert out.verbose == '[assay] WOULD_DENY "exec" (reason: "r")'
 
 

@@ -21,6 +21,7 @@ from assay.manifest.declared import parse_declared
 from assay.manifest.digests import tool_digest
 from assay.policy import load_policy
 from assay.wrap.baseline import REASONS
+from assay.wrap.effects import Sink
 from assay.wrap.reports import pretty_json
 from assay.wrap.run import observed_manifest
 from assay.wrap.session import SessionOptions
@@ -60,8 +61,22 @@ def observe(tools: list, label: str = LABEL) -> dict:
     return parse_declared(render_document(promote(candidate, observed)))
 
 
+class Logged(Harness):
+    """A Harness that keeps the decision events its session writes to the decision log."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.events: list[dict] = []
+
+    def handle(self, frame):
+        out = super().handle(frame)
+        self.events.extend(json.loads(line) for line in out.effects.records(Sink.DECISION_LOG))
+        return out
+
+
 def enforcing(declared: dict, policy=POLICY, **options) -> Harness:
-    return Harness(policy, SessionOptions(label=LABEL, declared_manifest=declared, keep_events=True, **options))
+    options = SessionOptions(label=LABEL, declared_manifest=declared, decision_sinks=(Sink.DECISION_LOG,), **options)
+    return Logged(policy, options)
 
 
 def listed(session: Harness, rid, line: bytes) -> None:

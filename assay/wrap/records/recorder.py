@@ -1,0 +1,313 @@
+"""The records of one evaluated ``tools/call`` (docs/wrap-records.md, "Decision event", "Audit
+record" and "How records are built"): the decision event line, the audit line, the
+``--verbose`` line, and the session's coverage aggregate.
+
+One implementation: every line is assembled from parts. The parts that depend only on the
+decision (and the mode and the tool binding) are encoded once per kind of decision and kept in
+a bounded template cache; the per-call parts (id, time, ``tool_call_id``, ``request_id``,
+delegation, a fresh deny's contract) are encoded per call by the same JSON writer. A line whose
+parts hold a lone surrogate is assembled from ASCII-escaped parts instead, which is what
+encoding the whole record at once writes then (:func:`assay.wrap.records.encoding.encode_line`).
+
+Sans-IO: ids and times come from injected sources (:mod:`assay.wrap.records.ids` by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from assay.policy.decision import Decision
+from assay.wrap.records.coverage import Coverage
+from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
+from assay.wrap.records.ids import batched_event_ids, cached_clock
+from assay.wrap.records.messages import verbose_line
+from assay.wrap.records.parts import (
+    Template,
+    after_id_bytes,
+    audit_parts,
+    audit_tail,
+    cacheable,
+    call_ids,
+    event_bytes,
+    event_parts,
+    shape_of,
+)
+
+__all__ = ["Recorded", "Recorder"]
+
+_TEMPLATES_MAX: Final = 512  # templates kept per recorder (by decision object, and by kind)
+
+
+class Recorded:
+    """What :meth:`Recorder.record` built for one call; None where that output is off.
+
+    ``decision_line`` and ``audit_line`` are whole NDJSON lines (ending in ``\\n``),
+    ``verbose`` the ``--verbose`` line without its newline. ``event_id`` is the decision
+    event's id whenever an event was made (for the receipt): with a decision log, or with
+    coverage on."""
+
+    __slots__ = ("decision_line", "audit_line", "verbose", "event_id")
+
+    def __init__(
+        self,
+        decision_line: bytes | None = None,
+        audit_line: bytes | None = None,
+        verbose: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        self.decision_line = decision_line
+        self.audit_line = audit_line
+        self.verbose = verbose
+        self.event_id = event_id
+
+    def __repr__(self) -> str:
+        return (
+            f"Recorded(decision_line={self.decision_line!r}, audit_line={self.audit_line!r}, "
+            f"verbose={self.verbose!r}, event_id={self.event_id!r})"
+        )
+
+
+class Recorder:
+    """The decision event, audit record and ``--verbose`` line of each evaluated ``tools/call``
+    of one session, as one call (:meth:`record`), and the session's coverage aggregate.
+
+    ``source`` is the event ``source`` (``--event-source``), ``label`` the server label
+    (``--label``); ``dry_run`` the mode. ``decision_log``, ``audit_log`` and ``verbose`` say
+    which lines to build; ``keep_events`` keeps :attr:`coverage` (a
+    :class:`~assay.wrap.records.coverage.Coverage`, else None) for ``--coverage-out``.
+    ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
+    ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
+    once per recorded call, and the event and the audit record of one call carry the same time.
+
+    The parts that depend on the decision alone are made once per decision object, or per kind
+    of decision (every field but the deny contract): the policy engine returns the same
+    :class:`Decision` for every plain call of a tool and a fresh one of the same kind for each
+    schema deny, so the per-call work is the id, the time, ``tool_call_id``, ``request_id``,
+    delegation and a fresh deny's contract.
+    """
+
+    __slots__ = (
+        "source",
+        "label",
+        "dry_run",
+        "decision_log",
+        "audit_log",
+        "keep_events",
+        "verbose",
+        "coverage",
+        "_new_id",
+        "_now",
+        "_fast_id",
+        "_fast_time",
+        "_templates",
+        "_shapes",
+        "_after_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        source: str,
+        label: str,
+        dry_run: bool,
+        decision_log: bool,
+        audit_log: bool,
+        keep_events: bool,
+        verbose: bool,
+        new_event_id: Callable[[], str] | None = None,
+        now: Callable[[], str] | None = None,
+    ) -> None:
+        self.source = source
+        self.label = label
+        self.dry_run = dry_run
+        self.decision_log = decision_log
+        self.audit_log = audit_log
+        self.keep_events = keep_events
+        self.verbose = verbose
+        self.coverage: Coverage | None = Coverage() if keep_events else None
+        self._fast_id = new_event_id is None  # our ids and times need no JSON escaping
+        self._fast_time = now is None
+        self._new_id: Callable[[], str] = new_event_id if new_event_id is not None else batched_event_ids()
+        self._now: Callable[[], str] = now if now is not None else cached_clock()
+        self._templates: dict[int, Template] = {}
+        self._shapes: dict[tuple[Any, ...], Template] = {}
+        self._after_id = after_id_bytes(source, piece)
+
+    @property
+    def active(self) -> bool:
+        """Whether :meth:`record` builds anything at all."""
+        return self.decision_log or self.audit_log or self.keep_events or self.verbose
+
+    def record(
+        self,
+        decision: Decision,
+        frame: Mapping[str, Any],
+        params: Any,
+        name: str,
+        valid: bool,
+        tool_definition_digest: str | None,
+    ) -> Recorded:
+        """The records of one evaluated call.
+
+        ``frame`` is the client's request (its ``id`` member, or none), ``params`` its
+        ``params``; ``name`` the evaluated tool name (``""`` when ``valid`` is False: params
+        did not fit ``{name: string, ...}``); ``tool_definition_digest`` the binding of the
+        tool's listed definition, or None.
+        """
+        dry_run = self.dry_run
+        verbose = None
+        if self.verbose:
+            verbose = verbose_line(
+                decision.outcome,
+                name if valid else None,
+                policy_code=decision.reason_code,
+                reason=decision.reason,
+                dry_run=dry_run,
+            )
+        decision_log, audit_log, coverage = self.decision_log, self.audit_log, self.coverage
+        if coverage is not None:
+            coverage.add(decision.tool, decision.tool_classes)
+        if not (decision_log or audit_log):
+            if coverage is None:
+                return Recorded(None, None, verbose)
+            self._now()  # called once per recorded call, whatever is built
+            return Recorded(None, None, verbose, self._new_id())
+        request_id = frame["id"] if "id" in frame else ABSENT
+        stamp = self._now()
+        template = self._templates.get(id(decision))
+        # The engine returns the same object for every plain call of a tool, and a fresh one
+        # (such as a schema deny) for each such call: those differ only in the deny contract.
+        own = True
+        if template is None or template.decision is not decision:
+            shape = shape_of(decision)
+            template = self._shapes.get(shape) if shape is not None else None
+            if template is None:
+                template = self._new_template(decision, shape)
+            else:
+                own = False
+        rid: bytes | None
+        if request_id.__class__ is int:
+            rid = b',"request_id":' + str(request_id).encode("ascii")
+        elif request_id is ABSENT or request_id is None:
+            rid = b""
+        else:
+            request_piece = piece(request_id)
+            rid = None if request_piece is None else b',"request_id":' + request_piece
+        time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else piece(stamp)
+        utf8 = rid is not None and time_part is not None
+        event_id = None
+        decision_line = None
+        audit_line = None
+        if decision_log or coverage is not None:
+            event_id = self._new_id()
+        if decision_log:
+            assert event_id is not None  # made just above
+            delegated_from, delegation_depth, tool_call_id, call_part = call_ids(params, request_id)
+            if rid is not None and time_part is not None:  # else every line is ASCII-escaped
+                events = template.events
+                parts = (
+                    events[tool_definition_digest]
+                    if tool_definition_digest in events
+                    else template.event(tool_definition_digest)
+                )
+                if parts is not None:
+                    decision_line = self._event_line(
+                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid
+                    )
+            if decision_line is None:
+                decision_line = self._ascii_event_line(
+                    decision, tool_definition_digest, event_id, stamp, delegated_from, delegation_depth,
+                    tool_call_id, request_id,
+                )
+        if audit_log:
+            null_tool = not valid and decision.outcome == "allow"
+            audit = None
+            if utf8 and (null_tool or name is decision.tool or name == decision.tool):
+                audit = template.audit(null_tool)
+                if audit is not None and not own and decision.outcome == "deny":
+                    tail = audit_tail(decision.contract, piece)  # this decision's own contract
+                    audit = None if tail is None else (audit[0], tail)
+            elif utf8:  # a name other than the decision's: not the engine's contract, but kept right
+                audit = audit_parts(decision, dry_run, name, decision.contract, piece)
+            if audit is None or not utf8:
+                time_part = ascii_piece(stamp)
+                rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+                audit = audit_parts(
+                    decision, dry_run, None if null_tool else name, decision.contract, ascii_piece
+                )
+                assert audit is not None
+            assert time_part is not None and rid is not None
+            audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, audit[1]))
+        return Recorded(decision_line, audit_line, verbose, event_id)
+
+    def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
+        template = Template(decision, self.dry_run)
+        if not cacheable(decision):
+            return template  # used for this call only
+        templates, shapes = self._templates, self._shapes
+        if len(templates) >= _TEMPLATES_MAX:
+            templates.clear()
+        if len(shapes) >= _TEMPLATES_MAX:
+            shapes.clear()
+        templates[id(decision)] = template
+        if shape is not None:
+            shapes[shape] = template
+        return template
+
+    def _event_line(
+        self,
+        parts: tuple[bytes, bytes],
+        event_id: str,
+        time_part: bytes,
+        delegated_from: str | None,
+        delegation_depth: int | None,
+        tool_call_id: str,
+        call_part: bytes | None,
+        rid: bytes,
+    ) -> bytes | None:
+        """The event line in UTF-8, or None when some part holds a lone surrogate."""
+        after_id = self._after_id
+        if after_id is None:
+            return None
+        id_part = (b'"' + event_id.encode("ascii") + b'"') if self._fast_id else piece(event_id)
+        if call_part is None:
+            call_part = piece(tool_call_id)
+        if id_part is None or call_part is None:
+            return None
+        delegation = b""
+        if delegated_from is not None:
+            source = piece(delegated_from)
+            if source is None:
+                return None
+            delegation = b',"delegated_from":' + source
+        if delegation_depth is not None:
+            delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
+        return event_bytes(id_part, after_id, time_part, parts[0], delegation, parts[1], call_part, rid)
+
+    def _ascii_event_line(
+        self,
+        decision: Decision,
+        tool_definition_digest: str | None,
+        event_id: str,
+        stamp: str,
+        delegated_from: str | None,
+        delegation_depth: int | None,
+        tool_call_id: str,
+        request_id: Any,
+    ) -> bytes:
+        """The event line of a call some part of which holds a lone surrogate: every part
+        ASCII-escaped."""
+        parts = event_parts(decision, self.dry_run, tool_definition_digest, ascii_piece)
+        assert parts is not None  # ASCII escapes encode everything
+        head, verdict = parts
+        delegation = b"" if delegated_from is None else b',"delegated_from":' + ascii_piece(delegated_from)
+        if delegation_depth is not None:
+            delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
+        rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+        after_id = after_id_bytes(self.source, ascii_piece)
+        assert after_id is not None
+        return event_bytes(
+            ascii_piece(event_id), after_id, ascii_piece(stamp), head, delegation, verdict,
+            ascii_piece(tool_call_id), rid,
+        )
