@@ -20,7 +20,7 @@ SPAWNS = re.compile(r"\b(?:Popen|os\.fork|os\.exec\w*|os\.spawn\w*|os\.posix_spa
 def test_every_public_name_is_exported_from_the_package():
     assert set(PUBLIC) <= set(proc.__all__)
     for name in PUBLIC:
-        assert getattr(proc, name) is not None, name
+        assert hasattr(proc, name), name
     assert proc.PIPE != proc.DEVNULL and proc.INHERIT is None
     assert issubclass(proc.ProgramNotFound, proc.SpawnError) and issubclass(proc.SpawnError, OSError)
 
