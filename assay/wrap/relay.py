@@ -11,23 +11,32 @@ writes records, watches the child and the signals, and keeps time. Tasks, in one
 - the child watcher, the timer (the session's :attr:`~WrapSession.deadline`), the signal
   watcher.
 
-The child is started and stopped through :mod:`assay.proc` (its keeper ends every process of
-the run). How each path ends is the session's decision (docs/wrap.md, "Lifecycle").
+Every task hands what the session returned to one effect runner, :meth:`Relay._perform`: a list
+is performed whole, in order, by one task at a time (a ``trio.Lock``). The one exception is a
+wait on a peer: while the runner waits for the child to take forwarded bytes, or for the
+admission thread to judge a long line, it lets go, so a child that stops reading cannot stall
+the server's output, the timer or a signal; it takes the runner back before it goes on with its
+list. A failure found while performing (a record that cannot be written, the child's stdin
+gone) is reported to the session and its effects are performed in the same list, not by a
+nested call. The rules for one list are in :mod:`assay.wrap.effects` and
+docs/architecture.md, "One frame's way through wrap".
+
+The child is a :class:`assay.proc.ChildHandle`: started and stopped through :mod:`assay.proc`
+(its keeper ends every process of the run), or given to the constructor (an in-memory child in
+tests). The streams are :class:`~assay.proc.ByteReceiver` and :class:`~assay.proc.ByteSender`.
+How each path ends is the session's decision (docs/wrap.md, "Lifecycle").
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
 
 import trio
 
 from assay import proc
+from assay.proc import ByteReceiver, ByteSender, ChildHandle
 from assay.wrap.admission import admit
 from assay.wrap.effects import (
     AdmitLine,
@@ -43,125 +52,15 @@ from assay.wrap.effects import (
     ToServer,
     Warn,
 )
+from assay.wrap.pipes import RecordSink, RelayFatal, _Pipe, bytes_of, open_stdio
 from assay.wrap.session import KILL_AFTER_TERM_S, WrapSession
 
-__all__ = ["READ_SIZE", "REPLY_QUEUE_LIMIT", "RecordSink", "Relay", "RelayFatal", "RunResult", "open_stdio"]
+__all__ = [
+    "READ_SIZE", "REPLY_QUEUE_LIMIT", "RecordSink", "Relay", "RelayFatal", "RunResult", "bytes_of", "open_stdio",
+]
 
 READ_SIZE = 65536
 REPLY_QUEUE_LIMIT = 16 << 20  # client output queued before the client pump waits for the client
-
-
-def bytes_of(data: bytes | bytearray) -> bytes:
-    """What a stream read returned, as bytes (pipes give bytes; other streams may not)."""
-    return data if isinstance(data, bytes) else bytes(data)
-
-
-class _Pipe:
-    """Reads and writes on a trio stream; on a pipe (an ``FdStream``) straight through
-    non-blocking ``os.read``/``os.write``, waiting with ``wait_readable``/``wait_writable``
-    only when the pipe is not ready. That saves the scheduler pass a stream call makes before
-    every read and write (two per direction of a round trip). A cancelled scope is still
-    noticed at every call, and a pipe that is always ready yields to the other tasks every
-    few calls, so no task starves. Other streams (memory streams of library callers) go
-    through their own methods."""
-
-    __slots__ = ("stream", "fd", "_streak")
-
-    YIELD_EVERY = 16
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.fd: int | None = stream.fileno() if isinstance(stream, trio.lowlevel.FdStream) else None
-        self._streak = 0
-
-    async def _pace(self) -> None:
-        self._streak += 1
-        if self._streak >= self.YIELD_EVERY:
-            self._streak = 0
-            await trio.lowlevel.cancel_shielded_checkpoint()
-
-    async def read(self, size: int) -> bytes:
-        fd = self.fd
-        if fd is None:
-            return bytes_of(await self.stream.receive_some(size))
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:
-                self._streak = 0
-                await trio.lowlevel.wait_readable(fd)
-                continue
-            except OSError as exc:
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError("the pipe was closed") from None
-                raise trio.BrokenResourceError(str(exc)) from exc
-            await self._pace()
-            return data
-
-    async def write(self, data: bytes) -> None:
-        fd = self.fd
-        if fd is None:
-            await self.stream.send_all(data)
-            return
-        await trio.lowlevel.checkpoint_if_cancelled()
-        view = memoryview(data)
-        sent = 0
-        while sent < len(data):
-            try:
-                sent += os.write(fd, view[sent:])
-            except BlockingIOError:
-                self._streak = 0
-                await trio.lowlevel.wait_writable(fd)
-            except OSError as exc:
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError("the pipe was closed") from None
-                raise trio.BrokenResourceError(str(exc)) from exc
-        await self._pace()
-
-
-class RelayFatal(Exception):
-    """A record could not be written whole (the run stops, exit 2)."""
-
-
-class RecordSink:
-    """An open output that records are appended to, fail-closed: a record is written whole
-    before the frame it describes has any effect. Short writes are retried; a write that cannot
-    complete raises :class:`RelayFatal`, and a partial record is cut off again (regular files),
-    so a log never ends in a fragment."""
-
-    def __init__(self, name: str, fh: IO[bytes]) -> None:
-        self.name = name
-        self._fh = fh
-        self._fd = fh.fileno()
-
-    def write(self, data: bytes) -> None:
-        done = 0
-        try:
-            view = memoryview(data)
-            while done < len(data):
-                n = os.write(self._fd, view[done:])
-                if n <= 0:
-                    raise OSError(errno.EIO, "short write")
-                done += n
-        except OSError as exc:
-            if done:
-                self._cut(done)
-            raise RelayFatal(f"cannot write {self.name}: {exc.strerror or exc}") from None
-
-    def _cut(self, written: int) -> None:
-        try:
-            st = os.fstat(self._fd)
-            if stat.S_ISREG(st.st_mode):
-                os.ftruncate(self._fd, max(0, st.st_size - written))
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        try:
-            self._fh.close()
-        except OSError:
-            pass
 
 
 class _Batch:
@@ -177,7 +76,10 @@ class _Batch:
 
     def take(self) -> tuple[dict[Sink, list[bytes]], list[bytes], list[bytes], list[bytes]]:
         taken = self.records, self.replies, self.forwards, self.receipts
-        self.__init__()  # type: ignore[misc]
+        self.records = {}
+        self.replies = []
+        self.forwards = []
+        self.receipts = []
         return taken
 
 
@@ -193,20 +95,22 @@ class RunResult:
 
 
 class Relay:
-    """One wrap run: construct, ``spawn()``, then ``await run()``."""
+    """One wrap run: construct, ``spawn()``, then ``await run()``. With ``child`` the relay
+    runs that child instead of spawning ``argv`` (an in-memory child in tests)."""
 
     def __init__(
         self,
         argv: list[str],
         session: WrapSession,
         *,
-        client_in: trio.abc.ReceiveStream,
-        client_out: trio.abc.SendStream,
+        client_in: ByteReceiver,
+        client_out: ByteSender,
         sinks: dict[Sink, RecordSink],
         warn: Callable[[str], None],
         handle_signals: bool = True,
         env: dict[str, str] | None = None,
         on_session_start: Callable[[], dict[Sink, RecordSink]] | None = None,
+        child: ChildHandle | None = None,
     ) -> None:
         self.argv = argv
         self.session = session
@@ -217,7 +121,8 @@ class Relay:
         self.handle_signals = handle_signals
         self.env = env
         self.on_session_start = on_session_start
-        self.child: proc.KeptChild | proc.Child | None = None
+        self.child: ChildHandle | None = child
+        self._runner = trio.Lock()  # held by the one task performing a list of effects
         self._client_scope = trio.CancelScope()
         # client output: server lines and replies in the session's order
         self._out: deque[bytes] = deque()
@@ -235,21 +140,22 @@ class Relay:
 
     # -- entry -----------------------------------------------------------------------------------
 
-    def spawn(self) -> proc.KeptChild | proc.Child:
+    def spawn(self) -> ChildHandle:
         """Start the child under proc's keeper. Raises proc.SpawnError."""
-        self.child = proc.spawn_kept(self.argv, env=self.env)
-        return self.child
+        self.child = child = proc.spawn_kept(self.argv, env=self.env)
+        return child
 
     async def run(self) -> RunResult:
         child = self.child or self.spawn()
+        self._child = child
         session = self.session
         self._to_client = _Pipe(self.client_out)
-        self._to_child = _Pipe(child.stdin)
+        self._to_child = _Pipe(child.stdin) if child.stdin is not None else None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._output_writer)
                 nursery.start_soon(self._server_pump, child)
-                nursery.start_soon(self._client_pump, child)
+                nursery.start_soon(self._client_pump)
                 nursery.start_soon(self._child_watch, child)
                 nursery.start_soon(self._timer)
                 if self.handle_signals:
@@ -275,60 +181,96 @@ class Relay:
 
     # -- performing effects ----------------------------------------------------------------------
 
-    async def _perform(self, effects: list[Effect], child: Any) -> None:
-        """Perform one list of effects in order (the rules are in :mod:`assay.wrap.effects`)."""
+    async def _perform(self, effects: list[Effect]) -> None:
+        """The effect runner: perform one list of effects in order, holding the runner (see the
+        module's docstring; the rules are in :mod:`assay.wrap.effects`)."""
+        runner = self._runner
+        try:
+            runner.acquire_nowait()  # the usual case: nobody else is performing, no scheduler pass
+        except trio.WouldBlock:
+            await runner.acquire()
+        try:
+            await self._run(effects)
+        finally:
+            runner.release()
+
+    def _let_go(self) -> None:
+        """Release the runner around a wait on a peer (see the module's docstring)."""
+        self._runner.release()
+
+    async def _take_back(self) -> None:
+        """Take the runner back after a wait on a peer; shielded, so a cancelled task still
+        holds it when it leaves :meth:`_perform` (which releases it)."""
+        try:
+            self._runner.acquire_nowait()
+        except trio.WouldBlock:
+            with trio.CancelScope(shield=True):
+                await self._runner.acquire()
+
+    async def _run(self, effects: list[Effect]) -> None:
+        child = self._child
+        session = self.session
         todo = deque(effects)
         batch = _Batch()
-        while todo:
-            effect = todo.popleft()
-            kind = effect.__class__
-            if kind is ToServer:
-                batch.forwards.append(effect.data)  # type: ignore[union-attr]
-            elif kind is ToClient:
-                batch.replies.append(effect.data)  # type: ignore[union-attr]
-            elif kind is Record:
-                sink: Sink = effect.sink  # type: ignore[union-attr]
-                if sink is Sink.RECEIPTS:
-                    batch.receipts.append(effect.data)  # type: ignore[union-attr]
-                else:
-                    batch.records.setdefault(sink, []).append(effect.data)  # type: ignore[union-attr]
-            elif kind is Warn:
-                self.warn(effect.text)  # type: ignore[union-attr]
-            elif kind is StartSession:
-                if not await self._settle(child, batch):
-                    return
-                try:
-                    if self.on_session_start is not None:
-                        self.sinks.update(self.on_session_start())
-                except Exception as exc:  # an OutputError, or any failure creating outputs
-                    await self._perform(self.session.start_failed(str(exc)), child)
-                    return
-            elif kind is AdmitLine:
-                if not await self._settle(child, batch):
-                    return
-                verdict = await trio.to_thread.run_sync(admit, effect.line)  # type: ignore[union-attr]
-                todo.extendleft(reversed(self.session.admitted(verdict)))
-            elif kind is CloseServerInput:
-                if not await self._settle(child, batch):
-                    return
-                if child.stdin is not None:
-                    with trio.CancelScope(shield=True):
-                        await child.stdin.aclose()
-            elif kind is StopClient:
-                self._client_scope.cancel()
-            elif kind is SignalChild:
-                child.signal_group(effect.signum)  # type: ignore[union-attr]
-            elif kind is Finish:
-                if self._finish is None:
-                    self._finish = effect  # type: ignore[assignment]
-                    self._finish_set.set()
-        await self._settle(child, batch)
+        while True:
+            while todo:
+                effect = todo.popleft()
+                match effect:
+                    case ToServer():
+                        batch.forwards.append(effect.data)
+                    case ToClient():
+                        batch.replies.append(effect.data)
+                    case Record():
+                        if effect.sink is Sink.RECEIPTS:
+                            batch.receipts.append(effect.data)
+                        else:
+                            batch.records.setdefault(effect.sink, []).append(effect.data)
+                    case Warn():
+                        self.warn(effect.text)
+                    case StartSession():
+                        if not await self._settle(batch, todo, effect):
+                            continue
+                        try:
+                            if self.on_session_start is not None:
+                                self.sinks.update(self.on_session_start())
+                        except Exception as exc:  # an OutputError, or any failure creating outputs
+                            todo.clear()  # nothing after it is performed
+                            todo.extend(session.start_failed(str(exc)))
+                    case AdmitLine():
+                        if not await self._settle(batch, todo, effect):
+                            continue
+                        self._let_go()
+                        try:
+                            verdict = await trio.to_thread.run_sync(admit, effect.line)
+                        finally:
+                            await self._take_back()
+                        todo.extendleft(reversed(session.admitted(verdict)))
+                    case CloseServerInput():
+                        if not await self._settle(batch, todo, effect):
+                            continue
+                        if child.stdin is not None:
+                            with trio.CancelScope(shield=True):
+                                await child.stdin.aclose()
+                    case StopClient():
+                        self._client_scope.cancel()
+                    case SignalChild():
+                        child.signal_group(effect.signum)
+                    case Finish():
+                        if self._finish is None:
+                            self._finish = effect
+                            self._finish_set.set()
+            await self._settle(batch, todo, None)
+            if not todo:  # a failure while settling put its own effects in the list
+                break
         self._check_timer()
 
-    async def _settle(self, child: Any, batch: _Batch) -> bool:
+    async def _settle(self, batch: _Batch, todo: deque[Effect], barrier: Effect | None) -> bool:
         """Perform what a batch gathered: its records first (one write per sink), then its
         bytes for the client and the child, then its receipts. A record that cannot be written
-        is fatal and nothing else of the batch takes effect. False when the run is failing."""
+        is fatal: the rest of the list is dropped for the session's ``output_failed`` effects.
+        When the child's stdin is gone, the session's ``server_input_closed`` effects and the
+        batch's receipts are performed next, then the ``barrier`` this settle was for. False
+        when the barrier is not to be performed now."""
         records, replies, forwards, receipts = batch.take()
         for sink_name, lines in records.items():
             sink = self.sinks.get(sink_name)
@@ -337,22 +279,32 @@ class Relay:
             try:
                 sink.write(b"".join(lines) if len(lines) > 1 else lines[0])
             except RelayFatal as exc:
-                await self._perform(self.session.output_failed(str(exc)), child)
+                todo.clear()
+                todo.extend(self.session.output_failed(str(exc)))
                 return False
         for data in replies:
             self._push_out(data)
-        if forwards and child.stdin is not None:
+        to_child = self._to_child
+        if forwards and to_child is not None:
+            self._let_go()
             try:
-                await self._to_child.write(b"".join(forwards) if len(forwards) > 1 else forwards[0])
+                await to_child.write(b"".join(forwards) if len(forwards) > 1 else forwards[0])
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                await self._perform(self.session.server_input_closed(), child)
+                closed = self.session.server_input_closed()
+                if barrier is not None:
+                    todo.appendleft(barrier)
+                todo.extendleft(reversed([*closed, *(Record(Sink.RECEIPTS, line) for line in receipts)]))
+                return False
+            finally:
+                await self._take_back()
         if receipts:
             sink = self.sinks.get(Sink.RECEIPTS)
             if sink is not None:
                 try:
                     sink.write(b"".join(receipts))
                 except RelayFatal as exc:
-                    await self._perform(self.session.output_failed(str(exc)), child)
+                    todo.clear()
+                    todo.extend(self.session.output_failed(str(exc)))
                     return False
         return True
 
@@ -399,7 +351,7 @@ class Relay:
 
     # -- tasks -----------------------------------------------------------------------------------
 
-    async def _client_pump(self, child: Any) -> None:
+    async def _client_pump(self) -> None:
         session = self.session
         receive = _Pipe(self.client_in).read
         with self._client_scope:
@@ -409,9 +361,9 @@ class Relay:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     data = b""
                 if not data:
-                    await self._perform(session.client_closed(), child)
+                    await self._perform(session.client_closed())
                     return
-                await self._perform(session.receive_client_data(data), child)
+                await self._perform(session.receive_client_data(data))
                 # wrap's own replies are bounded: queued for a client that stopped reading, or
                 # held in the session until a streamed server line ends (docs/wrap.md, "Output
                 # to the client"); either way they leave through the writer, which wakes us.
@@ -419,7 +371,7 @@ class Relay:
                         and not self._client_gone:
                     await self._out_progress.wait()
 
-    async def _server_pump(self, child: Any) -> None:
+    async def _server_pump(self, child: ChildHandle) -> None:
         session = self.session
         assert child.stdout is not None
         read = _Pipe(child.stdout).read
@@ -429,14 +381,15 @@ class Relay:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
-                await self._perform(session.server_closed(), child)
+                await self._perform(session.server_closed())
                 return
             effects = session.receive_server_data(data)
-            if (len(effects) == 1 and effects[0].__class__ is ToClient and not self._out
-                    and not self._writing and not self._client_gone):
-                await self._write_inline(effects[0].data)
-                continue
-            await self._perform(effects, child)
+            if len(effects) == 1 and not self._out and not self._writing and not self._client_gone:
+                first = effects[0]
+                if type(first) is ToClient:
+                    await self._write_inline(first.data)
+                    continue
+            await self._perform(effects)
             await self._written_up_to(self._queued)
 
     async def _write_inline(self, data: bytes) -> None:
@@ -458,11 +411,11 @@ class Relay:
             self._client_gone = True
             self._out.clear()
             self._out_bytes = 0
-            await self._perform(self.session.client_lost(), self.child)
+            await self._perform(self.session.client_lost())
 
-    async def _child_watch(self, child: Any) -> None:
+    async def _child_watch(self, child: ChildHandle) -> None:
         await child.wait_exit()
-        await self._perform(self.session.child_exited(child.returncode), child)
+        await self._perform(self.session.child_exited(child.returncode))
 
     async def _timer(self) -> None:
         session = self.session
@@ -476,32 +429,11 @@ class Relay:
                     await self._timer_wake.wait()
             self._timer_wake = trio.Event()
             if deadline is not None and trio.current_time() >= deadline:
-                await self._perform(session.timer(), self.child)
+                await self._perform(session.timer())
 
     async def _signal_watch(self) -> None:
         import signal
 
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for signum in signals:
-                await self._perform(self.session.signal(signum), self.child)
-
-
-async def open_stdio() -> tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, Callable[[], None]]:
-    """Our own stdin/stdout as trio streams, and a function restoring their blocking flags."""
-    saved = {}
-    for fd in (0, 1):
-        try:
-            saved[fd] = os.get_blocking(fd)
-        except OSError:
-            pass
-    stdin = trio.lowlevel.FdStream(os.dup(0))
-    stdout = trio.lowlevel.FdStream(os.dup(1))
-
-    def restore() -> None:
-        for fd, blocking in saved.items():
-            try:
-                os.set_blocking(fd, blocking)
-            except OSError:
-                pass
-
-    return stdin, stdout, restore
+                await self._perform(self.session.signal(signum))
