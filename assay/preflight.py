@@ -159,13 +159,13 @@ def parse_version_line(stdout: bytes) -> str | None:
     return token
 
 
-def policy_root_text(policy_root: str | bytes | os.PathLike) -> str:
+def policy_root_text(policy_root: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
     """The argument as given, lossy-decoded (undecodable bytes become U+FFFD)."""
     raw = os.fsencode(policy_root)
     return raw.decode("utf-8", errors="replace")
 
 
-def root_is_directory(policy_root: str | bytes | os.PathLike) -> bool:
+def root_is_directory(policy_root: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
     """Row 6: exists and is a directory, symlinks followed (a dangling link is missing)."""
     try:
         return os.path.isdir(policy_root)
@@ -217,7 +217,7 @@ def classify(
     return _report(Phase.STARTUP_REFUSED, expected, policy_root, actual)
 
 
-async def _probe(argv: list[str], env, timeout: float, cap: int) -> Probe:
+async def _probe(argv: list[str], env: dict[str, str] | None, timeout: float, cap: int) -> Probe:
     from assay import proc
 
     try:
@@ -232,7 +232,7 @@ async def _probe(argv: list[str], env, timeout: float, cap: int) -> Probe:
 
 
 async def preflight(
-    policy_root: str | os.PathLike = ".",
+    policy_root: str | os.PathLike[str] = ".",
     *,
     env: dict[str, str] | None = None,
     timeout: float = PROBE_TIMEOUT_S,

@@ -64,7 +64,7 @@ _OBSERVED_SHAPE = shapes.closed_object(
 
 def parse_promotable_observed(data: bytes) -> dict[str, Any]:
     """Decode, check the closed shape, then the eight promotability checks in order."""
-    doc = decode_json(data, "observed manifest must be valid UTF-8")
+    doc: dict[str, Any] = decode_json(data, "observed manifest must be valid UTF-8")
     try:
         _OBSERVED_SHAPE(doc, "$")
     except shapes.ShapeError as exc:

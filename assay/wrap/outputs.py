@@ -20,6 +20,7 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from assay.wrap.effects import Sink
 
@@ -68,7 +69,7 @@ def check_before_spawn(create_new: Mapping[str, str], others: Mapping[str, str])
             raise OutputError(f"{flag} {path}: parent directory does not exist")
 
 
-def create_exclusive(flag: str, path: str):
+def create_exclusive(flag: str, path: str) -> BinaryIO:
     """O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 minus umask; an unbuffered file."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -191,7 +191,7 @@ def child_environment(config: WrapConfig, environ: Mapping[str, str]) -> dict[st
     return env
 
 
-def load_declared_manifest(path: str, label: str) -> dict:
+def load_declared_manifest(path: str, label: str) -> dict[str, Any]:
     """Read and validate ``--declared-manifest`` (docs/wrap.md, "Declared baseline"): a regular
     file within the 1 MiB manifest ceiling, a valid ``assay.declared_mcp_manifest.v0`` whose
     ``server.id``, when it has one, is this run's ``--label`` (as the observed manifest writes
@@ -373,7 +373,15 @@ async def run_wrap(
             restore()
 
 
-def finish_reports(config: WrapConfig, policy, session: WrapSession, source, session_id: str, code: int, warn) -> int:
+def finish_reports(
+    config: WrapConfig,
+    policy: Policy,
+    session: WrapSession,
+    source: str | None,
+    session_id: str,
+    code: int,
+    warn: Callable[[str], None],
+) -> int:
     """Coverage, state window and observed manifest at session end, only if a session started.
 
     Exit precedence (docs/wrap.md, "One-run outputs and session reports"): a nonzero wrapped
@@ -381,7 +389,7 @@ def finish_reports(config: WrapConfig, policy, session: WrapSession, source, ses
     a write failure.
     """
     statuses: list[tuple[str, int]] = []
-    jobs = []
+    jobs: list[tuple[str, str, str, Callable[[], Any]]] = []
     if config.coverage_out:
         declared = declared_tools_of(
             allow=policy.tools.allow, deny=policy.tools.deny, schema_keys=policy.schemas.keys(),
@@ -414,7 +422,7 @@ def finish_reports(config: WrapConfig, policy, session: WrapSession, source, ses
     return failed[0] if failed else 0
 
 
-def observed_manifest(session: WrapSession, label: str) -> dict:
+def observed_manifest(session: WrapSession, label: str) -> dict[str, Any]:
     """The last tools/list exchange (whole nextCursor chain) as an observed-v0 document."""
     from assay.manifest.observed import observed_document
 
