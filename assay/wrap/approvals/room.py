@@ -120,7 +120,7 @@ class ApprovalRoom:
     def _fallback(self, decision: Decision) -> Decision:
         """``tools.approval_fallback`` for a call whose client cannot be asked."""
         if self.fallback == "allow":
-            return decision.replace(approval_state=_S.NOT_ASKED)
+            return decision.replace(approval_state=_S.NOT_ASKED.value)
         return self.denied(decision, _S.UNAVAILABLE, REASONS["unavailable"])
 
     def _ask_modern(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None:
@@ -151,7 +151,7 @@ class ApprovalRoom:
             if line is None:
                 return self.denied(decision, _S.FAILED, REASONS["rewrite"])
             self._retry = line
-            return decision.replace(approval_state=_S.APPROVED)
+            return decision.replace(approval_state=_S.APPROVED.value)
         if "id" not in frame or not modern_can_elicit(params):
             return self._fallback(decision)  # a notification gets no reply to ask with
         if table.timeout <= 0:  # approval_timeout: 0 denies without asking
@@ -173,7 +173,7 @@ class ApprovalRoom:
         tool = decision.tool
         rule = "tools.approval_required" if self.names(tool) else "tools.approval_required_classes"
         contract = {"status": "deny", "error_code": "E_APPROVAL_DENIED", "tool": tool, "approval": which.value, "reason": reason}
-        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(approval_state=which)
+        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(approval_state=which.value)
 
     # -- what became of a held call -----------------------------------------------------------
 
@@ -196,7 +196,7 @@ class ApprovalRoom:
             # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
             # the engine and the session's checks run again
             again = Call(call.name, call.arguments, calls.label, call.frame)
-            decision = calls.pipeline.recheck(again, call.decision, now).replace(approval_state=_S.APPROVED)
+            decision = calls.pipeline.recheck(again, call.decision, now).replace(approval_state=_S.APPROVED.value)
         else:
             which = WHICH[answer]
             decision = self.denied(call.decision, _S(which), REASONS["error" if "error" in frame else which])
