@@ -49,21 +49,18 @@ from assay.wrap import approvals, records
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
 from assay.wrap.approvals.room import ApprovalRoom
 from assay.wrap.calls import CallPath
-from assay.wrap.client_side import BIG_CLIENT_LINE, ClientSide, Start
+from assay.wrap.client_side import BIG_CLIENT_LINE as BIG_CLIENT_LINE
+from assay.wrap.client_side import ClientSide, Start
 from assay.wrap.effects import Effect, Phase, Sink, StopCause
 from assay.wrap.ledger import Ledger
-from assay.wrap.lifecycle import (
-    FATAL_FLUSH_S,
-    KILL_AFTER_TERM_S,
-    MIN_SILENCE_S,
-    SIGNAL_DRAIN_S,
-    Do,
-    LifeEvent,
-    Lifecycle,
-    exit_status,
-)
+from assay.wrap.lifecycle import FATAL_FLUSH_S as FATAL_FLUSH_S  # re-exported: the shell and tests read these here
+from assay.wrap.lifecycle import KILL_AFTER_TERM_S as KILL_AFTER_TERM_S
+from assay.wrap.lifecycle import MIN_SILENCE_S as MIN_SILENCE_S
+from assay.wrap.lifecycle import SIGNAL_DRAIN_S as SIGNAL_DRAIN_S
+from assay.wrap.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.wrap.listing import ListChain, tool_definition_digest
-from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide, _read_head
+from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide
+from assay.wrap.server_side import _read_head as _read_head
 from assay.wrap.toolbook import ToolBook
 
 if TYPE_CHECKING:
@@ -71,11 +68,6 @@ if TYPE_CHECKING:
     from assay.wrap.baseline import Baseline
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
-
-# names other modules and tests import from here
-__reexported__ = (
-    BIG_CLIENT_LINE, FATAL_FLUSH_S, KILL_AFTER_TERM_S, MIN_SILENCE_S, SIGNAL_DRAIN_S, _read_head,
-)
 
 
 @dataclass
