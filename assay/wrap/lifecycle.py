@@ -176,11 +176,14 @@ class Lifecycle:
             self._deadline = now + row.deadline
         if row.next is Phase.DRAINING and self.phase is not Phase.DRAINING:
             self._eof_at = now
+        if Do.KILL_SILENT in row.steps:
+            self.child = Child.SILENCED
         self.phase = row.next
         return row.steps
 
     def effect(self, step: Do) -> Effect:
-        """The shell's effect for one step (not ABANDON or DISCARD: the approvals do those)."""
+        """The shell's effect for one step (not ABANDON or DISCARD: the approvals do those).
+        Changes nothing."""
         if step is Do.STOP_CLIENT:
             return StopClient()
         if step is Do.CLOSE_SERVER_INPUT:
@@ -190,7 +193,6 @@ class Lifecycle:
         if step is Do.KILL:
             return SignalChild(_signal.SIGKILL)
         if step is Do.KILL_SILENT:
-            self.child = Child.SILENCED
             return SignalChild(_signal.SIGKILL)
         if step is Do.FINISH:
             return Finish(drain=True)

@@ -117,7 +117,7 @@ def test_a_silent_descendant_is_killed_once():
     life.fire(E.CHILD_EXIT, 1.0)
     assert life.deadline() == 1.0  # the last output (0.0) + the grace
     (step,) = life.fire(E.TIMER, 1.0) or ()
-    assert life.effect(step) == SignalChild(signal.SIGKILL) and life.child is Child.SILENCED
+    assert life.child is Child.SILENCED and life.effect(step) == SignalChild(signal.SIGKILL)
     assert life.deadline() is None
 
 
