@@ -15,6 +15,7 @@ import operator
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import msgspec
@@ -25,16 +26,31 @@ from assay.strictjson import DuplicateFlag, DuplicateMemberError, bounded_int, f
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 128  # serde_json's recursion limit (docs/wrap.md, "Client frames")
 
-# Reasons, in the order a line with several faults reports them (docs/wrap.md, "Client frames").
-FRAME_TOO_LARGE = "frame_too_large"
-INVALID_UTF8 = "invalid_utf8"
-EMBEDDED_LINE_BREAK = "embedded_line_break"
-MALFORMED_JSON = "malformed_json"
-BATCH = "batch"
-NOT_AN_OBJECT = "not_an_object"
-DUPLICATE_MEMBER = "duplicate_member"
-NON_STRING_METHOD = "non_string_method"
 
+
+class RejectReason(StrEnum):
+    """Why a client line was refused, in the order a line with several faults reports them
+    (docs/wrap.md, "Client frames"). The values are the strings on the wire (the rejection's
+    ``error.data.reason``) and in the records."""
+
+    FRAME_TOO_LARGE = "frame_too_large"
+    INVALID_UTF8 = "invalid_utf8"
+    EMBEDDED_LINE_BREAK = "embedded_line_break"
+    MALFORMED_JSON = "malformed_json"
+    BATCH = "batch"
+    NOT_AN_OBJECT = "not_an_object"
+    DUPLICATE_MEMBER = "duplicate_member"
+    NON_STRING_METHOD = "non_string_method"
+
+
+FRAME_TOO_LARGE = RejectReason.FRAME_TOO_LARGE
+INVALID_UTF8 = RejectReason.INVALID_UTF8
+EMBEDDED_LINE_BREAK = RejectReason.EMBEDDED_LINE_BREAK
+MALFORMED_JSON = RejectReason.MALFORMED_JSON
+BATCH = RejectReason.BATCH
+NOT_AN_OBJECT = RejectReason.NOT_AN_OBJECT
+DUPLICATE_MEMBER = RejectReason.DUPLICATE_MEMBER
+NON_STRING_METHOD = RejectReason.NON_STRING_METHOD
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +67,7 @@ class Rejected:
     over-long frame has no ``raw`` (it was never held) but carries its ``digest``."""
 
     raw: bytes
-    reason: str
+    reason: RejectReason
     digest: str | None = None
 
     @property
@@ -127,7 +143,8 @@ def _peak(block: bytes) -> int:
     opens = list(map(bytes.count, pieces, itertools.repeat(b"[")))
     nets = map(operator.sub, map(operator.mul, opens, itertools.repeat(2)), map(len, pieces))
     before = itertools.accumulate(nets, initial=0)
-    return max(0, max(map(operator.add, before, opens)))
+    peak: int = max(0, max(map(operator.add, before, opens)))
+    return peak
 
 
 def _block_exceeds(block: bytes, room: int) -> bool:

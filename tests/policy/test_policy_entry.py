@@ -12,7 +12,7 @@ import sys
 import pytest
 import trio
 
-from assay.cli.protect import _check_policy
+from assay.protect import check_policy
 from assay.policy import PolicyError, PolicyFileError, load_policy_file, read_policy_fd
 from assay.wrap.run import WrapConfig, WrapError, child_environment, run_wrap
 from tests.conftest import ASSAY
@@ -63,7 +63,7 @@ def test_the_library_entry_and_protect(cases, case, monkeypatch):
     with pytest.raises((PolicyFileError, PolicyError)) as info:
         load_policy_file(path)
     assert str(info.value) == message
-    assert _check_policy(path) == message  # assay mcp protect --policy
+    assert check_policy(path) == message  # assay mcp protect --policy
 
 
 def test_the_budget_follows_the_ceiling(tmp_path):

@@ -1,0 +1,250 @@
+"""Approvals in a session: asking, the answer, a cancel, a timeout, the end (sans-IO).
+
+A call the decision pipeline allows with ``approval_state`` ``required`` comes here (enforce
+mode). 2025-era clients are asked with wrap's own ``elicitation/create`` and the call is held
+(:class:`~assay.wrap.approvals.held.Approvals`); 2026-07-28-era requests are answered with an
+``input_required`` result and the retry carries the answer
+(:class:`~assay.wrap.approvals.offers.Offers`). docs/wrap.md, "Approvals", describes both.
+A held call's fate goes to ``settle`` (the call path: records, deny reply or forward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from assay.policy import Decision, NameMatcher, Policy
+from assay.policy.decision import ApprovalState
+from assay.policy.pipeline import Call
+from assay.wrap import replies
+from assay.wrap.approvals.held import (
+    CANCEL_REASONS,
+    DEFAULT_TIMEOUT_S,
+    REASONS,
+    WHICH,
+    Approvals,
+    HeldCall,
+    cancel_notification,
+    elicitation_request,
+    read_answer,
+    timeout_reason,
+)
+from assay.wrap.approvals.offers import Offers, input_required_reply, modern_can_elicit, read_input_response, rewrite_retry
+from assay.wrap.effects import Effect
+from assay.wrap.pending import id_key
+
+if TYPE_CHECKING:
+    from assay.wrap.calls import CallPath, ToolCall
+
+__all__ = ["ApprovalRoom"]
+
+_S = ApprovalState
+
+
+class ApprovalRoom:
+    """The approvals of one session. ``table`` and ``offers`` are None when nobody is asked
+    (the policy asks for no approval, or a dry run)."""
+
+    __slots__ = ("calls", "table", "offers", "fallback", "names", "_retry")
+
+    def __init__(
+        self, policy: Policy, calls: CallPath, *, dry_run: bool, token: str | None = None, key: bytes | None = None
+    ) -> None:
+        self.calls = calls
+        self.table: Approvals | None = None
+        self.offers: Offers | None = None  # 2026-07-28-era approvals asked, not answered
+        self.fallback = "deny"
+        self.names = NameMatcher(())
+        self._retry: bytes | None = None  # an approved retry, rewritten (without its LF)
+        tools = policy.tools
+        if tools.approval_required is not None or tools.approval_required_classes is not None:
+            self.fallback = tools.approval_fallback or "deny"
+            self.names = NameMatcher(tools.approval_required or ())
+            if not dry_run:
+                timeout = tools.approval_timeout
+                self.table = Approvals(DEFAULT_TIMEOUT_S if timeout is None else timeout, token=token)
+                self.offers = Offers(key)
+        calls.attach(self)
+
+    @property
+    def prefix(self) -> str | None:
+        return self.table.prefix if self.table is not None else None
+
+    @property
+    def deadline(self) -> float | None:
+        return self.table.deadline if self.table else None
+
+    def owns(self, request_id: Any) -> bool:
+        return self.table is not None and self.table.owns(request_id)
+
+    def take_retry(self) -> bytes | None:
+        retry, self._retry = self._retry, None
+        return retry
+
+    # -- asking ------------------------------------------------------------------------------
+
+    def ask(self, call: ToolCall, decision: Decision, can_elicit: bool, out: list[Effect]) -> Decision | None:
+        """An allowed call that needs a person's approval (enforce mode). None: it is held and
+        wrap's ``elicitation/create`` goes to the client. Otherwise the decision to go on with:
+        the fallback (a client that cannot be asked) or a deny (too many approvals pending)."""
+        table = self.table
+        frame = call.frame
+        if table is not None and replies.is_modern_request(frame):
+            return self._ask_modern(call, decision, out)
+        if table is None or not can_elicit:
+            return self._fallback(decision)
+        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+            return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
+        raw = call.raw or b""
+        if table.full:
+            return self.denied(decision, _S.FAILED, REASONS["full"])
+        if not table.fits(len(raw)):
+            return self.denied(decision, _S.FAILED, REASONS["too_large"])
+        approval_id = table.next_id()
+        table.hold(HeldCall(
+            approval_id=approval_id,
+            raw=raw,
+            line=raw[:-1] if raw.endswith(b"\n") else raw,
+            frame=frame,
+            params=call.params,
+            name=call.name,
+            arguments=call.arguments,
+            valid=call.valid,
+            decision=decision,
+            deadline=self.calls.clock() + table.timeout,
+            request_key=id_key(frame["id"]) if "id" in frame else None,
+        ))
+        self.calls.server.reply(elicitation_request(approval_id, call.name, call.arguments), out)
+        return None
+
+    def _fallback(self, decision: Decision) -> Decision:
+        """``tools.approval_fallback`` for a call whose client cannot be asked."""
+        if self.fallback == "allow":
+            return decision.replace(approval_state=_S.NOT_ASKED.value)
+        return self.denied(decision, _S.UNAVAILABLE, REASONS["unavailable"])
+
+    def _ask_modern(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None:
+        """:meth:`ask` for a 2026-07-28-era request: no initialize and no requests of wrap's
+        own, so the call is answered with an ``input_required`` result asking the person (None:
+        answered so, nothing recorded), and its retry carries the answer. An accepted retry has
+        passed the decision pipeline again (this round's); it is forwarded rewritten
+        (:meth:`take_retry`)."""
+        offers = self.offers
+        table = self.table
+        if offers is None or table is None:  # not reached: both exist whenever approvals ask
+            return self._fallback(decision)
+        params, name, arguments, frame = call.params, call.name, call.arguments, call.frame
+        now = self.calls.clock()
+        if offers.claims(params):  # a retry answering one of wrap's approvals
+            offer = offers.redeem(params.get("requestState"), name, arguments)
+            if offer is None:
+                return self.denied(decision, _S.FAILED, REASONS["state"])
+            if now >= offer.issued + table.timeout:
+                return self.denied(decision, _S.TIMED_OUT, timeout_reason(table.timeout))
+            answer = read_input_response(params)
+            if answer is None:
+                return self.denied(decision, _S.FAILED, REASONS["no_answer"])
+            if answer != "accept":
+                which = WHICH[answer]
+                return self.denied(decision, _S(which), REASONS[which])
+            line = rewrite_retry(frame, offer.restore)
+            if line is None:
+                return self.denied(decision, _S.FAILED, REASONS["rewrite"])
+            self._retry = line
+            return decision.replace(approval_state=_S.APPROVED.value)
+        if "id" not in frame or not modern_can_elicit(params):
+            return self._fallback(decision)  # a notification gets no reply to ask with
+        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+            return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
+        state = offers.issue(name, arguments, params, now)
+        if state is None:
+            return self.denied(decision, _S.FAILED, REASONS["too_large"])
+        self.calls.server.reply(input_required_reply(frame["id"], name, arguments, state), out)
+        # one call in two rounds counts once against limits.max_tool_calls_total: at its retry
+        # (the first round stays a request for limits.max_requests_total)
+        self.calls.pipeline.defer()
+        ledger = self.calls.ledger
+        if ledger.receipting:
+            ledger.receipt(call.raw, frame, False, None, out, disposition="consumed")
+        return None
+
+    def denied(self, decision: Decision, which: ApprovalState, reason: str) -> Decision:
+        """The deny of a call whose approval was not given (``approval`` says why)."""
+        tool = decision.tool
+        rule = "tools.approval_required" if self.names(tool) else "tools.approval_required_classes"
+        contract = {"status": "deny", "error_code": "E_APPROVAL_DENIED", "tool": tool, "approval": which.value, "reason": reason}
+        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(approval_state=which.value)
+
+    # -- what became of a held call -----------------------------------------------------------
+
+    def answer(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> None:
+        """The client answered one of wrap's requests: consumed here, never forwarded. A late
+        answer (the call was settled by a timeout, a cancel or the end) is ignored; one read
+        after the deadline, before the timer settled the call, denies it ``timed_out``."""
+        calls = self.calls
+        if calls.ledger.receipting:
+            calls.ledger.receipt(raw, frame, False, None, out, disposition="consumed")
+        table = self.table
+        call = table.take(frame["id"]) if table is not None else None
+        if call is None or table is None:
+            return
+        answer = read_answer(frame)
+        now = calls.clock()
+        if call.deadline <= now:  # too late, whatever it says (the prompt is closed)
+            decision = self.denied(call.decision, _S.TIMED_OUT, timeout_reason(table.timeout))
+        elif answer == "accept":
+            # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
+            # the engine and the session's checks run again
+            again = Call(call.name, call.arguments, calls.label, call.frame)
+            decision = calls.pipeline.recheck(again, call.decision, now).replace(approval_state=_S.APPROVED.value)
+        else:
+            which = WHICH[answer]
+            decision = self.denied(call.decision, _S(which), REASONS["error" if "error" in frame else which])
+        calls.settle(call, decision, out)
+
+    def cancel(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool:
+        """``notifications/cancelled`` from the client: held calls with that request id are
+        dropped without a reply (the client asked for none) and wrap's prompt is closed. True
+        when the notification is consumed (no forwarded request has that id)."""
+        if not self.table or "id" in frame:  # a request, whatever its method: no SDK reads it as a cancellation
+            return False
+        params = frame.get("params")
+        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
+        if key is None:
+            return False
+        held = self.table.take_request(key)
+        if not held:
+            return False
+        calls = self.calls
+        for call in held:
+            calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["client"]), out)
+            decision = self.denied(call.decision, _S.CANCELLED, REASONS["client_cancelled"])
+            calls.settle(call, decision, out, answer=False)
+        if calls.server.owes(key):  # a forwarded request reuses the id: the server gets it too
+            return False
+        if calls.ledger.receipting:
+            calls.ledger.receipt(raw, frame, False, None, out, disposition="consumed")
+        return True
+
+    def expire(self, now: float, out: list[Effect]) -> None:
+        """Held calls whose approval timed out: denied, and the client's prompt closed."""
+        if self.table is None:
+            return
+        for call in self.table.expired(now):
+            self.calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["timed_out"]), out)
+            reason = timeout_reason(self.table.timeout)
+            self.calls.settle(call, self.denied(call.decision, _S.TIMED_OUT, reason), out)
+
+    def abandon(self, out: list[Effect]) -> None:
+        """The session stops taking client input (client EOF, the child gone, a signal): every
+        held call is denied ``cancelled`` (the client may still read) and its prompt closed."""
+        if not self.table:
+            return
+        for call in self.table.take_all():
+            self.calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["ended"]), out)
+            self.calls.settle(call, self.denied(call.decision, _S.CANCELLED, REASONS["ended"]), out)
+
+    def discard(self) -> None:
+        """Records cannot be written: held calls are dropped, nothing more is said."""
+        if self.table is not None:
+            self.table.take_all()

@@ -1,0 +1,189 @@
+"""The judge of an admitted client frame, and the tools/call path: the decision pipeline, the
+records, the deny reply or the forward, the counts (sans-IO).
+
+Only ``tools/call`` is evaluated (docs/policy.md, "Evaluation and reason codes"); every other
+frame goes through, noted where it matters (a request's id awaits its answer, an
+``initialize`` says whether the client can be asked, answers and cancellations that concern
+wrap's own approval requests stay with wrap: docs/wrap.md, "Approvals"). docs/wrap.md, "Deny
+replies", says what a denied call gets back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from assay.policy import Decision
+from assay.policy.decision import Outcome
+from assay.policy.pipeline import Call, Pipeline
+from assay.wrap import approvals, replies
+from assay.wrap.effects import Effect
+from assay.wrap.ledger import Ledger
+from assay.wrap.server_side import ServerSide
+
+if TYPE_CHECKING:
+    from assay.wrap.approvals.room import ApprovalRoom
+
+__all__ = ["CallPath", "ToolCall"]
+
+_TOOLS_CALL = "tools/call"
+_CANCELLED = "notifications/cancelled"
+_DENY = Outcome.DENY
+
+
+class ToolCall:
+    """One ``tools/call`` frame, read once: the line as read (``raw``: its receipt's digest),
+    the frame, its ``params``, the tool's name and arguments, and whether ``params`` has the
+    shape of a call (a dict with a string ``name``)."""
+
+    __slots__ = ("raw", "frame", "params", "name", "arguments", "valid")
+
+    def __init__(self, raw: bytes | None, frame: dict[str, Any]) -> None:
+        params: Any = frame.get("params")
+        valid = params.__class__ is dict and params.get("name").__class__ is str
+        self.raw = raw
+        self.frame = frame
+        self.params: Any = params
+        self.valid = valid
+        self.name: str = params["name"] if valid else ""
+        self.arguments: Any = params.get("arguments") if valid else None
+
+    @property
+    def has_id(self) -> bool:
+        return "id" in self.frame
+
+
+class CallPath:
+    """Judges admitted frames in order; holds what a judgement needs."""
+
+    __slots__ = (
+        "pipeline", "ledger", "server", "label", "dry_run", "clock", "can_elicit", "released",
+        "room", "_asking",
+    )
+
+    def __init__(
+        self, pipeline: Pipeline, ledger: Ledger, server: ServerSide, label: str, dry_run: bool, clock: Callable[[], float]
+    ) -> None:
+        self.pipeline = pipeline
+        self.ledger = ledger
+        self.server = server
+        self.label = label
+        self.dry_run = dry_run
+        self.clock = clock
+        self.can_elicit = False  # the client's last initialize declared form-mode elicitation
+        self.released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
+        self.room: ApprovalRoom | None = None  # approvals (the policy asks for some)
+        self._asking: ApprovalRoom | None = None  # the same, when it asks (not a dry run)
+
+    def attach(self, room: ApprovalRoom) -> None:
+        self.room = room
+        self._asking = room if room.table is not None else None
+
+    def judge(self, frame: dict[str, Any], out: list[Effect], raw: bytes | None) -> bool:
+        """One admitted frame: True when it is to be forwarded. ``raw`` (the line as read,
+        with or without its terminator) is needed only for receipts."""
+        method = frame.get("method")
+        if method == _TOOLS_CALL:
+            return self.tool_call(ToolCall(raw, frame), out)
+        ledger = self.ledger
+        if method is None:  # a client response to a server request (or to wrap's own)
+            asking = self._asking
+            if asking is not None and asking.owns(frame.get("id")):
+                asking.answer(raw, frame, out)
+                return False
+            ledger.forwarded += 1
+            if ledger.receipting:
+                ledger.receipt(raw, frame, True, None, out)
+            return True
+        if method == "initialize" and "id" in frame:  # a later initialize replaces what it said
+            self.can_elicit = approvals.can_elicit(frame.get("params"))
+        elif method == _CANCELLED and self._asking is not None and self._asking.cancel(raw, frame, out):
+            return False
+        if "id" in frame:
+            self.pipeline.note_request()
+            self.server.request(frame["id"], method, frame.get("params"))
+        ledger.forwarded += 1
+        if ledger.receipting:
+            ledger.receipt(raw, frame, True, None, out)
+        return True
+
+    def tool_call(self, call: ToolCall, out: list[Effect]) -> bool:
+        """Decide one call (a call that needs a person's approval is asked first), record it,
+        and deny it or let it through."""
+        frame = call.frame
+        pcall = Call(call.name, call.arguments, self.label, frame)
+        decision = self.pipeline.decide(pcall, self.clock())
+        retry = None
+        if decision.outcome != _DENY and decision.approval_state is not None and not self.dry_run:
+            room = self.room
+            if room is None:  # not reached: a policy that asks has a room
+                raise RuntimeError("an approval without approvals")
+            held = room.ask(call, decision, self.can_elicit, out)
+            if held is None:  # held until the person answers: nothing recorded yet
+                return False
+            decision = held
+            retry = room.take_retry()
+        ledger = self.ledger
+        event_id = None
+        if ledger.active:
+            event_id = self.record(call, decision, out)
+        if decision.outcome == _DENY and not self.dry_run:
+            self.deny(call, decision, out)
+            if ledger.receipting:
+                ledger.receipt(call.raw, frame, False, event_id, out)
+            return False
+        if decision.outcome != _DENY:
+            self.pipeline.enter(pcall, self.clock())
+        if "id" in frame:
+            self.server.pending.add(frame["id"], _TOOLS_CALL)
+        ledger.forwarded += 1
+        if ledger.receipting:
+            ledger.receipt(call.raw, frame, True, event_id, out)
+        if retry is not None:  # an approved 2026-07-28-era retry goes without wrap's members
+            self.released.append(retry)
+            return False
+        return True
+
+    def record(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect]) -> str | None:
+        """The records of one evaluated call (:class:`Ledger`); the event id."""
+        binding = self.server.tools.bindings.get(call.name) if call.valid else None
+        return self.ledger.record(decision, call.frame, call.params, call.name, call.valid, binding, out)
+
+    def deny(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None:
+        """A denied call: a request gets the deny reply (unless ``answer`` is False: the client
+        cancelled it), a notification nothing (dropped)."""
+        frame = call.frame
+        if "id" in frame and answer:
+            self.server.reply(
+                replies.deny_reply(
+                    frame["id"],
+                    decision.contract or {},
+                    modern=replies.is_modern_request(frame),
+                    structured=not self.server.tools.may_have_output_schema(call.name),
+                ),
+                out,
+            )
+            self.ledger.blocked += 1
+        else:
+            self.ledger.dropped += 1
+
+    def settle(self, call: approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None:
+        """A held call's fate is known: its records, then its deny reply (unless ``answer`` is
+        False) or its forward (after the frame in hand, through ``released``)."""
+        ledger = self.ledger
+        frame = call.frame
+        event_id = None
+        if ledger.active:
+            event_id = self.record(call, decision, out)
+        if decision.outcome == _DENY:
+            self.deny(call, decision, out, answer=answer)
+            if ledger.receipting:
+                ledger.receipt(call.raw, frame, False, event_id, out)
+            return
+        self.pipeline.enter(Call(call.name, call.arguments, self.label, frame), self.clock())
+        if "id" in frame:
+            self.server.pending.add(frame["id"], _TOOLS_CALL)
+        ledger.forwarded += 1
+        if ledger.receipting:
+            ledger.receipt(call.raw, frame, True, event_id, out)
+        self.released.append(call.line)

@@ -1,0 +1,97 @@
+"""The session's records glue in one small place: decision events, audit lines, receipts and
+the frame counts of a session (docs/wrap-records.md). Sans-IO: records come out as
+:class:`~assay.wrap.effects.Record` effects; :mod:`assay.wrap.records` builds their bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.policy import Decision
+from assay.wrap import records
+from assay.wrap.admission import Rejected, frame_digest
+from assay.wrap.effects import Effect, Record, Sink, Warn
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """What one run writes down: ``record`` for an evaluated call, ``receipt`` for a frame
+    (once ``receipting``: request receipts asked for, and the run is a session), and the
+    counts of the session's frames."""
+
+    __slots__ = (
+        "_recorder", "active", "_sinks", "receipts", "receipting", "_seq",
+        "forwarded", "blocked", "rejected", "dropped",
+    )
+
+    def __init__(self, recorder: records.Recorder, sinks: tuple[Sink, ...], receipts: bool) -> None:
+        self._recorder = recorder
+        self.active = recorder.active  # whether an evaluated call writes anything
+        self._sinks = sinks
+        self.receipts = receipts
+        self.receipting = False  # receipts asked for and the run is a session
+        self._seq = 0
+        self.forwarded = self.blocked = self.rejected = self.dropped = 0
+
+    def begin(self) -> None:
+        """The run became a session: counts cover the session only; receipts start."""
+        self.forwarded = self.blocked = self.rejected = self.dropped = 0
+        self.receipting = self.receipts
+
+    @property
+    def coverage(self) -> records.Coverage | None:
+        """This run's coverage aggregate (docs/wrap-records.md, "Session reports"); None unless
+        the run keeps one (``--coverage-out``)."""
+        return self._recorder.coverage
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"forwarded": self.forwarded, "blocked": self.blocked, "rejected": self.rejected, "dropped": self.dropped}
+
+    def record(
+        self, decision: Decision, frame: dict[str, Any], params: Any, name: str, valid: bool,
+        binding: str | None, out: list[Effect],
+    ) -> str | None:
+        """Decision event, audit record and --verbose line of one evaluated call; returns the
+        event id (receipts name it)."""
+        rec = self._recorder.record(decision, frame, params, name, valid, binding)
+        line = rec.decision_line
+        if line is not None:
+            for sink in self._sinks:
+                out.append(Record(sink, line))
+        if rec.audit_line is not None:
+            out.append(Record(Sink.AUDIT_LOG, rec.audit_line))
+        if rec.verbose is not None:
+            out.append(Warn(rec.verbose))
+        return rec.event_id
+
+    def receipt(
+        self,
+        raw: bytes | None,
+        frame: dict[str, Any],
+        forwarded: bool,
+        event_id: str | None,
+        out: list[Effect],
+        *,
+        disposition: str | None = None,
+    ) -> None:
+        """One request receipt (docs/wrap-records.md): digests and dispositions, never arguments.
+        ``disposition`` overrides forwarded/blocked (``consumed``: wrap's own exchange)."""
+        self._seq += 1
+        has_method = "method" in frame
+        out.append(Record(Sink.RECEIPTS, records.receipt_line(
+            self._seq,
+            "sha256:" + frame_digest(raw or b""),
+            ("request" if "id" in frame else "notification") if has_method else "response",
+            disposition or ("forwarded" if forwarded else "blocked"),
+            method=frame["method"] if has_method else records.ABSENT,
+            request_id=frame["id"] if "id" in frame else records.ABSENT,
+            decision_event_id=event_id,
+        )))
+
+    def receipt_rejected(self, item: Rejected, out: list[Effect]) -> None:
+        self._seq += 1
+        out.append(Record(Sink.RECEIPTS, records.receipt_line(
+            self._seq, "sha256:" + item.frame_digest, "rejected", "rejected", reject_reason=item.reason
+        )))

@@ -1,0 +1,226 @@
+"""The server's side of a wrap run: its lines, held or streamed, the client requests awaiting
+their answers, and wrap's own replies, which wait while a long server line goes through
+(sans-IO).
+
+docs/wrap.md, "Dropped server responses", says which lines reach the client; "Tool pins" what
+a tools/list answer feeds (:mod:`assay.wrap.toolbook`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from assay.wrap import records, serverlines
+from assay.wrap.effects import Effect, ToClient, Warn
+from assay.wrap.pending import Key, PendingTable
+from assay.wrap.toolbook import ToolBook, read_message
+
+__all__ = ["SERVER_HOLD_LIMIT", "ServerSide", "Stream"]
+
+SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read) up to this size
+
+_TOOLS_LIST = "tools/list"
+_UNSET: Any = msgspec.UNSET
+
+
+class _Head(msgspec.Struct):
+    """The members of a server line that decide whether it is relayed."""
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_read_head = msgspec.json.Decoder(_Head).decode
+
+
+class Stream(enum.Enum):
+    """How the server's bytes go to the client."""
+
+    LINES = "lines"  # whole lines, each read; a partial one is held until its LF
+    STREAMING = "streaming"  # a line longer than the hold limit is relayed as it comes, unread
+
+
+class ServerSide:
+    """Server bytes in, client bytes out; the pending-request table; wrap's replies in order."""
+
+    __slots__ = ("pending", "tools", "hold_limit", "prefix", "stream", "dropped_responses", "held_bytes", "_tail", "_held")
+
+    def __init__(self, tools: ToolBook, hold_limit: int, approval_prefix: str | None) -> None:
+        self.pending = PendingTable()
+        self.tools = tools
+        self.hold_limit = hold_limit
+        self.prefix = approval_prefix  # the ids of wrap's own requests to the client (None: none)
+        self.stream = Stream.LINES
+        self.dropped_responses = 0
+        self.held_bytes = 0  # size of the held replies: the shell stops reading the client past its bound
+        self._tail = bytearray()  # a server line not yet ended
+        self._held: list[bytes] = []  # wrap's replies waiting for a streamed line to end
+
+    # -- what the client asked ---------------------------------------------------------------
+
+    def request(self, request_id: Any, method: str, params: Any) -> None:
+        """A client request goes to the server: its answer is awaited."""
+        key = self.pending.add(request_id, method)
+        if method == _TOOLS_LIST and key is not None:
+            self.tools.listed(key, params)
+
+    def reply(self, data: bytes, out: list[Effect]) -> None:
+        """wrap's own line for the client; held while a long server line is being relayed."""
+        if self.stream is Stream.STREAMING:
+            self._held.append(data)
+            self.held_bytes += len(data)
+        else:
+            out.append(ToClient(data))
+
+    # -- server bytes ------------------------------------------------------------------------
+
+    def receive(self, data: bytes, out: list[Effect]) -> None:
+        """Bytes the child wrote: whole lines go to the client (forged answers dropped); a
+        partial line is held until its LF, up to the hold limit, then streamed through."""
+        if self.stream is Stream.STREAMING:
+            nl = data.find(b"\n")
+            if nl < 0:
+                out.append(ToClient(data))
+                return
+            out.append(ToClient(data[: nl + 1]))
+            self._end_streaming(out)
+            data = data[nl + 1 :]
+            if not data:
+                return
+        cut = data.rfind(b"\n") + 1
+        tail = self._tail
+        if cut == 0:
+            tail += data
+            if len(tail) > self.hold_limit:
+                self.tools.unreadable(out)
+                self.stream = Stream.STREAMING
+                out.append(ToClient(bytes(tail)))
+                self._tail = bytearray()
+            return
+        if tail:
+            tail += data[:cut]
+            chunk = bytes(tail)
+            self._tail = bytearray(data[cut:])
+        else:
+            chunk = data if cut == len(data) else data[:cut]
+            if cut < len(data):
+                self._tail = bytearray(data[cut:])
+        kept = self._judge_lines(chunk, out)
+        if kept:
+            out.append(ToClient(kept))
+
+    def _end_streaming(self, out: list[Effect]) -> None:
+        self.stream = Stream.LINES
+        if self._held:
+            out.extend(ToClient(data) for data in self._held)
+            self._held = []
+            self.held_bytes = 0
+
+    def closed(self, out: list[Effect]) -> None:
+        """The child's stdout reached end of file."""
+        if self._tail and self.stream is Stream.LINES:
+            # an unterminated last line: relayed as it is (it answers nothing wrap can match)
+            out.append(ToClient(bytes(self._tail)))
+        self._tail = bytearray()
+        if self.stream is Stream.STREAMING:
+            self._end_streaming(out)
+
+    def _judge_lines(self, chunk: bytes, out: list[Effect]) -> bytes:
+        """``chunk`` is whole LF-terminated lines: what of it goes to the client."""
+        lines = chunk.split(b"\n")
+        lines.pop()  # after the last LF
+        keep: list[bytes] | None = None
+        server_line = self.line
+        for i, line in enumerate(lines):
+            relay_it = server_line(line, out)
+            if relay_it is True:
+                if keep is not None:
+                    keep.append(line)
+                continue
+            if keep is None:
+                keep = lines[:i]
+            if isinstance(relay_it, bytes):  # the line with tools hidden (--hide-denied-tools)
+                keep.append(relay_it)
+        if keep is None:
+            return chunk
+        return b"".join(line + b"\n" for line in keep)
+
+    def line(self, line: bytes, out: list[Effect]) -> bool | bytes:
+        """One complete server line (without its LF): True to relay it, False to drop it, or
+        the bytes to relay instead (a tools/list answer with tools hidden).
+
+        A response (no string ``method``; a ``result`` or an ``error``) is relayed only when its
+        id answers a forwarded client request still awaiting its answer; otherwise it is
+        dropped with one stderr line (docs/wrap.md, "Dropped server responses"). Requests,
+        notifications and lines that are not JSON objects are relayed. A ``tools/list`` answer
+        feeds the pin state. Never raises on content.
+
+        Most lines are read for their four members only (``result`` and ``error`` are skipped,
+        not built); a line that reading refuses (not an object, ``NaN``, a lone surrogate, very
+        deep nesting) is read in full by the lenient readers instead.
+        """
+        try:
+            head = _read_head(line)
+        except (msgspec.DecodeError, RecursionError, ValueError, MemoryError):
+            return self._message(read_message(line), line, out)
+        if head.method.__class__ is str:
+            return self._request(head.method, head.id, out)
+        if head.result is _UNSET and head.error is _UNSET:
+            return True
+        has_id = head.id is not _UNSET
+        rid = head.id if has_id else None
+        found = self.pending.answer(rid)
+        if found is None:
+            self.dropped_responses += 1
+            out.append(Warn(records.dropped_response_warning(rid, has_id)))
+            return False
+        key, method = found
+        if method == _TOOLS_LIST or key in self.tools.pending_lists:
+            message = read_message(line)
+            if message.__class__ is dict:
+                return self.tools.answer(key, message, line, self.pending, out)
+            # the head was read, the whole line was not (over the work budget): an answer
+            # to tools/list that reaches the client unread (docs/wrap.md, "Tool pins")
+            self.tools.unreadable(out)
+            self.tools.answered(key, self.pending)
+        return True
+
+    def _request(self, method: str, request_id: Any, out: list[Effect]) -> bool:
+        """A server request or notification is relayed, unless its id is one of this run's
+        approval ids: the client's answer to it would be taken for a person's answer to wrap
+        (docs/wrap.md, "Approvals"). The server cannot guess the run's random prefix; a line
+        that uses it is dropped."""
+        prefix = self.prefix
+        if prefix is not None and request_id.__class__ is str and request_id.startswith(prefix):
+            out.append(Warn(records.dropped_request_warning(method)))
+            return False
+        return True
+
+    def _message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
+        """:meth:`line` for a line read in full."""
+        if message.__class__ is not dict:
+            if message is serverlines.TOO_HARD:
+                self.tools.unreadable(out)
+            return True
+        if message.get("method").__class__ is str:
+            return self._request(message["method"], message.get("id", _UNSET), out)
+        if "result" not in message and "error" not in message:
+            return True
+        found = self.pending.answer(message.get("id"))
+        if found is None:
+            self.dropped_responses += 1
+            out.append(Warn(records.dropped_response_warning(message.get("id"), "id" in message)))
+            return False
+        key, method = found
+        if method == _TOOLS_LIST or key in self.tools.pending_lists:
+            return self.tools.answer(key, message, line, self.pending, out)
+        return True
+
+    def owes(self, key: Key) -> bool:
+        """Whether a forwarded request with this id key still awaits its answer."""
+        return key in self.pending
