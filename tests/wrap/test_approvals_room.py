@@ -13,7 +13,7 @@ from assay.policy.pipeline import Pipeline
 from assay.wrap import approvals, records
 from assay.wrap.approvals.room import ApprovalRoom
 from assay.wrap.calls import CallPath, ToolCall
-from assay.wrap.effects import Effect, ToClient
+from assay.wrap.effects import Effect, Record, Sink, ToClient
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 from assay.wrap.toolbook import ToolBook
@@ -33,12 +33,27 @@ class Clock:
         return self.now
 
 
-def rooms(policy=POLICY, *, dry_run: bool = False, keep_events: bool = True) -> tuple[CallPath, ApprovalRoom, Clock]:
+class KeepingLedger(Ledger):
+    """A ledger with a decision log that also keeps the events it wrote (read back as JSON)."""
+
+    def __init__(self, recorder: records.Recorder) -> None:
+        super().__init__(recorder, (Sink.DECISION_LOG,), receipts=False)
+        self.events: list[dict[str, Any]] = []
+
+    def record(self, decision, frame, params, name, valid, binding, out):  # type: ignore[no-untyped-def]
+        mine: list[Effect] = []
+        event_id = super().record(decision, frame, params, name, valid, binding, mine)
+        self.events.extend(json.loads(e.data) for e in mine if isinstance(e, Record) and e.sink is Sink.DECISION_LOG)
+        out.extend(mine)
+        return event_id
+
+
+def rooms(policy=POLICY, *, dry_run: bool = False) -> tuple[CallPath, ApprovalRoom, Clock]:
     clock = Clock()
     state = SessionState()
-    recorder = records.Recorder(source="", label="srv", dry_run=dry_run, decision_log=False, audit_log=False,
-                                keep_events=keep_events, verbose=False)
-    ledger = Ledger(recorder, (), receipts=False)
+    recorder = records.Recorder(source="assay://test", label="srv", dry_run=dry_run, decision_log=True,
+                                audit_log=False, keep_events=False, verbose=False)
+    ledger = KeepingLedger(recorder)
     server = ServerSide(ToolBook(policy, state, "srv", verbose=False, hide=False, baseline=None), 1 << 20, None)
     calls = CallPath(Pipeline(policy, state), ledger, server, "srv", dry_run, clock)
     room = ApprovalRoom(policy, calls, dry_run=dry_run, token=TOKEN, key=b"k" * 32)
