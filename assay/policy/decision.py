@@ -53,6 +53,12 @@ _ALLOW = Outcome.ALLOW
 _WARN = Outcome.ALLOW_WITH_WARNING
 _DENY = Outcome.DENY
 
+# a value given as its string (or as the member) -> the member: a decision always holds members,
+# so code on every call's path compares them by identity (``decision.outcome is _DENY``)
+_OUTCOMES: dict[str, Outcome] = {m.value: m for m in Outcome}
+_TYPED: dict[str, TypedDecision] = {m.value: m for m in TypedDecision}
+_APPROVALS: dict[str, ApprovalState] = {m.value: m for m in ApprovalState}
+
 _EVENT_CODES = {
     "E_TOOL_DENIED": "P_TOOL_DENIED",
     "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED",
@@ -114,23 +120,25 @@ class Decision:
     ``contract`` is the structured deny payload (upstream member order) or ``None``;
     ``typed_decision`` ∈ ``allow`` | ``allow_with_obligations`` | ``deny`` | ``deny_with_alert``.
     The approval/scope/redaction fields carry the policy's obligation contracts, set
-    only when an obligation applied.
+    only when an obligation applied. ``outcome``, ``typed_decision`` and ``approval_state``
+    are always the members of :class:`Outcome`, :class:`TypedDecision` and
+    :class:`ApprovalState` (given as members or as their strings): compare them by identity.
     """
 
     __slots__ = _FIELDS + ("_contract", "_obligations")
 
-    outcome: str
+    outcome: Outcome
     tool: str
     reason_code: str | None
     reason: str | None
-    typed_decision: str
+    typed_decision: TypedDecision
     tool_classes: tuple[str, ...]
     matched_tool_classes: tuple[str, ...]
     match_basis: str | None
     matched_rule: str | None
     policy_version: str
     policy_digest: str
-    approval_state: str | None
+    approval_state: ApprovalState | None
     scope_type: str | None
     scope_value: str | None
     scope_match_mode: str | None
@@ -165,12 +173,16 @@ class Decision:
         redaction_scope: str | None = None,
     ) -> None:
         s = object.__setattr__
-        s(self, "outcome", outcome)
+        try:
+            s(self, "outcome", _OUTCOMES[outcome])
+            s(self, "typed_decision", _TYPED[typed_decision])
+            s(self, "approval_state", None if approval_state is None else _APPROVALS[approval_state])
+        except KeyError as exc:  # a value no record may carry
+            raise ValueError(f"not a decision value: {exc.args[0]!r}") from None
         s(self, "tool", tool)
         s(self, "reason_code", reason_code)
         s(self, "reason", reason)
         s(self, "_contract", contract)
-        s(self, "typed_decision", typed_decision)
         s(self, "_obligations", tuple(obligations))
         s(self, "tool_classes", tuple(tool_classes))
         s(self, "matched_tool_classes", tuple(matched_tool_classes))
@@ -178,7 +190,6 @@ class Decision:
         s(self, "matched_rule", matched_rule)
         s(self, "policy_version", policy_version)
         s(self, "policy_digest", policy_digest)
-        s(self, "approval_state", approval_state)
         s(self, "scope_type", scope_type)
         s(self, "scope_value", scope_value)
         s(self, "scope_match_mode", scope_match_mode)
@@ -255,9 +266,9 @@ class Decision:
         """The ``assay_check_args`` payload: ``allowed``, then for a warning ``warning``, then
         ``violations`` and ``suggested_fix``; a deny adds ``code``, ``reason`` and ``contract``
         (``{"status": "deny", "error_code": <code>}`` when the deny carries no payload)."""
-        if self.outcome == _ALLOW:
+        if self.outcome is _ALLOW:
             return {"allowed": True, "violations": [], "suggested_fix": None}
-        if self.outcome == _WARN:
+        if self.outcome is _WARN:
             return {
                 "allowed": True,
                 "warning": {"code": self.reason_code, "reason": self.reason},

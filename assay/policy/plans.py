@@ -125,7 +125,7 @@ class Compiled:
         plan = self.plans.get(tool)
         if plan is None:
             plan = self._make_plan(tool)
-            if plan.decision.outcome != Outcome.DENY:
+            if plan.decision.outcome is not Outcome.DENY:
                 plan.paths = tuple(rule for matches, rule in self.path_rules if matches(tool))
                 if plan.paths and plan.arg_meta is None:
                     plan.arg_meta = self._meta_of(plan.decision)

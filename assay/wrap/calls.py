@@ -24,33 +24,36 @@ from assay.wrap.server_side import ServerSide
 if TYPE_CHECKING:
     from assay.wrap.approvals.room import ApprovalRoom
 
-__all__ = ["CallPath", "ToolCall"]
+__all__ = ["CallPath", "ToolCall", "tool_call_of"]
 
 _TOOLS_CALL = "tools/call"
 _CANCELLED = "notifications/cancelled"
 _DENY = Outcome.DENY
 
 
-class ToolCall:
-    """One ``tools/call`` frame, read once: the line as read (``raw``: its receipt's digest),
-    the frame, its ``params``, the tool's name and arguments, and whether ``params`` has the
-    shape of a call (a dict with a string ``name``)."""
+class ToolCall(Call, gc=False, repr_omit_defaults=True):
+    """One ``tools/call`` frame, read once (:func:`tool_call_of`): what the decision pipeline
+    judges (the tool's name and arguments, the server's label, the frame), plus the line as read
+    (``raw``: its receipt's digest), its ``params``, and whether ``params`` has the shape of a
+    call (a dict with a string ``name``; otherwise the name is ``""`` and the arguments
+    ``None``)."""
 
-    __slots__ = ("raw", "frame", "params", "name", "arguments", "valid")
-
-    def __init__(self, raw: bytes | None, frame: dict[str, Any]) -> None:
-        params: Any = frame.get("params")
-        valid = params.__class__ is dict and params.get("name").__class__ is str
-        self.raw = raw
-        self.frame = frame
-        self.params: Any = params
-        self.valid = valid
-        self.name: str = params["name"] if valid else ""
-        self.arguments: Any = params.get("arguments") if valid else None
+    frame: dict[str, Any] = {}  # always the frame here (the default only satisfies the field order)
+    raw: bytes | None = None
+    params: Any = None
+    valid: bool = False
 
     @property
     def has_id(self) -> bool:
         return "id" in self.frame
+
+
+def tool_call_of(raw: bytes | None, frame: dict[str, Any], server: str) -> ToolCall:
+    """The :class:`ToolCall` of an admitted ``tools/call`` frame."""
+    params: Any = frame.get("params")
+    if params.__class__ is dict and params.get("name").__class__ is str:
+        return ToolCall(params["name"], params.get("arguments"), server, frame, raw, params, True)
+    return ToolCall("", None, server, frame, raw, params, False)
 
 
 class CallPath:
@@ -84,7 +87,7 @@ class CallPath:
         with or without its terminator) is needed only for receipts."""
         method = frame.get("method")
         if method == _TOOLS_CALL:
-            return self.tool_call(ToolCall(raw, frame), out)
+            return self.tool_call(tool_call_of(raw, frame, self.label), out)
         ledger = self.ledger
         if method is None:  # a client response to a server request (or to wrap's own)
             asking = self._asking
@@ -111,10 +114,10 @@ class CallPath:
         """Decide one call (a call that needs a person's approval is asked first), record it,
         and deny it or let it through."""
         frame = call.frame
-        pcall = Call(call.name, call.arguments, self.label, frame)
-        decision = self.pipeline.decide(pcall, self.clock())
+        pipeline = self.pipeline
+        decision = pipeline.decide(call)
         retry = None
-        if decision.outcome != _DENY and decision.approval_state is not None and not self.dry_run:
+        if decision.outcome is not _DENY and decision.approval_state is not None and not self.dry_run:
             room = self.room
             if room is None:  # not reached: a policy that asks has a room
                 raise RuntimeError("an approval without approvals")
@@ -125,15 +128,18 @@ class CallPath:
             retry = room.take_retry()
         ledger = self.ledger
         event_id = None
-        if ledger.active:
-            event_id = self.record(call, decision, out)
-        if decision.outcome == _DENY and not self.dry_run:
+        if ledger.active:  # self.record, inlined: every recorded call's path
+            valid = call.valid
+            name = call.name
+            binding = self.server.tools.bindings.get(name) if valid else None
+            event_id = ledger.record(decision, frame, call.params, name, valid, binding, out)
+        if decision.outcome is _DENY and not self.dry_run:
             self.deny(call, decision, out)
             if ledger.receipting:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return False
-        if decision.outcome != _DENY:
-            self.pipeline.enter(pcall, self.clock())
+        if decision.outcome is not _DENY and pipeline.guarded:
+            pipeline.enter(call)
         if "id" in frame:
             self.server.pending.add(frame["id"], _TOOLS_CALL)
         ledger.forwarded += 1
@@ -175,12 +181,12 @@ class CallPath:
         event_id = None
         if ledger.active:
             event_id = self.record(call, decision, out)
-        if decision.outcome == _DENY:
+        if decision.outcome is _DENY:
             self.deny(call, decision, out, answer=answer)
             if ledger.receipting:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return
-        self.pipeline.enter(Call(call.name, call.arguments, self.label, frame), self.clock())
+        self.pipeline.enter(Call(call.name, call.arguments, self.label, frame))
         if "id" in frame:
             self.server.pending.add(frame["id"], _TOOLS_CALL)
         ledger.forwarded += 1

@@ -23,7 +23,8 @@ How the shell performs a list (docs/architecture.md, "One frame's way through wr
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = [
     "AdmitLine",
@@ -91,43 +92,44 @@ class Phase(enum.Enum):
     DONE = "done"
 
 
-@dataclass(frozen=True, slots=True)
-class ToServer:
+class _Effect(msgspec.Struct, frozen=True, gc=False):
+    """The base of every effect type: a frozen msgspec Struct, built in C (a frozen dataclass
+    costs several times as much to build, and a session returns one or more effects for every
+    call it records); equal to an effect of the same kind with equal fields, hashable, never
+    part of a reference cycle (so not tracked by the garbage collector)."""
+
+
+class ToServer(_Effect, frozen=True, gc=False):
     """Write these bytes to the child's stdin."""
 
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class ToClient:
+class ToClient(_Effect, frozen=True, gc=False):
     """Write these bytes to the client: whole server lines and wrap's own replies, in order."""
 
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(_Effect, frozen=True, gc=False):
     """Append this record (one or more whole lines, or a whole document) to ``sink``."""
 
     sink: Sink
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Warn:
+class Warn(_Effect, frozen=True, gc=False):
     """One line for wrap's stderr (without its newline)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class StartSession:
+class StartSession(_Effect, frozen=True, gc=False):
     """The run becomes a session: create the one-run outputs now (docs/wrap.md, "One-run
     outputs and session reports")."""
 
 
-@dataclass(frozen=True, slots=True)
-class AdmitLine:
+class AdmitLine(_Effect, frozen=True, gc=False):
     """Judge this long client line off the event loop (``assay.wrap.admission.admit``) and
     hand the verdict to ``WrapSession.admitted``; until then the session takes no client
     data."""
@@ -135,25 +137,21 @@ class AdmitLine:
     line: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class CloseServerInput:
+class CloseServerInput(_Effect, frozen=True, gc=False):
     """Close the child's stdin."""
 
 
-@dataclass(frozen=True, slots=True)
-class StopClient:
+class StopClient(_Effect, frozen=True, gc=False):
     """Stop reading the client."""
 
 
-@dataclass(frozen=True, slots=True)
-class SignalChild:
+class SignalChild(_Effect, frozen=True, gc=False):
     """Send ``signum`` to the child's process group and every descendant (the keeper's)."""
 
     signum: int
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(_Effect, frozen=True, gc=False):
     """End the run. With ``drain``, first let the client output queued so far be written,
     until ``deadline`` (a session-clock time) when there is one; then stop the child and
     reap it."""

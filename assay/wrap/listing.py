@@ -17,6 +17,7 @@ from typing import Any
 
 from assay.canonical import jcs_bytes
 from assay.policy import Policy, compile_policy
+from assay.policy.decision import Outcome
 from assay.policy.engine import identity_bytes
 
 __all__ = ["HIDDEN_CODES", "ListChain", "denied_by_name", "hide_tools", "tool_definition_digest"]
@@ -80,7 +81,7 @@ def denied_by_name(policy: Policy, name: str) -> bool:
     """Whether every call of ``name`` is denied by the policy's deny lists or its allowlist,
     whatever the arguments and the session (the engine's name-only plan)."""
     decision = compile_policy(policy).plan(name).decision
-    return decision.outcome == "deny" and decision.reason_code in HIDDEN_CODES
+    return decision.outcome is Outcome.DENY and decision.reason_code in HIDDEN_CODES
 
 
 class _Unfit(Exception):

@@ -215,16 +215,16 @@ class Relay:
         while True:
             while todo:
                 effect = todo.popleft()
-                match effect:
-                    case ToServer():
-                        batch.forwards.append(effect.data)
-                    case ToClient():
-                        batch.replies.append(effect.data)
+                match effect:  # the most frequent first: records (one or two per call), bytes
                     case Record():
                         if effect.sink is Sink.RECEIPTS:
                             batch.receipts.append(effect.data)
                         else:
                             batch.records.setdefault(effect.sink, []).append(effect.data)
+                    case ToServer():
+                        batch.forwards.append(effect.data)
+                    case ToClient():
+                        batch.replies.append(effect.data)
                     case Warn():
                         self.warn(effect.text)
                     case StartSession():

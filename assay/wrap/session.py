@@ -143,7 +143,7 @@ class WrapSession:
             hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
-        self._calls = CallPath(Pipeline(policy, self.state, guards), self._ledger, self._server, options.label,
+        self._calls = CallPath(Pipeline(policy, self.state, guards, clock=clock), self._ledger, self._server, options.label,
                                options.dry_run, clock)
         self._room = ApprovalRoom(policy, self._calls, dry_run=options.dry_run, token=approval_token, key=approval_key)
         self._server.prefix = self._room.prefix

@@ -138,4 +138,4 @@ def add_guard(session, guard) -> None:
     from assay.policy.pipeline import Pipeline
 
     p = session._pipeline
-    session._pipeline = Pipeline(p.policy, p.state, [*p.guards, guard], p.approvals)
+    session._pipeline = Pipeline(p.policy, p.state, [*p.guards, guard], p.approvals, clock=p.clock)

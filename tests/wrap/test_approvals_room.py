@@ -12,7 +12,7 @@ from assay.policy.decision import ApprovalState, Outcome
 from assay.policy.pipeline import Pipeline
 from assay.wrap import approvals, records
 from assay.wrap.approvals.room import ApprovalRoom
-from assay.wrap.calls import CallPath, ToolCall
+from assay.wrap.calls import CallPath, tool_call_of
 from assay.wrap.effects import Effect, Record, Sink, ToClient
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
@@ -80,16 +80,16 @@ def ask(calls: CallPath, rid: Any = 1) -> tuple[str, list[Effect]]:
     calls.can_elicit = True
     out: list[Effect] = []
     f = frame(rid)
-    assert calls.tool_call(ToolCall(raw(f), f), out) is False
+    assert calls.tool_call(tool_call_of(raw(f), f, "srv"), out) is False
     (request,) = replies_of(out)
     assert request["method"] == "elicitation/create"
     return request["id"], out
 
 
 def test_a_tool_call_reads_its_frame_once():
-    call = ToolCall(b"x", frame(7, arguments={"a": 1}))
+    call = tool_call_of(b"x", frame(7, arguments={"a": 1}), "srv")
     assert (call.name, call.arguments, call.valid, call.has_id) == ("deploy", {"a": 1}, True, True)
-    odd = ToolCall(None, {"method": "tools/call", "params": {"name": 3}})
+    odd = tool_call_of(None, {"method": "tools/call", "params": {"name": 3}}, "srv")
     assert (odd.name, odd.arguments, odd.valid, odd.has_id) == ("", None, False, False)
 
 
@@ -152,7 +152,7 @@ def test_a_client_that_cannot_be_asked_gets_the_fallback():
     calls, room, _ = rooms()
     out: list[Effect] = []
     f = frame(1)
-    assert calls.tool_call(ToolCall(raw(f), f), out) is False
+    assert calls.tool_call(tool_call_of(raw(f), f, "srv"), out) is False
     (reply,) = replies_of(out)
     assert calls.ledger.events[-1]["data"]["approval_state"] == ApprovalState.UNAVAILABLE and reply["id"] == 1
 
@@ -161,7 +161,7 @@ def test_a_dry_run_asks_nobody():
     calls, room, _ = rooms(dry_run=True)
     assert room.table is None and room.prefix is None and not room.owns("x")
     f = frame(1)
-    assert calls.tool_call(ToolCall(raw(f), f), []) is True
+    assert calls.tool_call(tool_call_of(raw(f), f, "srv"), []) is True
 
 
 def test_the_modern_era_offers_and_the_retry_is_rewritten():
@@ -172,14 +172,14 @@ def test_the_modern_era_offers_and_the_retry_is_rewritten():
     out: list[Effect] = []
     modern = approvals.modern_can_elicit(first["params"])
     assert modern
-    assert calls.tool_call(ToolCall(raw(first), first), out) is False  # answered input_required
+    assert calls.tool_call(tool_call_of(raw(first), first, "srv"), out) is False  # answered input_required
     assert calls.ledger.events == []  # nothing recorded in the first round
     (offer,) = replies_of(out)
     state = offer["result"]["requestState"]
     retry = frame(2, **meta, requestState=state, inputResponses={approvals.INPUT_KEY: {"action": "accept"}})
     retry["params"]["_meta"] = first["params"]["_meta"]
     out = []
-    assert calls.tool_call(ToolCall(raw(retry), retry), out) is False
+    assert calls.tool_call(tool_call_of(raw(retry), retry, "srv"), out) is False
     assert calls.ledger.events[-1]["data"]["decision"] == Outcome.ALLOW
     assert calls.ledger.events[-1]["data"]["approval_state"] == ApprovalState.APPROVED
     assert len(calls.released) == 1 and b"requestState" not in calls.released[0]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from assay.canonical import jcs_bytes
 from assay.wrap import records
 from assay.policy import Decision, SessionState, evaluate, load_policy
+from assay.policy.decision import ApprovalState
 from assay.wrap.records import (
     ABSENT,
     audit_decision,
@@ -900,7 +901,7 @@ def decisions(draw, tool: str) -> Decision:
         matched_rule=draw(st.none() | WILD_TEXT),
         policy_version=draw(st.sampled_from(["2.0", "", "  "]) | WILD_TEXT),
         policy_digest=draw(st.sampled_from(["", DIGEST]) | WILD_TEXT),
-        approval_state=draw(evidence),
+        approval_state=draw(st.none() | st.sampled_from(list(ApprovalState))),  # a closed set: the enum
         scope_type=draw(evidence),
         scope_value=draw(evidence),
         scope_match_mode=draw(evidence),
@@ -949,6 +950,24 @@ def _twin(decision: Decision, contract) -> Decision:
     fields["tool_classes"] = tuple(fields["tool_classes"])
     fields["matched_tool_classes"] = tuple(fields["matched_tool_classes"])
     return Decision(decision.outcome, decision.tool, contract=contract if decision.outcome == "deny" else None, **fields)
+
+
+def test_a_twin_without_the_lone_surrogate_of_its_template_is_written_in_utf8():
+    """A deny whose contract held a lone surrogate made its template's audit parts unusable; a
+    later decision of the same kind with a clean contract is written in UTF-8 like any other
+    line, not escaped because its template was (found by the property below)."""
+    rec = records.Recorder(source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True,
+                           audit_log=True, keep_events=False, verbose=False)
+    first = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no",
+                     contract={"status": "deny", "why": "\ud83d"}, typed_decision="deny")
+    twin = _twin(first, {"status": "deny", "why": "caf\u00e9"})
+    for decision, rid in ((first, 1), (twin, "\x80")):
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "t"}}
+        out = rec.record(decision, frame, frame["params"], "t", True, None)
+        _full, event_line, audit_line = _expected(decision, frame, frame["params"], "t", True, None, out,
+                                                  source="assay://org/app", dry_run=False)
+        assert (out.decision_line, out.audit_line) == (event_line, audit_line)
+    assert "\x80".encode() in out.audit_line and "café".encode() in out.audit_line
 
 
 def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run):

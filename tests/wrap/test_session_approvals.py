@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import Decision, PolicyError, load_policy
-from assay.policy.pipeline import Call, Pipeline
+from assay.policy.pipeline import Call
 from assay.wrap import approvals
 from assay.wrap.effects import CloseServerInput, Phase, Sink, ToClient, ToServer
 from assay.wrap.session import SessionOptions, WrapSession
@@ -197,8 +197,7 @@ def test_accept_runs_the_session_checks_again():
     gate = Gate()
     h = Harness(POLICY, SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t"))
     h.session = WrapSession(POLICY, h.session.options, clock=h.clock, approval_token=TOKEN)
-    p = h.session._pipeline
-    h.session._pipeline = Pipeline(p.policy, p.state, [*p.guards, gate], p.approvals)
+    add_guard(h.session, gate)
     h.client(initialize())
     approval_id, _ = asked(h)
     gate.deny_now = True

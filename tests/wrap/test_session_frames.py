@@ -13,7 +13,7 @@ request receipts).
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 import functools
 import hashlib
@@ -118,7 +118,7 @@ def first_index(effects: Effects, kind: type, contains: bytes = b"") -> int:
 def shape(effects: Any) -> list[tuple[Any, ...]]:
     """Effects as (kind, *fields): effects are named tuples, and ``ToServer(b"x") == ToClient(b"x")``
     (both are ``(b"x",)``), so comparing effects needs their kind too."""
-    return [(type(e).__name__, *dataclasses.astuple(e)) for e in effects]
+    return [(type(e).__name__, *msgspec.structs.astuple(e)) for e in effects]
 
 
 def sha256(data: bytes) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from assay.policy.decision import Decision
+from assay.policy.decision import Decision, Outcome
 from assay.wrap.records.coverage import Coverage
 from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
 from assay.wrap.records.ids import batched_event_ids, cached_clock
@@ -33,6 +33,9 @@ from assay.wrap.records.parts import (
     event_parts,
     shape_of,
 )
+
+_ALLOW: Final = Outcome.ALLOW  # compared by identity on every recorded call
+_DENY: Final = Outcome.DENY
 
 __all__ = ["Recorded", "Recorder"]
 
@@ -221,13 +224,17 @@ class Recorder:
                     tool_call_id, request_id,
                 )
         if audit_log:
-            null_tool = not valid and decision.outcome == "allow"
+            null_tool = not valid and decision.outcome is _ALLOW
             audit = None
             if utf8 and (null_tool or name is decision.tool or name == decision.tool):
                 audit = template.audit(null_tool)
-                if audit is not None and not own and decision.outcome == "deny":
+                if audit is not None and not own and decision.outcome is _DENY:
                     tail = audit_tail(decision.contract, piece)  # this decision's own contract
                     audit = None if tail is None else (audit[0], tail)
+                elif audit is None and not own:
+                    # the template's decision holds a lone surrogate (in its own deny contract,
+                    # say) that this one may not: this decision's own parts, in UTF-8 if they can be
+                    audit = audit_parts(decision, dry_run, None if null_tool else name, decision.contract, piece)
             elif utf8:  # a name other than the decision's: not the engine's contract, but kept right
                 audit = audit_parts(decision, dry_run, name, decision.contract, piece)
             if audit is None or not utf8:
