@@ -105,8 +105,8 @@ def convert(doc: dict[Any, Any], source: str, strict_deprecations: bool) -> tupl
     flow_rules: tuple[Any, ...] = ()
     aliases: dict[str, tuple[str, ...]] = {}
     if "sequences" in doc or "aliases" in doc:  # docs/policy.md, "Flow rules"
-        # imported here: a policy without flow rules never loads the sequence dialect
-        from assay.policy.flows import FlowError, parse_flows
+        # imported here: a policy without flow rules never loads them (nor the tracker a session keeps)
+        from assay.policy.flow_rules import FlowError, parse_flows
 
         try:
             flow_rules, aliases = parse_flows(doc.get("sequences"), doc.get("aliases"), r.unknown)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
+from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml
 
 __all__ = [
     "SequencePolicyError",
@@ -312,11 +312,12 @@ def parse_policy_mapping(doc: dict[str, Any]) -> SequencePolicy:
         raise SequencePolicyError(str(exc)) from None
 
 
-def parse_sequence_policy(data: bytes) -> SequencePolicy:
+def parse_sequence_policy(data: bytes, *, byte_ceiling: int = DEFAULT_BYTE_CEILING) -> SequencePolicy:
     """Bytes → :class:`SequencePolicy`, trying the three forms (v1.1 mapping, bare list of rules,
-    legacy list of names) in order."""
+    legacy list of names) in order. The YAML expansion budget derives from ``byte_ceiling``, the
+    ceiling the bytes were read under (docs/policy.md, "File ceilings")."""
     try:
-        doc = parse_yaml(bytes(data).decode("utf-8"))
+        doc = parse_yaml(bytes(data).decode("utf-8"), byte_ceiling=byte_ceiling)
     except (UnicodeDecodeError, YamlSyntaxError, YamlStructureError) as exc:
         raise SequencePolicyError(str(exc)) from None
     errors = []

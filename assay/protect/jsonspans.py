@@ -1,8 +1,8 @@
 """JSON with value spans (docs/protect.md): a strict parse of a client config that remembers
 where each value sits, so protect replaces only the spans of ``command`` and ``args``. Sans-IO.
 
-The strict reading (duplicate members and NaN/Infinity refused) is :func:`json.loads` with
-:func:`_no_duplicates` and :func:`_refuse_constant`; the span parser then walks the checked text.
+The strict reading (duplicate members and NaN/Infinity refused) is :func:`json.loads` with the
+shared strict hooks of :mod:`assay.strictjson`; the span parser then walks the checked text.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from assay.discover import strip_jsonc
 from assay.protect.model import ProtectError
+from assay.strictjson import ConstantError, DuplicateMemberError, refuse_constant, unique_pairs
 
 
 @dataclass
@@ -97,25 +98,16 @@ class _SpanParser:
         raise ProtectError(f"unexpected character at offset {i}")
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ProtectError(f"duplicate key {json.dumps(key, ensure_ascii=False)} in an object")
-        out[key] = value
-    return out
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ProtectError(f"{name} is not JSON")
-
-
 def _parse_json(text: str, jsonc: bool) -> tuple[str, _Node]:
     """``(text the spans index, root node)``; comments are blanked, never removed, so the
     spans index the original text too."""
     scan = strip_jsonc(text) if jsonc else text
     try:
-        json.loads(scan, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        json.loads(scan, object_pairs_hook=unique_pairs, parse_constant=refuse_constant)
+    except DuplicateMemberError as exc:
+        raise ProtectError(f"duplicate key {json.dumps(exc.name, ensure_ascii=False)} in an object") from None
+    except ConstantError as exc:
+        raise ProtectError(f"{exc.name} is not JSON") from None
     except json.JSONDecodeError as exc:
         hint = " (this client's file is plain JSON: no comments or trailing commas)" if not jsonc else ""
         raise ProtectError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){hint}") from None

@@ -33,8 +33,10 @@ def structure_error() -> ToolError:
     return ToolError("E_POLICY_PARSE", MSG_STRUCTURE_INVALID)
 
 
-def parse_document(data: bytes) -> Any:
-    """Decode and parse one YAML document; ToolError(E_POLICY_PARSE) on failure."""
+def parse_document(data: bytes, byte_ceiling: int | None = None) -> Any:
+    """Decode and parse one YAML document; ToolError(E_POLICY_PARSE) on failure. The expansion
+    budget derives from ``byte_ceiling`` (the server's ``ASSAY_MCP_MAX_POLICY_BYTES``, the
+    ceiling the bytes were read under; docs/policy.md, "File ceilings")."""
     from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml
 
     try:
@@ -42,26 +44,26 @@ def parse_document(data: bytes) -> Any:
     except UnicodeDecodeError:
         raise syntax_error() from None  # invalid UTF-8: no details
     try:
-        return parse_yaml(text)
+        return parse_yaml(text) if byte_ceiling is None else parse_yaml(text, byte_ceiling=byte_ceiling)
     except YamlSyntaxError as exc:
         raise syntax_error(exc.line, exc.column) from None
     except YamlStructureError:
         raise structure_error() from None
 
 
-def parse_mapping(data: bytes) -> dict[str, Any]:
-    value = parse_document(data)
+def parse_mapping(data: bytes, byte_ceiling: int | None = None) -> dict[str, Any]:
+    value = parse_document(data, byte_ceiling)
     if not isinstance(value, dict):
         raise ToolError("E_POLICY_PARSE", MSG_ROOT_NOT_MAPPING)
     return value
 
 
-def parse_v11_policy(data: bytes) -> SequencePolicy:
+def parse_v11_policy(data: bytes, byte_ceiling: int | None = None) -> SequencePolicy:
     """Bytes -> the typed v1.1 policy of the coverage and explain tools: the mapping
     stage first, then the sequence dialect's policy form; a shape mismatch is the structure error."""
     from assay.policy.sequence import parse_policy_mapping
 
-    doc = parse_mapping(data)
+    doc = parse_mapping(data, byte_ceiling)
     try:
         return parse_policy_mapping(doc)
     except (ValueError, TypeError, AttributeError):

@@ -125,6 +125,31 @@ def test_the_server_refuses_the_same_files(tmp_path, low_ceiling):
     assert got[3]["allowed"] is True
 
 
+def test_every_server_tool_sizes_the_yaml_budget_from_the_servers_ceiling(tmp_path, base_env, low_ceiling):
+    """The sequence, blocklist and v1.1 tools read their YAML under the same budget as
+    assay_check_args: four times ASSAY_MCP_MAX_POLICY_BYTES (docs/policy.md, "File ceilings"),
+    not the default ceiling's."""
+    root = tmp_path / "root"
+    root.mkdir()
+    aliases = ", ".join(["*s"] * 99)  # 10,000 scalar characters once expanded, under 2,000 bytes
+    (root / "seq.yaml").write_bytes(
+        f'version: "1.1"\ntools: {{allow: [&s "{"A" * 100}", {aliases}]}}\nsequences: [{{type: before, first: Search, then: Create}}]\n'.encode()
+    )
+    (root / "block.yaml").write_bytes(f'blocklist: [&s "{"A" * 100}", {aliases}]\n'.encode())
+    assert all(len((root / n).read_bytes()) < CEILING for n in ("seq.yaml", "block.yaml"))
+    requests = [
+        call(1, "assay_check_sequence", {"history": [], "next_tool": "t", "policy": "seq.yaml"}),
+        call(2, "assay_policy_decide", {"tool": "t", "policy": "block.yaml"}),
+        call(3, "assay_check_coverage", {"policy": "seq.yaml", "traces": []}),
+    ]
+    low = [payload_of(r) for r in run_server(root, requests, low_ceiling).responses]
+    for got in low:
+        assert got.get("error", {}).get("code") == "E_POLICY_PARSE", got
+    high = [payload_of(r) for r in run_server(root, requests, base_env).responses]
+    assert high[0]["allowed"] is True and high[1]["allowed"] is True and "tool_coverage" in high[2], high
+    assert all(got.get("error", {}).get("code") != "E_POLICY_PARSE" for got in high), high
+
+
 def test_read_policy_fd_caps_an_open_file(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_bytes(b"x" * 11)

@@ -17,12 +17,15 @@ from assay.server.toolbase import Tool
 NAME = "assay_check_sequence"
 
 
-def parse(data: bytes) -> Any:
-    """The first form that parses wins; none -> `Invalid sequence policy format`, no details."""
+def parse(data: bytes, byte_ceiling: int | None = None) -> Any:
+    """The first form that parses wins; none -> `Invalid sequence policy format`, no details.
+    The YAML budget derives from ``byte_ceiling`` (the server's policy ceiling)."""
     from assay.policy.sequence import SequencePolicyError, parse_sequence_policy
 
     try:
-        return parse_sequence_policy(data)
+        if byte_ceiling is None:
+            return parse_sequence_policy(data)
+        return parse_sequence_policy(data, byte_ceiling=byte_ceiling)
     except SequencePolicyError as exc:
         err = exc.server_error()
         raise ToolError(err["code"], err["message"]) from None
@@ -40,7 +43,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     if len(history) > ctx.config.max_tool_calls:
         raise ToolError("E_LIMIT_EXCEEDED", "history too long")
     field_limit(next_tool, limit, "next_tool too long")
-    parsed = ctx.load(policy, "sequence", parse)
+    parsed = ctx.load(policy, "sequence", lambda data: parse(data, ctx.config.max_policy_bytes))
 
     from assay.policy.sequence import check_sequence
 

@@ -152,7 +152,8 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         raise TypeError("format must be a string")
     if not 0 <= threshold <= 100:  # before any file access
         raise ToolError("E_INVALID_THRESHOLD", "Threshold must be between 0 and 100")
-    report = coverage_report(ctx.load(policy_path, "v11", parse_v11_policy), traces, float(threshold))
+    policy = ctx.load(policy_path, "v11", lambda data: parse_v11_policy(data, ctx.config.max_policy_bytes))
+    report = coverage_report(policy, traces, float(threshold))
     if fmt == "markdown":
         return {
             "format": "markdown",

@@ -338,7 +338,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     fmt = args.get("format", "json")
     if not isinstance(fmt, str):
         raise TypeError("format must be a string")
-    ex = explain(ctx.load(policy_path, "v11", parse_v11_policy), trace)
+    ex = explain(ctx.load(policy_path, "v11", lambda data: parse_v11_policy(data, ctx.config.max_policy_bytes)), trace)
     counts = {"blocked_steps": ex["blocked_steps"], "total_steps": ex["total_steps"]}
     if fmt in ("markdown", "md"):
         md = render_markdown(ex)

@@ -17,10 +17,10 @@ NAME = "assay_policy_decide"
 _ALLOWED = FixedPayload({"allowed": True, "reason": "Allowed by policy"})
 
 
-def parse_blocklist(data: bytes) -> frozenset[str]:
+def parse_blocklist(data: bytes, byte_ceiling: int | None = None) -> frozenset[str]:
     """The blocklist policy (docs/server.md, "assay_policy_decide"): a root mapping without
     `allow`/`deny`/`tools`; `blocklist` absent (nothing blocked) or a list of strings."""
-    doc = parse_mapping(data)
+    doc = parse_mapping(data, byte_ceiling)
     if any(key in doc for key in ("allow", "deny", "tools")):
         raise structure_error()
     if "blocklist" not in doc:
@@ -38,7 +38,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     limit = ctx.config.max_field_bytes
     field_limit(tool, limit, "tool name too long")
     field_limit(policy, limit, "policy path too long")
-    blocked = ctx.load(policy, "blocklist", parse_blocklist)
+    blocked = ctx.load(policy, "blocklist", lambda data: parse_blocklist(data, ctx.config.max_policy_bytes))
     if tool in blocked:
         return {"allowed": False, "matches": [f"Tool '{tool}' is blocked by policy"]}
     return _ALLOWED
