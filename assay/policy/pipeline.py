@@ -108,15 +108,7 @@ class Pipeline:
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
         if decision.outcome is _DENY or not self.guarded:
             return decision
-        if now is None:
-            now = self._now()
-        for guard in self._all:
-            changed = guard.check(call, decision, now)
-            if changed is not None:
-                decision = changed
-                if decision.outcome is _DENY:
-                    break
-        return decision
+        return _through(self._all, call, decision, self._now() if now is None else now)
 
     def recheck(self, call: Call, held: Decision, now: float | None = None) -> Decision:
         """A held call a person accepted, judged again at the moment of the answer: what the
@@ -130,18 +122,9 @@ class Pipeline:
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
         if fresh.outcome is _DENY:
             return fresh
-        decision = held
         if not self.guards:
-            return decision
-        if now is None:
-            now = self._now()
-        for guard in self.guards:
-            changed = guard.check(call, decision, now)
-            if changed is not None:
-                decision = changed
-                if decision.outcome is _DENY:
-                    break
-        return decision
+            return held
+        return _through(self.guards, call, held, self._now() if now is None else now)
 
     def enter(self, call: Call, now: float | None = None) -> None:
         """A call the pipeline let through goes to the server (in a dry run too: it then
@@ -164,6 +147,17 @@ class Pipeline:
         request for ``limits.max_requests_total``."""
         if self.state is not None:
             self.state.defer_call()
+
+
+def _through(guards: tuple[Guard, ...], call: Call, decision: Decision, now: float) -> Decision:
+    """``decision`` after each guard in turn; the first deny ends the run."""
+    for guard in guards:
+        changed = guard.check(call, decision, now)
+        if changed is not None:
+            decision = changed
+            if decision.outcome is _DENY:
+                break
+    return decision
 
 
 class RateGuard:
