@@ -6,6 +6,7 @@ violate it, exactly as :func:`assay.policy.sequence.evaluate_rules` would over t
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import json
 from typing import Any
 
@@ -40,7 +41,7 @@ def _args_ok(am: tuple[tuple[str, ArgRegex], ...], args: Any) -> bool:
     return True
 
 
-class CompiledRule:
+class CompiledRule(ABC):
     """One rule: its selectors (name matchers and compiled ``args_match``) and its state.
 
     ``hits`` (per call) is the tuple of name matches of the rule's selectors, or ``None`` when
@@ -73,11 +74,13 @@ class CompiledRule:
         am = self.am[i]
         return am is None or _args_ok(am, args)
 
+    @abstractmethod
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
-        raise NotImplementedError
+        """Why history + [this call] violates the rule, or None (each kind says)."""
 
+    @abstractmethod
     def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
-        raise NotImplementedError
+        """This call went to the server: the rule's state moves on (each kind says how)."""
 
 
 class _Require(CompiledRule):
