@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 import json
+from collections.abc import Callable
 from typing import Any
 
 from assay.policy.argregex import ArgRegex, compile_arg_regex
@@ -315,7 +316,7 @@ class _Sequence(CompiledRule):
         self.dead = self.broken is None and self.k >= len(self.names)
 
 
-KINDS = {
+KINDS: dict[str, Callable[[Rule, dict[str, tuple[str, ...]]], CompiledRule]] = {  # kind -> its constructor
     "require": _Require,
     "blocklist": _Blocklist,
     "before": _Before,
