@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import msgspec
+
 from assay.policy.decision import Decision, Outcome
 from assay.wrap.records.coverage import Coverage
 from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
@@ -42,33 +44,19 @@ __all__ = ["Recorded", "Recorder"]
 _TEMPLATES_MAX: Final = 512  # templates kept per recorder (by decision object, and by kind)
 
 
-class Recorded:
+class Recorded(msgspec.Struct, gc=False):
     """What :meth:`Recorder.record` built for one call; None where that output is off.
 
     ``decision_line`` and ``audit_line`` are whole NDJSON lines (ending in ``\\n``),
     ``verbose`` the ``--verbose`` line without its newline. ``event_id`` is the decision
     event's id whenever an event was made (for the receipt): with a decision log, or with
-    coverage on."""
+    coverage on. A msgspec Struct, like the pipeline's ``Call``: one is built for every
+    recorded call, in C."""
 
-    __slots__ = ("decision_line", "audit_line", "verbose", "event_id")
-
-    def __init__(
-        self,
-        decision_line: bytes | None = None,
-        audit_line: bytes | None = None,
-        verbose: str | None = None,
-        event_id: str | None = None,
-    ) -> None:
-        self.decision_line = decision_line
-        self.audit_line = audit_line
-        self.verbose = verbose
-        self.event_id = event_id
-
-    def __repr__(self) -> str:
-        return (
-            f"Recorded(decision_line={self.decision_line!r}, audit_line={self.audit_line!r}, "
-            f"verbose={self.verbose!r}, event_id={self.event_id!r})"
-        )
+    decision_line: bytes | None = None
+    audit_line: bytes | None = None
+    verbose: str | None = None
+    event_id: str | None = None
 
 
 class Recorder:
