@@ -7,8 +7,9 @@ For each setup (enforce, dry-run, both logs) wrap relays N1 and then N2 pipeline
 tools/call frames (the frames and policy of bench_relay.py) to bench/echo_server.py, reading them
 from a file; the figure is (instructions(N2) - instructions(N1)) / (N2 - N1), counted in wrap's
 own process only (the server and the keeper are other processes). Start-up is the count of a
-run with no frames, after one run that writes the bytecode caches. PYTHONHASHSEED is fixed: the
-count moves with the hash seed (dict layouts) by about 1%.
+run with no frames, after one run that writes the bytecode caches. PYTHONHASHSEED is fixed (the
+count moves with it by about 1%); how reads batch frames still depends on timing, so compare two
+builds in one invocation on a quiet machine (bench/README.md).
 
 --compare PATH: another checkout (its folder); it is run with this venv, PYTHONPATH set to it.
 Needs valgrind (`apt-get install valgrind`).
