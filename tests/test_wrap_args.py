@@ -276,7 +276,11 @@ def test_outputs_are_the_table_rows():
 
 def test_deny_deprecations_names_its_variable():
     assert options.BY_FLAG["--deny-deprecations"].env == "ASSAY_STRICT_DEPRECATIONS"
-    assert [opt.flag for opt in options.WRAP_OPTIONS if opt.env] == ["--deny-deprecations"]
+    assert [opt.flag for opt in options.WRAP_OPTIONS if opt.env] == [
+        "--deny-deprecations", "--shared-session", "--state-dir",
+    ]
+    assert options.BY_FLAG["--shared-session"].env == "ASSAY_SHARED_SESSION"
+    assert options.BY_FLAG["--state-dir"].env == "ASSAY_STATE_DIR"
 
 
 # The lines assay writes into client configs (protect, config-path) are read back by both
@@ -332,6 +336,7 @@ HEAVY = (
     "cyclopts", "cryptography", "tomlkit", "jsonschema_rs", "rich",
     "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.protect",
     "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
+    "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
 )
 
 

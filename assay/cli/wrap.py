@@ -57,6 +57,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         observed_manifest_out: Annotated[str | None, Parameter(name="--observed-manifest-out")] = None,
         declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
         hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative="")] = False,
+        shared_session: Annotated[str | None, Parameter(name="--shared-session")] = None,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+        session_lock_timeout: Annotated[float, Parameter(name="--session-lock-timeout")] = (
+            options.DEFAULT_SESSION_LOCK_TIMEOUT
+        ),
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

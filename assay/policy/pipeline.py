@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from assay.policy.flows import FlowTracker
     from assay.policy.model import Policy
     from assay.policy.rates import RateTracker
+    from assay.policy.shared import SharedSession
 
-__all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard"]
+__all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard", "store_failed"]
 
 _DENY = Outcome.DENY  # bound once: an enum's class attribute costs more than the compare
 
@@ -77,9 +78,19 @@ class Pipeline:
     run in order after the engine; ``approvals`` (or ``None``) runs last, and not on a re-check.
     ``clock`` gives the ``now`` of a call when the caller passes none; it is read only when
     some guard runs (``guarded``), so a session without guards never reads it.
+
+    ``shared`` (or ``None``) is the wrap's side of a shared agent session
+    (:class:`assay.policy.shared.SharedSession`, docs/wrap.md, "Shared sessions"): then
+    :meth:`decide` and :meth:`recheck` open the store's transaction and load the session's state
+    into the trackers and counters before the engine runs, :meth:`enter` saves it with the call,
+    and :meth:`release` ends a transaction no call entered (a deny, a held call). Every caller
+    of ``decide`` or ``recheck`` calls ``enter`` or ``release`` after it. The clock is then the
+    wall clock (the session's windows are compared across processes). A store that fails denies
+    the call (``E_SESSION_STATE``); each new cause is put in :attr:`notices` once, for the
+    caller's stderr line.
     """
 
-    __slots__ = ("policy", "state", "guards", "approvals", "clock", "guarded", "_all")
+    __slots__ = ("policy", "state", "guards", "approvals", "clock", "guarded", "_all", "shared", "notices", "_said")
 
     def __init__(
         self,
@@ -88,6 +99,7 @@ class Pipeline:
         guards: Sequence[Guard] = (),
         approvals: Guard | None = None,
         clock: Callable[[], float] | None = None,
+        shared: SharedSession | None = None,
     ) -> None:
         self.policy = policy
         self.state = state
@@ -95,7 +107,11 @@ class Pipeline:
         self.approvals = approvals
         self.clock = clock
         self._all: tuple[Guard, ...] = self.guards + ((approvals,) if approvals is not None else ())
-        self.guarded = bool(self._all)  # whether decide and enter reach any guard
+        self.shared = shared
+        self.notices: list[str] = []  # store failures not yet told (each cause once)
+        self._said: str | None = None
+        # whether decide and enter reach any guard (or the shared session's store)
+        self.guarded = bool(self._all) or shared is not None
 
     def _now(self) -> float:
         clock = self.clock
@@ -105,6 +121,8 @@ class Pipeline:
 
     def decide(self, call: Call, now: float | None = None) -> Decision:
         """Judge one call: the engine (which counts it), then every guard until one denies."""
+        if self.shared is not None:
+            return self._shared_decide(call, self._now() if now is None else now)
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
         if decision.outcome is _DENY or not self.guarded:
             return decision
@@ -117,24 +135,68 @@ class Pipeline:
         asked and keeps its place: neither counted twice nor denied for requests that came
         after it); then the guards, from ``held`` (the allow the call was held with). The
         approval guard does not run again. Nothing of the session's state changes here."""
+        shared = self.shared
+        problem = None
+        if shared is not None:
+            if now is None:
+                now = self._now()
+            problem = self._begin(now)
         state = self.state
         view = None if state is None else state.uncounted()
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
+        if problem is not None:
+            return store_failed(fresh, call.name, problem)
         if fresh.outcome is _DENY:
             return fresh
         if not self.guards:
             return held
         return _through(self.guards, call, held, self._now() if now is None else now)
 
-    def enter(self, call: Call, now: float | None = None) -> None:
+    def enter(self, call: Call, now: float | None = None) -> str | None:
         """A call the pipeline let through goes to the server (in a dry run too: it then
-        predicts what enforcing would do): every guard records it."""
+        predicts what enforcing would do): every guard records it, and a shared session saves
+        it. The store's failure (the call must then be denied: it was not counted), or None."""
         if not self.guarded:
-            return
+            return None
         if now is None:
             now = self._now()
         for guard in self._all:
             guard.enter(call, now)
+        shared = self.shared
+        if shared is not None and shared.open:
+            return self._told(shared.commit(True, now))
+        return None
+
+    def release(self) -> None:
+        """End the shared session's transaction of a call that did not enter (denied, held,
+        or its retry sent later): the counters are saved, nothing else. Without a shared
+        session, or with nothing open, nothing happens."""
+        shared = self.shared
+        if shared is not None and shared.open:
+            self._told(shared.commit(False, self._now()))
+
+    def _begin(self, now: float) -> str | None:
+        shared = self.shared
+        assert shared is not None
+        if shared.open:  # a caller that did not release: what it did is saved first
+            shared.commit(False, now)
+        return self._told(shared.begin(now))
+
+    def _told(self, problem: str | None) -> str | None:
+        if problem != self._said:
+            self._said = problem
+            if problem is not None:
+                self.notices.append(problem)
+        return problem
+
+    def _shared_decide(self, call: Call, now: float) -> Decision:
+        problem = self._begin(now)
+        decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
+        if problem is not None:
+            return store_failed(decision, call.name, problem)
+        if decision.outcome is _DENY or not self._all:
+            return decision
+        return _through(self._all, call, decision, now)
 
     def note_request(self) -> None:
         """A client request that is not ``tools/call`` (counted for ``limits.max_requests_total``)."""
@@ -147,6 +209,16 @@ class Pipeline:
         request for ``limits.max_requests_total``."""
         if self.state is not None:
             self.state.defer_call()
+
+
+def store_failed(decision: Decision, tool: str, cause: str) -> Decision:
+    """The deny of a call the shared session's store could not judge (``E_SESSION_STATE``):
+    the guard fails closed."""
+    from assay.policy.shared import SESSION_STATE
+
+    reason = f"Shared session state unavailable: {cause}"
+    contract = {"status": "deny", "error_code": SESSION_STATE, "tool": tool, "reason": reason}
+    return decision.denied(SESSION_STATE, reason, contract, matched_rule="session")
 
 
 def _through(guards: tuple[Guard, ...], call: Call, decision: Decision, now: float) -> Decision:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from assay.policy import Decision
 from assay.policy.decision import Outcome
-from assay.policy.pipeline import Call, Pipeline
+from assay.policy.pipeline import Call, Pipeline, store_failed
 from assay.wrap import approvals, replies
-from assay.wrap.effects import Effect
+from assay.wrap.effects import Effect, Warn
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
@@ -113,9 +113,27 @@ class CallPath:
     def tool_call(self, call: ToolCall, out: list[Effect]) -> bool:
         """Decide one call (a call that needs a person's approval is asked first), record it,
         and deny it or let it through."""
+        pipeline = self.pipeline
+        if pipeline.shared is None:
+            return self._tool_call(call, pipeline.decide(call), out)
+        # a shared session (docs/wrap.md, "Shared sessions"): the call is decided inside the
+        # store's transaction, which entering the call or this release ends
+        try:
+            return self._tool_call(call, pipeline.decide(call), out)
+        finally:
+            pipeline.release()
+            self.tell(out)
+
+    def tell(self, out: list[Effect]) -> None:
+        """The shared session store's new failures, one stderr line each."""
+        notices = self.pipeline.notices
+        if notices:
+            out.extend(Warn(f"assay: shared session: {cause}; calls are denied (E_SESSION_STATE)") for cause in notices)
+            notices.clear()
+
+    def _tool_call(self, call: ToolCall, decision: Decision, out: list[Effect]) -> bool:
         frame = call.frame
         pipeline = self.pipeline
-        decision = pipeline.decide(call)
         retry = None
         if decision.outcome is not _DENY and decision.approval_state is not None and not self.dry_run:
             room = self.room
@@ -126,6 +144,10 @@ class CallPath:
                 return False
             decision = held
             retry = room.take_retry()
+        if decision.outcome is not _DENY and pipeline.guarded:
+            problem = pipeline.enter(call)
+            if problem is not None:  # a shared session's store failed to save it: not counted
+                decision = store_failed(decision, call.name, problem)
         ledger = self.ledger
         event_id = None
         if ledger.active:  # self.record, inlined: every recorded call's path
@@ -138,8 +160,6 @@ class CallPath:
             if ledger.receipting:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return False
-        if decision.outcome is not _DENY and pipeline.guarded:
-            pipeline.enter(call)
         if "id" in frame:
             self.server.pending.add(frame["id"], _TOOLS_CALL)
         ledger.forwarded += 1
@@ -176,6 +196,14 @@ class CallPath:
     def settle(self, call: approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None:
         """A held call's fate is known: its records, then its deny reply (unless ``answer`` is
         False) or its forward (after the frame in hand, through ``released``)."""
+        pipeline = self.pipeline
+        if decision.outcome is not _DENY:
+            problem = pipeline.enter(Call(call.name, call.arguments, self.label, call.frame))
+            if problem is not None:  # a shared session's store failed to save it: not counted
+                decision = store_failed(decision, call.name, problem)
+        if pipeline.shared is not None:  # a re-check that denied: its transaction ends here
+            pipeline.release()
+            self.tell(out)
         ledger = self.ledger
         frame = call.frame
         event_id = None
@@ -186,7 +214,6 @@ class CallPath:
             if ledger.receipting:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return
-        self.pipeline.enter(Call(call.name, call.arguments, self.label, frame))
         if "id" in frame:
             self.server.pending.add(frame["id"], _TOOLS_CALL)
         ledger.forwarded += 1

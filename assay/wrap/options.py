@@ -28,6 +28,10 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "DEFAULT_SHUTDOWN_GRACE",
     "STRICT_DEPRECATIONS_ENV",
+    "SHARED_SESSION_ENV",
+    "STATE_DIR_ENV",
+    "DEFAULT_SHARED_SESSION",
+    "DEFAULT_SESSION_LOCK_TIMEOUT",
     "WrapOption",
     "WRAP_OPTIONS",
     "BY_FLAG",
@@ -43,6 +47,10 @@ DEFAULT_LABEL = "default-mcp-server"
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # the same as assay.wrap.admission's (a test checks)
 DEFAULT_SHUTDOWN_GRACE = 1.0  # seconds
 STRICT_DEPRECATIONS_ENV = "ASSAY_STRICT_DEPRECATIONS"  # docs/wrap.md, "Options" (--deny-deprecations)
+SHARED_SESSION_ENV = "ASSAY_SHARED_SESSION"  # docs/wrap.md, "Shared sessions"
+STATE_DIR_ENV = "ASSAY_STATE_DIR"
+DEFAULT_SHARED_SESSION = "client"
+DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 
 APPEND = "append"  # an append log: docs/wrap.md, "Logs"
 CREATE_NEW = "create-new"  # a one-run output: docs/wrap.md, "One-run outputs and session reports"
@@ -98,6 +106,15 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "Approved tools (assay mcp manifest promote): deny undeclared or changed tools."),
     WrapOption("--hide-denied-tools", "hide_denied_tools", "hide_denied_tools", bool, False,
                "Leave tools the policy denies by name or class out of tools/list answers."),
+    WrapOption("--shared-session", "shared_session", "shared_session", str, None,
+               "Agent session shared with the client's other wraps: client (default), a name, or none.",
+               env=SHARED_SESSION_ENV),
+    WrapOption("--state-dir", "state_dir", "state_dir", str, None,
+               "Directory of assay's state (the shared sessions' database); default $XDG_STATE_HOME/assay.",
+               env=STATE_DIR_ENV),
+    WrapOption("--session-lock-timeout", "session_lock_timeout", "session_lock_timeout", float,
+               DEFAULT_SESSION_LOCK_TIMEOUT,
+               "Seconds a call waits for the shared session's database before it is denied."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

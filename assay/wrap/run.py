@@ -42,12 +42,14 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_LABEL,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_POLICY,
+    DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
     STRICT_DEPRECATIONS_ENV,
     WRAP_OPTIONS,
     check_config_fields,
 )
 from assay.wrap.session import SessionOptions, WrapSession
+from assay.wrap.sharing import SharingError, shared_for
 
 if TYPE_CHECKING:
     from assay.policy import Policy
@@ -91,6 +93,10 @@ class WrapConfig:
     # the declared baseline and hidden tools: docs/wrap.md, "Declared baseline", "Hiding denied tools"
     declared_manifest: str | None = None
     hide_denied_tools: bool = False
+    # one agent session across the client's wraps: docs/wrap.md, "Shared sessions"
+    shared_session: str | None = None
+    state_dir: str | None = None
+    session_lock_timeout: float = DEFAULT_SESSION_LOCK_TIMEOUT
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -288,6 +294,12 @@ async def run_wrap(
         or config.state_window_out
     )
     source = validate_event_source(config.event_source, logging_enabled)
+    try:  # docs/wrap.md, "Shared sessions"
+        key, shared = shared_for(
+            policy, config.shared_session, config.state_dir, config.session_lock_timeout, env, warn
+        )
+    except SharingError as exc:
+        raise WrapError(str(exc)) from None
     session_id = new_session_id()
     context_bytes = b""
     if config.session_context_out:
@@ -305,7 +317,8 @@ async def run_wrap(
         if config.audit_log:
             sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log")
         options = config.session_options(event_source=source, declared_manifest=declared)
-        session = WrapSession(policy, options, clock=trio.current_time)
+        options.shared_session_key = None if key is None else key.key
+        session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         plan = OneRunPlan(
             decision_log_new=config.decision_log_new,
             request_receipts=config.request_receipts_out,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.policy import Policy, SessionState
 from assay.policy.pipeline import FlowGuard, Guard, Pipeline, RateGuard
+from assay.policy.shared import SessionKey, SharedSession, Store, part_of, shares_state
 from assay.policy.rates import RateTracker, tracker_for
 from assay.wrap import approvals, records
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
@@ -88,6 +89,8 @@ class SessionOptions:
     # --declared-manifest: the document assay.manifest.declared.parse_declared returned
     declared_manifest: dict[str, Any] | None = None
     hide_denied_tools: bool = False  # --hide-denied-tools (never in a dry run)
+    # the agent session's key in records (docs/wrap.md, "Shared sessions"); None: not shared
+    shared_session_key: str | None = None
 
 
 class WrapSession:
@@ -103,6 +106,8 @@ class WrapSession:
         now: Callable[[], str] | None = None,
         approval_token: str | None = None,
         approval_key: bytes | None = None,
+        shared: tuple[Store, SessionKey] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.policy = policy
         self.options = options = options or SessionOptions()
@@ -143,8 +148,15 @@ class WrapSession:
             hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
-        self._calls = CallPath(Pipeline(policy, self.state, guards, clock=clock), self._ledger, self._server, options.label,
-                               options.dry_run, clock)
+        # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
+        # pipeline decides in the store's transaction, and times are the wall clock's
+        sharing: SharedSession | None = None
+        if shared is not None and shares_state(policy):
+            store, key = shared
+            sharing = SharedSession(store, key, part_of(policy), options.label, self.state, self._flows, self._rates,
+                                    wall_clock)
+        pipeline = Pipeline(policy, self.state, guards, clock=clock if sharing is None else wall_clock, shared=sharing)
+        self._calls = CallPath(pipeline, self._ledger, self._server, options.label, options.dry_run, clock)
         self._room = ApprovalRoom(policy, self._calls, dry_run=options.dry_run, token=approval_token, key=approval_key)
         self._server.prefix = self._room.prefix
         self._client = ClientSide(self._calls.judge, self._server.reply, self._calls.released, self._ledger,

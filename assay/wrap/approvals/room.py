@@ -196,7 +196,7 @@ class ApprovalRoom:
             # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
             # the engine and the session's checks run again
             again = Call(call.name, call.arguments, calls.label, call.frame)
-            decision = calls.pipeline.recheck(again, call.decision, now).replace(approval_state=_S.APPROVED.value)
+            decision = calls.pipeline.recheck(again, call.decision).replace(approval_state=_S.APPROVED.value)
         else:
             which = WHICH[answer]
             decision = self.denied(call.decision, _S(which), REASONS["error" if "error" in frame else which])

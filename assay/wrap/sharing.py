@@ -1,0 +1,64 @@
+"""Which shared agent session a wrap run joins, and its store (docs/wrap.md, "Shared sessions").
+
+The shell side of :mod:`assay.policy.shared`: reads ``--shared-session`` (or
+``ASSAY_SHARED_SESSION``; default ``client``), ``--state-dir`` (or ``ASSAY_STATE_DIR``) and
+``--session-lock-timeout``, and builds the session key and the SQLite store. A policy without
+flow rules, rate limits or session totals never opens the database (it is not even created).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from assay.wrap.options import DEFAULT_SHARED_SESSION, SHARED_SESSION_ENV
+
+if TYPE_CHECKING:
+    from assay.policy.model import Policy
+    from assay.policy.shared import SessionKey, Store
+
+__all__ = ["SharingError", "DATABASE", "shared_for"]
+
+DATABASE = "sessions.db"
+
+
+class SharingError(ValueError):
+    """A bad ``--shared-session`` or ``--session-lock-timeout`` value (one line)."""
+
+
+def shared_for(
+    policy: Policy,
+    spec: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    env: Mapping[str, str],
+    warn: Callable[[str], None],
+) -> tuple[SessionKey | None, tuple[Store, SessionKey] | None]:
+    """The run's session key (``None``: ``none``) and, when the policy shares anything, the
+    store with the key. Raises :class:`SharingError` on a bad option value."""
+    if not (math.isfinite(lock_timeout) and lock_timeout >= 0):
+        raise SharingError("--session-lock-timeout must be a non-negative number of seconds")
+    if spec is None:
+        spec = env.get(SHARED_SESSION_ENV) or DEFAULT_SHARED_SESSION
+    from assay.sessions.keys import session_key
+
+    try:
+        key = session_key(spec, env)
+    except ValueError as exc:
+        raise SharingError(f"--shared-session: {exc}") from None
+    from assay.policy.shared import StoreError, shares_state
+
+    if key is None or not shares_state(policy):
+        return key, None
+    from assay.sessions.paths import ensure_state_dir
+    from assay.sessions.paths import state_dir as resolve
+    from assay.sessions.sqlite import SqliteStore
+
+    where = resolve(state_dir, env)
+    try:
+        ensure_state_dir(where)
+    except StoreError as exc:  # the calls that need the store are denied; told at the first one
+        warn(f"[assay] shared session: {exc.cause}")
+    return key, (SqliteStore(os.path.join(where, DATABASE), timeout=lock_timeout), key)
