@@ -26,3 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 def base_env() -> dict[str, str]:
     """The current environment without any ASSAY_* variable that could change behaviour."""
     return {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory, monkeypatch):
+    """Each test has its own assay state directory (docs/wrap.md, "Shared sessions"): every wrap
+    a test starts is a child of the pytest process, so without this the wraps of different
+    tests would join one client session in the user's state directory. ``XDG_STATE_HOME`` (not
+    an ASSAY_* variable) passes through ``base_env``."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
