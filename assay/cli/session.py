@@ -39,6 +39,18 @@ def _when(stamp: Any) -> str:
         return "?"
 
 
+def _out(text: str) -> int:
+    """Write ``text`` to stdout; a reader that went away (`| head`) ends the command quietly."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush raises nothing either
+        os.close(devnull)
+    return 0
+
+
 def _table(rows: list[dict[str, Any]]) -> list[str]:
     head = ("KEY", "CLIENT", "ALIVE", "SERVERS", "CALLS", "ARMED", "LAST")
     lines = [head]
@@ -85,14 +97,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         if json:
             import json as j
 
-            for r in rows:
-                sys.stdout.write(j.dumps(r, ensure_ascii=True, separators=(",", ":")) + "\n")
-            return 0
+            return _out("".join(j.dumps(r, ensure_ascii=True, separators=(",", ":")) + "\n" for r in rows))
         if not rows:
             sys.stderr.write(f"no shared sessions in {_safe(path)}\n")
             return 0
-        sys.stdout.write("\n".join(_table(rows)) + "\n")
-        return 0
+        return _out("\n".join(_table(rows)) + "\n")
 
     @session.command(name="reset")
     def reset_command(
@@ -126,5 +135,4 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             return fatal(exc.cause)
         if not done:
             return fatal(f"no such shared session: {_safe(key)} (in {_safe(path)})")
-        sys.stdout.write(f"reset {_safe(key)}: its trackers and totals start again at the next call\n")
-        return 0
+        return _out(f"reset {_safe(key)}: its trackers and totals start again at the next call\n")

@@ -98,3 +98,21 @@ def test_mcp_help_lists_session(base_env):
     res = subprocess.run([str(ASSAY), "mcp", "--help"], capture_output=True, text=True, timeout=60,
                          env={**base_env, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0 and " session " in res.stdout
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(tmp_path, base_env):
+    store = SqliteStore(str(tmp_path / "state" / "sessions.db"))
+    for i in range(1500):
+        key = SessionKey(key=f"name:s{i}", kind="named", name=f"s{i}")
+        store.begin(key, "p", "a-long-server-label-" * 4, time.time())
+        store.commit(Saved(None, 1, 1, True), time.time())
+    store.close()
+    for args in (("list", "--json"), ("list",)):
+        child = subprocess.Popen(
+            [str(ASSAY), "mcp", "session", *args, "--state-dir", str(tmp_path / "state")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**base_env, "PYTHONPATH": str(REPO)},
+        )
+        assert child.stdout.readline()
+        child.stdout.close()  # like `| head -1`
+        err = child.stderr.read()
+        assert child.wait(timeout=60) == 0 and b"Traceback" not in err, err
