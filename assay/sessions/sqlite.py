@@ -191,7 +191,7 @@ class SqliteStore:
                 state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
             self._version = version
             return Loaded(version, state, int(row[0]), int(row[1]))
-        except (sqlite3.Error, OSError, StoreError, ValueError, TypeError) as exc:
+        except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
             raise self._fail(exc) from None
 
     def commit(self, saved: Saved, now: float) -> int:
@@ -223,7 +223,7 @@ class SqliteStore:
                 if _commits_done[0] == self._kill_at:
                     os.kill(os.getpid(), signal.SIGKILL)
             conn.execute("COMMIT")
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
             raise self._fail(exc) from None
         self._open = None
         return version

@@ -214,3 +214,15 @@ def test_empty_file_gets_the_schema(tmp_path):
     d.mkdir(mode=0o700)
     (d / "sessions.db").write_bytes(b"")
     assert SqliteStore(str(d / "sessions.db")).begin(A, "p", "s", T0) == Loaded(0, None, 0, 0)
+
+
+def test_values_sqlite_cannot_hold(tmp_path):
+    path = str(tmp_path / "s" / "sessions.db")
+    _made(path)
+    s = SqliteStore(path)
+    s.begin(A, "p", "s", T0)
+    with pytest.raises(StoreError) as info:
+        s.commit(Saved(b"y", 2**64, 1, True), T0)
+    assert "\n" not in info.value.cause and path in info.value.cause
+    assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # rolled back, opened again
+    s.abort()
