@@ -1,0 +1,138 @@
+"""`assay mcp session list|reset` (docs/wrap.md, "Shared sessions"): the shared sessions of this
+machine, from the database in the state directory.
+
+Failures print one ``fatal: ...`` line and exit 2; nothing is created (no state directory, no
+database) by either command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Annotated, Any
+
+import cyclopts
+from cyclopts import Parameter
+
+from assay.cli.errors import fatal
+
+
+def _db(state_dir: str | None) -> str:
+    from assay.sessions.paths import db_path
+    from assay.sessions.paths import state_dir as resolve
+
+    return db_path(resolve(state_dir, os.environ))
+
+
+def _safe(text: object) -> str:
+    """Printable text for the terminal: a value read from the database cannot carry control
+    characters or escapes to it."""
+    value = "" if text is None else str(text)
+    return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+
+
+def _when(stamp: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _out(text: str) -> int:
+    """Write ``text`` to stdout; a reader that went away (`| head`) ends the command quietly."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush raises nothing either
+        os.close(devnull)
+    return 0
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    head = ("KEY", "CLIENT", "ALIVE", "SERVERS", "CALLS", "ARMED", "LAST")
+    lines = [head]
+    for r in rows:
+        client = r["name"] if r["kind"] == "named" else r["process"] or "?"
+        servers = ",".join(f"{s['server']}({s['calls']})" for s in r["servers"]) or "-"
+        lines.append((
+            _safe(r["key"]), _safe(client), "yes" if r["alive"] else "no", _safe(servers),
+            str(r["calls"]), _safe(",".join(r["armed"]) or "-"), _when(r["last"]),
+        ))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+
+
+def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
+    session = cyclopts.App(
+        name="session", help="List and reset the shared sessions of this machine.", help_format="plaintext"
+    )
+    mcp.command(session)
+
+    @session.command(name="list")
+    def list_command(
+        *,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+        json: Annotated[bool, Parameter(name="--json", negative=())] = False,
+    ) -> int:
+        """List the shared sessions: key, client process or name, alive, servers, calls, armed rules, last activity.
+
+        Parameters
+        ----------
+        state_dir
+            The state directory (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay).
+        json
+            One JSON object per line instead of the table.
+        """
+        from assay.policy.shared import StoreError
+        from assay.sessions.sqlite import list_sessions
+
+        path = _db(state_dir)
+        try:
+            rows = list_sessions(path)
+        except StoreError as exc:
+            return fatal(exc.cause)
+        if json:
+            import json as j
+
+            return _out("".join(j.dumps(r, ensure_ascii=True, separators=(",", ":")) + "\n" for r in rows))
+        if not rows:
+            sys.stderr.write(f"no shared sessions in {_safe(path)}\n")
+            return 0
+        return _out("\n".join(_table(rows)) + "\n")
+
+    @session.command(name="reset")
+    def reset_command(
+        key: str,
+        /,
+        *,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+    ) -> int:
+        """Forget the flow and rate trackers and the totals of one shared session; its wraps see it at their next call.
+
+        Parameters
+        ----------
+        key
+            The session's key, as `assay mcp session list` shows it.
+        state_dir
+            The state directory (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay).
+        """
+        import getpass
+
+        from assay.policy.shared import StoreError
+        from assay.sessions.sqlite import reset
+
+        path = _db(state_dir)
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError, ImportError):
+            user = str(os.getuid()) if hasattr(os, "getuid") else "?"
+        try:
+            done = reset(path, key, f"assay mcp session reset by {user} (pid {os.getpid()})")
+        except StoreError as exc:
+            return fatal(exc.cause)
+        if not done:
+            return fatal(f"no such shared session: {_safe(key)} (in {_safe(path)})")
+        return _out(f"reset {_safe(key)}: its trackers and totals start again at the next call\n")
