@@ -9,7 +9,6 @@ flow rules, rate limits or session totals never opens the database (it is not ev
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -19,9 +18,7 @@ if TYPE_CHECKING:
     from assay.policy.model import Policy
     from assay.policy.shared import SessionKey, Store
 
-__all__ = ["SharingError", "DATABASE", "shared_for"]
-
-DATABASE = "sessions.db"
+__all__ = ["SharingError", "shared_for"]
 
 
 class SharingError(ValueError):
@@ -48,17 +45,14 @@ def shared_for(
         key = session_key(spec, env)
     except ValueError as exc:
         raise SharingError(f"--shared-session: {exc}") from None
-    from assay.policy.shared import StoreError, shares_state
+    from assay.policy.shared import shares_state
 
     if key is None or not shares_state(policy):
         return key, None
-    from assay.sessions.paths import ensure_state_dir
+    from assay.sessions.paths import db_path
     from assay.sessions.paths import state_dir as resolve
     from assay.sessions.sqlite import SqliteStore
 
-    where = resolve(state_dir, env)
-    try:
-        ensure_state_dir(where)
-    except StoreError as exc:  # the calls that need the store are denied; told at the first one
-        warn(f"[assay] shared session: {exc.cause}")
-    return key, (SqliteStore(os.path.join(where, DATABASE), timeout=lock_timeout), key)
+    # the store creates the directory (0700) when it first opens the file; a directory it cannot
+    # use is a StoreError then: the calls that need it are denied, with one stderr line
+    return key, (SqliteStore(db_path(resolve(state_dir, env)), timeout=lock_timeout), key)

@@ -1,0 +1,144 @@
+"""A shared session under contention and crashes, with real wraps and a real SQLite file
+(docs/wrap.md, "Shared sessions"): two wraps deciding at the same moment never both pass a
+limit, and a wrap SIGKILLed in the middle of a decision leaves the database consistent with
+exact counts (no call counted twice, none that reached a server lost)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import trio
+
+from tests.conftest import ASSAY
+
+RUN_TIMEOUT = 120.0
+
+RAW_SERVER = textwrap.dedent(
+    """
+    import json, sys
+    log = open(sys.argv[1], "a")
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        if msg.get("method") == "tools/call":
+            log.write(msg["params"]["name"] + "\\n")
+            log.flush()
+            result = {"content": [{"type": "text", "text": "ok"}]}
+        else:
+            result = {}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\\n")
+        sys.stdout.flush()
+    """
+)
+
+
+def call(rid: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                       "params": {"name": "work", "arguments": {"n": rid}}}).encode() + b"\n"
+
+
+async def read_lines(stream: trio.abc.ReceiveStream, n: int) -> list[dict]:
+    buf = b""
+    out: list[dict] = []
+    while len(out) < n:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        out.extend(json.loads(line) for line in lines if line)
+    return out
+
+
+def wrap_argv(tmp: Path, policy: Path, state: Path, session: str, log: Path) -> list[str]:
+    server = tmp / "raw_server.py"
+    if not server.exists():
+        server.write_text(RAW_SERVER)
+    return [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
+            "--shared-session", session, "--", sys.executable, str(server), str(log)]
+
+
+async def test_two_wraps_times_200_concurrent_calls_pass_exactly_max(tmp_path, base_env):
+    policy = tmp_path / "assay.yaml"
+    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n'
+                      '  - { type: max_calls, id: fifty, tool: "*", max: 50 }\n')
+    state = tmp_path / "state"
+    for run in range(20):
+        logs = [tmp_path / f"served-{run}-{i}.txt" for i in range(2)]
+        answers: list[list[dict]] = [[], []]
+
+        async def one(i: int) -> None:
+            argv = wrap_argv(tmp_path, policy, state, f"race-{run}", logs[i])
+            async with await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, env=base_env) as proc:
+                await proc.stdin.send_all(b"".join(call(rid) for rid in range(1, 201)))
+                answers[i] = await read_lines(proc.stdout, 200)
+                await proc.stdin.aclose()
+                await proc.wait()
+
+        with trio.fail_after(RUN_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(one, 0)
+                nursery.start_soon(one, 1)
+        replies = answers[0] + answers[1]
+        assert len(replies) == 400
+        allowed = [r for r in replies if not r["result"].get("isError")]
+        denied = [r for r in replies if r["result"].get("isError")]
+        served = sum(len(p.read_text().splitlines()) for p in logs if p.exists())
+        assert (len(allowed), len(denied), served) == (50, 350, 50), run
+        assert all("fifty" in json.dumps(r) for r in denied)
+
+
+def db_counts(state: Path, key: str) -> tuple[int, int]:
+    with sqlite3.connect(state / "sessions.db") as db:
+        assert db.execute("PRAGMA quick_check").fetchone() == ("ok",)
+        row = db.execute("SELECT tool_calls, calls FROM sessions WHERE key = ?", (key,)).fetchone()
+    return (0, 0) if row is None else row
+
+
+async def test_sigkill_in_the_middle_of_a_decision_leaves_exact_counts(tmp_path, base_env):
+    """100 wraps, each killed by the store's test hook in its k-th commit (after the writes,
+    before COMMIT): the call being decided never reaches the server and is not counted."""
+    policy = tmp_path / "assay.yaml"
+    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n'
+                      '  - { type: max_calls, tool: "*", max: 100000 }\n')
+    state = tmp_path / "state"
+    log = tmp_path / "served.txt"
+    rng = random.Random(22)
+    answered = 0
+    limiter = trio.CapacityLimiter(4)
+
+    async def one(k: int) -> None:
+        nonlocal answered
+        async with limiter:
+            env = {**base_env, "ASSAY_TEST_KILL_IN_COMMIT": str(k)}
+            argv = wrap_argv(tmp_path, policy, state, "crash", log)
+            async with await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, env=env) as proc:
+                got = 0
+                for rid in range(1, k + 3):
+                    try:
+                        await proc.stdin.send_all(call(rid))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        break
+                    lines = await read_lines(proc.stdout, 1)
+                    if not lines:
+                        break
+                    assert not lines[0]["result"].get("isError"), lines
+                    got += 1
+                await proc.wait()
+                assert proc.returncode == -9
+                assert got == k - 1
+                answered += got
+
+    with trio.fail_after(RUN_TIMEOUT * 3):
+        async with trio.open_nursery() as nursery:
+            for _ in range(100):
+                nursery.start_soon(one, rng.randint(1, 6))
+    tool_calls, calls = db_counts(state, "name:crash")
+    served = len(log.read_text().splitlines()) if log.exists() else 0
+    assert (tool_calls, calls, served) == (answered, answered, answered)
