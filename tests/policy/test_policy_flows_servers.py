@@ -366,3 +366,29 @@ def test_garbage_of_every_kind_never_raises_anything_but_value_or_type_error():
                 continue
 
     run()
+
+
+def test_the_flow_guard_passes_the_time_it_is_given():
+    from assay.policy.pipeline import Call, FlowGuard, Pipeline
+
+    policy = load(EXAMPLE)
+    guard = FlowGuard(FlowTracker.for_policy(policy, "vault"))
+    pipe = Pipeline(policy, None, [guard])
+    pipe.enter(Call("read_token", {}, "vault"), now=100.0)
+    assert pipe.decide(Call("send_x", {}, "vault"), now=3699.0).reason_code == "E_SEQUENCE_VIOLATION"
+    assert pipe.decide(Call("send_x", {}, "vault"), now=3700.0).outcome == "allow"
+
+
+def test_the_docs_example_does_what_the_page_says():
+    from tests.docs_examples import policy_example
+
+    policy = load_policy(policy_example("flows-servers").encode())
+    vault, mail, fs = (FlowTracker.for_policy(policy, s) for s in ("vault", "mail", "filesystem"))
+    assert fs.check("read_file", {}, ALLOW, 0.0) is None
+    vault.enter("read_token", {}, 0.0)
+    mail.restore_state(vault.export_state())
+    denied = mail.check("send_email", {}, ALLOW, 10.0)
+    assert denied is not None and denied.reason == (
+        "tool 'network_sinks' at index 1 is forbidden for 1h after 'secret_reads' (triggered at index 0)"
+    )
+    assert mail.check("send_email", {}, ALLOW, 3600.0) is None
