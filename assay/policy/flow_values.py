@@ -43,7 +43,7 @@ def render(value: Any) -> str:
 
 def readable(value: Any) -> None:
     """Raise :class:`Unreadable` when ``value`` (an array: one of its elements) cannot be read."""
-    if isinstance(value, list):
+    if value.__class__ is list:
         for item in value:
             render(item)
     else:
@@ -65,7 +65,10 @@ def args_ok(am: tuple[tuple[str, ArgRegex], ...], args: Any) -> bool:
         if key not in args:
             return False
         value = args[key]
-        if isinstance(value, list):
+        if value.__class__ is str:  # the usual argument: read as it is
+            if not rx.search(value):
+                return False
+        elif value.__class__ is list:
             if not _any_element(rx, value):
                 return False
         elif not rx.search(render(value)):

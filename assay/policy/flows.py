@@ -97,6 +97,8 @@ class FlowTracker:
         self._dead: tuple[int, ...] = ()  # the dead rules the name cache was built without
         shape = repr(([(r.rule, r.id) for r in rules], sorted(aliases.items())))
         self._shape = hashlib.sha256(shape.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if self._timed:  # only these read the time: the others keep the plain path
+            self.__class__ = _TimedFlowTracker
 
     @classmethod
     def for_policy(cls, policy: Any, server: str = DEFAULT_SERVER_ID) -> "FlowTracker | None":
@@ -163,7 +165,7 @@ class FlowTracker:
                 if am is None or not hits[j]:
                     continue
                 for key, _rx in am:
-                    if key in args:
+                    if key in args and args[key].__class__ is not str:  # a string is read as it is
                         try:
                             readable(args[key])
                         except Unreadable:
@@ -171,8 +173,6 @@ class FlowTracker:
         return None
 
     def violation(self, name: str, args: Any, now: float = 0.0) -> tuple[int, str] | None:
-        if self._timed:
-            self._set_time(now)
         entry = self._cache.get(name)
         if entry is None:
             entry = self._touch(name)
@@ -192,8 +192,6 @@ class FlowTracker:
     def check(self, name: str, args: Any, decision: Decision, now: float = 0.0) -> Decision | None:
         """The deny of a call that would violate a rule (``E_SEQUENCE_VIOLATION``, the rule id in
         ``matched_rule`` and the payload), or ``None`` when every rule still holds."""
-        if self._timed:
-            self._set_time(now)
         entry = self._cache.get(name)
         if entry is None:
             entry = self._touch(name)
@@ -232,8 +230,6 @@ class FlowTracker:
 
     def enter(self, name: str, args: Any, now: float = 0.0) -> None:
         """``name(args)`` went to the server at ``now``: it is call number ``n`` of the history."""
-        if self._timed:
-            self._latest = self._set_time(now)
         entry = self._last if name == self._last_name else self._touch(name)
         n = self.n
         changed = died = False
@@ -306,3 +302,22 @@ class FlowTracker:
         latest = 0.0 if self._latest is None else self._latest
         return tuple(self.rules[i].id for i, c in enumerate(self._compiled) if c.armed(latest))
 
+
+
+class _TimedFlowTracker(FlowTracker):
+    """A :class:`FlowTracker` with a ``never_after`` that has ``for``: each call first sets the
+    time on those rules (the tracker of a policy without one never reads it)."""
+
+    __slots__ = ()
+
+    def violation(self, name: str, args: Any, now: float = 0.0) -> tuple[int, str] | None:
+        self._set_time(now)
+        return super().violation(name, args, now)
+
+    def check(self, name: str, args: Any, decision: Decision, now: float = 0.0) -> Decision | None:
+        self._set_time(now)
+        return super().check(name, args, decision, now)
+
+    def enter(self, name: str, args: Any, now: float = 0.0) -> None:
+        self._latest = self._set_time(now)
+        super().enter(name, args, now)
