@@ -11,6 +11,12 @@ a rule. Which rules a tool name can touch is computed once per name (a bounded c
 chosen by the client). A rule whose state makes every call matter (a ``require`` not yet met, an
 ``eventually`` still waiting, an ``after`` deadline running, a ``strict`` sequence under way) is
 checked on every call; every other rule only on calls whose name it names.
+
+A tracker belongs to one wrap (its ``server`` label: selectors naming another server are
+resolved away when the rules compile, so they cost nothing per call). The wraps of one agent
+session share one history (docs/wrap.md, "Shared sessions") by moving the state between their
+trackers: :meth:`FlowTracker.export_state` and :meth:`FlowTracker.restore_state`. Only a policy
+with a ``never_after`` that has ``for`` reads the time of a call.
 """
 
 from __future__ import annotations

@@ -330,7 +330,9 @@ def evaluate_rules(
     """One :class:`RuleEvaluation` per rule (no short-circuit). ``trace`` holds names or
     ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided);
     ``patterns`` reads selector tools and alias members as tool-name patterns (``*`` forms of
-    docs/policy.md, "Tool-name patterns"), as wrap's flow rules do."""
+    docs/policy.md, "Tool-name patterns") and an array argument element by element, as wrap's
+    flow rules do. A selector's ``server`` is matched against each call's ``server``, and a
+    ``never_after`` with ``for`` reads each call's ``time`` (:class:`SequenceCall`)."""
     calls = _calls(trace)
     m = _Matcher(dict(aliases or {}), patterns)
     return [_eval(r, calls, m, not partial) for r in rules]
