@@ -103,7 +103,7 @@ def convert(doc: dict[Any, Any], source: str, strict_deprecations: bool) -> tupl
     kill_switch = sec.kill_switch(r, doc.get("kill_switch"))
     path_rules = sec.path_confinement(r, doc.get("path_confinement"))
     flow_rules: tuple[Any, ...] = ()
-    aliases: dict[str, tuple[str, ...]] = {}
+    aliases: dict[str, tuple[Any, ...]] = {}
     if "sequences" in doc or "aliases" in doc:  # docs/policy.md, "Flow rules"
         # imported here: a policy without flow rules never loads them (nor the tracker a session keeps)
         from assay.policy.flow_rules import FlowError, parse_flows

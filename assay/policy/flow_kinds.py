@@ -7,39 +7,28 @@ violate it, exactly as :func:`assay.policy.sequence.evaluate_rules` would over t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from assay.policy.argregex import ArgRegex, compile_arg_regex
-from assay.policy.patterns import NameMatcher
-from assay.policy.sequence_rules import Rule, Selector
+from assay.policy.argregex import compile_arg_regex
+from assay.policy.flow_values import (
+    Check,
+    Unreadable,
+    args_ok,
+    count_value,
+    flag_value,
+    index_value,
+    names_for,
+    readable,
+    render,
+    text_value,
+    time_value,
+)
+from assay.policy.sequence_rules import Aliases, Rule, Selector, inside_window, window_text
 
-__all__ = ["KINDS", "CompiledRule", "Hits", "Unreadable", "render"]
+__all__ = ["KINDS", "CompiledRule", "compile_rule", "Hits", "Unreadable", "readable", "render"]
 
 Hits = tuple[bool, ...] | None  # the name matches of a rule's selectors for one call (None: none)
-
-
-class Unreadable(Exception):
-    """An argument an ``args_match`` names could not be rendered as text."""
-
-
-def render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        raise Unreadable from None
-
-
-def _args_ok(am: tuple[tuple[str, ArgRegex], ...], args: Any) -> bool:
-    if not isinstance(args, dict):
-        return False
-    for key, rx in am:
-        if key not in args or not rx.search(render(args[key])):
-            return False
-    return True
 
 
 class CompiledRule(ABC):
@@ -51,12 +40,19 @@ class CompiledRule(ABC):
     ``None``) and ``enter(hits, name, args, n)``; ``sensitive`` says that calls the rule does not
     name can violate it in its current state, ``dead`` that no call can any more (a ``require``
     met, an ``eventually`` met in time, a ``before`` whose ``first`` came, a finished
-    ``sequence``), so it is no longer checked."""
+    ``sequence``), so it is no longer checked.
 
-    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead")
+    A shared session moves the state between wraps (docs/policy.md, "Flow rules"): :meth:`dump`
+    gives it as plain values (the fields ``STATE`` names), :meth:`parse` checks such values and
+    :meth:`load` takes them, settling ``sensitive`` and ``dead`` from them."""
 
-    def __init__(self, selectors: tuple[Selector, ...], aliases: dict[str, tuple[str, ...]]) -> None:
-        self.names = tuple(NameMatcher(aliases.get(s.tool, (s.tool,))) for s in selectors)
+    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead", "fresh")
+
+    STATE: ClassVar[tuple[tuple[str, Check], ...]] = ()  # the fields an export holds, and their checks
+    TIMED: ClassVar[bool] = False  # whether the rule reads the time (its ``now``, set by the tracker)
+
+    def __init__(self, selectors: tuple[Selector, ...], aliases: Aliases, server: str) -> None:
+        self.names = tuple(names_for(s, aliases, server) for s in selectors)
         self.am = tuple(
             None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
         )
@@ -64,6 +60,7 @@ class CompiledRule(ABC):
         self.labels = tuple(str(s) for s in selectors)
         self.sensitive = False
         self.dead = False  # settled: no call can violate the rule any more
+        self.fresh: list[Any] = []  # the initial state (compile_rule sets it)
 
     def name_hits(self, name: str) -> tuple[bool, ...] | None:
         hits = tuple(m(name) for m in self.names)
@@ -73,7 +70,32 @@ class CompiledRule(ABC):
         if hits is None or not hits[i]:
             return False
         am = self.am[i]
-        return am is None or _args_ok(am, args)
+        return am is None or args_ok(am, args)
+
+    def dump(self) -> list[Any]:
+        """The rule's state as plain values (docs/policy.md, "Flow rules")."""
+        return [getattr(self, f) for f, _ in self.STATE]
+
+    def parse(self, values: Any, n: int) -> list[Any]:
+        """The checked values of an exported state (``n`` calls entered); ValueError when they do
+        not fit this rule."""
+        if values.__class__ is not list or len(values) != len(self.STATE):
+            raise ValueError(f"the state of a {type(self).__name__.strip('_').lower()} rule does not fit: {values!r}"[:200])
+        return [check(v, n) for (_f, check), v in zip(self.STATE, values)]
+
+    def load(self, values: list[Any]) -> None:
+        """Take a state :meth:`parse` checked, and settle ``sensitive`` and ``dead`` from it."""
+        for (f, _check), v in zip(self.STATE, values):
+            setattr(self, f, v)
+        self.settle()
+
+    @abstractmethod
+    def settle(self) -> None:
+        """``sensitive`` and ``dead`` as the state says (each kind says)."""
+
+    def armed(self, now: float) -> bool:
+        """Whether the state is no longer the initial one (``now``: the session's latest time)."""
+        return bool(self.dump() != self.fresh)
 
     @abstractmethod
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
@@ -86,11 +108,16 @@ class CompiledRule(ABC):
 
 class _Require(CompiledRule):
     __slots__ = ("seen",)
+    STATE = (("seen", flag_value),)
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("tool"),), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("tool"),), aliases, server)
         self.seen = False
         self.sensitive = True
+
+    def settle(self) -> None:
+        self.sensitive = not self.seen
+        self.dead = self.seen
 
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
         if self.seen or self.hit(hits, 0, args):
@@ -106,11 +133,15 @@ class _Require(CompiledRule):
 
 class _Blocklist(CompiledRule):
     __slots__ = ("pattern", "hit_name")
+    STATE = (("hit_name", text_value),)
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((), aliases, server)
         self.pattern = rule.pattern or ""
         self.hit_name: str | None = None  # a blocked call that entered anyway (never, when checked first)
+
+    def settle(self) -> None:
+        self.sensitive = self.hit_name is not None
 
     def name_hits(self, name: str) -> Hits:
         return (True,) if self.pattern in name else None
@@ -130,11 +161,16 @@ class _Blocklist(CompiledRule):
 
 class _Before(CompiledRule):
     __slots__ = ("f", "t")  # first indices of `first` and of `then`
+    STATE = (("f", index_value), ("t", index_value))
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("first"), rule.sel("then")), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("first"), rule.sel("then")), aliases, server)
         self.f: int | None = None
         self.t: int | None = None
+
+    def settle(self) -> None:
+        self.sensitive = self.t is not None and (self.f is None or self.f > self.t)
+        self.dead = self.f is not None and not self.sensitive
 
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
         t = self.t
@@ -163,11 +199,15 @@ class _Before(CompiledRule):
 
 class _NeverAfter(CompiledRule):
     __slots__ = ("trig", "hit_at")
+    STATE = (("trig", index_value), ("hit_at", index_value))
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("trigger"), rule.sel("forbidden")), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("trigger"), rule.sel("forbidden")), aliases, server)
         self.trig: int | None = None
         self.hit_at: int | None = None
+
+    def settle(self) -> None:
+        self.sensitive = self.hit_at is not None
 
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
         trig = self.trig
@@ -190,13 +230,78 @@ class _NeverAfter(CompiledRule):
             self.sensitive = True
 
 
+class _NeverAfterFor(CompiledRule):
+    """``never_after`` with ``for``: a ``forbidden`` call is denied while it comes less than
+    ``window`` seconds after the latest ``trigger`` call (``last``, at ``since``). ``now`` is the
+    time of the call being judged; the tracker sets it (only on these rules)."""
+
+    __slots__ = ("last", "since", "hit_at", "hit_trig", "window", "now")
+    TIMED = True
+    STATE = (("last", index_value), ("since", time_value), ("hit_at", index_value), ("hit_trig", index_value))
+
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("trigger"), rule.sel("forbidden")), aliases, server)
+        self.last: int | None = None
+        self.since: float | None = None
+        self.hit_at: int | None = None  # a forbidden call that entered anyway, and its trigger
+        self.hit_trig: int | None = None
+        self.window = rule.window or 0.0
+        self.now = 0.0
+
+    def parse(self, values: Any, n: int) -> list[Any]:
+        last, since, hit_at, hit_trig = got = super().parse(values, n)
+        if (last is None) is not (since is None) or (hit_at is None) is not (hit_trig is None):
+            raise ValueError("the state of a never_after rule with for does not fit")
+        return got
+
+    def settle(self) -> None:
+        self.sensitive = self.hit_at is not None
+
+    def armed(self, now: float) -> bool:
+        since = self.since
+        return self.hit_at is not None or (since is not None and inside_window(now, since, self.window))
+
+    def _reason(self, at: int, trig: int) -> str:
+        trigger, forbidden = self.labels
+        return (
+            f"tool '{forbidden}' at index {at} is forbidden for {window_text(self.window)} after "
+            f"'{trigger}' (triggered at index {trig})"
+        )
+
+    def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
+        if self.hit_at is not None and self.hit_trig is not None:
+            return self._reason(self.hit_at, self.hit_trig)
+        last, since = self.last, self.since
+        if last is None or since is None or not self.hit(hits, 1, args):
+            return None
+        return self._reason(n, last) if inside_window(self.now, since, self.window) else None
+
+    def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
+        last, since = self.last, self.since
+        if (
+            self.hit_at is None
+            and last is not None
+            and since is not None
+            and self.hit(hits, 1, args)
+            and inside_window(self.now, since, self.window)
+        ):
+            self.hit_at, self.hit_trig = n, last
+            self.sensitive = True
+        if self.hit(hits, 0, args):
+            self.last, self.since = n, self.now
+
+
 class _MaxCalls(CompiledRule):
     __slots__ = ("count", "max")
+    STATE = (("count", count_value),)
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("tool"),), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("tool"),), aliases, server)
         self.count = 0
         self.max = rule.limit("max")
+
+    def settle(self) -> None:
+        self.sensitive = self.count > self.max
 
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
         count = self.count + 1 if self.hit(hits, 0, args) else self.count
@@ -212,12 +317,17 @@ class _MaxCalls(CompiledRule):
 
 class _Eventually(CompiledRule):
     __slots__ = ("first", "within")
+    STATE = (("first", index_value),)
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("tool"),), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("tool"),), aliases, server)
         self.first: int | None = None
         self.within = rule.limit("within")
         self.sensitive = True
+
+    def settle(self) -> None:
+        self.sensitive = self.first is None or self.first >= self.within
+        self.dead = not self.sensitive
 
     def violation(self, hits: Hits, name: str, args: Any, n: int) -> str | None:
         idx = self.first
@@ -244,11 +354,15 @@ class _After(CompiledRule):
     inside the window of every later unanswered trigger too, so one index is the whole state."""
 
     __slots__ = ("pending", "within")
+    STATE = (("pending", index_value),)
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__((rule.sel("trigger"), rule.sel("then")), aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__((rule.sel("trigger"), rule.sel("then")), aliases, server)
         self.pending: int | None = None
         self.within = rule.limit("within")
+
+    def settle(self) -> None:
+        self.sensitive = self.pending is not None
 
     def _reason(self, ti: int) -> str:
         trigger, then = self.labels
@@ -277,12 +391,18 @@ class _After(CompiledRule):
 
 class _Sequence(CompiledRule):
     __slots__ = ("k", "strict", "broken")
+    STATE = (("k", count_value), ("broken", text_value))
 
-    def __init__(self, rule: Rule, aliases: dict[str, tuple[str, ...]]) -> None:
-        super().__init__(rule.tools, aliases)
+    def __init__(self, rule: Rule, aliases: Aliases, server: str) -> None:
+        super().__init__(rule.tools, aliases, server)
         self.k = 0
         self.strict = rule.strict
         self.broken: str | None = None  # the reason of a step that broke the sequence
+
+    def settle(self) -> None:
+        size = len(self.names)
+        self.sensitive = self.broken is not None or (self.strict and 0 < self.k < size)
+        self.dead = self.broken is None and self.k >= size
 
     def _step(self, hits: Hits, name: str, args: Any, n: int) -> tuple[bool, str | None]:
         k, size = self.k, len(self.names)
@@ -316,7 +436,7 @@ class _Sequence(CompiledRule):
         self.dead = self.broken is None and self.k >= len(self.names)
 
 
-KINDS: dict[str, Callable[[Rule, dict[str, tuple[str, ...]]], CompiledRule]] = {  # kind -> its constructor
+KINDS: dict[str, Callable[[Rule, Aliases, str], CompiledRule]] = {  # kind -> its constructor
     "require": _Require,
     "blocklist": _Blocklist,
     "before": _Before,
@@ -326,3 +446,11 @@ KINDS: dict[str, Callable[[Rule, dict[str, tuple[str, ...]]], CompiledRule]] = {
     "after": _After,
     "sequence": _Sequence,
 }
+
+
+def compile_rule(rule: Rule, aliases: Aliases, server: str) -> CompiledRule:
+    """``rule`` compiled for a wrap whose label is ``server``, in its initial state."""
+    kind = _NeverAfterFor if rule.kind == "never_after" and rule.window is not None else KINDS[rule.kind]
+    compiled = kind(rule, aliases, server)
+    compiled.fresh = compiled.dump()
+    return compiled

@@ -3,7 +3,9 @@ and ``aliases`` values into :class:`~assay.policy.model.FlowRule` values and the
 
 The rules are the dialect of :mod:`assay.policy.sequence` (``require``, ``eventually``,
 ``max_calls``, ``before``, ``after``, ``never_after``, ``sequence``, ``blocklist``), with selector
-tools and alias members read as tool-name patterns, an ``id`` and a ``message`` per rule.
+tools and alias members read as tool-name patterns, selectors and alias members that may name a
+``server`` (a pattern over wrap's ``--label``), a ``for`` window on ``never_after``, and an
+``id`` and a ``message`` per rule.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.policy.argregex import ArgRegexError, compile_arg_regex
+from assay.policy.durations import DurationError, parse_duration
 from assay.policy.model import FlowRule
 from assay.policy.sequence_rules import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
@@ -26,11 +29,11 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "max_calls": ("tool", "max"),
     "before": ("first", "then"),
     "after": ("trigger", "then", "within"),
-    "never_after": ("trigger", "forbidden"),
+    "never_after": ("trigger", "forbidden", "for"),
     "sequence": ("tools", "strict"),
     "blocklist": ("pattern",),
 }
-_OPTIONAL = {("after", "within"), ("sequence", "strict")}
+_OPTIONAL = {("after", "within"), ("sequence", "strict"), ("never_after", "for")}
 _SELECTOR_FIELDS = ("tool", "first", "then", "trigger", "forbidden")
 
 
@@ -74,13 +77,18 @@ def _selector(value: Any, path: str) -> Selector:
         raise FlowError("structure", path, f"expected a tool name or {{tool, args_match}}, got {type_name(value)}")
     m = _mapping(value, path)
     for key in m:
-        if key not in ("tool", "args_match"):
-            raise FlowError("structure", f"{path}.{key}", "unknown selector key (a selector is a name or {tool, args_match})")
+        if key not in ("tool", "server", "args_match"):
+            raise FlowError(
+                "structure", f"{path}.{key}", "unknown selector key (a selector is a name or {tool, server, args_match})"
+            )
     if "tool" not in m:
         raise FlowError("structure", path, "missing field tool")
-    if "args_match" not in m:
+    if "args_match" not in m and "server" not in m:
         raise FlowError("structure", path, "missing field args_match (write the bare name when no argument is matched)")
     tool = _name(m["tool"], f"{path}.tool")
+    server = _server(m, path)
+    if "args_match" not in m:
+        return Selector(tool, None, server)
     am = _mapping(m["args_match"], f"{path}.args_match")
     if not am:
         raise FlowError("validation", f"{path}.args_match", "must name at least one argument")
@@ -93,7 +101,43 @@ def _selector(value: Any, path: str) -> Selector:
         except ArgRegexError as exc:
             raise FlowError("validation", where, str(exc)) from None
         pairs.append((key, regex))
-    return Selector(tool, tuple(pairs))
+    return Selector(tool, tuple(pairs), server)
+
+
+def _server(m: dict[str, Any], path: str) -> str | None:
+    if "server" not in m:
+        return None
+    server = _string(m["server"], f"{path}.server")
+    if not server:
+        raise FlowError("validation", f"{path}.server", "a server label or pattern must not be empty")
+    return server
+
+
+def _member(value: Any, path: str) -> str | Selector:
+    """An alias member: a tool name or pattern, or ``{tool, server}``."""
+    if not isinstance(value, dict):
+        return _name(value, path)
+    m = _mapping(value, path)
+    for key in m:
+        if key not in ("tool", "server"):
+            raise FlowError(
+                "structure", f"{path}.{key}", "unknown alias member key (a member is a name or {tool, server})"
+            )
+    if "tool" not in m:
+        raise FlowError("structure", path, "missing field tool")
+    if "server" not in m:
+        raise FlowError("structure", path, "missing field server (write the bare name for a tool on any server)")
+    return Selector(_name(m["tool"], f"{path}.tool"), None, _server(m, path))
+
+
+def _window(value: Any, path: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except DurationError as exc:
+        raise FlowError("validation", path, str(exc)) from None
+    if seconds == 0:
+        raise FlowError("validation", path, "must be more than zero (a window of no time forbids nothing)")
+    return seconds
 
 
 def _u32(value: Any, path: str) -> int:
@@ -127,6 +171,8 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
         where = f"{path}.{f}"
         if f in _SELECTOR_FIELDS:
             kw[f] = _selector(m[f], where)
+        elif f == "for":
+            kw["window"] = _window(m[f], where)
         elif f in ("within", "max"):
             kw[f] = _u32(m[f], where)
         elif f == "strict":
@@ -151,11 +197,11 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
 
 def parse_flows(
     sequences: Any, aliases: Any, unknown: list[str]
-) -> tuple[tuple[FlowRule, ...], dict[str, tuple[str, ...]]]:
+) -> tuple[tuple[FlowRule, ...], dict[str, tuple[str | Selector, ...]]]:
     """The root ``sequences`` and ``aliases`` values (``None`` when absent) → the rules and the
     alias map. Unknown rule keys are appended to ``unknown`` as dotted paths; raises
     :class:`FlowError`."""
-    alias_map: dict[str, tuple[str, ...]] = {}
+    alias_map: dict[str, tuple[str | Selector, ...]] = {}
     if aliases is not None:
         for key, members in _mapping(aliases, "aliases").items():
             where = f"aliases.{key}"
@@ -165,7 +211,7 @@ def parse_flows(
                 raise FlowError("structure", where, f"expected a list of tool names or patterns, got {type_name(members)}")
             if not members:
                 raise FlowError("validation", where, "must list at least one tool name or pattern")
-            alias_map[key] = tuple(_name(x, f"{where}[{i}]") for i, x in enumerate(members))
+            alias_map[key] = tuple(_member(x, f"{where}[{i}]") for i, x in enumerate(members))
     rules: list[FlowRule] = []
     if sequences is not None:
         if not isinstance(sequences, list):

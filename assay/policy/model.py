@@ -185,10 +185,19 @@ class PathRule:
 
 
 def _selector_dict(sel: Any) -> str | dict[str, Any]:
-    if sel.args_match is None:
+    """A selector (or an alias member) as the file writes it; ``server`` only when set, so the
+    digest of a policy without it is unchanged."""
+    if isinstance(sel, str):
+        return sel
+    if sel.args_match is None and sel.server is None:
         tool: str = sel.tool
         return tool
-    return {"tool": sel.tool, "args_match": dict(sel.args_match)}
+    out: dict[str, Any] = {"tool": sel.tool}
+    if sel.server is not None:
+        out["server"] = sel.server
+    if sel.args_match is not None:
+        out["args_match"] = dict(sel.args_match)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +227,8 @@ class FlowRule:
             out["max"] = r.max
         if r.pattern is not None:
             out["pattern"] = r.pattern
+        if r.window is not None:  # only when set: the digest of a rule without ``for`` is unchanged
+            out["for"] = r.window
         out["message"] = self.message
         return out
 
@@ -245,7 +256,8 @@ class Policy:
     kill_switch: dict[str, Any] | None = None
     path_confinement: tuple[PathRule, ...] = ()
     sequences: tuple[FlowRule, ...] = ()
-    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # an alias -> its members: names or patterns, or selectors with a server (docs/policy.md, "Flow rules")
+    aliases: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     v1_format: bool = False
     source: str = "assay.yaml"
     warnings: tuple[str, ...] = ()
@@ -304,7 +316,7 @@ class Policy:
             if self.path_confinement
             else {}
         ) | ({"sequences": [rule.to_dict() for rule in self.sequences]} if self.sequences else {}) | (
-            {"aliases": {k: list(v) for k, v in self.aliases.items()}} if self.aliases else {}
+            {"aliases": {k: [_selector_dict(m) for m in v] for k, v in self.aliases.items()}} if self.aliases else {}
         )
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:

@@ -268,7 +268,7 @@ class FlowGuard:
             refused = tracker.unrunnable(call.frame)
             if refused is not None:
                 return tracker.refuse(call.name, decision, refused)
-        return tracker.check(call.name, call.arguments, decision)
+        return tracker.check(call.name, call.arguments, decision, now)
 
     def enter(self, call: Call, now: float) -> None:
-        self.tracker.enter(call.name, call.arguments)
+        self.tracker.enter(call.name, call.arguments, now)

@@ -23,11 +23,12 @@ ignored the same way.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import deque
 from fractions import Fraction
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assay.policy.model import RateRule
 from assay.policy.patterns import NameMatcher
@@ -42,12 +43,13 @@ NAME_CACHE_MAX = 4096  # tool names are client-controlled: bound the name -> rul
 # ... and a name longer than this is never cached: names reach up to the frame limit, and 4,096 of
 # megabytes each would hold gigabytes (MCP tool names are 1 to 128 characters)
 NAME_CACHE_MAX_LEN = 256
+_FORMAT = 1  # the version of export_state's layout
 
 
 class RateTracker:
     """The ``limits.tools`` rules of one policy and their counts in one session."""
 
-    __slots__ = ("rules", "_matchers", "_windows", "_counts", "_names", "_latest")
+    __slots__ = ("rules", "_matchers", "_windows", "_counts", "_names", "_latest", "_shape")
 
     def __init__(self, rules: Iterable[RateRule]) -> None:
         self.rules: tuple[RateRule, ...] = tuple(rules)
@@ -57,6 +59,8 @@ class RateTracker:
         self._counts = [0] * len(self.rules)  # per rule: entered calls (rules without ``per``)
         self._names: dict[str, tuple[int, ...]] = {}
         self._latest: float | None = None
+        shape = repr([(r.id, r.tools, r.max_calls, r.per) for r in self.rules])
+        self._shape = hashlib.sha256(shape.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def rules_for(self, name: str) -> tuple[RateRule, ...]:
         """The rules that count calls of ``name``, in policy order."""
@@ -122,6 +126,51 @@ class RateTracker:
             while len(window) > rule.max_calls:  # only the N most recent times decide
                 window.popleft()
 
+    def export_state(self) -> list[Any]:
+        """The counts as plain values (docs/policy.md, "Per-tool rate limits"), for a session
+        shared by several wraps: ``[format, rules digest, latest time, [per rule: its window's
+        times, oldest first, or its session count]]``."""
+        rules = [list(w) if r.per is not None else c for r, w, c in zip(self.rules, self._windows, self._counts)]
+        return [_FORMAT, self._shape, self._latest, rules]
+
+    def restore_state(self, state: list[Any] | None) -> None:
+        """Take what :meth:`export_state` gave (here or in another wrap with the same rules);
+        ``None`` is the fresh state. Raises ValueError or TypeError (and changes nothing) when
+        ``state`` does not fit these rules."""
+        windows: list[list[float]] = []
+        counts: list[int] = []
+        if state is None:
+            latest, windows, counts = None, [[] for _ in self.rules], [0] * len(self.rules)
+        else:
+            if state.__class__ is not list or len(state) != 4:
+                raise TypeError("a rate state is a list of 4 values")
+            fmt, shape, latest, values = state
+            if fmt != _FORMAT or shape != self._shape:
+                raise ValueError("the rate state is of other rules (or another format)")
+            latest = _finite(latest)
+            if values.__class__ is not list or len(values) != len(self.rules):
+                raise ValueError("the rate state holds another number of rules")
+            for rule, v in zip(self.rules, values):
+                if rule.per is None:
+                    if v.__class__ is not int or v < 0:
+                        raise ValueError(f"a rate count must be an integer, zero or more: {v!r}"[:200])
+                    windows.append([])
+                    counts.append(v)
+                    continue
+                if v.__class__ is not list or len(v) > rule.max_calls:
+                    raise ValueError(f"a rate window is a list of at most {rule.max_calls} times")
+                times: list[float] = []
+                for t in v:
+                    ft = _finite(t)
+                    if ft is None or latest is None or ft > latest or (times and ft < times[-1]):
+                        raise ValueError("a rate window's times must be in order and not after its latest time")
+                    times.append(ft)
+                windows.append(times)
+                counts.append(0)
+        self._latest = latest
+        self._windows = tuple(deque(w) for w in windows)
+        self._counts = counts
+
     def counted(self, rule_id: str, now: float) -> int:
         """How many entered calls rule ``rule_id`` counts at ``now`` (in its window, or in the
         session); for reports and tests."""
@@ -132,6 +181,21 @@ class RateTracker:
                 self._room(i, self._time(now))
                 return len(self._windows[i])
         raise KeyError(rule_id)
+
+
+def _finite(value: Any) -> float | None:
+    """A time of an exported state: ``None``, or a finite number (ValueError otherwise)."""
+    if value is None:
+        return None
+    if value.__class__ not in (int, float):
+        raise ValueError(f"a time must be a finite number: {value!r}"[:200])
+    try:
+        t = float(value)
+    except OverflowError:
+        raise ValueError("a time must be a finite number") from None
+    if not math.isfinite(t):
+        raise ValueError(f"a time must be a finite number: {value!r}")
+    return t
 
 
 def tracker_for(policy: "Policy") -> RateTracker | None:

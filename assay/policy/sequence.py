@@ -21,10 +21,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from assay.policy.argregex import ArgRegex, ArgRegexError, compile_arg_regex
-from assay.policy.patterns import NameMatcher
+from assay.policy.patterns import NameMatcher, pattern_matches
 from assay.policy.sequence_rules import (
     INVALID_FORMAT,
     RULE_KINDS,
+    Aliases,
     Rule,
     RuleEvaluation,
     Selector,
@@ -33,6 +34,9 @@ from assay.policy.sequence_rules import (
     SequencePolicyError,
     parse_policy_mapping,
     parse_sequence_policy,
+    clock_value,
+    inside_window,
+    window_text,
 )
 
 
@@ -60,25 +64,38 @@ def _render(value: Any) -> str:
 
 class _Matcher:
     """Selector matching. With ``patterns`` (the ``sequences`` of ``assay.yaml``), a selector's
-    tool and alias members are tool-name patterns as in ``tools.allow``; without it (the
-    ``assay_check_sequence`` dialect) they are exact names."""
+    tool and alias members are tool-name patterns as in ``tools.allow``, a selector or alias
+    member with a ``server`` matches only calls to a server whose label that pattern matches, and
+    an ``args_match`` argument that is an array matches when any element does; without it (the
+    ``assay_check_sequence`` dialect) they are exact names and an argument is one value."""
 
-    def __init__(self, aliases: dict[str, tuple[str, ...]], patterns: bool = False) -> None:
+    def __init__(self, aliases: Aliases, patterns: bool = False) -> None:
         self.aliases = aliases
         self.patterns = patterns
         self.regex: dict[str, ArgRegex | None] = {}
-        self.matchers: dict[str, NameMatcher] = {}
+        self.matchers: dict[str, tuple[NameMatcher, tuple[tuple[NameMatcher, NameMatcher], ...]]] = {}
 
     def names(self, sel: Selector) -> tuple[str, ...]:
-        return self.aliases.get(sel.tool, (sel.tool,))
+        return tuple(m if isinstance(m, str) else m.tool for m in self.aliases.get(sel.tool, (sel.tool,)))
 
-    def name_matches(self, name: str, sel: Selector) -> bool:
+    def name_matches(self, call: SequenceCall, sel: Selector) -> bool:
+        name = call.name
+        if sel.server is not None and not pattern_matches(call.server, sel.server):
+            return False
         if not self.patterns:
             return name in self.names(sel)
-        matcher = self.matchers.get(sel.tool)
-        if matcher is None:
-            matcher = self.matchers[sel.tool] = NameMatcher(self.names(sel))
-        return matcher(name)
+        got = self.matchers.get(sel.tool)
+        if got is None:
+            members = self.aliases.get(sel.tool, (sel.tool,))
+            plain = NameMatcher(m for m in members if isinstance(m, str))
+            qualified = tuple(
+                (NameMatcher((m.tool,)), NameMatcher(() if m.server is None else (m.server,)))
+                for m in members
+                if not isinstance(m, str)
+            )
+            got = self.matchers[sel.tool] = (plain, qualified)
+        plain, qualified = got
+        return plain(name) or any(tool(name) and server(call.server) for tool, server in qualified)
 
     def _re(self, pattern: str) -> ArgRegex | None:
         if pattern not in self.regex:
@@ -89,7 +106,7 @@ class _Matcher:
         return self.regex[pattern]
 
     def match(self, call: SequenceCall, sel: Selector) -> bool:
-        if not self.name_matches(call.name, sel):
+        if not self.name_matches(call, sel):
             return False
         if sel.args_match is None:
             return True
@@ -98,7 +115,14 @@ class _Matcher:
             if not isinstance(call.args, dict) or key not in call.args:
                 return False
             rx = self._re(pattern)
-            if rx is None or not rx.search(_render(call.args[key])):
+            if rx is None:
+                return False
+            value = call.args[key]
+            if self.patterns and value.__class__ is list:
+                texts = [_render(v) for v in value]  # every element read: an unreadable one fails
+                if not any(rx.search(t) for t in texts):
+                    return False
+            elif not rx.search(_render(value)):
                 return False
         return True
 
@@ -110,6 +134,43 @@ class _Matcher:
             if self.match(calls[i], sel):
                 return i
         return None
+
+
+def _times(calls: Sequence[SequenceCall]) -> list[float]:
+    """The time of each call as wrap reads it: a clock that goes back (or a time that is not a
+    finite number) stands still at the latest time before it (0.0 before any)."""
+    out: list[float] = []
+    latest: float | None = None
+    for c in calls:
+        t = clock_value(c.time)
+        if t is not None and (latest is None or t > latest):
+            latest = t
+        out.append(0.0 if latest is None else latest)
+    return out
+
+
+def _never_after_for(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, window: float) -> RuleEvaluation:
+    """``never_after`` with ``for``: a ``forbidden`` call less than ``window`` seconds after the
+    latest ``trigger`` call before it."""
+    times = _times(calls)
+    trigger, forbidden = rule.sel("trigger"), rule.sel("forbidden")
+    last: int | None = None
+    spanned: list[int] = []
+    for j, call in enumerate(calls):
+        if last is not None and m.match(call, forbidden) and inside_window(times[j], times[last], window):
+            return RuleEvaluation(
+                rule,
+                "violated",
+                (last, j),
+                f"tool '{rule.forbidden}' at index {j} is forbidden for {window_text(window)} after "
+                f"'{rule.trigger}' (triggered at index {last})",
+            )
+        if m.match(call, trigger):
+            last = j
+            spanned.append(j)
+    if last is None:
+        return RuleEvaluation(rule, "not_exercised", (), f"'{rule.trigger}' never appeared, so nothing was forbidden")
+    return RuleEvaluation(rule, "held", tuple(spanned))
 
 
 def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool) -> RuleEvaluation:
@@ -152,6 +213,8 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         return held([f, t])
 
     if k == "never_after":
+        if rule.window is not None:
+            return _never_after_for(rule, calls, m, rule.window)
         trig = m.first(calls, rule.sel("trigger"))
         if trig is None:
             return idle(f"'{rule.trigger}' never appeared, so nothing was forbidden")
@@ -259,7 +322,7 @@ def _calls(trace: Iterable[Any]) -> list[SequenceCall]:
 def evaluate_rules(
     rules: Iterable[Rule],
     trace: Iterable[Any],
-    aliases: dict[str, tuple[str, ...]] | None = None,
+    aliases: Aliases | None = None,
     *,
     partial: bool = True,
     patterns: bool = False,
@@ -267,7 +330,9 @@ def evaluate_rules(
     """One :class:`RuleEvaluation` per rule (no short-circuit). ``trace`` holds names or
     ``(name, args)`` pairs; ``partial`` means more calls may follow (open windows undecided);
     ``patterns`` reads selector tools and alias members as tool-name patterns (``*`` forms of
-    docs/policy.md, "Tool-name patterns"), as wrap's flow rules do."""
+    docs/policy.md, "Tool-name patterns") and an array argument element by element, as wrap's
+    flow rules do. A selector's ``server`` is matched against each call's ``server``, and a
+    ``never_after`` with ``for`` reads each call's ``time`` (:class:`SequenceCall`)."""
     calls = _calls(trace)
     m = _Matcher(dict(aliases or {}), patterns)
     return [_eval(r, calls, m, not partial) for r in rules]

@@ -7,7 +7,10 @@ tool names). Evaluating them is :mod:`assay.policy.sequence`.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
 from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml
@@ -23,9 +26,15 @@ __all__ = [
     "parse_policy_mapping",
     "RULE_KINDS",
     "INVALID_FORMAT",
+    "DEFAULT_SERVER",
+    "Aliases",
+    "inside_window",
+    "clock_value",
+    "window_text",
 ]
 
 INVALID_FORMAT = "Invalid sequence policy format"
+DEFAULT_SERVER = "default-mcp-server"  # wrap's default --label (assay.policy.engine.DEFAULT_SERVER_ID)
 RULE_KINDS = ("require", "eventually", "max_calls", "before", "after", "never_after", "sequence", "blocklist")
 _U32_MAX = 2**32 - 1
 
@@ -47,15 +56,53 @@ class _Bad(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A tool name (resolved through aliases) or ``{tool, args_match}``."""
+    """A tool name (resolved through aliases) or ``{tool, server, args_match}``. ``server`` (only
+    in ``assay.yaml``, docs/policy.md, "Flow rules") is a tool-name pattern over wrap's
+    ``--label``: ``None`` matches a call to any server. An alias member is a name or a selector
+    with a ``server`` (never an ``args_match``)."""
 
     tool: str
     args_match: tuple[tuple[str, str], ...] | None = None  # sorted by argument name
+    server: str | None = None
 
-    def __str__(self) -> str:  # tool[arg1,arg2]
+    def __str__(self) -> str:  # server/tool[arg1,arg2]
+        base = self.tool if self.server is None else f"{self.server}/{self.tool}"
         if self.args_match is None:
-            return self.tool
-        return f"{self.tool}[{','.join(k for k, _ in self.args_match)}]"
+            return base
+        return f"{base}[{','.join(k for k, _ in self.args_match)}]"
+
+
+# an alias name -> its members: tool names or patterns, or selectors with a ``server``
+Aliases = Mapping[str, tuple["str | Selector", ...]]
+
+
+def inside_window(now: float, since: float, window: float) -> bool:
+    """Whether ``now`` is less than ``window`` seconds after ``since``, in exact arithmetic
+    (``now - since`` rounded could equal ``window`` when the exact difference is just below it;
+    rounding never moves it across ``window``, only onto it)."""
+    age = now - since
+    if age != window:
+        return age < window
+    return Fraction(now) - Fraction(since) < Fraction(window)
+
+
+def clock_value(value: Any) -> float | None:
+    """A time as a float, or ``None`` when it is not a finite number (a boolean, NaN, an
+    infinity, an integer too large for a float, anything else): such a time is ignored."""
+    if value.__class__ not in (int, float):
+        return None
+    try:
+        t = float(value)
+    except OverflowError:
+        return None
+    return t if math.isfinite(t) else None
+
+
+def window_text(seconds: float) -> str:
+    """A window as a policy writes it (``1h``, ``30m``, ``90s``)."""
+    from assay.policy.rates import duration_text  # a small module; kept off the server's start-up
+
+    return duration_text(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +120,7 @@ class Rule:
     max: int | None = None
     strict: bool = False
     pattern: str | None = None
+    window: float | None = None  # never_after's ``for`` (seconds; only in assay.yaml)
 
     @property
     def rule_id(self) -> str:
@@ -85,7 +133,8 @@ class Rule:
         if k == "before":
             return f"before:{self.first}->{self.then}"
         if k == "never_after":
-            return f"never_after:{self.trigger}->{self.forbidden}"
+            span = "" if self.window is None else f"@{window_text(self.window)}"
+            return f"never_after:{self.trigger}->{self.forbidden}{span}"
         if k == "max_calls":
             return f"max_calls:{self.tool}<={self.max}"
         if k == "eventually":
@@ -161,10 +210,15 @@ class SequencePolicy:
 
 
 class SequenceCall(NamedTuple):
-    """One call of a trace; ``args`` is ``None`` when only names are known (the server case)."""
+    """One call of a trace; ``args`` is ``None`` when only names are known (the server case).
+    ``server`` is the label of the server the call went to and ``time`` when (seconds; only a
+    ``never_after`` with ``for`` reads it): what wrap's flow rules see (docs/policy.md, "Flow
+    rules")."""
 
     name: str
     args: Any = None
+    server: str = DEFAULT_SERVER
+    time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,11 +93,16 @@ def test_the_tracker_equals_the_oracle_call_by_call(raw_rules, raw_aliases, trac
     assert tracker.n == len(history)
 
 
+# no array arguments: assay.yaml reads an array element by element, the server's dialect as one value
+scalar_call = st.tuples(st.sampled_from(NAMES), st.sampled_from([a for a in ARGS if not any(isinstance(v, list) for v in (a.values() if isinstance(a, dict) else ()))]))
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(rule, min_size=1, max_size=4), aliases, st.lists(call, max_size=20))
+@given(st.lists(rule, min_size=1, max_size=4), aliases, st.lists(scalar_call, max_size=20))
 def test_the_tracker_equals_the_oracle_with_exact_patterns_off_the_pattern_forms(raw_rules, raw_aliases, trace):
-    """Rules naming only exact tools: the pattern reading and the exact reading of the
-    assay_check_sequence dialect agree, so the tracker also equals the server's evaluator."""
+    """Rules naming only exact tools and calls without array arguments: the pattern reading and
+    the exact reading of the assay_check_sequence dialect agree, so the tracker also equals the
+    server's evaluator."""
 
     def bare(name: str) -> str:
         return name.replace("*", "") or "z"
