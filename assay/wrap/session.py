@@ -141,7 +141,7 @@ class WrapSession:
         if policy.sequences:
             from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
 
-            self._flows = FlowTracker(policy.sequences, policy.aliases)
+            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label)
             guards.append(FlowGuard(self._flows))
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
