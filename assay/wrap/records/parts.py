@@ -51,6 +51,7 @@ def origin_members(origin: Origin) -> dict[str, str | None]:
     """``{"session": .., "server": ..}``: the members both records carry, in this order."""
     return {"session": origin.session, "server": origin.server}
 
+
 _HEADS_PER_DECISION: Final = 64  # tool bindings kept per template
 # Tool names are chosen by the client, up to the frame limit: a template of a longer name (or of
 # a decision with a longer reason) is used for its call and never kept, so the template cache
