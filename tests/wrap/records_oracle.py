@@ -21,7 +21,10 @@ from assay.wrap.records.ids import stamp as _stamp
 from assay.wrap.records.values import data_head, data_verdict
 from assay.wrap.reports import coverage_report
 
+DEFAULT_SERVER: Final = "default-mcp-server"  # wrap's --label default
+
 __all__ = [
+    "DEFAULT_SERVER",
     "audit_record",
     "audit_record_for",
     "coverage_of_events",
@@ -40,6 +43,8 @@ def decision_data(
     delegated_from: str | None = None,
     delegation_depth: int | None = None,
     tool_definition_digest: str | None = None,
+    session: str | None = None,
+    server: str = DEFAULT_SERVER,
 ) -> dict:
     """The ``data`` object of an ``assay.tool.decision`` event, keys in serialization order.
 
@@ -50,7 +55,8 @@ def decision_data(
     obligations are the ones the outcome implies (``legacy_warning``, drift ``alert``) and then
     the decision's own, never doubled. ``tool_definition_digest`` (the ``sha256:`` digest of the
     cached binding) brings its four companion fields with it. ``request_id`` is left out when
-    absent or null.
+    absent or null. ``session`` (the agent session key, JSON null when the wrap shares none) and
+    ``server`` (the ``--label``) come after the verdict, before the call's ids.
     """
     if decision.outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {OUTCOMES}, not {decision.outcome!r}")
@@ -60,6 +66,8 @@ def decision_data(
     if delegation_depth is not None:
         data["delegation_depth"] = delegation_depth
     data |= data_verdict(decision, dry_run)
+    data["session"] = session
+    data["server"] = server
     data["tool_call_id"] = tool_call_id
     if has_id(request_id):
         data["request_id"] = request_id
@@ -95,15 +103,25 @@ def audit_record(
     request_id: Any = ABSENT,
     agentic: Mapping[str, Any] | None = None,
     timestamp: datetime | str | None = None,
+    session: str | None = None,
+    server: str = DEFAULT_SERVER,
 ) -> dict:
-    """One audit line's object: ``timestamp, decision, tool, reason, request_id?, agentic?``.
+    """One audit line's object: ``timestamp, decision, tool, reason, session, server,
+    request_id?, agentic?``.
 
-    ``tool`` and ``reason`` are always present (possibly null); ``request_id`` is left out when
-    absent or null, ``agentic`` (the deny contract) when None.
+    ``tool``, ``reason`` and ``session`` are always present (possibly null); ``request_id`` is
+    left out when absent or null, ``agentic`` (the deny contract) when None.
     """
     if decision not in _AUDIT_VERDICTS:
         raise ValueError(f"audit decision must be one of {_AUDIT_VERDICTS}, not {decision!r}")
-    record: dict[str, Any] = {"timestamp": _stamp(timestamp), "decision": decision, "tool": tool, "reason": reason}
+    record: dict[str, Any] = {
+        "timestamp": _stamp(timestamp),
+        "decision": decision,
+        "tool": tool,
+        "reason": reason,
+        "session": session,
+        "server": server,
+    }
     if has_id(request_id):
         record["request_id"] = request_id
     if agentic is not None:
@@ -121,6 +139,8 @@ def audit_record_for(
     request_id: Any = ABSENT,
     tool: Any = _DECISION_TOOL,
     timestamp: datetime | str | None = None,
+    session: str | None = None,
+    server: str = DEFAULT_SERVER,
 ) -> dict:
     """The one audit record of a decision: a warning is ``allow_with_warning`` only, never
     followed by an ``allow`` (docs/wrap-records.md, "Which calls produce records").
@@ -133,7 +153,9 @@ def audit_record_for(
     verdict = audit_decision(decision.outcome, dry_run=dry_run)
     reason = None if decision.outcome == "allow" else decision.reason
     agentic = decision.contract if decision.outcome == "deny" else None
-    return audit_record(verdict, name, reason, request_id=request_id, agentic=agentic, timestamp=timestamp)
+    return audit_record(
+        verdict, name, reason, request_id=request_id, agentic=agentic, timestamp=timestamp, session=session, server=server
+    )
 
 
 

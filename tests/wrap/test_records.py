@@ -54,6 +54,7 @@ DIGEST = "sha256:" + "ab" * 32
 EVT_ID = "evt_decision_3b0f6c1e-8a47-4b1e-9a51-0c7d2f9e4a10"
 EVT_TIME = "2026-08-22T10:15:02.123456789+00:00"
 DENIED_BY_NAME = "Tool is explicitly denylisted by name"
+SESSION = "client:4242:8613312"  # the agent session of the examples of docs/wrap-records.md
 NO_SCHEMA = "Tool allowed but has no schema"
 
 
@@ -116,7 +117,7 @@ DOC_EVENT = """
  "deny_legacy_fallback_applied":false,"deny_convergence_reason":"outcome_policy_deny",
  "obligation_applied_present":false,"obligation_skipped_present":false,"obligation_error_present":false,
  "decision":"deny","reason_code":"P_TOOL_DENIED","reason":"Tool is explicitly denylisted by name",
- "tool_call_id":"req_7","request_id":7}}
+ "session":"client:4242:8613312","server":"shell","tool_call_id":"req_7","request_id":7}}
 """.replace("sha256:<64hex>", DIGEST)
 
 
@@ -127,6 +128,8 @@ def test_enforce_deny_event_bytes():
         dry_run=False,
         tool_call_id=tool_call_id_for(request["params"], request["id"]),
         request_id=request["id"],
+        session=SESSION,
+        server="shell",
     )
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
     assert encode_line(event) == compact(DOC_EVENT)
@@ -141,7 +144,7 @@ def test_enforce_deny_event_from_the_real_policy_engine():
     """The same example end to end: assay.policy's Decision → the documented bytes."""
     facts = _engine('version: "2.0"\ntools: {deny: ["exec"]}\n', "exec", {})
     assert facts.policy_digest and facts.policy_digest.startswith("sha256:")
-    data = decision_data(facts, dry_run=False, tool_call_id="req_7", request_id=7)
+    data = decision_data(facts, dry_run=False, tool_call_id="req_7", request_id=7, session=SESSION, server="shell")
     event = decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME)
     assert encode_line(event) == compact(DOC_EVENT.replace(DIGEST, facts.policy_digest))
 
@@ -348,8 +351,11 @@ def test_optional_clusters_in_order():
         "redaction_scope",
     ]
     assert keys.index("redaction_scope") + 1 == keys.index("decision_outcome_kind")
-    assert keys[-6:] == ["delegated_from", "delegation_depth", "decision", "reason_code", "tool_call_id", "request_id"]
-    assert keys[-7] == "obligation_error_present"
+    assert keys[-8:] == [
+        "delegated_from", "delegation_depth", "decision", "reason_code", "session", "server", "tool_call_id", "request_id"
+    ]
+    assert keys[-9] == "obligation_error_present"
+    assert (data["session"], data["server"]) == (None, "default-mcp-server")  # no shared session: null
     assert data["obligations"][0] == {"type": "approval_required", "detail": "runtime approval artifact required"}
     assert list(data["obligations"][0]) == ["type", "detail"]
     assert list(data["obligations"][1]["restrict_scope"]) == ["scope_type", "scope_value", "scope_match_mode"]
@@ -616,9 +622,9 @@ def test_delegation():
 # --- audit records (docs/wrap-records.md, "Audit record") --------------------------------------
 
 DOC_AUDIT = (
-    b'{"timestamp":"2026-08-22T10:15:02.123456789+00:00","decision":"would_deny","tool":"delete_file","reason":"Tool is explicitly denylisted by name","request_id":1,"agentic":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"delete_file","reason":"Tool is explicitly denylisted by name"}}\n'
-    b'{"timestamp":"2026-08-22T10:15:03.000000001+00:00","decision":"allow","tool":"read_file","reason":null,"request_id":2}\n'
-    b'{"timestamp":"2026-08-22T10:15:04.5+00:00","decision":"allow_with_warning","tool":"","reason":"Tool allowed but has no schema"}\n'
+    b'{"timestamp":"2026-08-22T10:15:02.123456789+00:00","decision":"would_deny","tool":"delete_file","reason":"Tool is explicitly denylisted by name","session":"client:4242:8613312","server":"files","request_id":1,"agentic":{"status":"deny","error_code":"E_TOOL_DENIED","tool":"delete_file","reason":"Tool is explicitly denylisted by name"}}\n'
+    b'{"timestamp":"2026-08-22T10:15:03.000000001+00:00","decision":"allow","tool":"read_file","reason":null,"session":"client:4242:8613312","server":"files","request_id":2}\n'
+    b'{"timestamp":"2026-08-22T10:15:04.5+00:00","decision":"allow_with_warning","tool":"","reason":"Tool allowed but has no schema","session":"client:4242:8613312","server":"web"}\n'
 )
 
 
@@ -628,20 +634,24 @@ def test_audit_records_bytes():
         reason=DENIED_BY_NAME,
         contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "delete_file", "reason": DENIED_BY_NAME},
     )
+    files = {"session": SESSION, "server": "files"}
     lines = [
-        audit_record_for(deny, dry_run=True, request_id=1, timestamp="2026-08-22T10:15:02.123456789+00:00"),
+        audit_record_for(deny, dry_run=True, request_id=1, timestamp="2026-08-22T10:15:02.123456789+00:00", **files),
         audit_record_for(
             make("allow", "read_file"),
             dry_run=True,
             request_id=2,
             timestamp="2026-08-22T10:15:03.000000001+00:00",
+            **files,
         ),
-        audit_record_for(warn_facts(""), dry_run=False, timestamp="2026-08-22T10:15:04.5+00:00"),
+        audit_record_for(
+            warn_facts(""), dry_run=False, timestamp="2026-08-22T10:15:04.5+00:00", session=SESSION, server="web"
+        ),
     ]
     assert b"".join(encode_line(r) for r in lines) == DOC_AUDIT
     # the general builder gives the same bytes
     assert encode_line(
-        audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00")
+        audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00", **files)
     ) == DOC_AUDIT.splitlines(keepends=True)[1]
 
 
@@ -650,7 +660,10 @@ def test_audit_record_rules():
     assert audit_decision("deny", dry_run=True) == "would_deny"
     assert audit_decision("allow_with_warning", dry_run=True) == "allow_with_warning"
     record = audit_record("allow", None, None, request_id=None, timestamp=datetime(2026, 1, 2, tzinfo=timezone.utc))
-    assert record == {"timestamp": "2026-01-02T00:00:00.000000+00:00", "decision": "allow", "tool": None, "reason": None}
+    assert record == {
+        "timestamp": "2026-01-02T00:00:00.000000+00:00", "decision": "allow", "tool": None, "reason": None,
+        "session": None, "server": "default-mcp-server",
+    }
     # an allowed tools/call whose params did not fit: tool null (upstream)
     assert audit_record_for(make("allow", ""), dry_run=False, tool=None, timestamp="t")["tool"] is None
     with pytest.raises(ValueError):
@@ -658,14 +671,18 @@ def test_audit_record_rules():
 
 
 def test_one_audit_record_per_warning():
-    record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t")
+    record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t", session="name:team",
+                              server="web")
     assert record == {
         "timestamp": "t",
         "decision": "allow_with_warning",
         "tool": "search",
         "reason": NO_SCHEMA,
+        "session": "name:team",
+        "server": "web",
         "request_id": 3,
     }
+    assert list(record) == ["timestamp", "decision", "tool", "reason", "session", "server", "request_id"]
 
 
 # --- coverage (docs/wrap-records.md, "Session reports") ----------------------------------------
@@ -970,7 +987,8 @@ def test_a_twin_without_the_lone_surrogate_of_its_template_is_written_in_utf8():
     assert "\x80".encode() in out.audit_line and "café".encode() in out.audit_line
 
 
-def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run):
+def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run, session=None,
+              server="default-mcp-server"):
     """What the generic builders give for the values the recorder used."""
     request_id = frame["id"] if "id" in frame else ABSENT
     event = json.loads(out.decision_line)
@@ -985,6 +1003,8 @@ def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_
         delegated_from=delegated_from,
         delegation_depth=delegation_depth,
         tool_definition_digest=digest,
+        session=session,
+        server=server,
     )
     full = decision_event(source, data, event_id=out.event_id, time=event["time"])
     audit = audit_record_for(
@@ -993,6 +1013,8 @@ def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_
         request_id=request_id,
         tool=name if valid or decision.outcome != "allow" else None,
         timestamp=event["time"],
+        session=session,
+        server=server,
     )
     return full, encode_line(full), encode_line(audit)
 
@@ -1004,12 +1026,16 @@ def test_recorder_lines_equal_the_generic_builders(data):
     name = data.draw(WILD_TEXT) if valid else ""
     decision = data.draw(decisions(name))
     source = data.draw(st.sampled_from(["assay://org/app", ""]) | WILD_TEXT)
+    # the session key and the --label: fixed by the wrap's user, so hostile too (quotes,
+    # backslashes, control characters, a lone surrogate from a non-UTF-8 argv byte)
+    label = data.draw(st.sampled_from(["default-mcp-server", "a\udcff"]) | WILD_TEXT)
+    session = data.draw(st.sampled_from([None, "client:4242:8613312", "name:team"]) | WILD_TEXT.map("name:".__add__))
     dry_run = data.draw(st.booleans())
     custom = data.draw(st.booleans())
     ids = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     rec = records.Recorder(
-        source=source, label="default-mcp-server", dry_run=dry_run, decision_log=True, audit_log=True,
+        source=source, label=label, session=session, dry_run=dry_run, decision_log=True, audit_log=True,
         keep_events=data.draw(st.booleans()), verbose=True,
         new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
     )
@@ -1025,7 +1051,8 @@ def test_recorder_lines_equal_the_generic_builders(data):
         frame, params = data.draw(calls(name, valid))
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
-        full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run)
+        full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source,
+                                                 dry_run=dry_run, session=session, server=label)
         assert out.decision_line == event_line
         assert out.audit_line == audit_line
         assert out.event_id == full["id"]
@@ -1056,7 +1083,7 @@ def test_recorder_writes_the_documented_example_from_the_engine():
     first call (generic) and on later ones (template): the same bytes."""
     policy = load_policy(b'version: "2.0"\ntools: {deny: ["exec"]}\n', warn=lambda _line: None)
     state = SessionState()
-    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME)
+    rec = _recorder(new_event_id=lambda: EVT_ID, now=lambda: EVT_TIME, label="shell", session=SESSION)
     frame = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "exec", "arguments": {}}}
     lines = set()
     for _ in range(3):
@@ -1065,7 +1092,8 @@ def test_recorder_writes_the_documented_example_from_the_engine():
         lines.add(out.decision_line)
         assert out.audit_line == (
             b'{"timestamp":"' + EVT_TIME.encode() + b'","decision":"deny","tool":"exec",'
-            b'"reason":"Tool is explicitly denylisted by name","request_id":7,"agentic":'
+            b'"reason":"Tool is explicitly denylisted by name","session":"client:4242:8613312","server":"shell",'
+            b'"request_id":7,"agentic":'
             b'{"status":"deny","error_code":"E_TOOL_DENIED","tool":"exec","reason":"Tool is explicitly denylisted by name"}}\n'
         )
         assert out.event_id == EVT_ID
@@ -1119,7 +1147,9 @@ def test_recorder_allow_with_params_that_do_not_fit_writes_tool_null_in_audit():
     frame = {"jsonrpc": "2.0", "method": "tools/call", "params": [1]}
     for _ in range(2):
         out = rec.record(decision, frame, frame["params"], "", False, None)
-        assert out.audit_line == b'{"timestamp":"t","decision":"allow","tool":null,"reason":null}\n'
+        assert out.audit_line == (
+            b'{"timestamp":"t","decision":"allow","tool":null,"reason":null,"session":null,"server":"default-mcp-server"}\n'
+        )
         assert json.loads(out.decision_line)["data"]["tool_call_id"].startswith("gen_")
 
 

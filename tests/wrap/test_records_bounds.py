@@ -1,6 +1,6 @@
 """The Recorder against the dict-builder oracle for client-chosen tool names of every kind (odd
-strings, lone surrogates, long names, a called name other than the decision's), and the byte
-bounds of what a recorder keeps: the template cache and the coverage aggregate
+strings, lone surrogates, long names, a called name other than the decision's) and for odd
+session keys and server labels, and the byte bounds of what a recorder keeps: the template cache and the coverage aggregate
 (docs/wrap-records.md, "How records are built" and "Session reports"; docs/wrap.md, "Output to
 the client": memory stays bounded whatever the client sends).
 """
@@ -33,6 +33,9 @@ LONG_NAMES = st.builds(
     WILD_TEXT,
 )
 TOOL_NAMES = WILD_TEXT | LONG_NAMES
+# session keys and labels come from the command line (a non-UTF-8 argv byte is a lone surrogate)
+HOSTILE_SAMPLES = ['"', "\\", '\\"}', "a\nb", "\x00\x1f\x7f", "\u2028", "caf\u00e9", "\udcff", "x\ud83d", "😀", "/a/b", ""]
+HOSTILE = WILD_TEXT | st.sampled_from(HOSTILE_SAMPLES) | st.sampled_from(HOSTILE_SAMPLES).map(lambda t: "name:" + t * 300)
 
 
 def _recorder(**overrides) -> records.Recorder:
@@ -53,15 +56,18 @@ def test_recorder_bytes_equal_the_oracle_for_odd_and_long_names(data):
     name = data.draw(st.just(tool) | TOOL_NAMES) if valid else ""
     decision = data.draw(decisions(tool))
     source = data.draw(st.sampled_from(["assay://org/app"]) | WILD_TEXT)
+    label = data.draw(st.sampled_from(["default-mcp-server"]) | HOSTILE)
+    session = data.draw(st.none() | HOSTILE)
     dry_run = data.draw(st.booleans())
-    rec = _recorder(source=source, dry_run=dry_run)
+    rec = _recorder(source=source, dry_run=dry_run, label=label, session=session)
     kept = []
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
         frame, params = data.draw(calls(name, valid))
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
         full, event_line, audit_line = _expected(
-            decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run
+            decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run, session=session,
+            server=label,
         )
         assert out.decision_line == event_line
         assert out.audit_line == audit_line
@@ -211,3 +217,82 @@ def test_the_session_keeps_a_coverage_aggregate_not_events():
     with pytest.raises(AttributeError):
         session.coverage = Coverage()  # read-only
     assert _drive(SessionOptions()).coverage is None
+
+
+# --- which session and which server (docs/wrap-records.md, "Decision event", "Audit record") ------
+
+
+@pytest.mark.parametrize("session", [None, "client:4242:8613312", *HOSTILE_SAMPLES])
+@pytest.mark.parametrize("label", ["default-mcp-server", *HOSTILE_SAMPLES])
+def test_every_record_names_its_session_and_server(label, session):
+    """Both members parse back to exactly what was given whatever they hold, on every path: the
+    first call (template made), later ones (template reused), a twin of the decision, a called
+    name other than the decision's, and a request id that makes the line ASCII-escaped."""
+    rec = _recorder(label=label, session=session, keep_events=False, verbose=False)
+    deny = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no", contract={"status": "deny"},
+                    typed_decision="deny")
+    twin = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no", contract={"status": "deny", "n": 2},
+                    typed_decision="deny")
+    utf8 = "\udcff" not in label + (session or "") and "\ud83d" not in label + (session or "")
+    for decision, rid, name in ((deny, 1, "t"), (deny, "r", "t"), (twin, 2, "t"), (deny, 3, "other"),
+                                (deny, "\ud83d", "t")):
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name}}
+        out = rec.record(decision, frame, frame["params"], name, True, None)
+        event, audit = json.loads(out.decision_line), json.loads(out.audit_line)
+        assert (event["data"]["session"], event["data"]["server"]) == (session, label)
+        assert (audit["session"], audit["server"]) == (session, label)
+        keys = list(event["data"])
+        assert keys[keys.index("reason_code") + 1 :][:3] == (["reason", "session", "server"])
+        assert keys[keys.index("server") + 1] == "tool_call_id"
+        assert list(audit)[3:7] == ["reason", "session", "server", "request_id"]
+        for line in (out.decision_line, out.audit_line):
+            assert line.count(b"\n") == 1  # a label cannot break the line
+            ascii_only = not utf8 or rid == "\ud83d"
+            assert line.isascii() or not ascii_only
+        _full, event_line, audit_line = _expected(decision, frame, frame["params"], name, True, None, out,
+                                                  source="assay://org/app", dry_run=False, session=session,
+                                                  server=label)
+        assert (out.decision_line, out.audit_line) == (event_line, audit_line)
+
+
+def test_session_and_server_are_encoded_once_per_template_not_per_call(monkeypatch):
+    """The members are part of the template: a later call of the same decision encodes
+    neither (the per-call work stays the ids and the time)."""
+    from assay.wrap.records import parts
+
+    made = []
+    real = parts.origin_members
+    monkeypatch.setattr(parts, "origin_members", lambda origin: made.append(origin) or real(origin))
+    rec = _recorder(label="files", session="name:team", keep_events=False, verbose=False)
+    decision = Decision("allow", "read_file", typed_decision="allow")
+    for i in range(5):
+        frame = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "read_file"}}
+        out = rec.record(decision, frame, frame["params"], "read_file", True, None)
+        assert b'"session":"name:team","server":"files"' in out.decision_line
+        assert b'"session":"name:team","server":"files"' in out.audit_line
+    assert len(made) == 2  # the event parts and the audit parts of the one template
+
+
+class _SharedOptions(SessionOptions):
+    shared_session_key: str | None = None
+
+
+def test_the_session_passes_its_key_and_label_to_the_records():
+    """``label`` and the shared session's key (null without one) reach both records."""
+    for options, key in (
+        (SessionOptions(event_source="assay://org/app", label="files", audit=True,
+                        decision_sinks=(Sink.DECISION_LOG,)), None),
+        (_SharedOptions(event_source="assay://org/app", label="files", audit=True,
+                        decision_sinks=(Sink.DECISION_LOG,)), "client:4242:8613312"),
+    ):
+        if key is not None:
+            options.shared_session_key = key
+        session = WrapSession(POLICY, options)
+        effects = session.receive_client_data(
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{}}}\n'
+        )
+        lines = [json.loads(e.data) for e in effects if getattr(e, "sink", None) in (Sink.DECISION_LOG, Sink.AUDIT_LOG)]
+        assert len(lines) == 2
+        event, audit = lines
+        assert (event["data"]["session"], event["data"]["server"]) == (key, "files")
+        assert (audit["session"], audit["server"]) == (key, "files")

@@ -8,7 +8,7 @@ Sans-IO; the templates are owned by one :class:`assay.wrap.records.Recorder`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from assay.policy.decision import Decision
 from assay.wrap.records.encoding import inner, piece
@@ -22,6 +22,7 @@ from assay.wrap.records.values import (
 
 __all__ = [
     "Encoder",
+    "Origin",
     "Template",
     "after_id_bytes",
     "audit_parts",
@@ -30,10 +31,26 @@ __all__ = [
     "call_ids",
     "event_bytes",
     "event_parts",
+    "origin_members",
     "shape_of",
 ]
 
 Encoder = Callable[[Any], "bytes | None"]
+
+
+class Origin(NamedTuple):
+    """Which agent session and which server a wrap's records belong to (docs/wrap-records.md,
+    "Decision event"): the session key (``None``: the wrap shares no session) and the
+    ``--label``. Constant for one Recorder, so part of every template."""
+
+    session: str | None
+    server: str
+
+
+def origin_members(origin: Origin) -> dict[str, str | None]:
+    """``{"session": .., "server": ..}``: the members both records carry, in this order."""
+    return {"session": origin.session, "server": origin.server}
+
 
 _HEADS_PER_DECISION: Final = 64  # tool bindings kept per template
 # Tool names are chosen by the client, up to the frame limit: a template of a longer name (or of
@@ -45,27 +62,37 @@ _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 
 
-def event_parts(decision: Decision, dry_run: bool, digest: str | None, enc: Encoder) -> tuple[bytes, bytes] | None:
+def event_parts(
+    decision: Decision, dry_run: bool, digest: str | None, origin: Origin, enc: Encoder
+) -> tuple[bytes, bytes] | None:
     """``data`` from ``tool`` through the convergence block (without the closing brace) and
-    ``,"decision":..,"reason_code":..[,"reason":..]``; None when ``enc`` cannot encode them."""
+    ``,"decision":..,"reason_code":..[,"reason":..],"session":..,"server":..``; None when
+    ``enc`` cannot encode them."""
     head = enc(data_head(decision, dry_run, digest))
-    verdict = inner(enc(data_verdict(decision, dry_run)))
+    verdict = inner(enc(data_verdict(decision, dry_run) | origin_members(origin)))
     if head is None or verdict is None:
         return None
     return head[:-1], b"," + verdict
 
 
 def audit_parts(
-    decision: Decision, dry_run: bool, tool: str | None, contract: Mapping[str, Any] | None, enc: Encoder
+    decision: Decision,
+    dry_run: bool,
+    tool: str | None,
+    contract: Mapping[str, Any] | None,
+    origin: Origin,
+    enc: Encoder,
 ) -> tuple[bytes, bytes] | None:
-    """``,"decision":..,"tool":..,"reason":..`` and the rest from ``agentic`` to the newline;
-    None when ``enc`` cannot encode them. A warning is ``allow_with_warning`` only; an allow
-    carries no reason, a deny its contract as ``agentic`` (docs/wrap-records.md, "Audit record")."""
+    """``,"decision":..,"tool":..,"reason":..,"session":..,"server":..`` and the rest from
+    ``agentic`` to the newline; None when ``enc`` cannot encode them. A warning is
+    ``allow_with_warning`` only; an allow carries no reason, a deny its contract as ``agentic``
+    (docs/wrap-records.md, "Audit record")."""
     outcome = decision.outcome
     members = {
         "decision": audit_decision(outcome, dry_run=dry_run),
         "tool": tool,
         "reason": None if outcome == "allow" else decision.reason,
+        **origin_members(origin),
     }
     middle = inner(enc(members))
     tail = audit_tail(contract if outcome == "deny" else None, enc)
@@ -114,17 +141,18 @@ def after_id_bytes(source: str, enc: Encoder) -> bytes | None:
 
 
 class Template:
-    """The invariant bytes of one decision's records (one Recorder, so one mode and source),
-    made on first use (UTF-8; None where they hold a lone surrogate).
+    """The invariant bytes of one decision's records (one Recorder, so one mode, source and
+    origin), made on first use (UTF-8; None where they hold a lone surrogate).
 
     ``events``: tool-definition digest -> event parts. ``audits``: tool written as null? ->
     audit parts."""
 
-    __slots__ = ("decision", "dry_run", "events", "audits")
+    __slots__ = ("decision", "dry_run", "origin", "events", "audits")
 
-    def __init__(self, decision: Decision, dry_run: bool) -> None:
+    def __init__(self, decision: Decision, dry_run: bool, origin: Origin) -> None:
         self.decision = decision
         self.dry_run = dry_run
+        self.origin = origin
         self.events: dict[str | None, tuple[bytes, bytes] | None] = {}
         self.audits: dict[bool, tuple[bytes, bytes] | None] = {}
 
@@ -132,7 +160,7 @@ class Template:
         events = self.events
         if tool_definition_digest in events:
             return events[tool_definition_digest]
-        parts = event_parts(self.decision, self.dry_run, tool_definition_digest, piece)
+        parts = event_parts(self.decision, self.dry_run, tool_definition_digest, self.origin, piece)
         if len(events) < _HEADS_PER_DECISION:
             events[tool_definition_digest] = parts
         return parts
@@ -143,7 +171,7 @@ class Template:
             return audits[null_tool]
         decision = self.decision
         parts = audits[null_tool] = audit_parts(
-            decision, self.dry_run, None if null_tool else decision.tool, decision.contract, piece
+            decision, self.dry_run, None if null_tool else decision.tool, decision.contract, self.origin, piece
         )
         return parts
 

@@ -25,6 +25,7 @@ from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
 from assay.wrap.records.ids import batched_event_ids, cached_clock
 from assay.wrap.records.messages import verbose_line
 from assay.wrap.records.parts import (
+    Origin,
     Template,
     after_id_bytes,
     audit_parts,
@@ -64,15 +65,18 @@ class Recorder:
     of one session, as one call (:meth:`record`), and the session's coverage aggregate.
 
     ``source`` is the event ``source`` (``--event-source``), ``label`` the server label
-    (``--label``); ``dry_run`` the mode. ``decision_log``, ``audit_log`` and ``verbose`` say
+    (``--label``) and ``session`` the agent session key (``None``: the wrap shares no session),
+    which every event and audit record carries as ``server`` and ``session``; ``dry_run`` the
+    mode. ``decision_log``, ``audit_log`` and ``verbose`` say
     which lines to build; ``keep_events`` keeps :attr:`coverage` (a
     :class:`~assay.wrap.records.coverage.Coverage`, else None) for ``--coverage-out``.
     ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
     ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
     once per recorded call, and the event and the audit record of one call carry the same time.
 
-    The parts that depend on the decision alone are made once per decision object, or per kind
-    of decision (every field but the deny contract): the policy engine returns the same
+    The parts that depend on the decision alone (and on the session and server, the same for
+    every call) are made once per decision object, or per kind of decision (every field but
+    the deny contract): the policy engine returns the same
     :class:`Decision` for every plain call of a tool and a fresh one of the same kind for each
     schema deny, so the per-call work is the id, the time, ``tool_call_id``, ``request_id``,
     delegation and a fresh deny's contract.
@@ -81,6 +85,7 @@ class Recorder:
     __slots__ = (
         "source",
         "label",
+        "session",
         "dry_run",
         "decision_log",
         "audit_log",
@@ -94,6 +99,7 @@ class Recorder:
         "_templates",
         "_shapes",
         "_after_id",
+        "_origin",
     )
 
     def __init__(
@@ -108,9 +114,11 @@ class Recorder:
         verbose: bool,
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
+        session: str | None = None,
     ) -> None:
         self.source = source
         self.label = label
+        self.session = session
         self.dry_run = dry_run
         self.decision_log = decision_log
         self.audit_log = audit_log
@@ -124,6 +132,7 @@ class Recorder:
         self._templates: dict[int, Template] = {}
         self._shapes: dict[tuple[Any, ...], Template] = {}
         self._after_id = after_id_bytes(source, piece)
+        self._origin = Origin(session, label)
 
     @property
     def active(self) -> bool:
@@ -222,14 +231,16 @@ class Recorder:
                 elif audit is None and not own:
                     # the template's decision holds a lone surrogate (in its own deny contract,
                     # say) that this one may not: this decision's own parts, in UTF-8 if they can be
-                    audit = audit_parts(decision, dry_run, None if null_tool else name, decision.contract, piece)
+                    audit = audit_parts(
+                        decision, dry_run, None if null_tool else name, decision.contract, self._origin, piece
+                    )
             elif utf8:  # a name other than the decision's: not the engine's contract, but kept right
-                audit = audit_parts(decision, dry_run, name, decision.contract, piece)
+                audit = audit_parts(decision, dry_run, name, decision.contract, self._origin, piece)
             if audit is None or not utf8:
                 time_part = ascii_piece(stamp)
                 rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
                 audit = audit_parts(
-                    decision, dry_run, None if null_tool else name, decision.contract, ascii_piece
+                    decision, dry_run, None if null_tool else name, decision.contract, self._origin, ascii_piece
                 )
                 assert audit is not None
             assert time_part is not None and rid is not None
@@ -237,7 +248,7 @@ class Recorder:
         return Recorded(decision_line, audit_line, verbose, event_id)
 
     def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
-        template = Template(decision, self.dry_run)
+        template = Template(decision, self.dry_run, self._origin)
         if not cacheable(decision):
             return template  # used for this call only
         templates, shapes = self._templates, self._shapes
@@ -293,7 +304,7 @@ class Recorder:
     ) -> bytes:
         """The event line of a call some part of which holds a lone surrogate: every part
         ASCII-escaped."""
-        parts = event_parts(decision, self.dry_run, tool_definition_digest, ascii_piece)
+        parts = event_parts(decision, self.dry_run, tool_definition_digest, self._origin, ascii_piece)
         assert parts is not None  # ASCII escapes encode everything
         head, verdict = parts
         delegation = b"" if delegated_from is None else b',"delegated_from":' + ascii_piece(delegated_from)
