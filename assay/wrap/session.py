@@ -116,7 +116,7 @@ class WrapSession:
         recorder = records.Recorder(
             source=options.event_source or "",
             label=options.label,
-            session=getattr(options, "shared_session_key", None),
+            session=options.shared_session_key,
             dry_run=options.dry_run,
             decision_log=bool(options.decision_sinks),
             audit_log=options.audit,

@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
@@ -56,6 +59,21 @@ async def read_lines(stream: trio.abc.ReceiveStream, n: int) -> list[dict]:
     return out
 
 
+@asynccontextmanager
+async def process(argv: list[str], env: dict[str, str]) -> AsyncIterator[trio.Process]:
+    """A real process with pipes to its stdin and stdout; killed if still running at the end."""
+    proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        with trio.CancelScope(shield=True):
+            await proc.wait()
+            await proc.stdin.aclose()
+            await proc.stdout.aclose()
+
+
 def wrap_argv(tmp: Path, policy: Path, state: Path, session: str, log: Path) -> list[str]:
     server = tmp / "raw_server.py"
     if not server.exists():
@@ -75,7 +93,7 @@ async def test_two_wraps_times_200_concurrent_calls_pass_exactly_max(tmp_path, b
 
         async def one(i: int) -> None:
             argv = wrap_argv(tmp_path, policy, state, f"race-{run}", logs[i])
-            async with await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, env=base_env) as proc:
+            async with process(argv, base_env) as proc:
                 await proc.stdin.send_all(b"".join(call(rid) for rid in range(1, 201)))
                 answers[i] = await read_lines(proc.stdout, 200)
                 await proc.stdin.aclose()
@@ -118,7 +136,7 @@ async def test_sigkill_in_the_middle_of_a_decision_leaves_exact_counts(tmp_path,
         async with limiter:
             env = {**base_env, "ASSAY_TEST_KILL_IN_COMMIT": str(k)}
             argv = wrap_argv(tmp_path, policy, state, "crash", log)
-            async with await trio.lowlevel.open_process(argv, stdin=-1, stdout=-1, env=env) as proc:
+            async with process(argv, env) as proc:
                 got = 0
                 for rid in range(1, k + 3):
                     try:
@@ -142,3 +160,58 @@ async def test_sigkill_in_the_middle_of_a_decision_leaves_exact_counts(tmp_path,
     tool_calls, calls = db_counts(state, "name:crash")
     served = len(log.read_text().splitlines()) if log.exists() else 0
     assert (tool_calls, calls, served) == (answered, answered, answered)
+
+
+async def _one_call_and_a_ping(argv: list[str], env: dict[str, str]) -> tuple[dict, dict, bytes]:
+    async with process(argv, env) as proc:
+        await proc.stdin.send_all(call(1))
+        denied = (await read_lines(proc.stdout, 1))[0]
+        await proc.stdin.send_all(b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+        ping = (await read_lines(proc.stdout, 1))[0]
+        await proc.stdin.aclose()
+        await proc.wait()
+    return denied, ping, b""
+
+
+async def _fails_closed(tmp_path: Path, base_env: dict[str, str], state: Path, extra: list[str], needle: str) -> None:
+    policy = tmp_path / "assay.yaml"
+    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 9 }\n')
+    stderr = tmp_path / "wrap.stderr"
+    argv = ["/bin/sh", "-c", 'exec "$@" 2>"$0"', str(stderr),
+            *wrap_argv(tmp_path, policy, state, "broken", tmp_path / "served.txt")[:-4], *extra,
+            "--", sys.executable, str(tmp_path / "raw_server.py"), str(tmp_path / "served.txt")]
+    with trio.fail_after(RUN_TIMEOUT):
+        denied, ping, _ = await _one_call_and_a_ping(argv, base_env)
+    payload = denied["result"]["structuredContent"]
+    assert payload["error_code"] == "E_SESSION_STATE" and needle in payload["reason"], payload
+    assert ping == {"jsonrpc": "2.0", "id": 2, "result": {}}  # every other frame flows
+    lines = [ln for ln in stderr.read_text().splitlines() if "shared session" in ln]
+    assert len(lines) == 1 and needle in lines[0], stderr.read_text()
+    assert "Traceback" not in stderr.read_text()
+    assert (tmp_path / "served.txt").read_text() == ""  # the call never reached the server
+
+
+async def test_a_corrupt_database_fails_closed_with_one_line(tmp_path, base_env):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "sessions.db").write_bytes(b"this is not a database" * 100)
+    await _fails_closed(tmp_path, base_env, state, [], "not a database")
+
+
+async def test_a_locked_database_fails_closed_after_the_deadline(tmp_path, base_env):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    holder = sqlite3.connect(state / "sessions.db", isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("BEGIN IMMEDIATE")  # another wrap in the middle of a long decision
+    try:
+        await _fails_closed(tmp_path, base_env, state, ["--session-lock-timeout", "0.3"], "locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+async def test_a_state_directory_that_is_a_file_fails_closed(tmp_path, base_env):
+    state = tmp_path / "state"
+    state.write_text("a file")
+    await _fails_closed(tmp_path, base_env, state, [], "state")

@@ -109,11 +109,17 @@ async def test_python_sdk_host_a_secret_read_forbids_the_send_on_the_other_serve
         text, sent = await python_host(entries, env, secret, tmp_path)
     assert SECRET in text
     assert sent.is_error is True
-    assert "no-send-after-secret" in sent.content[0].text
+    payload = json.loads(sent.content[1].text)  # the deny payload (docs/wrap.md, "Deny replies")
+    assert payload["error_code"] == "E_SEQUENCE_VIOLATION" and payload["rule"] == "no-send-after-secret"
     assert not fetch_log.exists()  # the send never reached the server
-    # the fetch server's decision log names the session and the server
-    decision = [json.loads(line) for line in (tmp_path / "logs").glob("*fetch*.decisions.ndjson").__next__().read_text().splitlines()][-1]
-    assert decision["data"]["reason_code"] == "E_SEQUENCE_VIOLATION"
+    # both servers' decision logs name the one session, and each its server
+    logs = {p.name.split(".")[0]: [json.loads(x)["data"] for x in p.read_text().splitlines()]
+            for p in (tmp_path / "logs").glob("*.decisions.ndjson")}
+    assert sorted(logs) == ["fetch", "filesystem"], sorted(logs)
+    assert logs["fetch"][-1]["reason_code"] == "P_SEQUENCE_VIOLATION"
+    assert logs["fetch"][-1]["server"] == "fetch" and logs["filesystem"][-1]["server"] == "filesystem"
+    session = logs["filesystem"][-1]["session"]
+    assert session.startswith("client:") and logs["fetch"][-1]["session"] == session
     # the store knows the session, both servers and the armed rule
     res = run_assay("mcp", "session", "list", "--json", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
