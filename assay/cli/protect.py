@@ -48,6 +48,9 @@ def protect_command(
     undo: Annotated[bool, Parameter(name="--undo", negative=())] = False,
     init_policy: Annotated[bool, Parameter(name="--init-policy", negative=())] = False,
     log_dir: Annotated[str | None, Parameter(name="--log-dir")] = None,
+    observe: Annotated[bool, Parameter(name="--observe", negative=())] = False,
+    hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative=())] = False,
+    declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
 ) -> int:
     """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
 
@@ -71,6 +74,12 @@ def protect_command(
         If --policy names a file that does not exist, write a permissive, commented starter policy there.
     log_dir
         Each wrapped server writes its decision and audit logs into this directory.
+    observe
+        Wrapped servers decide and log every call but block nothing (wrap's --dry-run).
+    hide_denied_tools
+        Wrapped servers leave tools the policy denies out of tools/list answers.
+    declared_manifest
+        Wrapped servers deny tools not in this approved manifest (assay mcp manifest promote).
     """
     from assay import clients
     from assay import protect as p
@@ -85,11 +94,15 @@ def protect_command(
         sys.stdout.write(line + "\n")
 
     if undo:
-        if policy is not None or init_policy or log_dir is not None:
-            raise UsageError("--undo takes no --policy, --init-policy or --log-dir")
+        if policy is not None or init_policy or log_dir is not None or observe or hide_denied_tools \
+                or declared_manifest is not None:
+            raise UsageError("--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools "
+                             "or --declared-manifest")
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
-        edit = p.undo_text
+
+        def edit(text, loc, record):
+            return p.undo_text(text, loc, record)
     else:
         if policy is None or not policy.strip():
             raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
@@ -100,6 +113,11 @@ def protect_command(
             )
         if log_dir is not None and not log_dir.strip():
             raise UsageError("--log-dir is empty")
+        manifest_path = None
+        if declared_manifest is not None:
+            manifest_path = os.path.abspath(declared_manifest) if declared_manifest.strip() else ""
+            if not manifest_path or not os.path.isfile(manifest_path):
+                raise UsageError(f"--declared-manifest {manifest_path or '(empty)'} is not a file")
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
         if not os.path.exists(policy_path):
@@ -120,10 +138,11 @@ def protect_command(
         log_path = None
         if log_dir is not None:
             log_path = os.path.abspath(log_dir)
-        options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path)
+        options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path, observe=observe,
+                                hide_denied_tools=hide_denied_tools, declared_manifest=manifest_path)
 
-        def edit(text, loc):
-            return p.protect_text(text, loc, options)
+        def edit(text, loc, record):
+            return p.protect_text(text, loc, options, record)
 
     try:
         outcome = p.apply_to_file(location.path, location, edit, dry_run=dry_run)
@@ -149,11 +168,16 @@ def protect_command(
             os.makedirs(log_path, exist_ok=True)
         except OSError as exc:
             sys.stderr.write(f"warning: cannot create the log directory {log_path}: {exc.strerror or exc}\n")
-    if location.syntax == "toml":
-        say("comments and layout are kept (TOML edited in place)")
+    if undo and result.fallback:
+        say("no record of this file (protected by an older assay): only entries whose wrap line is exactly what "
+            "this version of protect writes were restored")
+    if undo:
+        say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
     else:
-        say("comments and formatting are kept: only the command and args of the servers above changed")
-    say(f"backup: {outcome.backup}")
+        say("only the command and args values of the servers above changed; the rest of the file is as it was")
+    say(f"backup: {outcome.backup} (the newest 5 of this file are kept)")
+    if result.record is not None:
+        say(f"record: {outcome.record_path}" if result.record else f"record: {outcome.record_path} (removed: nothing left to undo)")
     say(f"wrote: {location.path}")
     if undo:
         say(f"Restart {info.display} to run the servers without assay.")

@@ -23,6 +23,7 @@ from __future__ import annotations
 from assay.protect.edit import protect_text, undo_text, unified_diff
 from assay.protect.files import FileOutcome, apply_to_file, check_policy, write_starter_policy
 from assay.protect.model import Change, ProtectError, Result, WrapOptions
+from assay.protect import state  # noqa: F401  (the record and backups: tests)
 from assay.protect.starter import STARTER_POLICY
 from assay.protect.wrapline import _slug, unwrap_args, wrapped_args  # noqa: F401  (_slug: tests)
 

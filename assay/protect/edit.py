@@ -1,105 +1,41 @@
 """The two edits of `assay mcp protect` (docs/protect.md): :func:`protect_text` and
-:func:`undo_text` take a config file's text and return the new text plus one
-:class:`~assay.protect.model.Change` per server. Sans-IO.
+:func:`undo_text` take a config file's text (and protect's record of the file, docs/protect.md,
+"The record") and return the new text, one :class:`~assay.protect.model.Change` per server and
+the record to keep. Sans-IO.
 
-JSON and JSON with comments are edited in place: only the ``command`` and ``args`` values of the
-servers that change are replaced, so comments, key order, indentation and every other member
-stay byte for byte. TOML (Codex CLI) is edited with ``tomlkit``, which keeps comments and layout.
-"""
+Every format (JSON, JSON with comments, TOML) is edited in place: only the text of the
+``command`` and ``args`` values of the servers that change is replaced (:mod:`.slots` finds
+where they sit), so comments, key order, quoting, indentation and every other member stay byte
+for byte. Undo puts back the exact text the record holds, so protect then undo gives back the
+original bytes. Every edit is checked by reading the new text as the client reads it: only the
+values meant to change may have changed."""
 
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.discover import runs_assay_wrap
-from assay.protect.jsonspans import _WS, _Node, _parse_json
-from assay.protect.model import Change, ProtectError, Result, WrapOptions
-from assay.protect.wrapline import unwrap_args, wrapped_args
+from assay.protect.arrays import prepend_items, render_array, render_string
+from assay.protect.check import ABSENT, check_edit, value_of
+from assay.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
+from assay.protect.owned import own_wrap_line
+from assay.protect.slots import Slot, find_slots
+from assay.protect.tomlspans import line_anchor
+from assay.protect.wrapline import wrapped_args
 
 __all__ = ["protect_text", "undo_text", "unified_diff"]
 
+Path = tuple[str, ...]
 _URL_KEYS = ("url", "serverUrl", "httpUrl")
+_HAND_WRAPPED = "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)"
 
 
-def _json_maps(root: _Node, location: ConfigLocation) -> list[tuple[tuple[str, ...], _Node]]:
-    """The server-map nodes, as :func:`assay.clients.server_maps` finds them."""
-    out: list[tuple[tuple[str, ...], _Node]] = []
-    assert root.members is not None
-    if location.servers_key in root.members:
-        out.append(((location.servers_key,), root.members[location.servers_key][1]))
-    for pattern in location.nested:
-        nodes: list[tuple[tuple[str, ...], _Node]] = [((), root)]
-        for part in pattern:
-            step: list[tuple[tuple[str, ...], _Node]] = []
-            for path, node in nodes:
-                if node.members is None:
-                    continue
-                keys = list(node.members) if part == "*" else [part] if part in node.members else []
-                step.extend((path + (key,), node.members[key][1]) for key in keys)
-            nodes = step
-        out.extend(nodes)
-    return out
-
-
-def _dump(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _render_array(values: Sequence[str], scan: str, like: _Node | None, key_start: int) -> str:
-    """``values`` as a JSON array laid out like the array it replaces (one line, or one item a
-    line with the same indentation), or, with none, like the entry's members."""
-    if not values:
-        return "[]"
-    if like is not None and "\n" not in scan[like.start : like.end]:
-        inner = scan[like.start + 1 : like.end - 1]
-        sep = ", "
-        if like.items and len(like.items) > 1:
-            between = scan[like.items[0].end : like.items[1].start]
-            if between.strip() == ",":
-                sep = between
-        pad = " " if inner.startswith(" ") and inner.strip() else ""
-        return "[" + pad + sep.join(_dump(v) for v in values) + pad + "]"
-    if like is not None and like.items:
-        first = like.items[0].start
-        item_indent = scan[scan.rfind("\n", like.start, first) + 1 : first]
-        close_line = scan.rfind("\n", like.start, like.end - 1)
-        close_indent = scan[close_line + 1 : like.end - 1]
-        if item_indent.strip() or close_indent.strip():
-            return "[" + ", ".join(_dump(v) for v in values) + "]"
-        return "[\n" + ",\n".join(item_indent + _dump(v) for v in values) + "\n" + close_indent + "]"
-    line_start = scan.rfind("\n", 0, key_start) + 1
-    indent = scan[line_start:key_start]
-    if like is None and scan.rfind("\n", 0, key_start) >= 0 and not indent.strip():
-        unit = "\t" if indent.startswith("\t") else "  "
-        return "[\n" + ",\n".join(indent + unit + _dump(v) for v in values) + "\n" + indent + "]"
-    return "[" + ", ".join(_dump(v) for v in values) + "]"
-
-
-def _classify(name: str, raw: Any) -> tuple[str, list[str]] | str:
-    """``(command, args)`` of a stdio entry, or the reason it is skipped."""
-    if not isinstance(raw, dict):
-        return "entry is not an object; left as is"
-    command = raw.get("command")
-    if command is None:
-        if any(isinstance(raw.get(k), str) for k in _URL_KEYS):
-            return "remote server (URL); wrap relays stdio servers only"
-        return "no \"command\"; left as is"
-    if not isinstance(command, str) or not command.strip():
-        return "\"command\" is not a non-empty string; left as is"
-    kind = raw.get("type")
-    if kind is not None and kind != "stdio":
-        return f"\"type\" is {_dump(str(kind))}, not stdio; left as is"
-    args = raw.get("args", [])
-    if args is None:
-        args = []
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        return "\"args\" is not a list of strings; left as is"
-    return command, list(args)
+def _quote(value: str) -> str:
+    return render_string(value, False)
 
 
 @dataclass
@@ -109,129 +45,285 @@ class _Edit:
     text: str
 
 
-def _edit_entries(text: str, location: ConfigLocation, fn) -> Result:
-    """Apply ``fn(name, raw) -> ((command, args) | None, Change)`` to every server of a JSON
-    config, replacing only the spans of ``command`` and ``args``."""
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    body = text[len(bom) :]
-    scan, root = _parse_json(body, location.jsonc)
+def _apply(text: str, edits: Sequence[_Edit]) -> str:
+    out, last = text, len(text) + 1
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        if edit.end > last:
+            raise ProtectError("two edits of one entry overlap; nothing was written")
+        out = out[: edit.start] + edit.text + out[edit.end :]
+        last = edit.start
+    return out
+
+
+def _classify(raw: Any, location: ConfigLocation) -> tuple[Path, str, list[str]] | str:
+    """``(holder, command, args)`` of a stdio entry, or the reason it is skipped. ``holder`` is
+    ``()``, or ``("command",)`` for Zed's older form ``"command": {"path", "args", "env"}``."""
+    if not isinstance(raw, dict):
+        return "entry is not an object; left as is"
+    holder: Path = ()
+    src = raw
+    command = raw.get("command")
+    if isinstance(command, dict) and location.client == "zed":
+        holder, src, command = ("command",), command, command.get("path")
+        if command is None:
+            return "no \"command\".\"path\"; left as is"
+    if command is None:
+        if any(isinstance(raw.get(k), str) for k in _URL_KEYS):
+            return "remote server (URL); wrap relays stdio servers only"
+        return "no \"command\"; left as is"
+    if not isinstance(command, str) or not command.strip():
+        return "\"command\" is not a non-empty string; left as is"
+    kind = raw.get("type")
+    if kind is not None and kind != "stdio":
+        return f"\"type\" is {_quote(str(kind))}, not stdio; left as is"
+    args = src.get("args", [])
+    if args is None:
+        args = []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        return "\"args\" is not a list of strings; left as is"
+    return holder, command, list(args)
+
+
+def _keys(holder: Path) -> tuple[Path, Path]:
+    return (holder + ("path",) if holder else ("command",)), holder + ("args",)
+
+
+def _wrap(text: str, scan: str, slot: Slot, holder: Path, command: str, args: list[str],
+          options: WrapOptions, toml: bool) -> tuple[list[_Edit], EntryRecord, dict, str] | str:
+    """The edits that wrap one entry, its record, the values expected after them, and a note
+    (or the reason it cannot be wrapped in place)."""
+    cmd_key, args_key = _keys(holder)
+    wrapped = wrapped_args(slot.name, command, args, options)
+    s, e = slot.spans[cmd_key]
+    new_cmd = render_string(options.assay, toml)
+    edits = [_Edit(s, e, new_cmd)]
+    members = [MemberEdit(cmd_key, text[s:e], new_cmd)]
+    note = ""
+    if args_key in slot.spans:
+        s, e = slot.spans[args_key]
+        head = [render_string(t, toml) for t in wrapped[: len(wrapped) - len(args)]]
+        new = prepend_items(text[s:e], scan[s:e], head) if args else None
+        if new is None:
+            new = render_array(wrapped, toml, like=scan[s:e] if scan[s] == "[" else None)
+            if scan[s:e] != text[s:e]:
+                note = " (the comments inside its \"args\" array are dropped; undo puts them back)"
+        edits.append(_Edit(s, e, new))
+        members.append(MemberEdit(args_key, text[s:e], new))
+    else:
+        adder = slot.adders.get(args_key)
+        if adder is None:
+            return "no \"args\" member, and protect cannot add one here in place; left as is"
+        array = render_array(wrapped, toml, indent=adder.indent, close=adder.close, eol=adder.eol)
+        new = adder.prefix + array + adder.suffix
+        edits.append(_Edit(adder.at, adder.at, new))
+        members.append(MemberEdit(args_key, None, new, adder.after))
+    expect = {cmd_key: options.assay, args_key: wrapped}
+    return edits, EntryRecord(slot.map, slot.name, tuple(members)), expect, note
+
+
+def _anchor(text: str, slot: Slot, edit: MemberEdit) -> int | None:
+    """Where the member protect added starts in ``text`` (None: the command is gone)."""
+    cmd_key = edit.key[:-1] + (("path",) if edit.key[:-1] else ("command",))
+    span = slot.spans.get(cmd_key)
+    if span is None:
+        return None
+    return span[1] if edit.after == "value" else line_anchor(text, span[1])[0]
+
+
+def _as_written(text: str, slot: Slot, record: EntryRecord) -> list[_Edit] | None:
+    """The edits that put back the original text of a recorded entry, or None when its values
+    are no longer exactly what protect wrote."""
+    edits = []
+    for m in record.edits:
+        if m.original is not None:
+            span = slot.spans.get(m.key)
+            if span is None or text[span[0] : span[1]] != m.written:
+                return None
+            edits.append(_Edit(span[0], span[1], m.original))
+        else:
+            at = _anchor(text, slot, m)
+            if at is None or text[at : at + len(m.written)] != m.written:
+                return None
+            edits.append(_Edit(at, at + len(m.written), ""))
+    return edits
+
+
+def _get(raw: Any, key: Path) -> Any:
+    for part in key:
+        if not isinstance(raw, dict) or part not in raw:
+            return ABSENT
+        raw = raw[part]
+    return raw
+
+
+def _as_original(slot: Slot, record: EntryRecord, toml: bool) -> bool:
+    """Does the entry hold its original values again (put back by hand)?"""
+    return all(_get(slot.raw, key) == value for key, value in _original_values(record, toml).items())
+
+
+def _original_values(record: EntryRecord, toml: bool) -> dict[Path, Any]:
+    return {m.key: ABSENT if m.original is None else value_of(m.original, toml) for m in record.edits}
+
+
+def _restore(text: str, location: ConfigLocation, record: Sequence[EntryRecord]) -> tuple[str, set]:
+    """``text`` with every recorded entry that is still exactly as protect wrote it put back;
+    and the keys of those entries."""
+    _, slots = find_slots(text, location)
+    edits: list[_Edit] = []
+    expect: dict = {}
+    done = set()
+    by_key = {r.key: r for r in record}
+    for slot in slots:
+        rec = by_key.get((slot.map, slot.name))
+        got = None if rec is None else _as_written(text, slot, rec)
+        if rec is not None and got is not None:
+            edits += got
+            expect[rec.key] = _original_values(rec, location.toml)
+            done.add(rec.key)
+    if not edits:
+        return text, done
+    out = _apply(text, edits)
+    check_edit(text, out, location, expect)
+    return out, done
+
+
+def protect_text(
+    text: str, location: ConfigLocation, options: WrapOptions, record: Sequence[EntryRecord] | None = None
+) -> Result:
+    """Wrap every stdio server that does not run under `assay mcp wrap` yet, and give the
+    entries of ``record`` still as protect wrote them the wrap options of ``options``
+    (docs/protect.md, "Running protect again")."""
+    record = list(record or [])
+    old = {r.key: r for r in record}
+    base, managed = _restore(text, location, record)
+    scan, slots = find_slots(base, location)
     edits: list[_Edit] = []
     changes: list[Change] = []
-    for path, table in _json_maps(root, location):
-        where = ".".join(path)
-        if table.value is None:
-            continue
-        if table.members is None:
-            raise ProtectError(f"{_dump(where)} is not an object")
-        for name, (_, node) in table.members.items():
-            new, change = fn(name, node.value)
-            detail = change.detail
-            if new is not None and "args" in (node.members or {}):
-                _, old_args = node.members["args"]  # type: ignore[index]
-                if body[old_args.start : old_args.end] != scan[old_args.start : old_args.end]:
-                    detail += " (the comments inside its \"args\" array are dropped)"
-            changes.append(Change(change.name, change.action, detail, where))
-            if new is None:
-                continue
-            command, args = new
-            assert node.members is not None
-            cmd_key_start, cmd_node = node.members["command"]
-            edits.append(_Edit(cmd_node.start, cmd_node.end, _dump(command)))
-            if "args" in node.members and node.members["args"][1].value is not None:
-                _, args_node = node.members["args"]
-                edits.append(_Edit(args_node.start, args_node.end, _render_array(args, scan, args_node, cmd_key_start)))
-            elif "args" in node.members:
-                _, args_node = node.members["args"]
-                edits.append(_Edit(args_node.start, args_node.end, _render_array(args, scan, None, cmd_key_start)))
-            else:
-                before = scan[: cmd_key_start].rstrip(_WS)
-                gap = scan[len(before) : cmd_key_start] if before.endswith((",", "{")) else " "
-                member = f',{gap}"args": {_render_array(args, scan, None, cmd_key_start)}'
-                edits.append(_Edit(cmd_node.end, cmd_node.end, member))
-    out = body
-    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
-        out = out[: edit.start] + edit.text + out[edit.end :]
-    return Result(bom + out, changes)
-
-
-# --------------------------------------------------------------------------------------------
-# TOML (Codex CLI)
-
-
-def _edit_toml(text: str, location: ConfigLocation, fn) -> Result:
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
-    try:
-        doc = tomlkit.parse(text)
-    except (TOMLKitError, ValueError) as exc:
-        raise ProtectError(f"invalid TOML: {exc}") from None
-    changes: list[Change] = []
-    table = doc.get(location.servers_key)
-    if table is None:
-        return Result(text, changes)
-    if not isinstance(table, dict):
-        raise ProtectError(f"{_dump(location.servers_key)} is not a table")
-    for name in list(table.keys()):
-        entry = table[name]
-        new, change = fn(name, entry.unwrap() if hasattr(entry, "unwrap") else entry)
-        changes.append(Change(change.name, change.action, change.detail, location.servers_key))
-        if new is None:
-            continue
-        command, args = new
-        entry["command"] = command
-        array = tomlkit.array()
-        array.extend(args)
-        entry["args"] = array
-    return Result(tomlkit.dumps(doc), changes)
-
-
-def _edit(text: str, location: ConfigLocation, fn) -> Result:
-    if location.toml:
-        return _edit_toml(text, location, fn)
-    return _edit_entries(text, location, fn)
-
-
-# --------------------------------------------------------------------------------------------
-# The two operations
-
-
-def protect_text(text: str, location: ConfigLocation, options: WrapOptions) -> Result:
-    """Wrap every stdio server that does not run under `assay mcp wrap` yet."""
-
-    def fn(name: str, raw: Any):
-        got = _classify(name, raw)
+    expect: dict = {}
+    kept: dict = {}
+    for slot in slots:
+        key = (slot.map, slot.name)
+        where = ".".join(slot.map)
+        got = _classify(slot.raw, location)
         if isinstance(got, str):
-            return None, Change(name, "skipped", got)
-        command, args = got
+            changes.append(Change(slot.name, "skipped", got, where))
+            continue
+        holder, command, args = got
         if runs_assay_wrap([command, *args]):
-            return None, Change(name, "skipped", "already runs under assay mcp wrap")
-        return (options.assay, wrapped_args(name, command, args, options)), Change(
-            name, "wrapped", " ".join([command, *args])
-        )
+            changed_since = key in old and key not in managed
+            detail = ("already runs under assay mcp wrap, changed since protect wrote it (left as it is)"
+                      if changed_since else _HAND_WRAPPED)
+            changes.append(Change(slot.name, "skipped", detail, where))
+            if changed_since:
+                kept[key] = old[key]
+            continue
+        done = _wrap(base, scan, slot, holder, command, args, options, location.toml)
+        if isinstance(done, str):
+            changes.append(Change(slot.name, "skipped", done, where))
+            continue
+        entry_edits, rec, values, note = done
+        kept[key] = rec
+        expect[key] = values
+        edits += entry_edits
+        if key in managed and old[key] == rec:
+            changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
+        elif key in managed:
+            wrapped = values[_keys(holder)[1]]
+            detail = "wrap options now: " + " ".join(wrapped[2 : len(wrapped) - len(args) - 2])
+            changes.append(Change(slot.name, "updated", detail, where))
+        else:
+            changes.append(Change(slot.name, "wrapped", " ".join([command, *args]) + note, where))
+    out = _apply(base, edits)
+    if edits:
+        check_edit(base, out, location, expect)
+    new_record = [kept[r.key] for r in record if r.key in kept]
+    new_record += [r for k, r in kept.items() if k not in old]
+    return Result(out, changes, new_record)
 
-    return _edit(text, location, fn)
+
+def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None) -> Result:
+    """Put back the original text of every entry of ``record`` that is still exactly as
+    protect wrote it (docs/protect.md, "Undo"). Without a record (a config protected by an
+    older assay), only entries whose wrap line is exactly what this version of protect writes
+    for them are unwrapped."""
+    if record is None:
+        return _undo_without_record(text, location)
+    scan, slots = find_slots(text, location)
+    by_key = {r.key: r for r in record}
+    edits: list[_Edit] = []
+    changes: list[Change] = []
+    expect: dict = {}
+    left: list[EntryRecord] = []
+    seen = set()
+    for slot in slots:
+        key = (slot.map, slot.name)
+        where = ".".join(slot.map)
+        rec = by_key.get(key)
+        if rec is None:
+            got = _classify(slot.raw, location)
+            if isinstance(got, str):
+                changes.append(Change(slot.name, "skipped", got, where))
+            elif runs_assay_wrap([got[1], *got[2]]):
+                changes.append(Change(slot.name, "skipped", "not wrapped by assay mcp protect (left as it is)", where))
+            else:
+                changes.append(Change(slot.name, "skipped", "not protected", where))
+            continue
+        seen.add(key)
+        got_edits = _as_written(text, slot, rec)
+        if got_edits is not None:
+            edits += got_edits
+            expect[key] = _original_values(rec, location.toml)
+            values = expect[key]
+            cmd_key, args_key = _keys(rec.edits[0].key[:-1])
+            argv = [values[cmd_key], *([] if values.get(args_key, ABSENT) is ABSENT else values[args_key])]
+            changes.append(Change(slot.name, "unwrapped", " ".join(map(str, argv)), where))
+        elif _as_original(slot, rec, location.toml):
+            changes.append(Change(slot.name, "skipped", "already runs its original command", where))
+        elif not isinstance(got := _classify(slot.raw, location), str) and not runs_assay_wrap([got[1], *got[2]]):
+            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
+                                  "protect wrote it); left as it is", where))
+        else:
+            left.append(rec)
+            changes.append(Change(slot.name, "kept", "could not be restored: its command or args were changed "
+                                  "after protect wrote them (left as it is)", where))
+    for rec in record:
+        if rec.key not in seen:
+            changes.append(Change(rec.name, "skipped", "no longer in the file", ".".join(rec.map)))
+    out = _apply(text, edits)
+    if edits:
+        check_edit(text, out, location, expect)
+    return Result(out, changes, left)
 
 
-def undo_text(text: str, location: ConfigLocation) -> Result:
-    """Restore the original command line of every entry protect wrapped."""
-
-    def fn(name: str, raw: Any):
-        got = _classify(name, raw)
+def _undo_without_record(text: str, location: ConfigLocation) -> Result:
+    scan, slots = find_slots(text, location)
+    edits: list[_Edit] = []
+    changes: list[Change] = []
+    expect: dict = {}
+    for slot in slots:
+        where = ".".join(slot.map)
+        got = _classify(slot.raw, location)
         if isinstance(got, str):
-            return None, Change(name, "skipped", got)
-        command, args = got
-        original = unwrap_args(command, args)
+            changes.append(Change(slot.name, "skipped", got, where))
+            continue
+        holder, command, args = got
+        original = own_wrap_line(slot.name, command, args)
         if original is None:
-            detail = (
-                "runs assay mcp wrap in a form protect did not write; left as is"
-                if runs_assay_wrap([command, *args])
-                else "not protected"
-            )
-            return None, Change(name, "skipped", detail)
-        return original, Change(name, "unwrapped", " ".join([original[0], *original[1]]))
-
-    return _edit(text, location, fn)
+            detail = ("runs assay mcp wrap in a form this version of protect does not write; left as is"
+                      if runs_assay_wrap([command, *args]) else "not protected")
+            changes.append(Change(slot.name, "skipped", detail, where))
+            continue
+        cmd_key, args_key = _keys(holder)
+        (cs, ce), (as_, ae) = slot.spans[cmd_key], slot.spans[args_key]
+        edits.append(_Edit(cs, ce, render_string(original[0], location.toml)))
+        edits.append(_Edit(as_, ae, render_array(original[1], location.toml, like=scan[as_:ae])))
+        expect[(slot.map, slot.name)] = {cmd_key: original[0], args_key: original[1]}
+        changes.append(Change(slot.name, "unwrapped", " ".join([original[0], *original[1]]) +
+                              " (no record of this file: its wrap line is exactly what protect writes)", where))
+    out = _apply(text, edits)
+    if edits:
+        check_edit(text, out, location, expect)
+    return Result(out, changes, None, fallback=True)
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

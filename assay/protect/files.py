@@ -1,5 +1,7 @@
-"""The file layer of `assay mcp protect` (docs/protect.md): read a client config, write a backup,
-replace the file atomically (refusing when it changed meanwhile), write the starter policy, and
+"""The file layer of `assay mcp protect` (docs/protect.md): read a client config and protect's
+record of it, write a backup and the new record into assay's state directory
+(:mod:`assay.protect.state`), replace the file atomically (refusing when it changed meanwhile),
+write the starter policy, and
 check that the policy loads as wrap will load it (:func:`assay.policy.load_policy_file`)."""
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class FileOutcome:
     original: str = ""
     backup: str | None = None
     written: bool = False
+    record_path: str = ""
 
 
 def _read(path: str) -> tuple[bytes, os.stat_result]:
@@ -73,58 +76,95 @@ def _fill(fd: int, data: bytes, mode: int) -> None:
         os.close(fd)
 
 
-def _backup_path(path: str, now: float) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    base = f"{path}.assay-backup-{stamp}"
-    candidate, n = base, 1
-    while os.path.lexists(candidate):
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
+def _state(path: str) -> str:
+    from assay.policy.shared import StoreError
+    from assay.sessions.paths import ensure_state_dir
+
+    try:
+        ensure_state_dir(path)
+    except StoreError as exc:
+        raise ProtectError(str(exc)) from None
+    return path
 
 
 def apply_to_file(
-    path: str, location: ConfigLocation, edit, *, dry_run: bool = False, now: float | None = None
+    path: str, location: ConfigLocation, edit, *, dry_run: bool = False, now: float | None = None,
+    state: str | None = None,
 ) -> FileOutcome:
-    """Read ``path``, compute ``edit(text, location)``, and unless ``dry_run`` or nothing
-    changed: write a backup next to it, then replace it atomically (a temporary file in the
-    same directory, the original mode kept, renamed over it). The file is read again just
-    before the rename; if it changed meanwhile, nothing is replaced and ProtectError says so.
+    """Read ``path`` and protect's record of it, compute ``edit(text, location, record)``, and
+    unless ``dry_run`` or nothing changed: write a backup into the state directory, the new
+    record, then replace the config atomically (a temporary file in the same directory, the
+    original mode kept, renamed over it). The file is read again just before the rename; if it
+    changed meanwhile, nothing is replaced (the record is put back) and ProtectError says so.
     A symlinked config (a dotfiles repository) is edited where the link points, so the link
-    stays a link."""
+    stays a link (docs/protect.md, "Safety of the write")."""
+    from assay.protect import state as st_
+    from assay.sessions.paths import state_dir
+
     path = os.path.realpath(path)
     data, st = _read(path)
     original = _decode(data, path)
-    result = edit(original, location)
-    outcome = FileOutcome(result, original)
+    state_path = state_dir(None, os.environ) if state is None else state
+    rec_path = st_.record_path(state_path, location.client, path)
+    record = st_.load_record(rec_path)
+    result = edit(original, location, record)
+    outcome = FileOutcome(result, original, record_path=rec_path)
     if dry_run or not result.changed:
         return outcome
+    when = time.time() if now is None else now
+    state_path = _state(state_path)
     mode = stat.S_IMODE(st.st_mode)
     new = result.text.encode("utf-8")
-    backup = _backup_path(path, time.time() if now is None else now)
     try:
-        _write_new(backup, data, mode)
+        outcome.backup = st_.write_backup(state_path, location.client, path, data, when)
     except OSError as exc:
-        raise ProtectError(f"cannot write the backup {backup}: {exc.strerror or exc}") from None
-    outcome.backup = backup
+        raise ProtectError(f"cannot write the backup in {state_path}: {exc.strerror or exc}") from None
+    old_record = None
+    if record is not None:
+        with open(rec_path, "rb") as fh:
+            old_record = fh.read()
+    if result.record is not None:
+        try:
+            st_.write_private(rec_path, st_.dump_record(result.record, location.client, path, when))
+        except OSError as exc:
+            raise ProtectError(f"cannot write protect's record {rec_path}: {exc.strerror or exc}") from None
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".assay-protect-", dir=directory)
-    except OSError as exc:
-        raise ProtectError(f"cannot write in {directory}: {exc.strerror or exc}") from None
-    try:
-        _fill(fd, new, mode)
-        again, st2 = _read(path)
-        if again != data or (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
-            raise ProtectError(f"{path} changed while assay worked on it; nothing was written (run it again)")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ProtectError(f"cannot replace {path}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".assay-protect-", dir=directory)
+        except OSError as exc:
+            raise ProtectError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+        try:
+            _fill(fd, new, mode)
+            again, st2 = _read(path)
+            if again != data or (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
+                raise ProtectError(f"{path} changed while assay worked on it; nothing was written (run it again)")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise ProtectError(f"cannot replace {path}: {exc.strerror or exc}") from None
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    except ProtectError:
+        if result.record is not None:  # the config was not changed: neither is the record
+            _put_back(rec_path, old_record)
+        raise
+    if result.record == [] and os.path.lexists(rec_path):
+        os.unlink(rec_path)  # nothing of the file is protect's any more
     outcome.written = True
     return outcome
+
+
+def _put_back(rec_path: str, old: bytes | None) -> None:
+    from assay.protect.state import write_private
+
+    try:
+        if old is None:
+            os.unlink(rec_path)
+        else:
+            write_private(rec_path, old)
+    except OSError:
+        pass
 
 
 def write_starter_policy(path: str) -> None:

@@ -39,6 +39,12 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
             *option_tokens(flag_of("decision_log"), os.path.join(options.log_dir, f"{slug}.decisions.ndjson")),
             *option_tokens(flag_of("audit_log"), os.path.join(options.log_dir, f"{slug}.audit.ndjson")),
         ]
+    if options.observe:
+        out.append(flag_of("dry_run"))
+    if options.hide_denied_tools:
+        out.append(flag_of("hide_denied_tools"))
+    if options.declared_manifest is not None:
+        out += option_tokens(flag_of("declared_manifest"), options.declared_manifest)
     return out + ["--", command, *args]
 
 

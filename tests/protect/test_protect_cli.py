@@ -11,6 +11,7 @@ import pytest
 
 from assay import clients
 from assay import protect as p
+from assay.sessions.paths import state_dir
 from tests.conftest import ASSAY
 from tests.discover._discover_helpers import make_env, run_assay
 from tests.protect._configs import CLAUDE_DESKTOP, CODEX, CURSOR, VSCODE
@@ -22,27 +23,33 @@ def loc(label: str) -> clients.ConfigLocation:
     return clients.client_locations(label, "linux", "/h", {}, "/w")[0]
 
 
-def protect(text, location):
-    return p.protect_text(text, location, OPTS)
+def protect(text, location, record=None):
+    return p.protect_text(text, location, OPTS, record)
 
 
-def test_apply_writes_a_backup_and_keeps_the_mode(tmp_path):
+def undo(text, location, record=None):
+    return p.undo_text(text, location, record)
+
+
+def test_apply_writes_a_backup_into_the_state_dir_and_keeps_the_mode(tmp_path):
+    # docs/protect.md, "Backups": 0600, in <state>/backups, named by client, config digest and time
     path = tmp_path / "claude_desktop_config.json"
     path.write_text(CLAUDE_DESKTOP)
     os.chmod(path, 0o600)
-    out = p.apply_to_file(str(path), loc("claude_desktop"), protect, now=0)
-    assert out.written and out.backup == f"{path}.assay-backup-19700101T000000Z"
+    state = tmp_path / "state"
+    out = p.apply_to_file(str(path), loc("claude_desktop"), protect, now=0, state=str(state))
+    digest = p.state.config_digest(str(path))
+    assert out.written and out.backup == str(
+        state / "backups" / f"claude_desktop-{digest}-19700101T000000.000000Z-000-claude_desktop_config.json")
     assert Path(out.backup).read_text() == CLAUDE_DESKTOP
     assert stat.S_IMODE(os.stat(out.backup).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert path.read_text() == out.result.text != CLAUDE_DESKTOP
     # a second run never overwrites the first backup
-    out2 = p.apply_to_file(str(path), loc("claude_desktop"), lambda t, l: p.undo_text(t, l), now=0)
-    assert out2.backup == f"{path}.assay-backup-19700101T000000Z-2"
+    out2 = p.apply_to_file(str(path), loc("claude_desktop"), undo, now=0, state=str(state))
+    assert out2.backup == out.backup.replace("-000-", "-001-")
     assert path.read_text() == CLAUDE_DESKTOP
-    assert sorted(x.name for x in tmp_path.iterdir()) == [
-        path.name, Path(out.backup).name, Path(out2.backup).name
-    ]
+    assert sorted(x.name for x in tmp_path.iterdir()) == [path.name, "state"]
 
 
 def test_a_symlinked_config_is_edited_where_it_points(tmp_path):
@@ -53,7 +60,9 @@ def test_a_symlinked_config_is_edited_where_it_points(tmp_path):
     link.symlink_to(real)
     out = p.apply_to_file(str(link), loc("cursor"), protect)
     assert link.is_symlink() and real.read_text() == out.result.text
-    assert out.backup.startswith(str(real) + ".assay-backup-")
+    assert out.backup.endswith("-000-mcp.json") and p.state.config_digest(str(real)) in out.backup
+    p.apply_to_file(str(link), loc("cursor"), undo)
+    assert link.is_symlink() and real.read_text() == CURSOR
 
 
 def test_dry_run_and_nothing_to_change_write_nothing(tmp_path):
@@ -72,8 +81,8 @@ def test_a_config_changed_while_protect_works_is_refused(tmp_path):
     path.write_text(CURSOR)
     concurrent = CURSOR.replace("mcp-server", "other-server")
 
-    def edit(text, location):
-        result = protect(text, location)
+    def edit(text, location, record):
+        result = protect(text, location, record)
         path.write_text(concurrent)  # the client (or the user) saves the file meanwhile
         return result
 
@@ -81,6 +90,8 @@ def test_a_config_changed_while_protect_works_is_refused(tmp_path):
         p.apply_to_file(str(path), loc("cursor"), edit)
     assert path.read_text() == concurrent
     assert not [x for x in os.listdir(tmp_path) if x.startswith(".assay-protect-")]
+    # the record is not changed either: nothing of the file is protect's
+    assert not os.path.exists(p.state.record_path(state_dir(None, os.environ), "cursor", str(path)))
 
 
 def test_unreadable_inputs_are_refused(tmp_path):
@@ -143,14 +154,16 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
     assert entry["args"][:6] == ["mcp", "wrap", "--policy", str(policy), "--label", "github"]
     assert entry["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "<token>"}
 
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), env=env, cwd=tmp_path)
+    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"),
+                    env=env, cwd=tmp_path)
     assert res.returncode == 0 and "nothing to change" in res.stdout.decode()
-    assert "already runs under assay mcp wrap" in res.stdout.decode()
+    assert "already runs under assay mcp wrap (as protect wrote it)" in res.stdout.decode()
 
     res = run_assay("mcp", "protect", "claude", "--undo", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert config.read_text() == CLAUDE_DESKTOP
-    assert len(list(config.parent.glob("*.assay-backup-*"))) == 2
+    assert os.listdir(config.parent) == [config.name]  # no backups next to the config
+    assert "backup: " in res.stdout.decode() and "/backups/claude_desktop-" in res.stdout.decode()
 
 
 def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
@@ -172,7 +185,7 @@ def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
     [
         (["bogus", "--policy", "p.yaml"], 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
         (["claude"], "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n"),
-        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy or --log-dir\n"),
+        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools or --declared-manifest\n"),
         (["windsurf", "--scope", "project", "--policy", "p.yaml"], "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n"),
     ],
 )
@@ -245,9 +258,9 @@ def test_cli_project_scope_and_explicit_config(home, tmp_path):
     codex.write_text(CODEX)
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--policy", str(policy), env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "comments and layout are kept (TOML edited in place)" in res.stdout.decode()
+    assert "only the command and args values of the servers above changed" in res.stdout.decode()
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--undo", env=env, cwd=tmp_path)
-    assert codex.read_text() == CODEX.replace('tool_timeout_sec = 60\n', 'tool_timeout_sec = 60\nargs = []\n')
+    assert codex.read_bytes() == CODEX.encode()  # byte for byte, also the entry without "args"
 
 
 def test_help_lists_exit_codes(home, tmp_path):

@@ -70,14 +70,10 @@ def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restor
     again = p.protect_text(result.text, loc, OPTS)
     assert again.text == result.text and not again.changed
 
-    undone = p.undo_text(result.text, loc)
+    undone = p.undo_text(result.text, loc, result.record)
     assert {c.name for c in undone.changes if c.action == "unwrapped"} == set(stdio)
-    if all("args" in old[n] for n in stdio):
-        assert undone.text == text
-    else:  # an entry without "args" comes back with an empty list
-        restored = entries(parsed(undone.text, loc), loc)
-        for name, entry in old.items():
-            assert restored[name] == ({**entry, "args": []} if name in stdio and "args" not in entry else entry)
+    # byte for byte, also for an entry that had no "args" (docs/protect.md, "Undo")
+    assert undone.text == text
 
 
 def test_comments_of_jsonc_clients_are_kept_byte_for_byte():
@@ -106,7 +102,7 @@ def test_toml_inline_tables_and_dotted_keys(text):
     loc = location("codex")
     result = p.protect_text(text, loc, OPTS)
     assert tomllib.loads(result.text)["mcp_servers"]["a"]["args"][-3:] == ["--", "x", "1"]
-    assert p.undo_text(result.text, loc).text == text
+    assert p.undo_text(result.text, loc, result.record).text == text
 
 
 def test_log_dir_adds_decision_and_audit_logs_with_an_event_source():
@@ -213,7 +209,7 @@ def test_protect_then_undo_is_the_identity(servers, indent, label):
     result = p.protect_text(text, loc, OPTS)
     assert entries(parsed(result.text, loc), loc).keys() == servers.keys()
     assert all(c.action == "wrapped" for c in result.changes)
-    assert p.undo_text(result.text, loc).text == text
+    assert p.undo_text(result.text, loc, result.record).text == text
 
 
 @pytest.mark.parametrize(
@@ -248,11 +244,11 @@ def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
     assert reasons["list"] == ("skipped", "entry is not an object; left as is")
     assert reasons["badargs"][1] == '"args" is not a list of strings; left as is'
     assert reasons["sse"][1].startswith('"type" is "sse"')
-    assert reasons["shim"] == ("skipped", "already runs under assay mcp wrap")
+    assert reasons["shim"][0] == "skipped" and reasons["shim"][1].startswith("already runs under assay mcp wrap")
     assert reasons["ok"][0] == "wrapped"
-    undone = p.undo_text(result.text, location("claude_desktop"))
+    undone = p.undo_text(result.text, location("claude_desktop"), result.record)
     assert undone.text == text
-    assert {c.name: c.detail for c in undone.changes}["shim"].startswith("runs assay mcp wrap in a form")
+    assert {c.name: c.detail for c in undone.changes}["shim"] == "not wrapped by assay mcp protect (left as it is)"
 
 
 def test_a_file_without_the_server_map_has_nothing_to_change():
@@ -270,7 +266,7 @@ def test_entry_without_args_gets_them_in_the_entrys_own_layout():
 def test_a_utf8_bom_is_kept():
     text = "\ufeff" + CLAUDE_DESKTOP
     result = p.protect_text(text, location("claude_desktop"), OPTS)
-    assert result.text.startswith("\ufeff{") and p.undo_text(result.text, location("claude_desktop")).text == text
+    assert result.text.startswith("\ufeff{") and p.undo_text(result.text, location("claude_desktop"), result.record).text == text
 
 
 @settings(max_examples=50, deadline=None)
@@ -298,9 +294,10 @@ def test_pick_location_by_scope_or_explicit_file():
         pick("claude_desktop", "project", None)
 
 
-def test_comments_inside_a_replaced_args_array_are_dropped_and_said():
-    text = '{\n  "servers": {\n    "a": {\n      "command": "x",\n      "args": [\n        "1", // one\n        "2"\n      ]\n    }\n  }\n}\n'
+def test_comments_inside_a_wrapped_args_array_are_kept_and_undo_restores_them():
+    # docs/protect.md, "Formatting and comments": the wrap line goes in front of the items
+    text = '{\n  "servers": {\n    "a": {\n      "command": "x",\n      "args": [\n        "1", // one\n        "2",\n      ]\n    }\n  }\n}\n'
     result = p.protect_text(text, location("vscode"), OPTS)
-    assert result.changes[0].detail == 'x 1 2 (the comments inside its "args" array are dropped)'
-    assert "// one" not in result.text
-    assert p.undo_text(result.text, location("vscode")).text == text.replace('"1", // one', '"1",')
+    assert result.changes[0].detail == "x 1 2"
+    assert '        "x",\n        "1", // one\n        "2",\n      ]' in result.text
+    assert p.undo_text(result.text, location("vscode"), result.record).text == text

@@ -1,0 +1,151 @@
+"""TOML (Codex CLI) with value spans (docs/protect.md, "Formatting and comments"). ``tomlkit``
+finds the values: every ``command`` and ``args`` value of the server entries is swapped for a
+unique marker in one copy of the document, which tomlkit writes back byte for byte around the
+markers, so each marker's place is the value's place in the original text (checked against the
+value's own text). Protect then replaces only those spans. Sans-IO."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from assay.clients import ConfigLocation
+from assay.protect.model import ProtectError
+from assay.protect.slots import Adder, Slot
+
+__all__ = ["toml_slots", "blank_toml_comments", "line_anchor", "toml_string"]
+
+_KEY_LINE = re.compile(r"([ \t]*(?:[^\n]*\.[ \t]*)?)(command|\"command\"|'command')([ \t]*=[ \t]*)\Z")
+
+
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string (control characters and DEL escaped)."""
+    out = ['"']
+    for ch in value:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch in "\b\t\n\f\r":
+            out.append({"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def blank_toml_comments(text: str) -> str:
+    """``text`` with its ``#`` comments turned into spaces (strings kept), same length."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            triple = text.startswith(c * 3, i)
+            quote = c * 3 if triple else c
+            j = i + len(quote)
+            while j < n and not text.startswith(quote, j):
+                if c == '"' and text[j] == "\\":
+                    j += 1
+                elif not triple and text[j] == "\n":
+                    break
+                j += 1
+            j = min(n, j + len(quote))
+            while triple and j < n and text[j] == c:  # """a"""" ends with a quote inside
+                j += 1
+            out.append(text[i:j])
+            i = j
+            continue
+        if c == "#":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def line_anchor(text: str, end: int) -> tuple[int, str]:
+    """Where a member added after the line of a value ending at ``end`` goes (before that
+    line's end of line), and the end of line to put before it."""
+    j = text.find("\n", end)
+    if j < 0:
+        return len(text), "\r\n" if "\r\n" in text else "\n"
+    if j > 0 and text[j - 1] == "\r":
+        return j - 1, "\r\n"
+    return j, "\n"
+
+
+def _adder(text: str, entry: Any, span: tuple[int, int]) -> Adder | None:
+    from tomlkit.items import InlineTable
+
+    start, end = span
+    if isinstance(entry, InlineTable):
+        return Adder(end, ", args = ", "", "value")
+    line_start = text.rfind("\n", 0, start) + 1
+    m = _KEY_LINE.match(text[line_start:start])
+    if m is None:
+        return None
+    at, eol = line_anchor(text, end)
+    return Adder(at, eol + m.group(1) + "args" + m.group(3), "", "line")
+
+
+def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
+    import tomllib
+
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        tomllib.loads(text)
+        doc = tomlkit.parse(text)
+        marked = tomlkit.parse(text)
+    except (TOMLKitError, ValueError) as exc:
+        raise ProtectError(f"invalid TOML: {exc}") from None
+    table = doc.get(location.servers_key)
+    if table is None:
+        return blank_toml_comments(text), []
+    if not isinstance(table, dict):
+        raise ProtectError(f'"{location.servers_key}" is not a table')
+    token = secrets.token_hex(8)
+    while token in text:
+        token = secrets.token_hex(8)
+    slots: list[Slot] = []
+    wanted: list[tuple[Slot, str, str, str]] = []  # slot, key, marker, original value text
+    for name in list(table.keys()):
+        entry = table[name]
+        raw = entry.unwrap() if hasattr(entry, "unwrap") else entry
+        slot = Slot((location.servers_key,), name, raw)
+        slots.append(slot)
+        if not isinstance(entry, dict):
+            continue
+        for key in ("command", "args"):
+            if key in entry:
+                marker = f"assay-locate-{len(wanted)}-{token}"
+                wanted.append((slot, key, marker, entry[key].as_string()))
+                marked[location.servers_key][name][key] = marker
+    dumped = tomlkit.dumps(marked)
+    found = []
+    for slot, key, marker, original in wanted:
+        at = dumped.find(f'"{marker}"')
+        if at < 0 or dumped.count(marker) != 1:
+            raise ProtectError(f"cannot find the {key} of {slot.name!r} in the TOML text")
+        found.append((at, len(marker) + 2, slot, key, original))
+    shift = 0
+    for at, width, slot, key, original in sorted(found, key=lambda f: f[0]):
+        start = at - shift
+        if text[start : start + len(original)] != original:
+            raise ProtectError(f"cannot find the {key} of {slot.name!r} in the TOML text")
+        slot.spans[(key,)] = (start, start + len(original))
+        shift += width - len(original)
+    for slot in slots:
+        if ("command",) in slot.spans and ("args",) not in slot.spans:
+            adder = _adder(text, table[slot.name], slot.spans[("command",)])
+            if adder is not None:
+                slot.adders[("args",)] = adder
+    return blank_toml_comments(text), slots
