@@ -44,7 +44,8 @@ class Client:
     """One MCP client: what it is called, and the shape of its server config.
 
     ``servers_key`` is the member holding the server map; ``syntax`` is ``json``, ``jsonc``
-    (comments and trailing commas allowed) or ``toml``; ``stdio_type`` is the ``type`` value a
+    (comments and trailing commas allowed; Gemini CLI strips comments when it loads its
+    settings) or ``toml``; ``stdio_type`` is the ``type`` value a
     stdio entry carries where the client documents one; ``source`` names the client's own
     documentation page the locations and shape come from (docs/compatibility.md lists them).
     """
@@ -71,7 +72,7 @@ CLIENTS: tuple[Client, ...] = (
     Client("windsurf", "Windsurf", ("windsurf",),
            "mcpServers", "json", "Windsurf docs (Cascade), 'Model Context Protocol (MCP)'"),
     Client("gemini_cli", "Gemini CLI", ("gemini", "gemini-cli", "gemini_cli"),
-           "mcpServers", "json", "Gemini CLI docs, 'MCP servers with Gemini CLI' and 'Gemini CLI configuration'"),
+           "mcpServers", "jsonc", "Gemini CLI docs, 'MCP servers with Gemini CLI' and 'Gemini CLI configuration'"),
     Client("codex", "Codex CLI", ("codex", "codex-cli", "codex_cli"),
            "mcp_servers", "toml", "Codex docs, 'Model Context Protocol' and the config reference"),
     Client("zed", "Zed", ("zed",),

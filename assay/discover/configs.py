@@ -67,6 +67,10 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
     """One config server -> discover entry, or an error message for this server."""
     if not isinstance(raw, dict):
         return f"server {_quote(name)}: entry is not an object"
+    if location.client == "zed" and isinstance(raw.get("command"), dict):
+        # Zed's older form: "command": {"path", "args", "env"} (docs/discover.md, "Config files")
+        raw = {**raw, **{k: v for k, v in raw["command"].items() if k in ("args", "env")},
+               "command": raw["command"].get("path")}
     env = raw.get("env", {})
     if env is None:
         env = {}

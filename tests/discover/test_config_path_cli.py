@@ -74,7 +74,7 @@ CLIENT_ROWS = [
     ("cursor", "Cursor", ".cursor/mcp.json", "mcpServers", "json", ".cursor/mcp.json"),
     ("vscode", "VS Code", ".config/Code/User/mcp.json", "servers", "jsonc", ".vscode/mcp.json"),
     ("windsurf", "Windsurf", ".codeium/windsurf/mcp_config.json", "mcpServers", "json", None),
-    ("gemini", "Gemini CLI", ".gemini/settings.json", "mcpServers", "json", ".gemini/settings.json"),
+    ("gemini", "Gemini CLI", ".gemini/settings.json", "mcpServers", "jsonc", ".gemini/settings.json"),
     ("codex", "Codex CLI", ".codex/config.toml", "mcp_servers", "toml", ".codex/config.toml"),
     ("zed", "Zed", ".config/zed/settings.json", "context_servers", "jsonc", ".zed/settings.json"),
 ]
