@@ -109,7 +109,11 @@ def apply_to_file(
     record = st_.load_record(rec_path)
     result = edit(original, location, record)
     outcome = FileOutcome(result, original, record_path=rec_path)
-    if dry_run or not result.changed:
+    if dry_run:
+        return outcome
+    if not result.changed:
+        if record is not None and result.record is not None and result.record != record:
+            _forget(rec_path, result.record, location.client, path)
         return outcome
     when = time.time() if now is None else now
     state_path = _state(state_path)
@@ -153,6 +157,19 @@ def apply_to_file(
         os.unlink(rec_path)  # nothing of the file is protect's any more
     outcome.written = True
     return outcome
+
+
+def _forget(rec_path: str, entries: list, client: str, path: str) -> None:
+    """Write a record that only lost entries (removed from the file, or put back by hand)."""
+    from assay.protect.state import dump_record, write_private
+
+    try:
+        if entries:
+            write_private(rec_path, dump_record(entries, client, path, time.time()))
+        else:
+            os.unlink(rec_path)
+    except OSError as exc:
+        raise ProtectError(f"cannot write protect's record {rec_path}: {exc.strerror or exc}") from None
 
 
 def _put_back(rec_path: str, old: bytes | None) -> None:

@@ -237,3 +237,15 @@ def test_cli_undo_leaves_a_hand_wrapped_entry_and_says_so(tmp_path):
     doc = json.loads(config.read_text())
     assert doc["mcpServers"]["git"]["args"][3] == "/etc/assay/team.yaml"
     assert doc["mcpServers"]["github"]["command"] != "npx"
+
+
+def test_undo_of_entries_put_back_by_hand_forgets_them_without_touching_the_file(tmp_path):
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(CLAUDE_DESKTOP)
+    loc = location("claude_desktop", path=str(path))
+    out = p.apply_to_file(str(path), loc, protect)
+    path.write_text(CLAUDE_DESKTOP)  # the user put the original back by hand
+    again = p.apply_to_file(str(path), loc, undo)
+    assert not again.written and path.read_text() == CLAUDE_DESKTOP
+    assert {c.detail for c in again.result.changes} == {"already runs its original command"}
+    assert not os.path.exists(out.record_path)
