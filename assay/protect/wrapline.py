@@ -1,6 +1,7 @@
 """The wrap line of a protected entry (docs/protect.md): ``<assay> mcp wrap --policy P --label
 NAME [log options] -- <command> <args...>``, written with the flags of wrap's one option table
-(:mod:`assay.wrap.options`) and read back as wrap reads it. Sans-IO."""
+(:mod:`assay.wrap.options`) and read back by the one reader of wrap lines,
+:mod:`assay.wrapped_entry`. Sans-IO."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import re
 from collections.abc import Sequence
 
 from assay.protect.model import WrapOptions
-from assay.wrap.options import BY_FLAG, flag_of, option_tokens
+from assay.wrap.options import flag_of, option_tokens
+from assay.wrapped_entry import parse_wrapped
 
 __all__ = ["wrapped_args", "unwrap_args"]
 
-_ASSAY_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
 _DIGESTED = re.compile(r"-[0-9a-f]{8}\Z")  # a name that looks like a digested one gets one too
 
 
@@ -42,23 +43,11 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
     return out + ["--", command, *args]
 
 
-def _is_assay(command: str) -> bool:
-    return command.replace("\\", "/").rsplit("/", 1)[-1].lower() in _ASSAY_NAMES
-
-
 def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | None:
-    """The original ``(command, args)`` of an entry protect wrote, or None when the entry is
-    not of that shape (``<assay> mcp wrap [options] -- <command> [args...]``)."""
-    if not _is_assay(command) or list(args[:2]) != ["mcp", "wrap"]:
+    """The original ``(command, args)`` of an entry of the shape protect writes (``<assay> mcp
+    wrap [options] -- <command> [args...]``, read by :func:`assay.wrapped_entry.parse_wrapped`,
+    older protect's lines included), or None."""
+    line = parse_wrapped([command, *args], written_by_older=True)
+    if line is None or line.interpreter is not None:
         return None
-    # Walk the options as wrap reads them: a value option given as two tokens takes the next
-    # one whatever it looks like, so a label or path of "--" is not taken for the separator.
-    i = 2
-    while i < len(args):
-        token = args[i]
-        if token == "--":
-            rest = list(args[i + 1 :])
-            return (rest[0], rest[1:]) if rest else None
-        opt = BY_FLAG.get(token)
-        i += 1 if opt is None or opt.kind is bool else 2  # "--flag=value" is one token
-    return None
+    return line.command, list(line.args)
