@@ -160,7 +160,7 @@ def protect_command(
     else:
         say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
         if log_path is not None:
-            say(f"Decision logs: {log_path}/<server>.decisions.ndjson")
+            say(f"Decision logs: {log_path}/{location.client}-<server>.decisions.ndjson")
         where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
         say(f"Undo with: assay mcp protect {client} --undo{where}")
     return 0

@@ -206,7 +206,7 @@ def protect_text(text: str, location: ConfigLocation, options: WrapOptions) -> R
         command, args = got
         if parse_wrapped([command, *args]) is not None:
             return None, Change(name, "skipped", "already runs under assay mcp wrap")
-        return (options.assay, wrapped_args(name, command, args, options)), Change(
+        return (options.assay, wrapped_args(name, command, args, options, client=location.client)), Change(
             name, "wrapped", " ".join([command, *args])
         )
 

@@ -11,8 +11,8 @@ STARTER_POLICY = """\
 # allowed, and every call is still checked and recorded. Tighten it from what you see:
 #
 #   1. Give `assay mcp protect` a log directory (--log-dir DIR) so each server writes a decision
-#      log (DIR/<server>.decisions.ndjson: one line per tools/call, allowed or denied)
-#      and an audit log (DIR/<server>.audit.ndjson). Read them after a session.
+#      log (DIR/<client>-<server>.decisions.ndjson: one line per tools/call, allowed or
+#      denied) and an audit log (DIR/<client>-<server>.audit.ndjson). Read them after a session.
 #   2. List the tools you saw and want under tools.allow: once tools.allow is present, every
 #      tool not listed is denied.
 #   3. Deny the dangerous ones by name or pattern under tools.deny (deny beats allow).

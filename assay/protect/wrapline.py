@@ -14,7 +14,7 @@ from assay.protect.model import WrapOptions
 from assay.wrap.options import flag_of, option_tokens
 from assay.wrapped_entry import parse_wrapped
 
-__all__ = ["wrapped_args", "unwrap_args"]
+__all__ = ["wrapped_args", "unwrap_args", "log_name", "event_source"]
 
 _DIGESTED = re.compile(r"-[0-9a-f]{8}\Z")  # a name that looks like a digested one gets one too
 
@@ -30,15 +30,30 @@ def _slug(name: str) -> str:
     return f"{plain or 'server'}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
-def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions) -> list[str]:
-    """The ``args`` of a protected entry whose ``command`` is ``options.assay``."""
+def log_name(name: str, client: str = "") -> str:
+    """The stem of a server's log files (docs/protect.md, "Log files"): ``<client>-<server>``
+    (``claude_desktop-filesystem``), so servers of one name in two clients never share a log
+    file. A client label (:data:`assay.clients.CLIENTS`) has no ``-``, so the first ``-`` tells
+    the two parts apart; without a client, the server's part alone."""
+    slug = _slug(name)
+    return f"{_slug(client)}-{slug}" if client else slug
+
+
+def event_source(name: str, client: str = "") -> str:
+    """The event source of a server's logs: ``assay://protect/<client>/<server>``."""
+    return f"assay://protect/{_slug(client)}/{_slug(name)}" if client else f"assay://protect/{_slug(name)}"
+
+
+def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions, client: str = "") -> list[str]:
+    """The ``args`` of a protected entry whose ``command`` is ``options.assay``. ``client``, the
+    client's label, names the log files and the event source (:func:`log_name`)."""
     out = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), options.policy), *option_tokens(flag_of("label"), name)]
     if options.log_dir is not None:
-        slug = _slug(name)
+        stem = log_name(name, client)
         out += [
-            *option_tokens(flag_of("event_source"), f"assay://protect/{slug}"),
-            *option_tokens(flag_of("decision_log"), os.path.join(options.log_dir, f"{slug}.decisions.ndjson")),
-            *option_tokens(flag_of("audit_log"), os.path.join(options.log_dir, f"{slug}.audit.ndjson")),
+            *option_tokens(flag_of("event_source"), event_source(name, client)),
+            *option_tokens(flag_of("decision_log"), os.path.join(options.log_dir, f"{stem}.decisions.ndjson")),
+            *option_tokens(flag_of("audit_log"), os.path.join(options.log_dir, f"{stem}.audit.ndjson")),
         ]
     return out + ["--", command, *args]
 

@@ -137,6 +137,7 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
     assert "Restart Claude Desktop so it starts these servers through assay mcp wrap." in out
     assert "Undo with: assay mcp protect claude --undo" in out
     assert (tmp_path / "logs").is_dir()
+    assert f"Decision logs: {tmp_path / 'logs'}/claude_desktop-<server>.decisions.ndjson" in out
     doc = json.loads(config.read_text())
     entry = doc["mcpServers"]["github"]
     assert entry["command"] == str(ASSAY)
