@@ -3,6 +3,7 @@ the pids `assay mcp kill` accepts without ``--force``."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,7 +84,7 @@ def _process_entry(p: ProcInfo, wrapped: bool) -> dict[str, Any]:
         "source": {
             "type": "running_process",
             "pid": p.pid,
-            "cmdline": " ".join(p.argv),
+            "cmdline": shlex.join(p.argv),  # one argument with spaces stays one (docs/discover.md)
             "started_at": p.started_at,
             "user": p.user,
         },

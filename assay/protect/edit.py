@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,7 +208,7 @@ def protect_text(text: str, location: ConfigLocation, options: WrapOptions) -> R
         if parse_wrapped([command, *args]) is not None:
             return None, Change(name, "skipped", "already runs under assay mcp wrap")
         return (options.assay, wrapped_args(name, command, args, options, client=location.client)), Change(
-            name, "wrapped", " ".join([command, *args])
+            name, "wrapped", shlex.join([command, *args])
         )
 
     return _edit(text, location, fn)
@@ -230,7 +231,7 @@ def undo_text(text: str, location: ConfigLocation) -> Result:
                 else "not protected"
             )
             return None, Change(name, "skipped", detail)
-        return original, Change(name, "unwrapped", " ".join([original[0], *original[1]]))
+        return original, Change(name, "unwrapped", shlex.join([original[0], *original[1]]))
 
     return _edit(text, location, fn)
 
