@@ -97,9 +97,10 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)
 
 @settings(max_examples=200, deadline=None)
 @given(name=_text, policy=_text, log_dir=st.one_of(st.none(), _text), command=_text.filter(lambda s: s != ""),
-       args=st.lists(_text, max_size=5), assay=st.sampled_from(["assay", "/o/bin/assay", "C:\\x\\assay.exe", "assay.cmd"]))
-def test_the_reader_reads_back_exactly_what_wrapped_args_wrote(name, policy, log_dir, command, args, assay):
-    wrote = p.wrapped_args(name, command, args, p.WrapOptions(assay, policy, log_dir))
+       args=st.lists(_text, max_size=5), assay=st.sampled_from(["assay", "/o/bin/assay", "C:\\x\\assay.exe", "assay.cmd"]),
+       client=st.sampled_from(["", *(c.label for c in clients.CLIENTS)]))
+def test_the_reader_reads_back_exactly_what_wrapped_args_wrote(name, policy, log_dir, command, args, assay, client):
+    wrote = p.wrapped_args(name, command, args, p.WrapOptions(assay, policy, log_dir), client=client)
     line = parse_wrapped([assay, *wrote])
     assert line is not None
     assert (line.assay, line.command, list(line.args)) == (assay, command, args)
@@ -110,7 +111,10 @@ def test_the_reader_reads_back_exactly_what_wrapped_args_wrote(name, policy, log
     for field_name, value in line.options.items():
         assert isinstance(value, str)
         flag = BY_FIELD[field_name].flag
-        assert [flag, value] == wrote[wrote.index(flag):][:2] or f"{flag}={value}" in wrote
+        options = wrote[2 : len(wrote) - len(args) - 2]  # between "mcp wrap" and "-- command args"
+        assert wrote[len(options) + 2] == "--"
+        pairs = [options[i : i + 2] for i in range(len(options) - 1)]
+        assert [flag, value] in pairs or f"{flag}={value}" in options
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
