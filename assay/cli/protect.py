@@ -14,6 +14,13 @@ from assay.cli.errors import UsageError, fatal
 
 EXIT_REFUSED = 1
 
+# docs/protect.md, "Project scope"
+_PROJECT_SCOPE = (
+    "--scope project writes a file your team shares, and assay cannot make its entries portable "
+    "(no client documents the directory it starts a project's servers in, which a relative policy "
+    "path needs); add --absolute to write this machine's paths (assay, policy, log dir) anyway"
+)
+
 
 def _location(label: str, scope: str, config: str | None):
     from assay import clients
@@ -48,6 +55,7 @@ def protect_command(
     undo: Annotated[bool, Parameter(name="--undo", negative=())] = False,
     init_policy: Annotated[bool, Parameter(name="--init-policy", negative=())] = False,
     log_dir: Annotated[str | None, Parameter(name="--log-dir")] = None,
+    absolute: Annotated[bool, Parameter(name="--absolute", negative=())] = False,
 ) -> int:
     """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
 
@@ -71,6 +79,8 @@ def protect_command(
         If --policy names a file that does not exist, write a permissive, commented starter policy there.
     log_dir
         Each wrapped server writes its decision and audit logs into this directory.
+    absolute
+        With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
     """
     from assay import clients
     from assay import protect as p
@@ -85,8 +95,8 @@ def protect_command(
         sys.stdout.write(line + "\n")
 
     if undo:
-        if policy is not None or init_policy or log_dir is not None:
-            raise UsageError("--undo takes no --policy, --init-policy or --log-dir")
+        if policy is not None or init_policy or log_dir is not None or absolute:
+            raise UsageError("--undo takes no --policy, --init-policy, --log-dir or --absolute")
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
         edit = p.undo_text
@@ -100,6 +110,8 @@ def protect_command(
             )
         if log_dir is not None and not log_dir.strip():
             raise UsageError("--log-dir is empty")
+        if scope == "project" and config is None and not absolute:
+            raise UsageError(_PROJECT_SCOPE)
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
         if not os.path.exists(policy_path):
@@ -155,12 +167,15 @@ def protect_command(
         say("comments and formatting are kept: only the command and args of the servers above changed")
     say(f"backup: {outcome.backup}")
     say(f"wrote: {location.path}")
+    if scope == "project" and config is None and not undo:
+        say("note: the project file now holds this machine's paths (assay, policy, log dir); "
+            "a teammate needs the same paths, or runs protect on their machine (docs/protect.md, \"Project scope\")")
     if undo:
         say(f"Restart {info.display} to run the servers without assay.")
     else:
         say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
         if log_path is not None:
-            say(f"Decision logs: {log_path}/<server>.decisions.ndjson")
+            say(f"Decision logs: {log_path}/{location.client}-<server>.decisions.ndjson")
         where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
         say(f"Undo with: assay mcp protect {client} --undo{where}")
     return 0

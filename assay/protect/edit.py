@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.discover import runs_assay_wrap
 from assay.protect.jsonspans import _WS, _Node, _parse_json
 from assay.protect.model import Change, ProtectError, Result, WrapOptions
-from assay.protect.wrapline import unwrap_args, wrapped_args
+from assay.protect.wrapline import wrapped_args
+from assay.wrapped_entry import parse_wrapped
 
 __all__ = ["protect_text", "undo_text", "unified_diff"]
 
@@ -204,10 +205,10 @@ def protect_text(text: str, location: ConfigLocation, options: WrapOptions) -> R
         if isinstance(got, str):
             return None, Change(name, "skipped", got)
         command, args = got
-        if runs_assay_wrap([command, *args]):
+        if parse_wrapped([command, *args]) is not None:
             return None, Change(name, "skipped", "already runs under assay mcp wrap")
-        return (options.assay, wrapped_args(name, command, args, options)), Change(
-            name, "wrapped", " ".join([command, *args])
+        return (options.assay, wrapped_args(name, command, args, options, client=location.client)), Change(
+            name, "wrapped", shlex.join([command, *args])
         )
 
     return _edit(text, location, fn)
@@ -221,15 +222,16 @@ def undo_text(text: str, location: ConfigLocation) -> Result:
         if isinstance(got, str):
             return None, Change(name, "skipped", got)
         command, args = got
-        original = unwrap_args(command, args)
+        line = parse_wrapped([command, *args], written_by_older=True)
+        original = None if line is None or line.interpreter is not None else (line.command, list(line.args))
         if original is None:
             detail = (
                 "runs assay mcp wrap in a form protect did not write; left as is"
-                if runs_assay_wrap([command, *args])
+                if line is not None
                 else "not protected"
             )
             return None, Change(name, "skipped", detail)
-        return original, Change(name, "unwrapped", " ".join([original[0], *original[1]]))
+        return original, Change(name, "unwrapped", shlex.join([original[0], *original[1]]))
 
     return _edit(text, location, fn)
 

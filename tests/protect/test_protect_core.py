@@ -241,6 +241,7 @@ def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
         "badargs": {"command": "npx", "args": "-y x"},
         "sse": {"type": "sse", "command": "x", "url": "http://h/sse"},
         "shim": {"command": "sh", "args": ["-c", "assay mcp wrap --policy p -- npx x"]},
+        "py": {"command": "/v/bin/python3", "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p", "--", "npx", "x"]},
         "ok": {"command": "npx", "args": ["x"]},
     }}, indent=2)
     result = p.protect_text(text, location("claude_desktop"), OPTS)
@@ -248,11 +249,13 @@ def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
     assert reasons["list"] == ("skipped", "entry is not an object; left as is")
     assert reasons["badargs"][1] == '"args" is not a list of strings; left as is'
     assert reasons["sse"][1].startswith('"type" is "sse"')
-    assert reasons["shim"] == ("skipped", "already runs under assay mcp wrap")
+    # a shell string is never wrapped, whatever it says (docs/protect.md, "Which entries are wrapped")
+    assert reasons["shim"][0] == "wrapped"
+    assert reasons["py"] == ("skipped", "already runs under assay mcp wrap")
     assert reasons["ok"][0] == "wrapped"
     undone = p.undo_text(result.text, location("claude_desktop"))
     assert undone.text == text
-    assert {c.name: c.detail for c in undone.changes}["shim"].startswith("runs assay mcp wrap in a form")
+    assert {c.name: c.detail for c in undone.changes}["py"].startswith("runs assay mcp wrap in a form")
 
 
 def test_a_file_without_the_server_map_has_nothing_to_change():
