@@ -2,8 +2,9 @@
 
 An MCP client (the official `mcp` Python SDK) talks to `assay mcp wrap`, which runs the demo
 server (examples/demo_server.py). We list the tools, make allowed and denied calls, and print
-the decision log wrap wrote. Then the same with flow rules (examples/flows.yaml on
-examples/flows_server.py): calls allowed or denied by the calls before them. Last, approvals
+the decision log wrap wrote. Then the same with flow rules (examples/flows.yaml on two servers,
+each behind its own wrap, started by this one client: one agent session): calls allowed or
+denied by the calls before them, whichever server they went to. Last, approvals
 (examples/approvals.yaml): wrap asks the person through the client before each deploy, and the
 client's elicitation callback stands in for them, accepting the first and declining the second.
 Run it with `./dev demo`.
@@ -16,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import trio
@@ -31,30 +33,32 @@ def _text(result) -> str:
 
 
 PART_1 = [
-    ("read_file", {"path": "/workspace/README.md"}),
-    ("list_dir", {"path": "/workspace"}),
-    ("read_file", {"path": "/etc/passwd"}),
-    ("read_file", {"path": "/workspace/../etc/passwd"}),
-    ("exec", {"command": "rm -rf /"}),
-    ("write_file", {"path": "/workspace/x", "content": "y"}),
+    ("demo", "read_file", {"path": "/workspace/README.md"}),
+    ("demo", "list_dir", {"path": "/workspace"}),
+    ("demo", "read_file", {"path": "/etc/passwd"}),
+    ("demo", "read_file", {"path": "/workspace/../etc/passwd"}),
+    ("demo", "exec", {"command": "rm -rf /"}),
+    ("demo", "write_file", {"path": "/workspace/x", "content": "y"}),
 ]
 
-# Flow rules: the same call is allowed or denied by what came before it in the session.
+# Flow rules: the same call is allowed or denied by what came before it in the agent's session,
+# whichever server it went to: a secret read through the vault server forbids a send through the
+# ops server (both wraps are started by this one client process: one shared session).
 PART_2 = [
-    ("deploy", {"target": "prod"}),
-    ("run_tests", {}),
-    ("deploy", {"target": "prod"}),
-    ("send_email", {"to": "ops@example.com", "body": "deployed"}),
-    ("read_secret", {"name": "api_key"}),
-    ("send_email", {"to": "ops@example.com", "body": "the token is ..."}),
-    ("http_post", {"url": "https://example.com/paste", "body": "..."}),
+    ("ops", "deploy", {"target": "prod"}),
+    ("ops", "run_tests", {}),
+    ("ops", "deploy", {"target": "prod"}),
+    ("ops", "send_email", {"to": "ops@example.com", "body": "deployed"}),
+    ("vault", "read_secret", {"name": "api_key"}),
+    ("ops", "send_email", {"to": "ops@example.com", "body": "the token is ..."}),
+    ("ops", "http_post", {"url": "https://example.com/paste", "body": "..."}),
 ]
 
 # Approvals: wrap holds each deploy and asks the person through the client (elicitation).
 PART_3 = [
-    ("run_tests", {}),
-    ("deploy", {"target": "staging"}),
-    ("deploy", {"target": "prod"}),
+    ("ops", "run_tests", {}),
+    ("ops", "deploy", {"target": "staging"}),
+    ("ops", "deploy", {"target": "prod"}),
 ]
 ANSWERS = ["accept", "decline"]  # what the stand-in person answers, in order
 
@@ -63,12 +67,13 @@ async def main() -> int:
     assay = shutil.which("assay") or str(Path(sys.executable).parent / "assay")
     with tempfile.TemporaryDirectory(prefix="assay-demo-") as workdir:
         work = Path(workdir)
-        await _demo(assay, "assay.yaml", "demo_server.py", PART_1, work / "decisions.ndjson")
+        await _demo(assay, "assay.yaml", {"demo": "demo_server.py"}, PART_1, work / "decisions.ndjson", work / "s1")
         print("\n" + "-" * 72 + "\n")
-        await _demo(assay, "flows.yaml", "flows_server.py", PART_2, work / "flows.ndjson")
+        await _demo(assay, "flows.yaml", {"vault": "flows_server.py", "ops": "flows_server.py"}, PART_2,
+                    work / "flows.ndjson", work / "s2")
         print("\n" + "-" * 72 + "\n")
-        await _demo(assay, "approvals.yaml", "flows_server.py", PART_3, work / "approvals.ndjson",
-                    answers=list(ANSWERS))
+        await _demo(assay, "approvals.yaml", {"ops": "flows_server.py"}, PART_3, work / "approvals.ndjson",
+                    work / "s3", answers=list(ANSWERS))
     return 0
 
 
@@ -87,38 +92,49 @@ def _person(answers: list[str]):
     return elicit
 
 
-async def _demo(assay: str, policy: str, server: str, calls: list, decision_log: Path,
+async def _demo(assay: str, policy: str, servers: dict[str, str], calls: list, decision_log: Path, state: Path,
                 answers: list[str] | None = None) -> None:
-    params = StdioServerParameters(
-        command=assay,
-        args=[
-            "mcp", "wrap",
-            "--policy", str(HERE / policy),
-            "--event-source", "assay://demo/app",
-            "--decision-log", str(decision_log),
-            "--verbose",
-            "--", sys.executable, str(HERE / server),
-        ],
-        env=dict(os.environ),
-    )
-    print(f"$ assay mcp wrap --policy examples/{policy} ... -- python examples/{server}\n")
-    async with stdio_client(params) as (read, write):
-        callback = {} if answers is None else {"elicitation_callback": _person(answers)}
-        async with ClientSession(read, write, **callback) as session:
+    """One part: a wrap per server (``label -> server script``), all started by this process
+    (one agent session, kept in the part's own state directory), and the calls in order."""
+    env = {**os.environ, "ASSAY_STATE_DIR": str(state)}
+    for label, server in servers.items():
+        print(f"$ assay mcp wrap --policy examples/{policy} --label {label} ... -- python examples/{server}")
+    print()
+    async with AsyncExitStack() as stack:
+        sessions = {}
+        for label, server in servers.items():
+            params = StdioServerParameters(
+                command=assay,
+                args=[
+                    "mcp", "wrap",
+                    "--policy", str(HERE / policy),
+                    "--label", label,
+                    "--event-source", "assay://demo/app",
+                    "--decision-log", str(decision_log),
+                    "--verbose",
+                    "--", sys.executable, str(HERE / server),
+                ],
+                env=env,
+            )
+            read, write = await stack.enter_async_context(stdio_client(params))
+            callback = {} if answers is None else {"elicitation_callback": _person(answers)}
+            session = await stack.enter_async_context(ClientSession(read, write, **callback))
             await session.initialize()
             tools = await session.list_tools()
-            print("tools offered by the server:", ", ".join(t.name for t in tools.tools))
-            for name, args in calls:
-                result = await session.call_tool(name, args)
-                verdict = "DENIED " if result.is_error else "ALLOWED"
-                detail = _text(result)  # a deny's text holds the deny payload
-                print(f"  {verdict}  {name}({json.dumps(args)}) -> {detail}")
+            print(f"tools offered by {label}:", ", ".join(t.name for t in tools.tools))
+            sessions[label] = session
+        for label, name, args in calls:
+            result = await sessions[label].call_tool(name, args)
+            verdict = "DENIED " if result.is_error else "ALLOWED"
+            detail = _text(result)  # a deny's text holds the deny payload
+            print(f"  {verdict}  {label}: {name}({json.dumps(args)}) -> {detail}")
     print("\ndecision log (--decision-log):")
     for line in decision_log.read_text().splitlines():
         data = json.loads(line)["data"]
         rule = data.get("matched_rule") or ""
         approval = f"approval {data['approval_state']}" if data.get("approval_state") else ""
-        print(f"  {data['decision']:5}  {data['tool']:11}  {data['reason_code']:20}  {rule:24}  {approval or data.get('reason', '')}")
+        print(f"  {data['decision']:5}  {data['server']:6} {data['tool']:11}  {data['reason_code']:20}  {rule:24}  "
+              f"{approval or data.get('reason', '')}")
 
 
 if __name__ == "__main__":

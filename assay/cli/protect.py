@@ -14,6 +14,13 @@ from assay.cli.errors import UsageError, fatal
 
 EXIT_REFUSED = 1
 
+# docs/protect.md, "Project scope"
+_PROJECT_SCOPE = (
+    "--scope project writes a file your team shares, and assay cannot make its entries portable "
+    "(no client documents the directory it starts a project's servers in, which a relative policy "
+    "path needs); add --absolute to write this machine's paths (assay, policy, log dir) anyway"
+)
+
 
 def _location(label: str, scope: str, config: str | None):
     from assay import clients
@@ -51,6 +58,7 @@ def protect_command(
     observe: Annotated[bool, Parameter(name="--observe", negative=())] = False,
     hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative=())] = False,
     declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
+    absolute: Annotated[bool, Parameter(name="--absolute", negative=())] = False,
 ) -> int:
     """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
 
@@ -80,6 +88,8 @@ def protect_command(
         Wrapped servers leave tools the policy denies out of tools/list answers.
     declared_manifest
         Wrapped servers deny tools not in this approved manifest (assay mcp manifest promote).
+    absolute
+        With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
     """
     from assay import clients
     from assay import protect as p
@@ -95,9 +105,9 @@ def protect_command(
 
     if undo:
         if policy is not None or init_policy or log_dir is not None or observe or hide_denied_tools \
-                or declared_manifest is not None:
-            raise UsageError("--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools "
-                             "or --declared-manifest")
+                or declared_manifest is not None or absolute:
+            raise UsageError("--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, "
+                             "--declared-manifest or --absolute")
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
 
@@ -118,6 +128,8 @@ def protect_command(
             manifest_path = os.path.abspath(declared_manifest) if declared_manifest.strip() else ""
             if not manifest_path or not os.path.isfile(manifest_path):
                 raise UsageError(f"--declared-manifest {manifest_path or '(empty)'} is not a file")
+        if scope == "project" and config is None and not absolute:
+            raise UsageError(_PROJECT_SCOPE)
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
         if not os.path.exists(policy_path):
@@ -169,9 +181,9 @@ def protect_command(
         except OSError as exc:
             sys.stderr.write(f"warning: cannot create the log directory {log_path}: {exc.strerror or exc}\n")
     if undo and result.fallback:
-        say("no record of this file (protected by an older assay): only entries whose wrap line is exactly what "
-            "this version of protect writes were restored")
-    if undo:
+        say("no record of this file (protected by an older assay): only entries whose wrap line is exactly one "
+            "protect writes or wrote were restored")
+    elif undo:
         say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
     else:
         say("only the command and args values of the servers above changed; the rest of the file is as it was")
@@ -179,12 +191,15 @@ def protect_command(
     if result.record is not None:
         say(f"record: {outcome.record_path}" if result.record else f"record: {outcome.record_path} (removed: nothing left to undo)")
     say(f"wrote: {location.path}")
+    if scope == "project" and config is None and not undo:
+        say("note: the project file now holds this machine's paths (assay, policy, log dir); "
+            "a teammate needs the same paths, or runs protect on their machine (docs/protect.md, \"Project scope\")")
     if undo:
         say(f"Restart {info.display} to run the servers without assay.")
     else:
         say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
         if log_path is not None:
-            say(f"Decision logs: {log_path}/<server>.decisions.ndjson")
+            say(f"Decision logs: {log_path}/{location.client}-<server>.decisions.ndjson")
         where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
         say(f"Undo with: assay mcp protect {client} --undo{where}")
     return 0

@@ -1,50 +1,45 @@
-"""What a command line is (docs/discover.md): one that runs `assay mcp wrap`, one that looks like
-an MCP server, and the auth a server's credential names suggest. Sans-IO; protect and kill read
-command lines the same way."""
+"""What a command line is (docs/discover.md): one that runs `assay mcp wrap` (read by the one
+reader of wrap lines, :mod:`assay.wrapped_entry`), one that launches one, one that looks like
+an MCP server, and the auth a server's credential names suggest. Sans-IO."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
 
-__all__ = ["MCP_PROCESS_MARKERS", "runs_assay_wrap", "looks_like_mcp_server"]
+from assay.wrapped_entry import WrappedLine, is_assay_executable, parse_wrapped
+
+__all__ = ["MCP_PROCESS_MARKERS", "parse_wrapped", "launched_wrap_lines", "looks_like_mcp_server"]
 
 #: A process whose argv (joined by spaces, lower-cased) contains one of these is an MCP server
 #: (docs/discover.md).
 MCP_PROCESS_MARKERS = ("mcp-server", "@modelcontextprotocol/server", "mcp_server")
 
-_ASSAY_SCRIPT_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
 
+def launched_wrap_lines(argv: Sequence[str], _depth: int = 0) -> list[WrappedLine]:
+    """The wrap lines a launcher's argv spells out (``uvx --from assay-mcp assay mcp wrap ...``,
+    ``sh -c "assay mcp wrap ..."``), each read by :func:`assay.wrapped_entry.parse_wrapped`.
 
-def _basename(token: str) -> str:
-    return token.replace("\\", "/").rsplit("/", 1)[-1].lower()
-
-
-def runs_assay_wrap(argv: Sequence[str], _depth: int = 0) -> bool:
-    """Does this command line run `assay mcp wrap` (directly, or inside a shell string)?
-
-    ``argv`` is a config entry's ``[command, *args]`` or a process's argv (for a console script
-    that is ``[python, /path/bin/assay, mcp, wrap, ...]``). Scanning stops at ``--``: what
-    follows belongs to someone else's child. Tokens holding whitespace (``sh -c "..."``) are
-    split shell-style and searched too, so a launcher shim still counts (docs/discover.md).
-    """
+    Only for running processes, and only as a claim to check against the process tree: a
+    launcher counts when one of its descendants *is* such a wrap, with the same options and
+    server (:func:`assay.discover.processes.classify_processes`). Scanning stops at ``--``: what
+    follows belongs to someone else's child. Tokens holding whitespace are split shell-style."""
     tokens = list(argv)
+    found: list[WrappedLine] = []
     for i, token in enumerate(tokens):
         if token == "--":
             break
-        is_assay = _basename(token) in _ASSAY_SCRIPT_NAMES or (
-            i > 0 and tokens[i - 1] == "-m" and token in ("assay", "assay.cli")
-        )
-        if is_assay and tokens[i + 1 : i + 3] == ["mcp", "wrap"]:
-            return True
+        if is_assay_executable(token):
+            line = parse_wrapped(tokens[i:])
+            if line is not None:
+                found.append(line)
         if _depth < 2 and any(c.isspace() for c in token):
             try:
                 inner = shlex.split(token)
             except ValueError:
-                inner = token.split()
-            if runs_assay_wrap(inner, _depth + 1):
-                return True
-    return False
+                continue
+            found.extend(launched_wrap_lines(inner, _depth + 1))
+    return found
 
 
 def looks_like_mcp_server(argv: Sequence[str]) -> bool:

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.discover.commandline import _auth_from_names, runs_assay_wrap
+from assay.discover.commandline import _auth_from_names
+from assay.wrapped_entry import parse_wrapped
 
 __all__ = ["strip_jsonc", "parse_config_file"]
 
@@ -88,7 +89,7 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             return f'server {_quote(name)}: "args" is not a list of strings'
         transport: dict[str, Any] = {"type": "stdio", "command": command, "args": list(args)}
-        wrapped = runs_assay_wrap([command, *args])
+        wrapped = parse_wrapped([command, *args]) is not None  # docs/discover.md, "Output"
         auth = _auth_from_names(env_names)
     else:
         url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))

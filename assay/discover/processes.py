@@ -3,11 +3,12 @@ the pids `assay mcp kill` accepts without ``--force``."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assay.discover.commandline import looks_like_mcp_server, runs_assay_wrap
+from assay.discover.commandline import launched_wrap_lines, looks_like_mcp_server, parse_wrapped
 
 __all__ = ["ProcInfo", "descendants", "classify_processes", "mcp_server_pids"]
 
@@ -45,12 +46,35 @@ def descendants(procs: Iterable[ProcInfo], pid: int) -> list[int]:
     return sorted(found)
 
 
-def _wrap_pids_and_their_trees(procs: Sequence[ProcInfo]) -> tuple[set[int], set[int]]:
-    wraps = {p.pid for p in procs if p.argv and runs_assay_wrap(p.argv)}
+@dataclass(frozen=True)
+class _Wraps:
+    wraps: set[int]  # processes whose own argv is a wrap line (assay.wrapped_entry)
+    under: set[int]  # their descendants: the servers they run
+    launchers: set[int]  # processes that started one of those wraps, with the same line
+
+
+def _wraps(procs: Sequence[ProcInfo]) -> _Wraps:
+    """Which processes are wraps, what runs under them, and which launched them
+    (docs/discover.md, "What is scanned"). A launcher's words alone never count: it must have
+    a wrap among its descendants whose options and server are the ones it spells out."""
+    lines = {p.pid: parse_wrapped(p.argv) for p in procs if p.argv}
+    wraps = {pid for pid, line in lines.items() if line is not None}
     under: set[int] = set()
     for pid in wraps:
         under.update(descendants(procs, pid))
-    return wraps, under
+    launchers: set[int] = set()
+    for p in procs:
+        if p.pid in wraps or p.pid in under or not p.argv:
+            continue
+        claimed = {(tuple(sorted(line.options.items())), tuple(line.server)) for line in launched_wrap_lines(p.argv)}
+        if not claimed:
+            continue
+        for child in descendants(procs, p.pid):
+            line = lines.get(child)
+            if line is not None and (tuple(sorted(line.options.items())), tuple(line.server)) in claimed:
+                launchers.add(p.pid)
+                break
+    return _Wraps(wraps, under, launchers)
 
 
 def _process_entry(p: ProcInfo, wrapped: bool) -> dict[str, Any]:
@@ -60,7 +84,7 @@ def _process_entry(p: ProcInfo, wrapped: bool) -> dict[str, Any]:
         "source": {
             "type": "running_process",
             "pid": p.pid,
-            "cmdline": " ".join(p.argv),
+            "cmdline": shlex.join(p.argv),  # one argument with spaces stays one (docs/discover.md)
             "started_at": p.started_at,
             "user": p.user,
         },
@@ -78,23 +102,25 @@ def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None
     """Running MCP servers of a snapshot, ascending pid (docs/discover.md).
 
     A running `assay mcp wrap` is listed as wrapped; the server it runs (its child, and that
-    child's own descendants, e.g. the node under an npx) is not listed again.
+    child's own descendants, e.g. the node under an npx) is not listed again, nor is the
+    launcher that started it (``sh -c "assay mcp wrap ..."``), whose other children are.
     """
     snapshot = sorted(procs, key=lambda p: p.pid)
-    wraps, under = _wrap_pids_and_their_trees(snapshot)
+    found = _wraps(snapshot)
     out: list[dict] = []
     for p in snapshot:
-        if p.pid == self_pid or not p.argv or p.pid in under:
+        if p.pid == self_pid or not p.argv or p.pid in found.under or p.pid in found.launchers:
             continue
-        wrapped = p.pid in wraps
+        wrapped = p.pid in found.wraps
         if wrapped or looks_like_mcp_server(p.argv):
             out.append(_process_entry(p, wrapped))
     return out
 
 
 def mcp_server_pids(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -> set[int]:
-    """Pids kill accepts without `--force` (docs/discover.md): listed servers and the servers wraps run."""
+    """Pids kill accepts without `--force` (docs/discover.md): listed servers, the servers wraps
+    run, and the launchers of wraps."""
     snapshot = list(procs)
-    _, under = _wrap_pids_and_their_trees(snapshot)
+    found = _wraps(snapshot)
     listed = {e["source"]["pid"] for e in classify_processes(snapshot, self_pid=self_pid)}
-    return (listed | under) - ({self_pid} if self_pid is not None else set())
+    return (listed | found.under | found.launchers) - ({self_pid} if self_pid is not None else set())

@@ -13,12 +13,12 @@ values meant to change may have changed."""
 from __future__ import annotations
 
 import difflib
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.discover import runs_assay_wrap
 from assay.protect.arrays import prepend_items, render_array, render_string
 from assay.protect.check import ABSENT, check_edit, value_of
 from assay.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
@@ -26,6 +26,7 @@ from assay.protect.owned import own_wrap_line
 from assay.protect.slots import Slot, find_slots
 from assay.protect.tomlspans import line_anchor
 from assay.protect.wrapline import wrapped_args
+from assay.wrapped_entry import parse_wrapped
 
 __all__ = ["protect_text", "undo_text", "unified_diff"]
 
@@ -89,11 +90,12 @@ def _keys(holder: Path) -> tuple[Path, Path]:
 
 
 def _wrap(text: str, scan: str, slot: Slot, holder: Path, command: str, args: list[str],
-          options: WrapOptions, toml: bool) -> tuple[list[_Edit], EntryRecord, dict, str] | str:
+          options: WrapOptions, location: ConfigLocation) -> tuple[list[_Edit], EntryRecord, dict, str] | str:
     """The edits that wrap one entry, its record, the values expected after them, and a note
     (or the reason it cannot be wrapped in place)."""
     cmd_key, args_key = _keys(holder)
-    wrapped = wrapped_args(slot.name, command, args, options)
+    toml = location.toml
+    wrapped = wrapped_args(slot.name, command, args, options, client=location.client)
     s, e = slot.spans[cmd_key]
     new_cmd = render_string(options.assay, toml)
     edits = [_Edit(s, e, new_cmd)]
@@ -209,7 +211,7 @@ def protect_text(
             changes.append(Change(slot.name, "skipped", got, where))
             continue
         holder, command, args = got
-        if runs_assay_wrap([command, *args]):
+        if parse_wrapped([command, *args]) is not None:  # docs/protect.md, "Which entries are wrapped"
             changed_since = key in old and key not in managed
             detail = ("already runs under assay mcp wrap, changed since protect wrote it (left as it is)"
                       if changed_since else _HAND_WRAPPED)
@@ -217,7 +219,7 @@ def protect_text(
             if changed_since:
                 kept[key] = old[key]
             continue
-        done = _wrap(base, scan, slot, holder, command, args, options, location.toml)
+        done = _wrap(base, scan, slot, holder, command, args, options, location)
         if isinstance(done, str):
             changes.append(Change(slot.name, "skipped", done, where))
             continue
@@ -229,10 +231,10 @@ def protect_text(
             changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
         elif key in managed:
             wrapped = values[_keys(holder)[1]]
-            detail = "wrap options now: " + " ".join(wrapped[2 : len(wrapped) - len(args) - 2])
+            detail = "wrap options now: " + shlex.join(wrapped[2 : len(wrapped) - len(args) - 2])
             changes.append(Change(slot.name, "updated", detail, where))
         else:
-            changes.append(Change(slot.name, "wrapped", " ".join([command, *args]) + note, where))
+            changes.append(Change(slot.name, "wrapped", shlex.join([command, *args]) + note, where))
     out = _apply(base, edits)
     if edits:
         check_edit(base, out, location, expect)
@@ -244,8 +246,8 @@ def protect_text(
 def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None) -> Result:
     """Put back the original text of every entry of ``record`` that is still exactly as
     protect wrote it (docs/protect.md, "Undo"). Without a record (a config protected by an
-    older assay), only entries whose wrap line is exactly what this version of protect writes
-    for them are unwrapped."""
+    older assay), only entries whose wrap line is exactly one protect writes, or an earlier
+    protect wrote, for them are unwrapped (:mod:`.owned`)."""
     if record is None:
         return _undo_without_record(text, location)
     scan, slots = find_slots(text, location)
@@ -263,7 +265,7 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
             got = _classify(slot.raw, location)
             if isinstance(got, str):
                 changes.append(Change(slot.name, "skipped", got, where))
-            elif runs_assay_wrap([got[1], *got[2]]):
+            elif parse_wrapped([got[1], *got[2]]) is not None:
                 changes.append(Change(slot.name, "skipped", "not wrapped by assay mcp protect (left as it is)", where))
             else:
                 changes.append(Change(slot.name, "skipped", "not protected", where))
@@ -276,10 +278,10 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
             values = expect[key]
             cmd_key, args_key = _keys(rec.edits[0].key[:-1])
             argv = [values[cmd_key], *([] if values.get(args_key, ABSENT) is ABSENT else values[args_key])]
-            changes.append(Change(slot.name, "unwrapped", " ".join(map(str, argv)), where))
+            changes.append(Change(slot.name, "unwrapped", shlex.join(map(str, argv)), where))
         elif _as_original(slot, rec, location.toml):
             changes.append(Change(slot.name, "skipped", "already runs its original command", where))
-        elif not isinstance(got := _classify(slot.raw, location), str) and not runs_assay_wrap([got[1], *got[2]]):
+        elif not isinstance(got := _classify(slot.raw, location), str) and parse_wrapped([got[1], *got[2]]) is None:
             changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
                                   "protect wrote it); left as it is", where))
         else:
@@ -307,10 +309,10 @@ def _undo_without_record(text: str, location: ConfigLocation) -> Result:
             changes.append(Change(slot.name, "skipped", got, where))
             continue
         holder, command, args = got
-        original = own_wrap_line(slot.name, command, args)
+        original = own_wrap_line(slot.name, command, args, location.client)
         if original is None:
-            detail = ("runs assay mcp wrap in a form this version of protect does not write; left as is"
-                      if runs_assay_wrap([command, *args]) else "not protected")
+            detail = ("runs assay mcp wrap in a form protect did not write; left as is"
+                      if parse_wrapped([command, *args], written_by_older=True) is not None else "not protected")
             changes.append(Change(slot.name, "skipped", detail, where))
             continue
         cmd_key, args_key = _keys(holder)
@@ -318,7 +320,7 @@ def _undo_without_record(text: str, location: ConfigLocation) -> Result:
         edits.append(_Edit(cs, ce, render_string(original[0], location.toml)))
         edits.append(_Edit(as_, ae, render_array(original[1], location.toml, like=scan[as_:ae])))
         expect[(slot.map, slot.name)] = {cmd_key: original[0], args_key: original[1]}
-        changes.append(Change(slot.name, "unwrapped", " ".join([original[0], *original[1]]) +
+        changes.append(Change(slot.name, "unwrapped", shlex.join([original[0], *original[1]]) +
                               " (no record of this file: its wrap line is exactly what protect writes)", where))
     out = _apply(text, edits)
     if edits:

@@ -11,15 +11,17 @@ STARTER_POLICY = """\
 # allowed, and every call is still checked and recorded. Tighten it from what you see:
 #
 #   1. Give `assay mcp protect` a log directory (--log-dir DIR) so each server writes a decision
-#      log (DIR/<server>.decisions.ndjson: one line per tools/call, allowed or denied) and an
-#      audit log (DIR/<server>.audit.ndjson). Read them after a session with your client.
+#      log (DIR/<client>-<server>.decisions.ndjson: one line per tools/call, allowed or
+#      denied) and an audit log (DIR/<client>-<server>.audit.ndjson). Read them after a session.
 #   2. List the tools you saw and want under tools.allow: once tools.allow is present, every
 #      tool not listed is denied.
 #   3. Deny the dangerous ones by name or pattern under tools.deny (deny beats allow).
-#   4. Give each allowed tool an argument schema under schemas.<tool>, e.g. confine a path
-#      argument to one directory with a pattern.
+#   4. Give each allowed tool an argument schema under schemas.<tool>.
+#   5. Confine path arguments to the directories a tool may touch with path_confinement
+#      (below), never with a schema pattern: "^/home/you/projects/" admits
+#      "/home/you/projects/../.ssh/id_rsa", path_confinement normalizes the path first.
 #
-# The full format: docs/policy.md of assay.
+# The full format: docs/policy.md of assay ("Schemas", "Path confinement").
 version: "2.0"
 name: starter
 
@@ -38,5 +40,10 @@ enforcement:
 #     additionalProperties: false
 #     required: [path]
 #     properties:
-#       path: {type: string, pattern: "^/home/you/projects/"}
+#       path: {type: string}
+#
+# path_confinement:
+#   - tools: ["read_*", "list_directory"]   # tool-name patterns, as in tools.allow
+#     args: [path, paths]                    # the path arguments (a list is checked item by item)
+#     within: [/home/you/projects]           # absolute directories
 """

@@ -1,6 +1,7 @@
 """The wrap line of a protected entry (docs/protect.md): ``<assay> mcp wrap --policy P --label
 NAME [log options] -- <command> <args...>``, written with the flags of wrap's one option table
-(:mod:`assay.wrap.options`) and read back as wrap reads it. Sans-IO."""
+(:mod:`assay.wrap.options`) and read back by the one reader of wrap lines,
+:mod:`assay.wrapped_entry`. Sans-IO."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import re
 from collections.abc import Sequence
 
 from assay.protect.model import WrapOptions
-from assay.wrap.options import BY_FLAG, flag_of, option_tokens
+from assay.wrap.options import flag_of, option_tokens
+from assay.wrapped_entry import parse_wrapped
 
-__all__ = ["wrapped_args", "unwrap_args"]
+__all__ = ["wrapped_args", "unwrap_args", "log_name", "event_source"]
 
-_ASSAY_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
 _DIGESTED = re.compile(r"-[0-9a-f]{8}\Z")  # a name that looks like a digested one gets one too
 
 
@@ -29,15 +30,30 @@ def _slug(name: str) -> str:
     return f"{plain or 'server'}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
-def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions) -> list[str]:
-    """The ``args`` of a protected entry whose ``command`` is ``options.assay``."""
+def log_name(name: str, client: str = "") -> str:
+    """The stem of a server's log files (docs/protect.md, "Log files"): ``<client>-<server>``
+    (``claude_desktop-filesystem``), so servers of one name in two clients never share a log
+    file. A client label (:data:`assay.clients.CLIENTS`) has no ``-``, so the first ``-`` tells
+    the two parts apart; without a client, the server's part alone."""
+    slug = _slug(name)
+    return f"{_slug(client)}-{slug}" if client else slug
+
+
+def event_source(name: str, client: str = "") -> str:
+    """The event source of a server's logs: ``assay://protect/<client>/<server>``."""
+    return f"assay://protect/{_slug(client)}/{_slug(name)}" if client else f"assay://protect/{_slug(name)}"
+
+
+def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions, client: str = "") -> list[str]:
+    """The ``args`` of a protected entry whose ``command`` is ``options.assay``. ``client``, the
+    client's label, names the log files and the event source (:func:`log_name`)."""
     out = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), options.policy), *option_tokens(flag_of("label"), name)]
     if options.log_dir is not None:
-        slug = _slug(name)
+        stem = log_name(name, client)
         out += [
-            *option_tokens(flag_of("event_source"), f"assay://protect/{slug}"),
-            *option_tokens(flag_of("decision_log"), os.path.join(options.log_dir, f"{slug}.decisions.ndjson")),
-            *option_tokens(flag_of("audit_log"), os.path.join(options.log_dir, f"{slug}.audit.ndjson")),
+            *option_tokens(flag_of("event_source"), event_source(name, client)),
+            *option_tokens(flag_of("decision_log"), os.path.join(options.log_dir, f"{stem}.decisions.ndjson")),
+            *option_tokens(flag_of("audit_log"), os.path.join(options.log_dir, f"{stem}.audit.ndjson")),
         ]
     if options.observe:
         out.append(flag_of("dry_run"))
@@ -48,23 +64,11 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
     return out + ["--", command, *args]
 
 
-def _is_assay(command: str) -> bool:
-    return command.replace("\\", "/").rsplit("/", 1)[-1].lower() in _ASSAY_NAMES
-
-
 def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | None:
-    """The original ``(command, args)`` of an entry protect wrote, or None when the entry is
-    not of that shape (``<assay> mcp wrap [options] -- <command> [args...]``)."""
-    if not _is_assay(command) or list(args[:2]) != ["mcp", "wrap"]:
+    """The original ``(command, args)`` of an entry of the shape protect writes (``<assay> mcp
+    wrap [options] -- <command> [args...]``, read by :func:`assay.wrapped_entry.parse_wrapped`,
+    older protect's lines included), or None."""
+    line = parse_wrapped([command, *args], written_by_older=True)
+    if line is None or line.interpreter is not None:
         return None
-    # Walk the options as wrap reads them: a value option given as two tokens takes the next
-    # one whatever it looks like, so a label or path of "--" is not taken for the separator.
-    i = 2
-    while i < len(args):
-        token = args[i]
-        if token == "--":
-            rest = list(args[i + 1 :])
-            return (rest[0], rest[1:]) if rest else None
-        opt = BY_FLAG.get(token)
-        i += 1 if opt is None or opt.kind is bool else 2  # "--flag=value" is one token
-    return None
+    return line.command, list(line.args)

@@ -25,7 +25,9 @@ from assay.policy.shared import SessionKey
 
 __all__ = ["SHELLS", "ProcInfo", "client_alive", "parse_stat", "proc_info", "session_key"]
 
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "env"})
+# shells and launchers: a client config may start wrap through them (`sh -c`, `env X=1 assay`,
+# `uvx assay`, `pipx run assay`); never `node` or `python`, which are what clients themselves run as
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "env", "nohup", "uv", "uvx", "pipx"})
 UNKNOWN = "unknown"  # the start time when the platform tells none
 _MAX_DEPTH = 64  # parent chain walked at most this far (a guard against a looping chain)
 _MAX_NAME = 128

@@ -50,12 +50,13 @@ def world(tmp_path):
         "cursor": home / ".cursor" / "mcp.json",
         # VS Code user file: JSONC and the "servers" key
         "vscode": cfg / "Code" / "User" / "mcp.json",
-        # project Cursor file: one entry wrapped through a shell, one broken entry
+        # project Cursor file: one entry wrapped with the interpreter in front, one broken entry
+        # (a shell string is never wrapped: tests/discover/test_wrapped_words.py)
         "proj_cursor": write_json(
             proj / ".cursor" / "mcp.json",
             {
                 "mcpServers": {
-                    "shell": {"command": "sh", "args": ["-c", "exec assay mcp wrap --policy p.yaml -- python s.py"]},
+                    "py": {"command": "/v/bin/python3", "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p.yaml", "--", "python", "s.py"]},
                     "remote-only": {"description": "no command, no url"},
                 }
             },
@@ -91,7 +92,7 @@ def test_D30a_D31_every_config_shape_json(world):
         ("claude_desktop-filesystem", f["claude"], False, "unmanaged", "api_key"),
         ("claude_desktop-github", f["claude"], True, "managed", "none"),
         ("vscode-py", f["vscode"], False, "unmanaged", "none"),
-        ("cursor-shell", f["proj_cursor"], True, "managed", "none"),
+        ("cursor-py", f["proj_cursor"], True, "managed", "none"),
     ]
     assert doc["servers"][1]["transport"] == {"type": "stdio", "command": "/opt/venv/bin/assay", "args": WRAPPED_ARGS}
     assert doc["servers"][0]["env_vars"] == ["GITHUB_TOKEN"]

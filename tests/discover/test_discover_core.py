@@ -28,13 +28,10 @@ VSCODE = ConfigLocation("vscode", "/h/.config/Code/User/mcp.json", "servers", js
         ["/home/u/.venv/bin/assay", "mcp", "wrap", "--", "srv"],
         ["/usr/bin/python3", "/home/u/.venv/bin/assay", "mcp", "wrap", "--", "srv"],
         ["C:\\Tools\\assay.exe", "mcp", "wrap", "--", "srv"],
-        ["sh", "-c", "exec assay mcp wrap --policy p.yaml -- npx -y srv"],
-        ["uvx", "--from", "assay-mcp", "assay", "mcp", "wrap", "--", "srv"],
-        ["python", "-m", "assay", "mcp", "wrap", "--", "srv"],
     ],
 )
-def test_D30a_runs_assay_wrap_directly_or_through_a_shim(argv):
-    assert d.runs_assay_wrap(argv)
+def test_D30a_a_wrap_line(argv):
+    assert d.parse_wrapped(argv) is not None
 
 
 @pytest.mark.parametrize(
@@ -47,10 +44,14 @@ def test_D30a_runs_assay_wrap_directly_or_through_a_shim(argv):
         ["npx", "--", "assay", "mcp", "wrap"],  # after "--" it is someone else's argv
         ["myassay", "mcp", "wrap"],
         [],
+        # launchers are wraps only as processes, checked against the process tree
+        ["sh", "-c", "exec assay mcp wrap --policy p.yaml -- npx -y srv"],
+        ["uvx", "--from", "assay-mcp", "assay", "mcp", "wrap", "--", "srv"],
+        ["python", "-m", "assay", "mcp", "wrap", "--", "srv"],  # there is no `python -m assay`
     ],
 )
 def test_D30a_not_wrapped(argv):
-    assert not d.runs_assay_wrap(argv)
+    assert d.parse_wrapped(argv) is None
 
 
 def test_D7_process_markers_case_insensitive():

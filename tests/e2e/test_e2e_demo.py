@@ -23,19 +23,20 @@ def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     out = done.stdout.splitlines()
     calls = [line.strip() for line in out if line.strip().startswith(("ALLOWED", "DENIED"))]
     # part 1: one call per tool and path, as examples/assay.yaml decides them
-    assert calls[0].startswith('ALLOWED  read_file({"path": "/workspace/README.md"})')
-    assert calls[3].startswith('DENIED   read_file({"path": "/workspace/../etc/passwd"})')
+    assert calls[0].startswith('ALLOWED  demo: read_file({"path": "/workspace/README.md"})')
+    assert calls[3].startswith('DENIED   demo: read_file({"path": "/workspace/../etc/passwd"})')
     assert '"error_code":"E_PATH_CONFINEMENT"' in calls[3]
-    # part 2: the same call, denied or allowed by the calls before it (examples/flows.yaml)
+    # part 2: the same call, denied or allowed by the calls before it (examples/flows.yaml),
+    # on two servers of one agent session: the secret read through vault forbids ops' sends
     part2 = calls[6:13]
     assert [c.split("(")[0].split() for c in part2] == [
-        ["DENIED", "deploy"],
-        ["ALLOWED", "run_tests"],
-        ["ALLOWED", "deploy"],
-        ["ALLOWED", "send_email"],
-        ["ALLOWED", "read_secret"],
-        ["DENIED", "send_email"],
-        ["DENIED", "http_post"],
+        ["DENIED", "ops:", "deploy"],
+        ["ALLOWED", "ops:", "run_tests"],
+        ["ALLOWED", "ops:", "deploy"],
+        ["ALLOWED", "ops:", "send_email"],
+        ["ALLOWED", "vault:", "read_secret"],
+        ["DENIED", "ops:", "send_email"],
+        ["DENIED", "ops:", "http_post"],
     ]
     assert '"rule":"tests-before-deploy"' in part2[0] and '"rule":"no-exfiltration"' in part2[5]
     start = next(i for i, line in enumerate(out) if "examples/approvals.yaml" in line)
@@ -43,16 +44,17 @@ def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     def log(lines: list[str]) -> list[list[str]]:
         return [line.split() for line in lines if line.startswith("  deny ") or line.startswith("  allow ")]
 
-    assert ["deny", "send_email", "P_SEQUENCE_VIOLATION", "no-exfiltration"] == log(out[:start])[-2][:4]
+    assert ["deny", "ops", "send_email", "P_SEQUENCE_VIOLATION", "no-exfiltration"] == log(out[:start])[-2][:5]
+    assert ["allow", "vault", "read_secret"] == log(out[:start])[-3][:3]
     # part 3: the person approves the first deploy and declines the second (examples/approvals.yaml)
     part3 = [line.strip() for line in out[start:] if line.strip().startswith(("ALLOWED", "DENIED", "ASKED"))]
-    assert [c.split("(")[0].split()[:2] if not c.startswith("ASKED") else ["ASKED"] for c in part3] == [
-        ["ALLOWED", "run_tests"],
+    assert [c.split("(")[0].split()[:3] if not c.startswith("ASKED") else ["ASKED"] for c in part3] == [
+        ["ALLOWED", "ops:", "run_tests"],
         ["ASKED"],
-        ["ALLOWED", "deploy"],
+        ["ALLOWED", "ops:", "deploy"],
         ["ASKED"],
-        ["DENIED", "deploy"],
+        ["DENIED", "ops:", "deploy"],
     ]
     assert 'approve the tool call "deploy"' in part3[1] and '{"target":"staging"}' in part3[1]
     assert '"error_code":"E_APPROVAL_DENIED"' in part3[4] and '"approval":"declined"' in part3[4]
-    assert ["deny", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(out[start:])[-1]
+    assert ["deny", "ops", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(out[start:])[-1]

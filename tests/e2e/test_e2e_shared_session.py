@@ -113,7 +113,7 @@ async def test_python_sdk_host_a_secret_read_forbids_the_send_on_the_other_serve
     assert payload["error_code"] == "E_SEQUENCE_VIOLATION" and payload["rule"] == "no-send-after-secret"
     assert not fetch_log.exists()  # the send never reached the server
     # both servers' decision logs name the one session, and each its server
-    logs = {p.name.split(".")[0]: [json.loads(x)["data"] for x in p.read_text().splitlines()]
+    logs = {p.name.split(".")[0].removeprefix("claude_desktop-"): [json.loads(x)["data"] for x in p.read_text().splitlines()]
             for p in (tmp_path / "logs").glob("*.decisions.ndjson")}
     assert sorted(logs) == ["fetch", "filesystem"], sorted(logs)
     assert logs["fetch"][-1]["reason_code"] == "P_SEQUENCE_VIOLATION"

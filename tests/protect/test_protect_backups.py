@@ -46,7 +46,8 @@ def test_cli_project_scope_leaves_no_backup_in_the_working_tree(tmp_path):
     policy = tmp_path / "p.yaml"
     policy.write_text('version: "2.0"\n')
     env = make_env(home)
-    res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), env=env, cwd=project)
+    res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), "--absolute",
+                    env=env, cwd=project)
     assert res.returncode == 0, res.stderr
     backups = home / ".local" / "state" / "assay" / "backups"
     (backup,) = os.listdir(backups)

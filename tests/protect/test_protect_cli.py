@@ -148,6 +148,7 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
     assert "Restart Claude Desktop so it starts these servers through assay mcp wrap." in out
     assert "Undo with: assay mcp protect claude --undo" in out
     assert (tmp_path / "logs").is_dir()
+    assert f"Decision logs: {tmp_path / 'logs'}/claude_desktop-<server>.decisions.ndjson" in out
     doc = json.loads(config.read_text())
     entry = doc["mcpServers"]["github"]
     assert entry["command"] == str(ASSAY)
@@ -185,7 +186,8 @@ def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
     [
         (["bogus", "--policy", "p.yaml"], 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
         (["claude"], "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n"),
-        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools or --declared-manifest\n"),
+        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
+        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
         (["windsurf", "--scope", "project", "--policy", "p.yaml"], "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n"),
     ],
 )
@@ -247,7 +249,8 @@ def test_cli_project_scope_and_explicit_config(home, tmp_path):
     policy = tmp_path / "p.yaml"
     policy.write_text('version: "2.0"\n')
     env = make_env(home)
-    res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), env=env, cwd=tmp_path)
+    res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), "--absolute",
+                    env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Undo with: assay mcp protect vscode --undo --scope project" in res.stdout.decode()
     assert "// Inputs are prompted on first server start" in (tmp_path / ".vscode" / "mcp.json").read_text()

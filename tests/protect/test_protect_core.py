@@ -237,6 +237,7 @@ def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
         "badargs": {"command": "npx", "args": "-y x"},
         "sse": {"type": "sse", "command": "x", "url": "http://h/sse"},
         "shim": {"command": "sh", "args": ["-c", "assay mcp wrap --policy p -- npx x"]},
+        "py": {"command": "/v/bin/python3", "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p", "--", "npx", "x"]},
         "ok": {"command": "npx", "args": ["x"]},
     }}, indent=2)
     result = p.protect_text(text, location("claude_desktop"), OPTS)
@@ -244,11 +245,19 @@ def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
     assert reasons["list"] == ("skipped", "entry is not an object; left as is")
     assert reasons["badargs"][1] == '"args" is not a list of strings; left as is'
     assert reasons["sse"][1].startswith('"type" is "sse"')
-    assert reasons["shim"][0] == "skipped" and reasons["shim"][1].startswith("already runs under assay mcp wrap")
+    # a shell string is never wrapped, whatever it says (docs/protect.md, "Which entries are wrapped")
+    assert reasons["shim"][0] == "wrapped"
+    assert reasons["py"][0] == "skipped" and reasons["py"][1].startswith("already runs under assay mcp wrap")
     assert reasons["ok"][0] == "wrapped"
     undone = p.undo_text(result.text, location("claude_desktop"), result.record)
     assert undone.text == text
-    assert {c.name: c.detail for c in undone.changes}["shim"] == "not wrapped by assay mcp protect (left as it is)"
+    # the record decides: the shell string protect wrapped comes back, the interpreter line is not protect's
+    assert {c.name: c.action for c in undone.changes}["shim"] == "unwrapped"
+    assert {c.name: c.detail for c in undone.changes}["py"] == "not wrapped by assay mcp protect (left as it is)"
+    # without a record, only a line protect writes is given back (docs/protect.md, "Undo")
+    fallback = p.undo_text(result.text, location("claude_desktop"), None)
+    assert {c.name: c.action for c in fallback.changes}["shim"] == "unwrapped"
+    assert {c.name: c.detail for c in fallback.changes}["py"].startswith("runs assay mcp wrap in a form")
 
 
 def test_a_file_without_the_server_map_has_nothing_to_change():

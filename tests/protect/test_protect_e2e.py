@@ -73,9 +73,9 @@ async def test_protect_launch_call_and_undo(tmp_path):
             assert result.is_error is False
             assert result.content[0].text == "sum=42"
 
-    decisions = [json.loads(line) for line in (logs / "tiny.decisions.ndjson").read_text().splitlines()]
+    decisions = [json.loads(line) for line in (logs / "claude_desktop-tiny.decisions.ndjson").read_text().splitlines()]
     assert len(decisions) == 1
-    assert decisions[0]["source"] == "assay://protect/tiny"
+    assert decisions[0]["source"] == "assay://protect/claude_desktop/tiny"
     assert decisions[0]["data"]["tool"] == "add"
     assert decisions[0]["data"]["decision"] in ("allow", "allow_with_warning")
 

@@ -184,7 +184,7 @@ def test_without_a_record_undo_restores_only_lines_exactly_as_protect_writes_the
     actions = {c.name: (c.action, c.detail) for c in result.changes}
     assert result.fallback and actions["filesystem"][0] == "unwrapped"
     assert actions["filesystem"][1].endswith("(no record of this file: its wrap line is exactly what protect writes)")
-    assert actions["github"] == ("skipped", "runs assay mcp wrap in a form this version of protect does not write; left as is")
+    assert actions["github"] == ("skipped", "runs assay mcp wrap in a form protect did not write; left as is")
     assert actions["git"][0] == "skipped"
     assert json.loads(result.text)["mcpServers"]["filesystem"] == json.loads(CLAUDE_DESKTOP)["mcpServers"]["filesystem"]
 

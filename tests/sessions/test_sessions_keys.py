@@ -68,6 +68,16 @@ def test_shells_are_skipped_and_a_reused_pid_is_a_new_session(fake_proc):
     assert not client_alive(key) and client_alive(again)
 
 
+def test_launchers_are_skipped_but_node_and_python_are_clients(fake_proc):
+    fake_proc(500, "uv", 450, 30)  # uvx assay mcp wrap ... (uvx runs uv, uv runs assay)
+    fake_proc(450, "uvx", 400, 20)
+    fake_proc(400, "node", 1, 111)  # a TypeScript host is a node process: the client
+    key = session_key("client", {})
+    assert key is not None and key.key == "client:400:111@boot"
+    fake_proc(500, "python3", 1, 5)  # a Python host
+    assert session_key("client", {}).key == "client:500:5@boot"
+
+
 def test_all_shells_up_to_init_name_the_last_one(fake_proc):
     fake_proc(500, "sh", 450, 30)
     fake_proc(450, "bash", 1, 20)

@@ -193,3 +193,58 @@ def test_a_shared_session_decides_as_one_wrap_over_the_merged_order(calls) -> No
         assert got.disposition == want.disposition, (rid, name)
         if got.reply is not None:
             assert payload(got)["error_code"] == payload(want)["error_code"]
+
+
+APPROVALS = load_policy(
+    b'version: "2.0"\n'
+    b'tools:\n  allow: ["*"]\n  approval_required: ["send_*"]\n  approval_timeout: 30s\n'
+    b"sequences:\n  - { type: max_calls, id: one-send, tool: \"send_*\", max: 1 }\n"
+)
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def _asking(store, label):
+    h = Harness(APPROVALS, SessionOptions(label=label), shared=(store, KEY), wall_clock=Clock(), approval_token=TOKEN)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"elicitation": {}}}}
+    assert h.handle(init).disposition == "forwarded"
+    return h
+
+
+def _ask(h, rid):
+    effects = h.client(json.dumps(frame(rid, "send_mail", {"to": "x"})).encode() + b"\n")
+    assert effects.to_server == b""  # held while the person is asked
+    (request,) = [json.loads(line) for line in effects.to_client.splitlines()]
+    assert request["method"] == "elicitation/create"
+    return request["id"]
+
+
+def test_a_held_call_is_judged_again_in_the_shared_session_when_accepted() -> None:
+    """Two wraps each hold a send while the person is asked; the first accepted one enters the
+    session; the second, accepted later, is judged again on the shared state and denied."""
+    store = MemoryStore()
+    a, b = _asking(store, "a"), _asking(store, "b")
+    ask_a, ask_b = _ask(a, 1), _ask(b, 1)
+    assert a._calls.pipeline.shared.open is False and b._calls.pipeline.shared.open is False
+    accept = {"jsonrpc": "2.0", "result": {"action": "accept", "content": {}}}
+    first = a.client(json.dumps({**accept, "id": ask_a}).encode() + b"\n")
+    assert b'"send_mail"' in first.to_server
+    second = b.client(json.dumps({**accept, "id": ask_b}).encode() + b"\n")
+    assert second.to_server == b""
+    (reply,) = [json.loads(line) for line in second.to_client.splitlines()]
+    assert reply["result"]["structuredContent"]["rule"] == "one-send"
+    assert store.servers == {(KEY.key, "a"): 1}
+    assert a._calls.pipeline.shared.open is False and b._calls.pipeline.shared.open is False
+
+
+def test_the_sqlite_store_in_process_shares_like_the_memory_store(tmp_path) -> None:
+    from assay.sessions.sqlite import SqliteStore
+
+    stores = [SqliteStore(str(tmp_path / "state" / "sessions.db")) for _ in range(2)]
+    fs = Harness(POLICY, SessionOptions(label="filesystem"), shared=(stores[0], KEY), wall_clock=Clock())
+    web = Harness(POLICY, SessionOptions(label="fetch"), shared=(stores[1], KEY), wall_clock=Clock())
+    assert web.handle(frame(1, "fetch", {"url": "http://x"})).disposition == "forwarded"
+    assert fs.handle(frame(1, "read_text_file", {"path": "/s"})).disposition == "forwarded"
+    assert web.handle(frame(2, "fetch", {"url": "http://x"})).disposition == "blocked"
+    assert web.handle(frame(3, "fetch", {"url": "ftp://x"})).disposition == "forwarded"  # args_match
+    for store in stores:
+        store.close()

@@ -1,0 +1,142 @@
+"""The one reader of a wrapped command line (docs/protect.md, "Which entries are wrapped";
+docs/discover.md, "Output"): does ``[command, *args]`` run `assay mcp wrap`, with which options,
+around which server?
+
+`assay mcp protect` (which entries not in its record to leave alone; on ``--undo`` of a config
+without a record, which lines to read back) and `assay mcp
+discover` (which config entries and processes are wrapped) ask this module and nothing else, so
+they cannot disagree. A line is wrapped only when
+
+- its command is an assay executable (the basename is ``assay``, ``assay.exe``, ``assay.cmd`` or
+  ``assay.bat``), or a Python interpreter running one (``python3 /venv/bin/assay``: how a
+  console script shows in a process list), and
+- what follows is ``mcp wrap <options> -- <command> [args...]``, the options read with wrap's
+  own option table (:data:`assay.wrap.options.BY_FLAG`): a value option takes the next token
+  (which must not start with ``-``) or is one ``--flag=value`` token, a flag takes none; each
+  option at most once; a number is a plain one.
+
+An unknown option, a repeated one, a missing value, a stray token, a missing ``--`` or nothing
+after it: not wrapped. Words in a shell string (``sh -c "... assay mcp wrap ..."``), in a
+server's own arguments or after someone else's ``--`` never make a line wrapped. What this
+reader accepts, wrap starts with the same values (tests/protect/test_wrapped_entry.py checks it
+against wrap's own parsers).
+
+Sans-IO: tokens in, values out. Imports nothing but :mod:`assay.wrap.options` (a leaf).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from assay.wrap.options import BY_FLAG
+
+__all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
+
+ASSAY_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
+_PYTHON = re.compile(r"(python|pypy)(\d+(\.\d+)*)?w?(\.exe)?\Z")
+_DIGITS = frozenset("0123456789")
+
+
+@dataclass(frozen=True)
+class WrappedLine:
+    """A wrap line, read. ``options``: WrapConfig field -> value, for the options the line gives
+    (a str, an int, a float, or True for a flag). ``command``/``args``: the server, everything
+    after the first ``--``. ``interpreter``: the Python in front of the assay script, if any
+    (protect never writes one, so ``--undo`` leaves such a line alone)."""
+
+    assay: str
+    options: dict[str, object]
+    command: str
+    args: tuple[str, ...]
+    interpreter: str | None = field(default=None)
+
+    @property
+    def server(self) -> list[str]:
+        return [self.command, *self.args]
+
+
+def _basename(token: str) -> str:
+    return token.replace("\\", "/").rsplit("/", 1)[-1].lower()
+
+
+def is_assay_executable(token: str) -> bool:
+    return _basename(token) in ASSAY_NAMES
+
+
+def _plain_int(text: str) -> int | None:
+    if not text or not _DIGITS.issuperset(text) or (len(text) > 1 and text[0] == "0") or len(text) > 18:
+        return None
+    return int(text)
+
+
+def _plain_float(text: str) -> float | None:
+    whole, dot, frac = text.partition(".")
+    if _plain_int(whole) is None or (dot and (not frac or not _DIGITS.issuperset(frac) or len(frac) > 9)):
+        return None
+    return float(text)
+
+
+def _value(kind: type, text: str) -> object | None:
+    if kind is int:
+        number = _plain_int(text)
+        return number if number is not None and number >= 1 else None  # every int option is a positive count
+    if kind is float:
+        return _plain_float(text)
+    return text
+
+
+def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False) -> tuple[dict[str, object], list[str]] | None:
+    """``tokens`` after ``mcp wrap`` -> (field -> value of the options given, the server argv),
+    or None when wrap would not start with them (module docstring).
+
+    ``written_by_older``: also read the lines an older `assay mcp protect` wrote for a server
+    named like an option (``--label -- -- npx``: the value as the next token, whatever it is).
+    Wrap refuses those lines, so they are not wrapped; only ``--undo`` of a config without a
+    record reads them this way, to give the server back (docs/protect.md, "Undo")."""
+    options: dict[str, object] = {}
+    i, n = 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if token == "--":
+            server = list(tokens[i + 1 :])
+            return (options, server) if server else None
+        flag, eq, inline = token.partition("=")
+        opt = BY_FLAG.get(flag)
+        if opt is None or opt.field in options:
+            return None
+        i += 1
+        if opt.kind is bool:
+            if eq:
+                return None
+            options[opt.field] = True
+            continue
+        if eq:
+            text = inline
+        elif i < n and (written_by_older or not tokens[i].startswith("-")):
+            text = tokens[i]
+            i += 1
+        else:
+            return None  # a missing value (wrap reads "--label -x" or "--label --" as one too)
+        value = text if written_by_older else _value(opt.kind, text)
+        if value is None:
+            return None
+        options[opt.field] = value
+    return None  # no "--"
+
+
+def parse_wrapped(argv: Sequence[str], *, written_by_older: bool = False) -> WrappedLine | None:
+    """``argv`` (a config entry's ``[command, *args]`` or a process's argv) -> the wrap line it
+    is, or None (module docstring; ``written_by_older``: :func:`parse_wrap_options`)."""
+    tokens = list(argv)
+    interpreter = None
+    if len(tokens) > 1 and _PYTHON.match(_basename(tokens[0])) and is_assay_executable(tokens[1]):
+        interpreter = tokens.pop(0)
+    if not tokens or not is_assay_executable(tokens[0]) or tokens[1:3] != ["mcp", "wrap"]:
+        return None
+    parsed = parse_wrap_options(tokens[3:], written_by_older=written_by_older)
+    if parsed is None:
+        return None
+    options, server = parsed
+    return WrappedLine(tokens[0], options, server[0], tuple(server[1:]), interpreter)
