@@ -36,7 +36,7 @@ tools:
   allow: ["*"]
 limits:
   tools:
-    - { id: burst, tools: ["read_*"], max_calls: 1000000, per: 60s }
+    - { id: burst, tools: ["read_*"], max_calls: 1000, per: 100ms }
 sequences:
   - { type: never_after, id: no-send-after-secret, trigger: { tool: "read_*", args_match: { path: "secrets/" } }, forbidden: "send_*", for: 1h }
   - { type: max_calls, id: budget, tool: "*", max: 100000000 }
