@@ -297,7 +297,7 @@ commands = st.lists(st.one_of(st.sampled_from(["npx", "-y", "--", "--policy", "s
 @example("--", "-p.yaml", "--", ["--", "x"])
 @example("", "/p.yaml", None, ["srv"])
 def test_protect_lines_read_back_the_same_both_ways(monkeypatch, name, policy, log_dir, command):
-    from assay import protect
+    from assay.clients import protect
 
     args = protect.wrapped_args(name, command[0], command[1:], protect.WrapOptions("assay", policy, log_dir))
     assert args[:2] == ["mcp", "wrap"]
@@ -334,7 +334,7 @@ def _apps():
 
 HEAVY = (
     "cyclopts", "cryptography", "tomlkit", "jsonschema_rs", "rich",
-    "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.protect",
+    "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.clients.protect",
     "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
     "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
 )

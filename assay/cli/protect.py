@@ -1,4 +1,4 @@
-"""`assay mcp protect CLIENT --policy P`: a thin layer over :mod:`assay.protect` (docs/protect.md)."""
+"""`assay mcp protect CLIENT --policy P`: a thin layer over :mod:`assay.clients.protect` (docs/protect.md)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def protect_command(
         With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
     """
     from assay import clients
-    from assay import protect as p
+    from assay.clients import protect as p
 
     label = clients.resolve_client(client)
     if label is None:

@@ -3,8 +3,8 @@
 One job a module (docs/discover.md):
 
 - :mod:`~assay.discover.commandline` (sans-IO): what a command line runs (`assay mcp wrap`,
-  read by :mod:`assay.wrapped_entry` as protect reads it; a launcher of one; an MCP server);
-- :mod:`~assay.discover.configs` (sans-IO): a config file's bytes -> server entries and
+  read by :mod:`assay.clients.wrapped` as protect reads it; a launcher of one; an MCP server);
+- :mod:`~assay.clients.configs` (sans-IO): a config file's bytes -> server entries and
   per-file errors;
 - :mod:`~assay.discover.processes` (sans-IO): a process table snapshot -> running servers, and
   the pids `assay mcp kill` accepts;
@@ -21,7 +21,7 @@ becomes an entry of the ``errors`` list (docs/discover.md).
 from __future__ import annotations
 
 from assay.discover.commandline import MCP_PROCESS_MARKERS, launched_wrap_lines, looks_like_mcp_server, parse_wrapped
-from assay.discover.configs import parse_config_file, strip_jsonc
+from assay.clients.configs import parse_config_file, strip_jsonc
 from assay.discover.findings import DiscoverySettings, evaluate_findings, parse_fail_on, settings_from_policy
 from assay.discover.processes import ProcInfo, classify_processes, descendants, mcp_server_pids
 from assay.discover.procfs import parse_proc_stat, read_proc_info, read_proc_table

@@ -1,5 +1,5 @@
 """What a command line is (docs/discover.md): one that runs `assay mcp wrap` (read by the one
-reader of wrap lines, :mod:`assay.wrapped_entry`), one that launches one, one that looks like
+reader of wrap lines, :mod:`assay.clients.wrapped`), one that launches one, one that looks like
 an MCP server, and the auth a server's credential names suggest. Sans-IO."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from assay.wrapped_entry import WrappedLine, is_assay_executable, parse_wrapped
+from assay.clients.wrapped import WrappedLine, is_assay_executable, parse_wrapped
 
 __all__ = ["MCP_PROCESS_MARKERS", "parse_wrapped", "launched_wrap_lines", "looks_like_mcp_server"]
 
@@ -18,7 +18,7 @@ MCP_PROCESS_MARKERS = ("mcp-server", "@modelcontextprotocol/server", "mcp_server
 
 def launched_wrap_lines(argv: Sequence[str], _depth: int = 0) -> list[WrappedLine]:
     """The wrap lines a launcher's argv spells out (``uvx --from assay-mcp assay mcp wrap ...``,
-    ``sh -c "assay mcp wrap ..."``), each read by :func:`assay.wrapped_entry.parse_wrapped`.
+    ``sh -c "assay mcp wrap ..."``), each read by :func:`assay.clients.wrapped.parse_wrapped`.
 
     Only for running processes, and only as a claim to check against the process tree: a
     launcher counts when one of its descendants *is* such a wrap, with the same options and

@@ -48,7 +48,7 @@ def descendants(procs: Iterable[ProcInfo], pid: int) -> list[int]:
 
 @dataclass(frozen=True)
 class _Wraps:
-    wraps: set[int]  # processes whose own argv is a wrap line (assay.wrapped_entry)
+    wraps: set[int]  # processes whose own argv is a wrap line (assay.clients.wrapped)
     under: set[int]  # their descendants: the servers they run
     launchers: set[int]  # processes that started one of those wraps, with the same line
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from assay.clients import ConfigLocation
-from assay.discover.configs import _error, parse_config_file
+from assay.clients.configs import _error, parse_config_file
 from assay.discover.findings import DiscoverySettings
 from assay.discover.processes import classify_processes
 from assay.discover.procfs import read_proc_table

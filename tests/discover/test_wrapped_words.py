@@ -1,5 +1,5 @@
 """Words never make a server wrapped (docs/discover.md, "Output"): config entries and running
-processes are wrapped only when they run `assay mcp wrap` as assay.wrapped_entry reads it; a
+processes are wrapped only when they run `assay mcp wrap` as assay.clients.wrapped reads it; a
 launcher (`sh -c`, `uvx`) counts only when the process tree shows the wrap it started."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import sys
 import pytest
 import trio
 
-from assay.protect import check_policy
+from assay.clients.protect import check_policy
 from assay.policy import PolicyError, PolicyFileError, load_policy_file, read_policy_fd
 from assay.wrap.run import WrapConfig, WrapError, child_environment, run_wrap
 from tests.conftest import ASSAY

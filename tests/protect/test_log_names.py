@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay import clients
-from assay import protect as p
-from assay.protect.wrapline import log_name
-from assay.wrapped_entry import parse_wrapped
+from assay.clients import protect as p
+from assay.clients.protect.wrapline import log_name
+from assay.clients.wrapped import parse_wrapped
 from tests.test_wrap_args import outcome
 
 OPTS = p.WrapOptions("/bin/assay", "/p.yaml", log_dir="/logs")

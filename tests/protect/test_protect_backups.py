@@ -7,7 +7,7 @@ import os
 import stat
 
 from assay import clients
-from assay import protect as p
+from assay.clients import protect as p
 from tests.discover._discover_helpers import make_env, run_assay
 from tests.protect._configs import CURSOR, VSCODE
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from assay import clients
-from assay import protect as p
+from assay.clients import protect as p
 from assay.sessions.paths import state_dir
 from tests.conftest import ASSAY
 from tests.discover._discover_helpers import make_env, run_assay

@@ -8,7 +8,7 @@ import json
 import shlex
 
 from assay import clients
-from assay import protect as p
+from assay.clients import protect as p
 
 ASSAY = "/opt/venv/bin/assay"
 SERVER = ["npx", "-y", "srv", "/ws/My Notes"]

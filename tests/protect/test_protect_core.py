@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from assay import clients
 from assay import discover as d
-from assay import protect as p
+from assay.clients import protect as p
 from tests.protect._configs import CASES, CLAUDE_DESKTOP, CODEX, VSCODE, ZED
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/home/u/.config/assay/policy.yaml")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from assay import clients
 from assay import discover as d
-from assay import protect as p
+from assay.clients import protect as p
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/home/u/.config/assay/policy.yaml", "/home/u/logs")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from assay import protect as p
+from assay.clients import protect as p
 from assay.policy import load_policy_file
 
 GOOD = b'version: "2.0"\ntools:\n  allow: ["echo"]\n'

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from assay import clients
-from assay import protect as p
+from assay.clients import protect as p
 from tests.discover._discover_helpers import make_env, run_assay
 from tests.protect._configs import CLAUDE_DESKTOP, CODEX
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from assay import protect as p
+from assay.clients import protect as p
 from assay.policy import evaluate, load_policy_file
 
 

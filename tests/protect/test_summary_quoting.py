@@ -8,7 +8,7 @@ import shlex
 
 from assay import clients
 from assay import discover as d
-from assay import protect as p
+from assay.clients import protect as p
 from tests.discover._discover_helpers import make_env, run_assay
 
 ARGV = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/ws/My Notes", "it's", ""]

@@ -1,4 +1,4 @@
-"""The one reader of wrap lines, assay.wrapped_entry (docs/protect.md, "Which entries are
+"""The one reader of wrap lines, assay.clients.wrapped (docs/protect.md, "Which entries are
 wrapped"): words never make an entry wrapped; the lines protect writes always read back; what
 the reader accepts, wrap starts with the same values."""
 
@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from assay import clients
 from assay import discover as d
-from assay import protect as p
+from assay.clients import protect as p
 from assay.cli import wrap_args
 from assay.wrap.options import BY_FIELD, WRAP_OPTIONS
-from assay.wrapped_entry import parse_wrap_options, parse_wrapped
+from assay.clients.wrapped import parse_wrap_options, parse_wrapped
 from tests.test_wrap_args import command_lines, outcome, plain_lines
 
 CLAUDE = clients.client_locations("claude_desktop", "linux", "/h", {}, "/w")[0]

@@ -3,16 +3,16 @@
 entries whose line is exactly ``wrapped_args`` of their own name, client, options and original
 command; or that same line as an earlier protect wrote it (log names without the client, a
 value that starts with ``-`` as a token of its own). The line is read by the one reader of wrap
-lines, :func:`assay.wrapped_entry.parse_wrapped`. Sans-IO."""
+lines, :func:`assay.clients.wrapped.parse_wrapped`. Sans-IO."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 
-from assay.protect.model import WrapOptions
-from assay.protect.wrapline import wrapped_args
-from assay.wrapped_entry import parse_wrapped
+from assay.clients.protect.model import WrapOptions
+from assay.clients.protect.wrapline import wrapped_args
+from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["own_wrap_line"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.discover import strip_jsonc
-from assay.protect.model import ProtectError
+from assay.clients.protect.model import ProtectError
 
 __all__ = ["ABSENT", "load", "value_of", "check_edit"]
 

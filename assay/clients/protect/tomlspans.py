@@ -11,8 +11,8 @@ import secrets
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.protect.model import ProtectError
-from assay.protect.slots import Adder, Slot
+from assay.clients.protect.model import ProtectError
+from assay.clients.protect.slots import Adder, Slot
 
 __all__ = ["toml_slots", "blank_toml_comments", "line_anchor", "toml_string"]
 

@@ -1,6 +1,6 @@
 """The file layer of `assay mcp protect` (docs/protect.md): read a client config and protect's
 record of it, write a backup and the new record into assay's state directory
-(:mod:`assay.protect.state`), replace the file atomically (refusing when it changed meanwhile),
+(:mod:`assay.clients.protect.state`), replace the file atomically (refusing when it changed meanwhile),
 write the starter policy, and
 check that the policy loads as wrap will load it (:func:`assay.policy.load_policy_file`)."""
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from assay.clients import ConfigLocation
-from assay.protect.model import ProtectError, Result
-from assay.protect.starter import STARTER_POLICY
+from assay.clients.protect.model import ProtectError, Result
+from assay.clients.protect.starter import STARTER_POLICY
 
 __all__ = ["FileOutcome", "apply_to_file", "write_starter_policy", "check_policy"]
 
@@ -98,7 +98,7 @@ def apply_to_file(
     changed meanwhile, nothing is replaced (the record is put back) and ProtectError says so.
     A symlinked config (a dotfiles repository) is edited where the link points, so the link
     stays a link (docs/protect.md, "Safety of the write")."""
-    from assay.protect import state as st_
+    from assay.clients.protect import state as st_
     from assay.sessions.paths import state_dir
 
     path = os.path.realpath(path)
@@ -161,7 +161,7 @@ def apply_to_file(
 
 def _forget(rec_path: str, entries: list, client: str, path: str) -> None:
     """Write a record that only lost entries (removed from the file, or put back by hand)."""
-    from assay.protect.state import dump_record, write_private
+    from assay.clients.protect.state import dump_record, write_private
 
     try:
         if entries:
@@ -173,7 +173,7 @@ def _forget(rec_path: str, entries: list, client: str, path: str) -> None:
 
 
 def _put_back(rec_path: str, old: bytes | None) -> None:
-    from assay.protect.state import write_private
+    from assay.clients.protect.state import write_private
 
     try:
         if old is None:

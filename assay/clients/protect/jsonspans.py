@@ -15,7 +15,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from assay.discover import strip_jsonc
-from assay.protect.model import ProtectError
+from assay.clients.protect.model import ProtectError
 from assay.strictjson import ConstantError, DuplicateMemberError, refuse_constant, unique_pairs
 
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from assay.protect.model import EntryRecord, MemberEdit, ProtectError
+from assay.clients.protect.model import EntryRecord, MemberEdit, ProtectError
 
 __all__ = ["KEEP_BACKUPS", "RECORD_FORMAT", "config_digest", "record_path", "load_record", "dump_record",
            "write_private", "write_backup"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.discover.commandline import _auth_from_names
-from assay.wrapped_entry import parse_wrapped
+from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["strip_jsonc", "parse_config_file"]
 

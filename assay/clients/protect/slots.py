@@ -1,8 +1,8 @@
 """Where the values protect edits sit in a config's text (docs/protect.md, "Formatting and
 comments"): one :class:`Slot` per server entry, with the spans of its ``command`` and ``args``
 values (``command.path`` and ``command.args`` in Zed's older form) and where an ``args`` member
-would be added. Sans-IO; the JSON spans come from :mod:`assay.protect.jsonspans`, the TOML ones
-from :mod:`assay.protect.tomlspans`."""
+would be added. Sans-IO; the JSON spans come from :mod:`assay.clients.protect.jsonspans`, the TOML ones
+from :mod:`assay.clients.protect.tomlspans`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.protect.jsonspans import _WS, _Node, _parse_json
-from assay.protect.model import ProtectError
+from assay.clients.protect.jsonspans import _WS, _Node, _parse_json
+from assay.clients.protect.model import ProtectError
 
 __all__ = ["Slot", "Adder", "find_slots"]
 
@@ -120,7 +120,7 @@ def find_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
     """``(scan, slots)``: ``scan`` is ``text`` with comments blanked (same length, so spans
     index both); ProtectError when the file cannot be read as the client reads it."""
     if location.toml:
-        from assay.protect.tomlspans import toml_slots
+        from assay.clients.protect.tomlspans import toml_slots
 
         return toml_slots(text, location)
     return _json_slots(text, location)

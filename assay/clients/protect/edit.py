@@ -1,6 +1,6 @@
 """The two edits of `assay mcp protect` (docs/protect.md): :func:`protect_text` and
 :func:`undo_text` take a config file's text (and protect's record of the file, docs/protect.md,
-"The record") and return the new text, one :class:`~assay.protect.model.Change` per server and
+"The record") and return the new text, one :class:`~assay.clients.protect.model.Change` per server and
 the record to keep. Sans-IO.
 
 Every format (JSON, JSON with comments, TOML) is edited in place: only the text of the
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.protect.arrays import prepend_items, render_array, render_string
-from assay.protect.check import ABSENT, check_edit, value_of
-from assay.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
-from assay.protect.owned import own_wrap_line
-from assay.protect.slots import Slot, find_slots
-from assay.protect.tomlspans import line_anchor
-from assay.protect.wrapline import wrapped_args
-from assay.wrapped_entry import parse_wrapped
+from assay.clients.protect.arrays import prepend_items, render_array, render_string
+from assay.clients.protect.check import ABSENT, check_edit, value_of
+from assay.clients.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
+from assay.clients.protect.owned import own_wrap_line
+from assay.clients.protect.slots import Slot, find_slots
+from assay.clients.protect.tomlspans import line_anchor
+from assay.clients.protect.wrapline import wrapped_args
+from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["protect_text", "undo_text", "unified_diff"]
 

@@ -1,7 +1,7 @@
 """The wrap line of a protected entry (docs/protect.md): ``<assay> mcp wrap --policy P --label
 NAME [log options] -- <command> <args...>``, written with the flags of wrap's one option table
 (:mod:`assay.wrap.options`) and read back by the one reader of wrap lines,
-:mod:`assay.wrapped_entry`. Sans-IO."""
+:mod:`assay.clients.wrapped`. Sans-IO."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import os
 import re
 from collections.abc import Sequence
 
-from assay.protect.model import WrapOptions
+from assay.clients.protect.model import WrapOptions
 from assay.wrap.options import flag_of, option_tokens
-from assay.wrapped_entry import parse_wrapped
+from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["wrapped_args", "unwrap_args", "log_name", "event_source"]
 
@@ -66,7 +66,7 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
 
 def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | None:
     """The original ``(command, args)`` of an entry of the shape protect writes (``<assay> mcp
-    wrap [options] -- <command> [args...]``, read by :func:`assay.wrapped_entry.parse_wrapped`,
+    wrap [options] -- <command> [args...]``, read by :func:`assay.clients.wrapped.parse_wrapped`,
     older protect's lines included), or None."""
     line = parse_wrapped([command, *args], written_by_older=True)
     if line is None or line.interpreter is not None:
