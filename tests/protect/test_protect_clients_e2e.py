@@ -97,6 +97,11 @@ def _configs(py: str, server: str, hand_wrapped: list[str]) -> dict[str, tuple[s
         "gemini": ("settings.json", jsonc("mcpServers")),
         "codex": ("config.toml", codex),
         "zed": ("settings.json", jsonc("context_servers")),
+        # Zed's older entry form: "command": {"path", "args", "env"}
+        "zed-old": ("settings.json", jsonc("context_servers").replace(
+            f'"tiny": {{"command": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}},}}',
+            f'"tiny": {{"command": {{"path": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}}}}}}',
+        )),
     }
 
 
@@ -108,8 +113,13 @@ def _read(client: str, text: str) -> dict:
     plain = re.sub(r",\s*//[^\n\"]*\n", ",\n", plain)
     plain = re.sub(r",(\s*[}\]])", r"\1", plain)
     data = json.loads(plain)
-    key = {"vscode": "servers", "zed": "context_servers"}.get(client, "mcpServers")
-    return data[key]
+    key = {"vscode": "servers", "zed": "context_servers", "zed-old": "context_servers"}.get(client, "mcpServers")
+    servers = data[key]
+    for entry in servers.values():  # Zed's older form, read as Zed reads it
+        if isinstance(entry.get("command"), dict):
+            entry.update(entry.pop("command"))
+            entry["command"] = entry.pop("path")
+    return servers
 
 
 async def _drive(entry: dict, env: dict[str, str], cwd: Path) -> tuple[str, bool]:
@@ -123,14 +133,18 @@ async def _drive(entry: dict, env: dict[str, str], cwd: Path) -> tuple[str, bool
     return added.content[0].text, wiped.is_error
 
 
-@pytest.mark.parametrize("client", ["claude", "claude-code", "cursor", "vscode", "windsurf", "gemini", "codex", "zed"])
-async def test_protect_run_and_undo_for_every_client(client, tmp_path):
+@pytest.mark.parametrize(
+    "case", ["claude", "claude-code", "cursor", "vscode", "windsurf", "gemini", "codex", "zed", "zed-old"]
+)
+async def test_protect_run_and_undo_for_every_client(case, tmp_path):
+    client = case.removesuffix("-old")
     home = tmp_path / "home"
     home.mkdir()
     server = tmp_path / "tiny.py"
     server.write_text(TINY)
     hand = [str(ASSAY), "mcp", "wrap", "--policy", "/etc/assay/team.yaml", "--", "uvx", "mcp-server-git"]
-    name, text = _configs(sys.executable, str(server), hand)[client]
+    name, text = _configs(sys.executable, str(server), hand)[case]
+    assert case == client or "{\"path\"" in text
     config = tmp_path / name
     config.write_bytes(text.encode())
     config.chmod(0o600)
@@ -140,7 +154,7 @@ async def test_protect_run_and_undo_for_every_client(client, tmp_path):
 
     res = run_assay("mcp", "protect", client, "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    servers = _read(client, config.read_text())
+    servers = _read(case, config.read_text())
     tiny = servers["tiny"]
     assert tiny["command"] == str(ASSAY) and "wrap" in tiny["args"], tiny
     assert servers["team"] == {"command": hand[0], "args": hand[1:]}  # wrapped by hand: left alone
