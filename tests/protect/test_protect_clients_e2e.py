@@ -169,3 +169,39 @@ async def test_protect_run_and_undo_for_every_client(case, tmp_path):
     assert res.returncode == 0, res.stderr
     assert config.read_bytes() == text.encode()
     assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_7_mb_claude_json_is_protected_and_given_back_byte_for_byte(tmp_path):
+    """Claude Code's ~/.claude.json grows with every project's history: 7 MB here, with a
+    local-scope server in some projects."""
+    home = tmp_path / "home"
+    home.mkdir()
+    projects = {}
+    i = 0
+    while True:
+        project = {"allowedTools": [], "history": [{"display": f"prompt {i}.{k} " + "x" * 300} for k in range(20)]}
+        if i % 50 == 0:
+            project["mcpServers"] = {f"local{i}": {"type": "stdio", "command": "npx", "args": ["-y", f"srv-{i}", "My Notes"]}}
+        projects[f"/home/u/dev/p{i}"] = project
+        i += 1
+        if i % 100 == 0 and len(json.dumps(projects)) > 7_000_000:
+            break
+    data = {"numStartups": 12, "mcpServers": {"ctx": {"type": "stdio", "command": "npx", "args": ["--yes", "ctx"]}},
+            "projects": projects}
+    text = json.dumps(data, indent=2) + "\n"
+    config = home / ".claude.json"
+    config.write_text(text)
+    policy = tmp_path / "assay.yaml"
+    policy.write_text(POLICY)
+    env = make_env(home)
+    res = run_assay("mcp", "protect", "claude-code", "--config", str(config), "--policy", str(policy), env=env,
+                    cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    after = json.loads(config.read_text())
+    assert "wrap" in after["mcpServers"]["ctx"]["args"]
+    assert "wrap" in after["projects"]["/home/u/dev/p50"]["mcpServers"]["local50"]["args"]
+    assert after["projects"]["/home/u/dev/p1"] == projects["/home/u/dev/p1"]
+    res = run_assay("mcp", "protect", "claude-code", "--config", str(config), "--undo", env=env, cwd=tmp_path,
+                    timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert config.read_bytes() == text.encode()
