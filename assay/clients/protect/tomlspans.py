@@ -95,6 +95,24 @@ def _adder(text: str, entry: Any, span: tuple[int, int]) -> Adder | None:
     return Adder(at, eol + m.group(1) + "args" + m.group(3), "", "line")
 
 
+def _quoted(dumped: str, marker: str) -> tuple[int, int] | None:
+    """Where the string holding ``marker`` starts in ``dumped`` and how many quote characters
+    open it, or None. tomlkit writes a replaced value in the quote style of the value it
+    replaces in some versions (literal or multi-line quotes) and always in basic quotes in others."""
+    at = dumped.find(marker)
+    if at < 1 or dumped.count(marker) != 1:
+        return None
+    quote = dumped[at - 1]
+    if quote not in ("\"", "'"):
+        return None
+    n = 1
+    while n < 3 and at - n - 1 >= 0 and dumped[at - n - 1] == quote:
+        n += 1
+    if dumped[at + len(marker) : at + len(marker) + n] != quote * n:
+        return None
+    return at - n, n
+
+
 def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
     import tomllib
 
@@ -132,10 +150,10 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
     dumped = tomlkit.dumps(marked)
     found = []
     for slot, key, marker, original in wanted:
-        at = dumped.find(f'"{marker}"')
-        if at < 0 or dumped.count(marker) != 1:
+        quotes = _quoted(dumped, marker)
+        if quotes is None:
             raise ProtectError(f"cannot find the {key} of {slot.name!r} in the TOML text")
-        found.append((at, len(marker) + 2, slot, key, original))
+        found.append((quotes[0], len(marker) + 2 * quotes[1], slot, key, original))
     shift = 0
     for at, width, slot, key, original in sorted(found, key=lambda f: f[0]):
         start = at - shift
