@@ -31,26 +31,15 @@ from assay.wrap.options import (  # noqa: F401  (re-exported: older imports)
     WrapOption,
     defaults,
     option_tokens,
+    plain_float,
+    plain_int,
 )
 
 if TYPE_CHECKING:
     from assay.wrap.run import WrapConfig
 
-_DIGITS = frozenset("0123456789")
 
 
-def _plain_int(text: str) -> int | None:
-    # ASCII digits only, no sign, no underscores, no leading zero: int() and cyclopts agree.
-    if not text or not _DIGITS.issuperset(text) or (len(text) > 1 and text[0] == "0") or len(text) > 18:
-        return None
-    return int(text)
-
-
-def _plain_float(text: str) -> float | None:
-    whole, dot, frac = text.partition(".")
-    if _plain_int(whole) is None or (dot and (not frac or not _DIGITS.issuperset(frac) or len(frac) > 9)):
-        return None
-    return float(text)
 
 
 def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | None:
@@ -90,9 +79,9 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
             return None
         value: object
         if opt.kind is int:
-            value = _plain_int(text)
+            value = plain_int(text)
         elif opt.kind is float:
-            value = _plain_float(text)
+            value = plain_float(text)
         else:
             value = text
         if value is None:

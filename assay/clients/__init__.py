@@ -12,40 +12,5 @@ of MCP clients, in one package.
 Nothing here imports the CLI.
 """
 
-from assay.clients.table import (
-    CLIENT_ALIASES,
-    CLIENTS,
-    Client,
-    ConfigLocation,
-    client_info,
-    client_locations,
-    client_names,
-    config_dir,
-    config_locations,
-    current_home,
-    current_platform,
-    find_assay_script,
-    pick_location,
-    resolve_client,
-    server_maps,
-    user_config_path,
-)
-
-__all__ = [
-    "Client",
-    "CLIENTS",
-    "ConfigLocation",
-    "CLIENT_ALIASES",
-    "current_platform",
-    "config_dir",
-    "config_locations",
-    "client_locations",
-    "pick_location",
-    "user_config_path",
-    "resolve_client",
-    "client_info",
-    "current_home",
-    "find_assay_script",
-    "server_maps",
-    "client_names",
-]
+from assay.clients.table import *  # noqa: F403  (the table's names, as its __all__ lists them)
+from assay.clients.table import __all__ as __all__

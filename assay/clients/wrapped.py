@@ -30,13 +30,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.wrap.options import BY_FLAG
+from assay.wrap.options import BY_FLAG, plain_float, plain_int
 
 __all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
 
 ASSAY_NAMES = frozenset({"assay", "assay.exe", "assay.cmd", "assay.bat"})
 _PYTHON = re.compile(r"(python|pypy)(\d+(\.\d+)*)?w?(\.exe)?\Z")
-_DIGITS = frozenset("0123456789")
 
 
 @dataclass(frozen=True)
@@ -65,25 +64,14 @@ def is_assay_executable(token: str) -> bool:
     return _basename(token) in ASSAY_NAMES
 
 
-def _plain_int(text: str) -> int | None:
-    if not text or not _DIGITS.issuperset(text) or (len(text) > 1 and text[0] == "0") or len(text) > 18:
-        return None
-    return int(text)
-
-
-def _plain_float(text: str) -> float | None:
-    whole, dot, frac = text.partition(".")
-    if _plain_int(whole) is None or (dot and (not frac or not _DIGITS.issuperset(frac) or len(frac) > 9)):
-        return None
-    return float(text)
 
 
 def _value(kind: type, text: str) -> object | None:
     if kind is int:
-        number = _plain_int(text)
+        number = plain_int(text)
         return number if number is not None and number >= 1 else None  # every int option is a positive count
     if kind is float:
-        return _plain_float(text)
+        return plain_float(text)
     return text
 
 

@@ -309,7 +309,6 @@ class FlowTracker:
         return tuple(self.rules[i].id for i, c in enumerate(self._compiled) if c.armed(latest))
 
 
-
 class _TimedFlowTracker(FlowTracker):
     """A :class:`FlowTracker` with a ``never_after`` that has ``for``: each call first sets the
     time on those rules (the tracker of a policy without one never reads it)."""

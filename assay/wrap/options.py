@@ -37,6 +37,8 @@ __all__ = [
     "BY_FLAG",
     "BY_FIELD",
     "flag_of",
+    "plain_int",
+    "plain_float",
     "option_tokens",
     "defaults",
     "check_config_fields",
@@ -122,6 +124,25 @@ BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}
 # WrapConfig fields that are not options: the command after `--`, and the server's environment
 # (library callers only).
 CONFIG_ONLY_FIELDS = {"argv": "list[str]", "env": "dict[str, str] | None"}
+
+
+_DIGITS = frozenset("0123456789")
+
+
+def plain_int(text: str) -> int | None:
+    """A number option's value as wrap reads it on a plain command line: ASCII digits only, no
+    sign, no underscores, no leading zero (int() and cyclopts agree on those), else None."""
+    if not text or not _DIGITS.issuperset(text) or (len(text) > 1 and text[0] == "0") or len(text) > 18:
+        return None
+    return int(text)
+
+
+def plain_float(text: str) -> float | None:
+    """A seconds option's value as wrap reads it on a plain command line (``2``, ``0.5``), else None."""
+    whole, dot, frac = text.partition(".")
+    if plain_int(whole) is None or (dot and (not frac or not _DIGITS.issuperset(frac) or len(frac) > 9)):
+        return None
+    return float(text)
 
 
 def flag_of(field: str) -> str:

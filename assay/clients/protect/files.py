@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from assay.clients import ConfigLocation
 from assay.clients.protect.model import ProtectError, Result
 from assay.clients.protect.starter import STARTER_POLICY
+from assay.clients.protect.state import fill as _fill
 
 __all__ = ["FileOutcome", "apply_to_file", "write_starter_policy", "check_policy"]
 
@@ -62,18 +63,6 @@ def _decode(data: bytes, path: str) -> str:
 
 def _write_new(path: str, data: bytes, mode: int) -> None:
     _fill(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), data, mode)
-
-
-def _fill(fd: int, data: bytes, mode: int) -> None:
-    """Give ``fd`` the mode, write all of ``data`` (short writes retried), fsync, close."""
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _state(path: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from assay.clients.protect.model import EntryRecord, MemberEdit, ProtectError
 
 __all__ = ["KEEP_BACKUPS", "RECORD_FORMAT", "config_digest", "record_path", "load_record", "dump_record",
-           "write_private", "write_backup"]
+           "fill", "write_private", "write_backup"]
 
 KEEP_BACKUPS = 5
 RECORD_FORMAT = "assay-protect-record/1"
@@ -92,20 +92,25 @@ def load_record(path: str) -> list[EntryRecord] | None:
         raise ProtectError(f"protect's record {path} is damaged ({exc}); move it away to go on") from None
 
 
+def fill(fd: int, data: bytes, mode: int) -> None:
+    """Give ``fd`` the mode, write all of ``data`` (short writes retried), fsync, close."""
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_private(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically with mode 0600 (the directory is created 0700)."""
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".assay-", dir=directory)
     try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fill(fd, data, 0o600)
         os.replace(tmp, path)
     finally:
         if os.path.lexists(tmp):
@@ -124,15 +129,7 @@ def write_backup(state: str, client: str, real_path: str, data: bytes, now: floa
     while os.path.lexists(os.path.join(directory, f"{stem}{stamp}-{n:03d}-{base}")):
         n += 1
     path = os.path.join(directory, f"{stem}{stamp}-{n:03d}-{base}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fill(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), data, 0o600)
     mine = sorted(name for name in os.listdir(directory) if name.startswith(stem) and not name.startswith("."))
     for old in mine[:-KEEP_BACKUPS]:
         try:
