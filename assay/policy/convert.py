@@ -40,8 +40,11 @@ def _is_hex64(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def convert(doc: dict[Any, Any], source: str, strict_deprecations: bool) -> tuple[dict[str, Any], list[str]]:
-    """Conversion and validation of the parsed root mapping; returns Policy kwargs and warnings."""
+def convert(
+    doc: dict[Any, Any], source: str, strict_deprecations: bool, home: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Conversion and validation of the parsed root mapping; returns Policy kwargs and warnings.
+    ``home`` is the home directory ``~`` and ``$HOME`` stand for in path rules."""
     r = Reader()
     warnings: list[str] = []
     for key in doc:
@@ -101,7 +104,7 @@ def convert(doc: dict[Any, Any], source: str, strict_deprecations: bool) -> tupl
     discovery = sec.discovery(r, doc.get("discovery"))
     runtime_monitor = sec.runtime_monitor(r, doc.get("runtime_monitor"))
     kill_switch = sec.kill_switch(r, doc.get("kill_switch"))
-    path_rules = sec.path_confinement(r, doc.get("path_confinement"))
+    path_rules = sec.path_confinement(r, doc.get("path_confinement"), home)
     flow_rules: tuple[Any, ...] = ()
     aliases: dict[str, tuple[Any, ...]] = {}
     if "sequences" in doc or "aliases" in doc:  # docs/policy.md, "Flow rules"

@@ -29,7 +29,7 @@ from assay.inputs import InputFileError, policy_byte_limit, read_fd, read_input_
 if TYPE_CHECKING:
     from assay.policy.model import Policy
 
-__all__ = ["PolicyFileError", "policy_ceiling", "read_policy_file", "read_policy_fd", "load_policy_file"]
+__all__ = ["PolicyFileError", "policy_ceiling", "read_policy_file", "read_policy_fd", "load_policy_file", "user_home"]
 
 
 class PolicyFileError(InputFileError):
@@ -93,4 +93,24 @@ def load_policy_file(
     data = read_policy_file(path, limit=ceiling)
     if on_read is not None:
         on_read(path)
-    return load_policy(data, source=path, strict_deprecations=strict_deprecations, warn=warn, byte_ceiling=ceiling)
+    return load_policy(
+        data, source=path, strict_deprecations=strict_deprecations, warn=warn, byte_ceiling=ceiling, home=user_home()
+    )
+
+
+def user_home() -> str | None:
+    """The home directory of the user running this process, which ``~`` and ``$HOME`` in a
+    policy's path rules stand for (docs/policy.md, "Path confinement"): ``$HOME`` when it is an
+    absolute path, else the password database's entry for this user, else ``None``."""
+    import os
+
+    home = os.environ.get("HOME")
+    if home and home.startswith("/"):
+        return home
+    try:
+        import pwd
+
+        entry = pwd.getpwuid(os.getuid()).pw_dir
+    except (KeyError, OSError, ImportError):
+        return None
+    return entry if entry.startswith("/") else None

@@ -42,6 +42,7 @@ def load_policy(
     strict_deprecations: bool = False,
     warn: Callable[[str], object] | None = None,
     byte_ceiling: int = DEFAULT_BYTE_CEILING,
+    home: str | None = None,
 ) -> Policy:
     """Bytes of an ``assay.yaml`` → :class:`Policy`, or :class:`PolicyError`.
 
@@ -50,7 +51,9 @@ def load_policy(
     ``strict_deprecations`` is the strict mode (``--deny-deprecations`` /
     ``ASSAY_STRICT_DEPRECATIONS=1``; the caller reads the environment). ``warn`` receives each
     warning line (unknown keys, v1 deprecation, no-effect keys), prefixed with the source; the
-    same lines stay on ``Policy.warnings`` without the prefix.
+    same lines stay on ``Policy.warnings`` without the prefix. ``home`` is the home directory
+    of the user the policy is loaded for: a path rule's ``~`` and ``$HOME`` stand for it (the
+    file layer passes :func:`~assay.policy.files.user_home`); with ``None`` they are refused.
     """
     if isinstance(data, str):
         raise TypeError("load_policy takes bytes")
@@ -70,7 +73,7 @@ def load_policy(
         what = "empty document" if doc is None else type_name(doc)
         raise PolicyError("root_not_mapping", f"policy root is not a mapping ({what})", source=source)
     try:
-        kwargs, warnings = convert(doc, source, strict_deprecations)
+        kwargs, warnings = convert(doc, source, strict_deprecations, home)
         policy = Policy(**kwargs)
         compile_policy(policy)
     except PolicyError as exc:

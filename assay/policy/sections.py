@@ -253,12 +253,37 @@ def kill_switch(r: Reader, value: Any) -> dict[str, Any] | None:
 _PATH_RULE_KEYS = ("tools", "args", "within", "base", "resolve_symlinks")
 
 
-def _directory(value: Any, path: str) -> str:
-    """An absolute directory of a path rule, in lexical normal form."""
+_HOME_PREFIXES = ("~", "$HOME", "${HOME}")
+
+
+def _home_expanded(value: str, path: str, home: str | None) -> str:
+    """``value`` with a leading ``~``, ``$HOME`` or ``${HOME}`` (alone or before ``/``) replaced
+    by ``home``, the home directory of the user loading the policy (docs/policy.md, "Path
+    confinement"). Anything else is returned as it is."""
+    for prefix in _HOME_PREFIXES:
+        if value == prefix or value.startswith(prefix + "/"):
+            if home is None or not home.startswith("/"):
+                raise PolicyError(
+                    "validation",
+                    f"{path}: {json.dumps(value)} starts with {prefix}, but the home directory is not known "
+                    "(HOME is unset or not absolute)",
+                )
+            return home + value[len(prefix):]  # normalized by the caller
+    if value.startswith("~"):
+        raise PolicyError(
+            "validation", f"{path} must be an absolute path, ~ or $HOME (~user is not expanded; got {json.dumps(value)})"
+        )
+    return value
+
+
+def _directory(value: Any, path: str, home: str | None) -> str:
+    """An absolute directory of a path rule, in lexical normal form (``~`` and ``$HOME``
+    expanded to ``home``)."""
     if not isinstance(value, str):
         raise Structure(path, f"expected a string, got {type_name(value)}")
+    value = _home_expanded(value, path, home)
     if not value.startswith("/"):
-        raise PolicyError("validation", f"{path} must be an absolute path (got {json.dumps(value)})")
+        raise PolicyError("validation", f"{path} must be an absolute path, ~ or $HOME (got {json.dumps(value)})")
     try:
         return normalize_path(value)
     except PathRefused as exc:
@@ -272,8 +297,9 @@ def _non_empty(r: Reader, value: Any, path: str) -> tuple[str, ...]:
     return items
 
 
-def path_confinement(r: Reader, value: Any) -> tuple[PathRule, ...]:
-    """``path_confinement``: a list of rules (docs/policy.md, 'Path confinement')."""
+def path_confinement(r: Reader, value: Any, home: str | None = None) -> tuple[PathRule, ...]:
+    """``path_confinement``: a list of rules (docs/policy.md, 'Path confinement'); ``home`` is
+    what ``~`` and ``$HOME`` stand for in ``within`` and ``base``."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -291,10 +317,10 @@ def path_confinement(r: Reader, value: Any) -> tuple[PathRule, ...]:
         within_raw = m["within"]
         if not isinstance(within_raw, list):
             raise Structure(f"{p}.within", f"expected a list of directories, got {type_name(within_raw)}")
-        within = tuple(_directory(d, f"{p}.within[{j}]") for j, d in enumerate(within_raw))
+        within = tuple(_directory(d, f"{p}.within[{j}]", home) for j, d in enumerate(within_raw))
         if not within:
             raise PolicyError("validation", f"{p}.within must list at least one entry")
-        base = None if m.get("base") is None else _directory(m["base"], f"{p}.base")
+        base = None if m.get("base") is None else _directory(m["base"], f"{p}.base", home)
         resolve = r.boolean(m.get("resolve_symlinks", False), f"{p}.resolve_symlinks")
         rules.append(PathRule(tools=tools, args=args, within=within, base=base, resolve_symlinks=resolve))
     return tuple(rules)

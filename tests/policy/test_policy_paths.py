@@ -322,3 +322,52 @@ def test_docs_policies_that_take_paths_confine_them():
                 assert evaluate(policy, tool, args).outcome == "deny", (block, tool)
                 checked += 1
     assert checked >= 4
+
+
+# --- ~ and $HOME in within and base (docs/policy.md, "Path confinement") -------------------------
+
+
+@pytest.mark.parametrize(
+    "written, home, expected",
+    [
+        ("~/ws", "/home/ann", "/home/ann/ws"),
+        ("~", "/home/ann", "/home/ann"),
+        ("$HOME/ws/../src", "/home/ann", "/home/ann/src"),
+        ("${HOME}/ws", "/home/ann/", "/home/ann/ws"),
+        ("~/ws", "/", "/ws"),
+        ("/srv/~/x", "/home/ann", "/srv/~/x"),  # only a leading ~ stands for the home directory
+    ],
+)
+def test_home_is_expanded_for_the_loading_user(written, home, expected):
+    text = f'version: "2.0"\npath_confinement: [{{tools: [r], args: [path], within: ["{written}"], base: "{written}"}}]\n'
+    rule = load_policy(text.encode(), source="pol.yaml", home=home).path_confinement[0]
+    assert rule.within == (expected,) and rule.base == expected
+
+
+@pytest.mark.parametrize(
+    "written, home, fragment",
+    [
+        ("~/ws", None, "the home directory is not known"),
+        ("$HOME", "relative/home", "the home directory is not known"),
+        ("~bob/ws", "/home/ann", "~user is not expanded"),
+        ("$HOMEDIR/ws", "/home/ann", "must be an absolute path, ~ or $HOME"),
+    ],
+)
+def test_home_that_cannot_be_expanded_is_refused(written, home, fragment):
+    text = f'version: "2.0"\npath_confinement: [{{tools: [r], args: [path], within: ["{written}"]}}]\n'
+    with pytest.raises(PolicyError) as info:
+        load_policy(text.encode(), source="pol.yaml", home=home)
+    assert info.value.kind == "validation" and fragment in str(info.value)
+
+
+def test_a_policy_file_expands_home_for_the_user_running_it(tmp_path, monkeypatch):
+    from assay.policy import load_policy_file
+
+    pol = tmp_path / "pol.yaml"
+    pol.write_text('version: "2.0"\ntools: {allow: [r]}\nenforcement: {unconstrained_tools: allow}\npath_confinement: [{tools: [r], args: [path], within: [~/ws]}]\n')
+    monkeypatch.setenv("HOME", "/home/ann")
+    policy = load_policy_file(str(pol))
+    assert evaluate(policy, "r", {"path": "/home/ann/ws/a.txt"}).outcome == "allow"
+    assert evaluate(policy, "r", {"path": "/home/bob/ws/a.txt"}).reason_code == "E_PATH_CONFINEMENT"
+    monkeypatch.setenv("HOME", "/home/bob")
+    assert evaluate(load_policy_file(str(pol)), "r", {"path": "/home/bob/ws/a.txt"}).outcome == "allow"

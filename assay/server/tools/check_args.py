@@ -45,13 +45,14 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     def parse(data: bytes) -> tuple[Any, tuple[str, ...]]:
         # the engine is imported on first use (it loads after start-up)
         from assay.policy import PolicyError, load_policy
+        from assay.policy.files import user_home
         from assay.policy.pipeline import Pipeline
 
         warnings: list[str] = []
         try:
             loaded = load_policy(  # the YAML budget derives from the ceiling the bytes were read under
                 data, source="policy", strict_deprecations=strict, warn=warnings.append,
-                byte_ceiling=ctx.config.max_policy_bytes,
+                byte_ceiling=ctx.config.max_policy_bytes, home=user_home(),
             )
         except PolicyError as exc:
             raise _Refused({"allowed": False, "error": exc.server_error()}) from None
