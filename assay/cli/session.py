@@ -16,6 +16,8 @@ import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import fatal
+from assay.cli.output import printable as _safe
+from assay.cli.output import write_out
 
 
 def _db(state_dir: str | None) -> str:
@@ -23,13 +25,6 @@ def _db(state_dir: str | None) -> str:
     from assay.sessions.paths import state_dir as resolve
 
     return db_path(resolve(state_dir, os.environ))
-
-
-def _safe(text: object) -> str:
-    """Printable text for the terminal: a value read from the database cannot carry control
-    characters or escapes to it."""
-    value = "" if text is None else str(text)
-    return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
 
 
 def _when(stamp: Any) -> str:
@@ -40,14 +35,7 @@ def _when(stamp: Any) -> str:
 
 
 def _out(text: str) -> int:
-    """Write ``text`` to stdout; a reader that went away (`| head`) ends the command quietly."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush raises nothing either
-        os.close(devnull)
+    write_out(text)
     return 0
 
 

@@ -1,0 +1,202 @@
+"""One log line -> one call, whatever wrote it (docs/log.md, "What it reads").
+
+Sans-IO: bytes in, values out. A line is one of
+
+- a decision event (``type: assay.tool.decision``, docs/wrap-records.md, "Decision event"): a
+  :class:`Entry` of kind ``decision``;
+- an audit record (docs/wrap-records.md, "Audit record"): a :class:`Entry` of kind ``audit``;
+- a record of ours that is not a call (``assay.tool.listed``, a request receipt, another
+  CloudEvents type): :data:`OTHER` (the caller may want the tool listings: :func:`listed_tool`);
+- anything else (not JSON, not an object, a decision without a tool, a line cut short):
+  :data:`FOREIGN`, which the reader skips and counts.
+
+Nothing here raises on content: every value is checked for its type before it is used, and a
+value of the wrong type is read as absent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from assay.policy.decision import event_reason_code
+
+__all__ = ["Entry", "FOREIGN", "OTHER", "LISTED", "OUTCOMES", "parse_line", "listed_tool", "client_of", "epoch"]
+
+DECISION_TYPE: Final = "assay.tool.decision"
+LISTED: Final = "assay.tool.listed"
+OUTCOMES: Final = ("allow", "allow_with_warning", "deny", "would_deny")
+FOREIGN: Final = "foreign"
+OTHER: Final = "other"
+
+_DENY_TYPED = frozenset({"deny", "deny_with_alert"})
+_WARN_CODE = "E_TOOL_UNCONSTRAINED"  # the one warning a decision carries (docs/wrap-records.md)
+_PROTECT_SOURCE = "assay://protect/"
+_decoder = msgspec.json.Decoder()
+
+
+class Entry(msgspec.Struct, kw_only=True):
+    """One decided call as ``assay mcp log`` shows it. ``time`` is the record's RFC 3339 text and
+    ``at`` the same instant in seconds since the epoch (``None`` when the text is not a time).
+    ``outcome`` is one of :data:`OUTCOMES`; ``approval`` the approval state when a person was
+    (or could not be) asked. ``reason_code`` is the decision event's code (``P_*``; an audit
+    record's ``E_*`` code is mapped the same way wrap maps it). ``arguments`` is what the record
+    holds (``--log-arguments``), else ``None``; ``has_arguments`` tells a recorded ``null``
+    apart."""
+
+    time: str
+    at: float | None
+    tool: str
+    outcome: str
+    server: str | None = None
+    session: str | None = None
+    client: str | None = None
+    approval: str | None = None
+    reason_code: str | None = None
+    rule: str | None = None
+    reason: str | None = None
+    request_id: Any = None
+    arguments: Any = None
+    has_arguments: bool = False
+    kind: str = "decision"
+    file: str = ""
+
+    def key(self) -> tuple[str, str | None, str | None, str, str]:
+        """What a call's decision event and its audit record have in common (wrap gives both the
+        same time): how a reader of both logs of one server shows the call once."""
+        return self.time, self.session, self.server, self.tool, _json(self.request_id)
+
+
+def _json(value: Any) -> str:
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, OverflowError):
+        return repr(value)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def epoch(text: str) -> float | None:
+    """``text`` (RFC 3339 with a zone) in seconds since the epoch, else ``None``."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00", 1) if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp()
+
+
+def client_of(source: str | None) -> str | None:
+    """The client named by a protect event source (``assay://protect/<client>/<server>``)."""
+    if source is None or not source.startswith(_PROTECT_SOURCE):
+        return None
+    client = source[len(_PROTECT_SOURCE):].split("/", 1)[0]
+    return client or None
+
+
+def parse_line(line: bytes, file: str = "") -> Entry | str:
+    """The call ``line`` records, or :data:`OTHER` / :data:`FOREIGN` (the module docstring)."""
+    try:
+        doc = _decoder.decode(line)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return FOREIGN
+    if not isinstance(doc, dict):
+        return FOREIGN
+    kind = doc.get("type")
+    if "specversion" in doc:
+        if kind != DECISION_TYPE:
+            return OTHER if isinstance(kind, str) and kind.startswith("assay.") else FOREIGN
+        return _from_event(doc, file)
+    if "timestamp" in doc and "decision" in doc:
+        return _from_audit(doc, file)
+    schema = doc.get("schema")
+    if isinstance(schema, str) and schema.startswith("assay."):
+        return OTHER  # a request receipt, a one-run report
+
+    return FOREIGN
+
+
+def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
+    data, time = doc.get("data"), _str(doc.get("time"))
+    if not isinstance(data, dict) or time is None:
+        return FOREIGN
+    tool, decision = _str(data.get("tool")), _str(data.get("decision"))
+    if tool is None or decision not in ("allow", "deny"):
+        return FOREIGN
+    code = _str(data.get("reason_code"))
+    if decision == "deny":
+        outcome = "deny"
+    elif _str(data.get("typed_decision")) in _DENY_TYPED:
+        outcome = "would_deny"  # a dry run forwards the call and keeps the deny's code
+    elif code == _WARN_CODE:
+        outcome = "allow_with_warning"
+    else:
+        outcome = "allow"
+    return Entry(
+        time=time,
+        at=epoch(time),
+        tool=tool,
+        outcome=outcome,
+        server=_str(data.get("server")),
+        session=_str(data.get("session")),
+        client=client_of(_str(doc.get("source"))),
+        approval=_str(data.get("approval_state")),
+        reason_code=code,
+        rule=_str(data.get("matched_rule")),
+        reason=_str(data.get("reason")),
+        request_id=data.get("request_id"),
+        arguments=data.get("arguments"),
+        has_arguments="arguments" in data,
+        kind="decision",
+        file=file,
+    )
+
+
+def _from_audit(doc: dict[str, Any], file: str) -> Entry | str:
+    time, outcome = _str(doc.get("timestamp")), _str(doc.get("decision"))
+    tool = doc.get("tool")
+    if time is None or outcome not in OUTCOMES or not (tool is None or isinstance(tool, str)):
+        return FOREIGN
+    agentic = doc.get("agentic")
+    error_code = _str(agentic.get("error_code")) if isinstance(agentic, dict) else None
+    if outcome in ("deny", "would_deny"):
+        code = event_reason_code("deny", error_code)
+    elif outcome == "allow_with_warning":
+        code = _WARN_CODE
+    else:
+        code = "P_POLICY_ALLOW"
+    return Entry(
+        time=time,
+        at=epoch(time),
+        tool=tool or "",
+        outcome=outcome,
+        server=_str(doc.get("server")),
+        session=_str(doc.get("session")),
+        reason_code=code,
+        reason=_str(doc.get("reason")),
+        request_id=doc.get("request_id"),
+        arguments=doc.get("arguments"),
+        has_arguments="arguments" in doc,
+        kind="audit",
+        file=file,
+    )
+
+
+def listed_tool(line: bytes) -> dict[str, Any] | None:
+    """The ``data`` of an ``assay.tool.listed`` record (docs/wrap-records.md, "Tools seen"),
+    when ``line`` is one, else ``None``."""
+    if b'"assay.tool.listed"' not in line:
+        return None
+    try:
+        doc = _decoder.decode(line)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("type") != LISTED:
+        return None
+    data = doc.get("data")
+    return data if isinstance(data, dict) and isinstance(data.get("tool"), str) else None
