@@ -101,13 +101,15 @@ def _cut(text: str, width: int) -> str:
 class Table:
     """Rows of the table. ``width`` is the terminal's (``None``: no line is shortened),
     ``colour`` colours the outcome. The columns are as wide as the widest cell of the rows
-    given to :meth:`fit` (the first rows: the table is written as it is read), within caps."""
+    given to :meth:`fit` (the first rows: the table is written as it is read), within caps
+    (the caps until then)."""
 
     def __init__(self, width: int | None, colour: bool) -> None:
         self.width, self.colour = width, colour
-        self.widths = [len(h) for h in _HEADER[:-1]]
+        self.widths = list(_CAPS)
 
     def fit(self, rows: Iterable[tuple[str, ...]]) -> None:
+        self.widths = [len(h) for h in _HEADER[:-1]]
         for cells in rows:
             for i, cap in enumerate(_CAPS):
                 self.widths[i] = min(max(self.widths[i], len(cells[i])), cap)
