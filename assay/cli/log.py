@@ -28,6 +28,8 @@ def _since(value: str | None, now: float) -> float | None:
     from assay.logs.entries import epoch
     from assay.policy.durations import DurationError, parse_duration
 
+    if value[:-1].isdigit() and value.endswith("d"):  # days, beyond the policy's units
+        return now - int(value[:-1]) * 86400.0
     try:
         return now - parse_duration(value)
     except DurationError:
