@@ -419,3 +419,23 @@ def tool_summary(policy: Policy, tool: str, *, server: str = DEFAULT_SERVER_ID) 
     flows = tuple(rule for rule, _ in _flow_rules_for(policy, tool, server)) if policy.sequences else ()
     return ToolSummary(verdict(d), d.reason_code, d.matched_rule, tool != "$defs" and tool in policy.schemas,
                        confined, rates, flows)
+
+
+def render(explanation: Explanation) -> list[str]:
+    """The lines `assay mcp policy explain` prints (docs/policy-tools.md, "assay mcp policy
+    explain"): the verdict, the reason code, the reason and the rule, then one line per step."""
+    d = explanation.decision
+    code = f" ({d.reason_code})" if d.reason_code else ""
+    lines = [
+        f"{json.dumps(explanation.tool, ensure_ascii=False)} on server {json.dumps(explanation.server, ensure_ascii=False)}: "
+        f"{explanation.verdict}{code}",
+        f"reason: {d.reason or '-'}",
+        f"rule: {d.matched_rule or '-'}",
+    ]
+    width = max(len(s.name) for s in explanation.steps)
+    for s in explanation.steps:
+        status = s.status.upper() if s.status == FAIL else s.status
+        lines.append(f"  {status:<11}  {s.name:<{width}}  {s.detail}")
+    if not explanation.agrees:  # never seen (tests/policy/test_policy_explain.py); said, not hidden
+        lines.append("  note: these steps do not give the decision above; the decision is the pipeline's")
+    return lines
