@@ -45,7 +45,7 @@ def render(target: Target, result: Listing | ListingError | None, policy: Policy
         return [], [f"assay: error: {_who(target)}: {result}"]
     summaries = None
     if policy is not None:
-        from assay.policy.explain import tool_summary
+        from assay.policy.toolview import tool_summary
 
         summaries = {t["name"]: tool_summary(policy, t["name"], server=target.label).to_dict() for t in result.tools}
     out: list[str] = []

@@ -120,7 +120,7 @@ def policy_text(p: dict[str, Any]) -> str:
     """``allow (tools.allow); path-confined: path; rate rules: r1`` and the like."""
     verdict = p["verdict"]
     code = p.get("reason_code")
-    text = verdict + (f" {code}" if code and verdict != "allow with warning" else "")
+    text = verdict + (f" {code}" if code and verdict == "deny" else "")
     if verdict == "allow with warning":
         text = "allow, unconstrained (no schema, E_TOOL_UNCONSTRAINED)"
     elif verdict != "deny" and not p.get("schema"):

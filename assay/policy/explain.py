@@ -12,8 +12,8 @@ first step that fails must be the check that gave the decision's reason code:
 policies and calls and asserts it always is). So the trace cannot drift from the decision
 unnoticed.
 
-:func:`tool_summary` is the name-level view (no arguments) that ``assay mcp tools --policy``
-prints for each listed tool (docs/tools.md, "With a policy").
+:func:`assay.policy.toolview.tool_summary` is the name-level view (no arguments) that
+``assay mcp tools --policy`` prints for each listed tool (docs/tools.md, "With a policy").
 
 Sans-IO: values in, values out (``resolve_symlinks`` path rules read the file system, as the
 engine does).
@@ -22,7 +22,7 @@ engine does).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from assay.policy.decision import ApprovalState, Decision, Outcome
@@ -35,7 +35,7 @@ from assay.policy.pipeline import Call, FlowGuard, Guard, Pipeline, RateGuard
 if TYPE_CHECKING:
     from assay.policy.model import Policy
 
-__all__ = ["PASS", "FAIL", "WARN", "NA", "SKIPPED", "Step", "Explanation", "ToolSummary", "explain", "tool_summary", "verdict"]
+__all__ = ["PASS", "FAIL", "WARN", "NA", "SKIPPED", "Step", "Explanation", "explain", "flow_rules_for", "render", "verdict"]
 
 PASS, FAIL, WARN, NA, SKIPPED = "pass", "fail", "warn", "n/a", "not reached"
 
@@ -344,7 +344,7 @@ def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: 
             rule = policy.sequences[index]
             steps.append(Step("flow rules", FAIL, f"rule {rule.id}: {rule.message or reason}", "E_SEQUENCE_VIOLATION"))
         else:
-            later = [f"{rule} ({why})" for rule, why in _flow_rules_for(policy, tool, server)]
+            later = [f"{rule} ({why})" for rule, why in flow_rules_for(policy, tool, server)]
             steps.append(Step("flow rules", PASS, "a fresh session breaks no rule" + (
                 f"; later calls may be judged by: {'; '.join(later)}" if later else "; no rule names this tool")))
     # approvals
@@ -361,7 +361,7 @@ def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: 
     return steps
 
 
-def _flow_rules_for(policy: Policy, tool: str, server: str) -> list[tuple[str, str]]:
+def flow_rules_for(policy: Policy, tool: str, server: str) -> list[tuple[str, str]]:
     """The flow rules whose selectors name ``tool`` (on ``server``), and those that judge every
     call while armed (require, eventually, after, a strict sequence)."""
     from assay.policy.flow_kinds import compile_rule
@@ -375,50 +375,6 @@ def _flow_rules_for(policy: Policy, tool: str, server: str) -> list[tuple[str, s
         elif kind in ("require", "eventually", "after") or (kind == "sequence" and rule.rule.strict):
             out.append((rule.id, "judges every call"))
     return out
-
-
-@dataclass(frozen=True)
-class ToolSummary:
-    """What a policy does with a tool by its name alone (``assay mcp tools --policy``)."""
-
-    verdict: str  # deny, needs approval, allow with warning, allow
-    reason_code: str | None
-    matched_rule: str | None
-    schema: bool
-    confined: tuple[str, ...] = field(default=())
-    rate_rules: tuple[str, ...] = field(default=())
-    flow_rules: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "reason_code": self.reason_code,
-            "matched_rule": self.matched_rule,
-            "schema": self.schema,
-            "path_confined": list(self.confined),
-            "rate_rules": list(self.rate_rules),
-            "flow_rules": list(self.flow_rules),
-        }
-
-
-def tool_summary(policy: Policy, tool: str, *, server: str = DEFAULT_SERVER_ID) -> ToolSummary:
-    """The engine's name-level decision of ``tool`` (its compiled plan: deny and allow lists,
-    schema or unconstrained mode, approvals) and the rules that would judge its calls."""
-    plan = compile_policy(policy).plan(tool)
-    d = plan.decision
-    confined: tuple[str, ...] = ()
-    if d.outcome is not Outcome.DENY:
-        confined = tuple(sorted({a for r in plan.paths for a in r.args}))
-    rates: tuple[str, ...] = ()
-    if policy.limits is not None and policy.limits.tools:
-        from assay.policy.rates import tracker_for
-
-        tracker = tracker_for(policy)
-        if tracker is not None:
-            rates = tuple(r.id for r in tracker.rules_for(tool))
-    flows = tuple(rule for rule, _ in _flow_rules_for(policy, tool, server)) if policy.sequences else ()
-    return ToolSummary(verdict(d), d.reason_code, d.matched_rule, tool != "$defs" and tool in policy.schemas,
-                       confined, rates, flows)
 
 
 def render(explanation: Explanation) -> list[str]:

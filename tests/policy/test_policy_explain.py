@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.policy.explain import FAIL, SKIPPED, explain, tool_summary
+from assay.policy.explain import FAIL, SKIPPED, explain
+from assay.policy.toolview import tool_summary
 from assay.policy.pipeline import Call, FlowGuard, Pipeline, RateGuard
 from assay.policy.flows import FlowTracker
 from assay.policy.rates import tracker_for
