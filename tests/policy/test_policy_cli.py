@@ -107,3 +107,25 @@ def test_explain_needs_approval_denied_and_bad_args(tmp_path):
         assert res.returncode == 2, bad
         assert res.stderr.startswith("assay: error: --args is not one JSON text") and res.stderr.count("\n") == 1
         assert res.stdout == ""
+
+
+def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_path):
+    """docs/policy-tools.md: every ```text block that starts with `$ assay mcp policy ...` run
+    on the page's example (the clean one; the --strict run shows a misspelt key) prints that."""
+    import re
+    import shlex
+
+    from tests.conftest import REPO
+    from tests.docs_examples import policy_examples
+
+    page = REPO / "docs" / "policy-tools.md"
+    (tmp_path / "assay.yaml").write_text(policy_examples(page)["tools-demo"])
+    blocks = re.findall(r"^```text\n\$ (assay mcp policy .*?)\n(.*?)^```", page.read_text(), re.S | re.M)
+    assert len(blocks) >= 3
+    for command, shown in blocks:
+        args = shlex.split(command)[3:]
+        if "--strict" in args:
+            continue
+        res = subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path)
+        assert res.stdout == shown, command
