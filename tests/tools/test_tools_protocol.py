@@ -92,3 +92,17 @@ def test_describe_reads_odd_shapes_and_escapes_text():
     lines = text_lines(info, None)
     assert lines[0] == "x\\x1b[2J - T [destructive]"
     assert describe({"name": "n", "inputSchema": "nope"}).arguments == ()
+
+
+def test_an_over_long_line_ends_the_listing_and_the_server():
+    """The shell's framing cap (docs/tools.md, "How it talks to a server"): the line is never
+    held whole, the error names its size, and the server is ended."""
+    import sys
+
+    import trio
+
+    from assay.mcpclient.run import list_tools
+
+    script = "import sys; sys.stdin.readline(); sys.stdout.write('x' * 5000 + '\\n'); sys.stdout.flush(); sys.stdin.read()"
+    with pytest.raises(ListingError, match="a line of 5000 bytes from the server is over the frame limit"):
+        trio.run(lambda: list_tools([sys.executable, "-c", script], timeout=60, max_line_bytes=100))
