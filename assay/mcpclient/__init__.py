@@ -5,5 +5,6 @@
 - :mod:`~assay.mcpclient.tooldefs`: a listed tool read into plain values, and printed;
 - :mod:`~assay.mcpclient.run`: the thin trio shell (the child through :mod:`assay.proc`,
   under a deadline, always ended and reaped);
-- :mod:`~assay.mcpclient.launch`: which servers a client config starts, and how.
+- :mod:`~assay.mcpclient.launch`: which servers a client config starts, and how;
+- :mod:`~assay.mcpclient.report`: what is printed for each server.
 """
