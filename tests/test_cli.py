@@ -22,7 +22,7 @@ def test_version():
 def test_mcp_help_lists_every_command():
     res = run("mcp", "--help")
     assert res.returncode == 0
-    for name in ("wrap", "preflight", "manifest", "discover", "kill", "config-path", "tool"):
+    for name in ("wrap", "preflight", "manifest", "discover", "kill", "config-path", "tool", "tools", "policy"):
         assert f" {name} " in res.stdout, name
 
 

@@ -45,7 +45,7 @@ def _create_new(path: str, data: bytes) -> None:
     os.close(fd)
 
 
-def register_suggest(policy: cyclopts.App) -> None:
+def register(policy: cyclopts.App) -> None:
     @policy.command(name="suggest")
     def suggest_command(
         logs: Annotated[list[str] | None, Parameter(name="LOG")] = None,

@@ -11,7 +11,7 @@ from assay.clients import ConfigLocation
 from assay.discover.commandline import _auth_from_names
 from assay.clients.wrapped import parse_wrapped
 
-__all__ = ["strip_jsonc", "parse_config_file"]
+__all__ = ["strip_jsonc", "config_document", "parse_config_file"]
 
 
 def strip_jsonc(text: str) -> str:
@@ -131,6 +131,34 @@ def _load_toml(text: str) -> Any:
     return tomllib.loads(text)
 
 
+def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[dict]]:
+    """A config file's bytes read as its client reads them (JSON, JSON with comments, TOML):
+    ``(document, [])``, or ``(None, [the file's error])``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [_error(location, f"not valid UTF-8 (byte {exc.start})")]
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if location.toml:
+        try:
+            doc = _load_toml(text)
+        except ValueError as exc:
+            return None, [_error(location, f"invalid TOML: {exc}")]
+    else:
+        if location.jsonc:
+            text = strip_jsonc(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
+        except RecursionError:
+            return None, [_error(location, "invalid JSON: nested too deeply")]
+        if not isinstance(doc, dict):
+            return None, [_error(location, "top level is not a JSON object")]
+    return doc, []
+
+
 def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
     """Parse one config file's bytes into ``(servers, errors)`` (docs/discover.md, 'Config files').
 
@@ -141,28 +169,9 @@ def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict]
     """
     from assay.clients import server_maps
 
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return [], [_error(location, f"not valid UTF-8 (byte {exc.start})")]
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if location.toml:
-        try:
-            doc = _load_toml(text)
-        except ValueError as exc:
-            return [], [_error(location, f"invalid TOML: {exc}")]
-    else:
-        if location.jsonc:
-            text = strip_jsonc(text)
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            return [], [_error(location, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
-        except RecursionError:
-            return [], [_error(location, "invalid JSON: nested too deeply")]
-        if not isinstance(doc, dict):
-            return [], [_error(location, "top level is not a JSON object")]
+    doc, problems = config_document(data, location)
+    if doc is None:
+        return [], problems
     servers: list[dict] = []
     errors: list[dict] = []
     for path, table in server_maps(doc, location):

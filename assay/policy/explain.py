@@ -1,0 +1,397 @@
+"""Why a policy decides a call as it does: the checks of docs/policy.md, "Evaluation and reason
+codes", one line each, in the pipeline's order (docs/policy-tools.md, "assay mcp policy explain").
+
+The decision itself is never computed here: :func:`explain` runs the real
+:class:`~assay.policy.pipeline.Pipeline` (the engine, then the guards wrap builds from the
+policy: per-tool rate limits, flow rules) on a fresh session, and takes its :class:`Decision`.
+The per-step lines read the same compiled objects the pipeline uses (the name's
+:class:`~assay.policy.plans.Plan` and its schema validator and path rules, a fresh
+:class:`~assay.policy.rates.RateTracker` and :class:`~assay.policy.flows.FlowTracker`), and the
+first step that fails must be the check that gave the decision's reason code:
+:attr:`Explanation.agrees` says whether it is (tests/policy/test_policy_explain.py draws random
+policies and calls and asserts it always is). So the trace cannot drift from the decision
+unnoticed.
+
+:func:`assay.policy.toolview.tool_summary` is the name-level view (no arguments) that
+``assay mcp tools --policy`` prints for each listed tool (docs/tools.md, "With a policy").
+
+Sans-IO: values in, values out (``resolve_symlinks`` path rules read the file system, as the
+engine does).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from assay.policy.decision import ApprovalState, Decision, Outcome
+from assay.policy.engine import DEFAULT_SERVER_ID
+from assay.policy.paths import confinement_violation
+from assay.policy.patterns import pattern_matches
+from assay.policy.plans import Plan, compile_policy
+from assay.policy.pipeline import Call, FlowGuard, Guard, Pipeline, RateGuard
+
+if TYPE_CHECKING:
+    from assay.policy.model import Policy
+
+__all__ = ["PASS", "FAIL", "WARN", "NA", "SKIPPED", "Step", "Explanation", "explain", "flow_rules_for", "render", "verdict"]
+
+PASS, FAIL, WARN, NA, SKIPPED = "pass", "fail", "warn", "n/a", "not reached"
+
+# the step that decides each deny code (docs/policy.md, "Evaluation and reason codes")
+_STEP_OF_CODE = {
+    "E_TOOL_DRIFT": "pins",
+    "E_RATE_LIMIT": "session limits",  # or "rate limits" (a limits.tools rule): see _deciding
+    "E_TOOL_DENIED": "deny list",
+    "E_TOOL_NOT_ALLOWED": "allow list",
+    "E_SCHEMA_COMPILE": "schema",
+    "E_ARG_SCHEMA": "schema",
+    "E_TOOL_UNCONSTRAINED": "unconstrained mode",
+    "E_PATH_CONFINEMENT": "path confinement",
+    "E_TOOL_UNDECLARED": "declared baseline",
+    "E_SEQUENCE_VIOLATION": "flow rules",
+    "E_APPROVAL_DENIED": "approvals",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One check: its name (as docs/policy.md names it), ``status`` (``pass``, ``fail``,
+    ``warn``, ``n/a`` or ``not reached``), a one-line ``detail`` and the reason code of a fail."""
+
+    name: str
+    status: str
+    detail: str
+    code: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "status": self.status, "detail": self.detail, "code": self.code}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The decision of one call (from the pipeline) and the steps that explain it."""
+
+    tool: str
+    server: str
+    arguments: Any
+    decision: Decision
+    steps: tuple[Step, ...]
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.decision)
+
+    @property
+    def trace_verdict(self) -> tuple[str, str | None]:
+        """The verdict and reason code the steps alone give: the first fail denies with its
+        code; else an approval step that warns needs approval; else an unconstrained-mode warn
+        allows with a warning; else allow."""
+        for s in self.steps:
+            if s.status == FAIL:
+                return "deny", s.code
+        warned = {s.name for s in self.steps if s.status == WARN}
+        if "approvals" in warned:
+            return "needs approval", "E_TOOL_UNCONSTRAINED" if "unconstrained mode" in warned else None
+        if "unconstrained mode" in warned:
+            return "allow with warning", "E_TOOL_UNCONSTRAINED"
+        return "allow", None
+
+    @property
+    def agrees(self) -> bool:
+        """Whether the steps give the pipeline's verdict and reason code, and a deny's first
+        failing step is the check that decided it."""
+        if self.trace_verdict != (self.verdict, self.decision.reason_code):
+            return False
+        if self.decision.outcome is not Outcome.DENY:
+            return True
+        first = next(s for s in self.steps if s.status == FAIL)
+        return first.name == _deciding(self.decision)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "tool": self.tool,
+            "server": self.server,
+            "verdict": self.verdict,
+            "outcome": str(d.outcome),
+            "reason_code": d.reason_code,
+            "reason": d.reason,
+            "matched_rule": d.matched_rule,
+            "approval_state": None if d.approval_state is None else str(d.approval_state),
+            "agrees": self.agrees,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+def verdict(decision: Decision) -> str:
+    """``deny``, ``needs approval``, ``allow with warning`` or ``allow``."""
+    if decision.outcome is Outcome.DENY:
+        return "deny"
+    if decision.approval_state is ApprovalState.REQUIRED:
+        return "needs approval"
+    if decision.outcome is Outcome.ALLOW_WITH_WARNING:
+        return "allow with warning"
+    return "allow"
+
+
+def _deciding(decision: Decision) -> str:
+    code = decision.reason_code or ""
+    if code == "E_RATE_LIMIT" and (decision.contract or {}).get("rule"):
+        return "rate limits"
+    return _STEP_OF_CODE.get(code, "?")
+
+
+def _quoted(items: Any) -> str:
+    return ", ".join(json.dumps(x, ensure_ascii=False) for x in items)
+
+
+def _matching(patterns: Any, name: str) -> list[str]:
+    return [p for p in (patterns or ()) if pattern_matches(name, p)]
+
+
+def _guards(policy: Policy, server: str) -> tuple[list[Guard], Any, Any]:
+    """The guards wrap builds from the policy alone (docs/wrap.md; assay.wrap.session), fresh."""
+    from assay.policy.rates import tracker_for
+
+    guards: list[Guard] = []
+    rates = tracker_for(policy)
+    if rates is not None:
+        guards.append(RateGuard(rates))
+    flows = None
+    if policy.sequences:
+        from assay.policy.flows import FlowTracker
+
+        flows = FlowTracker(policy.sequences, policy.aliases, server=server)
+        guards.append(FlowGuard(flows))
+    return guards, rates, flows
+
+
+def explain(policy: Policy, tool: str, arguments: Any = None, *, server: str = DEFAULT_SERVER_ID) -> Explanation:
+    """The decision of the first call of a fresh session (no pins compared, no declared
+    baseline, no person asked) and the steps that explain it."""
+    guards, _, _ = _guards(policy, server)
+    decision = Pipeline(policy, None, guards, clock=lambda: 0.0).decide(Call(tool, arguments, server), 0.0)
+    _, rates, flows = _guards(policy, server)  # fresh trackers for the trace (the pipeline's are used)
+    steps = _engine_steps(policy, tool, arguments, server) + _guard_steps(policy, tool, arguments, server, rates, flows)
+    return Explanation(tool, server, arguments, decision, tuple(_reached(steps)))
+
+
+def _reached(steps: list[Step]) -> list[Step]:
+    """Every step after the first fail is ``not reached`` (its detail kept: what it would say)."""
+    out: list[Step] = []
+    done = False
+    for s in steps:
+        if done:
+            out.append(Step(s.name, SKIPPED, s.detail))
+            continue
+        out.append(s)
+        done = s.status == FAIL
+    return out
+
+
+def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> list[Step]:
+    engine = compile_policy(policy)
+    plan = engine.plan(tool)
+    code = plan.decision.reason_code if plan.decision.outcome is Outcome.DENY else None
+    classes = policy.classes_for(tool)
+    steps: list[Step] = []
+    # pins
+    pin = policy.tool_pins.get(tool)
+    if pin is None:
+        steps.append(Step("pins", NA, "no tool_pins entry for this tool"))
+    else:
+        steps.append(Step("pins", NA, f"pinned to server {json.dumps(pin.server_id)}: compared with the definitions "
+                                      "a session lists (not checked: no session)"))
+    # session limits: a fresh session's first call
+    limits = policy.limits
+    bits, over = [], None
+    for key in ("max_requests_total", "max_tool_calls_total"):
+        value = None if limits is None else getattr(limits, key)
+        if value is not None:
+            bits.append(f"limits.{key} {value}")
+            if value < 1 and over is None:
+                over = f"limits.{key} is {value}: every call is denied"
+    if over is not None:
+        steps.append(Step("session limits", FAIL, over, "E_RATE_LIMIT"))
+        return steps + _after_limits(policy, plan, tool, arguments, classes, None)
+    steps.append(Step("session limits", PASS if bits else NA,
+                      f"the first call of a session is within {', '.join(bits)}" if bits else "no session totals"))
+    return steps + _after_limits(policy, plan, tool, arguments, classes, code)
+
+
+def _after_limits(policy: Policy, plan: Plan, tool: str, arguments: Any, classes: tuple[str, ...], code: str | None) -> list[Step]:
+    t = policy.tools
+    steps: list[Step] = []
+    # deny list
+    names = _matching(t.deny, tool)
+    deny_cls = [c for c in classes if c in (t.deny_classes or ())]
+    if code == "E_TOOL_DENIED":
+        what = []
+        if names:
+            what.append(f"tools.deny {_quoted(names)}")
+        if deny_cls:
+            what.append(f"tools.deny_classes {_quoted(deny_cls)}")
+        steps.append(Step("deny list", FAIL, f"{plan.decision.reason}: {'; '.join(what)}", code))
+    else:
+        steps.append(Step("deny list", PASS, "no tools.deny pattern or tools.deny_classes class matches"))
+    # allow list
+    if not policy.has_allowlist:
+        steps.append(Step("allow list", NA, "no allowlist: every tool not denied passes"))
+    elif code == "E_TOOL_NOT_ALLOWED":
+        steps.append(Step("allow list", FAIL, "no tools.allow pattern or tools.allow_classes class matches", code))
+    else:
+        what = []
+        allow_names = _matching(t.allow, tool) if t.allow is not None else []
+        allow_cls = [c for c in classes if c in (t.allow_classes or ())]
+        if allow_names:
+            what.append(f"tools.allow {_quoted(allow_names)}")
+        if allow_cls:
+            what.append(f"tools.allow_classes {_quoted(allow_cls)}")
+        steps.append(Step("allow list", PASS, f"matched {'; '.join(what)}") if what
+                     else Step("allow list", NA, "not checked"))
+    # schema
+    has_schema = tool != "$defs" and tool in policy.schemas
+    if code == "E_SCHEMA_COMPILE":
+        steps.append(Step("schema", FAIL, plan.decision.reason or "", code))
+    elif not has_schema:
+        steps.append(Step("schema", NA, f"no schemas.{tool} entry"))
+    elif plan.schema is None:
+        steps.append(Step("schema", NA, f"schemas.{tool} (not reached)"))
+    else:
+        steps.append(_schema_step(plan, tool, arguments))
+    # unconstrained mode
+    mode = policy.enforcement
+    if has_schema:
+        steps.append(Step("unconstrained mode", NA, "the tool has a schema"))
+    elif code == "E_TOOL_UNCONSTRAINED":
+        steps.append(Step("unconstrained mode", FAIL, "no schema and enforcement.unconstrained_tools is deny", code))
+    elif mode == "warn":
+        steps.append(Step("unconstrained mode", WARN, "no schema: allowed with the warning E_TOOL_UNCONSTRAINED "
+                                                      "(enforcement.unconstrained_tools: warn)"))
+    else:
+        steps.append(Step("unconstrained mode", PASS, f"no schema; enforcement.unconstrained_tools is {mode}"))
+    # path confinement
+    steps.append(_paths_step(policy, plan, tool, arguments))
+    return steps
+
+
+def _schema_step(plan: Plan, tool: str, arguments: Any) -> Step:
+    schema = plan.schema
+    assert schema is not None
+    try:
+        if schema.is_valid(arguments):
+            return Step("schema", PASS, f"the arguments match schemas.{tool}")
+        violations = schema.violations(arguments)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        violations = [{"path": "", "message": f"arguments cannot be validated: {' '.join(str(exc).split())}"}]
+    shown = "; ".join(f"{v.get('path') or '/'}: {v.get('message')}" for v in violations[:5])
+    more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
+    return Step("schema", FAIL, f"the arguments do not match schemas.{tool}: {shown}{more}", "E_ARG_SCHEMA")
+
+
+def _paths_step(policy: Policy, plan: Plan, tool: str, arguments: Any) -> Step:
+    rules = plan.paths if plan.decision.outcome is not Outcome.DENY else tuple(
+        r for r in policy.path_confinement if _matching(r.tools, tool))
+    if not rules:
+        return Step("path confinement", NA, "no path_confinement rule covers this tool")
+    for rule in rules:
+        if arguments is None:
+            continue
+        if not isinstance(arguments, dict):
+            return Step("path confinement", FAIL, "the arguments are not an object", "E_PATH_CONFINEMENT")
+        for arg in rule.args:
+            value = arguments.get(arg)
+            if value is None:
+                continue
+            why = confinement_violation(value, within=rule.within, base=rule.base, resolve_symlinks=rule.resolve_symlinks)
+            if why is not None:
+                return Step("path confinement", FAIL, f"argument {json.dumps(arg)}: {why}", "E_PATH_CONFINEMENT")
+    args = sorted({a for r in rules for a in r.args})
+    within = sorted({w for r in rules for w in r.within})
+    return Step("path confinement", PASS, f"arguments {_quoted(args)} (when present) are within {', '.join(within)}")
+
+
+def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: Any, flows: Any) -> list[Step]:
+    steps = [Step("declared baseline", NA, "wrap --declared-manifest only (not checked here)")]
+    # per-tool rate limits
+    if rates is None:
+        steps.append(Step("rate limits", NA, "no limits.tools rules"))
+    else:
+        from assay.policy.rates import duration_text
+
+        def limit_text(r: Any) -> str:
+            span = "per session" if r.per is None else f"per {duration_text(r.per)}"
+            return f"at most {r.max_calls} call{'' if r.max_calls == 1 else 's'} {span} for {', '.join(r.tools)}"
+
+        mine = rates.rules_for(tool)
+        full = rates.check(tool, 0.0)
+        if full is not None:
+            steps.append(Step("rate limits", FAIL, f"rule {full.id}: {limit_text(full)}", "E_RATE_LIMIT"))
+        elif mine:
+            steps.append(Step("rate limits", PASS, "; ".join(f"rule {r.id}: {limit_text(r)}" for r in mine)
+                              + " (a fresh session has room)"))
+        else:
+            steps.append(Step("rate limits", NA, "no limits.tools rule counts this tool"))
+    # flow rules
+    if flows is None:
+        steps.append(Step("flow rules", NA, "no sequences"))
+    else:
+        found = flows.violation(tool, arguments, 0.0)
+        if found is not None:
+            index, reason = found
+            rule = policy.sequences[index]
+            steps.append(Step("flow rules", FAIL, f"rule {rule.id}: {rule.message or reason}", "E_SEQUENCE_VIOLATION"))
+        else:
+            later = [f"{rule} ({why})" for rule, why in flow_rules_for(policy, tool, server)]
+            steps.append(Step("flow rules", PASS, "a fresh session breaks no rule" + (
+                f"; later calls may be judged by: {'; '.join(later)}" if later else "; no rule names this tool")))
+    # approvals
+    t = policy.tools
+    names = _matching(t.approval_required, tool)
+    cls = [c for c in policy.classes_for(tool) if c in (t.approval_required_classes or ())]
+    if names or cls:
+        what = ([f"tools.approval_required {_quoted(names)}"] if names else []) + (
+            [f"tools.approval_required_classes {_quoted(cls)}"] if cls else [])
+        steps.append(Step("approvals", WARN, f"a person must approve the call ({'; '.join(what)}; "
+                                             f"fallback {t.approval_fallback or 'deny'})"))
+    else:
+        steps.append(Step("approvals", NA, "no approval required"))
+    return steps
+
+
+def flow_rules_for(policy: Policy, tool: str, server: str) -> list[tuple[str, str]]:
+    """The flow rules whose selectors name ``tool`` (on ``server``), and those that judge every
+    call while armed (require, eventually, after, a strict sequence)."""
+    from assay.policy.flow_kinds import compile_rule
+
+    out = []
+    for rule in policy.sequences:
+        kind = rule.rule.kind
+        hits = compile_rule(rule.rule, policy.aliases, server).name_hits(tool)
+        if hits is not None:
+            out.append((rule.id, "names this tool"))
+        elif kind in ("require", "eventually", "after") or (kind == "sequence" and rule.rule.strict):
+            out.append((rule.id, "judges every call"))
+    return out
+
+
+def render(explanation: Explanation) -> list[str]:
+    """The lines `assay mcp policy explain` prints (docs/policy-tools.md, "assay mcp policy
+    explain"): the verdict, the reason code, the reason and the rule, then one line per step."""
+    d = explanation.decision
+    code = f" ({d.reason_code})" if d.reason_code else ""
+    lines = [
+        f"{json.dumps(explanation.tool, ensure_ascii=False)} on server {json.dumps(explanation.server, ensure_ascii=False)}: "
+        f"{explanation.verdict}{code}",
+        f"reason: {d.reason or '-'}",
+        f"rule: {d.matched_rule or '-'}",
+    ]
+    width = max(len(s.name) for s in explanation.steps)
+    for s in explanation.steps:
+        status = s.status.upper() if s.status == FAIL else s.status
+        lines.append(f"  {status:<11}  {s.name:<{width}}  {s.detail}")
+    if not explanation.agrees:  # never seen (tests/policy/test_policy_explain.py); said, not hidden
+        lines.append("  note: these steps do not give the decision above; the decision is the pipeline's")
+    return lines

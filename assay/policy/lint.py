@@ -1,0 +1,70 @@
+"""What `assay mcp policy check` says about a policy that loaded (docs/policy-tools.md,
+"assay mcp policy check"): the schemas that will not compile (their calls are denied with
+``E_SCHEMA_COMPILE``) as warnings, and a one-line summary of what the file enforces.
+
+Sans-IO: a loaded :class:`~assay.policy.model.Policy` and the loader's warnings in, lines out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from assay.policy.plans import schema_errors
+
+if TYPE_CHECKING:
+    from assay.policy.model import Policy
+
+__all__ = ["schema_warnings", "summary"]
+
+
+def schema_warnings(policy: Policy, source: str, warnings: list[str]) -> list[str]:
+    """One line per tool whose schema fails to compile, unless a loader warning already names
+    that schema (a remote ``$ref`` is warned about at load)."""
+    out = []
+    for tool, error in sorted(schema_errors(policy).items()):
+        said = f"{source}: schemas.{tool}"
+        if any(w.startswith(said + ".") or w.startswith(said + ":") for w in warnings):
+            continue
+        out.append(f"{source}: schemas.{tool}: does not compile, so every call of {tool} is denied "
+                   f"(E_SCHEMA_COMPILE): {' '.join(error.split())}")
+    return out
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def summary(policy: Policy) -> str:
+    """``version 2.0, allowlist of 3 patterns, 1 deny pattern, 2 schemas, ...`` (what the file
+    enforces, in the order of docs/policy.md, "Keys")."""
+    t = policy.tools
+    parts = [f"version {policy.version_label}"]
+    if t.allow is not None or t.allow_classes is not None:
+        bits = []
+        if t.allow is not None:
+            bits.append(_n(len(t.allow), "tool pattern"))
+        if t.allow_classes is not None:
+            bits.append(_n(len(t.allow_classes), "class", "classes"))
+        parts.append(f"{' and '.join(bits)} allowed")
+    else:
+        parts.append("no allowlist (every tool not denied is allowed)")
+    if t.deny:
+        parts.append(_n(len(t.deny), "deny pattern"))
+    if t.deny_classes:
+        parts.append(_n(len(t.deny_classes), "denied class", "denied classes"))
+    schemas = [k for k in policy.schemas if k != "$defs"]
+    parts.append(_n(len(schemas), "schema"))
+    parts.append(f"unconstrained tools: {policy.enforcement}")
+    if policy.path_confinement:
+        parts.append(_n(len(policy.path_confinement), "path rule"))
+    limits = policy.limits
+    if limits is not None and limits.tools:
+        parts.append(_n(len(limits.tools), "rate rule"))
+    if policy.sequences:
+        parts.append(_n(len(policy.sequences), "flow rule"))
+    approvals = len(t.approval_required or ()) + len(t.approval_required_classes or ())
+    if approvals:
+        parts.append(_n(approvals, "approval pattern"))
+    if policy.tool_pins:
+        parts.append(_n(len(policy.tool_pins), "pin"))
+    return ", ".join(parts)
