@@ -4,9 +4,12 @@ Each command family lives in its own module with a ``register(app, mcp)`` functi
 user causes end with one line on stderr and exit 2, cyclopts' own parse errors included;
 tracebacks never reach the user.
 
-A plain `assay mcp wrap ... -- <command>` line never imports cyclopts or the other families:
-:func:`assay.cli.wrap_args.parse_fast` reads it (start-up time is part of every wrapped
-server's start). Everything else, help and usage errors included, goes through cyclopts.
+Start-up (docs/testing.md, "Start-up of --version and --help"): three kinds of line never import cyclopts or rich. A plain
+`assay mcp wrap ... -- <command>` line is read by :func:`assay.cli.wrap_args.parse_fast`
+(start-up time is part of every wrapped server's start); `assay --version` prints the version;
+the top-level and `assay mcp` help pages come from :mod:`assay.cli.help_fast` when they would be
+printed as plain 80-column text. Everything else, every other help page and usage errors
+included, goes through cyclopts.
 """
 
 from __future__ import annotations
@@ -41,10 +44,24 @@ def build() -> cyclopts.App:
     return app
 
 
-def main(argv: list[str] | None = None, *, fast_wrap: bool = True) -> int:
+def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bool = True) -> int:
     """Run one `assay` command line; returns the exit status. ``fast_wrap=False`` sends a wrap
-    line through cyclopts too (tests/test_wrap_args.py compares the two parsers)."""
+    line through cyclopts too (tests/test_wrap_args.py compares the two parsers);
+    ``fast_help=False`` does the same for `--version` and the committed help pages
+    (tests/test_help_fast.py)."""
     tokens = sys.argv[1:] if argv is None else argv
+    if fast_help:
+        if tokens == ["--version"]:
+            from assay._version import __version__
+
+            sys.stdout.write(f"assay {__version__}\n")
+            return 0
+        from assay.cli import help_fast
+
+        text = help_fast.page(tokens)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
         # and the server command comes after it, so nothing of it is ever taken for the other.
