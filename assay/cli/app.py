@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     import cyclopts
 
 
+# The hidden deprecated top-level forms: `assay tool` is `assay mcp tool`, and so on. Each
+# module names its warning (SHIM_WARNING); main prints it before anything is parsed.
+SHIMS = ("tool", "discover", "kill")
+
+
 def build() -> cyclopts.App:
     import cyclopts
 
@@ -83,6 +88,14 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         from assay.cli import wrap as wrap_cli
 
         wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
+    if tokens and tokens[0] in SHIMS:
+        # docs/tool-signing.md, "Deprecated spelling"; docs/discover.md and docs/kill.md,
+        # "Deprecated flat form": the warning comes first on every use, help and usage errors too.
+        import importlib
+
+        warning: str = importlib.import_module(f"assay.cli.{tokens[0]}").SHIM_WARNING
+        sys.stderr.write(warning.rstrip("\n") + "\n")
+        sys.stderr.flush()
     import cyclopts
 
     app = build()
