@@ -55,18 +55,6 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
     ``fast_help=False`` does the same for `--version` and the committed help pages
     (tests/test_help_fast.py)."""
     tokens = sys.argv[1:] if argv is None else argv
-    if fast_help:
-        if tokens == ["--version"]:
-            from assay._version import __version__
-
-            sys.stdout.write(f"assay {__version__}\n")
-            return 0
-        from assay.cli import help_fast
-
-        text = help_fast.page(tokens)
-        if text is not None:
-            sys.stdout.write(text)
-            return 0
     if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
         # and the server command comes after it, so nothing of it is ever taken for the other.
@@ -88,6 +76,18 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         from assay.cli import wrap as wrap_cli
 
         wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
+    elif fast_help:  # docs/testing.md, "Start-up of --version and --help"
+        if tokens == ["--version"]:
+            from assay._version import __version__
+
+            sys.stdout.write(f"assay {__version__}\n")
+            return 0
+        from assay.cli import help_fast
+
+        text = help_fast.page(tokens)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     if tokens and tokens[0] in SHIMS:
         # docs/tool-signing.md, "Deprecated spelling"; docs/discover.md and docs/kill.md,
         # "Deprecated flat form": the warning comes first on every use, help and usage errors too.
