@@ -1,4 +1,5 @@
-"""Start-up benchmark: time from spawn to the first reply, the echo server alone vs. under wrap.
+"""Start-up benchmark: time from spawn to the first reply, the echo server alone vs. under wrap;
+and the time of `assay --version` and `assay --help` against a bare `python -c pass`.
 
 Run: .venv/bin/python bench/bench_startup.py [--runs 10] [--keep-env] [--compare DIR]
 
@@ -16,6 +17,12 @@ editable checkout. --keep-env keeps the environment as it is (with PYTHONDONTWRI
 every start compiles assay's modules from source). --compare DIR adds the same two wrap runs with
 the assay package of another checkout DIR (PYTHONPATH=DIR), e.g. an export of the previous commit,
 so that before and after are measured in one run.
+
+The same rounds also run, to exit, `python -c pass` (the baseline of the command line: the
+interpreter's own start-up) and `assay --version` and `assay --help` (stdout a pipe, so the
+help is the committed page of docs/testing.md, "Start-up of --version and --help"). The last
+table gives the median of each, and of `assay mcp wrap` until its first reply, as absolute ms and
+as ms over that baseline, against the target of <= +150 ms over `python -c pass`.
 """
 
 from __future__ import annotations
@@ -64,6 +71,23 @@ def first_reply(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, 
     return elapsed, usage.ru_utime + usage.ru_stime
 
 
+def to_exit(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawn until the process exited (its stdout read to the end), and its CPU
+    seconds."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=cwd, env=env)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read()
+    _pid, status, usage = os.wait4(p.pid, 0)
+    elapsed = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read()
+    if p.returncode != 0:
+        raise SystemExit(f"{argv[:3]} exited {p.returncode}: {err[-400:]!r}")
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -79,6 +103,11 @@ def main() -> None:
         allow, schema = Path(tmp, "allow.yaml"), Path(tmp, "schema.yaml")
         allow.write_text(ALLOWLIST)
         schema.write_text(SCHEMA)
+        lines = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "assay --version": [assay, "--version"],
+            "assay --help": [assay, "--help"],
+        }
         commands = {
             "echo alone": ECHO,
             "wrap allowlist": [assay, "mcp", "wrap", "--policy", str(allow), "--", *ECHO],
@@ -89,14 +118,21 @@ def main() -> None:
             for name in ("wrap allowlist", "wrap allowlist+schema"):
                 commands[f"{name} [compare]"] = commands[name]
                 envs[f"{name} [compare]"] = other
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        times: dict[str, list[float]] = {name: [] for name in [*commands, *lines]}
+        cpu: dict[str, list[float]] = {name: [] for name in [*commands, *lines]}
         names = list(commands)
-        for name in names:  # warm the page cache and .pyc files once, unmeasured
-            first_reply(commands[name], tmp, envs.get(name, env))
+        every = names + list(lines)
+
+        def measure(name: str) -> tuple[float, float]:
+            if name in lines:
+                return to_exit(lines[name], tmp, env)
+            return first_reply(commands[name], tmp, envs.get(name, env))
+
+        for name in every:  # warm the page cache and .pyc files once, unmeasured
+            measure(name)
         for r in range(args.runs):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                wall, used = first_reply(commands[name], tmp, envs.get(name, env))
+            for name in every[r % len(every):] + every[:r % len(every)]:
+                wall, used = measure(name)
                 times[name].append(wall)
                 cpu[name].append(used)
     base = statistics.median(times["echo alone"])
@@ -113,6 +149,16 @@ def main() -> None:
     for name in names[1:]:
         paired = statistics.median(w - e for w, e in zip(times[name], times["echo alone"]))
         print(f"  {name:34s} paired added median {1000 * paired:+7.1f} ms (target <= +200 ms)")
+    py = statistics.median(times["python -c pass"])
+    print(f"command line start-up, median of {args.runs} runs, against `python -c pass` (target <= +150 ms)")
+    for name, label in (("python -c pass", "python -c pass"), ("assay --version", "assay --version"),
+                        ("assay --help", "assay --help"),
+                        ("wrap allowlist", "assay mcp wrap, first reply"),
+                        ("wrap allowlist+schema", "assay mcp wrap (schema), first reply")):
+        med = statistics.median(times[name])
+        over = "" if name == "python -c pass" else f"   over {1000 * (med - py):+7.1f} ms"
+        verdict = "" if name == "python -c pass" else ("   ok" if med - py <= 0.150 else "   MISS")
+        print(f"  {label:38s} {1000 * med:7.1f} ms{over}{verdict}")
 
 
 if __name__ == "__main__":

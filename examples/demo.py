@@ -8,6 +8,9 @@ denied by the calls before them, whichever server they went to. Last, approvals
 (examples/approvals.yaml): wrap asks the person through the client before each deploy, and the
 client's elicitation callback stands in for them, accepting the first and declining the second.
 Run it with `./dev demo`.
+
+The demo prints its own table only: what wrap writes on stderr goes to a file (the SDK's
+``errlog``), printed only if the demo fails.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TextIO
 
 import trio
 from mcp import ClientSession
@@ -67,13 +71,23 @@ async def main() -> int:
     assay = shutil.which("assay") or str(Path(sys.executable).parent / "assay")
     with tempfile.TemporaryDirectory(prefix="assay-demo-") as workdir:
         work = Path(workdir)
-        await _demo(assay, "assay.yaml", {"demo": "demo_server.py"}, PART_1, work / "decisions.ndjson", work / "s1")
-        print("\n" + "-" * 72 + "\n")
-        await _demo(assay, "flows.yaml", {"vault": "flows_server.py", "ops": "flows_server.py"}, PART_2,
-                    work / "flows.ndjson", work / "s2")
-        print("\n" + "-" * 72 + "\n")
-        await _demo(assay, "approvals.yaml", {"ops": "flows_server.py"}, PART_3, work / "approvals.ndjson",
-                    work / "s3", answers=list(ANSWERS))
+        errlog_path = work / "wrap-stderr.log"
+        with open(errlog_path, "w", encoding="utf-8") as errlog:
+            try:
+                await _demo(assay, "assay.yaml", {"demo": "demo_server.py"}, PART_1, work / "decisions.ndjson",
+                            work / "s1", errlog)
+                print("\n" + "-" * 72 + "\n")
+                await _demo(assay, "flows.yaml", {"vault": "flows_server.py", "ops": "flows_server.py"}, PART_2,
+                            work / "flows.ndjson", work / "s2", errlog)
+                print("\n" + "-" * 72 + "\n")
+                await _demo(assay, "approvals.yaml", {"ops": "flows_server.py"}, PART_3, work / "approvals.ndjson",
+                            work / "s3", errlog, answers=list(ANSWERS))
+            except BaseException:
+                errlog.flush()
+                sys.stdout.flush()
+                sys.stderr.write("demo failed; what assay mcp wrap wrote on stderr:\n")
+                sys.stderr.write(errlog_path.read_text(encoding="utf-8", errors="replace"))
+                raise
     return 0
 
 
@@ -93,9 +107,10 @@ def _person(answers: list[str]):
 
 
 async def _demo(assay: str, policy: str, servers: dict[str, str], calls: list, decision_log: Path, state: Path,
-                answers: list[str] | None = None) -> None:
+                errlog: TextIO, answers: list[str] | None = None) -> None:
     """One part: a wrap per server (``label -> server script``), all started by this process
-    (one agent session, kept in the part's own state directory), and the calls in order."""
+    (one agent session, kept in the part's own state directory), and the calls in order.
+    Each wrap's stderr goes to ``errlog``."""
     env = {**os.environ, "ASSAY_STATE_DIR": str(state)}
     for label, server in servers.items():
         print(f"$ assay mcp wrap --policy examples/{policy} --label {label} ... -- python examples/{server}")
@@ -111,12 +126,11 @@ async def _demo(assay: str, policy: str, servers: dict[str, str], calls: list, d
                     "--label", label,
                     "--event-source", "assay://demo/app",
                     "--decision-log", str(decision_log),
-                    "--verbose",
                     "--", sys.executable, str(HERE / server),
                 ],
                 env=env,
             )
-            read, write = await stack.enter_async_context(stdio_client(params))
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
             callback = {} if answers is None else {"elicitation_callback": _person(answers)}
             session = await stack.enter_async_context(ClientSession(read, write, **callback))
             await session.initialize()

@@ -4,9 +4,12 @@ Each command family lives in its own module with a ``register(app, mcp)`` functi
 user causes end with one line on stderr and exit 2, cyclopts' own parse errors included;
 tracebacks never reach the user.
 
-A plain `assay mcp wrap ... -- <command>` line never imports cyclopts or the other families:
-:func:`assay.cli.wrap_args.parse_fast` reads it (start-up time is part of every wrapped
-server's start). Everything else, help and usage errors included, goes through cyclopts.
+Start-up (docs/testing.md, "Start-up of --version and --help"): three kinds of line never import cyclopts or rich. A plain
+`assay mcp wrap ... -- <command>` line is read by :func:`assay.cli.wrap_args.parse_fast`
+(start-up time is part of every wrapped server's start); `assay --version` prints the version;
+the top-level and `assay mcp` help pages come from :mod:`assay.cli.help_fast` when they would be
+printed as plain 80-column text. Everything else, every other help page and usage errors
+included, goes through cyclopts.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from assay.cli.errors import UsageError, one_line
 
 if TYPE_CHECKING:
     import cyclopts
+
+
+# The hidden deprecated top-level forms: `assay tool` is `assay mcp tool`, and so on. Each
+# module names its warning (SHIM_WARNING); main prints it before anything is parsed.
+SHIMS = ("tool", "discover", "kill")
 
 
 def build() -> cyclopts.App:
@@ -41,9 +49,11 @@ def build() -> cyclopts.App:
     return app
 
 
-def main(argv: list[str] | None = None, *, fast_wrap: bool = True) -> int:
+def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bool = True) -> int:
     """Run one `assay` command line; returns the exit status. ``fast_wrap=False`` sends a wrap
-    line through cyclopts too (tests/test_wrap_args.py compares the two parsers)."""
+    line through cyclopts too (tests/test_wrap_args.py compares the two parsers);
+    ``fast_help=False`` does the same for `--version` and the committed help pages
+    (tests/test_help_fast.py)."""
     tokens = sys.argv[1:] if argv is None else argv
     if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
@@ -66,6 +76,26 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True) -> int:
         from assay.cli import wrap as wrap_cli
 
         wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
+    elif fast_help:  # docs/testing.md, "Start-up of --version and --help"
+        if tokens == ["--version"]:
+            from assay._version import __version__
+
+            sys.stdout.write(f"assay {__version__}\n")
+            return 0
+        from assay.cli import help_fast
+
+        text = help_fast.page(tokens)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
+    if tokens and tokens[0] in SHIMS:
+        # docs/tool-signing.md, "Deprecated spelling"; docs/discover.md and docs/kill.md,
+        # "Deprecated flat form": the warning comes first on every use, help and usage errors too.
+        import importlib
+
+        warning: str = importlib.import_module(f"assay.cli.{tokens[0]}").SHIM_WARNING
+        sys.stderr.write(warning.rstrip("\n") + "\n")
+        sys.stderr.flush()
     import cyclopts
 
     app = build()

@@ -7,7 +7,6 @@ line, so stdout, exit codes and artifacts cannot drift apart.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import tempfile
@@ -118,18 +117,6 @@ def discover_command(
     return code
 
 
-def _shim(command, warning: str):
-    """The same command behind a one-line deprecation warning."""
-
-    @functools.wraps(command)
-    def shim(*args, **kwargs):
-        sys.stderr.write(warning + "\n")
-        sys.stderr.flush()
-        return command(*args, **kwargs)
-
-    return shim
-
-
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     mcp.command(discover_command, name="discover")
-    app.command(_shim(discover_command, SHIM_WARNING), name="discover", show=False)
+    app.command(discover_command, name="discover", show=False)  # app.main prints SHIM_WARNING

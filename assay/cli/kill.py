@@ -14,7 +14,6 @@ from typing import Annotated, Literal
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli.discover import _shim
 from assay.cli.errors import fatal
 
 SHIM_WARNING = "warning: `assay kill` is deprecated; use `assay mcp kill` instead"
@@ -106,4 +105,4 @@ def kill_command(
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     mcp.command(kill_command, name="kill")
-    app.command(_shim(kill_command, SHIM_WARNING), name="kill", show=False)
+    app.command(kill_command, name="kill", show=False)  # app.main prints SHIM_WARNING

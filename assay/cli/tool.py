@@ -4,14 +4,14 @@
 Usage errors (a missing or conflicting flag) print ``assay: error: <message>`` and exit 2, like
 every command. Errors of the work itself print ``error: <message>`` on one line; keygen and sign
 then exit 1, verify exits 0-4 as documented in :mod:`assay.signing`. The shim runs the very same code
-after one deprecation line on stderr, so stdout, exit codes and files are identical.
+after one deprecation line on stderr (printed by :func:`assay.cli.app.main` before parsing), so
+stdout, exit codes and files are identical.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from typing import Annotated
 
 import cyclopts
@@ -179,12 +179,10 @@ def run_verify(
     return 0
 
 
-def _register_tool_commands(target: cyclopts.App, announce: Callable[[], object]) -> None:
-    """The three commands, registered on `assay mcp tool` and on the hidden `assay tool` shim.
-
-    ``announce`` runs after parsing and usage checks succeeded and before any work
-    (docs/tool-signing.md, "Deprecated spelling").
-    """
+def _register_tool_commands(target: cyclopts.App) -> None:
+    """The three commands, registered on `assay mcp tool` and on the hidden `assay tool` shim
+    (whose warning :func:`assay.cli.app.main` prints first: docs/tool-signing.md, "Deprecated
+    spelling")."""
 
     @target.command(name="keygen")
     def keygen_command(
@@ -201,7 +199,6 @@ def _register_tool_commands(target: cyclopts.App, announce: Callable[[], object]
         force
             Replace existing key files.
         """
-        announce()
         return run_keygen(out, force)
 
     @target.command(name="sign")
@@ -233,7 +230,6 @@ def _register_tool_commands(target: cyclopts.App, announce: Callable[[], object]
             raise UsageError("--out and --in-place cannot be used together")
         if out is None and not in_place:
             raise UsageError("must specify --out <PATH> or --in-place")
-        announce()
         return run_sign(tool, key, out, in_place, embed_pubkey)
 
     @target.command(name="verify")
@@ -267,14 +263,13 @@ def _register_tool_commands(target: cyclopts.App, announce: Callable[[], object]
         """
         if pubkey is not None and trust_policy is not None:
             raise UsageError("--pubkey and --trust-policy cannot be used together")
-        announce()
         return run_verify(tool, pubkey, trust_policy, allow_embedded_key, quiet)
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     tool = cyclopts.App(name="tool", help="Sign and verify MCP tool definitions.", help_format="plaintext")
     mcp.command(tool)
-    _register_tool_commands(tool, lambda: None)
+    _register_tool_commands(tool)
 
     shim = cyclopts.App(
         name="tool",
@@ -283,4 +278,4 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         show=False,
     )
     app.command(shim)
-    _register_tool_commands(shim, lambda: sys.stderr.write(SHIM_WARNING))
+    _register_tool_commands(shim)

@@ -119,9 +119,17 @@ def test_H2_shims_are_hidden(tmp_path):
     assert " discover " in sub and " kill " in sub and " config-path " in sub
 
 
-@pytest.mark.parametrize("args", [("discover", "--format", "xml"), ("kill", "--mode", "x", "1"), ("kill", "--grace", "later", "1")])
-def test_H3_usage_errors_come_without_the_warning(tmp_path, args):
-    res = run_assay(*args, env=make_env(tmp_path), cwd=tmp_path)
-    assert res.returncode == 2
-    assert b"deprecated" not in res.stderr
-    assert res.stderr.startswith(b"assay: error: ") and res.stderr.count(b"\n") == 1
+@pytest.mark.parametrize("args", [("discover", "--format", "xml"), ("discover", "--bogus"),
+                                  ("kill", "--mode", "x", "1"), ("kill", "--grace", "later", "1"),
+                                  ("kill", "--bogus")])
+def test_H3_usage_errors_come_after_the_warning(tmp_path, args):
+    """The warning is printed on every use, a usage error included; the error line and the exit
+    status are those of the `assay mcp` form."""
+    env = make_env(tmp_path)
+    res = run_assay(*args, env=env, cwd=tmp_path)
+    canonical = run_assay("mcp", *args, env=env, cwd=tmp_path)
+    warning = DISCOVER_WARNING if args[0] == "discover" else KILL_WARNING
+    assert res.returncode == canonical.returncode == 2
+    assert res.stdout == canonical.stdout == b""
+    assert canonical.stderr.startswith(b"assay: error: ") and canonical.stderr.count(b"\n") == 1
+    assert res.stderr == warning + canonical.stderr

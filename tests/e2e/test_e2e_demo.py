@@ -1,11 +1,14 @@
 """`./dev demo` runs examples/demo.py: each of its parts shows allowed and denied calls through
-`assay mcp wrap` (the README's main job must not break unnoticed)."""
+`assay mcp wrap` (the README's main job must not break unnoticed), and the demo prints its own
+table only: wrap's stderr is kept out of the terminal unless the demo fails."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from _e2e_support import REPO, RUN_TIMEOUT
 
@@ -20,6 +23,9 @@ def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    # the demo's own table only: no line of wrap's stderr (`[assay] ...`, hashes) anywhere
+    assert done.stderr == ""
+    assert "[assay]" not in done.stdout and not re.search(r"[0-9a-f]{64}", done.stdout)
     out = done.stdout.splitlines()
     calls = [line.strip() for line in out if line.strip().startswith(("ALLOWED", "DENIED"))]
     # part 1: one call per tool and path, as examples/assay.yaml decides them
@@ -58,3 +64,22 @@ def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     assert 'approve the tool call "deploy"' in part3[1] and '{"target":"staging"}' in part3[1]
     assert '"error_code":"E_APPROVAL_DENIED"' in part3[4] and '"approval":"declined"' in part3[4]
     assert ["deny", "ops", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(out[start:])[-1]
+
+
+def test_a_failing_demo_shows_what_wrap_wrote(tmp_path: Path) -> None:
+    """An `assay` that fails at once: the demo ends non-zero and prints that `assay`'s stderr."""
+    fake = tmp_path / "bin" / "assay"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "assay: error: broken on purpose" >&2\nexit 2\n')
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    env["PATH"] = f"{fake.parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert "demo failed; what assay mcp wrap wrote on stderr:\nassay: error: broken on purpose\n" in done.stderr

@@ -9,23 +9,25 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from assay import __version__, preflight
-from assay.preflight import Phase, PreflightReport
-from tests.conftest import ASSAY, BIN
+from assay.preflight import Phase, PreflightReport, export_line, search_dirs
+from tests.conftest import ASSAY, BIN, REPO, SERVER
 
 X = __version__
 # the same install lines as README.md 'Install' (they work from a checkout)
 INSTALL = f"from an assay-mcp {X} checkout: pipx install . or uv tool install . or pip install ."
 
+NOT_NEEDED = "assay mcp wrap and assay mcp protect do not need assay-mcp-server."
 MESSAGES = {
     "missing": (
         "assay-mcp-server was not found on PATH",
-        f"Install assay-mcp-server on PATH ({INSTALL}), then re-run assay mcp preflight.",
+        f"Install assay-mcp-server on PATH ({INSTALL}), then re-run assay mcp preflight. {NOT_NEEDED}",
     ),
     "unstartable": (
         "assay-mcp-server on PATH could not be started or did not report a version",
@@ -106,6 +108,9 @@ def check_json(stdout: bytes, phase: str, actual: str | None, root: str = ".") -
     keys = ["schema", "phase", "message", "next_step", "expected_version", "policy_root"]
     if actual is not None:
         keys.append("actual_version")
+    if phase == "missing":  # docs/preflight.md, "Installed but not on PATH"
+        keys += ["installed_at", "path_dir", "needed_by_wrap_and_protect"]
+        assert doc["needed_by_wrap_and_protect"] is False
     assert list(doc) == keys
     assert doc["schema"] == "assay.mcp_preflight.v0"
     assert doc["phase"] == phase
@@ -119,13 +124,87 @@ def check_json(stdout: bytes, phase: str, actual: str | None, root: str = ".") -
 
 
 async def test_missing_when_nothing_on_path(tmp_path, base_env):
-    env = dict(base_env, PATH=str(tmp_path))
-    report = await preflight(".", env=env)
+    env = dict(base_env, PATH=str(tmp_path), HOME=str(tmp_path / "home"))
+    report = await preflight(".", env=env, search=[])
     check_report(report, "missing", None)
-    proc_ = run_cli(env)
+    assert report.installed_at is None
+    proc_ = run_isolated_cli(tmp_path, env)
     assert proc_.returncode == 2
     assert proc_.stdout.decode() == f"missing: {MESSAGES['missing'][0]}\n{MESSAGES['missing'][1]}\n"
     assert proc_.stderr == b""  # P22
+    doc = check_json(run_isolated_cli(tmp_path, env, "--format", "json").stdout, "missing", None)
+    assert (doc["installed_at"], doc["path_dir"]) == (None, None)
+
+
+def run_isolated_cli(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`assay mcp preflight` run by an interpreter in a directory of its own (a symlink to this
+    one), so that neither the running `assay`'s directory nor the interpreter's holds an
+    assay-mcp-server (docs/preflight.md, "Installed but not on PATH")."""
+    bindir = tmp_path / "isolated" / "bin"
+    if not bindir.exists():
+        bindir.mkdir(parents=True)
+        (bindir / "python").symlink_to(os.path.realpath(sys.executable))
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO), *site]))
+    code = "import sys; from assay.cli.app import main; sys.exit(main(['mcp', 'preflight', *sys.argv[1:]]))"
+    return subprocess.run([str(bindir / "python"), "-c", code, *args], env=env, capture_output=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def installed_off_path(home: Path) -> Path:
+    """A working `assay-mcp-server` of this release in ``home``/.local/bin (uv tool install,
+    pipx): a script that runs this interpreter's server."""
+    bindir = home / ".local" / "bin"
+    bindir.mkdir(parents=True)
+    server = bindir / "assay-mcp-server"
+    server.write_text(f"#!/bin/sh\nexec {SERVER} \"$@\"\n")
+    server.chmod(0o755)
+    return server
+
+
+@pytest.mark.parametrize("via", ["HOME", "UV_TOOL_BIN_DIR", "PIPX_BIN_DIR", "XDG_BIN_HOME"])
+async def test_installed_but_not_on_path(tmp_path, base_env, via):
+    """Found in an installer's directory that is not on PATH: "missing" still (nothing on PATH
+    runs it), but the report names the file and how to put its directory on PATH
+    (docs/preflight.md, "Installed but not on PATH")."""
+    home = tmp_path / "home"
+    server = installed_off_path(home)
+    bindir = str(server.parent)
+    env = {k: v for k, v in base_env.items() if k not in ("UV_TOOL_BIN_DIR", "PIPX_BIN_DIR", "XDG_BIN_HOME")}
+    env.update(PATH=str(tmp_path / "empty"), HOME=str(home if via == "HOME" else tmp_path / "other"))
+    if via != "HOME":
+        env[via] = bindir
+    report = await preflight(".", env=env, search=search_dirs(env, None, str(tmp_path / "x" / "python")))
+    assert report.phase is Phase.MISSING and report.exit_code == 2
+    assert report.installed_at == str(server)
+    assert report.message == f"assay-mcp-server is installed at {server}, but {bindir} is not on PATH"
+    assert report.next_step == (f'Put {bindir} on PATH (export PATH="{bindir}:$PATH", or uv tool update-shell '
+                                f"after a uv tool install), then re-run assay mcp preflight. {NOT_NEEDED}")
+    proc_ = run_isolated_cli(tmp_path, env)
+    assert proc_.returncode == 2 and proc_.stderr == b""
+    assert proc_.stdout.decode() == f"missing: {report.message}\n{report.next_step}\n"
+    doc = check_json(run_isolated_cli(tmp_path, env, "--format", "json").stdout, "missing", None)
+    assert (doc["installed_at"], doc["path_dir"]) == (str(server), bindir)
+    # the advice works: with that directory on PATH, the same check is ready
+    ready = run_isolated_cli(tmp_path, dict(env, PATH=bindir))
+    assert ready.returncode == 0, ready.stdout
+
+
+async def test_running_assays_directory_is_searched(tmp_path, base_env):
+    """The `assay` that runs (this venv's) has assay-mcp-server next to it; with PATH empty the
+    report names that one."""
+    env = dict(base_env, PATH=str(tmp_path), HOME=str(tmp_path / "home"))
+    proc_ = run_cli(env, "--format", "json")
+    doc = check_json(proc_.stdout, "missing", None)
+    assert doc["installed_at"] == str(SERVER) and doc["path_dir"] == str(BIN)
+
+
+def test_search_dirs_order_and_export_quoting():
+    env = {"HOME": "/h", "UV_TOOL_BIN_DIR": "/uv", "PIPX_BIN_DIR": "relative", "XDG_BIN_HOME": "/uv/"}
+    assert search_dirs(env, "/opt/a/bin/assay", "/venv/bin/python") == [
+        "/opt/a/bin", "/venv/bin", "/uv", "/h/.local/bin"]
+    assert search_dirs({}, "python", "/venv/bin/python") == ["/venv/bin"]
+    assert export_line('/a b/$x"`\\') == 'export PATH="/a b/\\$x\\"\\`\\\\:$PATH"'
 
 
 async def test_unstartable_not_executable(tmp_path, base_env):
@@ -304,7 +383,7 @@ async def test_startup_timeout_is_bounded_and_reaped(tmp_path, base_env):
 async def test_missing_at_startup_keeps_actual_version(tmp_path, base_env):
     """Row 9: the server vanished from PATH between the two probes."""
     fake = FakeServer(tmp_path, version_body=f'echo "assay-mcp-server {X}"; /bin/rm -f "$0"; exit 0')
-    report = await preflight(".", env=fake.env(base_env))
+    report = await preflight(".", env=fake.env(base_env), search=[])
     check_report(report, "missing", X)
 
 
@@ -378,7 +457,7 @@ def test_usage_errors_exit_2_with_one_line(base_env):
 
 def test_policy_root_with_undecodable_bytes_is_lossy_decoded(tmp_path, base_env):
     """P24: `policy_root` is the argument as given, undecodable bytes replaced by U+FFFD."""
-    env = dict(base_env, PATH=str(tmp_path))
+    env = dict(base_env, PATH=str(tmp_path), HOME=str(tmp_path))
     proc_ = subprocess.run(
         [os.fsencode(ASSAY), b"mcp", b"preflight", b"--format", b"json", b"--policy-root", b"ro\xffot"],
         env=env,

@@ -407,11 +407,9 @@ def test_shim_is_byte_identical_apart_from_the_warning(shim_base, args):
     (mcp, da), (shim, db) = _both(shim_base, *args, env_extra={"SOURCE_DATE_EPOCH": "1769601600"})
     assert shim.returncode == mcp.returncode
     assert shim.stdout == mcp.stdout
-    if mcp.stderr.startswith(b"assay: error:"):
-        # a usage error is reported before the shim announces itself (no work was started)
-        assert shim.stderr == mcp.stderr and mcp.returncode == 2
-    else:
-        assert shim.stderr == WARNING + mcp.stderr
+    # the warning comes first on every use, a usage error included (docs/tool-signing.md,
+    # "Deprecated spelling")
+    assert shim.stderr == WARNING + mcp.stderr
     assert _tree(da) == _tree(db)
 
 
@@ -429,14 +427,20 @@ def test_shim_keygen_same_layout_and_output_shape(shim_base):
     assert shim.stderr == WARNING + mcp.stderr
 
 
-def test_shim_is_hidden_and_usage_errors_have_no_warning(tmp_path):
+def test_shim_is_hidden_and_warns_on_usage_errors_and_help(tmp_path):
+    """The deprecation line comes first on every use of the shim: a usage error (cyclopts' own
+    or the command's) and its help too, with stdout and exit status those of `assay mcp tool`."""
     res = run("--help", cwd=tmp_path)
     assert b" mcp " in res.stdout and b" tool " not in res.stdout
     res = run("mcp", "--help", cwd=tmp_path)
     assert b" tool " in res.stdout
-    for args in (("tool", "verify"), ("tool", "sign", "t.json", "-k", "k", "-o", "x", "--in-place"), ("tool", "bogus")):
-        res = run(*args, cwd=tmp_path)
-        assert res.returncode == 2, args
-        assert WARNING not in res.stderr
+    for args in (("verify",), ("sign", "t.json", "-k", "k", "-o", "x", "--in-place"), ("bogus",),
+                 ("sign", "t.json", "--key", "k")):
+        shim, mcp = run("tool", *args, cwd=tmp_path), run("mcp", "tool", *args, cwd=tmp_path)
+        assert (shim.returncode, shim.stdout) == (mcp.returncode, mcp.stdout) == (2, b""), args
+        # cyclopts names the command as typed ("tool verify" against "mcp tool verify")
+        assert shim.stderr == WARNING + mcp.stderr.replace(b'"mcp tool', b'"tool'), args
+        assert WARNING not in mcp.stderr
     res = run("tool", "verify", "--help", cwd=tmp_path)
-    assert res.returncode == 0 and res.stderr == b""
+    assert res.returncode == 0 and res.stderr == WARNING
+    assert res.stdout.startswith(b"Usage: assay tool verify ")
