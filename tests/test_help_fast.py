@@ -79,6 +79,9 @@ class _Stream(io.StringIO):
     ({"COLUMNS": "132"}, _Stream(False), 132),
     ({"COLUMNS": "wide"}, _Stream(False), 80),
     ({}, _Stream(True), None),
+    ({"COLUMNS": "120"}, _Stream(True), 80),  # a wide terminal: the 80-column page as it is
+    ({"COLUMNS": "80"}, _Stream(True), 80),
+    ({"COLUMNS": "60"}, _Stream(True), None),  # a narrow one: cyclopts wraps it
     ({"FORCE_COLOR": "1"}, _Stream(False), None),
     ({"TTY_COMPATIBLE": "1"}, _Stream(False), None),
     ({}, _Stream(False, "ascii"), None),
@@ -89,3 +92,36 @@ def test_plain_width_follows_rich(environ, stream, width):
     if any(os.isatty(fd) for fd in (0, 1, 2)):
         pytest.skip("a standard stream is a terminal")
     assert help_fast.plain_width(environ, stream) == width
+
+
+def test_a_wide_terminal_gets_the_page_without_cyclopts():
+    """`assay --help` typed in a 100-column terminal (a pseudo-terminal here): the committed page,
+    with no cyclopts or rich imported."""
+    import pty
+    import struct
+    import termios
+    import fcntl
+
+    probe = ("import sys, runpy; sys.argv = ['assay', '--help']\n"
+             "from assay.cli.app import main\n"
+             "code = main(['--help'])\n"
+             "sys.stdout.flush()\n"
+             "print('LOADED', 'cyclopts' in sys.modules, 'rich' in sys.modules)\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal of 100 columns on every standard stream
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")}
+        os.execve(sys.executable, [sys.executable, "-c", probe], env)
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.waitpid(pid, 0)
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert out.startswith(_helptext.PAGES["root"]), out[:400]
+    assert out.rstrip().endswith("LOADED False False")

@@ -5,8 +5,10 @@ help line together. The two help pages a user reaches first (`assay`, `assay --h
 `assay mcp`, `assay mcp --help`, `assay mcp -h`) are kept, as cyclopts renders them, in the
 generated module :mod:`assay.cli._helptext`, and :func:`page` gives that text when the output
 would be exactly that text: plain (not a terminal, no forced colour) and 80 columns wide, the
-width rich uses when no terminal and no ``COLUMNS`` say otherwise. Anywhere else (a terminal,
-another width) the caller goes through cyclopts, so what a user sees never changes.
+width rich uses when no terminal and no ``COLUMNS`` say otherwise. A terminal at least 80
+columns wide gets the same page too (cyclopts would draw its boxes to the terminal's width and
+add colour: the same words). Anywhere else (a narrower terminal or output, forced colour) the
+caller goes through cyclopts.
 
 Regenerate the module after changing a command's help: ``python -m assay.cli.help_fast --write``.
 tests/test_help_fast.py fails while the committed text differs from what cyclopts renders from
@@ -43,7 +45,8 @@ def page(tokens: Sequence[str]) -> str | None:
 
 
 def plain_width(environ: Mapping[str, str], stdout: object) -> int | None:
-    """The width rich prints help at when that output is plain text, else ``None``.
+    """The width rich prints help at when that output is plain text (for a terminal at least
+    :data:`WIDTH` wide: :data:`WIDTH`, the page shown as it is), else ``None``.
 
     The decision of ``rich.console.Console`` for a console on stdout: ``TTY_COMPATIBLE`` and
     ``FORCE_COLOR`` can make it a terminal (then ``None``, as for a stdout that is a terminal);
@@ -55,8 +58,7 @@ def plain_width(environ: Mapping[str, str], stdout: object) -> int | None:
         return None
     isatty = getattr(stdout, "isatty", None)
     try:
-        if isatty is None or isatty():
-            return None
+        terminal = isatty is None or bool(isatty())
     except ValueError:
         return None
     encoding = getattr(stdout, "encoding", None) or "utf-8"
@@ -72,6 +74,10 @@ def plain_width(environ: Mapping[str, str], stdout: object) -> int | None:
     columns = environ.get("COLUMNS")
     if columns is not None and columns.isdigit():
         width = int(columns)
+    if terminal:
+        # a terminal at least as wide as the page gets the page as it is, without rich's
+        # colours and at 80 columns (what cyclopts would draw wider): the same words, at once
+        return WIDTH if isatty is not None and width >= WIDTH else None
     return width or WIDTH
 
 
