@@ -28,7 +28,7 @@ schemas:
 
 
 def load(text: str):
-    return load_policy(text.encode(), source="pol.yaml")
+    return load_policy(text.encode(), source="pol.yaml", home="/home/you")
 
 
 CONFINED = load(
