@@ -73,9 +73,6 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
                 return 2
             except KeyboardInterrupt:
                 return 130
-        from assay.cli import wrap as wrap_cli
-
-        wrap_cli.SERVER_COMMAND[:] = tokens[_dash(tokens) + 1:]
     elif fast_help:  # docs/testing.md, "Start-up of --version and --help"
         if tokens == ["--version"]:
             from assay._version import __version__
@@ -96,6 +93,9 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         warning: str = importlib.import_module(f"assay.cli.{tokens[0]}").SHIM_WARNING
         sys.stderr.write(warning.rstrip("\n") + "\n")
         sys.stderr.flush()
+    from assay.cli import dash
+
+    dash.AFTER = tokens[_dash(tokens) + 1:] if "--" in tokens else None
     import cyclopts
 
     app = build()

@@ -10,23 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import cyclopts
 from cyclopts import Parameter
 
+from assay.cli import dash
 from assay.cli.errors import UsageError
 
 if TYPE_CHECKING:
     from assay.mcpclient.report import Target
-
-
-def _dash_given(target: tuple[str, ...]) -> bool:
-    """Whether the command line put ``--`` before ``target`` (cyclopts keeps the tokens after
-    it but not the ``--``): read from the process's own argv, the words after ``mcp tools``."""
-    argv = sys.argv[1:]
-    for i in range(len(argv) - 1):
-        if argv[i : i + 2] == ["mcp", "tools"]:
-            rest = argv[i + 2 :]
-            if "--" in rest:
-                return list(rest[rest.index("--") + 1 :]) == list(target)
-            return False
-    return False
 
 
 def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> list[Target]:
@@ -117,8 +105,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             from assay.cli.policy_check import load
 
             loaded = load(policy, False, lambda line: sys.stderr.write(line + "\n"))
-        if _dash_given(target) or clients.resolve_client(target[0]) is None:
-            if not _dash_given(target) and len(target) >= 1 and "--" not in sys.argv[1:]:
+        after_dash = dash.given(target)
+        if after_dash or clients.resolve_client(target[0]) is None:
+            if not after_dash and dash.AFTER is None:
                 raise UsageError(f"{target[0]!r} is not a client ({clients.client_names()}); "
                                  "give a server command after --: assay mcp tools -- <command> [args...]")
             targets = [Target(os.path.basename(target[0]) or target[0], label, tuple(target))]

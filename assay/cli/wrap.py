@@ -14,18 +14,15 @@ from typing import Annotated, Any, get_args, get_type_hints
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli import wrap_args
+from assay.cli import dash, wrap_args
 from assay.cli.errors import UsageError
 from assay.wrap import options
 
-# The tokens after `--`, as the command line gave them (set by assay.cli.app.main): whatever
-# cyclopts collected as the command beyond these came from before `--`, which is refused.
-SERVER_COMMAND: list[str] = []
-
-
-def _before_dash(command: tuple[str, ...]) -> None:
-    extra = list(command[: len(command) - len(SERVER_COMMAND)]) if len(command) >= len(SERVER_COMMAND) else list(command)
-    if list(command[len(extra):]) != SERVER_COMMAND:
+def _before_dash(command: tuple[str, ...], after: list[str]) -> None:
+    """Refuse what cyclopts collected as the command beyond the words after ``--``: it came
+    from before ``--``."""
+    extra = list(command[: len(command) - len(after)]) if len(command) >= len(after) else list(command)
+    if list(command[len(extra):]) != after:
         extra = list(command)
     if not extra:
         return
@@ -65,8 +62,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}
-        _before_dash(command)
-        return wrap_args.run(values, SERVER_COMMAND)
+        after = dash.AFTER or []
+        _before_dash(command, after)
+        return wrap_args.run(values, after)
 
     check_against_table(wrap_command)
     wrap_command.__doc__ = help_text()
