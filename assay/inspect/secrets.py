@@ -38,6 +38,7 @@ __all__ = [
     "find_secrets",
     "key_kind",
     "marker",
+    "redact_head",
     "redact_text",
     "redact_value",
 ]
@@ -266,23 +267,62 @@ def _pointer(path: str, token: str) -> str:
     return path + "/" + token.replace("~", "~0").replace("/", "~1")
 
 
-class _Walk:
-    __slots__ = ("findings",)
+def _text_head(text: str, limit: int) -> tuple[str, list[str], bool]:
+    """``text`` redacted and cut to its first ``limit`` characters, and whether it was cut. A
+    secret that starts before the cut is replaced whole; the rules see ``MAX_SECRET_CHARS`` past
+    the cut, so every secret that starts before it is found whole (no part of one is left)."""
+    if len(text) <= limit:
+        out, kinds = redact_text(text)
+        return out, kinds, False
+    window = text[: limit + MAX_SECRET_CHARS]
+    parts: list[str] = []
+    kinds = []
+    at = 0
+    for kind, start, end in find_secrets(window):
+        if start >= limit:
+            break
+        parts += (window[at:start], marker(kind))
+        kinds.append(kind)
+        at = end
+    if at < limit:
+        parts.append(window[at:limit])
+    return "".join(parts), kinds, True
 
-    def __init__(self) -> None:
+
+class _Walk:
+    __slots__ = ("findings", "budget", "cut")
+
+    def __init__(self, budget: int | None = None) -> None:
         self.findings: list[Finding] = []
+        self.budget = budget  # characters of output left (None: no limit)
+        self.cut = False
 
     def note(self, kind: str, path: str) -> None:
         if len(self.findings) < MAX_FINDINGS:
             self.findings.append(Finding(kind, path))
 
+    def spent(self) -> bool:
+        """Whether the limit is reached: the walk adds nothing more."""
+        if self.budget is not None and self.budget <= 0:
+            self.cut = True
+            return True
+        return False
+
     def value(self, value: Any, path: str, depth: int) -> Any:
         cls = value.__class__
+        budget = self.budget
         if cls is str:
-            redacted, kinds = redact_text(value)
+            if budget is None:
+                redacted, kinds = redact_text(value)
+            else:
+                redacted, kinds, cut = _text_head(value, max(budget, 0))
+                self.budget = budget - len(redacted) - 2
+                self.cut = self.cut or cut
             for kind in kinds:
                 self.note(kind, path)
             return redacted
+        if budget is not None:  # at least this long in JSON: a scalar 1, a container its brackets
+            self.budget = budget - (2 if cls is dict or cls is list or cls is tuple else 1)
         if cls is dict or cls is list or cls is tuple:
             if depth >= MAX_DEPTH:
                 self.note("depth_limit", path)
@@ -290,15 +330,28 @@ class _Walk:
             if cls is dict:
                 out: dict[Any, Any] = {}
                 for key, item in value.items():
-                    where = _pointer(path, key if isinstance(key, str) else str(key))
-                    named = key_kind(key) if isinstance(key, str) else None
+                    if self.spent():
+                        break
+                    if not isinstance(key, str):
+                        key = str(key)
+                    if self.budget is not None:
+                        if len(key) > self.budget:
+                            key, self.cut = key[: self.budget], True
+                        self.budget -= len(key) + 3
+                    where = _pointer(path, key)
+                    named = key_kind(key)
                     if named is not None and item is not None and item != "":
                         self.note(named, where)
                         out[key] = marker(named)
                     else:
                         out[key] = self.value(item, where, depth + 1)
                 return out
-            return [self.value(item, f"{path}/{i}", depth + 1) for i, item in enumerate(value)]
+            items = []
+            for i, item in enumerate(value):
+                if self.spent():
+                    break
+                items.append(self.value(item, f"{path}/{i}", depth + 1))
+            return items
         return value  # numbers, booleans, null (and anything else) as they are
 
 
@@ -313,3 +366,18 @@ def redact_value(value: Any) -> tuple[Any, list[Finding]]:
     findings are returned (all secrets are redacted). The input is not changed."""
     walk = _Walk()
     return walk.value(value, "", 0), walk.findings
+
+
+def redact_head(value: Any, limit: int) -> tuple[Any, list[Finding], bool]:
+    """:func:`redact_value` of about the first ``limit`` characters of ``value`` (in the order
+    a JSON encoder writes it), and whether anything was left out: for a large value of which
+    only the start is kept (a log line). The work is bounded by ``limit`` (and
+    :data:`MAX_SECRET_CHARS` per string), not by the size of ``value``.
+
+    Strings are cut at the characters left (a secret that starts before the cut is replaced
+    whole); members and items after the limit are left out. What is kept is counted at its
+    shortest JSON length (a string's characters and quotes, a scalar as 1), so whenever something
+    was left out the copy's JSON text is at least ``limit`` characters long."""
+    walk = _Walk(max(limit, 0))
+    out = walk.value(value, "", 0)
+    return out, walk.findings, walk.cut

@@ -186,8 +186,8 @@ def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
     [
         (["bogus", "--policy", "p.yaml"], 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
         (["claude"], "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n"),
-        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
-        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
+        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
+        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
         (["windsurf", "--scope", "project", "--policy", "p.yaml"], "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n"),
     ],
 )

@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from assay.policy.decision import Decision, Outcome
+from assay.wrap.records.arguments import logged_arguments
 from assay.wrap.records.coverage import Coverage
 from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
 from assay.wrap.records.ids import batched_event_ids, cached_clock
@@ -70,6 +71,8 @@ class Recorder:
     mode. ``decision_log``, ``audit_log`` and ``verbose`` say
     which lines to build; ``keep_events`` keeps :attr:`coverage` (a
     :class:`~assay.wrap.records.coverage.Coverage`, else None) for ``--coverage-out``.
+    ``arguments_max`` (``--log-arguments``, else None) adds each call's ``params.arguments``,
+    redacted and capped at that many bytes (:mod:`assay.wrap.records.arguments`), to both records.
     ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
     ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
     once per recorded call, and the event and the audit record of one call carry the same time.
@@ -100,6 +103,7 @@ class Recorder:
         "_shapes",
         "_after_id",
         "_origin",
+        "arguments_max",
     )
 
     def __init__(
@@ -115,8 +119,10 @@ class Recorder:
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
         session: str | None = None,
+        arguments_max: int | None = None,
     ) -> None:
         self.source = source
+        self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
         self.label = label
         self.session = session
         self.dry_run = dry_run
@@ -195,7 +201,13 @@ class Recorder:
             request_piece = piece(request_id)
             rid = None if request_piece is None else b',"request_id":' + request_piece
         time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else piece(stamp)
-        utf8 = rid is not None and time_part is not None
+        logged: Any = ABSENT
+        args_part: bytes | None = b""
+        if self.arguments_max is not None and params.__class__ is dict and "arguments" in params:
+            logged = logged_arguments(params["arguments"], self.arguments_max)
+            encoded = piece(logged)
+            args_part = None if encoded is None else b',"arguments":' + encoded
+        utf8 = rid is not None and time_part is not None and args_part is not None
         event_id = None
         decision_line = None
         audit_line = None
@@ -204,7 +216,8 @@ class Recorder:
         if decision_log:
             assert event_id is not None  # made just above
             delegated_from, delegation_depth, tool_call_id, call_part = call_ids(params, request_id)
-            if rid is not None and time_part is not None:  # else every line is ASCII-escaped
+            if utf8:  # else every line is ASCII-escaped
+                assert rid is not None and time_part is not None and args_part is not None
                 events = template.events
                 parts = (
                     events[tool_definition_digest]
@@ -213,12 +226,13 @@ class Recorder:
                 )
                 if parts is not None:
                     decision_line = self._event_line(
-                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid
+                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid,
+                        args_part,
                     )
             if decision_line is None:
                 decision_line = self._ascii_event_line(
                     decision, tool_definition_digest, event_id, stamp, delegated_from, delegation_depth,
-                    tool_call_id, request_id,
+                    tool_call_id, request_id, logged,
                 )
         if audit_log:
             null_tool = not valid and decision.outcome is _ALLOW
@@ -239,12 +253,13 @@ class Recorder:
             if audit is None or not utf8:
                 time_part = ascii_piece(stamp)
                 rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+                args_part = b"" if logged is ABSENT else b',"arguments":' + ascii_piece(logged)
                 audit = audit_parts(
                     decision, dry_run, None if null_tool else name, decision.contract, self._origin, ascii_piece
                 )
                 assert audit is not None
-            assert time_part is not None and rid is not None
-            audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, audit[1]))
+            assert time_part is not None and rid is not None and args_part is not None
+            audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, args_part, audit[1]))
         return Recorded(decision_line, audit_line, verbose, event_id)
 
     def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
@@ -271,6 +286,7 @@ class Recorder:
         tool_call_id: str,
         call_part: bytes | None,
         rid: bytes,
+        args_part: bytes,
     ) -> bytes | None:
         """The event line in UTF-8, or None when some part holds a lone surrogate."""
         after_id = self._after_id
@@ -289,7 +305,7 @@ class Recorder:
             delegation = b',"delegated_from":' + source
         if delegation_depth is not None:
             delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
-        return event_bytes(id_part, after_id, time_part, parts[0], delegation, parts[1], call_part, rid)
+        return event_bytes(id_part, after_id, time_part, parts[0], delegation, parts[1], call_part, rid, args_part)
 
     def _ascii_event_line(
         self,
@@ -301,6 +317,7 @@ class Recorder:
         delegation_depth: int | None,
         tool_call_id: str,
         request_id: Any,
+        logged: Any,
     ) -> bytes:
         """The event line of a call some part of which holds a lone surrogate: every part
         ASCII-escaped."""
@@ -315,5 +332,5 @@ class Recorder:
         assert after_id is not None
         return event_bytes(
             ascii_piece(event_id), after_id, ascii_piece(stamp), head, delegation, verdict,
-            ascii_piece(tool_call_id), rid,
+            ascii_piece(tool_call_id), rid, b"" if logged is ABSENT else b',"arguments":' + ascii_piece(logged),
         )
