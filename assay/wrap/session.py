@@ -150,6 +150,7 @@ class WrapSession:
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
             hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
+            on_seen=self._ledger.tool_listed if options.decision_sinks else None,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the

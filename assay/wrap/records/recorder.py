@@ -20,10 +20,10 @@ from typing import Any, Final
 import msgspec
 
 from assay.policy.decision import Decision, Outcome
-from assay.wrap.records.arguments import logged_arguments
 from assay.wrap.records.coverage import Coverage
 from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
 from assay.wrap.records.ids import batched_event_ids, cached_clock
+from assay.wrap.records.listed import listed_data, listed_line, new_listed_id
 from assay.wrap.records.messages import verbose_line
 from assay.wrap.records.parts import (
     Origin,
@@ -42,6 +42,8 @@ _ALLOW: Final = Outcome.ALLOW  # compared by identity on every recorded call
 _DENY: Final = Outcome.DENY
 
 __all__ = ["Recorded", "Recorder"]
+
+_listed_id: Final = new_listed_id
 
 _TEMPLATES_MAX: Final = 512  # templates kept per recorder (by decision object, and by kind)
 
@@ -104,6 +106,8 @@ class Recorder:
         "_after_id",
         "_origin",
         "arguments_max",
+        "_log_arguments",
+        "_new_listed_id",
     )
 
     def __init__(
@@ -120,9 +124,16 @@ class Recorder:
         now: Callable[[], str] | None = None,
         session: str | None = None,
         arguments_max: int | None = None,
+        new_listed_id: Callable[[], str] | None = None,
     ) -> None:
         self.source = source
         self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
+        # the redaction rules are compiled only when asked for: not on every wrap's start-up
+        self._log_arguments: Callable[[Any, int], Any] | None = None
+        if arguments_max is not None:
+            from assay.wrap.records.arguments import logged_arguments
+
+            self._log_arguments = logged_arguments
         self.label = label
         self.session = session
         self.dry_run = dry_run
@@ -139,6 +150,7 @@ class Recorder:
         self._shapes: dict[tuple[Any, ...], Template] = {}
         self._after_id = after_id_bytes(source, piece)
         self._origin = Origin(session, label)
+        self._new_listed_id: Callable[[], str] = new_listed_id if new_listed_id is not None else _listed_id
 
     @property
     def active(self) -> bool:
@@ -203,8 +215,9 @@ class Recorder:
         time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else piece(stamp)
         logged: Any = ABSENT
         args_part: bytes | None = b""
-        if self.arguments_max is not None and params.__class__ is dict and "arguments" in params:
-            logged = logged_arguments(params["arguments"], self.arguments_max)
+        log_arguments = self._log_arguments
+        if log_arguments is not None and params.__class__ is dict and "arguments" in params:
+            logged = log_arguments(params["arguments"], self.arguments_max or 0)
             encoded = piece(logged)
             args_part = None if encoded is None else b',"arguments":' + encoded
         utf8 = rid is not None and time_part is not None and args_part is not None
@@ -261,6 +274,14 @@ class Recorder:
             assert time_part is not None and rid is not None and args_part is not None
             audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, args_part, audit[1]))
         return Recorded(decision_line, audit_line, verbose, event_id)
+
+    def tool_listed(self, tool: dict[str, Any], digest: str | None, schema_hash: str, meta_hash: str) -> bytes:
+        """The ``assay.tool.listed`` line of a tool a ``tools/list`` answer showed for the first
+        time, or with a new identity (docs/wrap-records.md, "Tools seen"); ``tool`` is its
+        definition (an object with a non-blank string ``name``)."""
+        data = listed_data(tool, server=self.label, session=self.session, digest=digest,
+                           schema_hash=schema_hash, meta_hash=meta_hash)
+        return listed_line(self._new_listed_id(), self._now(), self.source, data)
 
     def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
         template = Template(decision, self.dry_run, self._origin)
