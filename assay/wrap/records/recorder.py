@@ -229,8 +229,7 @@ class Recorder:
         if decision_log:
             assert event_id is not None  # made just above
             delegated_from, delegation_depth, tool_call_id, call_part = call_ids(params, request_id)
-            if utf8:  # else every line is ASCII-escaped
-                assert rid is not None and time_part is not None and args_part is not None
+            if rid is not None and time_part is not None and args_part is not None:  # else all ASCII-escaped
                 events = template.events
                 parts = (
                     events[tool_definition_digest]
