@@ -116,10 +116,7 @@ def event_bytes(
     verdict: bytes,
     call_part: bytes,
     rid: bytes,
-    arguments: bytes = b"",
 ) -> bytes:
-    """The event line; ``arguments`` is ``,"arguments":<value>`` under ``--log-arguments``, the
-    last member of ``data`` (docs/wrap-records.md, "Logged arguments")."""
     return b"".join(
         (
             b'{"specversion":"1.0","id":',
@@ -133,7 +130,6 @@ def event_bytes(
             b',"tool_call_id":',
             call_part,
             rid,
-            arguments,
             b"}}\n",
         )
     )

@@ -74,7 +74,9 @@ class Recorder:
     which lines to build; ``keep_events`` keeps :attr:`coverage` (a
     :class:`~assay.wrap.records.coverage.Coverage`, else None) for ``--coverage-out``.
     ``arguments_max`` (``--log-arguments``, else None) adds each call's ``params.arguments``,
-    redacted and capped at that many bytes (:mod:`assay.wrap.records.arguments`), to both records.
+    redacted and capped at that many bytes (:mod:`assay.wrap.records.arguments`), to both records,
+    right after ``request_id``: it rides on the request id's part, so with the option off the
+    per-call work is one test.
     ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
     ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
     once per recorded call, and the event and the audit record of one call carry the same time.
@@ -212,15 +214,10 @@ class Recorder:
         else:
             request_piece = piece(request_id)
             rid = None if request_piece is None else b',"request_id":' + request_piece
+        if self._log_arguments is not None and rid is not None:
+            rid = self._arguments_part(params, rid, piece)  # None: a lone surrogate, all ASCII then
         time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else piece(stamp)
-        logged: Any = ABSENT
-        args_part: bytes | None = b""
-        log_arguments = self._log_arguments
-        if log_arguments is not None and params.__class__ is dict and "arguments" in params:
-            logged = log_arguments(params["arguments"], self.arguments_max or 0)
-            encoded = piece(logged)
-            args_part = None if encoded is None else b',"arguments":' + encoded
-        utf8 = rid is not None and time_part is not None and args_part is not None
+        utf8 = rid is not None and time_part is not None
         event_id = None
         decision_line = None
         audit_line = None
@@ -229,7 +226,7 @@ class Recorder:
         if decision_log:
             assert event_id is not None  # made just above
             delegated_from, delegation_depth, tool_call_id, call_part = call_ids(params, request_id)
-            if rid is not None and time_part is not None and args_part is not None:  # else all ASCII-escaped
+            if rid is not None and time_part is not None:  # else every line is ASCII-escaped
                 events = template.events
                 parts = (
                     events[tool_definition_digest]
@@ -238,13 +235,12 @@ class Recorder:
                 )
                 if parts is not None:
                     decision_line = self._event_line(
-                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid,
-                        args_part,
+                        parts, event_id, time_part, delegated_from, delegation_depth, tool_call_id, call_part, rid
                     )
             if decision_line is None:
                 decision_line = self._ascii_event_line(
                     decision, tool_definition_digest, event_id, stamp, delegated_from, delegation_depth,
-                    tool_call_id, request_id, logged,
+                    tool_call_id, request_id, params,
                 )
         if audit_log:
             null_tool = not valid and decision.outcome is _ALLOW
@@ -265,14 +261,25 @@ class Recorder:
             if audit is None or not utf8:
                 time_part = ascii_piece(stamp)
                 rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
-                args_part = b"" if logged is ABSENT else b',"arguments":' + ascii_piece(logged)
+                if self._log_arguments is not None:
+                    rid = self._arguments_part(params, rid, ascii_piece)
                 audit = audit_parts(
                     decision, dry_run, None if null_tool else name, decision.contract, self._origin, ascii_piece
                 )
                 assert audit is not None
-            assert time_part is not None and rid is not None and args_part is not None
-            audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, args_part, audit[1]))
+            assert time_part is not None and rid is not None
+            audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, audit[1]))
         return Recorded(decision_line, audit_line, verbose, event_id)
+
+    def _arguments_part(self, params: Any, rid: bytes, enc: Callable[[Any], bytes | None]) -> bytes | None:
+        """``rid`` and then ``,"arguments":<the logged value>`` when ``params`` has arguments
+        (docs/wrap-records.md, "Logged arguments"); None when ``enc`` cannot encode it."""
+        if params.__class__ is not dict or "arguments" not in params:
+            return rid
+        log_arguments = self._log_arguments
+        assert log_arguments is not None and self.arguments_max is not None
+        encoded = enc(log_arguments(params["arguments"], self.arguments_max))
+        return None if encoded is None else rid + b',"arguments":' + encoded
 
     def tool_listed(self, tool: dict[str, Any], digest: str | None, schema_hash: str, meta_hash: str) -> bytes:
         """The ``assay.tool.listed`` line of a tool a ``tools/list`` answer showed for the first
@@ -306,7 +313,6 @@ class Recorder:
         tool_call_id: str,
         call_part: bytes | None,
         rid: bytes,
-        args_part: bytes,
     ) -> bytes | None:
         """The event line in UTF-8, or None when some part holds a lone surrogate."""
         after_id = self._after_id
@@ -325,7 +331,7 @@ class Recorder:
             delegation = b',"delegated_from":' + source
         if delegation_depth is not None:
             delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
-        return event_bytes(id_part, after_id, time_part, parts[0], delegation, parts[1], call_part, rid, args_part)
+        return event_bytes(id_part, after_id, time_part, parts[0], delegation, parts[1], call_part, rid)
 
     def _ascii_event_line(
         self,
@@ -337,7 +343,7 @@ class Recorder:
         delegation_depth: int | None,
         tool_call_id: str,
         request_id: Any,
-        logged: Any,
+        params: Any,
     ) -> bytes:
         """The event line of a call some part of which holds a lone surrogate: every part
         ASCII-escaped."""
@@ -348,9 +354,13 @@ class Recorder:
         if delegation_depth is not None:
             delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
         rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+        if self._log_arguments is not None:
+            found = self._arguments_part(params, rid, ascii_piece)
+            assert found is not None  # ASCII escapes encode everything
+            rid = found
         after_id = after_id_bytes(self.source, ascii_piece)
         assert after_id is not None
         return event_bytes(
             ascii_piece(event_id), after_id, ascii_piece(stamp), head, delegation, verdict,
-            ascii_piece(tool_call_id), rid, b"" if logged is ABSENT else b',"arguments":' + ascii_piece(logged),
+            ascii_piece(tool_call_id), rid,
         )
