@@ -59,6 +59,7 @@ def protect_command(
     hide_denied_tools: Annotated[bool, Parameter(name="--hide-denied-tools", negative=())] = False,
     declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
     absolute: Annotated[bool, Parameter(name="--absolute", negative=())] = False,
+    log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative=())] = False,
 ) -> int:
     """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
 
@@ -90,6 +91,8 @@ def protect_command(
         Wrapped servers deny tools not in this approved manifest (assay mcp manifest promote).
     absolute
         With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
+    log_arguments
+        Wrapped servers put each call's arguments, secrets redacted, in their logs (wrap's --log-arguments).
     """
     from assay import clients
     from assay.clients import protect as p
@@ -105,9 +108,9 @@ def protect_command(
 
     if undo:
         if policy is not None or init_policy or log_dir is not None or observe or hide_denied_tools \
-                or declared_manifest is not None or absolute:
+                or declared_manifest is not None or absolute or log_arguments:
             raise UsageError("--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, "
-                             "--declared-manifest or --absolute")
+                             "--declared-manifest, --absolute or --log-arguments")
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
 
@@ -151,7 +154,8 @@ def protect_command(
         if log_dir is not None:
             log_path = os.path.abspath(log_dir)
         options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path, observe=observe,
-                                hide_denied_tools=hide_denied_tools, declared_manifest=manifest_path)
+                                hide_denied_tools=hide_denied_tools, declared_manifest=manifest_path,
+                                log_arguments=log_arguments)
 
         def edit(text, loc, record):
             return p.protect_text(text, loc, options, record)

@@ -59,6 +59,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         session_lock_timeout: Annotated[float, Parameter(name="--session-lock-timeout")] = (
             options.DEFAULT_SESSION_LOCK_TIMEOUT
         ),
+        log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative="")] = False,
+        log_arguments_max: Annotated[int, Parameter(name="--log-arguments-max")] = options.DEFAULT_LOG_ARGUMENTS_MAX,
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

@@ -102,6 +102,10 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
     assert isinstance(max_frame_bytes, int) and isinstance(shutdown_grace, (int, float))
     if max_frame_bytes < 1:
         raise UsageError("--max-frame-bytes must be a positive integer")
+    log_arguments_max = values["log_arguments_max"]
+    assert isinstance(log_arguments_max, int)
+    if log_arguments_max < 1:
+        raise UsageError("--log-arguments-max must be a positive integer")
     if not (shutdown_grace >= 0 and shutdown_grace != float("inf")):
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
     fields = {opt.field: values[opt.param] for opt in options.WRAP_OPTIONS}

@@ -66,6 +66,15 @@ class Ledger:
             out.append(Warn(rec.verbose))
         return rec.event_id
 
+    def tool_listed(
+        self, tool: dict[str, Any], digest: str | None, schema_hash: str, meta_hash: str, out: list[Effect]
+    ) -> None:
+        """The ``assay.tool.listed`` event of a newly seen tool, to every decision sink
+        (docs/wrap-records.md, "Tools seen")."""
+        line = self._recorder.tool_listed(tool, digest, schema_hash, meta_hash)
+        for sink in self._sinks:
+            out.append(Record(sink, line))
+
     def receipt(
         self,
         raw: bytes | None,

@@ -32,6 +32,7 @@ __all__ = [
     "STATE_DIR_ENV",
     "DEFAULT_SHARED_SESSION",
     "DEFAULT_SESSION_LOCK_TIMEOUT",
+    "DEFAULT_LOG_ARGUMENTS_MAX",
     "WrapOption",
     "WRAP_OPTIONS",
     "BY_FLAG",
@@ -53,6 +54,7 @@ SHARED_SESSION_ENV = "ASSAY_SHARED_SESSION"  # docs/wrap.md, "Shared sessions"
 STATE_DIR_ENV = "ASSAY_STATE_DIR"
 DEFAULT_SHARED_SESSION = "client"
 DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
+DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
 
 APPEND = "append"  # an append log: docs/wrap.md, "Logs"
 CREATE_NEW = "create-new"  # a one-run output: docs/wrap.md, "One-run outputs and session reports"
@@ -79,7 +81,7 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
     WrapOption("--label", "label", "label", str, DEFAULT_LABEL,
                "Server id used in tool identities and pins."),
     WrapOption("--event-source", "event_source", "event_source", str, None,
-               "CloudEvents source URI (scheme://...), required with a log option."),
+               "CloudEvents source URI (scheme://...); default assay://local/<label> with a log option."),
     WrapOption("--decision-log", "decision_log", "decision_log", str, None,
                "Append assay.tool.decision events (NDJSON) to this file.", output=APPEND),
     WrapOption("--audit-log", "audit_log", "audit_log", str, None,
@@ -117,6 +119,10 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
     WrapOption("--session-lock-timeout", "session_lock_timeout", "session_lock_timeout", float,
                DEFAULT_SESSION_LOCK_TIMEOUT,
                "Seconds a call waits for the shared session's database before it is denied."),
+    WrapOption("--log-arguments", "log_arguments", "log_arguments", bool, False,
+               "Put each call's arguments, secrets redacted, in its decision event and audit record."),
+    WrapOption("--log-arguments-max", "log_arguments_max", "log_arguments_max", int, DEFAULT_LOG_ARGUMENTS_MAX,
+               "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments)."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

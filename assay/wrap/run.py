@@ -42,6 +42,7 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_LABEL,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_POLICY,
+    DEFAULT_LOG_ARGUMENTS_MAX,
     DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
     STRICT_DEPRECATIONS_ENV,
@@ -97,6 +98,9 @@ class WrapConfig:
     shared_session: str | None = None
     state_dir: str | None = None
     session_lock_timeout: float = DEFAULT_SESSION_LOCK_TIMEOUT
+    # arguments in the records: docs/wrap-records.md, "Logged arguments"
+    log_arguments: bool = False
+    log_arguments_max: int = DEFAULT_LOG_ARGUMENTS_MAX
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -130,19 +134,33 @@ class WrapConfig:
             shutdown_grace=self.shutdown_grace,
             declared_manifest=declared_manifest,
             hide_denied_tools=self.hide_denied_tools,
+            log_arguments_max=self.log_arguments_max if self.log_arguments else None,
         )
 
 
 check_config_fields((f.name, f.type, f.default) for f in dataclasses.fields(WrapConfig))
 
 
-def validate_event_source(value: str | None, logging_enabled: bool) -> str | None:
-    """Trimmed; required with any log sink; checked whenever given (docs/wrap.md, "Options")."""
+def default_event_source(label: str) -> str:
+    """``assay://local/<label>``: the event source of a wrap given none (docs/wrap.md, "Logs").
+    The label is one path segment, every character but ``A-Z a-z 0-9 - . _ ~`` percent-encoded
+    as UTF-8 (a label that was not UTF-8 on the command line as its original bytes); an empty
+    label counts as the default one."""
+    from urllib.parse import quote
+
+    try:
+        raw = label.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no command line gives (a library caller's)
+        raw = label.encode("utf-8", "surrogatepass")
+    return "assay://local/" + quote(raw or DEFAULT_LABEL.encode("ascii"), safe="")
+
+
+def validate_event_source(value: str | None, logging_enabled: bool, label: str = DEFAULT_LABEL) -> str | None:
+    """Trimmed; :func:`default_event_source` with any log sink when none is given; checked
+    whenever given (docs/wrap.md, "Options", "Logs")."""
     source = (value or "").strip() or None
     if source is None:
-        if logging_enabled:
-            raise WrapError("event_source is required when logging is enabled (e.g. --event-source assay://org/app)")
-        return None
+        return default_event_source(label) if logging_enabled else None
     scheme, sep, _rest = source.partition("://")
     if any(ch.isspace() for ch in source) or not sep or not scheme or not _SCHEME.match(scheme):
         raise WrapError(
@@ -275,6 +293,8 @@ async def run_wrap(
         raise WrapError("no command to wrap (give it after --)")
     if config.max_frame_bytes < 1:
         raise WrapError("--max-frame-bytes must be a positive integer")
+    if config.log_arguments_max < 1:
+        raise WrapError("--log-arguments-max must be a positive integer")
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     from assay.inputs import policy_byte_limit
@@ -293,7 +313,7 @@ async def run_wrap(
         config.decision_log or config.audit_log or config.decision_log_new or config.coverage_out
         or config.state_window_out
     )
-    source = validate_event_source(config.event_source, logging_enabled)
+    source = validate_event_source(config.event_source, logging_enabled, config.label)
     try:  # docs/wrap.md, "Shared sessions"
         key, shared = shared_for(
             policy, config.shared_session, config.state_dir, config.session_lock_timeout, env, warn

@@ -91,6 +91,8 @@ class SessionOptions:
     hide_denied_tools: bool = False  # --hide-denied-tools (never in a dry run)
     # the agent session's key in records (docs/wrap.md, "Shared sessions"); None: not shared
     shared_session_key: str | None = None
+    # --log-arguments: the cap in bytes of each call's logged arguments; None: not logged
+    log_arguments_max: int | None = None
 
 
 class WrapSession:
@@ -124,6 +126,7 @@ class WrapSession:
             verbose=options.verbose,
             new_event_id=new_event_id,
             now=now,
+            arguments_max=options.log_arguments_max,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
         # the decision pipeline's guards after the engine, in order (docs/policy.md, "Evaluation
@@ -147,6 +150,7 @@ class WrapSession:
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
             hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
+            on_seen=self._ledger.tool_listed if options.decision_sinks else None,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the

@@ -7,9 +7,10 @@ responses" describe what is read and when.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from assay.policy import Policy, SessionState
+from assay.policy import Policy, SessionState, tool_identity
 from assay.wrap import records, serverlines
 from assay.wrap.effects import Effect, Warn
 from assay.wrap.listing import ListChain, denied_by_name, hide_tools, tool_definition_digest
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from assay.wrap.baseline import Baseline
 
 __all__ = ["ToolBook"]
+
+# (tool definition, tool-definition digest, schema hash, meta hash, effects): Ledger.tool_listed
+OnSeen = Callable[[dict[str, Any], "str | None", str, str, list[Effect]], None]
 
 
 def read_message(line: bytes) -> Any:
@@ -31,11 +35,12 @@ class ToolBook:
 
     __slots__ = (
         "policy", "state", "label", "verbose", "hide", "baseline", "pending_lists", "chains",
-        "last_chain", "output_schema_tools", "bindings",
+        "last_chain", "output_schema_tools", "bindings", "on_seen",
     )
 
     def __init__(
-        self, policy: Policy, state: SessionState, label: str, *, verbose: bool, hide: bool, baseline: Baseline | None
+        self, policy: Policy, state: SessionState, label: str, *, verbose: bool, hide: bool, baseline: Baseline | None,
+        on_seen: OnSeen | None = None,
     ) -> None:
         self.policy = policy
         self.state = state
@@ -48,6 +53,8 @@ class ToolBook:
         self.last_chain: ListChain | None = None
         self.output_schema_tools: set[str] = set()  # tools listed with an outputSchema
         self.bindings: dict[str, str] = {}  # tool name -> tool-definition digest
+        # with a decision log: records each newly seen tool (docs/wrap-records.md, "Tools seen")
+        self.on_seen = on_seen
 
     def listed(self, key: Key, params: Any) -> None:
         """The client sent a tools/list request with id ``key``. It continues the last chain
@@ -117,11 +124,27 @@ class ToolBook:
                     self.bindings[name] = digest
         if self.verbose:
             out.extend(Warn(records.tool_identity_line(n, label, s, m)) for (n, s, m) in seen)
+        if seen and self.on_seen is not None:
+            self._record_seen(tools, seen, out)
         if self.hide:
             cut = hide_tools(line, message, self.hidden, read_message)
             if cut is not None:
                 return cut
         return True
+
+    def _record_seen(self, tools: list[Any], seen: list[tuple[str, str, str]], out: list[Effect]) -> None:
+        """An ``assay.tool.listed`` event for each tool of ``seen`` (the newly seen identities,
+        in list order), made from the definition in ``tools`` that has that identity."""
+        on_seen = self.on_seen
+        assert on_seen is not None
+        at = 0
+        for name, schema_hash, meta_hash in seen:
+            while at < len(tools):
+                tool = tools[at]
+                at += 1
+                if isinstance(tool, dict) and tool.get("name") == name and tool_identity(tool) == (schema_hash, meta_hash):
+                    on_seen(tool, tool_definition_digest(tool, self.label), schema_hash, meta_hash, out)
+                    break
 
     def hidden(self, name: str) -> bool:
         """Whether --hide-denied-tools takes ``name`` out of the tools/list answers: the policy

@@ -84,15 +84,20 @@ class WrapRun:
 
     def decisions(self) -> list[dict]:
         """The `data` of every decision event, after checking the CloudEvents envelope
-        (docs/wrap-records.md, "Decision event")."""
+        (docs/wrap-records.md, "Decision event"). The log also holds an `assay.tool.listed`
+        event per newly listed tool (docs/wrap-records.md, "Tools seen"): see :meth:`listed`."""
         events = _ndjson(self.decision_log)
         for event in events:
             assert event["specversion"] == "1.0"
-            assert event["type"] == "assay.tool.decision"
+            assert event["type"] in ("assay.tool.decision", "assay.tool.listed")
             assert event["source"] == EVENT_SOURCE
-            assert event["id"].startswith("evt_decision_")
+            assert event["id"].startswith("evt_decision_" if event["type"] == "assay.tool.decision" else "evt_tool_listed_")
             assert "datacontenttype" not in event
-        return [event["data"] for event in events]
+        return [event["data"] for event in events if event["type"] == "assay.tool.decision"]
+
+    def listed(self) -> list[dict]:
+        """The `data` of every `assay.tool.listed` event of the decision log."""
+        return [e["data"] for e in _ndjson(self.decision_log) if e["type"] == "assay.tool.listed"]
 
     def audits(self) -> list[dict]:
         return _ndjson(self.audit_log)

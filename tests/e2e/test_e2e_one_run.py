@@ -46,7 +46,8 @@ async def test_probe_leaves_nothing_and_session_creates_every_output(node, tmp_p
     assert "server/discover" not in methods
     tool_calls = [r for r in receipts if r.get("method") == "tools/call"]
     assert [r["disposition"] for r in tool_calls] == ["forwarded", "blocked"]
-    session_events = [json.loads(line) for line in (tmp_path / "session-decisions.ndjson").read_text().splitlines()]
+    logged = [json.loads(line) for line in (tmp_path / "session-decisions.ndjson").read_text().splitlines()]
+    session_events = [e for e in logged if e["type"] == "assay.tool.decision"]  # docs/wrap-records.md, "Tools seen"
     assert [e["data"]["tool"] for e in session_events] == ["echo", "get-env"]
     assert {r["decision_event_id"] for r in tool_calls} == {e["id"] for e in session_events}
 

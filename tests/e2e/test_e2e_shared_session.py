@@ -113,8 +113,9 @@ async def test_python_sdk_host_a_secret_read_forbids_the_send_on_the_other_serve
     assert payload["error_code"] == "E_SEQUENCE_VIOLATION" and payload["rule"] == "no-send-after-secret"
     assert not fetch_log.exists()  # the send never reached the server
     # both servers' decision logs name the one session, and each its server
-    logs = {p.name.split(".")[0].removeprefix("claude_desktop-"): [json.loads(x)["data"] for x in p.read_text().splitlines()]
-            for p in (tmp_path / "logs").glob("*.decisions.ndjson")}
+    logs = {p.name.split(".")[0].removeprefix("claude_desktop-"): [
+                e["data"] for e in map(json.loads, p.read_text().splitlines()) if e["type"] == "assay.tool.decision"
+            ] for p in (tmp_path / "logs").glob("*.decisions.ndjson")}
     assert sorted(logs) == ["fetch", "filesystem"], sorted(logs)
     assert logs["fetch"][-1]["reason_code"] == "P_SEQUENCE_VIOLATION"
     assert logs["fetch"][-1]["server"] == "fetch" and logs["filesystem"][-1]["server"] == "filesystem"

@@ -186,8 +186,8 @@ def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
     [
         (["bogus", "--policy", "p.yaml"], 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
         (["claude"], "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n"),
-        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
-        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest or --absolute\n"),
+        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
+        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
         (["windsurf", "--scope", "project", "--policy", "p.yaml"], "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n"),
     ],
 )
@@ -270,3 +270,19 @@ def test_help_lists_exit_codes(home, tmp_path):
     res = run_assay("mcp", "protect", "--help", env=make_env(home), cwd=tmp_path)
     assert res.returncode == 0
     assert "Exit codes: 0 done, or nothing to change; 1 refused" in res.stdout.decode()
+
+
+def test_cli_protect_log_arguments_goes_on_every_line_and_comes_off_again(home, tmp_path):
+    """docs/protect.md, "Logging arguments"."""
+    config = claude_config(home)
+    env = make_env(home)
+    (tmp_path / "p.yaml").write_text('version: "2.0"\n')
+    res = run_assay("mcp", "protect", "claude", "--policy", str(tmp_path / "p.yaml"), "--log-arguments",
+                    env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    servers = json.loads(config.read_text())["mcpServers"]
+    wrapped = [e["args"] for e in servers.values() if e.get("command") == str(ASSAY)]
+    assert wrapped and all(args[args.index("--") - 1] == "--log-arguments" for args in wrapped)
+    res = run_assay("mcp", "protect", "claude", "--policy", str(tmp_path / "p.yaml"), env=env, cwd=tmp_path)
+    assert res.returncode == 0 and "updated" in res.stdout.decode()
+    assert "--log-arguments" not in config.read_text()

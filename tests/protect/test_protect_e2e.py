@@ -73,7 +73,10 @@ async def test_protect_launch_call_and_undo(tmp_path):
             assert result.is_error is False
             assert result.content[0].text == "sum=42"
 
-    decisions = [json.loads(line) for line in (logs / "claude_desktop-tiny.decisions.ndjson").read_text().splitlines()]
+    logged = [json.loads(line) for line in (logs / "claude_desktop-tiny.decisions.ndjson").read_text().splitlines()]
+    assert [e["type"] for e in logged] == ["assay.tool.listed", "assay.tool.decision"]  # docs/wrap-records.md, "Tools seen"
+    assert logged[0]["data"]["tool"] == "add" and logged[0]["source"] == "assay://protect/claude_desktop/tiny"
+    decisions = logged[1:]
     assert len(decisions) == 1
     assert decisions[0]["source"] == "assay://protect/claude_desktop/tiny"
     assert decisions[0]["data"]["tool"] == "add"

@@ -108,3 +108,37 @@ def test_cli_a_declared_manifest_that_is_not_a_file_is_a_usage_error(tmp_path):
                     env=make_env(home), cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr.decode() == f"assay: error: --declared-manifest {tmp_path / 'nope.json'} is not a file\n"
+
+
+def test_log_arguments_is_written_read_back_and_kept_by_updates(monkeypatch):
+    """protect --log-arguments (docs/protect.md, "Logging arguments"): the flag comes last before
+    `--`; wrap and the one reader of wrap lines read it; protect again without it takes it off,
+    with it puts it back; an older protect's line with it is still protect's own."""
+    from assay.clients.protect.owned import own_wrap_line
+    from assay.clients.wrapped import parse_wrapped
+    from tests.test_wrap_args import outcome
+
+    opts = p.WrapOptions("/bin/assay", "/p.yaml", "/logs", observe=True, log_arguments=True)
+    args = p.wrapped_args("srv", "npx", ["-y", "x"], opts, client="claude_desktop")
+    assert args[args.index("--") - 1] == "--log-arguments"
+    line = parse_wrapped(["/bin/assay", *args])
+    assert line is not None and line.options["log_arguments"] is True
+    assert own_wrap_line("srv", "/bin/assay", args, client="claude_desktop") == ("npx", ["-y", "x"])
+    for fast in (True, False):
+        code, _, err, runs = outcome(monkeypatch, args[2:], fast)
+        assert (code, err) == (0, "")
+        (config,) = runs
+        assert config.log_arguments is True and config.log_arguments_max == 4096
+
+    loc = location("claude_desktop")
+    first = p.protect_text(CLAUDE_DESKTOP, loc, p.WrapOptions(ASSAY, "/p.yaml", "/logs"))
+    assert "--log-arguments" not in first.text
+    on = p.protect_text(first.text, loc, p.WrapOptions(ASSAY, "/p.yaml", "/logs", log_arguments=True), first.record)
+    updated = [c for c in on.changes if c.action == "updated"]
+    assert updated and all("--log-arguments" in c.detail for c in updated)
+    assert on.text.count('"--log-arguments"') == len(updated)
+    again = p.protect_text(on.text, loc, p.WrapOptions(ASSAY, "/p.yaml", "/logs", log_arguments=True), on.record)
+    assert again.text == on.text and not again.changed
+    off = p.protect_text(on.text, loc, p.WrapOptions(ASSAY, "/p.yaml", "/logs"), on.record)
+    assert off.text == first.text
+    assert p.undo_text(on.text, loc, on.record).text == CLAUDE_DESKTOP

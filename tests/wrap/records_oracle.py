@@ -45,6 +45,7 @@ def decision_data(
     tool_definition_digest: str | None = None,
     session: str | None = None,
     server: str = DEFAULT_SERVER,
+    arguments: Any = ABSENT,
 ) -> dict:
     """The ``data`` object of an ``assay.tool.decision`` event, keys in serialization order.
 
@@ -71,6 +72,8 @@ def decision_data(
     data["tool_call_id"] = tool_call_id
     if has_id(request_id):
         data["request_id"] = request_id
+    if arguments is not ABSENT:  # --log-arguments: the logged value, last
+        data["arguments"] = arguments
     return data
 
 
@@ -105,9 +108,10 @@ def audit_record(
     timestamp: datetime | str | None = None,
     session: str | None = None,
     server: str = DEFAULT_SERVER,
+    arguments: Any = ABSENT,
 ) -> dict:
     """One audit line's object: ``timestamp, decision, tool, reason, session, server,
-    request_id?, agentic?``.
+    request_id?, arguments?, agentic?``.
 
     ``tool``, ``reason`` and ``session`` are always present (possibly null); ``request_id`` is
     left out when absent or null, ``agentic`` (the deny contract) when None.
@@ -124,6 +128,8 @@ def audit_record(
     }
     if has_id(request_id):
         record["request_id"] = request_id
+    if arguments is not ABSENT:
+        record["arguments"] = arguments
     if agentic is not None:
         record["agentic"] = dict(agentic)
     return record
@@ -141,6 +147,7 @@ def audit_record_for(
     timestamp: datetime | str | None = None,
     session: str | None = None,
     server: str = DEFAULT_SERVER,
+    arguments: Any = ABSENT,
 ) -> dict:
     """The one audit record of a decision: a warning is ``allow_with_warning`` only, never
     followed by an ``allow`` (docs/wrap-records.md, "Which calls produce records").
@@ -154,7 +161,8 @@ def audit_record_for(
     reason = None if decision.outcome == "allow" else decision.reason
     agentic = decision.contract if decision.outcome == "deny" else None
     return audit_record(
-        verdict, name, reason, request_id=request_id, agentic=agentic, timestamp=timestamp, session=session, server=server
+        verdict, name, reason, request_id=request_id, agentic=agentic, timestamp=timestamp, session=session,
+        server=server, arguments=arguments,
     )
 
 

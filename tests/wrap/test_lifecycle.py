@@ -220,8 +220,6 @@ def test_invalid_policy_is_fatal_one_line(tmp_path):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["--decision-log", "d.ndjson"], "event_source is required when logging is enabled"),
-        (["--audit-log", "a.ndjson"], "event_source is required when logging is enabled"),
         (["--event-source", "did:x"], "invalid --event-source"),
         (["--event-source", "urn:x"], "invalid --event-source"),
         (["--event-source", "://x"], "invalid --event-source"),

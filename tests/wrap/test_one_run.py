@@ -80,7 +80,10 @@ def test_session_creates_every_output(wrapper: Wrapper):
         "command_canonicalization": "jcs:command_argv.v0",
     }
     assert not (wrapper.tmp / "context.json").read_bytes().endswith(b"\n")
-    events = run.log("dln.ndjson")
+    logged = run.log("dln.ndjson")  # and the listed tool, when its answer came (docs/wrap-records.md, "Tools seen")
+    assert sorted(e["type"] for e in logged) == ["assay.tool.decision", "assay.tool.decision", "assay.tool.listed"]
+    assert [e["data"]["tool"] for e in logged if e["type"] == "assay.tool.listed"] == ["search"]
+    events = [e for e in logged if e["type"] == "assay.tool.decision"]
     assert [(e["data"]["tool"], e["data"]["decision"]) for e in events] == [("exec", "deny"), ("search", "allow")]
     receipts = run.log("receipts.ndjson")
     assert [(r["seq"], r["kind"], r.get("method"), r.get("request_id"), r["disposition"]) for r in receipts] == [

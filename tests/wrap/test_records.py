@@ -42,6 +42,8 @@ from assay.wrap.reports import (
     state_window,
 )
 
+from assay.wrap.records.arguments import logged_arguments
+
 from tests.wrap.records_oracle import (
     audit_record,
     audit_record_for,
@@ -948,7 +950,8 @@ def calls(draw, tool: str, valid: bool):
             },
         )
     )
-    arguments = draw(st.sampled_from([None, {}, {"q": "x/y"}, [1]]))
+    arguments = draw(st.sampled_from([None, {}, {"q": "x/y"}, [1], {"token": "t", "path": "/a\ud83d"},
+                                      {"cmd": "curl -H 'Authorization: Bearer 0123456789abcdefXYZ' x" * 3}]))
     if meta is not None:
         arguments = {"q": 1, "_meta": meta}
     params: Any = {"name": tool, "arguments": arguments} if valid else draw(st.sampled_from([None, [], {"arguments": arguments}]))
@@ -988,9 +991,12 @@ def test_a_twin_without_the_lone_surrogate_of_its_template_is_written_in_utf8():
 
 
 def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run, session=None,
-              server="default-mcp-server"):
+              server="default-mcp-server", arguments_max=None):
     """What the generic builders give for the values the recorder used."""
     request_id = frame["id"] if "id" in frame else ABSENT
+    arguments = ABSENT
+    if arguments_max is not None and isinstance(params, dict) and "arguments" in params:
+        arguments = logged_arguments(params["arguments"], arguments_max)
     event = json.loads(out.decision_line)
     made = event["data"]["tool_call_id"]
     tcid = tool_call_id_for(params, request_id, new_uuid=lambda: uuid.UUID(made[4:]))
@@ -1005,6 +1011,7 @@ def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_
         tool_definition_digest=digest,
         session=session,
         server=server,
+        arguments=arguments,
     )
     full = decision_event(source, data, event_id=out.event_id, time=event["time"])
     audit = audit_record_for(
@@ -1015,6 +1022,7 @@ def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_
         timestamp=event["time"],
         session=session,
         server=server,
+        arguments=arguments,
     )
     return full, encode_line(full), encode_line(audit)
 
@@ -1032,12 +1040,14 @@ def test_recorder_lines_equal_the_generic_builders(data):
     session = data.draw(st.sampled_from([None, "client:4242:8613312", "name:team"]) | WILD_TEXT.map("name:".__add__))
     dry_run = data.draw(st.booleans())
     custom = data.draw(st.booleans())
+    arguments_max = data.draw(st.sampled_from([None, None, 4096, 16]))  # --log-arguments
     ids = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     rec = records.Recorder(
         source=source, label=label, session=session, dry_run=dry_run, decision_log=True, audit_log=True,
         keep_events=data.draw(st.booleans()), verbose=True,
         new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
+        arguments_max=arguments_max,
     )
     # the same decision object several times: the first is built the generic way, later ones
     # from the template (the engine hands out one object per plain call of a tool); then
@@ -1052,7 +1062,8 @@ def test_recorder_lines_equal_the_generic_builders(data):
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
         full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source,
-                                                 dry_run=dry_run, session=session, server=label)
+                                                 dry_run=dry_run, session=session, server=label,
+                                                 arguments_max=arguments_max)
         assert out.decision_line == event_line
         assert out.audit_line == audit_line
         assert out.event_id == full["id"]

@@ -18,7 +18,8 @@ class ProtectError(Exception):
 class WrapOptions:
     """What goes before ``--`` in a protected entry (docs/protect.md, "What changes").
 
-    ``observe`` is wrap's ``--dry-run`` (decide and log, block nothing)."""
+    ``observe`` is wrap's ``--dry-run`` (decide and log, block nothing); ``log_arguments`` its
+    ``--log-arguments`` (docs/protect.md, "Logging arguments")."""
 
     assay: str
     policy: str
@@ -26,6 +27,7 @@ class WrapOptions:
     observe: bool = False
     hide_denied_tools: bool = False
     declared_manifest: str | None = None
+    log_arguments: bool = False
 
 
 @dataclass(frozen=True)

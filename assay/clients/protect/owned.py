@@ -44,6 +44,7 @@ def own_wrap_line(name: str, command: str, args: Sequence[str], client: str = ""
         observe=found.get("dry_run") is True,
         hide_denied_tools=found.get("hide_denied_tools") is True,
         declared_manifest=manifest if isinstance(manifest, str) else None,
+        log_arguments=found.get("log_arguments") is True,
     )
     original = (line.command, list(line.args))
     server_len = 1 + len(line.server)  # "--" and the server's argv

@@ -61,6 +61,8 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
         out.append(flag_of("hide_denied_tools"))
     if options.declared_manifest is not None:
         out += option_tokens(flag_of("declared_manifest"), options.declared_manifest)
+    if options.log_arguments:
+        out.append(flag_of("log_arguments"))
     return out + ["--", command, *args]
 
 

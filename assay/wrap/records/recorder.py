@@ -23,6 +23,7 @@ from assay.policy.decision import Decision, Outcome
 from assay.wrap.records.coverage import Coverage
 from assay.wrap.records.encoding import ABSENT, ascii_piece, has_id, piece
 from assay.wrap.records.ids import batched_event_ids, cached_clock
+from assay.wrap.records.listed import listed_data, listed_line, new_listed_id
 from assay.wrap.records.messages import verbose_line
 from assay.wrap.records.parts import (
     Origin,
@@ -41,6 +42,8 @@ _ALLOW: Final = Outcome.ALLOW  # compared by identity on every recorded call
 _DENY: Final = Outcome.DENY
 
 __all__ = ["Recorded", "Recorder"]
+
+_listed_id: Final = new_listed_id
 
 _TEMPLATES_MAX: Final = 512  # templates kept per recorder (by decision object, and by kind)
 
@@ -70,6 +73,10 @@ class Recorder:
     mode. ``decision_log``, ``audit_log`` and ``verbose`` say
     which lines to build; ``keep_events`` keeps :attr:`coverage` (a
     :class:`~assay.wrap.records.coverage.Coverage`, else None) for ``--coverage-out``.
+    ``arguments_max`` (``--log-arguments``, else None) adds each call's ``params.arguments``,
+    redacted and capped at that many bytes (:mod:`assay.wrap.records.arguments`), to both records,
+    right after ``request_id``: it rides on the request id's part, so with the option off the
+    per-call work is one test.
     ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
     ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
     once per recorded call, and the event and the audit record of one call carry the same time.
@@ -100,6 +107,9 @@ class Recorder:
         "_shapes",
         "_after_id",
         "_origin",
+        "arguments_max",
+        "_log_arguments",
+        "_new_listed_id",
     )
 
     def __init__(
@@ -115,8 +125,17 @@ class Recorder:
         new_event_id: Callable[[], str] | None = None,
         now: Callable[[], str] | None = None,
         session: str | None = None,
+        arguments_max: int | None = None,
+        new_listed_id: Callable[[], str] | None = None,
     ) -> None:
         self.source = source
+        self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
+        # the redaction rules are compiled only when asked for: not on every wrap's start-up
+        self._log_arguments: Callable[[Any, int], Any] | None = None
+        if arguments_max is not None:
+            from assay.wrap.records.arguments import logged_arguments
+
+            self._log_arguments = logged_arguments
         self.label = label
         self.session = session
         self.dry_run = dry_run
@@ -133,6 +152,7 @@ class Recorder:
         self._shapes: dict[tuple[Any, ...], Template] = {}
         self._after_id = after_id_bytes(source, piece)
         self._origin = Origin(session, label)
+        self._new_listed_id: Callable[[], str] = new_listed_id if new_listed_id is not None else _listed_id
 
     @property
     def active(self) -> bool:
@@ -194,6 +214,8 @@ class Recorder:
         else:
             request_piece = piece(request_id)
             rid = None if request_piece is None else b',"request_id":' + request_piece
+        if self._log_arguments is not None and rid is not None:
+            rid = self._arguments_part(params, rid, piece)  # None: a lone surrogate, all ASCII then
         time_part = (b'"' + stamp.encode("ascii") + b'"') if self._fast_time else piece(stamp)
         utf8 = rid is not None and time_part is not None
         event_id = None
@@ -218,7 +240,7 @@ class Recorder:
             if decision_line is None:
                 decision_line = self._ascii_event_line(
                     decision, tool_definition_digest, event_id, stamp, delegated_from, delegation_depth,
-                    tool_call_id, request_id,
+                    tool_call_id, request_id, params,
                 )
         if audit_log:
             null_tool = not valid and decision.outcome is _ALLOW
@@ -239,6 +261,8 @@ class Recorder:
             if audit is None or not utf8:
                 time_part = ascii_piece(stamp)
                 rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+                if self._log_arguments is not None:
+                    rid = self._arguments_part(params, rid, ascii_piece)
                 audit = audit_parts(
                     decision, dry_run, None if null_tool else name, decision.contract, self._origin, ascii_piece
                 )
@@ -246,6 +270,24 @@ class Recorder:
             assert time_part is not None and rid is not None
             audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, audit[1]))
         return Recorded(decision_line, audit_line, verbose, event_id)
+
+    def _arguments_part(self, params: Any, rid: bytes, enc: Callable[[Any], bytes | None]) -> bytes | None:
+        """``rid`` and then ``,"arguments":<the logged value>`` when ``params`` has arguments
+        (docs/wrap-records.md, "Logged arguments"); None when ``enc`` cannot encode it."""
+        if params.__class__ is not dict or "arguments" not in params:
+            return rid
+        log_arguments = self._log_arguments
+        assert log_arguments is not None and self.arguments_max is not None
+        encoded = enc(log_arguments(params["arguments"], self.arguments_max))
+        return None if encoded is None else rid + b',"arguments":' + encoded
+
+    def tool_listed(self, tool: dict[str, Any], digest: str | None, schema_hash: str, meta_hash: str) -> bytes:
+        """The ``assay.tool.listed`` line of a tool a ``tools/list`` answer showed for the first
+        time, or with a new identity (docs/wrap-records.md, "Tools seen"); ``tool`` is its
+        definition (an object with a non-blank string ``name``)."""
+        data = listed_data(tool, server=self.label, session=self.session, digest=digest,
+                           schema_hash=schema_hash, meta_hash=meta_hash)
+        return listed_line(self._new_listed_id(), self._now(), self.source, data)
 
     def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
         template = Template(decision, self.dry_run, self._origin)
@@ -301,6 +343,7 @@ class Recorder:
         delegation_depth: int | None,
         tool_call_id: str,
         request_id: Any,
+        params: Any,
     ) -> bytes:
         """The event line of a call some part of which holds a lone surrogate: every part
         ASCII-escaped."""
@@ -311,6 +354,10 @@ class Recorder:
         if delegation_depth is not None:
             delegation += b',"delegation_depth":' + str(delegation_depth).encode("ascii")
         rid = b',"request_id":' + ascii_piece(request_id) if has_id(request_id) else b""
+        if self._log_arguments is not None:
+            found = self._arguments_part(params, rid, ascii_piece)
+            assert found is not None  # ASCII escapes encode everything
+            rid = found
         after_id = after_id_bytes(self.source, ascii_piece)
         assert after_id is not None
         return event_bytes(

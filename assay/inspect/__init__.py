@@ -1,0 +1,8 @@
+"""Inspection of content that passes through assay (docs/inspect.md).
+
+Sans-IO: plain strings and JSON values in, plain values out; no clock, no files, no trio.
+
+- :mod:`~assay.inspect.secrets`: finds secrets (keys, tokens, passwords) in text and JSON
+  values and redacts them, as ``[REDACTED:<kind>]``. Wrap's ``--log-arguments`` uses it for
+  the arguments it records (docs/wrap-records.md, "Logged arguments").
+"""
