@@ -144,7 +144,10 @@ async def _demo(assay: str, policy: str, servers: dict[str, str], calls: list, d
             print(f"  {verdict}  {label}: {name}({json.dumps(args)}) -> {detail}")
     print("\ndecision log (--decision-log):")
     for line in decision_log.read_text().splitlines():
-        data = json.loads(line)["data"]
+        event = json.loads(line)
+        if event["type"] != "assay.tool.decision":
+            continue  # the log also holds the tools each server listed (docs/wrap-records.md, "Tools seen")
+        data = event["data"]
         rule = data.get("matched_rule") or ""
         approval = f"approval {data['approval_state']}" if data.get("approval_state") else ""
         print(f"  {data['decision']:5}  {data['server']:6} {data['tool']:11}  {data['reason_code']:20}  {rule:24}  "
