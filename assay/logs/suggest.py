@@ -13,7 +13,8 @@ What the policy says:
   (``destructiveHint: true``, or ``readOnlyHint: false`` with no ``destructiveHint``: the MCP
   default) in an ``assay.tool.listed`` record.
 - ``path_confinement``: for each allowed tool, the arguments whose every recorded value
-  (``--log-arguments``) was an absolute path, confined to the directories those paths used:
+  (``--log-arguments``) was an absolute path, confined to the directories those paths used
+  (not when a call's arguments were cut at ``--log-arguments-max``: the rest is unknown):
   a path's own directory, or the path itself when it is a directory another value lies in, or
   when its directory would be ``/``; directories inside ``home`` are written ``~/...``.
 - ``enforcement.unconstrained_tools: warn``: no schemas are guessed.
@@ -51,6 +52,7 @@ class _Tool:
     servers: set[str] = field(default_factory=set)
     # argument -> its absolute paths (normal forms); None once a value was not one
     paths: dict[str, set[str] | None] = field(default_factory=dict)
+    cut: bool = False  # some recorded arguments were cut (docs/wrap-records.md, "Logged arguments")
 
 
 @dataclass
@@ -73,6 +75,9 @@ class Observed:
             tool.servers.add(entry.server)
         if entry.has_arguments and isinstance(entry.arguments, dict):
             self.with_arguments += 1
+            if entry.arguments.get("_truncated") is True:  # cut at --log-arguments-max: unknown
+                tool.cut = True
+                return
             for name, value in entry.arguments.items():
                 _note_path(tool, name, value)
 
@@ -199,6 +204,9 @@ def _confinements(observed: Observed, home: str | None, skip: set[str]) -> tuple
     confined: dict[str, list[tuple[list[str], list[str]]]] = {}
     notes: list[str] = []
     for tool, arg, values in used:
+        if observed.tools[tool].cut:
+            notes.append(f"{_q(tool)} argument {_q(arg)}: some of its calls' arguments were cut in the log")
+            continue
         if tool in skip:
             notes.append(f"{_q(tool)} argument {_q(arg)}: a confinement would deny an observed call")
             continue

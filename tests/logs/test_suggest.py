@@ -102,3 +102,12 @@ def test_replay_of_any_observed_session_denies_nothing(sessions):
     result = run(calls)
     judged, _, denied = replay(result.text, calls, "/home/ann")
     assert judged == len(calls) and denied == []
+
+
+def test_a_tool_whose_recorded_arguments_were_cut_is_not_confined():
+    cut = call("read", path="/srv/a/x")
+    cut.arguments = {"_truncated": True, "bytes": 9000, "head": '{"path":"/srv/b/'}
+    result = run([call("read", path="/srv/a/y"), cut])
+    policy = load_policy(result.text.encode(), home=None)
+    assert policy.path_confinement == ()
+    assert "were cut in the log" in result.text
