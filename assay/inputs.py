@@ -26,6 +26,7 @@ __all__ = [
     "read_input_file",
     "read_input",
     "read_fd",
+    "open_regular",
     "policy_byte_limit",
     "DEFAULT_POLICY_BYTES",
     "POLICY_BYTES_ENV",
@@ -90,6 +91,17 @@ def read_input_file(path: str, *, limit: int, what: str = "file") -> bytes:
 
 def read_input(path: str, *, limit: int, what: str = "file") -> tuple[bytes, os.stat_result]:
     """:func:`read_input_file` plus the ``fstat`` of the descriptor the bytes came from."""
+    fd, info = open_regular(path, what)
+    try:
+        data = read_fd(fd, limit=limit, what=what, path=path)
+    finally:
+        os.close(fd)
+    return data, info
+
+
+def open_regular(path: str, what: str = "file") -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file ``path``, opened without blocking and checked on the
+    descriptor, and its ``fstat``; the caller closes it. Raises :class:`InputFileError`."""
     if "\x00" in path:
         raise InputFileError(what, path, "embedded null byte in the path")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -98,18 +110,15 @@ def read_input(path: str, *, limit: int, what: str = "file") -> tuple[bytes, os.
     except OSError as exc:
         raise InputFileError(what, path, exc.strerror or type(exc).__name__, exc.errno or errno.EIO) from None
     try:
-        try:
-            info = os.fstat(fd)
-        except OSError as exc:
-            raise InputFileError(what, path, exc.strerror or type(exc).__name__, exc.errno or errno.EIO) from None
-        if not stat.S_ISREG(info.st_mode):
-            kind = _kind(info.st_mode)
-            reason = kind if kind == "not a regular file" else f"not a regular file ({kind})"
-            raise InputFileError(what, path, reason)
-        data = read_fd(fd, limit=limit, what=what, path=path)
-    finally:
+        info = os.fstat(fd)
+    except OSError as exc:
         os.close(fd)
-    return data, info
+        raise InputFileError(what, path, exc.strerror or type(exc).__name__, exc.errno or errno.EIO) from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = _kind(info.st_mode)
+        raise InputFileError(what, path, kind if kind == "not a regular file" else f"not a regular file ({kind})")
+    return fd, info
 
 
 def read_fd(fd: int, *, limit: int, what: str = "file", path: str = "") -> bytes:

@@ -19,6 +19,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from assay.inputs import InputFileError, open_regular
 from assay.logs.entries import FOREIGN, Entry, parse_line
 
 __all__ = ["LogError", "Counts", "LogFile", "log_files", "read_entries", "MAX_LINE"]
@@ -112,13 +113,10 @@ class LogFile:
 
     def _chunk(self) -> bytes:
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            raise LogError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            fd, st = open_regular(self.path, "log")
+        except InputFileError as exc:
+            raise LogError(f"cannot read {self.path}: {exc.reason}") from None
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise LogError(f"cannot read {self.path}: not a regular file")
             identity = (st.st_dev, st.st_ino)
             if identity != self.identity or st.st_size < self.offset:  # replaced or truncated: from the top
                 if self.identity is not None:
