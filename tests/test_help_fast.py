@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from assay.cli import _helptext, help_fast
+from tests import helptext
 from tests.conftest import ASSAY, REPO
 
 
@@ -29,16 +30,16 @@ def assay(*tokens: str, env: dict[str, str] | None = None) -> tuple[int, str, st
 
 
 def test_committed_pages_are_what_cyclopts_renders_now():
-    """Fails when a command's help changed and `python -m assay.cli.help_fast --write` was not
+    """Fails when a command's help changed and `python -m tests.helptext --write` was not
     run: the committed module must be exactly what the generator writes today."""
     committed = open(_helptext.__file__, encoding="utf-8").read()
-    assert committed == help_fast.generate()
+    assert committed == helptext.generate()
 
 
 @pytest.mark.parametrize("tokens", [list(t) for t in help_fast.LINES] + [["--version"]],
                          ids=lambda t: " ".join(t) or "(none)")
 def test_fast_line_prints_what_cyclopts_prints(tokens):
-    assert assay(*tokens) == help_fast.render(tokens)
+    assert assay(*tokens) == helptext.render(tokens)
 
 
 def test_fast_lines_import_neither_cyclopts_nor_rich():
