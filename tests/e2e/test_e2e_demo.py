@@ -13,15 +13,14 @@ from pathlib import Path
 from _e2e_support import REPO, RUN_TIMEOUT
 
 
+def run_demo(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, env=env)
+
+
 def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        env=env,
-    )
+    done = run_demo(env)
     assert done.returncode == 0, done.stderr[-2000:]
     # the demo's own table only: no line of wrap's stderr (`[assay] ...`, hashes) anywhere
     assert done.stderr == ""
@@ -74,12 +73,6 @@ def test_a_failing_demo_shows_what_wrap_wrote(tmp_path: Path) -> None:
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
     env["PATH"] = f"{fake.parent}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        env=env,
-    )
+    done = run_demo(env)
     assert done.returncode != 0
     assert "demo failed; what assay mcp wrap wrote on stderr:\nassay: error: broken on purpose\n" in done.stderr
