@@ -19,9 +19,6 @@ from assay.cli.errors import UsageError
 from assay.cli.output import write_out
 
 
-_FIT_ROWS = 1000  # the table's column widths come from the first rows
-
-
 def _since(value: str | None, now: float) -> float | None:
     if value is None:
         return None
@@ -91,9 +88,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         state_dir
             The state directory read when no PATH is given (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay).
         """
-        from assay.logs.entries import Entry
-        from assay.logs.files import Counts, LogError, LogFile, log_files, read_entries
-        from assay.logs.view import Filter, Once, Stats, Table, json_line
+        from assay.logs.files import Counts, LogError, LogFile, follow_files, log_files, read_entries
+        from assay.logs.view import Filter, Viewer
         from assay.sessions.paths import state_dir as resolve
 
         if follow and stats:
@@ -107,48 +103,22 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             given = [resolve(state_dir, os.environ)]
             if not os.path.isdir(given[0]):
                 raise UsageError(f"no logs in {given[0]} (it does not exist): give the log files or the --log-dir of protect")
+        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        mode = ("stats-json" if json else "stats") if stats else ("json" if json else "table")
+        view = Viewer(keep, mode=mode, width=_width(), colour=colour)
         counts = Counts()
         readers: dict[str, LogFile] | None = {} if follow else None
-        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-        table, once, tally = Table(_width(), colour), Once(), Stats()
-        first: list[Entry] | None = None if json or stats else []  # rows the table's widths are fitted to
-
-        def flush_first() -> bool:
-            nonlocal first
-            if first is None:
-                return True
-            rows, first = first, None
-            table.fit(table.cells(e) for e in rows)
-            return write_out("".join(f"{line}\n" for line in (table.header(), *map(table.row, rows))))
-
-        def show(entry: Entry) -> bool:
-            if not (once.first(entry) and keep.admits(entry)):
-                return True
-            if stats:
-                tally.add(entry)
-                return True
-            if first is not None:
-                first.append(entry)
-                return len(first) < _FIT_ROWS or flush_first()
-            return write_out((json_line(entry) if json else table.row(entry)) + "\n", flush=follow)
-
         try:
-            files = log_files(given)
-            for entry in read_entries(files, counts, readers=readers):
-                if not show(entry):
+            for entry in read_entries(log_files(given), counts, readers=readers):
+                text = view.take(entry)
+                if text and not write_out(text, flush=False):
                     return 0
-            if not flush_first():
+            if not write_out(view.end_of_files()):
                 return 0
-            if stats:
-                write_out("".join(line + "\n" for line in tally.lines(json)))
-            write_out("")
-            if follow:
+            if readers is not None:
                 import trio
 
-                from assay.logs.files import follow as follow_files
-
-                assert readers is not None
-                trio.run(follow_files, given, readers, counts, show)
+                trio.run(follow_files, given, readers, counts, lambda entry: write_out(view.take(entry)))
         except LogError as exc:
             raise UsageError(str(exc)) from None
         finally:

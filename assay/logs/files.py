@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from assay.inputs import InputFileError, open_regular
 from assay.logs.entries import FOREIGN, Entry, parse_line
 
-__all__ = ["LogError", "Counts", "LogFile", "log_files", "read_entries", "MAX_LINE"]
+__all__ = ["LogError", "Counts", "LogFile", "follow_files", "log_files", "read_entries", "MAX_LINE"]
 
 MAX_LINE = 8 * 1024 * 1024  # bytes: a record with large recorded arguments fits many times over
 _CHUNK = 256 * 1024
@@ -195,7 +195,7 @@ def _order(entry: Entry) -> tuple[float, int]:
     return (entry.at if entry.at is not None else 0.0), entry.kind != "decision"
 
 
-async def follow(paths: list[str], readers: dict[str, LogFile], counts: Counts,
+async def follow_files(paths: list[str], readers: dict[str, LogFile], counts: Counts,
                  emit: Callable[[Entry], bool], *, interval: float = 0.25) -> None:
     """After :func:`read_entries` with ``readers``: every ``interval`` seconds, read what was
     appended to each file (and the files that appeared in a directory of ``paths``) and

@@ -16,7 +16,7 @@ from assay.logs.entries import OUTCOMES, Entry
 from assay.policy.patterns import NameMatcher
 from assay.terminal import printable as _printable
 
-__all__ = ["Filter", "Once", "Stats", "Table", "admitted", "json_line", "APPROVAL_STATES"]
+__all__ = ["Filter", "Once", "Stats", "Table", "Viewer", "admitted", "json_line", "APPROVAL_STATES"]
 
 APPROVAL_STATES: Final = ("approved", "declined", "cancelled", "timed_out", "failed", "unavailable", "not_asked",
                           "required")
@@ -192,3 +192,44 @@ def admitted(entries: Iterable[Entry], keep: Filter) -> Iterator[Entry]:
     for entry in entries:
         if once.first(entry) and keep.admits(entry):
             yield entry
+
+
+class Viewer:
+    """What `assay mcp log` prints, entry by entry (docs/log.md): each admitted call once, as a
+    table row, a JSON line, or counted for ``--stats``. The table's columns are fitted to the
+    first :attr:`FIT_ROWS` rows, which are held until then (or until :meth:`end_of_files`)."""
+
+    FIT_ROWS: Final = 1000
+
+    def __init__(self, keep: Filter, *, mode: str = "table", width: int | None = None, colour: bool = False) -> None:
+        if mode not in ("table", "json", "stats", "stats-json"):
+            raise ValueError(f"unknown mode {mode!r}")
+        self.keep, self.mode = keep, mode
+        self.table, self.once, self.stats = Table(width, colour), Once(), Stats()
+        self._first: list[Entry] | None = [] if mode == "table" else None
+
+    def take(self, entry: Entry) -> str:
+        """The text to print for ``entry`` (often nothing)."""
+        if not (self.once.first(entry) and self.keep.admits(entry)):
+            return ""
+        if self.mode.startswith("stats"):
+            self.stats.add(entry)
+            return ""
+        if self._first is not None:
+            self._first.append(entry)
+            return self._fitted() if len(self._first) >= self.FIT_ROWS else ""
+        return (json_line(entry) if self.mode == "json" else self.table.row(entry)) + "\n"
+
+    def end_of_files(self) -> str:
+        """The text held until the files were read to their end: the table's first rows (with
+        its header), or the counts."""
+        if self.mode.startswith("stats"):
+            return "".join(line + "\n" for line in self.stats.lines(self.mode == "stats-json"))
+        return self._fitted()
+
+    def _fitted(self) -> str:
+        if self._first is None:
+            return ""
+        rows, self._first = self._first, None
+        self.table.fit(self.table.cells(e) for e in rows)
+        return "".join(f"{line}\n" for line in (self.table.header(), *map(self.table.row, rows)))

@@ -93,3 +93,23 @@ def test_a_file_read_as_it_grows_keeps_a_torn_line_until_it_is_whole(tmp_path):
     assert list(reader.lines()) == [b'{"b":2}'] and not reader.torn()
     path.write_bytes(b'{"c":3}\n')  # truncated and rewritten: read again from the top
     assert list(reader.lines()) == [b'{"c":3}']
+
+
+def test_the_viewer_fits_the_table_to_the_first_rows_then_streams():
+    from assay.logs.view import Viewer
+
+    view = Viewer(Filter(), mode="table")
+    view.FIT_ROWS = 2  # type: ignore[misc]
+    first = parse_line(event(tool="a_rather_long_tool_name"))
+    second = parse_line(event(tool="b", decision="deny", typed_decision="deny", reason_code="P_TOOL_DENIED"))
+    third = parse_line(event(tool="c"))
+    assert isinstance(first, Entry) and isinstance(second, Entry) and isinstance(third, Entry)
+    assert view.take(first) == ""  # held until the widths are known
+    shown = view.take(second).splitlines()
+    assert shown[0].startswith("TIME") and len(shown) == 3
+    assert shown[1].index("allow") == shown[2].index("deny") == shown[0].index("OUTCOME")
+    assert view.take(third).count("\n") == 1 and view.end_of_files() == ""
+    counts = Viewer(Filter(tools=("a*",)), mode="stats")
+    for e in (first, second, third):
+        assert counts.take(e) == ""
+    assert counts.end_of_files().splitlines()[1].split() == ["a_rather_long_tool_name", "1", "0", "0", "0", "1"]
