@@ -25,7 +25,7 @@ from assay.logs.entries import FOREIGN, Entry, parse_line
 __all__ = ["LogError", "Counts", "LogFile", "follow_files", "log_files", "read_entries", "MAX_LINE"]
 
 MAX_LINE = 8 * 1024 * 1024  # bytes: a record with large recorded arguments fits many times over
-_CHUNK = 256 * 1024
+_CHUNK = 64 * 1024  # per file being merged: many files stay cheap
 
 
 class LogError(Exception):

@@ -38,6 +38,7 @@ from assay.policy.paths import PathRefused, is_inside, normalize_path, path_from
 __all__ = ["Observed", "Suggestion", "SuggestError", "suggest", "replay"]
 
 MAX_PATHS: Final = 10_000  # distinct values kept per tool argument; past it the argument is not confined
+MAX_TOOLS: Final = 10_000  # distinct tool names (called or listed): past it the logs are no one session
 _OBSERVED: Final = frozenset({"allow", "allow_with_warning", "would_deny"})
 
 
@@ -65,6 +66,8 @@ class Observed:
     with_arguments: int = 0
 
     def call(self, entry: Entry) -> None:
+        if entry.tool not in self.tools and len(self.tools) >= MAX_TOOLS:
+            raise SuggestError(f"the logs name more than {MAX_TOOLS:,} tools: give the logs of one client's session")
         tool = self.tools.setdefault(entry.tool, _Tool())
         if entry.outcome not in _OBSERVED:
             tool.denied += 1
@@ -83,7 +86,7 @@ class Observed:
 
     def listing(self, data: dict[str, Any]) -> None:
         name = data.get("tool")
-        if isinstance(name, str):
+        if isinstance(name, str) and (name in self.listed or len(self.listed) < MAX_TOOLS):
             self.listed[name] = data
 
 

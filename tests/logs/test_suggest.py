@@ -111,3 +111,15 @@ def test_a_tool_whose_recorded_arguments_were_cut_is_not_confined():
     policy = load_policy(result.text.encode(), home=None)
     assert policy.path_confinement == ()
     assert "were cut in the log" in result.text
+
+
+def test_logs_naming_too_many_tools_are_refused(monkeypatch):
+    import assay.logs.suggest as suggest_module
+
+    monkeypatch.setattr(suggest_module, "MAX_TOOLS", 3)
+    observed = Observed()
+    for name in ("a", "b", "c"):
+        observed.call(call(name))
+    observed.call(call("a"))  # a known tool is still counted
+    with pytest.raises(SuggestError, match="more than 3 tools"):
+        observed.call(call("d"))
