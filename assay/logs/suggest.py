@@ -122,15 +122,29 @@ def _destructive(listed: dict[str, Any] | None) -> bool:
     return hint is True or (hint is None and notes.get("readOnlyHint") is False)
 
 
+def _ancestors(path: str) -> Iterable[str]:
+    """The directories above ``path`` (a normal form), nearest first, ``/`` last."""
+    while path != "/":
+        path = posixpath.dirname(path)
+        yield path
+
+
 def directories(paths: Iterable[str]) -> list[str]:
-    """The fewest directories that hold every path (module docstring), sorted."""
-    values = sorted(set(paths))
+    """The fewest directories that hold every path (module docstring), sorted. Linear in the
+    number of paths times their depth."""
+    values = set(paths)
+    holders = {a for v in values for a in _ancestors(v) if a in values}  # paths another path lies in
     picked: set[str] = set()
     for v in values:
         parent = posixpath.dirname(v)
-        holds_other = any(o != v and is_inside(o, v) for o in values)
-        picked.add(v if holds_other or parent == "/" or v == "/" else parent)
-    return sorted(d for d in picked if not any(o != d and is_inside(d, o) for o in picked))
+        picked.add(v if v in holders or parent == "/" or v == "/" else parent)
+    return sorted(d for d in picked if not any(a in picked for a in _ancestors(d)))
+
+
+def _root_of(path: str, roots: set[str]) -> str | None:
+    if path in roots:
+        return path
+    return next((a for a in _ancestors(path) if a in roots), None)
 
 
 @dataclass
@@ -203,7 +217,7 @@ def _confinements(observed: Observed, home: str | None, skip: set[str]) -> tuple
     ``/ws`` to both tools; each argument gets the ones its own values lie in."""
     used = [(tool, arg, values) for tool in sorted(observed.tools) if observed.tools[tool].calls
             for arg, values in sorted(observed.tools[tool].paths.items()) if values]
-    roots = directories(v for _, _, values in used for v in values)
+    roots = set(directories(v for _, _, values in used for v in values))
     confined: dict[str, list[tuple[list[str], list[str]]]] = {}
     notes: list[str] = []
     for tool, arg, values in used:
@@ -213,7 +227,8 @@ def _confinements(observed: Observed, home: str | None, skip: set[str]) -> tuple
         if tool in skip:
             notes.append(f"{_q(tool)} argument {_q(arg)}: a confinement would deny an observed call")
             continue
-        within = [_shown(d, home) for d in roots if any(is_inside(v, d) for v in values)]
+        held = {root for v in values if (root := _root_of(v, roots)) is not None}
+        within = [_shown(d, home) for d in sorted(held)]
         rules = confined.setdefault(tool, [])
         for args, dirs in rules:
             if dirs == within:

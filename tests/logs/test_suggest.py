@@ -123,3 +123,28 @@ def test_logs_naming_too_many_tools_are_refused(monkeypatch):
     observed.call(call("a"))  # a known tool is still counted
     with pytest.raises(SuggestError, match="more than 3 tools"):
         observed.call(call("d"))
+
+
+@given(st.lists(st.text("ab/", min_size=1, max_size=10).map(lambda s: normalize("/" + s)), min_size=1, max_size=30))
+def test_directories_hold_every_path_and_none_holds_another(values):
+    from assay.policy.paths import is_inside
+
+    dirs = directories(values)
+    assert all(any(is_inside(v, d) for d in dirs) for v in values)
+    assert not any(a != b and is_inside(a, b) for a in dirs for b in dirs)
+    assert "/" not in dirs or "/" in values
+
+
+def test_directories_of_many_paths_are_quick():
+    import time
+
+    values = [f"/srv/p{i % 97}/d{i % 13}/f{i}.txt" for i in range(50_000)]
+    start = time.perf_counter()
+    assert len(directories(values)) == 97 * 13
+    assert time.perf_counter() - start < 5
+
+
+def normalize(path: str) -> str:
+    from assay.policy.paths import normalize_path
+
+    return normalize_path(path)
