@@ -12,7 +12,9 @@ STARTER_POLICY = """\
 #
 #   1. Give `assay mcp protect` a log directory (--log-dir DIR) so each server writes a decision
 #      log (DIR/<client>-<server>.decisions.ndjson: one line per tools/call, allowed or
-#      denied) and an audit log (DIR/<client>-<server>.audit.ndjson). Read them after a session.
+#      denied) and an audit log (DIR/<client>-<server>.audit.ndjson). Read them after a session
+#      with `assay mcp log DIR`; `assay mcp policy suggest DIR --out NEW.yaml` writes a
+#      least-privilege policy from them (with protect --log-arguments it also confines paths).
 #   2. List the tools you saw and want under tools.allow: once tools.allow is present, every
 #      tool not listed is denied.
 #   3. Deny the dangerous ones by name or pattern under tools.deny (deny beats allow).
