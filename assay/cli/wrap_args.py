@@ -45,40 +45,17 @@ if TYPE_CHECKING:
 def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | None:
     """``tokens`` after ``mcp wrap`` -> (param -> value for every option, server command), or
     ``None`` when the line is not a plain one and the cyclopts command must read it."""
-    try:
-        dash = tokens.index("--")
-    except ValueError:
-        return None
-    command = list(tokens[dash + 1:])
-    if not command:
+    parsed = options.read_option_tokens(tokens)
+    if parsed is None or not parsed[1]:
         return None
     values = options.defaults()
-    seen: set[str] = set()
-    i = 0
-    while i < dash:
-        token = tokens[i]
-        flag, eq, inline = token.partition("=")
-        opt = options.BY_FLAG.get(flag)
-        if opt is None or flag in seen:
-            return None
-        seen.add(flag)
-        i += 1
-        if opt.kind is bool:
-            if eq:
-                return None
-            values[opt.param] = True
-            continue
-        if eq:
-            text = inline
-        elif i < dash:
-            text = tokens[i]
-            i += 1
-        else:
-            return None
-        if not text or text.startswith("-"):
-            return None
+    for opt, text in parsed[0]:
         value: object
-        if opt.kind is int:
+        if text is None:
+            value = True
+        elif not text or text.startswith("-"):
+            return None
+        elif opt.kind is int:
             value = plain_int(text)
         elif opt.kind is float:
             value = plain_float(text)
@@ -87,7 +64,7 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
         if value is None:
             return None
         values[opt.param] = value
-    return values, command
+    return values, parsed[1]
 
 
 def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig:

@@ -11,7 +11,7 @@ they cannot disagree. A line is wrapped only when
   ``assay.bat``), or a Python interpreter running one (``python3 /venv/bin/assay``: how a
   console script shows in a process list), and
 - what follows is ``mcp wrap <options> -- <command> [args...]``, the options read with wrap's
-  own option table (:data:`assay.wrap.options.BY_FLAG`): a value option takes the next token
+  own option table (:func:`assay.wrap.options.read_option_tokens`): a value option takes the next token
   (which must not start with ``-``) or is one ``--flag=value`` token, a flag takes none; each
   option at most once; a number is a plain one.
 
@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.wrap.options import BY_FLAG, plain_float, plain_int
+from assay.wrap.options import plain_float, plain_int, read_option_tokens
 
 __all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
 
@@ -83,35 +83,16 @@ def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False)
     named like an option (``--label -- -- npx``: the value as the next token, whatever it is).
     Wrap refuses those lines, so they are not wrapped; only ``--undo`` of a config without a
     record reads them this way, to give the server back (docs/protect.md, "Undo")."""
+    parsed = read_option_tokens(tokens, any_next=written_by_older)
+    if parsed is None or not parsed[1]:
+        return None
     options: dict[str, object] = {}
-    i, n = 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        if token == "--":
-            server = list(tokens[i + 1 :])
-            return (options, server) if server else None
-        flag, eq, inline = token.partition("=")
-        opt = BY_FLAG.get(flag)
-        if opt is None or opt.field in options:
-            return None
-        i += 1
-        if opt.kind is bool:
-            if eq:
-                return None
-            options[opt.field] = True
-            continue
-        if eq:
-            text = inline
-        elif i < n and (written_by_older or not tokens[i].startswith("-")):
-            text = tokens[i]
-            i += 1
-        else:
-            return None  # a missing value (wrap reads "--label -x" or "--label --" as one too)
-        value = text if written_by_older else _value(opt.kind, text)
+    for opt, text in parsed[0]:
+        value = True if text is None else text if written_by_older else _value(opt.kind, text)
         if value is None:
             return None
         options[opt.field] = value
-    return None  # no "--"
+    return options, parsed[1]
 
 
 def parse_wrapped(argv: Sequence[str], *, written_by_older: bool = False) -> WrappedLine | None:

@@ -19,7 +19,7 @@ wrap run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "BY_FLAG",
     "BY_FIELD",
     "flag_of",
+    "read_option_tokens",
     "plain_int",
     "plain_float",
     "option_tokens",
@@ -149,6 +150,43 @@ def plain_float(text: str) -> float | None:
     if plain_int(whole) is None or (dot and (not frac or not _DIGITS.issuperset(frac) or len(frac) > 9)):
         return None
     return float(text)
+
+
+def read_option_tokens(
+    tokens: Sequence[str], *, any_next: bool = False
+) -> tuple[list[tuple[WrapOption, str | None]], list[str]] | None:
+    """The one walk over a wrap line's options (docs/wrap.md, "Command line"): ``tokens`` after
+    ``mcp wrap`` -> ((option, its value text, or None for a flag) in order, the tokens after the
+    ``--`` that ends them), or None for an unknown or repeated option, a flag given a value
+    (``--dry-run=x``), a missing value, or no ``--``. A value is the text after ``=`` or the next
+    token, which must not start with ``-`` unless ``any_next`` (the lines an older protect wrote,
+    read by ``--undo``). What a value may be is the caller's: wrap's fast parser and the
+    wrapped-line reader each check it their way."""
+    given: list[tuple[WrapOption, str | None]] = []
+    seen: set[str] = set()
+    i, n = 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if token == "--":
+            return given, list(tokens[i + 1:])
+        flag, eq, inline = token.partition("=")
+        opt = BY_FLAG.get(flag)
+        if opt is None or flag in seen:
+            return None
+        seen.add(flag)
+        i += 1
+        if opt.kind is bool:
+            if eq:
+                return None
+            given.append((opt, None))
+        elif eq:
+            given.append((opt, inline))
+        elif i < n and (any_next or not tokens[i].startswith("-")):
+            given.append((opt, tokens[i]))
+            i += 1
+        else:
+            return None  # a missing value ("--label -x" and "--label --" are read as one too)
+    return None  # no "--"
 
 
 def flag_of(field: str) -> str:
