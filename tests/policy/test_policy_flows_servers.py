@@ -346,26 +346,9 @@ def test_a_state_that_does_not_fit_is_refused_with_value_or_type_error_and_chang
 
 
 def test_garbage_of_every_kind_never_raises_anything_but_value_or_type_error():
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from tests.policy._state_junk import restore_survives_junk
 
-    t = tracker(STATEFUL)
-    good = t.export_state()
-    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3))
-    value = st.recursive(leaf, lambda inner: st.lists(inner, max_size=5), max_leaves=20)
-
-    @settings(max_examples=300, deadline=None)
-    @given(value, st.integers(0, 4), st.data())
-    def run(junk, i, data):
-        bad = list(good)
-        bad[i] = junk
-        for state in (junk, bad):
-            try:
-                t.restore_state(state)
-            except (ValueError, TypeError):
-                continue
-
-    run()
+    restore_survives_junk(tracker(STATEFUL), slots=5, max_size=5, max_leaves=20)
 
 
 def test_the_flow_guard_passes_the_time_it_is_given():

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from assay.policy.model import RateRule
 from assay.policy.rates import RateTracker
+from tests.policy._state_junk import restore_survives_junk
 from tests.policy.test_policy_rates import Model, rule_strategy, step_strategy
 
 
@@ -118,19 +119,4 @@ def test_a_state_that_does_not_fit_is_refused_and_changes_nothing():
 
 def test_garbage_never_raises_anything_but_value_or_type_error():
     t = RateTracker([RateRule(id="w", tools=("web_*",), max_calls=2, per=60.0), RateRule(id="s", tools=("x",), max_calls=1)])
-    good = t.export_state()
-    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3))
-    value = st.recursive(leaf, lambda inner: st.lists(inner, max_size=4), max_leaves=16)
-
-    @settings(max_examples=300, deadline=None)
-    @given(value, st.integers(0, 3))
-    def run(junk, i):
-        bad = list(good)
-        bad[i] = junk
-        for state in (junk, bad):
-            try:
-                t.restore_state(state)
-            except (ValueError, TypeError):
-                continue
-
-    run()
+    restore_survives_junk(t, slots=4, max_size=4, max_leaves=16)
