@@ -34,6 +34,7 @@ import msgspec
 
 from assay.logs.entries import Entry
 from assay.policy.paths import PathRefused, is_inside, normalize_path, path_from_argument
+from assay.wrap.records.arguments import is_cut
 
 __all__ = ["Observed", "Suggestion", "SuggestError", "suggest", "replay"]
 
@@ -78,7 +79,7 @@ class Observed:
             tool.servers.add(entry.server)
         if entry.has_arguments and isinstance(entry.arguments, dict):
             self.with_arguments += 1
-            if entry.arguments.get("_truncated") is True:  # cut at --log-arguments-max: unknown
+            if is_cut(entry.arguments):  # cut at --log-arguments-max: the rest is unknown
                 tool.cut = True
                 return
             for name, value in entry.arguments.items():

@@ -13,7 +13,7 @@ import ujson
 from assay.inspect.secrets import redact_head
 from assay.wrap.options import DEFAULT_LOG_ARGUMENTS_MAX
 
-__all__ = ["DEFAULT_MAX_BYTES", "logged_arguments"]
+__all__ = ["DEFAULT_MAX_BYTES", "logged_arguments", "is_cut"]
 
 DEFAULT_MAX_BYTES: Final = DEFAULT_LOG_ARGUMENTS_MAX
 
@@ -45,3 +45,8 @@ def logged_arguments(arguments: Any, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         text = ""
     head = text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore")
     return {"_truncated": True, "bytes": _size(arguments), "head": head}
+
+
+def is_cut(recorded: Any) -> bool:
+    """Whether recorded arguments are the marker :func:`logged_arguments` writes for a cut."""
+    return isinstance(recorded, dict) and recorded.get("_truncated") is True and "head" in recorded
