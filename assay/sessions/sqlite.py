@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -91,7 +92,7 @@ def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
     try:
         conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), timeout)
         # WAL with synchronous=NORMAL: a crash (a killed wrap, even the OS) leaves the database
         # consistent, as the WAL is synced at each checkpoint; only a power loss may lose the
         # last commits (calls counted since), never corrupt what is there.
@@ -119,6 +120,24 @@ def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _until_free(step: Callable[[], object], timeout: float) -> None:
+    """``step`` again while the database is locked, for at most ``timeout`` seconds. Turning a
+    new database to WAL needs the file to itself, and SQLite answers "locked" at once, without
+    its busy wait, while another connection holds a write lock on it: two wraps creating the
+    database at the same instant would otherwise see a spurious failure."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -173,7 +192,7 @@ class SqliteStore:
                 ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
                 conn = self._conn = _connect(self.path, self.timeout, create=True)
                 self._next_sweep = None
-            conn.execute("BEGIN IMMEDIATE")
+            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout)
             self._open = (session.key, part, server)
             if self._next_sweep is None or now >= self._next_sweep:
                 _sweep(conn, now, self.alive)

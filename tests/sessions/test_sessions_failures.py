@@ -226,3 +226,29 @@ def test_values_sqlite_cannot_hold(tmp_path):
     assert "\n" not in info.value.cause and path in info.value.cause
     assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # rolled back, opened again
     s.abort()
+
+
+def test_two_wraps_creating_the_database_at_once_wait_for_each_other(tmp_path, monkeypatch):
+    """Turning a new database to WAL while another connection writes to it is answered "locked"
+    at once, without SQLite's busy wait: the store waits for it like for any lock, within its
+    timeout (docs/wrap.md, "Shared sessions")."""
+    directory = tmp_path / "s"
+    ensure_state_dir(str(directory))
+    path = str(directory / "sessions.db")
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other(a)")
+    holder.execute("BEGIN IMMEDIATE")  # a write lock on a database not yet in WAL mode
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the first wait ends the other writer's transaction
+        if not waited:
+            holder.execute("COMMIT")
+        waited.append(seconds)
+
+    monkeypatch.setattr(store_mod.time, "sleep", sleep)
+    store = SqliteStore(path, timeout=5)
+    loaded = store.begin(A, "p", "s", T0)
+    store.commit(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), T0)
+    store.close()
+    assert waited
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
