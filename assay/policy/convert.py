@@ -118,6 +118,20 @@ def convert(
                 raise Structure(exc.path, exc.message) from None
             raise PolicyError("validation", str(exc), source=source) from None
 
+    # docs/policy.md, "Inspecting what comes back" and "Resources and prompts"
+    inspect = resources = prompts = None
+    if "inspect" in doc or "resources" in doc or "prompts" in doc:
+        from assay.policy.inspecting import check_patterns, read_inspect, read_list_rules
+
+        try:
+            inspect = read_inspect(r, doc.get("inspect"))
+            resources = read_list_rules(r, doc.get("resources"), "resources")
+            prompts = read_list_rules(r, doc.get("prompts"), "prompts")
+            if inspect is not None and inspect.patterns:
+                check_patterns(inspect.patterns)
+        except ValueError as exc:
+            raise PolicyError("validation", str(exc), source=source) from None
+
     for path in r.unknown:
         warnings.append(f"unknown key ignored: {path}")
 
@@ -187,6 +201,9 @@ def convert(
         path_confinement=path_rules,
         sequences=flow_rules,
         aliases=aliases,
+        inspect=inspect,
+        resources=resources,
+        prompts=prompts,
         v1_format=v1,
         source=source,
         warnings=tuple(warnings),

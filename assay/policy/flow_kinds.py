@@ -24,6 +24,7 @@ from assay.policy.flow_values import (
     text_value,
     time_value,
 )
+from assay.policy.patterns import NameMatcher
 from assay.policy.sequence_rules import Aliases, Rule, Selector, inside_window, window_text
 
 __all__ = ["KINDS", "CompiledRule", "compile_rule", "Hits", "Unreadable", "readable", "render"]
@@ -46,13 +47,18 @@ class CompiledRule(ABC):
     gives it as plain values (the fields ``STATE`` names), :meth:`parse` checks such values and
     :meth:`load` takes them, settling ``sensitive`` and ``dead`` from them."""
 
-    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead", "fresh")
+    __slots__ = ("names", "am", "any_am", "labels", "sensitive", "dead", "fresh", "replies")
 
     STATE: ClassVar[tuple[tuple[str, Check], ...]] = ()  # the fields an export holds, and their checks
     TIMED: ClassVar[bool] = False  # whether the rule reads the time (its ``now``, set by the tracker)
 
     def __init__(self, selectors: tuple[Selector, ...], aliases: Aliases, server: str) -> None:
-        self.names = tuple(names_for(s, aliases, server) for s in selectors)
+        # a response selector matches no call; ``replies`` holds (its index, the tool names it
+        # matches, the response kind) for :meth:`respond`
+        self.names = tuple(NameMatcher(()) if s.response is not None else names_for(s, aliases, server) for s in selectors)
+        self.replies = tuple(
+            (i, names_for(s, aliases, server), s.response) for i, s in enumerate(selectors) if s.response is not None
+        )
         self.am = tuple(
             None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
         )
@@ -104,6 +110,18 @@ class CompiledRule(ABC):
     @abstractmethod
     def enter(self, hits: Hits, name: str, args: Any, n: int) -> None:
         """This call went to the server: the rule's state moves on (each kind says how)."""
+
+    def replied(self, name: str, kinds: frozenset[str]) -> int | None:
+        """The index of the response selector that a result of ``name`` holding ``kinds``
+        matches, or None."""
+        for i, names, kind in self.replies:
+            if (kind in kinds or (kind == "findings" and kinds)) and names(name):
+                return i
+        return None
+
+    def respond(self, name: str, kinds: frozenset[str], n: int) -> None:
+        """A result of ``name`` came back holding ``kinds`` (``n`` calls entered, the last one
+        at ``n - 1``): only a rule with a response selector moves on (each kind that has one)."""
 
 
 class _Require(CompiledRule):
@@ -229,6 +247,10 @@ class _NeverAfter(CompiledRule):
             self.hit_at = n
             self.sensitive = True
 
+    def respond(self, name: str, kinds: frozenset[str], n: int) -> None:
+        if self.trig is None and n > 0 and self.replied(name, kinds) == 0:
+            self.trig = n - 1  # the trigger stands at the latest call (the one answered)
+
 
 class _NeverAfterFor(CompiledRule):
     """``never_after`` with ``for``: a ``forbidden`` call is denied while it comes less than
@@ -289,6 +311,10 @@ class _NeverAfterFor(CompiledRule):
             self.sensitive = True
         if self.hit(hits, 0, args):
             self.last, self.since = n, self.now
+
+    def respond(self, name: str, kinds: frozenset[str], n: int) -> None:
+        if n > 0 and self.replied(name, kinds) == 0:
+            self.last, self.since = n - 1, self.now  # the window starts when the result came back
 
 
 class _MaxCalls(CompiledRule):

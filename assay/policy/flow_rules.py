@@ -18,7 +18,11 @@ from assay.policy.model import FlowRule
 from assay.policy.sequence_rules import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
 
-__all__ = ["FlowError", "parse_flows"]
+__all__ = ["FlowError", "RESPONSE_KINDS", "parse_flows"]
+
+# what a response selector matches (docs/policy.md, "Flow rules"): a result in which wrap's
+# inspection found a secret, an instruction aimed at the model, or either
+RESPONSE_KINDS = ("secrets", "injection", "findings")
 
 _U32_MAX = 2**32 - 1
 
@@ -77,12 +81,23 @@ def _selector(value: Any, path: str) -> Selector:
         raise FlowError("structure", path, f"expected a tool name or {{tool, args_match}}, got {type_name(value)}")
     m = _mapping(value, path)
     for key in m:
-        if key not in ("tool", "server", "args_match"):
+        if key not in ("tool", "server", "args_match", "response"):
             raise FlowError(
-                "structure", f"{path}.{key}", "unknown selector key (a selector is a name or {tool, server, args_match})"
+                "structure", f"{path}.{key}",
+                "unknown selector key (a selector is a name or {tool, server, args_match} or {tool, server, response})",
             )
     if "tool" not in m:
         raise FlowError("structure", path, "missing field tool")
+    if "response" in m:
+        if "args_match" in m:
+            raise FlowError("validation", path, "a response selector matches what came back: it takes no args_match")
+        response = _string(m["response"], f"{path}.response")
+        if response not in RESPONSE_KINDS:
+            raise FlowError(
+                "validation", f"{path}.response",
+                f"unknown response kind {response!r} (expected one of {', '.join(RESPONSE_KINDS)})",
+            )
+        return Selector(_name(m["tool"], f"{path}.tool"), None, _server(m, path), response)
     if "args_match" not in m and "server" not in m:
         raise FlowError("structure", path, "missing field args_match (write the bare name when no argument is matched)")
     tool = _name(m["tool"], f"{path}.tool")
@@ -190,6 +205,15 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
             kw[f] = _string(m[f], where)
             if not kw[f]:
                 raise FlowError("validation", where, "must not be empty (it would block every tool)")
+    for f in _SELECTOR_FIELDS:
+        sel = kw.get(f)
+        if sel is not None and sel.response is not None and (kind, f) != ("never_after", "trigger"):
+            raise FlowError(
+                "validation", f"{path}.{f}.response", "a response selector is only a never_after trigger"
+            )
+    for sel in kw.get("tools", ()):
+        if sel.response is not None:
+            raise FlowError("validation", f"{path}.tools", "a response selector is only a never_after trigger")
     if kind == "after" and "within" not in kw:
         kw["within"] = 1
     return Rule(kind, **kw), rule_id, message

@@ -83,7 +83,7 @@ class FlowTracker:
 
     __slots__ = (
         "rules", "server", "_compiled", "_cache", "_orders", "_sensitive", "_last_name", "_last", "n",
-        "_timed", "_latest", "_dead", "_shape",
+        "_timed", "_latest", "_dead", "_shape", "_replying",
     )
 
     def __init__(self, rules: tuple[FlowRule, ...], aliases: Aliases, *, server: str = DEFAULT_SERVER_ID) -> None:
@@ -99,6 +99,7 @@ class FlowTracker:
         self._last: tuple[_Item, ...] = ()
         self.n = 0  # calls entered
         self._timed = tuple(c for c in self._compiled if c.TIMED)  # the rules that read the time
+        self._replying = tuple(c for c in self._compiled if c.replies)  # rules with a response selector
         self._latest: float | None = None  # the time of the latest entered call (timed rules only)
         self._dead: tuple[int, ...] = ()  # the dead rules the name cache was built without
         shape = repr(([(r.rule, r.id) for r in rules], sorted(aliases.items())))
@@ -254,6 +255,23 @@ class FlowTracker:
         if died:  # at most once per rule: the names it touched forget it
             self._forget()
         self.n = n + 1
+
+    def respond(self, name: str, kinds: frozenset[str], now: float = 0.0) -> bool:
+        """A result of the tool ``name`` came back (to this wrap) and wrap's inspection found
+        ``kinds`` in it (``secrets``, ``injection``): the rules whose ``never_after`` trigger is a
+        response selector that matches it are triggered, as if by the call it answers (docs/
+        policy.md, "Flow rules"). Whether some rule has a response selector."""
+        replying = self._replying
+        if not replying or not kinds:
+            return bool(replying)
+        if self._timed:  # the response's time is the session's latest (a window starts at it)
+            self._latest = self._set_time(now)
+        n = self.n
+        for rule in replying:
+            rule.respond(name, kinds, n)
+        self._sensitive = tuple(i for i, c in enumerate(self._compiled) if c.sensitive)
+        self._last_name = None
+        return True
 
     def _forget(self) -> None:
         """The name caches are built anew (the set of dead rules changed)."""

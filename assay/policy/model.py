@@ -76,6 +76,9 @@ _ROOT_KEYS = (
     "path_confinement",
     "sequences",
     "aliases",
+    "inspect",
+    "resources",
+    "prompts",
 )
 _PIN_FIELDS = ("server_id", "tool_name", "schema_hash", "meta_hash")
 
@@ -189,7 +192,8 @@ def _selector_dict(sel: Any) -> str | dict[str, Any]:
     digest of a policy without it is unchanged."""
     if isinstance(sel, str):
         return sel
-    if sel.args_match is None and sel.server is None:
+    response = getattr(sel, "response", None)
+    if sel.args_match is None and sel.server is None and response is None:
         tool: str = sel.tool
         return tool
     out: dict[str, Any] = {"tool": sel.tool}
@@ -197,6 +201,8 @@ def _selector_dict(sel: Any) -> str | dict[str, Any]:
         out["server"] = sel.server
     if sel.args_match is not None:
         out["args_match"] = dict(sel.args_match)
+    if response is not None:  # only when set: the digest of a selector without it is unchanged
+        out["response"] = response
     return out
 
 
@@ -258,6 +264,11 @@ class Policy:
     sequences: tuple[FlowRule, ...] = ()
     # an alias -> its members: names or patterns, or selectors with a server (docs/policy.md, "Flow rules")
     aliases: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # docs/policy.md, "Inspecting what comes back" and "Resources and prompts" (the values of
+    # assay.policy.inspecting; this module imports no other policy module): None when absent
+    inspect: Any = None
+    resources: Any = None
+    prompts: Any = None
     v1_format: bool = False
     source: str = "assay.yaml"
     warnings: tuple[str, ...] = ()
@@ -317,7 +328,11 @@ class Policy:
             else {}
         ) | ({"sequences": [rule.to_dict() for rule in self.sequences]} if self.sequences else {}) | (
             {"aliases": {k: [_selector_dict(m) for m in v] for k, v in self.aliases.items()}} if self.aliases else {}
-        )
+        ) | {
+            key: value.to_dict()
+            for key, value in (("inspect", self.inspect), ("resources", self.resources), ("prompts", self.prompts))
+            if value is not None  # only when present: the digest of a policy without them is unchanged
+        }
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:
         """The tool's class set, sorted; empty if the tool is not listed."""

@@ -198,6 +198,29 @@ class Pipeline:
             return decision
         return _through(self._all, call, decision, now)
 
+    def update(self, change: Callable[[float], bool], now: float | None = None) -> str | None:
+        """Change the session's state outside a call: when a result came back, ``change(now)``
+        moves the trackers (flow rules with a response selector, the value taint) and says
+        whether anything changed. A shared session runs it inside the store's transaction
+        (loading the session's state first, saving it after); the store's failure, or None
+        (then nothing was changed: what came back is not remembered, and the caller fails
+        closed)."""
+        if now is None:
+            now = self._now()
+        shared = self.shared
+        if shared is None:
+            change(now)
+            return None
+        problem = self._begin(now)
+        if problem is not None:
+            return problem
+        try:
+            changed = change(now)
+        except BaseException:
+            shared.abort()
+            raise
+        return self._told(shared.commit(False, now, save=changed))
+
     def note_request(self) -> None:
         """A client request that is not ``tools/call`` (counted for ``limits.max_requests_total``)."""
         if self.state is not None:
@@ -272,3 +295,7 @@ class FlowGuard:
 
     def enter(self, call: Call, now: float) -> None:
         self.tracker.enter(call.name, call.arguments, now)
+
+    def respond(self, name: str, kinds: frozenset[str], now: float) -> bool:
+        """A result of ``name`` held ``kinds``: the rules with a response selector move on."""
+        return self.tracker.respond(name, kinds, now)

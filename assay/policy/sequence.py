@@ -80,6 +80,8 @@ class _Matcher:
 
     def name_matches(self, call: SequenceCall, sel: Selector) -> bool:
         name = call.name
+        if sel.response is not None:  # a response selector matches what came back, never a call
+            return False
         if sel.server is not None and not pattern_matches(call.server, sel.server):
             return False
         if not self.patterns:

@@ -64,9 +64,14 @@ class Selector:
     tool: str
     args_match: tuple[tuple[str, str], ...] | None = None  # sorted by argument name
     server: str | None = None
+    # a response selector (only a never_after trigger in assay.yaml; docs/policy.md, "Flow
+    # rules"): it matches what a result of the tool held (secrets, injection, findings), never a call
+    response: str | None = None
 
-    def __str__(self) -> str:  # server/tool[arg1,arg2]
+    def __str__(self) -> str:  # server/tool[arg1,arg2]; server/tool{response:secrets}
         base = self.tool if self.server is None else f"{self.server}/{self.tool}"
+        if self.response is not None:
+            return f"{base}{{response:{self.response}}}"
         if self.args_match is None:
             return base
         return f"{base}[{','.join(k for k, _ in self.args_match)}]"

@@ -46,6 +46,7 @@ __all__ = [
     "StoreError",
     "part_of",
     "shares_state",
+    "uses_taint",
 ]
 
 SESSION_STATE = "E_SESSION_STATE"  # the reason code of a call denied because the store failed
@@ -173,10 +174,18 @@ class MemoryStore:
                 row.state = None
 
 
+def uses_taint(policy: Policy) -> bool:
+    """Whether ``policy`` keeps a value taint (docs/inspect.md, "Value taint")."""
+    inspect = policy.inspect
+    return inspect is not None and bool(inspect.any_taint)
+
+
 def shares_state(policy: Policy) -> bool:
     """Whether ``policy`` has anything a session shares: flow rules, per-tool rate limits or
     session totals. A policy without them never opens the store."""
     limits = policy.limits
+    if uses_taint(policy):
+        return True
     return bool(policy.sequences) or (
         limits is not None
         and (bool(limits.tools) or limits.max_requests_total is not None or limits.max_tool_calls_total is not None)
@@ -188,13 +197,14 @@ def part_of(policy: Policy) -> str:
     aliases and per-tool rate limits. Wraps whose policies have the same rules share their
     trackers; the session totals are shared by every wrap of the session whatever its rules."""
     limits = policy.limits
-    shape = msgspec.json.encode(
-        [
-            [[repr(r.rule), r.id] for r in policy.sequences],
-            sorted([k, list(v)] for k, v in policy.aliases.items()),
-            [] if limits is None else [[r.id, list(r.tools), r.max_calls, r.per] for r in limits.tools],
-        ]
-    )
+    shape_items: list[Any] = [
+        [[repr(r.rule), r.id] for r in policy.sequences],
+        sorted([k, list(v)] for k, v in policy.aliases.items()),
+        [] if limits is None else [[r.id, list(r.tools), r.max_calls, r.per] for r in limits.tools],
+    ]
+    if uses_taint(policy):  # only then: the part of a policy without value taint is unchanged
+        shape_items.append("value-taint")
+    shape = msgspec.json.encode(shape_items)
     return hashlib.sha256(shape).hexdigest()[:32]
 
 
@@ -210,7 +220,7 @@ class SharedSession:
     """
 
     __slots__ = (
-        "store", "key", "part", "server", "flows", "rates", "state", "clock",
+        "store", "key", "part", "server", "flows", "rates", "taint", "state", "clock",
         "_version", "_requests", "_calls", "_open", "problem",
     )
 
@@ -224,6 +234,7 @@ class SharedSession:
         flows: FlowTracker | None,
         rates: RateTracker | None,
         clock: Callable[[], float],
+        taint: Any = None,
     ) -> None:
         self.store = store
         self.key = key
@@ -232,6 +243,9 @@ class SharedSession:
         self.state = state
         self.flows = flows
         self.rates = rates
+        # the value taint of the session (docs/inspect.md, "Value taint"): an object with
+        # export_state() -> bytes and restore_state(bytes | None); None when the policy has none
+        self.taint = taint
         self.clock = clock  # wall clock: the windows of a session are compared across processes
         self._version = -1  # the part's version this wrap's trackers hold (-1: none yet)
         self._requests = 0  # the counters as last saved: what was counted since is this wrap's
@@ -268,32 +282,42 @@ class SharedSession:
         return None
 
     def _restore(self, blob: bytes | None) -> None:
+        taint = None
         if blob is None:
             flows = rates = None
-        else:
-            flows, rates = msgspec.msgpack.decode(blob, type=tuple[Any, Any])
+        else:  # (flows, rates), and the value taint's bytes third when the policy has one
+            got = msgspec.msgpack.decode(blob, type=list[Any])
+            if len(got) not in (2, 3) or (len(got) == 3 and got[2].__class__ not in (bytes, type(None))):
+                raise ValueError("the shared state is not (flows, rates[, taint])")
+            flows, rates = got[0], got[1]
+            taint = got[2] if len(got) == 3 else None
         if self.flows is not None:
             self.flows.restore_state(flows)
         if self.rates is not None:
             self.rates.restore_state(rates)
+        if self.taint is not None:
+            self.taint.restore_state(taint)
 
     def _export(self) -> tuple[bytes | None, tuple[str, ...]]:
-        if self.flows is None and self.rates is None:
+        if self.flows is None and self.rates is None and self.taint is None:
             return None, ()
         flows = None if self.flows is None else self.flows.export_state()
         rates = None if self.rates is None else self.rates.export_state()
         armed = () if self.flows is None else self.flows.armed()
-        return msgspec.msgpack.encode((flows, rates)), armed
+        if self.taint is None:
+            return msgspec.msgpack.encode((flows, rates)), armed
+        return msgspec.msgpack.encode((flows, rates, self.taint.export_state())), armed
 
-    def commit(self, entered: bool, now: float) -> str | None:
-        """Save the state (``entered``: a call went to the server) and end the transaction;
-        the failure's cause, or None. After a failure the trackers are read again from the
-        store at the next call (what they hold may not have been saved)."""
+    def commit(self, entered: bool, now: float, *, save: bool = False) -> str | None:
+        """Save the state (``entered``: a call went to the server; ``save``: the trackers
+        changed without a call, when a result came back) and end the transaction; the failure's
+        cause, or None. After a failure the trackers are read again from the store at the next
+        call (what they hold may not have been saved)."""
         if not self._open:
             return None
         self._open = False
         state = self.state
-        blob, armed = self._export() if entered else (None, ())
+        blob, armed = self._export() if entered or save else (None, ())
         try:
             version = self.store.commit(Saved(blob, state.requests_count, state.tool_calls_count, entered, armed), now)
         except StoreError as exc:
