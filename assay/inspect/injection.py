@@ -65,6 +65,9 @@ _CHAR_RULES: Final[tuple[tuple[str, str, str, str], ...]] = (
      "C0 controls and DEL, except tab, line feed, carriage return and form feed"),
 )
 _CHARS: Final = re.compile("|".join(f"(?P<{rule}>{pattern})" for _k, rule, pattern, _d in _CHAR_RULES))
+# one character class of every character rule's first character: a quick look first
+_CHAR_ANY: Final = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff\ufe00-\ufe0f"
+                              "\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 _CHAR_KIND: Final = {rule: kind for kind, rule, _p, _d in _CHAR_RULES}
 
 # ASCII letters lowercased; the controls of the character rules (and ESC) become NUL, so that
@@ -79,12 +82,12 @@ _LOWER: Final = bytes(_FOLD)
 # ---------------------------------------------------------------- phrase rules (bytes)
 
 _WS = rb"(?:[ \t\n\r\x0c]|\xc2\xa0|\xe2\x80[\x80-\x8b\xa8\xa9\xaf]|\xe2\x81[\x9f\xa0]|\xe3\x80\x80)"
-S = _WS + rb"{1,16}+"  # whitespace between words: 1 to 16 spaces, tabs, line breaks, NBSP, ...
+S = _WS + rb"{1,8}+"  # whitespace between words: 1 to 8 spaces, tabs, line breaks, NBSP, ...
 W = rb"[a-z0-9'\-]{1,24}+"  # one word
 _INSTR = rb"instructions?\b"
 _NOT = rb"(?:do" + S + rb"not|don't|don\xe2\x80\x99t|dont|never)"
 _ARG = rb"(?:parameter|argument|field|param|arg)s?\b"
-_MARGIN: Final = 1024  # more than any phrase match (a test checks), and the look-around
+_MARGIN: Final = 512  # more than any phrase match's bytes on either side of its anchor (a test checks)
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,13 @@ class _Phrase:
     pattern: re.Pattern[bytes]
     anchors: tuple[bytes, ...]  # every match contains one of these
     gate: bytes = b""  # and this byte (a cheap look first)
+    before: int = _MARGIN  # a match starts at most this many bytes before its anchor
+    after: int = _MARGIN  # and ends (look-ahead included) at most this many after it
 
 
-def _p(kind: str, rule: str, pattern: bytes, anchors: tuple[bytes, ...], gate: bytes = b"") -> _Phrase:
-    return _Phrase(kind, rule, re.compile(pattern, re.MULTILINE), anchors, gate)
+def _p(kind: str, rule: str, pattern: bytes, anchors: tuple[bytes, ...], gate: bytes = b"",
+       before: int = _MARGIN, after: int = _MARGIN) -> _Phrase:
+    return _Phrase(kind, rule, re.compile(pattern, re.MULTILINE), anchors, gate, before, after)
 
 
 _INJECTION: Final[tuple[_Phrase, ...]] = (
@@ -105,47 +111,47 @@ _INJECTION: Final[tuple[_Phrase, ...]] = (
        rb"\b(?:ignore|disregard|skip|bypass|override)" + S + rb"(?:all" + S + rb")?(?:(?:of" + S + rb")?"
        rb"(?:the|your|any|my|these|those)" + S + rb")?(?:previous|prior|above|earlier|preceding|foregoing|"
        rb"former|original|initial|old|system)" + S + rb"(?:(?:system|developer|user)" + S + rb")?" + _INSTR,
-       (b"instruct",)),
+       (b"instruct",), before=200, after=40),
     _p("phrase", "disregard_instructions", rb"\bdisregard" + S + rb"(?:" + W + S + rb"){0,6}?" + _INSTR,
-       (b"instruct",)),
+       (b"instruct",), before=340, after=40),
     _p("phrase", "forget_instructions",
        rb"\bforget" + S + rb"(?:(?:all|about|everything|any)" + S + rb")?(?:(?:of|about)" + S + rb")?"
        rb"(?:(?:your|the|previous|prior|above|earlier|my|these|those|original)" + S + rb"){1,2}" + _INSTR,
-       (b"instruct",)),
+       (b"instruct",), before=160, after=40),
     _p("phrase", "new_instructions",
        rb"\b(?:new|updated|revised|real|actual|true|additional|secret)" + S
-       + rb"(?:(?:system|important)" + S + rb")?instructions?[ \t]{0,4}+:", (b"instruct",), b":"),
+       + rb"(?:(?:system|important)" + S + rb")?instructions?[ \t]{0,4}+:", (b"instruct",), b":", 80, 40),
     _p("phrase", "you_are_now",
        rb"\byou(?:" + S + rb"are|'re|\xe2\x80\x99re)" + S + rb"now" + S + rb"(?:"
        rb"(?:a|an|the|my|your)" + S + rb"(?:" + W + S + rb"){0,3}?(?:ai|assistant|chatbot|persona|llm|"
        rb"language" + S + rb"model|ai" + S + rb"model)\b"
        rb"|(?:in" + S + rb")?(?:developer|god|jailbreak|jailbroken|dan|unrestricted|unfiltered|uncensored|evil)\b"
        rb"|(?:acting|playing|roleplaying|role-playing|pretending)" + S + rb"(?:as|to)\b"
-       rb"|no" + S + rb"longer" + S + rb"(?:bound|restricted|limited|an?" + S + rb"ai)\b)", (b"now",)),
+       rb"|no" + S + rb"longer" + S + rb"(?:bound|restricted|limited|an?" + S + rb"ai)\b)", (b"now",), b"", 80, 240),
     _p("phrase", "role_marker",
        rb"^[ \t]{0,8}+(?:>[ \t]{0,4}+)?(?:\*\*|__)?(?:system|assistant)(?:\*\*|__)?[ \t]{0,4}+:(?:\*\*|__)?"
-       rb"(?=[ \t]{1,8}+(?:[a-z][a-z',.!?\-]{0,30}+[ \t]{1,4}+){2}[a-z])", (b"system", b"assistant"), b":"),
+       rb"(?=[ \t]{1,8}+(?:[a-z][a-z',.!?\-]{0,30}+[ \t]{1,4}+){2}[a-z])", (b"system", b"assistant"), b":", 40, 120),
     _p("phrase", "role_marker",
-       rb"^#{1,6}+[ \t]{1,4}+(?:system|assistant)(?:[ \t]{1,4}+(?:prompt|message|instructions?))?"
-       rb"[ \t]{0,4}+:?[ \t]{0,4}+$", (b"system", b"assistant"), b"#"),
+       rb"^#{1,6}+[ \t]{1,4}+(?:system|assistant)(?:[ \t]{1,4}+(?:prompt|message|instructions?))?[ \t]{0,4}+:"
+       rb"|^#{1,6}+[ \t]{1,4}+(?:system|assistant)[ \t]{1,4}+(?:prompt|message)[ \t]{0,4}+$", (b"system", b"assistant"), b"#", 40, 60),
     _p("phrase", "chat_token",
        rb"<\|(?:im_start|im_end|im_sep|endoftext|system|user|assistant|begin_of_text|start_header_id|"
-       rb"end_header_id|eot_id)\|>|<</?sys>>", (b"|>", b"sys>>"), b"<"),
-    _p("phrase", "chat_token", rb"\[/?inst\]", (b"inst]",), b"["),
+       rb"end_header_id|eot_id)\|>|<</?sys>>", (b"|>", b"sys>>"), b"<", 24, 24),
+    _p("phrase", "chat_token", rb"\[/?inst\]", (b"inst]",), b"[", 8, 8),
     _p("phrase", "important_tag",
        rb"</?(?:important|instructions?)(?:[ \t\r\n/][^<>]{0,200}+)?>"
        rb"|<(?:system(?:[-_](?:prompt|message|reminder|instructions?))?|secret)(?:[ \t\r\n][^<>]{0,200}+)?>"
-       rb"(?![ \t]{0,4}+[a-z0-9_.\-]{1,40}+[ \t]{0,4}+</)", (b"important", b"instruct", b"system", b"secret"), b"<"),
+       rb"(?![ \t]{0,4}+[a-z0-9_.\-]{1,40}+[ \t]{0,4}+</)", (b"important", b"instruct", b"system", b"secret"), b"<", 8, 320),
     _p("phrase", "do_not_tell_user",
        _NOT + S + rb"(?:tell|inform|(?:mention|reveal|disclose)(?:" + S + W + rb"){0,3}?" + S + rb"to)" + S
-       + rb"(?:the" + S + rb")?user\b(?!'|\xe2\x80\x99)", (b"user",)),
+       + rb"(?:the" + S + rb")?user\b(?!'|\xe2\x80\x99)", (b"user",), b"", 300, 16),
 )
 
 _PATHS = (rb"(?:~/\.ssh\b|\.ssh/|\bid_(?:rsa|ed25519|ecdsa|dsa)\b|(?<![a-z0-9_.\-])\.env\b|\.aws/(?:credentials|config)\b"
           rb"|\.netrc\b|/etc/(?:passwd|shadow)\b|\.npmrc\b|\.pypirc\b|\.git-credentials\b|\.docker/config\.json"
-          rb"|\.kube/config\b|\bprivate" + S + rb"keys?\b)")
+          rb"|\.kube/config\b|\b(?:your|the|the" + S + rb"user's|their|my)" + S + rb"(?:ssh" + S + rb")?private" + S + rb"keys?\b)")
 _OBJECT = (rb"(?:it|them|its" + S + rb"contents?|the" + S + rb"(?:contents?|key|keys|file" + S + rb"contents|credentials?"
-           rb"|tokens?|secrets?|passwords?|conversation|chat" + S + rb"history|system" + S + rb"prompt)"
+           rb"|tokens?|secrets?|passwords?|conversation(?:" + S + rb"history)?|chat" + S + rb"history|system" + S + rb"prompt)"
            rb"(?:" + S + rb"of" + S + rb"[^\n<>]{1,60}?)?)")
 
 _POISON: Final[tuple[_Phrase, ...]] = (
@@ -189,21 +195,23 @@ _DOCS: Final[dict[str, str]] = {
     "you_are_now": "you are now + a new identity (an AI, an assistant, a persona), a mode (developer, DAN, "
                    "unrestricted), acting as, no longer bound",
     "role_marker": "a chat role at a line start: system or assistant and a colon and a sentence, or a "
-                   "Markdown heading of the role alone",
-    "chat_token": "a chat template token: <|im_start|> and the like, [INST], <<SYS>>",
+                   "Markdown heading of the role and a colon (or prompt / message)",
+    "chat_token": "a chat template token anywhere: im_start, im_end, endoftext, eot_id ... between <| and "
+                  "|>; INST or /INST in square brackets; SYS or /SYS in double angle brackets",
     "important_tag": "an XML-ish tag important, instructions (open or close), system or secret (open; not "
                      "around one short word)",
     "do_not_tell_user": "do not / don't / never tell, inform, mention ... to the user",
     "read_sensitive_file": "read / open / cat / include / load ... and, on the same line, a sensitive path "
                            "(~/.ssh, id_rsa, .env, .aws/credentials, .netrc, /etc/passwd, .npmrc, .pypirc, "
-                           "private key, ...)",
+                           "your private key, ...)",
     "pass_it_as": "pass it / its contents / the key ... as / in the ... parameter (argument, field)",
     "send_to": "send it / the contents / the key / the conversation ... to",
     "include_in_argument": "include it / the contents ... in the ... parameter (argument, field)",
-    "content_as_argument": "it / the contents as the `x` parameter (argument, field)",
+    "content_as_argument": "it / contents + as the + a name + parameter / argument / field",
     "dont_mention": "do not / don't / never mention, reveal, tell ... this / these / the instructions",
     "without_telling": "without telling / informing the user",
-    "user_must_not_know": "the user must / should not know (be told, find out); keep this secret from the user",
+    "user_must_not_know": "user + must / should + not / never + know / find out / be told; keep / hide + "
+                          "this + (secret) + from + the user",
 }
 
 
@@ -227,7 +235,10 @@ _INVISIBLE_KINDS: Final = frozenset(("invisible", "terminal"))
 
 def _char_hits(text: str) -> list[Hit]:
     """The invisible and terminal hits (a BOM at the very start of the text is not one)."""
-    start = 1 if text.startswith("\ufeff") else 0
+    first = _CHAR_ANY.search(text, 1 if text.startswith("\ufeff") else 0)
+    if first is None:
+        return []
+    start = first.start()
     out = []
     for match in _CHARS.finditer(text, start):
         rule = match.lastgroup or ""
@@ -235,8 +246,9 @@ def _char_hits(text: str) -> list[Hit]:
     return out
 
 
-def _windows(folded: bytes, anchors: tuple[bytes, ...], seen: dict[bytes, bool]) -> list[tuple[int, int]]:
-    """The stretches of ``folded`` within :data:`_MARGIN` of an anchor, merged."""
+def _windows(folded: bytes, rule: _Phrase, seen: dict[bytes, bool]) -> list[tuple[int, int]]:
+    """The stretches of ``folded`` around the rule's anchors where a match can be, merged."""
+    anchors, before, after = rule.anchors, rule.before, rule.after
     spans = []
     size = len(folded)
     for anchor in anchors:
@@ -247,7 +259,7 @@ def _windows(folded: bytes, anchors: tuple[bytes, ...], seen: dict[bytes, bool])
             continue
         at = folded.find(anchor)
         while at >= 0:
-            spans.append((max(0, at - _MARGIN), min(size, at + len(anchor) + _MARGIN)))
+            spans.append((max(0, at - before), min(size, at + len(anchor) + after)))
             at = folded.find(anchor, at + len(anchor))
     if len(spans) < 2:
         return spans
@@ -285,7 +297,7 @@ def _phrase_hits(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     for rule in rules:
         if rule.gate and rule.gate not in folded:
             continue
-        for lo, hi in _windows(folded, rule.anchors, seen):
+        for lo, hi in _windows(folded, rule, seen):
             for match in rule.pattern.finditer(folded, lo, hi):
                 if match.end() > match.start():
                     spans.append((match.start(), match.end(), rule.kind, rule.rule))
