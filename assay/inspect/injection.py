@@ -201,9 +201,9 @@ _DOCS: Final[dict[str, str]] = {
     "important_tag": "an XML-ish tag important, instructions (open or close), system or secret (open; not "
                      "around one short word)",
     "do_not_tell_user": "do not / don't / never tell, inform, mention ... to the user",
-    "read_sensitive_file": "read / open / cat / include / load ... and, on the same line, a sensitive path "
-                           "(~/.ssh, id_rsa, .env, .aws/credentials, .netrc, /etc/passwd, .npmrc, .pypirc, "
-                           "your private key, ...)",
+    "read_sensitive_file": "a sensitive path (~/.ssh, id_rsa, .env, .aws/credentials, .netrc, /etc/passwd, "
+                           ".npmrc, .pypirc, your private key, ...) after a verb on the same line: read / open / "
+                           "cat / include / load ...",
     "pass_it_as": "pass it / its contents / the key ... as / in the ... parameter (argument, field)",
     "send_to": "send it / the contents / the key / the conversation ... to",
     "include_in_argument": "include it / the contents ... in the ... parameter (argument, field)",
@@ -213,6 +213,19 @@ _DOCS: Final[dict[str, str]] = {
     "user_must_not_know": "user + must / should + not / never + know / find out / be told; keep / hide + "
                           "this + (secret) + from + the user",
 }
+
+
+def _plan(rules: tuple[_Phrase, ...]) -> dict[bytes, tuple[bytes, ...]]:
+    """gate -> the anchors to look for when the gate is in the text (each anchor once)."""
+    plan: dict[bytes, list[bytes]] = {gate: [] for gate in _GATES}
+    for rule in rules:
+        plan[rule.gate] += [anchor for anchor in rule.anchors if anchor not in plan[rule.gate]]
+    return {gate: tuple(anchors) for gate, anchors in plan.items()}
+
+
+_GATES: Final = (b"", b":", b"#", b"<", b"[")
+_ALL: Final = _INJECTION + _POISON
+_PLANS: Final = {id(_INJECTION): _plan(_INJECTION), id(_ALL): _plan(_ALL)}
 
 
 def _rule_table() -> tuple[tuple[str, str, str], ...]:
@@ -239,10 +252,20 @@ def _char_hits(text: str) -> list[Hit]:
     if first is None:
         return []
     start = first.start()
-    out = []
+    out: list[Hit] = []
+    kind = rule = ""
+    lo = hi = -1
     for match in _CHARS.finditer(text, start):
-        rule = match.lastgroup or ""
-        out.append(Hit(_CHAR_KIND[rule], rule, match.start(), match.end()))
+        at, end = match.span()
+        name = match.lastgroup or ""
+        if at == hi and _CHAR_KIND[name] == kind:  # touching a hit of the same kind: one hit
+            hi = end
+            continue
+        if hi >= 0:
+            out.append(Hit(kind, rule, lo, hi))
+        rule, kind, lo, hi = name, _CHAR_KIND[name], at, end
+    if hi >= 0:
+        out.append(Hit(kind, rule, lo, hi))
     return out
 
 
@@ -285,17 +308,32 @@ def _char_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
     return out
 
 
-def _phrase_hits(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
-    if text.isascii():
-        folded = text.encode("ascii").translate(_LOWER)
-        utf8 = b""
-    else:
+def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None) -> list[Hit]:
+    utf8 = b""
+    if folded is None:
+        if text.isascii():
+            folded = text.encode("ascii").translate(_LOWER)
+        else:
+            utf8 = text.encode("utf-8", "surrogatepass")
+            folded = utf8.translate(_LOWER)
+    elif len(folded) != len(text):
         utf8 = text.encode("utf-8", "surrogatepass")
-        folded = utf8.translate(_LOWER)
-    seen: dict[bytes, bool] = {}
+    plan = _PLANS[id(rules)]
+    open_gates = [gate for gate in _GATES if gate in folded]
+    present = set()
+    looked = set()
+    for gate in open_gates:
+        for anchor in plan[gate]:
+            if anchor not in looked:
+                looked.add(anchor)
+                if anchor in folded:
+                    present.add(anchor)
+    if not present:
+        return []
     spans: list[tuple[int, int, str, str]] = []
+    seen = dict.fromkeys(present, True)
     for rule in rules:
-        if rule.gate and rule.gate not in folded:
+        if rule.gate not in open_gates or present.isdisjoint(rule.anchors):
             continue
         for lo, hi in _windows(folded, rule, seen):
             for match in rule.pattern.finditer(folded, lo, hi):
@@ -344,13 +382,15 @@ def _cut(text: str, hits: list[Hit]) -> tuple[str, list[int], list[int]]:
 def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if not isinstance(text, str) or not text:
         return []
+    folded: bytes | None = None
     if text.isascii():
         folded = text.encode("ascii").translate(_LOWER)
         chars = _char_hits(text) if b"\0" in folded else []
     else:
         chars = _char_hits(text)
     if not chars:
-        return _merge(_phrase_hits(text, rules))
+        hits = _phrase_hits(text, rules, folded)
+        return _merge(hits) if hits else hits
     # phrases in the text with the invisible and terminal characters taken out, mapped back
     chars = _merge(chars)
     clean, kept_at, orig_at = _cut(text, chars)
@@ -376,7 +416,7 @@ def find_poison(text: str) -> list[Hit]:
     """:func:`find_injection`'s hits and, for a tool's description, title or an argument's
     description, the rules that ask to read files, send data or keep a secret from the user
     (docs/inspect.md, "Poisoned tool descriptions")."""
-    return _scan(text, _INJECTION + _POISON)
+    return _scan(text, _ALL)
 
 
 _MAX_PASSES: Final = 8
