@@ -5,4 +5,7 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
 - :mod:`~assay.inspect.secrets`: finds secrets (keys, tokens, passwords) in text and JSON
   values and redacts them, as ``[REDACTED:<kind>]``. Wrap's ``--log-arguments`` uses it for
   the arguments it records (docs/wrap-records.md, "Logged arguments").
+- :mod:`~assay.inspect.injection`: finds instructions aimed at the model in what a server sends
+  back (invisible characters, terminal escapes, injection phrases) and, in tool descriptions,
+  requests to read files, send data or keep secrets (docs/inspect.md, "Injected instructions").
 """
