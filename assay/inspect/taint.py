@@ -32,18 +32,15 @@ Sans-IO; the standard library only.
 from __future__ import annotations
 
 import array
-import binascii
 import hashlib
-import re
 import struct
 import sys
-import urllib.parse
 from collections import Counter
-from functools import partial
-from itertools import compress
-from operator import methodcaller
 from collections.abc import Iterator, KeysView
+from itertools import compress
 from typing import Final, NamedTuple
+
+from assay.inspect import taint_bytes as tb
 
 __all__ = [
     "BYTES_PER_ENTRY",
@@ -69,18 +66,10 @@ EXPORT_BYTES_PER_ENTRY: Final = 14  # fingerprint 8, pre 4, length and source 2
 OTHER_SOURCES: Final = "(other sources)"
 
 _MIN_LEN: Final = 8  # the window lengths are _MIN_LEN..WINDOW
-_TEXT_DISTINCT: Final = 6  # a text window with fewer distinct bytes is not remembered
 _VALUE_DISTINCT: Final = 4  # a value (or a window of one) with fewer distinct bytes is not
 _MAGIC: Final = b"ATS\x01"
 _HEAD: Final = struct.Struct("<4s8sH")  # magic, key check, number of sources
-_LITTLE: Final = sys.byteorder == "little"
-_B64_RUN: Final = re.compile(rb"[A-Za-z0-9+/_-]{11,}={0,2}")  # 8 bytes are 11 characters
-_HEX_RUN: Final = re.compile(rb"[0-9A-Fa-f]{16,}")  # 8 bytes are 16 digits
-_URLSAFE: Final = bytes.maketrans(b"-_", b"+/")
-_ZERO_ONE: Final = bytes([1]) + bytes(255)  # translate: 0 -> 1, else 0
-_FLIP: Final = bytes([1, 0]) + bytes(254)  # translate: 0 -> 1, 1 -> 0
 _CHUNK: Final = 4096  # pres looked up per isdisjoint call in find
-_BULK_PERCENT: Final = 256  # more '%' than this: the C-level decoder (see _percent_decode)
 
 
 class Taint(NamedTuple):
@@ -91,123 +80,6 @@ class Taint(NamedTuple):
     encoding: str  # "plain" | "base64" | "hex" | "url"
 
 
-def _shifts(length: int) -> tuple[int, int, int]:
-    """The bit shifts of the fold of a ``length``-byte window: four 32-bit slices spread over
-    its ``8 * length`` bits (odd shifts, so byte-aligned repeats do not cancel)."""
-    last = 8 * length - 32
-    return (last // 3) | 1, (2 * last // 3) | 1, last
-
-
-_SHIFTS: Final = {length: _shifts(length) for length in range(_MIN_LEN, WINDOW + 1)}
-
-
-def _fold(data: bytes, length: int, sbox: bytes) -> bytes:
-    """For every offset ``i``, bytes ``[i, i+4)`` of the result are the pre of the window
-    ``data[i:i+length]`` (read as a little-endian uint32): bits of the window only, each byte
-    first put through the keyed permutation ``sbox`` (so text, hex or base64 spread over all
-    32 bits)."""
-    s1, s2, s3 = _SHIFTS[length]
-    x = int.from_bytes(data.translate(sbox), "little")
-    return (x ^ (x >> s1) ^ (x >> s2) ^ (x >> s3)).to_bytes(len(data), "little")
-
-
-def _sbox(key: bytes) -> bytes:
-    """A permutation of the 256 byte values drawn from ``key``."""
-    return bytes(sorted(range(256), key=lambda b: hashlib.blake2s(key + bytes([b])).digest()))
-
-
-def _uint32s(data: bytes) -> array.array[int]:
-    out = array.array("I")
-    if out.itemsize != 4:  # pragma: no cover - no supported platform
-        out = array.array("L")
-    out.frombytes(data)
-    if not _LITTLE:  # pragma: no cover - little-endian machines only in CI
-        out.byteswap()
-    return out
-
-
-def _percent_decode(data: bytes) -> bytes:
-    """Percent-decoding; with many escapes, binascii's quoted-printable decoder (C) on the text
-    with ``%`` made ``=``: the same bytes except around invalid escapes (a stray ``%``)."""
-    if data.count(b"%") <= _BULK_PERCENT:
-        return urllib.parse.unquote_to_bytes(data)
-    return binascii.a2b_qp(data.replace(b"=", b"=3D").replace(b"%", b"="))
-
-
-def _base64_views(data: bytes) -> list[bytes]:
-    """Each base64 run (both alphabets) decoded at each of the four character alignments."""
-    out: list[bytes] = []
-    for match in _B64_RUN.finditer(data):
-        run = match.group().rstrip(b"=").translate(_URLSAFE)
-        for start in range(4):
-            piece = run[start:]
-            cut = len(piece) % 4
-            if cut == 1:
-                piece = piece[:-1]
-            elif cut:
-                piece += b"=" * (4 - cut)
-            if len(piece) >= 12:
-                try:
-                    out.append(binascii.a2b_base64(piece))
-                except binascii.Error:  # pragma: no cover - every run is the alphabet
-                    pass
-    return out
-
-
-def _hex_views(data: bytes) -> list[bytes]:
-    """Each hex run decoded at both digit alignments."""
-    out: list[bytes] = []
-    for match in _HEX_RUN.finditer(data):
-        run = match.group()
-        for start in (0, 1):
-            piece = run[start: start + (len(run) - start) // 2 * 2]
-            out.append(binascii.unhexlify(piece))
-    return out
-
-
-_blake2s8 = partial(hashlib.blake2s, digest_size=8)
-_digest = methodcaller("digest")
-
-
-def _digest8(data: bytes) -> bytes:
-    """The 8-byte BLAKE2s digest (the fingerprint, read little-endian)."""
-    return hashlib.blake2s(data, digest_size=8).digest()
-
-
-def _lively(data: bytes) -> bytes:
-    """Byte ``s`` is 1 when the window ``data[s:s+WINDOW]`` has 6 consecutive bytes that are all
-    different, else 0 (a low-information window: indentation, padding, a repeated pattern).
-    Computed for every offset at once: big-integer shifts over bytes of 0 and 1."""
-    size = len(data)
-    x = int.from_bytes(data, "little")
-    same = [int.from_bytes((x ^ (x >> 8 * d)).to_bytes(size, "little").translate(_ZERO_ONE), "little")
-            for d in range(1, 6)]  # same[d-1], byte q: data[q] == data[q+d]
-    acc, spans = 0, []
-    for d in range(5):
-        acc |= same[d]
-        spans.append(acc)  # spans[j], byte q: a repeat at a distance <= j+1 from q
-    repeat = spans[4] | spans[3] >> 8 | spans[2] >> 16 | spans[1] >> 24 | spans[0] >> 32
-    # repeat, byte p: data[p:p+6] holds a repeated byte; low: so do all 11 six-byte spans
-    two = repeat & repeat >> 8
-    four = two & two >> 16
-    low = four & four >> 32 & four >> 56
-    return low.to_bytes(size, "little").translate(_FLIP)
-
-
-def _ring_write(part: array.array[int], slot: int, values: list[int], capacity: int) -> None:
-    """Write ``values`` into the ring ``part`` from ``slot`` on (wrapping at ``capacity``),
-    appending while it is not full."""
-    at = 0
-    while at < len(values):
-        room = min(len(values) - at, capacity - slot)
-        chunk = array.array(part.typecode, values[at: at + room])
-        if slot == len(part):
-            part.extend(chunk)
-        else:
-            part[slot: slot + room] = chunk
-        at, slot = at + room, (slot + room) % capacity
-
-
 class TaintSet:
     """A bounded set of fingerprints of tainted values and texts (module docstring)."""
 
@@ -216,10 +88,10 @@ class TaintSet:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
         self._key = hashlib.blake2s(bytes(key), person=b"assaytnt").digest()[:16]
-        self._sbox = _sbox(self._key)
+        self._sbox = tb.sbox(self._key)
         # a ring of capacity slots (entry seq is in slot seq % capacity), oldest first
         self._fp = array.array("Q")  # fingerprint
-        self._pres = _uint32s(b"")  # pre
+        self._pres = tb.uint32s(b"")  # pre
         self._meta = array.array("H")  # (window length - 8) << 8 | source index
         self._next = 0  # the seq of the next entry
         self._index: dict[int, int] = {}  # pre -> the oldest live seq with that pre
@@ -232,7 +104,7 @@ class TaintSet:
     # ---- adding -------------------------------------------------------------------------
 
     def _fingerprint(self, window: bytes) -> int:
-        return int.from_bytes(_digest8(self._key + window), "little")
+        return int.from_bytes(tb.digest8(self._key + window), "little")
 
     def _source(self, label: str, reserved: set[int] | frozenset[int] = frozenset()) -> int:
         """The index of a source label (a new one takes the place of a label no live entry
@@ -296,7 +168,7 @@ class TaintSet:
         self._evict(max(0, len(self) + count - capacity))
         first = self._next
         for part, values in ((self._fp, fps), (self._pres, pres), (self._meta, metas)):
-            _ring_write(part, first % capacity, values, capacity)
+            tb.ring_write(part, first % capacity, values, capacity)
         self._next = first + count
         seqs = range(first, first + count)
         clash = index.keys() & pres
@@ -345,11 +217,11 @@ class TaintSet:
         if not starts:
             return 0
         first = starts[0]
-        folded = _fold(data[first: starts[-1] + WINDOW], WINDOW, self._sbox)
+        folded = tb.fold(data[first: starts[-1] + WINDOW], WINDOW, self._sbox)
         windows = [data[start: start + WINDOW] for start in starts]
-        pres = _uint32s(b"".join([folded[s - first: s - first + 4] for s in starts])).tolist()
-        fps = array.array("Q", b"".join(map(_digest, map(_blake2s8, map(self._key.__add__, windows)))))
-        if not _LITTLE:  # pragma: no cover
+        pres = tb.uint32s(b"".join([folded[s - first: s - first + 4] for s in starts])).tolist()
+        fps = array.array("Q", b"".join(map(tb.digest, map(tb.blake2s8, map(self._key.__add__, windows)))))
+        if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
         meta = (WINDOW - _MIN_LEN) << 8 | self._source(source)
         return self._insert(pres, fps.tolist(), [meta] * len(pres))
@@ -366,7 +238,7 @@ class TaintSet:
         while end > 0 and len(chosen) < self.capacity:  # the newest windows first
             begin = max(0, end - chunk)
             region = data[starts[begin]: starts[end - 1] + WINDOW]
-            chosen[:0] = compress(starts[begin:end], _lively(region)[::STRIDE])
+            chosen[:0] = compress(starts[begin:end], tb.lively(region)[::STRIDE])
             end, chunk = begin, chunk * 2
         return self._add_windows(data, chosen[-self.capacity:], source)
 
@@ -381,7 +253,7 @@ class TaintSet:
             if len(set(data)) < _VALUE_DISTINCT:
                 return 0
             meta = (len(data) - _MIN_LEN) << 8 | self._source(source)
-            pre = int.from_bytes(_fold(data, len(data), self._sbox)[:4], "little")
+            pre = int.from_bytes(tb.fold(data, len(data), self._sbox)[:4], "little")
             return self._insert([pre], [self._fingerprint(data)], [meta])
         starts = list(range(0, len(data) - WINDOW + 1, STRIDE))
         if starts[-1] != len(data) - WINDOW:
@@ -402,14 +274,14 @@ class TaintSet:
             return Taint(hit, "plain")
         views = [data]
         if b"%" in data:
-            decoded = [_percent_decode(data)]
+            decoded = [tb.percent_decode(data)]
             if b"+" in data:
-                decoded.append(_percent_decode(data.replace(b"+", b" ")))
+                decoded.append(tb.percent_decode(data.replace(b"+", b" ")))
             hit = self._scan(b"\n".join(decoded))
             if hit is not None:
                 return Taint(hit, "url")
             views += decoded
-        for encoding, decode in (("base64", _base64_views), ("hex", _hex_views)):
+        for encoding, decode in (("base64", tb.base64_views), ("hex", tb.hex_views)):
             pieces = [piece for view in views for piece in decode(view)]
             hit = self._scan(b"".join(pieces)) if pieces else None
             if hit is not None:
@@ -425,10 +297,10 @@ class TaintSet:
             last = len(data) - length  # the last offset a window of this length starts at
             if not self._lens[length - _MIN_LEN] or last < 0:
                 continue
-            folded = _fold(data, length, self._sbox)
+            folded = tb.fold(data, length, self._sbox)
             for align in range(min(4, last + 1)):
                 count = (last - align) // 4 + 1
-                pres = _uint32s(folded[align: align + 4 * count])
+                pres = tb.uint32s(folded[align: align + 4 * count])
                 for offset in self._candidates(pres, keys):
                     offset = align + 4 * offset
                     if best is not None and offset >= best[0]:
@@ -484,7 +356,7 @@ class TaintSet:
         return size + sys.getsizeof(self._source_ids) + sys.getsizeof(self._source_refs)
 
     def _check(self) -> bytes:
-        return _digest8(self._key + b"check")  # 21 bytes: no window hashes to it
+        return tb.digest8(self._key + b"check")  # 21 bytes: no window hashes to it
 
     def _slots(self) -> list[int]:
         """The live slots, oldest first."""
@@ -496,10 +368,10 @@ class TaintSet:
         ``EXPORT_BYTES_PER_ENTRY * capacity`` bytes plus the labels and 18 bytes."""
         slots = self._slots()
         fps = array.array("Q", [self._fp[s] for s in slots])
-        pres = _uint32s(b"")
+        pres = tb.uint32s(b"")
         pres.extend([self._pres[s] for s in slots])
         metas = array.array("H", [self._meta[s] for s in slots])
-        if not _LITTLE:  # pragma: no cover
+        if not tb.LITTLE:  # pragma: no cover
             for part in (fps, pres, metas):
                 part.byteswap()
         out = [_HEAD.pack(_MAGIC, self._check(), len(self._sources))]
@@ -543,9 +415,9 @@ class TaintSet:
         if len(data) - at != count * EXPORT_BYTES_PER_ENTRY:
             raise ValueError("wrong length")
         fps = array.array("Q", data[at: at + 8 * count])
-        pres = _uint32s(data[at + 8 * count: at + 12 * count])
+        pres = tb.uint32s(data[at + 8 * count: at + 12 * count])
         metas = array.array("H", data[at + 12 * count:])
-        if not _LITTLE:  # pragma: no cover
+        if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
             metas.byteswap()
         if any((meta >> 8) > WINDOW - _MIN_LEN or (meta & 0xFF) >= nsources for meta in metas):
