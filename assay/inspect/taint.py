@@ -20,8 +20,9 @@ How (the figures are the module's constants):
   key derived from ``key`` and the window (stable across processes; never Python's ``hash``).
   :meth:`find` looks each offset's pre up in a dict and hashes only the windows whose pre is
   known, so a false match needs both to agree (about ``len(text) * len(self) / 2**96``).
-- Low-information windows (fewer than 6 distinct bytes for a text; fewer than 4 for a secret
-  value) are never remembered, so indentation, padding and separators never taint.
+- Low-information windows are never remembered, so indentation, padding and separators never
+  taint: a window of a text none of whose 6 consecutive bytes are all different (so any with
+  fewer than 6 distinct bytes), a secret value or window of one with fewer than 4.
 - The set holds at most ``capacity`` fingerprints, the oldest (by first addition) dropped
   first; memory is at most about ``BYTES_PER_ENTRY`` bytes per fingerprint (:attr:`nbytes`),
   the :meth:`export` at most ``EXPORT_BYTES_PER_ENTRY`` per fingerprint plus the source labels.
