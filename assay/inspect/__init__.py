@@ -14,3 +14,4 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
 - :mod:`~assay.inspect.scan`: every string of a JSON value looked at by the detectors, with
   its JSON Pointer, and a line rewritten only where a string changed (docs/inspect.md, "Where
   wrap looks").
+"""
