@@ -22,9 +22,11 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+from assay.inspect.literals import LiteralSets
 
 __all__ = [
     "KINDS",
@@ -74,9 +76,17 @@ class _Rule:
     kind: str
     pattern: re.Pattern[str]
     hints: tuple[str, ...]  # the rule can match only where one of these occurs
-    lower: bool = False  # the hints are looked for in the lowercased text
+    lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
     check: Callable[[re.Match[str]], bool] | None = None
+    # Where a match can start (see _matches): none, the pattern starts with a literal that re
+    # searches fast by itself; else literal regexes whose every hit p gives the starts p - back
+    # for back in backs (hits lie further apart than the largest back), searched in the text, or
+    # in its ASCII-lowercased bytes when ``lower``. ``scheme``: a hit is the "://" of a URL, the
+    # start is that of its scheme.
+    finders: tuple[re.Pattern[Any], ...] = ()
+    backs: tuple[int, ...] = (0,)
+    scheme: bool = False
 
 
 def _jwt_header(match: re.Match[str]) -> bool:
@@ -107,6 +117,12 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.ASCII)
 
 
+def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
+    """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
+    lowercased text)."""
+    return tuple(re.compile(pattern) for pattern in patterns)
+
+
 _L = r"(?<![A-Za-z0-9])"  # not inside a longer word
 _PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 
@@ -117,40 +133,42 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
     ), ("PRIVATE KEY",)),
     _Rule("aws_access_key_id", _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-          ("AKIA", "ASIA", "ABIA", "ACCA")),
+          ("AKIA", "ASIA", "ABIA", "ACCA"), finders=_at("AKIA|ASIA|ABIA|ACCA")),
     _Rule("aws_secret_access_key", _compile(
         r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), lower=True, group=1),
+    ), ("secret",), lower=True, group=1, finders=_at(b"secret")),
     _Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
     _Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
-          ("accountkey=", "sharedaccesskey="), lower=True, group=1),
+          ("accountkey=", "sharedaccesskey="), lower=True, group=1,
+          finders=_at(b"accountkey=", b"sharedaccesskey=")),
     _Rule("github_token", _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
-          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    _Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",)),
-    _Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",)),
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), finders=_at("gh[pousr]_|github_pat_")),
+    _Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), finders=_at("glpat-")),
+    _Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), finders=_at("npm_")),
     _Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
           ("pypi-AgE",)),
     _Rule("slack_webhook", _compile(
         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
     ), ("hooks.slack.com/",)),
-    _Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",)),
+    _Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",),
+          finders=_at("xox[abeprs]-")),
     _Rule("stripe_key", _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
-          ("sk_live_", "sk_test_", "rk_live_", "rk_test_")),
+          ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), finders=_at("k_(?:live|test)_"), backs=(1,)),
     _Rule("jwt", _compile(
         r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"
-    ), ("eyJ",), check=_jwt_header),
+    ), ("eyJ",), check=_jwt_header, finders=_at("eyJ")),
     _Rule("authorization", _compile(
         _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
-    ), ("authorization",), lower=True, group=2, check=_auth_value),
+    ), ("authorization",), lower=True, group=2, check=_auth_value, finders=_at(b"authorization"), backs=(6, 0)),
     _Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), lower=True, group=1, check=_not_a_word),
+          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(b"bearer")),
     _Rule("url_password", _compile(
         # scheme://user:password@host: only the password
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"([^\s/?#@\"'<>]{1,256}+)@"
-    ), ("://",), group=1),
+    ), ("://",), group=1, finders=_at("://"), scheme=True),
 )
 
 KINDS: Final[dict[str, str]] = {
@@ -209,24 +227,80 @@ def key_kind(key: str) -> str | None:
     return None
 
 
+_HINTS: Final = LiteralSets([(rule.hints, rule.lower) for rule in _RULES])
+_NONE: Final = 1 << 62  # no hit
+_RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
+
+
+def _scheme_start(text: str, colon: int) -> int:
+    """Where the scheme of the URL whose ``://`` is at ``colon`` starts, or -1 when it cannot be a
+    url_password match: the run of scheme characters before ``colon`` is empty or longer than
+    the pattern's 32 (a match starts where the run does: its look-behind refuses a scheme
+    character before it, so nowhere inside the run)."""
+    run = _RUN_BACK.match(text[max(0, colon - 33):colon][::-1])
+    length = run.end() if run is not None else 0
+    return colon - length if 0 < length <= 32 else -1
+
+
+def _matches(rule: _Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Match[str]]:
+    """What ``rule.pattern.finditer(text)`` yields, found by trying the pattern only where a
+    finder says a match can start: the same leftmost, non-overlapping matches, since every
+    position where the pattern matches is among those tried, in increasing order, from the end
+    of the last match on. The finders search ``plain`` (``text`` with every non-ASCII character
+    replaced by "?") or ``lowered`` (``plain`` lowercased, as bytes): same positions."""
+    if not rule.finders:
+        yield from rule.pattern.finditer(text)
+        return
+    searches = [finder.search for finder in rule.finders]
+    haystack: str | bytes = lowered if rule.lower else plain
+    match, backs, scheme = rule.pattern.match, rule.backs, rule.scheme
+    nexts = [-1] * len(searches)  # each finder's first hit from ``at`` on (_NONE: none)
+    at = 0  # where finditer would go on searching
+    while True:
+        for i, search in enumerate(searches):
+            if nexts[i] < at:
+                hit = search(haystack, at)
+                nexts[i] = _NONE if hit is None else hit.start()
+        pos = min(nexts)
+        if pos == _NONE:
+            return
+        found = None
+        for start in (_scheme_start(text, pos),) if scheme else [pos - back for back in backs]:
+            if start >= at and (found := match(text, start)) is not None:
+                break
+        if found is None:
+            at = pos + 1
+        else:
+            yield found
+            at = found.end()
+
+
 def find_secrets(text: str) -> list[Secret]:
     """The secrets in ``text``, sorted by position, never overlapping: where two matches overlap
     (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
-    first (at one start: the longer, then the rule listed first in :data:`KINDS`)."""
+    first (at one start: the longer, then the rule listed first in :data:`KINDS`).
+
+    Only the rules whose literals occur are run (one pass, :class:`LiteralSets`), each from the
+    places where a match can start (docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
-    lowered: str | None = None
+    raw = b""
+    plain = text
+    if not text.isascii():  # one byte per character ("?" for the others): positions are the text's
+        raw = text.encode("ascii", "replace")
+        plain = raw.decode("ascii")
+    which = _HINTS.which(plain)
+    if which is None:
+        return []
+    lowered = b""
     found: list[tuple[int, int, int, str]] = []
     for order, rule in enumerate(_RULES):
-        haystack = text
-        if rule.lower:  # the rule's patterns are ASCII case-insensitive: so is this look
-            if lowered is None:
-                lowered = text.lower()
-            haystack = lowered
-        if not any(hint in haystack for hint in rule.hints):
+        if not which[order]:
             continue
+        if rule.lower and not lowered:
+            lowered = (raw or text.encode("ascii")).lower()
         check, group = rule.check, rule.group
-        for match in rule.pattern.finditer(text):
+        for match in _matches(rule, text, plain, lowered):
             if check is not None and not check(match):
                 continue
             start, end = match.span(group)
