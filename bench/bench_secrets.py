@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_secrets.py [--runs 7] [--baseline 196ef45]
 
-``find_secrets`` on 1 KiB and 1 MiB of prose, code (the assay/ sources), docs (docs/policy.md
+``find_secrets`` on 1 KiB and 1 MiB of prose (without and with the words some rules start from:
+secret, Bearer, Authorization, https://), code (the assay/ sources), docs (docs/policy.md
 repeated) and base64, against the implementation of another commit (``--baseline``, read with
 ``git show <commit>:assay/inspect/secrets.py`` into a temporary module) in the same run. Every
 call gets a string object of its own (copies made before the clock starts), so no cache kept on
@@ -36,8 +37,14 @@ PROSE = (
     "The relay reads each frame from the client, decides whether the call may go on, and passes it "
     "to the server. A policy names the tools that are allowed; everything else is refused with a "
     "clear message. When a server answers, the result goes back the same way, and the log keeps a "
-    "short record of what happened, why, and when. Nothing here is a secret: it is ordinary text "
+    "short record of what happened, why, and when. None of this is private: it is ordinary text "
     "about well-known behaviour, with commas, full stops and the odd word in capitals (MCP, JSON). "
+)
+# prose with the words some rules start from (no secret all the same)
+AUTH_PROSE = (
+    "To call the API, keep the secret key in a vault and send a Bearer token in the Authorization "
+    "header; the token expires after an hour. See https://example.com/docs/auth for the details, "
+    "and never paste a secret into a chat. A request without the header is refused. "
 )
 
 
@@ -50,7 +57,7 @@ def inputs() -> dict[str, str]:
     docs = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
     b64 = __import__("base64").b64encode(random.Random(0).randbytes(MIB)).decode()
     out = {}
-    for name, text in (("prose", PROSE), ("code", code), ("docs", docs), ("base64", b64)):
+    for name, text in (("prose", PROSE), ("auth prose", AUTH_PROSE), ("code", code), ("docs", docs), ("base64", b64)):
         out[f"{name} 1 KiB"] = _fit(text, KIB)
         out[f"{name} 1 MiB"] = _fit(text, MIB)
     return out
@@ -95,7 +102,7 @@ def main() -> None:
         if old is not None and list(old(text)) != list(find_secrets(text)):
             sys.exit(f"bench_secrets: the two implementations disagree on {name}")
     targets = {"prose 1 KiB": 4e-6, "docs 1 MiB": 10e-3, "base64 1 MiB": 10e-3}
-    print(f"{'input':14} {'new':>10} {'baseline':>10} {'speed-up':>9}  target")
+    print(f"{'input':16} {'new':>10} {'baseline':>10} {'speed-up':>9}  target")
     for name, text in texts.items():
         calls = 2000 if len(text) <= KIB else 3
         new_runs, old_runs = [], []
@@ -107,7 +114,7 @@ def main() -> None:
         base = statistics.median(old_runs) if old_runs else float("nan")
         target = targets.get(name)
         verdict = "" if target is None else f"<= {_fmt(target)} {'ok' if new <= target else 'MISS'}"
-        print(f"{name:14} {_fmt(new):>10} {_fmt(base):>10} {base / new:>8.1f}x  {verdict}")
+        print(f"{name:16} {_fmt(new):>10} {_fmt(base):>10} {base / new:>8.1f}x  {verdict}")
 
 
 def _fmt(seconds: float) -> str:

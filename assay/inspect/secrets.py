@@ -71,6 +71,9 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+_HERE: Final = (0,)  # a match starts where its finder's hit does
+
+
 @dataclass(frozen=True)
 class _Rule:
     kind: str
@@ -79,13 +82,14 @@ class _Rule:
     lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
     check: Callable[[re.Match[str]], bool] | None = None
-    # Where a match can start (see _matches): none, the pattern starts with a literal that re
-    # searches fast by itself; else literal regexes whose every hit p gives the starts p - back
-    # for back in backs (hits lie further apart than the largest back), searched in the text, or
-    # in its ASCII-lowercased bytes when ``lower``. ``scheme``: a hit is the "://" of a URL, the
-    # start is that of its scheme.
+    # Where a match can start (see _matches): no finders, the pattern starts with a literal that
+    # re searches fast by itself; else regexes that start with a literal and match wherever the
+    # pattern does, ``back`` characters on, for a back in backs (their hits lie further apart
+    # than the largest back). They search the text with its non-ASCII characters as "?" (their
+    # classes hold neither), or its ASCII-lowercased bytes when ``lower``; with ``scheme`` the
+    # text itself: a hit is the "://" of a URL, the start is that of its scheme.
     finders: tuple[re.Pattern[Any], ...] = ()
-    backs: tuple[int, ...] = (0,)
+    backs: tuple[int, ...] = _HERE
     scheme: bool = False
 
 
@@ -120,7 +124,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
 def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
     """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
     lowercased text)."""
-    return tuple(re.compile(pattern) for pattern in patterns)
+    return tuple(re.compile(pattern, re.ASCII) for pattern in patterns)
 
 
 _L = r"(?<![A-Za-z0-9])"  # not inside a longer word
@@ -137,7 +141,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule("aws_secret_access_key", _compile(
         r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), lower=True, group=1, finders=_at(b"secret")),
+    ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]")),
     _Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
     _Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
           ("accountkey=", "sharedaccesskey="), lower=True, group=1,
@@ -161,14 +165,16 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule("authorization", _compile(
         _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
-    ), ("authorization",), lower=True, group=2, check=_auth_value, finders=_at(b"authorization"), backs=(6, 0)),
+    ), ("authorization",), lower=True, group=2, check=_auth_value, backs=(6, 0),
+          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]")),
     _Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(b"bearer")),
+          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}")),
     _Rule("url_password", _compile(
         # scheme://user:password@host: only the password
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"([^\s/?#@\"'<>]{1,256}+)@"
-    ), ("://",), group=1, finders=_at("://"), scheme=True),
+    ), ("://",), group=1, scheme=True,
+          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#@\"'<>]{1,256}+@")),
 )
 
 KINDS: Final[dict[str, str]] = {
@@ -251,23 +257,37 @@ def _matches(rule: _Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.
     if not rule.finders:
         yield from rule.pattern.finditer(text)
         return
-    searches = [finder.search for finder in rule.finders]
-    haystack: str | bytes = lowered if rule.lower else plain
+    haystack: str | bytes = lowered if rule.lower else text if rule.scheme else plain
     match, backs, scheme = rule.pattern.match, rule.backs, rule.scheme
+    one = rule.finders[0].search if len(rule.finders) == 1 else None
+    searches = [finder.search for finder in rule.finders]
     nexts = [-1] * len(searches)  # each finder's first hit from ``at`` on (_NONE: none)
     at = 0  # where finditer would go on searching
     while True:
-        for i, search in enumerate(searches):
-            if nexts[i] < at:
-                hit = search(haystack, at)
-                nexts[i] = _NONE if hit is None else hit.start()
-        pos = min(nexts)
-        if pos == _NONE:
-            return
+        if one is not None:
+            hit = one(haystack, at)
+            if hit is None:
+                return
+            pos = hit.start()
+        else:
+            for i, search in enumerate(searches):
+                if nexts[i] < at:
+                    hit = search(haystack, at)
+                    nexts[i] = _NONE if hit is None else hit.start()
+            pos = min(nexts)
+            if pos == _NONE:
+                return
         found = None
-        for start in (_scheme_start(text, pos),) if scheme else [pos - back for back in backs]:
-            if start >= at and (found := match(text, start)) is not None:
-                break
+        if scheme:
+            start = _scheme_start(text, pos)
+            if start >= at:
+                found = match(text, start)
+        elif backs is _HERE:
+            found = match(text, pos)
+        else:
+            for back in backs:
+                if pos - back >= at and (found := match(text, pos - back)) is not None:
+                    break
         if found is None:
             at = pos + 1
         else:

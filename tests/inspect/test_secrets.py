@@ -372,6 +372,7 @@ _PIECES = [
     "bearer", "Bearer ", "Basic ", "://", "a://", "a://b:", "https://", "@", "-----BEGIN PRIVATE KEY-----",
     "-----END RSA PRIVATE KEY-----", "-----", "=", "==", ":", ": ", "\"", "'", " ", "\t", "\n", ".", "/", "+",
     "_", "-", "?", "#", "<", ">", ";", ",", "é", "\u212a", "\u0130", "\ud800", "\U0001f600", "\u00a0",
+    "\u2003", "\u3000", "\x85", "//", "u:p@", ":pw@h", "?q=1", "[::1]",
 ]
 _NOISE = st.one_of(
     st.sampled_from(_PIECES),
@@ -379,6 +380,9 @@ _NOISE = st.one_of(
     chars(ALNUM, 1, 48),
     chars(B64 + "=-_.", 1, 48),
     st.text(max_size=6),
+    st.text(alphabet="aZ1:/@?#.-_=+ \t\u00a0\u2003é'\"<>[]", min_size=1, max_size=16),  # the innards of URLs, labels
+    st.builds(lambda scheme, user, pw: f"{scheme}://{user}:{pw}@", st.sampled_from(["a", "https", "x" * 32, "é"]),
+              *[st.text(alphabet="aZ1_.-~!$\u00a0\u2003é\U0001f600?#[:'\" ", max_size=8)] * 2),
 )
 
 
@@ -420,7 +424,7 @@ _STARTS = [
     *ADVERSARIAL.values(), *_STARTS, *("x" + t for t in _STARTS), *("-" + t for t in _STARTS),
     "xoxoxb-" + "a" * 20, "AKIAKIA" + "A" * 20, "e" + "a" * 31 + "://u:p@h", "e" + "a" * 32 + "://u:p@h",
     "a://b:c@" * 3 + "d", "xproxy-authorization: " + "a1" * 8, "Proxy-Authorization: Basic " + "a1" * 8,
-    "sk_live_k_live_" + "a" * 20, "AccountKey=SharedAccessKey=" + "A" * 30,
+    "sk_live_k_live_" + "a" * 20, "a://u\u00a0x:p\u2003w@h", "a://u:p\u00e9?@h", "AccountKey=SharedAccessKey=" + "A" * 30,
 ])
 def test_find_secrets_is_the_plain_implementation_on_edges(text: str) -> None:
     assert [tuple(s) for s in find_secrets(text)] == old_find_secrets(text)
