@@ -233,7 +233,10 @@ def key_kind(key: str) -> str | None:
     return None
 
 
-_HINTS: Final = LiteralSets([(rule.hints, rule.lower) for rule in _RULES])
+# two groups: the words of prose (secret, bearer, ://, ...), often there, and the token prefixes
+_WORDS: Final = [i for i, rule in enumerate(_RULES) if rule.lower or rule.scheme]
+_HINTS: Final = LiteralSets([(rule.hints, rule.lower) for rule in _RULES],
+                            [_WORDS, [i for i in range(len(_RULES)) if i not in _WORDS]])
 _NONE: Final = 1 << 62  # no hit
 _RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
 
@@ -259,24 +262,26 @@ def _matches(rule: _Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.
         return
     haystack: str | bytes = lowered if rule.lower else text if rule.scheme else plain
     match, backs, scheme = rule.pattern.match, rule.backs, rule.scheme
-    one = rule.finders[0].search if len(rule.finders) == 1 else None
+    at = 0  # where finditer would go on searching
+    if len(rule.finders) == 1 and backs is _HERE and not scheme:  # the common case, short
+        search = rule.finders[0].search
+        while (hit := search(haystack, at)) is not None:
+            if (found := match(text, hit.start())) is None:
+                at = hit.start() + 1
+            else:
+                yield found
+                at = found.end()
+        return
     searches = [finder.search for finder in rule.finders]
     nexts = [-1] * len(searches)  # each finder's first hit from ``at`` on (_NONE: none)
-    at = 0  # where finditer would go on searching
     while True:
-        if one is not None:
-            hit = one(haystack, at)
-            if hit is None:
-                return
-            pos = hit.start()
-        else:
-            for i, search in enumerate(searches):
-                if nexts[i] < at:
-                    hit = search(haystack, at)
-                    nexts[i] = _NONE if hit is None else hit.start()
-            pos = min(nexts)
-            if pos == _NONE:
-                return
+        for i, search in enumerate(searches):
+            if nexts[i] < at:
+                hit = search(haystack, at)
+                nexts[i] = _NONE if hit is None else hit.start()
+        pos = min(nexts)
+        if pos == _NONE:
+            return
         found = None
         if scheme:
             start = _scheme_start(text, pos)

@@ -45,3 +45,15 @@ def test_which_is_the_plain_search(text: str) -> None:
 def test_without_its_engine_every_set_counts_as_present(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "jsonschema_rs", None)  # the import fails
     assert LiteralSets(SETS).which("nothing here") == [True, True, True]
+
+
+@pytest.mark.parametrize("groups", [None, [[0, 2], [1]], [[2], [1], [0]]])
+def test_groups_change_nothing(groups: list[list[int]] | None) -> None:
+    for text in ["", "ghp_", "x://SECRET", "a.b [x] key=V", "none"]:
+        assert LiteralSets(SETS, groups).which(text) == expected(text)
+
+
+def test_groups_must_hold_every_set_once() -> None:
+    for groups in ([[0, 1]], [[0, 1], [1, 2]], [[0, 1, 2, 3]]):
+        with pytest.raises(ValueError):
+            LiteralSets(SETS, groups)
