@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from assay.inspect.literals import LiteralSets
+from assay.inspect.prefilter import Prefilter, literal
 
 __all__ = [
     "KINDS",
@@ -89,6 +89,9 @@ class _Rule:
     # classes hold neither), or its ASCII-lowercased bytes when ``lower``; with ``scheme`` the
     # text itself: a hit is the "://" of a URL, the start is that of its scheme.
     finders: tuple[re.Pattern[Any], ...] = ()
+    # for the prefilter, when the hints let through too much: regexes of the JSON Schema pattern
+    # dialect, one of which matches the text (non-ASCII characters as "?") wherever this rule does
+    near: tuple[str, ...] = ()
     backs: tuple[int, ...] = _HERE
     scheme: bool = False
 
@@ -121,6 +124,10 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.ASCII)
 
 
+def _fold(word: str) -> str:
+    return literal(word, fold=True)
+
+
 def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
     """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
     lowercased text)."""
@@ -141,7 +148,8 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule("aws_secret_access_key", _compile(
         r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]")),
+    ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]"),
+          near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]{0,8}[:=]",)),
     _Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
     _Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
           ("accountkey=", "sharedaccesskey="), lower=True, group=1,
@@ -166,15 +174,18 @@ _RULES: Final[tuple[_Rule, ...]] = (
         _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
     ), ("authorization",), lower=True, group=2, check=_auth_value, backs=(6, 0),
-          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]")),
+          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]"), near=(_fold("authorization") + r"[\"']?[ \t]{0,8}[:=]",)),
     _Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}")),
+          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}"),
+          near=(_fold("bearer") + r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}",)),
     _Rule("url_password", _compile(
         # scheme://user:password@host: only the password
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"([^\s/?#@\"'<>]{1,256}+)@"
     ), ("://",), group=1, scheme=True,
-          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#@\"'<>]{1,256}+@")),
+          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#@\"'<>]{1,256}+@"),
+          # "?" stands for any non-ASCII character in the prefilter's text: let it through
+          near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]{0,256}:[^ \t\n\r\f\v/#@\"'<>]{1,256}@",)),
 )
 
 KINDS: Final[dict[str, str]] = {
@@ -235,8 +246,8 @@ def key_kind(key: str) -> str | None:
 
 # two groups: the words of prose (secret, bearer, ://, ...), often there, and the token prefixes
 _WORDS: Final = [i for i, rule in enumerate(_RULES) if rule.lower or rule.scheme]
-_HINTS: Final = LiteralSets([(rule.hints, rule.lower) for rule in _RULES],
-                            [_WORDS, [i for i in range(len(_RULES)) if i not in _WORDS]])
+_PREFILTER: Final = Prefilter([rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in _RULES],
+                             [_WORDS, [i for i in range(len(_RULES)) if i not in _WORDS]])
 _NONE: Final = 1 << 62  # no hit
 _RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
 
@@ -305,7 +316,7 @@ def find_secrets(text: str) -> list[Secret]:
     (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
     first (at one start: the longer, then the rule listed first in :data:`KINDS`).
 
-    Only the rules whose literals occur are run (one pass, :class:`LiteralSets`), each from the
+    Only the rules whose literals occur are run (one pass, :class:`~assay.inspect.prefilter.Prefilter`), each from the
     places where a match can start (docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
@@ -314,7 +325,7 @@ def find_secrets(text: str) -> list[Secret]:
     if not text.isascii():  # one byte per character ("?" for the others): positions are the text's
         raw = text.encode("ascii", "replace")
         plain = raw.decode("ascii")
-    which = _HINTS.which(plain)
+    which = _PREFILTER.which(plain)
     if which is None:
         return []
     lowered = b""

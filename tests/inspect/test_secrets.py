@@ -415,7 +415,9 @@ _STARTS = [
     *(p + "a" * 10 for p in ("sk_live_", "sk_test_", "rk_live_", "rk_test_")),
     *(p + "A" * 20 for p in ("AccountKey=", "accountKEY=", "SharedAccessKey=", "SHAREDACCESSKEY=")),
     *(p + ": Basic " + "a1" * 4 for p in ("authorization", "AUTHORIZATION", "Proxy-Authorization", "PROXY-authorization")),
-    "bEaReR " + "a1" * 8, "SeCrEt_KeY=" + "A" * 40, "eyJhbGciOiJub25lIn0.e30.",
+    "bEaReR " + "a1" * 8, "Bearer\t\t" + "a1" * 8, "SeCrEt_KeY=" + "A" * 40, "secret key: " + "A" * 40,
+    "Secret Access Key =\t'" + "A" * 40, "secret-access.key:=>" + "A" * 40, "'SECRETKEY'" + "\t" * 8 + ":" + "A" * 40,
+    '"Authorization": "Basic ' + "a1" * 4, "'authorization'\t=\t'" + "a1" * 4, "eyJhbGciOiJub25lIn0.e30.",
     "pypi-AgENdGVzdC5weXBpLm9yZw" + "a" * 20, "https://hooks.slack.com/triggers/" + "a" * 10,
 ]
 
