@@ -5,6 +5,9 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
 - :mod:`~assay.inspect.secrets`: finds secrets (keys, tokens, passwords) in text and JSON
   values and redacts them, as ``[REDACTED:<kind>]``. Wrap's ``--log-arguments`` uses it for
   the arguments it records (docs/wrap-records.md, "Logged arguments").
+- :mod:`~assay.inspect.userrules`: the policy's own secret rules (a kind and a regex of the
+  flow rules' dialect), masked by words; :func:`~assay.inspect.userrules.redact_all` applies
+  them with the built-in ones.
 - :mod:`~assay.inspect.secret_rules`: the rules of the secret detector, and how each is
   searched.
 - :mod:`~assay.inspect.prefilter`: which sets of regexes match a text, in one fast pass; the

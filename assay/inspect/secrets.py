@@ -34,9 +34,11 @@ __all__ = [
     "find_secrets",
     "key_kind",
     "marker",
+    "merge_spans",
     "redact_head",
     "redact_text",
     "redact_value",
+    "replace_spans",
 ]
 
 MAX_DEPTH: Final = 64  # containers nested deeper are replaced whole (kind "depth_limit")
@@ -104,8 +106,9 @@ def find_secrets(text: str) -> list[Secret]:
     (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
     first (at one start: the longer, then the rule listed first in :data:`KINDS`).
 
-    Only the rules whose literals occur are run (one pass, :class:`~assay.inspect.prefilter.Prefilter`), each from the
-    places where a match can start (docs/inspect.md, "Speed")."""
+    Only the rules the prefilter lets through run (one pass,
+    :class:`~assay.inspect.prefilter.Prefilter`), each from the places where a match can start
+    (docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
     raw = b""
@@ -130,6 +133,13 @@ def find_secrets(text: str) -> list[Secret]:
             start, end = match.span(group)
             if end > start:
                 found.append((start, -end, order, rule.kind))
+    return merge_spans(found)
+
+
+def merge_spans(found: list[tuple[int, int, int, str]]) -> list[Secret]:
+    """Matches ``(start, -end, order, kind)`` as sorted, non-overlapping secrets: overlapping
+    ones become one span of the kind that starts first (at one start: the longer, then the
+    lower ``order``)."""
     if not found:
         return []
     found.sort()
@@ -148,7 +158,12 @@ def find_secrets(text: str) -> list[Secret]:
 def redact_text(text: str) -> tuple[str, list[str]]:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the kinds replaced, in
     order."""
-    secrets = find_secrets(text)
+    return replace_spans(text, find_secrets(text))
+
+
+def replace_spans(text: str, secrets: list[Secret]) -> tuple[str, list[str]]:
+    """``text`` with each of ``secrets`` (sorted, non-overlapping) replaced by its marker, and
+    the kinds replaced, in order."""
     if not secrets:
         return text, []
     parts: list[str] = []
