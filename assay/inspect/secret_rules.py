@@ -34,7 +34,7 @@ class Rule:
     lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
     check: Callable[[re.Match[str]], bool] | None = None
-    # Where a match can start (see _matches): no finders, the pattern starts with a literal that
+    # Where a match can start (see matches): no finders, the pattern starts with a literal that
     # re searches fast by itself; else regexes that start with a literal and match wherever the
     # pattern does, ``back`` characters on, for a back in backs (their hits lie further apart
     # than the largest back). They search the text with its non-ASCII characters as "?" (their
