@@ -14,4 +14,11 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
 - :mod:`~assay.inspect.scan`: every string of a JSON value looked at by the detectors, with
   its JSON Pointer, and a line rewritten only where a string changed (docs/inspect.md, "Where
   wrap looks").
+- :mod:`~assay.inspect.userrules`: the policy's own secret rules (a kind and a regex of the
+  flow rules' dialect), masked by words; :func:`~assay.inspect.userrules.redact_all` applies
+  them with the built-in ones.
+- :mod:`~assay.inspect.secret_rules`: the rules of the secret detector, and how each is
+  searched.
+- :mod:`~assay.inspect.prefilter`: which sets of regexes match a text, in one fast pass; the
+  secret detector's prefilter (docs/inspect.md, "Speed").
 """

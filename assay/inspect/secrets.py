@@ -1,10 +1,9 @@
 """Secrets in text and JSON values: find them, redact them (docs/inspect.md, "Secrets").
 
-A rule set written for this project: each rule has a ``kind`` (the table :data:`KINDS`, also in
-docs/inspect.md) and one regular expression. Every expression runs in linear time: Python's
-``re`` with bounded repetitions, possessive quantifiers where a repetition is followed by more
-pattern, and no nested quantifier that can backtrack (tests/inspect/test_secrets.py feeds them
-long adversarial inputs under a time limit).
+A rule set written for this project (:mod:`assay.inspect.secret_rules`): each rule has a
+``kind`` (the table :data:`KINDS`, also in docs/inspect.md) and one regular expression that runs
+in linear time (tests/inspect/test_secrets.py feeds them long adversarial inputs under a time
+limit).
 
 - :func:`find_secrets`: the secrets of one string, as ``(kind, start, end)`` spans, sorted,
   never overlapping (overlapping matches are merged: no part of a secret is left out).
@@ -13,18 +12,15 @@ long adversarial inputs under a time limit).
   secret-named key (:data:`SECRET_KEYS`) replaced whole, whatever its shape. Depth-bounded;
   never raises on content (lone surrogates, deep nesting, huge strings).
 
-Sans-IO and stateless; the standard library only.
+Sans-IO and stateless; the standard library, and jsonschema-rs for the prefilter
+(:mod:`assay.inspect.prefilter`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+from assay.inspect.secret_rules import KINDS, PREFILTER, RULES, matches
 
 __all__ = [
     "KINDS",
@@ -38,13 +34,16 @@ __all__ = [
     "find_secrets",
     "key_kind",
     "marker",
+    "merge_spans",
     "redact_head",
     "redact_text",
     "redact_value",
+    "replace_spans",
 ]
 
 MAX_DEPTH: Final = 64  # containers nested deeper are replaced whole (kind "depth_limit")
 MAX_FINDINGS: Final = 1024  # findings kept per redact_value call (redaction itself is not capped)
+_RULES: Final = RULES  # the rule table (tests read it)
 MAX_SECRET_CHARS: Final = 32_768  # no rule matches more characters than this (a test checks)
 _MIN_SECRET_CHARS: Final = 8  # no rule matches fewer
 
@@ -68,113 +67,6 @@ def marker(kind: str) -> str:
     """What a secret of ``kind`` is replaced with."""
     return f"[REDACTED:{kind}]"
 
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-    hints: tuple[str, ...]  # the rule can match only where one of these occurs
-    lower: bool = False  # the hints are looked for in the lowercased text
-    group: int = 0  # the group that is the secret (0: the whole match)
-    check: Callable[[re.Match[str]], bool] | None = None
-
-
-def _jwt_header(match: re.Match[str]) -> bool:
-    """A JWT's first part decodes (base64url) to a JSON object with an ``alg`` member."""
-    head = match.group(0).split(".", 1)[0]
-    try:
-        decoded = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
-        value = json.loads(decoded)
-    except (ValueError, binascii.Error, RecursionError):
-        return False
-    return isinstance(value, dict) and "alg" in value
-
-
-def _not_a_word(match: re.Match[str]) -> bool:
-    """A token of letters only is a word of prose (``Bearer authentication``), not a token."""
-    return not match.group(1).isalpha()
-
-
-def _auth_value(match: re.Match[str]) -> bool:
-    """An ``Authorization`` value: after a scheme (``Basic``, ``Bearer``, ...) anything; without
-    one, not a word of letters only."""
-    return match.group(1) is not None or not match.group(2).isalpha()
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    """ASCII only: ``\\s`` is ASCII white space, and ``(?i:...)`` folds ASCII letters only (so
-    the lowercased-text hints of a case-insensitive rule never miss a match)."""
-    return re.compile(pattern, re.ASCII)
-
-
-_L = r"(?<![A-Za-z0-9])"  # not inside a longer word
-_PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-
-_RULES: Final[tuple[_Rule, ...]] = (
-    _Rule("private_key", _compile(
-        # the body runs to the next "-----" (possessive: it never gives characters back); the
-        # END line is optional so that a cut key is redacted too
-        _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
-    ), ("PRIVATE KEY",)),
-    _Rule("aws_access_key_id", _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-          ("AKIA", "ASIA", "ABIA", "ACCA")),
-    _Rule("aws_secret_access_key", _compile(
-        r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
-        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), lower=True, group=1),
-    _Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
-    _Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
-          ("accountkey=", "sharedaccesskey="), lower=True, group=1),
-    _Rule("github_token", _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
-          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    _Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",)),
-    _Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",)),
-    _Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
-          ("pypi-AgE",)),
-    _Rule("slack_webhook", _compile(
-        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
-    ), ("hooks.slack.com/",)),
-    _Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",)),
-    _Rule("stripe_key", _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
-          ("sk_live_", "sk_test_", "rk_live_", "rk_test_")),
-    _Rule("jwt", _compile(
-        r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"
-    ), ("eyJ",), check=_jwt_header),
-    _Rule("authorization", _compile(
-        _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
-        r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
-    ), ("authorization",), lower=True, group=2, check=_auth_value),
-    _Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), lower=True, group=1, check=_not_a_word),
-    _Rule("url_password", _compile(
-        # scheme://user:password@host: only the password
-        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
-        r"([^\s/?#@\"'<>]{1,256}+)@"
-    ), ("://",), group=1),
-)
-
-KINDS: Final[dict[str, str]] = {
-    "private_key": "a PEM private key block (RSA, EC, DSA, PKCS#8, encrypted, OpenSSH, PGP), "
-                   "BEGIN line to END line (or to the end of the text when cut)",
-    "aws_access_key_id": "an AWS access key id: AKIA, ASIA, ABIA or ACCA and 16 capitals or digits",
-    "aws_secret_access_key": "40 base64 characters labelled as a secret (access) key "
-                             "(aws_secret_access_key=..., \"SecretAccessKey\": \"...\"): the value only",
-    "gcp_api_key": "a Google API key: AIza and 35 characters",
-    "azure_storage_key": "the value of AccountKey= or SharedAccessKey= (Azure connection strings)",
-    "github_token": "a GitHub token: ghp_, gho_, ghu_, ghs_, ghr_ and 36+ characters, or github_pat_",
-    "gitlab_token": "a GitLab personal access token: glpat- and 20+ characters",
-    "npm_token": "an npm access token: npm_ and 36+ letters and digits",
-    "pypi_token": "a PyPI (or TestPyPI) API token: pypi-AgEIcHlwaS5vcmc...",
-    "slack_webhook": "a Slack webhook URL (https://hooks.slack.com/services/...)",
-    "slack_token": "a Slack token: xoxa-, xoxb-, xoxe-, xoxp-, xoxr-, xoxs-",
-    "stripe_key": "a Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_",
-    "jwt": "a JSON Web Token: three base64url parts whose header is a JSON object with \"alg\"",
-    "authorization": "the credentials of an Authorization (or Proxy-Authorization) header or "
-                     "member, after its scheme (Basic, Bearer, ...)",
-    "bearer_token": "the token after Bearer (16+ characters, not a word of letters only)",
-    "url_password": "the password of a URL scheme://user:password@host (user and host are kept)",
-}
-"""kind -> what it covers, for every rule of :func:`find_secrets` (docs/inspect.md)."""
 
 # redact_value: a value under one of these keys is replaced whole. A key is compared lowercased,
 # with "-", "_", "." and spaces taken out; it names a secret when it is one of the exact names, or
@@ -212,26 +104,42 @@ def key_kind(key: str) -> str | None:
 def find_secrets(text: str) -> list[Secret]:
     """The secrets in ``text``, sorted by position, never overlapping: where two matches overlap
     (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
-    first (at one start: the longer, then the rule listed first in :data:`KINDS`)."""
+    first (at one start: the longer, then the rule listed first in :data:`KINDS`).
+
+    Only the rules the prefilter lets through run (one pass,
+    :class:`~assay.inspect.prefilter.Prefilter`), each from the places where a match can start
+    (docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
-    lowered: str | None = None
+    raw = b""
+    plain = text
+    if not text.isascii():  # one byte per character ("?" for the others): positions are the text's
+        raw = text.encode("ascii", "replace")
+        plain = raw.decode("ascii")
+    which = PREFILTER.which(plain)
+    if which is None:
+        return []
+    lowered = b""
     found: list[tuple[int, int, int, str]] = []
-    for order, rule in enumerate(_RULES):
-        haystack = text
-        if rule.lower:  # the rule's patterns are ASCII case-insensitive: so is this look
-            if lowered is None:
-                lowered = text.lower()
-            haystack = lowered
-        if not any(hint in haystack for hint in rule.hints):
+    for order, rule in enumerate(RULES):
+        if not which[order]:
             continue
+        if rule.lower and not lowered:
+            lowered = (raw or text.encode("ascii")).lower()
         check, group = rule.check, rule.group
-        for match in rule.pattern.finditer(text):
+        for match in matches(rule, text, plain, lowered):
             if check is not None and not check(match):
                 continue
             start, end = match.span(group)
             if end > start:
                 found.append((start, -end, order, rule.kind))
+    return merge_spans(found)
+
+
+def merge_spans(found: list[tuple[int, int, int, str]]) -> list[Secret]:
+    """Matches ``(start, -end, order, kind)`` as sorted, non-overlapping secrets: overlapping
+    ones become one span of the kind that starts first (at one start: the longer, then the
+    lower ``order``)."""
     if not found:
         return []
     found.sort()
@@ -250,7 +158,12 @@ def find_secrets(text: str) -> list[Secret]:
 def redact_text(text: str) -> tuple[str, list[str]]:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the kinds replaced, in
     order."""
-    secrets = find_secrets(text)
+    return replace_spans(text, find_secrets(text))
+
+
+def replace_spans(text: str, secrets: list[Secret]) -> tuple[str, list[str]]:
+    """``text`` with each of ``secrets`` (sorted, non-overlapping) replaced by its marker, and
+    the kinds replaced, in order."""
     if not secrets:
         return text, []
     parts: list[str] = []

@@ -5,11 +5,13 @@ every rule runs in linear time; redact_value never raises on content."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -281,3 +283,150 @@ def test_the_docs_table_lists_every_kind() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "inspect.md").read_text(encoding="utf-8")
     section = page.split("### Kinds found in text", 1)[1].split("###", 1)[0]
     assert re.findall(r"^\| `([a-z_]+)` \|", section, re.M) == list(KINDS)
+
+
+# -- Speed (docs/inspect.md, "Speed"): find_secrets gives exactly what the plain implementation
+# gave, which ran every rule's finditer over the whole text (a copy of it, the oracle, follows).
+
+def _old_jwt_header(match: re.Match[str]) -> bool:
+    head = match.group(0).split(".", 1)[0]
+    try:
+        value = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        return False
+    return isinstance(value, dict) and "alg" in value
+
+
+_OL = r"(?<![A-Za-z0-9])"
+_OLD_RULES: list[tuple[str, re.Pattern[str], tuple[str, ...], bool, int, Callable[[re.Match[str]], bool] | None]] = [
+    (kind, re.compile(pattern, re.ASCII), hints, lower, group, check)
+    for kind, pattern, hints, lower, group, check in [
+        ("private_key", r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[^-]|-(?!----)){0,24000}+"
+         r"(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?", ("PRIVATE KEY",), False, 0, None),
+        ("aws_access_key_id", _OL + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+         ("AKIA", "ASIA", "ABIA", "ACCA"), False, 0, None),
+        ("aws_secret_access_key", r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+"
+         r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", ("secret",), True, 1, None),
+        ("gcp_api_key", r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])", ("AIza",), False, 0, None),
+        ("azure_storage_key", r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)",
+         ("accountkey=", "sharedaccesskey="), True, 1, None),
+        ("github_token", _OL + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)",
+         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False, 0, None),
+        ("gitlab_token", _OL + r"glpat-[A-Za-z0-9_\-]{20,1024}+", ("glpat-",), False, 0, None),
+        ("npm_token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+", ("npm_",), False, 0, None),
+        ("pypi_token", r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+", ("pypi-AgE",), False, 0, None),
+        ("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+",
+         ("hooks.slack.com/",), False, 0, None),
+        ("slack_token", _OL + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+", ("xox",), False, 0, None),
+        ("stripe_key", _OL + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+",
+         ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), False, 0, None),
+        ("jwt", r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+",
+         ("eyJ",), False, 0, _old_jwt_header),
+        ("authorization", _OL + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
+         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)", ("authorization",), True, 2,
+         lambda m: m.group(1) is not None or not m.group(2).isalpha()),
+        ("bearer_token", _OL + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)", ("bearer",), True, 1,
+         lambda m: not m.group(1).isalpha()),
+        ("url_password", r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
+         r"([^\s/?#@\"'<>]{1,256}+)@", ("://",), False, 1, None),
+    ]
+]
+
+
+def old_find_secrets(text: str) -> list[tuple[str, int, int]]:
+    """find_secrets as it was before the literal prefilter and the finders (the oracle)."""
+    if len(text) < 8:
+        return []
+    lowered = text.lower()
+    found = []
+    for order, (kind, pattern, hints, lower, group, check) in enumerate(_OLD_RULES):
+        if not any(hint in (lowered if lower else text) for hint in hints):
+            continue
+        for match in pattern.finditer(text):
+            if check is None or check(match):
+                start, end = match.span(group)
+                if end > start:
+                    found.append((start, -end, order, kind))
+    out: list[tuple[str, int, int]] = []
+    for start, neg_end, _order, kind in sorted(found):
+        if out and start < out[-1][2]:
+            if -neg_end > out[-1][2]:
+                out[-1] = (out[-1][0], out[-1][1], -neg_end)
+            continue
+        out.append((kind, start, -neg_end))
+    return out
+
+
+def test_the_oracle_is_the_rule_table() -> None:
+    assert [(k, p.pattern, g) for k, p, _h, _l, g, _c in _OLD_RULES] == [
+        (r.kind, r.pattern.pattern, r.group) for r in secrets._RULES]
+
+
+# what glues onto a secret or cuts it: its prefixes and labels, in any case, separators, other
+# scripts, lone surrogates
+_PIECES = [
+    "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "secret", "SECRET_access-KEY", "secret.key", "AccountKey=",
+    "SharedAccessKey=", "ghp_", "gho_", "github_pat_", "glpat-", "npm_", "pypi-AgEIcHlwaS5vcmc",
+    "pypi-AgENdGVzdC5weXBpLm9yZw", "https://hooks.slack.com/services/", "xox", "xoxb-", "xoxox", "sk_live_",
+    "rk_test_", "k_live_", "eyJ", "eyJhbGciOiJIUzI1NiJ9.", "Authorization", "proxy-", "Proxy-Authorization",
+    "bearer", "Bearer ", "Basic ", "://", "a://", "a://b:", "https://", "@", "-----BEGIN PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----", "-----", "=", "==", ":", ": ", "\"", "'", " ", "\t", "\n", ".", "/", "+",
+    "_", "-", "?", "#", "<", ">", ";", ",", "é", "\u212a", "\u0130", "\ud800", "\U0001f600", "\u00a0",
+    "\u2003", "\u3000", "\x85", "//", "u:p@", ":pw@h", "?q=1", "[::1]",
+]
+_NOISE = st.one_of(
+    st.sampled_from(_PIECES),
+    st.sampled_from(_PIECES).map(str.swapcase),
+    chars(ALNUM, 1, 48),
+    chars(B64 + "=-_.", 1, 48),
+    st.text(max_size=6),
+    st.text(alphabet="aZ1:/@?#.-_=+ \t\u00a0\u2003é'\"<>[]", min_size=1, max_size=16),  # the innards of URLs, labels
+    st.builds(lambda scheme, user, pw: f"{scheme}://{user}:{pw}@", st.sampled_from(["a", "https", "x" * 32, "é"]),
+              *[st.text(alphabet="aZ1_.-~!$\u00a0\u2003é\U0001f600?#[:'\" ", max_size=8)] * 2),
+)
+
+
+@st.composite
+def _glued(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.integers(0, 2)):
+            text, _secret = draw(SHAPES[draw(st.sampled_from(sorted(SHAPES)))])
+            if not draw(st.integers(0, 3)):  # a fragment of it
+                i = draw(st.integers(0, len(text)))
+                j = draw(st.integers(i, len(text)))
+                text = text[i:j]
+            parts.append(text)
+        else:
+            parts.append(draw(_NOISE))
+    return "".join(parts)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_glued())
+def test_find_secrets_is_the_plain_implementation(text: str) -> None:
+    assert [tuple(s) for s in find_secrets(text)] == old_find_secrets(text)
+
+
+# every alternative of every rule's start, whole and glued to a word character before it
+_STARTS = [
+    *(p + "A" * 16 for p in ("AKIA", "ASIA", "ABIA", "ACCA")), *(f"gh{c}_" + "a" * 36 for c in "pousr"),
+    "github_pat_" + "a" * 22, "glpat-" + "a" * 20, "npm_" + "a" * 36, *(f"xox{c}-" + "a" * 10 for c in "abeprs"),
+    *(p + "a" * 10 for p in ("sk_live_", "sk_test_", "rk_live_", "rk_test_")),
+    *(p + "A" * 20 for p in ("AccountKey=", "accountKEY=", "SharedAccessKey=", "SHAREDACCESSKEY=")),
+    *(p + ": Basic " + "a1" * 4 for p in ("authorization", "AUTHORIZATION", "Proxy-Authorization", "PROXY-authorization")),
+    "bEaReR " + "a1" * 8, "Bearer\t\t" + "a1" * 8, "SeCrEt_KeY=" + "A" * 40, "secret key: " + "A" * 40,
+    "Secret Access Key =\t'" + "A" * 40, "secret-access.key:=>" + "A" * 40, "'SECRETKEY'" + "\t" * 8 + ":" + "A" * 40,
+    '"Authorization": "Basic ' + "a1" * 4, "'authorization'\t=\t'" + "a1" * 4, "eyJhbGciOiJub25lIn0.e30.",
+    "pypi-AgENdGVzdC5weXBpLm9yZw" + "a" * 20, "https://hooks.slack.com/triggers/" + "a" * 10,
+]
+
+
+@pytest.mark.parametrize("text", [
+    *ADVERSARIAL.values(), *_STARTS, *("x" + t for t in _STARTS), *("-" + t for t in _STARTS),
+    "xoxoxb-" + "a" * 20, "AKIAKIA" + "A" * 20, "e" + "a" * 31 + "://u:p@h", "e" + "a" * 32 + "://u:p@h",
+    "a://b:c@" * 3 + "d", "xproxy-authorization: " + "a1" * 8, "Proxy-Authorization: Basic " + "a1" * 8,
+    "sk_live_k_live_" + "a" * 20, "a://u\u00a0x:p\u2003w@h", "a://u:p\u00e9?@h", "AccountKey=SharedAccessKey=" + "A" * 30,
+])
+def test_find_secrets_is_the_plain_implementation_on_edges(text: str) -> None:
+    assert [tuple(s) for s in find_secrets(text)] == old_find_secrets(text)

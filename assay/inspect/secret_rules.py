@@ -1,0 +1,232 @@
+"""The secret rules and how each is searched (docs/inspect.md, "Secrets"), for
+:mod:`assay.inspect.secrets`.
+
+Each rule has a ``kind`` (the table :data:`KINDS`) and one regular expression that runs in
+linear time: Python's ``re`` with bounded repetitions, possessive quantifiers where a repetition
+is followed by more pattern, and no nested quantifier that can backtrack. :func:`matches` yields
+what ``pattern.finditer(text)`` would, but tries the pattern only where the rule's finders say a
+match can start, and :data:`PREFILTER` says which rules can match at all (docs/inspect.md,
+"Speed").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from assay.inspect.prefilter import Prefilter, literal
+
+__all__ = ["KINDS", "PREFILTER", "RULES", "Rule", "matches"]
+
+_HERE: Final = (0,)  # a match starts where its finder's hit does
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...]  # the rule can match only where one of these occurs
+    lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
+    group: int = 0  # the group that is the secret (0: the whole match)
+    check: Callable[[re.Match[str]], bool] | None = None
+    # Where a match can start (see matches): no finders, the pattern starts with a literal that
+    # re searches fast by itself; else regexes that start with a literal and match wherever the
+    # pattern does, ``back`` characters on, for a back in backs (their hits lie further apart
+    # than the largest back). They search the text with its non-ASCII characters as "?" (their
+    # classes hold neither), or its ASCII-lowercased bytes when ``lower``; with ``scheme`` the
+    # text itself: a hit is the "://" of a URL, the start is that of its scheme.
+    finders: tuple[re.Pattern[Any], ...] = ()
+    # for the prefilter, when the hints let through too much: regexes of the JSON Schema pattern
+    # dialect, one of which matches the text (non-ASCII characters as "?") wherever this rule does
+    near: tuple[str, ...] = ()
+    backs: tuple[int, ...] = _HERE
+    scheme: bool = False
+
+
+def _jwt_header(match: re.Match[str]) -> bool:
+    """A JWT's first part decodes (base64url) to a JSON object with an ``alg`` member."""
+    head = match.group(0).split(".", 1)[0]
+    try:
+        decoded = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
+        value = json.loads(decoded)
+    except (ValueError, binascii.Error, RecursionError):
+        return False
+    return isinstance(value, dict) and "alg" in value
+
+
+def _not_a_word(match: re.Match[str]) -> bool:
+    """A token of letters only is a word of prose (``Bearer authentication``), not a token."""
+    return not match.group(1).isalpha()
+
+
+def _auth_value(match: re.Match[str]) -> bool:
+    """An ``Authorization`` value: after a scheme (``Basic``, ``Bearer``, ...) anything; without
+    one, not a word of letters only."""
+    return match.group(1) is not None or not match.group(2).isalpha()
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    """ASCII only: ``\\s`` is ASCII white space, and ``(?i:...)`` folds ASCII letters only (so
+    the lowercased-text hints of a case-insensitive rule never miss a match)."""
+    return re.compile(pattern, re.ASCII)
+
+
+def _fold(word: str) -> str:
+    return literal(word, fold=True)
+
+
+def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
+    """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
+    lowercased text)."""
+    return tuple(re.compile(pattern, re.ASCII) for pattern in patterns)
+
+
+_L = r"(?<![A-Za-z0-9])"  # not inside a longer word
+_PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule("private_key", _compile(
+        # the body runs to the next "-----" (possessive: it never gives characters back); the
+        # END line is optional so that a cut key is redacted too
+        _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+    ), ("PRIVATE KEY",)),
+    Rule("aws_access_key_id", _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+          ("AKIA", "ASIA", "ABIA", "ACCA"), finders=_at("AKIA|ASIA|ABIA|ACCA")),
+    Rule("aws_secret_access_key", _compile(
+        r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+    ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]"),
+          near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]{0,8}[:=]",)),
+    Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
+    Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
+          ("accountkey=", "sharedaccesskey="), lower=True, group=1,
+          finders=_at(b"accountkey=", b"sharedaccesskey=")),
+    Rule("github_token", _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), finders=_at("gh[pousr]_|github_pat_")),
+    Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), finders=_at("glpat-")),
+    Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), finders=_at("npm_")),
+    Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
+          ("pypi-AgE",)),
+    Rule("slack_webhook", _compile(
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
+    ), ("hooks.slack.com/",)),
+    Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",),
+          finders=_at("xox[abeprs]-")),
+    Rule("stripe_key", _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
+          ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), finders=_at("k_(?:live|test)_"), backs=(1,)),
+    Rule("jwt", _compile(
+        r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"
+    ), ("eyJ",), check=_jwt_header, finders=_at("eyJ")),
+    Rule("authorization", _compile(
+        _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
+        r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
+    ), ("authorization",), lower=True, group=2, check=_auth_value, backs=(6, 0),
+          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]"), near=(_fold("authorization") + r"[\"']?[ \t]{0,8}[:=]",)),
+    Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
+          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}"),
+          near=(_fold("bearer") + r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}",)),
+    Rule("url_password", _compile(
+        # scheme://user:password@host: only the password
+        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
+        r"([^\s/?#@\"'<>]{1,256}+)@"
+    ), ("://",), group=1, scheme=True,
+          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#@\"'<>]{1,256}+@"),
+          # "?" stands for any non-ASCII character in the prefilter's text: let it through
+          near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]{0,256}:[^ \t\n\r\f\v/#@\"'<>]{1,256}@",)),
+)
+
+KINDS: Final[dict[str, str]] = {
+    "private_key": "a PEM private key block (RSA, EC, DSA, PKCS#8, encrypted, OpenSSH, PGP), "
+                   "BEGIN line to END line (or to the end of the text when cut)",
+    "aws_access_key_id": "an AWS access key id: AKIA, ASIA, ABIA or ACCA and 16 capitals or digits",
+    "aws_secret_access_key": "40 base64 characters labelled as a secret (access) key "
+                             "(aws_secret_access_key=..., \"SecretAccessKey\": \"...\"): the value only",
+    "gcp_api_key": "a Google API key: AIza and 35 characters",
+    "azure_storage_key": "the value of AccountKey= or SharedAccessKey= (Azure connection strings)",
+    "github_token": "a GitHub token: ghp_, gho_, ghu_, ghs_, ghr_ and 36+ characters, or github_pat_",
+    "gitlab_token": "a GitLab personal access token: glpat- and 20+ characters",
+    "npm_token": "an npm access token: npm_ and 36+ letters and digits",
+    "pypi_token": "a PyPI (or TestPyPI) API token: pypi-AgEIcHlwaS5vcmc...",
+    "slack_webhook": "a Slack webhook URL (https://hooks.slack.com/services/...)",
+    "slack_token": "a Slack token: xoxa-, xoxb-, xoxe-, xoxp-, xoxr-, xoxs-",
+    "stripe_key": "a Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_",
+    "jwt": "a JSON Web Token: three base64url parts whose header is a JSON object with \"alg\"",
+    "authorization": "the credentials of an Authorization (or Proxy-Authorization) header or "
+                     "member, after its scheme (Basic, Bearer, ...)",
+    "bearer_token": "the token after Bearer (16+ characters, not a word of letters only)",
+    "url_password": "the password of a URL scheme://user:password@host (user and host are kept)",
+}
+"""kind -> what it covers, for every rule of :func:`find_secrets` (docs/inspect.md)."""
+
+# two groups: the words of prose (secret, bearer, ://, ...), often there, and the token prefixes
+_WORDS: Final = [i for i, rule in enumerate(RULES) if rule.lower or rule.scheme]
+PREFILTER: Final = Prefilter([rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES],
+                             [_WORDS, [i for i in range(len(RULES)) if i not in _WORDS]])
+_NONE: Final = 1 << 62  # no hit
+_RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
+
+
+def _scheme_start(text: str, colon: int) -> int:
+    """Where the scheme of the URL whose ``://`` is at ``colon`` starts, or -1 when it cannot be a
+    url_password match: the run of scheme characters before ``colon`` is empty or longer than
+    the pattern's 32 (a match starts where the run does: its look-behind refuses a scheme
+    character before it, so nowhere inside the run)."""
+    run = _RUN_BACK.match(text[max(0, colon - 33):colon][::-1])
+    length = run.end() if run is not None else 0
+    return colon - length if 0 < length <= 32 else -1
+
+
+def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Match[str]]:
+    """What ``rule.pattern.finditer(text)`` yields, found by trying the pattern only where a
+    finder says a match can start: the same leftmost, non-overlapping matches, since every
+    position where the pattern matches is among those tried, in increasing order, from the end
+    of the last match on. The finders search ``plain`` (``text`` with every non-ASCII character
+    replaced by "?") or ``lowered`` (``plain`` lowercased, as bytes): same positions."""
+    if not rule.finders:
+        yield from rule.pattern.finditer(text)
+        return
+    haystack: str | bytes = lowered if rule.lower else text if rule.scheme else plain
+    match, backs, scheme = rule.pattern.match, rule.backs, rule.scheme
+    at = 0  # where finditer would go on searching
+    if len(rule.finders) == 1 and backs is _HERE and not scheme:  # the common case, short
+        search = rule.finders[0].search
+        while (hit := search(haystack, at)) is not None:
+            if (found := match(text, hit.start())) is None:
+                at = hit.start() + 1
+            else:
+                yield found
+                at = found.end()
+        return
+    searches = [finder.search for finder in rule.finders]
+    nexts = [-1] * len(searches)  # each finder's first hit from ``at`` on (_NONE: none)
+    while True:
+        for i, search in enumerate(searches):
+            if nexts[i] < at:
+                hit = search(haystack, at)
+                nexts[i] = _NONE if hit is None else hit.start()
+        pos = min(nexts)
+        if pos == _NONE:
+            return
+        found = None
+        if scheme:
+            start = _scheme_start(text, pos)
+            if start >= at:
+                found = match(text, start)
+        elif backs is _HERE:
+            found = match(text, pos)
+        else:
+            for back in backs:
+                if pos - back >= at and (found := match(text, pos - back)) is not None:
+                    break
+        if found is None:
+            at = pos + 1
+        else:
+            yield found
+            at = found.end()
+
+
