@@ -101,10 +101,15 @@ def key_kind(key: str) -> str | None:
     return None
 
 
+_MARKER: Final = "[REDACTED:"  # what marker() writes: a value that starts with it is not looked at again
+
+
 def find_secrets(text: str) -> list[Secret]:
     """The secrets in ``text``, sorted by position, never overlapping: where two matches overlap
     (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
-    first (at one start: the longer, then the rule listed first in :data:`KINDS`).
+    first (at one start: the longer, then the rule listed first in :data:`KINDS`). A value that
+    is a redaction marker (``Authorization: Basic [REDACTED:authorization]``) is not a secret, so
+    a redacted text has no finding.
 
     Only the rules the prefilter lets through run (one pass,
     :class:`~assay.inspect.prefilter.Prefilter`), each from the places where a match can start
@@ -131,7 +136,7 @@ def find_secrets(text: str) -> list[Secret]:
             if check is not None and not check(match):
                 continue
             start, end = match.span(group)
-            if end > start:
+            if end > start and not text.startswith(_MARKER, start):  # a redaction is no secret
                 found.append((start, -end, order, rule.kind))
     return merge_spans(found)
 

@@ -12,7 +12,6 @@ Plain values; no I/O.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,25 +290,16 @@ def read_inspect(r: Reader, value: Any) -> Inspect | None:
     return Inspect(default, tuple(entries), tuple(patterns), max_bytes, oversize)
 
 
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-
 def check_patterns(patterns: tuple[UserPattern, ...]) -> None:
-    """ValueError (one line) for a bad kind, a kind of the built-in rule set, or a regex the
-    linear-time dialect refuses (docs/policy.md, "Flow rules", says which)."""
-    from assay.inspect.secrets import KINDS
-    from assay.policy.argregex import ArgRegexError, compile_arg_regex
+    """ValueError (one line) for a rule wrap could not use: a bad kind, a kind of the built-in
+    rule set, a regex the linear-time dialect refuses or one that matches the empty string
+    (docs/inspect.md, "Your own rules"). The same check the session's rules make."""
+    from assay.inspect.userrules import UserRule, UserRules
 
-    for i, p in enumerate(patterns):
-        where = f"inspect.patterns[{i}]"
-        if not _KIND.fullmatch(p.kind):
-            raise ValueError(f"{where}.kind: {p.kind!r} is not a kind (lowercase letters, digits and _, 1 to 64)")
-        if p.kind in KINDS:
-            raise ValueError(f"{where}.kind: {p.kind!r} is a built-in kind; name your rule otherwise")
-        try:
-            compile_arg_regex(p.regex)
-        except ArgRegexError as exc:
-            raise ValueError(f"{where}.regex: {exc}") from None
+    try:
+        UserRules([UserRule(p.kind, p.regex) for p in patterns])
+    except ValueError as exc:
+        raise ValueError(f"inspect.patterns: {exc}") from None
 
 
 def read_list_rules(r: Reader, value: Any, path: str) -> ListRules | None:

@@ -345,7 +345,7 @@ def old_find_secrets(text: str) -> list[tuple[str, int, int]]:
         for match in pattern.finditer(text):
             if check is None or check(match):
                 start, end = match.span(group)
-                if end > start:
+                if end > start and not text.startswith("[REDACTED:", start):  # markers are no secrets
                     found.append((start, -end, order, kind))
     out: list[tuple[str, int, int]] = []
     for start, neg_end, _order, kind in sorted(found):
@@ -355,6 +355,14 @@ def old_find_secrets(text: str) -> list[tuple[str, int, int]]:
             continue
         out.append((kind, start, -neg_end))
     return out
+
+
+def test_a_redacted_text_has_no_finding() -> None:
+    for text in ("Authorization: Basic [REDACTED:authorization]", "postgres://u:[REDACTED:url_password]@db/x",
+                 "aws_secret_access_key=[REDACTED:aws_secret_access_key]"):
+        assert find_secrets(text) == []
+    redacted, kinds = redact_text("Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ== and https://u:hunter22@db/x")
+    assert kinds and find_secrets(redacted) == []
 
 
 def test_the_oracle_is_the_rule_table() -> None:
