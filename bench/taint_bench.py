@@ -44,7 +44,7 @@ def main() -> None:
     for i in range(64):
         taint.add_text(prose(64 << 10), f"srv/tool{i}")
     taint.add_value("hunter2pw", "db/q")
-    taint.add_value("ghp_0123456789abcdefghijklmnopqrstuvwxyz", "gh/get")
+    taint.add_value("ghp_" + "0123456789abcdefghij" * 2, "gh/get")  # built: no secret in this file
     size, peak = tracemalloc.get_traced_memory()
     print(f"full set: {len(taint)} fingerprints, nbytes {taint.nbytes} "
           f"({taint.nbytes / len(taint):.0f}/entry), traced {size} ({size / len(taint):.0f}/entry), "

@@ -131,7 +131,7 @@ RULES: Final[tuple[Rule, ...]] = (
           ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}"),
           near=(_fold("bearer") + r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}",)),
     Rule("url_password", _compile(
-        # scheme://user:password@host: only the password
+        # scheme://user:<password>@host: only the password
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"([^\s/?#@\"'<>]{1,256}+)@"
     ), ("://",), group=1, scheme=True,
@@ -159,7 +159,7 @@ KINDS: Final[dict[str, str]] = {
     "authorization": "the credentials of an Authorization (or Proxy-Authorization) header or "
                      "member, after its scheme (Basic, Bearer, ...)",
     "bearer_token": "the token after Bearer (16+ characters, not a word of letters only)",
-    "url_password": "the password of a URL scheme://user:password@host (user and host are kept)",
+    "url_password": "the password of a URL scheme://user:<password>@host (user and host are kept)",
 }
 """kind -> what it covers, for every rule of :func:`find_secrets` (docs/inspect.md)."""
 

@@ -106,8 +106,8 @@ _MARKER: Final = "[REDACTED:"  # what marker() writes: a value that starts with 
 
 def find_secrets(text: str) -> list[Secret]:
     """The secrets in ``text``, sorted by position, never overlapping: where two matches overlap
-    (a GitHub token after ``Authorization: Bearer``) they become one span of the kind that starts
-    first (at one start: the longer, then the rule listed first in :data:`KINDS`). A value that
+    (a GitHub token in an Authorization header, after its Bearer scheme) they become one span of
+    the kind that starts first (at one start: the longer, then the rule listed first in :data:`KINDS`). A value that
     is a redaction marker (``Authorization: Basic [REDACTED:authorization]``) is not a secret, so
     a redacted text has no finding.
 
