@@ -28,6 +28,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from assay.inspect.prefilter import Prefilter, literal
+
 __all__ = ["MARKER", "RULES", "Hit", "find_injection", "find_poison", "strip_injection"]
 
 MARKER: Final = "[REMOVED:injection]"  # what strip_injection puts in place of a phrase
@@ -379,8 +381,25 @@ def _cut(text: str, hits: list[Hit]) -> tuple[str, list[int], list[int]]:
     return "".join(parts), kept_at, orig_at
 
 
+def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
+    """One pass that says whether a text can hold a hit at all: an anchor of ``rules`` (in any
+    case) or a character some character rule names. A text it passes is scanned in full."""
+    anchors = sorted({a.decode("ascii") for r in rules for a in r.anchors})
+    return Prefilter([[literal(a, fold=True) for a in anchors] + [_GATE_CHARS]])
+
+
+# every character a character rule can start with (a superset: a single ZWJ in an emoji passes,
+# the full scan then finds no hit)
+_GATE_CHARS: Final = (  # the characters themselves: the dialect has no escape beyond U+FFFF
+    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff\ufe00-\ufe0f\u202a-\u202e\u2066-\u2069"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+
+
 def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if not isinstance(text, str) or not text:
+        return []
+    if _GATES_OF[id(rules)].which(text) is None:  # the usual text: one pass, no hit possible
         return []
     folded: bytes | None = None
     if text.isascii():
@@ -403,6 +422,9 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     for hit in _phrase_hits(clean, rules):
         found.append(hit._replace(start=back(hit.start), end=back(hit.end - 1) + 1))
     return _merge(found)
+
+
+_GATES_OF: Final = {id(_INJECTION): _gate(_INJECTION), id(_ALL): _gate(_ALL)}
 
 
 def find_injection(text: str) -> list[Hit]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from assay.inspect import secrets
+from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
 __all__ = ["MAX_FINDINGS", "MAX_STRINGS", "Finding", "Scan", "scan", "splice", "strings"]
@@ -91,6 +92,9 @@ class Scan(NamedTuple):
     changed: dict[str, str]
 
 
+_NOTHING: Scan
+
+
 def scan(
     value: Any,
     *,
@@ -106,13 +110,19 @@ def scan(
     (``poison``: also the rules for tool descriptions, the check is then ``descriptions``).
     ``mask`` and ``strip`` say what the changed strings become: each secret replaced by
     ``[REDACTED:<kind>]``, instructions stripped."""
+    finder = find_poison if poison else find_injection
+    if user is None:  # the usual answer: every string looked at in one pass per detector
+        texts = _plain_strings(value)
+        if texts is not None:
+            joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
+            if not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
+                return _NOTHING
     findings: list[Finding] = []
     total = 0
     kinds: set[str] = set()
     values: list[str] = []
     changed: dict[str, str] = {}
     check_name = "descriptions" if poison else "injection"
-    finder = find_poison if poison else find_injection
     count = 0
     for pointer, text in strings(value):
         count += 1
@@ -126,7 +136,7 @@ def scan(
             continue
         new = text
         if secrets_on and len(text) >= _MIN_SECRET:
-            found = secrets.find_secrets(text)
+            found = find_secrets(text)
             if user is not None:
                 extra = user(text)
                 if extra:
@@ -153,6 +163,36 @@ def scan(
         if new is not text:
             changed[text] = new
     return Scan(findings, total, frozenset(kinds), values, changed)
+
+
+# between the strings of a value looked at together: a line break twice, which ends every rule's
+# match (a secret's token, a phrase's line), so whatever is found in one string is found here
+# (a match across two strings is then looked for string by string, where it is not)
+_SEPARATOR = "\n\n"
+
+
+def _plain_strings(value: Any) -> list[str] | None:
+    """The strings of ``value`` without their pointers (the fast look), or None when it is too
+    deep or holds too many (then :func:`scan` looks string by string and reports the limit)."""
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push, add = stack.pop, stack.append, out.append
+    while stack:
+        item, depth = pop()
+        cls = item.__class__
+        if cls is str:
+            add(item)
+        elif cls is dict or cls is list:
+            if depth >= MAX_DEPTH:
+                return None
+            for v in (item.values() if cls is dict else item):
+                if v.__class__ is str:
+                    add(v)
+                elif v.__class__ is dict or v.__class__ is list:
+                    push((v, depth + 1))
+            if len(out) > MAX_STRINGS:
+                return None
+    return out or [""]
 
 
 def _merged(a: list[secrets.Secret], b: list[secrets.Secret]) -> list[secrets.Secret]:
@@ -208,3 +248,6 @@ def splice(line: bytes, changed: dict[str, str]) -> bytes | None:
         return None
     parts.append(line[at:])
     return b"".join(parts)
+
+
+_NOTHING = Scan([], 0, frozenset(), [], {})

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from assay.policy import Decision
 from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
 from assay.wrap import replies, serverlines
@@ -65,6 +67,7 @@ _NAME_CACHE = 4096
 _POISONED_MAX = 10_000  # poisoned tool names remembered per wrap
 _TOOLS_CALL = "tools/call"
 _RESOURCE_METHODS = ("resources/read", "resources/subscribe")
+_decode = msgspec.json.Decoder().decode
 
 
 class Watch:
@@ -282,7 +285,10 @@ class Inspector:
         the bytes to relay instead (masked, stripped, or the blocked reply)."""
         if len(line) > self.max_bytes:
             return self._oversize(watch, line, out)
-        message = serverlines.read_line(line)
+        try:  # the usual line: strict and fast; anything else is read as leniently as clients read it
+            message = _decode(line)
+        except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
+            message = serverlines.read_line(line)
         if message.__class__ is not dict:
             # held whole, and not readable as JSON within the work budget: not relayed unread
             return self._blocked(watch, None, [], 0, "the answer could not be read whole", out)
