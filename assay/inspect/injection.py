@@ -30,7 +30,7 @@ from typing import Final, NamedTuple
 
 from assay.inspect.prefilter import Prefilter, literal
 
-__all__ = ["MARKER", "RULES", "Hit", "find_injection", "find_poison", "strip_injection"]
+__all__ = ["GATE", "MARKER", "RULES", "Hit", "find_injection", "find_poison", "strip_injection"]
 
 MARKER: Final = "[REMOVED:injection]"  # what strip_injection puts in place of a phrase
 
@@ -271,21 +271,16 @@ def _char_hits(text: str) -> list[Hit]:
     return out
 
 
-def _windows(folded: bytes, rule: _Phrase, seen: dict[bytes, bool]) -> list[tuple[int, int]]:
-    """The stretches of ``folded`` around the rule's anchors where a match can be, merged."""
-    anchors, before, after = rule.anchors, rule.before, rule.after
+def _windows(size: int, rule: _Phrase, where: dict[bytes, list[int]]) -> list[tuple[int, int]]:
+    """The stretches of the folded text (``size`` bytes) around the rule's anchors (``where``:
+    each anchor's positions) where a match can be, merged."""
+    before, after = rule.before, rule.after
     spans = []
-    size = len(folded)
-    for anchor in anchors:
-        present = seen.get(anchor)
-        if present is None:
-            present = seen[anchor] = anchor in folded
-        if not present:
-            continue
-        at = folded.find(anchor)
-        while at >= 0:
-            spans.append((max(0, at - before), min(size, at + len(anchor) + after)))
-            at = folded.find(anchor, at + len(anchor))
+    for anchor in rule.anchors:
+        positions = where.get(anchor)
+        if positions:
+            n = len(anchor)
+            spans.extend((max(0, at - before), min(size, at + n + after)) for at in positions)
     if len(spans) < 2:
         return spans
     spans.sort()
@@ -297,6 +292,17 @@ def _windows(folded: bytes, rule: _Phrase, seen: dict[bytes, bool]) -> list[tupl
         else:
             merged.append((lo, hi))
     return merged
+
+
+def _positions(folded: bytes, anchor: bytes) -> list[int]:
+    """Every position of ``anchor`` in ``folded`` (one pass)."""
+    out = []
+    find, n = folded.find, len(anchor)
+    at = find(anchor)
+    while at >= 0:
+        out.append(at)
+        at = find(anchor, at + n)
+    return out
 
 
 def _char_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
@@ -322,22 +328,20 @@ def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = N
         utf8 = text.encode("utf-8", "surrogatepass")
     plan = _PLANS[id(rules)]
     open_gates = [gate for gate in _GATES if gate in folded]
-    present = set()
-    looked = set()
+    where: dict[bytes, list[int]] = {}
     for gate in open_gates:
         for anchor in plan[gate]:
-            if anchor not in looked:
-                looked.add(anchor)
-                if anchor in folded:
-                    present.add(anchor)
+            if anchor not in where:
+                where[anchor] = _positions(folded, anchor)
+    present = {anchor for anchor, positions in where.items() if positions}
     if not present:
         return []
     spans: list[tuple[int, int, str, str]] = []
-    seen = dict.fromkeys(present, True)
+    size = len(folded)
     for rule in rules:
         if rule.gate not in open_gates or present.isdisjoint(rule.anchors):
             continue
-        for lo, hi in _windows(folded, rule, seen):
+        for lo, hi in _windows(size, rule, where):
             for match in rule.pattern.finditer(folded, lo, hi):
                 if match.end() > match.start():
                     spans.append((match.start(), match.end(), rule.kind, rule.rule))
@@ -424,7 +428,8 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     return _merge(found)
 
 
-_GATES_OF: Final = {id(_INJECTION): _gate(_INJECTION), id(_ALL): _gate(_ALL)}
+GATE: Final = _gate(_INJECTION)  # find_injection's first look (assay.inspect.scan asks it too)
+_GATES_OF: Final = {id(_INJECTION): GATE, id(_ALL): _gate(_ALL)}
 
 
 def find_injection(text: str) -> list[Hit]:

@@ -87,6 +87,11 @@ class Prefilter:
         except Exception:  # noqa: BLE001 - no fast path: every set counts as matching
             self._any, self._each = None, []
 
+    @property
+    def alternatives(self) -> list[str]:
+        """Every regex of every set (a Prefilter of them all in one set says whether any matches)."""
+        return [alt for alts in self._sets for alt in alts]
+
     def which(self, text: str) -> list[bool] | None:
         if not self._ready:
             self._compile()

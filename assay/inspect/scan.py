@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from assay.inspect import secrets
+from assay.inspect.prefilter import Prefilter
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
@@ -115,6 +116,8 @@ def scan(
         texts = _plain_strings(value)
         if texts is not None:
             joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
+            if secrets_on and injection_on and not poison and joined.isascii() and _either().which(joined) is None:
+                return _NOTHING  # the usual answer: one pass says neither detector can find anything
             if not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
                 return _NOTHING
     findings: list[Finding] = []
@@ -169,6 +172,20 @@ def scan(
 # match (a secret's token, a phrase's line), so whatever is found in one string is found here
 # (a match across two strings is then looked for string by string, where it is not)
 _SEPARATOR = "\n\n"
+
+
+_EITHER: list[Prefilter] = []
+
+
+def _either() -> Prefilter:
+    """One prefilter of the secret rules' and the injection rules' first looks together (for
+    ASCII text, where both look at the text as it is)."""
+    if not _EITHER:
+        from assay.inspect.injection import GATE
+        from assay.inspect.secret_rules import PREFILTER
+
+        _EITHER.append(Prefilter([PREFILTER.alternatives + GATE.alternatives]))
+    return _EITHER[0]
 
 
 def _plain_strings(value: Any) -> list[str] | None:
