@@ -275,7 +275,7 @@ def _windows(size: int, rule: _Phrase, where: dict[bytes, list[int]]) -> list[tu
     """The stretches of the folded text (``size`` bytes) around the rule's anchors (``where``:
     each anchor's positions) where a match can be, merged."""
     before, after = rule.before, rule.after
-    spans = []
+    spans: list[tuple[int, int]] = []
     for anchor in rule.anchors:
         positions = where.get(anchor)
         if positions:
