@@ -292,10 +292,13 @@ class Inspector:
         if message.__class__ is not dict:
             # held whole, and not readable as JSON within the work budget: not relayed unread
             return self._blocked(watch, None, [], 0, "the answer could not be read whole", out)
-        if "result" not in message:
-            return True  # an error answer: nothing came back
         rid = message.get("id")
-        result = message["result"]
+        if "result" in message:
+            result = message["result"]
+        elif "error" in message:  # an error's message and data reach the model too
+            result = {"error": message["error"]}
+        else:
+            return True
         from assay.inspect.scan import scan, splice
 
         settings = watch.settings

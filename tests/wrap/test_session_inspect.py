@@ -134,12 +134,16 @@ def test_tools_no_setting_covers_are_not_read() -> None:
     assert deny_payload(got)["error_code"] == "E_RESPONSE_BLOCKED"
 
 
-def test_error_answers_and_other_requests_pass() -> None:
-    h = session("inspect: {secrets: block}\n")
+def test_error_answers_are_read_too() -> None:
+    h = session("inspect: {secrets: mask}\n")
     call(h, 1, "read")
-    err = b'{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"' + TOKEN.encode() + b'"}}'
-    got, _, _ = answer(h, err)
-    assert got == err + b"\n"  # an error answer carries no result: relayed
+    err = b'{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"bad key ' + TOKEN.encode() + b'"}}'
+    got, inspected, _ = answer(h, err)
+    assert got == err.replace(TOKEN.encode(), b"[REDACTED:github_token]") + b"\n"
+    assert inspected[0]["findings"][0]["pointer"] == "/error/message"
+    call(h, 2, "read")
+    plain = b'{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"no such file"}}'
+    assert answer(h, plain)[0] == plain + b"\n"
 
 
 def test_dry_run_changes_nothing_and_says_what_it_would_do() -> None:
