@@ -52,6 +52,9 @@ _STEP_OF_CODE = {
     "E_TOOL_UNDECLARED": "declared baseline",
     "E_SEQUENCE_VIOLATION": "flow rules",
     "E_APPROVAL_DENIED": "approvals",
+    "E_ARGUMENT_SECRET": "inspection",
+    "E_TAINTED_ARGUMENT": "inspection",
+    "E_TOOL_POISONED": "inspection",
 }
 
 
@@ -156,6 +159,10 @@ def _guards(policy: Policy, server: str) -> tuple[list[Guard], Any, Any]:
     from assay.policy.rates import tracker_for
 
     guards: list[Guard] = []
+    if policy.inspect is not None:  # what a call sends out (docs/policy.md, "Inspecting what comes back")
+        from assay.policy.outbound import OutboundGuard, PolicyOutbound
+
+        guards.append(OutboundGuard(PolicyOutbound(policy, server)))
     rates = tracker_for(policy)
     if rates is not None:
         guards.append(RateGuard(rates))
@@ -314,7 +321,8 @@ def _paths_step(policy: Policy, plan: Plan, tool: str, arguments: Any) -> Step:
 
 
 def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: Any, flows: Any) -> list[Step]:
-    steps = [Step("declared baseline", NA, "wrap --declared-manifest only (not checked here)")]
+    steps = [_inspection_step(policy, tool, arguments, server)] if policy.inspect is not None else []
+    steps.append(Step("declared baseline", NA, "wrap --declared-manifest only (not checked here)"))
     # per-tool rate limits
     if rates is None:
         steps.append(Step("rate limits", NA, "no limits.tools rules"))
@@ -395,3 +403,28 @@ def render(explanation: Explanation) -> list[str]:
     if not explanation.agrees:  # never seen (tests/policy/test_policy_explain.py); said, not hidden
         lines.append("  note: these steps do not give the decision above; the decision is the pipeline's")
     return lines
+
+
+def _inspection_step(policy: Policy, tool: str, arguments: Any, server: str) -> Step:
+    """``inspect``'s checks of what a call sends out, for the first call of a fresh session
+    (nothing came back yet: no value is tainted, no definition poisoned)."""
+    from assay.policy.decision import Decision
+    from assay.policy.outbound import OutboundGuard, PolicyOutbound
+
+    state = PolicyOutbound(policy, server)
+    settings = state.settings(tool)
+    got = OutboundGuard(state).check(Call(tool, arguments, server), Decision("allow", tool), 0.0)
+    if got is not None and got.outcome is Outcome.DENY:
+        return Step("inspection", FAIL, got.reason or "", got.reason_code)
+    bits = []
+    if settings.argument_secrets != "off":
+        flagged = " (flagged: the arguments hold a secret)" if state.flagged else ""
+        bits.append(f"inspect.arguments.secrets {settings.argument_secrets}{flagged}")
+    if settings.argument_tainted != "off":
+        bits.append(f"inspect.arguments.tainted {settings.argument_tainted} (a fresh session has nothing tainted)")
+    if settings.results:
+        bits.append(f"the results are read (secrets {settings.secrets}, injection {settings.injection}"
+                    + (", taint" if settings.taint else "") + ")")
+    if settings.descriptions != "off":
+        bits.append(f"its definition is read (descriptions {settings.descriptions})")
+    return Step("inspection", PASS if bits else NA, "; ".join(bits) if bits else "no inspect setting covers this tool")

@@ -30,14 +30,19 @@ import msgspec
 
 from assay.policy import Decision
 from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
+from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISONED
+from assay.policy.outbound import OutboundGuard as InspectGuard
 from assay.wrap import replies, serverlines
 from assay.wrap.effects import Effect
+from assay.wrap.requests import (
+    PROMPT_DENIED, RESOURCE_DENIED, contract_of, decision_of, encode, error_line, judge_request, judges,
+)
+from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
 if TYPE_CHECKING:
-    from assay.inspect.taint import TaintSet
-    from assay.wrap.pending import PendingTable
     from assay.policy.model import Policy
-    from assay.policy.pipeline import Call, Pipeline
+    from assay.wrap.pending import PendingTable
+    from assay.policy.pipeline import Pipeline
     from assay.wrap.ledger import Ledger
     from assay.wrap.toolbook import ToolBook
 
@@ -56,85 +61,10 @@ __all__ = [
 ]
 
 RESPONSE_BLOCKED = "E_RESPONSE_BLOCKED"
-TOOL_POISONED = "E_TOOL_POISONED"
-ARGUMENT_SECRET = "E_ARGUMENT_SECRET"
-TAINTED_ARGUMENT = "E_TAINTED_ARGUMENT"
-RESOURCE_DENIED = "E_RESOURCE_DENIED"
-PROMPT_DENIED = "E_PROMPT_DENIED"
-BLOCKED_CODE = -32003  # the JSON-RPC error code of a blocked resource or prompt answer, and of a denied request
-_BLOCKED_MESSAGE = "Content blocked by policy"
 _NAME_CACHE = 4096
 _POISONED_MAX = 10_000  # poisoned tool names remembered per wrap
 _TOOLS_CALL = "tools/call"
-_RESOURCE_METHODS = ("resources/read", "resources/subscribe")
 _decode = msgspec.json.Decoder().decode
-
-
-class Watch:
-    """A forwarded request whose answer is read before it is relayed: the method, the tool
-    name (or resource URI), the settings, and whether the request is of the 2026-07-28 era."""
-
-    __slots__ = ("method", "target", "settings", "modern")
-
-    def __init__(self, method: str, target: str, settings: Settings, modern: bool) -> None:
-        self.method = method
-        self.target = target
-        self.settings = settings
-        self.modern = modern
-
-    def __eq__(self, other: object) -> bool:  # the pending table compares methods with strings
-        return other == self.method if isinstance(other, str) else other is self
-
-    __hash__ = object.__hash__
-
-
-def needs_inspector(policy: Policy) -> bool:
-    """Whether ``policy`` asks wrap to read answers or requests beyond ``tools/call``: an
-    ``inspect``, ``resources`` or ``prompts`` section, or a flow rule with a response selector."""
-    return (
-        policy.inspect is not None
-        or policy.resources is not None
-        or policy.prompts is not None
-        or bool(_flow_response_kinds(policy))
-    )
-
-
-def _flow_response_kinds(policy: Policy) -> frozenset[str]:
-    kinds: set[str] = set()
-    for flow in policy.sequences:
-        trigger = getattr(flow.rule, "trigger", None)
-        response = getattr(trigger, "response", None)
-        if response is not None:
-            kinds.add(response)
-    return frozenset(kinds)
-
-
-class TaintState:
-    """The session's value taint (a :class:`~assay.inspect.taint.TaintSet`) as the shared
-    session moves it: ``export_state`` and ``restore_state`` (docs/inspect.md, "Value taint")."""
-
-    __slots__ = ("set", "key", "_export")
-
-    def __init__(self, key: bytes) -> None:
-        from assay.inspect.taint import TaintSet
-
-        self.key = key
-        self.set: TaintSet = TaintSet(key=key)
-        self._export: bytes | None = None
-
-    def changed(self) -> None:
-        self._export = None
-
-    def export_state(self) -> bytes:
-        if self._export is None:
-            self._export = self.set.export()
-        return self._export
-
-    def restore_state(self, data: bytes | None) -> None:
-        from assay.inspect.taint import TaintSet
-
-        self.set = TaintSet(key=self.key) if data is None else TaintSet.restore(data, key=self.key)
-        self._export = data
 
 
 class Inspector:
@@ -153,7 +83,7 @@ class Inspector:
         self.resources: ListRules | None = policy.resources
         self.prompts: ListRules | None = policy.prompts
         self.taint = taint
-        flow_kinds = _flow_response_kinds(policy)
+        flow_kinds = flow_response_kinds(policy)
         self._flow_secrets = bool(flow_kinds & {"secrets", "findings"})
         self._flow_injection = bool(flow_kinds & {"injection", "findings"})
         self.pipeline: Pipeline | None = None  # set by the session (for update and respond)
@@ -163,11 +93,11 @@ class Inspector:
         self.flagged: list[tuple[Any, ...]] = []  # findings of a call's arguments, recorded after its decision
         self.max_bytes = self.inspect.max_bytes if self.inspect is not None else 8 << 20
         self.oversize = self.inspect.oversize if self.inspect is not None else "block"
-        self._user: Callable[[str], Any] | None = None
+        self.user: Callable[[str], Any] | None = None  # the policy's own secret rules
         if self.inspect is not None and self.inspect.patterns:
             from assay.inspect.userrules import UserRule, UserRules
 
-            self._user = UserRules([UserRule(p.kind, p.regex) for p in self.inspect.patterns]).find
+            self.user = UserRules([UserRule(p.kind, p.regex) for p in self.inspect.patterns]).find
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -199,84 +129,30 @@ class Inspector:
     # -- requests other than tools/call ----------------------------------------------------------
 
     def request(self, frame: dict[str, Any], out: list[Effect]) -> Watch | str | None:
-        """A client request other than ``tools/call``: None when it is denied (its error reply
-        and records are in ``out``), else what the pending table holds for it."""
+        """A client request other than ``tools/call`` (:data:`~assay.wrap.requests.JUDGED_METHODS`):
+        None when it is refused (its error reply and records are in ``out``), else what the
+        pending table holds for it (docs/policy.md, "Resources and prompts")."""
         method = frame.get("method")
-        params = frame.get("params")
-        params = params if isinstance(params, dict) else {}
-        target: str | None = None
-        code = None
-        why = None
-        if method in _RESOURCE_METHODS:
-            uri = params.get("uri")
-            target = uri if isinstance(uri, str) else ""
-            code, why = self._resource_refusal(target)
-        elif method == "prompts/get":
-            name = params.get("name")
-            target = name if isinstance(name, str) else ""
-            code, why = self._prompt_refusal(target)
-        elif method == "completion/complete":
-            ref = params.get("ref")
-            ref = ref if isinstance(ref, dict) else {}
-            kind = ref.get("type")
-            if kind in ("ref/prompt", "ref/resource"):
-                value = ref.get("name" if kind == "ref/prompt" else "uri")
-                text = value if isinstance(value, str) else ""
-                target = text
-                code, why = self._prompt_refusal(text) if kind == "ref/prompt" else self._resource_refusal(text)
-        if target is None:
+        judged = judge_request(self.policy, frame)
+        if judged is None:
             return method if isinstance(method, str) else ""
-        if code is not None:
-            self._deny_request(frame, method, target, code, why or "", out)
-            if not self.dry_run:
-                return None
-        if method == "resources/read":
-            settings = OFF if self.inspect is None else self.inspect.settings(self.label, "*")
-            if settings.secrets != "off" or settings.injection != "off" or self._flow_secrets or self._flow_injection:
-                return Watch(method, target, self.settings("*") if self.inspect is None else settings, False)
-        return method
-
-    def _resource_refusal(self, uri: str) -> tuple[str | None, str | None]:
-        rules = self.resources
-        if rules is not None:
-            which = rules.refusal(uri)
-            if which == "deny":
-                return RESOURCE_DENIED, f"resource {uri!r} is denied by resources.deny"[:600]
-            if which == "allow":
-                return RESOURCE_DENIED, f"resource {uri!r} is not in resources.allow"[:600]
-        if uri[:5].lower() == "file:" and self.policy.path_confinement:
-            why = _outside_confinement(self.policy, uri)
-            if why is not None:
-                return "E_PATH_CONFINEMENT", f"resource {why}"[:600]
-        return None, None
-
-    def _prompt_refusal(self, name: str) -> tuple[str | None, str | None]:
-        rules = self.prompts
-        if rules is None:
-            return None, None
-        which = rules.refusal(name)
-        if which is None:
-            return None, None
-        listed = "denied by prompts.deny" if which == "deny" else "not in prompts.allow"
-        return PROMPT_DENIED, f"prompt {name!r} is {listed}"[:600]
-
-    def _deny_request(self, frame: dict[str, Any], method: Any, target: str, code: str, why: str, out: list[Effect]) -> None:
-        contract = {"status": "deny", "error_code": code, "method": method, "target": target[:256], "reason": why}
-        decision = Decision(
-            "deny", f"{method} {target}"[:300], reason_code=code, reason=why, contract=contract,
-            typed_decision="deny", matched_rule="resources" if code != PROMPT_DENIED else "prompts",
-            policy_version=self.policy.version_label, policy_digest=self.policy.digest,
-        )
         ledger = self.ledger
-        if ledger.active:
+        if ledger.active and judges(self.policy, judged):
+            decision = decision_of(self.policy, judged)
             ledger.record(decision, frame, frame.get("params"), decision.tool, True, None, out)
-        if self.dry_run:
-            return
-        if "id" in frame:
-            self.reply(_error_line(frame["id"], contract) + b"\n", out)
-            ledger.blocked += 1
-        else:
-            ledger.dropped += 1
+        if judged.code is not None and not self.dry_run:
+            if "id" in frame:
+                self.reply(error_line(frame["id"], contract_of(judged)) + b"\n", out)
+                ledger.blocked += 1
+            else:
+                ledger.dropped += 1
+            return None
+        if method == "resources/read":
+            settings = self.settings("*") if self.inspect is None else self.inspect.settings(self.label, "*")
+            if settings.secrets != "off" or settings.injection != "off" or self._flow_secrets or self._flow_injection:
+                return Watch(judged.method, judged.target, settings if self.inspect is not None else self.settings("*"),
+                             False)
+        return judged.method
 
     # -- answers ---------------------------------------------------------------------------------
 
@@ -309,7 +185,7 @@ class Inspector:
             injection_on=settings.injection != "off",
             mask=settings.secrets == "mask",
             strip=settings.injection == "strip",
-            user=self._user,
+            user=self.user,
         )
         self._remember(watch, found.kinds, found.values, result if settings.taint else None, out)
         if not found.findings:
@@ -332,7 +208,7 @@ class Inspector:
             if spliced is not None:
                 return spliced
         try:
-            rewritten = _encode(_replace_strings(message, found.changed))
+            rewritten = encode(_replace_strings(message, found.changed))
         except (TypeError, ValueError, RecursionError):
             rewritten = None
         if rewritten is None:
@@ -345,9 +221,9 @@ class Inspector:
         if self.dry_run:
             return True
         try:
-            return _encode(message)
+            return encode(message)
         except (TypeError, ValueError, RecursionError):
-            return _error_line(message.get("id"), {"status": "deny", "error_code": RESPONSE_BLOCKED,
+            return error_line(message.get("id"), {"status": "deny", "error_code": RESPONSE_BLOCKED,
                                                    "reason": "the answer could not be rewritten"})
 
     def _remember(self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]) -> None:
@@ -440,7 +316,7 @@ class Inspector:
         if watch.method != _TOOLS_CALL:
             contract = {"status": "deny", "error_code": RESPONSE_BLOCKED, "method": watch.method,
                         "target": watch.target[:256], "reason": why}
-            return _error_line(rid, contract)
+            return error_line(rid, contract)
         structured = self.tools is None or not self.tools.may_have_output_schema(watch.target)
         return replies.deny_reply(rid, contract, modern=watch.modern, structured=structured).rstrip(b"\n")
 
@@ -483,64 +359,6 @@ class Inspector:
         return hide
 
 
-class InspectGuard:
-    """The decision pipeline's guard for what a call sends out (docs/policy.md, "Inspecting what
-    comes back"): calls of a tool whose definition was poisoned (``descriptions: deny``),
-    secrets in the arguments (``arguments.secrets``), values that came back tainted
-    (``arguments.tainted``). A ``flag`` is recorded (after the call's decision), not denied."""
-
-    __slots__ = ("inspector",)
-
-    def __init__(self, inspector: Inspector) -> None:
-        self.inspector = inspector
-
-    def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
-        inspector = self.inspector
-        name = call.name
-        if inspector.poisoned.get(name) == "deny":
-            why = f"the definition of tool '{name}' holds instructions aimed at the model (descriptions: deny)"
-            return _denied(decision, TOOL_POISONED, name, why, "inspect.descriptions")
-        settings = inspector.settings(name)
-        if not settings.arguments or call.arguments is None:
-            return None
-        if settings.argument_secrets != "off":
-            from assay.inspect.scan import scan
-
-            found = scan(call.arguments, secrets_on=True, injection_on=False, user=inspector._user)
-            if found.findings:
-                if settings.argument_secrets == "deny":
-                    kinds = ", ".join(sorted({f.kind for f in found.findings}))
-                    why = f"the arguments hold a secret ({kinds}) at {found.findings[0].pointer or '/'}"
-                    return _denied(decision, ARGUMENT_SECRET, name, why, "inspect.arguments.secrets")
-                inspector.flagged.append((name, call.frame, [f.to_dict() for f in found.findings], found.total))
-        taint = inspector.taint
-        if settings.argument_tainted != "off" and taint is not None and len(taint.set):
-            from assay.inspect.scan import strings
-
-            for pointer, text in strings(call.arguments):
-                hit = taint.set.find(text) if text else None
-                if hit is None:
-                    continue
-                if settings.argument_tainted == "deny":
-                    why = (
-                        f"the argument at {pointer or '/'} carries a value that came back from "
-                        f"'{hit.source}' marked secret or tainted ({hit.encoding})"
-                    )
-                    return _denied(decision, TAINTED_ARGUMENT, name, why, "inspect.arguments.tainted")
-                finding = {"check": "tainted", "kind": hit.encoding, "rule": hit.source, "pointer": pointer}
-                inspector.flagged.append((name, call.frame, [finding], 1))
-                break
-        return None
-
-    def enter(self, call: Call, now: float) -> None:
-        return None
-
-
-def _denied(decision: Decision, code: str, tool: str, why: str, rule: str) -> Decision:
-    contract = {"status": "deny", "error_code": code, "tool": tool, "reason": why}
-    return decision.denied(code, why, contract, matched_rule=rule)
-
-
 def _what(kinds: frozenset[str]) -> str:
     parts = []
     if "secrets" in kinds:
@@ -558,16 +376,6 @@ def _action(settings: Settings, kinds: frozenset[str]) -> str:
     if "injection" in kinds and settings.injection == "strip":
         acts.append("strip")
     return "+".join(acts) or "flag"
-
-
-def _outside_confinement(policy: Policy, uri: str) -> str | None:
-    """Why the ``file:`` URI is outside every directory the policy's path rules confine to."""
-    from assay.policy.paths import confinement_violation
-
-    rules = policy.path_confinement
-    within = tuple(d for rule in rules for d in rule.within)
-    resolve = any(rule.resolve_symlinks for rule in rules)
-    return confinement_violation(uri, within=within, resolve_symlinks=resolve)
 
 
 def _utf8(line: bytes) -> bool:
@@ -613,19 +421,6 @@ def _id_before_result(head: bytes) -> Any:
         if isinstance(doc, dict) and doc.get("id").__class__ in (int, str):
             return doc["id"]
     return None
-
-
-def _error_line(rid: Any, contract: dict[str, Any]) -> bytes:
-    rid = rid if rid.__class__ in (int, str) else None
-    return _encode({"jsonrpc": "2.0", "id": rid, "error": {"code": BLOCKED_CODE, "message": _BLOCKED_MESSAGE, "data": contract}})
-
-
-def _encode(obj: Any) -> bytes:
-    """``obj`` as one JSON line without its LF (ASCII escapes); TypeError, ValueError or
-    RecursionError when it cannot be written."""
-    import json
-
-    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def _replace_strings(value: Any, changed: dict[str, str], depth: int = 0) -> Any:

@@ -9,15 +9,18 @@ a tools/list answer feeds (:mod:`assay.wrap.toolbook`).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from assay.wrap import records, serverlines
 from assay.wrap.effects import Effect, ToClient, Warn
-from assay.wrap.inspection import Inspector, Watch
+from assay.wrap.watching import Watch
 from assay.wrap.pending import Key, PendingTable
 from assay.wrap.toolbook import ToolBook, read_message
+
+if TYPE_CHECKING:
+    from assay.wrap.inspection import Inspector
 
 __all__ = ["SERVER_HOLD_LIMIT", "ServerSide", "Stream"]
 

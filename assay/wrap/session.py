@@ -63,7 +63,7 @@ from assay.wrap.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide
 from assay.wrap.server_side import _read_head as _read_head
-from assay.wrap.inspection import needs_inspector
+from assay.wrap.watching import needs_inspector
 from assay.wrap.toolbook import ToolBook
 
 if TYPE_CHECKING:
@@ -160,7 +160,9 @@ class WrapSession:
         taint = None
         if needs_inspector(policy):
             from assay.policy.shared import uses_taint
-            from assay.wrap.inspection import InspectGuard, Inspector, TaintState
+            from assay.policy.outbound import OutboundGuard
+            from assay.wrap.inspection import Inspector
+            from assay.wrap.watching import TaintState
 
             if uses_taint(policy):
                 seed = (shared[1].key if shared is not None else "local").encode("utf-8", "surrogatepass")
@@ -170,7 +172,7 @@ class WrapSession:
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
-            guards.insert(0, InspectGuard(inspector))
+            guards.insert(0, OutboundGuard(inspector))
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
         sharing: SharedSession | None = None

@@ -129,3 +129,18 @@ def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_pat
         res = subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)
         assert res.stdout == shown, command
+
+
+def test_explain_shows_the_inspection_of_what_a_call_sends(tmp_path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text('version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
+                      "inspect: {secrets: mask, arguments: {secrets: deny}}\n")
+    key = "AKIA" + "QWERTYUIOP123456"
+    res = run("explain", str(policy), "--tool", "send", "--args", json.dumps({"body": key}))
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == '"send" on server "default-mcp-server": deny (E_ARGUMENT_SECRET)'
+    assert "inspection" in next(line for line in lines if line.startswith("  FAIL"))
+    assert key not in res.stdout
+    res = run("explain", str(policy), "--tool", "send", "--args", "{\"body\": \"hi\"}")
+    assert res.returncode == 0 and "inspect.arguments.secrets deny" in res.stdout

@@ -1,0 +1,86 @@
+"""What waits for a server's answer when inspection reads it, and the session's value taint as
+the shared session moves it (sans-IO; docs/policy.md, "Inspecting what comes back").
+
+:class:`Watch` takes the place of a forwarded request's method in the pending table
+(:mod:`assay.wrap.pending`) when its answer must be read before it is relayed
+(:mod:`assay.wrap.inspection`); :func:`needs_inspector` says whether a policy asks for the
+inspection room at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from assay.inspect.taint import TaintSet
+    from assay.policy.inspecting import Settings
+    from assay.policy.model import Policy
+
+__all__ = ["TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
+
+
+class Watch:
+    """A forwarded request whose answer is read before it is relayed: the method, the tool
+    name (or resource URI), the settings, and whether the request is of the 2026-07-28 era."""
+
+    __slots__ = ("method", "target", "settings", "modern")
+
+    def __init__(self, method: str, target: str, settings: Settings, modern: bool) -> None:
+        self.method = method
+        self.target = target
+        self.settings = settings
+        self.modern = modern
+
+    def __eq__(self, other: object) -> bool:  # the pending table compares methods with strings
+        return other == self.method if isinstance(other, str) else other is self
+
+    __hash__ = object.__hash__
+
+
+def needs_inspector(policy: Policy) -> bool:
+    """Whether ``policy`` asks wrap to read answers or requests beyond ``tools/call``: an
+    ``inspect``, ``resources`` or ``prompts`` section, or a flow rule with a response selector."""
+    return (
+        policy.inspect is not None
+        or policy.resources is not None
+        or policy.prompts is not None
+        or bool(flow_response_kinds(policy))
+    )
+
+
+def flow_response_kinds(policy: Policy) -> frozenset[str]:
+    kinds: set[str] = set()
+    for flow in policy.sequences:
+        trigger = getattr(flow.rule, "trigger", None)
+        response = getattr(trigger, "response", None)
+        if response is not None:
+            kinds.add(response)
+    return frozenset(kinds)
+
+
+class TaintState:
+    """The session's value taint (a :class:`~assay.inspect.taint.TaintSet`) as the shared
+    session moves it: ``export_state`` and ``restore_state`` (docs/inspect.md, "Value taint")."""
+
+    __slots__ = ("set", "key", "_export")
+
+    def __init__(self, key: bytes) -> None:
+        from assay.inspect.taint import TaintSet
+
+        self.key = key
+        self.set: TaintSet = TaintSet(key=key)
+        self._export: bytes | None = None
+
+    def changed(self) -> None:
+        self._export = None
+
+    def export_state(self) -> bytes:
+        if self._export is None:
+            self._export = self.set.export()
+        return self._export
+
+    def restore_state(self, data: bytes | None) -> None:
+        from assay.inspect.taint import TaintSet
+
+        self.set = TaintSet(key=self.key) if data is None else TaintSet.restore(data, key=self.key)
+        self._export = data
