@@ -11,7 +11,8 @@ Environment:
 - ``LEAKY_CALLS``: a file; ``fetch``, ``send`` and every resource read append one JSON line.
 - ``LEAKY_ROOT``: the directory ``corpus`` reads repository files from.
 - ``LEAKY_ALLOWED``, ``LEAKY_OUTSIDE``: two directories; the server offers the fixed resources
-  ``file://<LEAKY_ALLOWED>/note.txt`` and ``file://<LEAKY_OUTSIDE>/data.txt``.
+  ``file://<LEAKY_ALLOWED>/note.txt``, ``file://<LEAKY_ALLOWED>/keys.txt`` (the secrets of
+  ``read_secret``) and ``file://<LEAKY_OUTSIDE>/data.txt``.
 - ``LEAKY_INNOCENT=1``: leave out the tool with a poisoned description (the corpus run).
 """
 
@@ -171,6 +172,7 @@ def build() -> MCPServer:
         return (Path(os.environ["LEAKY_ROOT"]) / name).read_text()
 
     for env, filename, text in (("LEAKY_ALLOWED", "note.txt", "an allowed note"),
+                                ("LEAKY_ALLOWED", "keys.txt", secret_text()),
                                 ("LEAKY_OUTSIDE", "data.txt", "data outside the allowed directory")):
         directory = os.environ.get(env)
         if not directory:
