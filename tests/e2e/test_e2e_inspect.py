@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import trio
@@ -168,7 +169,8 @@ def events_by_tool(server: Leaky) -> dict[str, dict]:
     return by_tool
 
 
-def assert_event(event: dict, method: str, action: str, check: str, kinds: set[str] | None = None) -> None:
+def assert_event(event: dict, method: str, action: str, check: str, kinds: set[str] | None = None,
+                 server: str = "leaky") -> None:
     assert event["method"] == method, event
     assert event["action"] == action, event
     assert event["findings_total"] == len(event["findings"]) >= 1, event
@@ -178,7 +180,7 @@ def assert_event(event: dict, method: str, action: str, check: str, kinds: set[s
         assert finding["pointer"] == "" or finding["pointer"].startswith("/"), finding
     if kinds is not None:
         assert {f["kind"] for f in event["findings"]} == kinds, event
-    assert event["server"] == "leaky" or event["server"], event
+    assert event["server"] == server, event
     assert "session" in event, event
 
 
@@ -421,6 +423,7 @@ SENDS: list[tuple[str, str | None]] = [
     (TOKEN, "a/read_secret"),
     (f"k={base64.b64encode(SECRETS['aws_access_key_id'].encode()).decode()}", "a/read_secret"),
     (SECRETS["stripe_key"].encode().hex(), "a/read_secret"),
+    (f"https://127.0.0.1:9/?k={quote(SECRETS['private_key'])}", "a/read_secret"),  # URL-encoded
     ("hello, an unrelated message", None),
     ("read_doc", "step"),
     (f"quote: {DOC_RUN}", "a/read_doc"),
