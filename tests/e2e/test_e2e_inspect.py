@@ -35,7 +35,10 @@ SECRETS = leaky.fake_secrets()
 REDACTED_SECRET_TEXT = leaky.secret_text()
 for _kind, _value in SECRETS.items():
     REDACTED_SECRET_TEXT = REDACTED_SECRET_TEXT.replace(_value, f"[REDACTED:{_kind}]")
-INVISIBLE = set(leaky.TAGS + leaky.ZERO_WIDTH + leaky.BIDI + "\x1b")
+# read_doc's answer once stripped: the invisible characters and escapes gone, the phrase replaced
+STRIPPED = leaky.injected_text().replace(leaky.PHRASE, "[REMOVED:injection]")
+for _invisible in (leaky.TAGS, leaky.ZERO_WIDTH, leaky.BIDI, leaky.ANSI):
+    STRIPPED = STRIPPED.replace(_invisible, "")
 POISONED_DESCRIPTION = f"Add two numbers. {leaky.POISON}"
 TOOLS = {"read_secret", "read_config", "read_doc", "poisoned", "fetch", "send", "corpus"}
 
@@ -271,12 +274,7 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
     assert structured == {"region": "eu-west-1", "github": "[REDACTED:github_token]",
                           "aws": "[REDACTED:aws_access_key_id]"}, structured
     assert json.loads(text) == structured
-    is_error, _structured, text = seen.results["read_doc"]
-    assert is_error is False
-    assert not INVISIBLE & set(text), repr(text)
-    assert leaky.PHRASE not in text and "[REMOVED:injection]" in text, text
-    a, b, c = leaky.INNOCENT_PARTS
-    assert text.index(a) < text.index(b) < text.index(c), text
+    assert seen.results["read_doc"] == (False, None, STRIPPED), seen.results["read_doc"]
     assert seen.results["fetch"] == (False, None, "ok")
     # hide: a hidden tool's call is not denied by inspection (only `deny` does that)
     assert seen.results["poisoned"][0] is False, seen.results["poisoned"]
@@ -577,12 +575,18 @@ inspect:
 """
 
 
+# docs/inspect.md documents each detector with examples written to be found (a GitHub token, a
+# URL with a password, injected phrases): it is the positive control, the one entry that must
+# make events (so zero events elsewhere means innocent, not unread).
+CONTROL = "docs/inspect.md"
+
+
 def corpus_names() -> list[str]:
-    """Every docs page, the README, every third source file of the package (sorted), and the
-    generated hex digests, UUIDs and base64 PNG."""
+    """Every docs page, the README, every source file of the package, and the generated hex
+    digests, UUIDs and base64 PNG; the control last."""
     docs = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
     sources = sorted(str(p.relative_to(REPO)) for p in (REPO / "assay").rglob("*.py"))
-    return [*docs, "README.md", *sources[::3], "shas", "uuids", "png"]
+    return [*(d for d in docs if d != CONTROL), "README.md", *sources, "shas", "uuids", "png", CONTROL]
 
 
 async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
@@ -605,5 +609,6 @@ async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
     assert len(ids) == len(names), ids
     name_of = dict(zip(ids, names, strict=True))
     findings = [(name_of.get(e.get("request_id"), e.get("tool")), e["findings"]) for e in server.run.inspected()]
-    assert findings == [], findings
+    assert [name for name, _ in findings].count(CONTROL) == 1, findings
+    assert [(name, f) for name, f in findings if name != CONTROL] == []
     await server.ended()
