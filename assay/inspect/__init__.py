@@ -5,4 +5,13 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
 - :mod:`~assay.inspect.secrets`: finds secrets (keys, tokens, passwords) in text and JSON
   values and redacts them, as ``[REDACTED:<kind>]``. Wrap's ``--log-arguments`` uses it for
   the arguments it records (docs/wrap-records.md, "Logged arguments").
+- :mod:`~assay.inspect.injection`: finds instructions aimed at the model in what a server sends
+  back (invisible characters, terminal escapes, injection phrases) and, in tool descriptions,
+  requests to read files, send data or keep secrets (docs/inspect.md, "Injected instructions").
+- :mod:`~assay.inspect.taint`: a bounded set of keyed fingerprints of tainted values and texts,
+  found again in a later text as is, base64, hex or percent-encoded (docs/inspect.md, "Value
+  taint"); :mod:`~assay.inspect.taint_bytes` holds its byte-level helpers.
+- :mod:`~assay.inspect.scan`: every string of a JSON value looked at by the detectors, with
+  its JSON Pointer, and a line rewritten only where a string changed (docs/inspect.md, "Where
+  wrap looks").
 """

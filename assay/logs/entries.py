@@ -5,6 +5,8 @@ Sans-IO: bytes in, values out. A line is one of
 - a decision event (``type: assay.tool.decision``, docs/wrap-records.md, "Decision event"): a
   :class:`Entry` of kind ``decision``;
 - an audit record (docs/wrap-records.md, "Audit record"): a :class:`Entry` of kind ``audit``;
+- an inspection finding (``type: assay.response.inspected``, docs/wrap-records.md, "Inspection
+  findings"): a :class:`Entry` of kind ``inspected`` whose outcome is the action taken;
 - a record of ours that is not a call (``assay.tool.listed``, a request receipt, another
   CloudEvents type): :data:`OTHER` (the caller may want the tool listings: :func:`listed_tool`);
 - anything else (not JSON, not an object, a decision without a tool, a line cut short):
@@ -23,11 +25,18 @@ import msgspec
 
 from assay.policy.decision import event_reason_code
 
-__all__ = ["Entry", "FOREIGN", "OTHER", "LISTED", "OUTCOMES", "parse_line", "listed_tool", "client_of", "epoch"]
+__all__ = [
+    "Entry", "FOREIGN", "OTHER", "LISTED", "OUTCOMES", "INSPECT_ACTIONS", "parse_line", "listed_tool", "client_of",
+    "epoch",
+]
 
 DECISION_TYPE: Final = "assay.tool.decision"
 LISTED: Final = "assay.tool.listed"
 OUTCOMES: Final = ("allow", "allow_with_warning", "deny", "would_deny")
+INSPECTED_TYPE: Final = "assay.response.inspected"
+# the outcome of an inspected entry is the action wrap took (a dry run: would_<action>)
+INSPECT_ACTIONS: Final = ("mask", "block", "flag", "strip", "hide", "pass", "mask+strip")
+_SHOWN_FINDINGS = 3
 FOREIGN: Final = "foreign"
 OTHER: Final = "other"
 
@@ -109,6 +118,8 @@ def parse_line(line: bytes, file: str = "") -> Entry | str:
         return FOREIGN
     kind = doc.get("type")
     if "specversion" in doc:
+        if kind == INSPECTED_TYPE:
+            return _from_inspected(doc, file)
         if kind != DECISION_TYPE:
             return OTHER if isinstance(kind, str) and kind.startswith("assay.") else FOREIGN
         return _from_event(doc, file)
@@ -153,6 +164,42 @@ def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
         arguments=data.get("arguments"),
         has_arguments="arguments" in data,
         kind="decision",
+        file=file,
+    )
+
+
+def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
+    """An ``assay.response.inspected`` event: the tool (or resource URI), the action as the
+    outcome, the first finding as the rule, and what was found (never the text) as the reason."""
+    data, time = doc.get("data"), _str(doc.get("time"))
+    if not isinstance(data, dict) or time is None:
+        return FOREIGN
+    target, action = _str(data.get("tool")) or _str(data.get("uri")), _str(data.get("action"))
+    findings = data.get("findings")
+    if target is None or action is None or not isinstance(findings, list):
+        return FOREIGN
+    said = []
+    for f in findings[:_SHOWN_FINDINGS]:
+        if isinstance(f, dict):
+            said.append(f"{_str(f.get('check')) or '?'} {_str(f.get('kind')) or '?'} at {_str(f.get('pointer')) or '/'}")
+    total = data.get("findings_total")
+    more = total - len(said) if isinstance(total, int) and not isinstance(total, bool) and total > len(said) else 0
+    reason = "; ".join(said) + (f"; and {more} more" if more else "")
+    first = findings[0] if findings and isinstance(findings[0], dict) else {}
+    rule = f"inspect.{_str(first.get('check')) or '?'}" if first else None
+    return Entry(
+        time=time,
+        at=epoch(time),
+        tool=target,
+        outcome=action,
+        server=_str(data.get("server")),
+        session=_str(data.get("session")),
+        client=client_of(_str(doc.get("source"))),
+        reason_code="E_RESPONSE_BLOCKED" if action == "block" else None,
+        rule=rule,
+        reason=f"{_str(data.get('method')) or '?'}: {reason}" if reason else _str(data.get("method")),
+        request_id=data.get("request_id"),
+        kind="inspected",
         file=file,
     )
 

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-from assay.logs.entries import OUTCOMES, Entry
+from assay.logs.entries import INSPECT_ACTIONS, OUTCOMES, Entry
 from assay.policy.patterns import NameMatcher
 from assay.terminal import printable as _printable
 
@@ -39,7 +39,10 @@ class Filter:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_servers", NameMatcher(self.servers) if self.servers else None)
         object.__setattr__(self, "_tools", NameMatcher(self.tools) if self.tools else None)
-        known = set(OUTCOMES) | set(APPROVAL_STATES) | {"approval"}
+        known = (
+            set(OUTCOMES) | set(APPROVAL_STATES) | {"approval", "inspected"} | set(INSPECT_ACTIONS)
+            | {"would_" + a for a in INSPECT_ACTIONS}
+        )
         for value in self.outcomes:
             if value not in known:
                 raise ValueError(f"unknown outcome {value!r} (one of: {', '.join(sorted(known))})")
@@ -55,6 +58,7 @@ class Filter:
             entry.outcome in self.outcomes
             or entry.approval in self.outcomes
             or ("approval" in self.outcomes and entry.approval is not None)
+            or ("inspected" in self.outcomes and entry.kind == "inspected")
         ):
             return False
         return self.since is None or (entry.at is not None and entry.at >= self.since)
@@ -161,6 +165,8 @@ class Stats:
         self.counts: dict[str, dict[str, int]] = {}
 
     def add(self, entry: Entry) -> None:
+        if entry.kind == "inspected":  # a finding, not a call
+            return
         tool = entry.tool
         if tool not in self.counts and len(self.counts) >= self.MAX_TOOLS:
             tool = "(other tools)"

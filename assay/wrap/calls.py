@@ -18,6 +18,7 @@ from assay.policy.decision import Outcome
 from assay.policy.pipeline import Call, Pipeline, store_failed
 from assay.wrap import approvals, replies
 from assay.wrap.effects import Effect, Warn
+from assay.wrap.inspection import Inspector
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["CallPath", "ToolCall", "tool_call_of"]
 
 _TOOLS_CALL = "tools/call"
+# the requests the inspection room judges (docs/policy.md, "Resources and prompts")
+INSPECTED_REQUESTS = frozenset({"resources/read", "resources/subscribe", "prompts/get", "completion/complete"})
 _CANCELLED = "notifications/cancelled"
 _DENY = Outcome.DENY
 
@@ -61,7 +64,7 @@ class CallPath:
 
     __slots__ = (
         "pipeline", "ledger", "server", "label", "dry_run", "clock", "can_elicit", "released",
-        "room", "_asking",
+        "room", "_asking", "inspector",
     )
 
     def __init__(
@@ -77,6 +80,7 @@ class CallPath:
         self.released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
         self.room: ApprovalRoom | None = None  # approvals (the policy asks for some)
         self._asking: ApprovalRoom | None = None  # the same, when it asks (not a dry run)
+        self.inspector: Inspector | None = None  # the inspection room (the policy asks for one)
 
     def attach(self, room: ApprovalRoom) -> None:
         self.room = room
@@ -104,7 +108,13 @@ class CallPath:
             return False
         if "id" in frame:
             self.pipeline.note_request()
-            self.server.request(frame["id"], method, frame.get("params"))
+            entry: Any = method
+            inspector = self.inspector
+            if inspector is not None and method in INSPECTED_REQUESTS:
+                entry = inspector.request(frame, out)  # resources and prompts under the policy
+                if entry is None:  # denied: its reply and records are in out
+                    return False
+            self.server.request(frame["id"], entry, frame.get("params"))
         ledger.forwarded += 1
         if ledger.receipting:
             ledger.receipt(raw, frame, True, None, out)
@@ -155,13 +165,16 @@ class CallPath:
             name = call.name
             binding = self.server.tools.bindings.get(name) if valid else None
             event_id = ledger.record(decision, frame, call.params, name, valid, binding, out)
+        inspector = self.inspector
+        if inspector is not None and inspector.flagged:
+            self.flagged(out)
         if decision.outcome is _DENY and not self.dry_run:
             self.deny(call, decision, out)
             if ledger.receipting:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return False
         if "id" in frame:
-            self.server.pending.add(frame["id"], _TOOLS_CALL)
+            self.server.pending.add(frame["id"], _TOOLS_CALL if inspector is None else inspector.watch(call.name, frame))
         ledger.forwarded += 1
         if ledger.receipting:
             ledger.receipt(call.raw, frame, True, event_id, out)
@@ -169,6 +182,17 @@ class CallPath:
             self.released.append(retry)
             return False
         return True
+
+    def flagged(self, out: list[Effect]) -> None:
+        """The findings the inspection guard flagged in the arguments of the call just decided
+        (docs/wrap-records.md, "Inspection findings")."""
+        inspector = self.inspector
+        assert inspector is not None
+        for name, frame, findings, total in inspector.flagged:
+            rid = frame.get("id") if frame is not None else None
+            self.ledger.inspected(out, method=_TOOLS_CALL, request_id=rid, target=name, action="flag",
+                                  findings=findings, total=total)
+        inspector.flagged.clear()
 
     def record(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect]) -> str | None:
         """The records of one evaluated call (:class:`Ledger`); the event id."""
@@ -215,7 +239,8 @@ class CallPath:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return
         if "id" in frame:
-            self.server.pending.add(frame["id"], _TOOLS_CALL)
+            inspector = self.inspector
+            self.server.pending.add(frame["id"], _TOOLS_CALL if inspector is None else inspector.watch(call.name, frame))
         ledger.forwarded += 1
         if ledger.receipting:
             ledger.receipt(call.raw, frame, True, event_id, out)

@@ -75,6 +75,15 @@ class Ledger:
         for sink in self._sinks:
             out.append(Record(sink, line))
 
+    def inspected(self, out: list[Effect], **fields: Any) -> None:
+        """The ``assay.response.inspected`` event of an inspection that found something, to
+        every decision sink (docs/wrap-records.md, "Inspection findings")."""
+        if not self._sinks:
+            return
+        line = self._recorder.inspected(**fields)
+        for sink in self._sinks:
+            out.append(Record(sink, line))
+
     def receipt(
         self,
         raw: bytes | None,

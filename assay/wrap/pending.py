@@ -44,7 +44,8 @@ class PendingTable:
     __slots__ = ("_pending", "_py_alias")
 
     def __init__(self) -> None:
-        self._pending: dict[Key, list[str]] = {}
+        # each method is a string, or what waits for the answer in its place (an inspection's Watch)
+        self._pending: dict[Key, list[Any]] = {}
         # string ids that the Python SDK reads as integers, indexed by that integer
         self._py_alias: dict[int, list[Key]] = {}
 
@@ -58,7 +59,7 @@ class PendingTable:
         """Whether a forwarded request with exactly this id key (:func:`id_key`) is pending."""
         return key in self._pending
 
-    def add(self, request_id: Any, method: str) -> Key | None:
+    def add(self, request_id: Any, method: Any) -> Key | None:
         """Register a forwarded request; returns its key (None: the id can never be answered)."""
         if request_id.__class__ is int:  # the usual id: no conversion, no alias
             methods = self._pending.get(request_id)
@@ -81,7 +82,7 @@ class PendingTable:
             methods.append(method)
         return key
 
-    def answer(self, request_id: Any) -> tuple[Key, str] | None:
+    def answer(self, request_id: Any) -> tuple[Key, Any] | None:
         """The pending request this response id answers for some official client, removed
         from the table; None when it answers nothing."""
         pending = self._pending
@@ -107,6 +108,34 @@ class PendingTable:
                         if not keys:
                             del self._py_alias[alias]
         return key, method
+
+    def take(self, wanted: type) -> list[tuple[Any, Any]]:
+        """Remove every pending request whose method is an instance of ``wanted``: ``(id,
+        method)`` pairs, the id as the client sent it (its key's value)."""
+        taken: list[tuple[Any, Any]] = []
+        for key in list(self._pending):
+            methods = self._pending[key]
+            keep = [m for m in methods if not isinstance(m, wanted)]
+            if len(keep) == len(methods):
+                continue
+            rid = key[1] if key.__class__ is tuple else key
+            taken.extend((rid, m) for m in methods if isinstance(m, wanted))
+            if keep:
+                self._pending[key] = keep
+            else:
+                del self._pending[key]
+                if key.__class__ is tuple and key[0] == "s":
+                    alias = serverlines.python_id(key[1])
+                    keys = self._py_alias.get(alias) if alias.__class__ is int else None
+                    if keys is not None and key in keys:
+                        keys.remove(key)
+                        if not keys:
+                            del self._py_alias[alias]
+        return taken
+
+    def holds(self, wanted: type) -> bool:
+        """Whether some pending request's method is an instance of ``wanted``."""
+        return any(isinstance(m, wanted) for methods in self._pending.values() for m in methods)
 
     def _equivalents(self, request_id: Any) -> list[Key]:
         """Pending keys an id answers other than its exact self, in SDK order (Python, TS)."""

@@ -15,12 +15,14 @@ import msgspec
 
 from assay.wrap import records, serverlines
 from assay.wrap.effects import Effect, ToClient, Warn
+from assay.wrap.inspection import Inspector, Watch
 from assay.wrap.pending import Key, PendingTable
 from assay.wrap.toolbook import ToolBook, read_message
 
 __all__ = ["SERVER_HOLD_LIMIT", "ServerSide", "Stream"]
 
 SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read) up to this size
+_HEAD_BYTES = 64 << 10  # of a line over the hold limit, what is kept to find the id it answers
 
 _TOOLS_LIST = "tools/list"
 _UNSET: Any = msgspec.UNSET
@@ -43,12 +45,18 @@ class Stream(enum.Enum):
 
     LINES = "lines"  # whole lines, each read; a partial one is held until its LF
     STREAMING = "streaming"  # a line longer than the hold limit is relayed as it comes, unread
+    # a line longer than the hold limit that may answer a request whose answer must be read
+    # first (docs/policy.md, "Inspecting what comes back", oversize: block): dropped to its LF
+    DISCARDING = "discarding"
 
 
 class ServerSide:
     """Server bytes in, client bytes out; the pending-request table; wrap's replies in order."""
 
-    __slots__ = ("pending", "tools", "hold_limit", "prefix", "stream", "dropped_responses", "held_bytes", "_tail", "_held")
+    __slots__ = (
+        "pending", "tools", "hold_limit", "prefix", "stream", "dropped_responses", "held_bytes", "_tail", "_held",
+        "inspector",
+    )
 
     def __init__(self, tools: ToolBook, hold_limit: int, approval_prefix: str | None) -> None:
         self.pending = PendingTable()
@@ -60,10 +68,12 @@ class ServerSide:
         self.held_bytes = 0  # size of the held replies: the shell stops reading the client past its bound
         self._tail = bytearray()  # a server line not yet ended
         self._held: list[bytes] = []  # wrap's replies waiting for a streamed line to end
+        # the inspection room (docs/policy.md, "Inspecting what comes back"); None: nothing is read
+        self.inspector: Inspector | None = None
 
     # -- what the client asked ---------------------------------------------------------------
 
-    def request(self, request_id: Any, method: str, params: Any) -> None:
+    def request(self, request_id: Any, method: str | Watch, params: Any) -> None:
         """A client request goes to the server: its answer is awaited."""
         key = self.pending.add(request_id, method)
         if method == _TOOLS_LIST and key is not None:
@@ -92,12 +102,30 @@ class ServerSide:
             data = data[nl + 1 :]
             if not data:
                 return
+        elif self.stream is Stream.DISCARDING:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            self.stream = Stream.LINES
+            data = data[nl + 1 :]
+            if not data:
+                return
         cut = data.rfind(b"\n") + 1
         tail = self._tail
         if cut == 0:
             tail += data
             if len(tail) > self.hold_limit:
                 self.tools.unreadable(out)
+                inspector = self.inspector
+                if (
+                    inspector is not None
+                    and inspector.oversize == "block"
+                    and self.pending.holds(Watch)
+                    and inspector.too_long(bytes(tail[:_HEAD_BYTES]), self.pending, out)
+                ):
+                    self.stream = Stream.DISCARDING
+                    self._tail = bytearray()
+                    return
                 self.stream = Stream.STREAMING
                 out.append(ToClient(bytes(tail)))
                 self._tail = bytearray()
@@ -123,6 +151,8 @@ class ServerSide:
 
     def closed(self, out: list[Effect]) -> None:
         """The child's stdout reached end of file."""
+        if self.stream is Stream.DISCARDING:
+            self.stream = Stream.LINES
         if self._tail and self.stream is Stream.LINES:
             # an unterminated last line: relayed as it is (it answers nothing wrap can match)
             out.append(ToClient(bytes(self._tail)))
@@ -180,6 +210,9 @@ class ServerSide:
             out.append(Warn(records.dropped_response_warning(rid, has_id)))
             return False
         key, method = found
+        if method.__class__ is Watch:  # an answer inspection reads before it is relayed
+            assert self.inspector is not None
+            return self.inspector.answer(method, line, out)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             message = read_message(line)
             if message.__class__ is dict:
@@ -217,6 +250,9 @@ class ServerSide:
             out.append(Warn(records.dropped_response_warning(message.get("id"), "id" in message)))
             return False
         key, method = found
+        if method.__class__ is Watch:
+            assert self.inspector is not None
+            return self.inspector.answer(method, line, out)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             return self.tools.answer(key, message, line, self.pending, out)
         return True

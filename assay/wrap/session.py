@@ -37,6 +37,7 @@ the lifecycle without sleeping. docs/wrap.md, "Lifecycle", describes every path.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from assay.wrap.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide
 from assay.wrap.server_side import _read_head as _read_head
+from assay.wrap.inspection import needs_inspector
 from assay.wrap.toolbook import ToolBook
 
 if TYPE_CHECKING:
@@ -153,15 +155,34 @@ class WrapSession:
             on_seen=self._ledger.tool_listed if options.decision_sinks else None,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
+        # what comes back, and resources and prompts (docs/policy.md, "Inspecting what comes back")
+        inspector = None
+        taint = None
+        if needs_inspector(policy):
+            from assay.policy.shared import uses_taint
+            from assay.wrap.inspection import InspectGuard, Inspector, TaintState
+
+            if uses_taint(policy):
+                seed = (shared[1].key if shared is not None else "local").encode("utf-8", "surrogatepass")
+                taint = TaintState(hashlib.blake2b(seed, digest_size=16, person=b"assay-taint").digest())
+            inspector = Inspector(policy, options.label, self._ledger, self._server.reply,
+                                  dry_run=options.dry_run, taint=taint)
+            inspector.tools = tools
+            tools.inspector = inspector
+            self._server.inspector = inspector
+            guards.insert(0, InspectGuard(inspector))
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
         sharing: SharedSession | None = None
         if shared is not None and shares_state(policy):
             store, key = shared
             sharing = SharedSession(store, key, part_of(policy), options.label, self.state, self._flows, self._rates,
-                                    wall_clock)
+                                    wall_clock, taint)
         pipeline = Pipeline(policy, self.state, guards, clock=clock if sharing is None else wall_clock, shared=sharing)
         self._calls = CallPath(pipeline, self._ledger, self._server, options.label, options.dry_run, clock)
+        if inspector is not None:
+            inspector.pipeline = pipeline
+            self._calls.inspector = inspector
         self._room = ApprovalRoom(policy, self._calls, dry_run=options.dry_run, token=approval_token, key=approval_key)
         self._server.prefix = self._room.prefix
         self._client = ClientSide(self._calls.judge, self._server.reply, self._calls.released, self._ledger,

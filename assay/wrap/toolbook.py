@@ -18,6 +18,7 @@ from assay.wrap.pending import Key, PendingTable
 
 if TYPE_CHECKING:
     from assay.wrap.baseline import Baseline
+    from assay.wrap.inspection import Inspector
 
 __all__ = ["ToolBook"]
 
@@ -35,7 +36,7 @@ class ToolBook:
 
     __slots__ = (
         "policy", "state", "label", "verbose", "hide", "baseline", "pending_lists", "chains",
-        "last_chain", "output_schema_tools", "bindings", "on_seen",
+        "last_chain", "output_schema_tools", "bindings", "on_seen", "inspector",
     )
 
     def __init__(
@@ -55,6 +56,8 @@ class ToolBook:
         self.bindings: dict[str, str] = {}  # tool name -> tool-definition digest
         # with a decision log: records each newly seen tool (docs/wrap-records.md, "Tools seen")
         self.on_seen = on_seen
+        # the inspection room: reads tool definitions (docs/policy.md, "Inspecting what comes back")
+        self.inspector: Inspector | None = None
 
     def listed(self, key: Key, params: Any) -> None:
         """The client sent a tools/list request with id ``key``. It continues the last chain
@@ -126,6 +129,17 @@ class ToolBook:
             out.extend(Warn(records.tool_identity_line(n, label, s, m)) for (n, s, m) in seen)
         if seen and self.on_seen is not None:
             self._record_seen(tools, seen, out)
+        poisoned: set[str] = set()
+        if self.inspector is not None:
+            poisoned = self.inspector.listed(tools, out)
+        if poisoned:  # poisoned definitions never reach the client: cut, or written anew
+            hide = self.hide
+
+            def hidden(name: str) -> bool:
+                return name in poisoned or (hide and self.hidden(name))
+
+            cut = hide_tools(line, message, hidden, read_message)
+            return cut if cut is not None else _without(message, hidden)
         if self.hide:
             cut = hide_tools(line, message, self.hidden, read_message)
             if cut is not None:
@@ -159,6 +173,29 @@ class ToolBook:
         ``outputSchema`` (then a deny carries no ``structuredContent``, docs/wrap.md, "Deny
         replies"): it did, or wrap could not read some tools/list answer or its duplicates."""
         return name in self.output_schema_tools or self.state.unreadable
+
+
+def _without(message: dict[str, Any], hidden: Callable[[str], bool]) -> bytes:
+    """The tools/list answer written anew without the hidden tools (ASCII escapes): what is
+    relayed when the line cannot be cut in place. An answer that cannot be written becomes an
+    empty list of tools."""
+    import json
+
+    result = dict(message["result"])
+    result["tools"] = [
+        t for t in result["tools"]
+        if not (isinstance(t, dict) and isinstance(t.get("name"), str) and hidden(t["name"]))
+    ]
+    out = dict(message)
+    out["result"] = result
+    try:
+        return json.dumps(out, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except (TypeError, ValueError, RecursionError):
+        empty: dict[str, Any] = {"jsonrpc": "2.0", "id": message.get("id"), "result": {"tools": []}}
+        try:
+            return json.dumps(empty, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        except (TypeError, ValueError, RecursionError):
+            return b'{"jsonrpc":"2.0","id":null,"result":{"tools":[]}}'
 
 
 def _other_reading(line: bytes) -> list[Any] | None:

@@ -48,4 +48,11 @@ enforcement:
 #   - tools: ["read_*", "list_directory"]   # tool-name patterns, as in tools.allow
 #     args: [path, paths]                    # the path arguments (a list is checked item by item)
 #     within: [/home/you/projects]           # absolute directories
+#
+# What comes back (docs/policy.md, "Inspecting what comes back"):
+# inspect:
+#   secrets: mask                            # secrets in tool results replaced by [REDACTED:<kind>]
+#   injection: strip                         # instructions aimed at the model removed from results
+#   descriptions: hide                       # tools whose descriptions carry such instructions hidden
+#   arguments: {secrets: deny, tainted: deny}  # no call sends a secret, or a value that came back secret
 """

@@ -289,6 +289,15 @@ class Recorder:
                            schema_hash=schema_hash, meta_hash=meta_hash)
         return listed_line(self._new_listed_id(), self._now(), self.source, data)
 
+    def inspected(self, **fields: Any) -> bytes:
+        """The ``assay.response.inspected`` line of one inspection that found something
+        (docs/wrap-records.md, "Inspection findings"); ``fields`` are
+        :func:`~assay.wrap.records.inspected.inspected_data`'s."""
+        from assay.wrap.records.inspected import inspected_data, inspected_line, new_inspected_id
+
+        data = inspected_data(session=self.session, server=self.label, **fields)
+        return inspected_line(new_inspected_id(), self._now(), self.source, data)
+
     def _new_template(self, decision: Decision, shape: tuple[Any, ...] | None) -> Template:
         template = Template(decision, self.dry_run, self._origin)
         if not cacheable(decision):

@@ -1,0 +1,210 @@
+"""What a JSON value holds: the strings of a tool result, a resource's contents or a tool
+definition, looked at by the detectors, and the line rewritten where a string changed
+(docs/inspect.md, "Where wrap looks").
+
+- :func:`strings`: every string of a value with its RFC 6901 JSON Pointer, in document order
+  (object members' values and array items; never keys), depth- and count-bounded.
+- :func:`scan`: the findings of the detectors over those strings (:class:`Finding`: the check,
+  the kind or rule, the pointer; never the text).
+- :func:`splice`: the line with each string token whose text changed replaced, every other byte
+  as it was: a masked result differs from the server's line only where a secret was.
+
+Sans-IO and stateless.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from assay.inspect import secrets
+from assay.inspect.injection import find_injection, find_poison, strip_injection
+
+__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "Finding", "Scan", "scan", "splice", "strings"]
+
+MAX_DEPTH = 64  # a string nested deeper is not looked at: the scan says so (``depth_limit``)
+MAX_STRINGS = 200_000  # strings looked at in one value; the rest make a ``too_many_strings`` finding
+MAX_FINDINGS = 64  # findings kept per value (counted beyond)
+_MIN_SECRET = 8  # no secret rule matches fewer characters
+
+_STRING_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+class Finding(NamedTuple):
+    """One thing found: ``check`` is ``secrets``, ``injection`` or ``descriptions`` (or
+    ``limits`` when a value was too deep or too large to look at whole); ``kind`` the secret
+    kind or the injection kind; ``rule`` the rule id; ``pointer`` where (RFC 6901)."""
+
+    check: str
+    kind: str
+    rule: str
+    pointer: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "kind": self.kind, "rule": self.rule, "pointer": self.pointer}
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def strings(value: Any) -> Iterator[tuple[str, str]]:
+    """``(pointer, text)`` of every string in ``value``; a container nested deeper than
+    :data:`MAX_DEPTH` yields ``(pointer, None)``-free: its pointer with the text ``""`` is
+    not yielded; :func:`scan` reports it."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        pointer, item, depth = stack.pop()
+        cls = item.__class__
+        if cls is str:
+            yield pointer, item
+        elif cls is dict:
+            if depth >= MAX_DEPTH:
+                yield pointer, _TOO_DEEP
+                continue
+            stack.extend((f"{pointer}/{_escape(str(k))}", v, depth + 1) for k, v in reversed(list(item.items())))
+        elif cls is list:
+            if depth >= MAX_DEPTH:
+                yield pointer, _TOO_DEEP
+                continue
+            stack.extend((f"{pointer}/{i}", v, depth + 1) for i, v in reversed(list(enumerate(item))))
+
+
+class _TooDeep(str):
+    __slots__ = ()
+
+
+_TOO_DEEP = _TooDeep("")
+
+
+class Scan(NamedTuple):
+    """What :func:`scan` found: the findings (at most :data:`MAX_FINDINGS`), how many in all,
+    the kinds of check that found something (``secrets``, ``injection``), the secret values
+    found (for the value taint), and the new text of each string an action changed."""
+
+    findings: list[Finding]
+    total: int
+    kinds: frozenset[str]
+    values: list[str]
+    changed: dict[str, str]
+
+
+def scan(
+    value: Any,
+    *,
+    secrets_on: bool,
+    injection_on: bool,
+    mask: bool = False,
+    strip: bool = False,
+    poison: bool = False,
+    user: Callable[[str], list[secrets.Secret]] | None = None,
+) -> Scan:
+    """The findings in the strings of ``value``. ``secrets_on``: the secret rules (and
+    ``user``'s, the policy's own: spans of a string); ``injection_on``: the injection rules
+    (``poison``: also the rules for tool descriptions, the check is then ``descriptions``).
+    ``mask`` and ``strip`` say what the changed strings become: each secret replaced by
+    ``[REDACTED:<kind>]``, instructions stripped."""
+    findings: list[Finding] = []
+    total = 0
+    kinds: set[str] = set()
+    values: list[str] = []
+    changed: dict[str, str] = {}
+    check_name = "descriptions" if poison else "injection"
+    finder = find_poison if poison else find_injection
+    count = 0
+    for pointer, text in strings(value):
+        count += 1
+        if text.__class__ is _TooDeep or count > MAX_STRINGS:
+            total += 1
+            if len(findings) < MAX_FINDINGS:
+                findings.append(Finding("limits", "depth_limit" if count <= MAX_STRINGS else "too_many_strings", "limits", pointer))
+            kinds.add("limits")
+            if count > MAX_STRINGS:
+                break
+            continue
+        new = text
+        if secrets_on and len(text) >= _MIN_SECRET:
+            found = secrets.find_secrets(text)
+            if user is not None:
+                extra = user(text)
+                if extra:
+                    found = _merged(found, extra)
+            if found:
+                kinds.add("secrets")
+                for kind, start, end in found:
+                    total += 1
+                    values.append(text[start:end])
+                    if len(findings) < MAX_FINDINGS:
+                        findings.append(Finding("secrets", kind, kind, pointer))
+                if mask:
+                    new = _masked(text, found)
+        if injection_on:
+            hits = finder(new)
+            if hits:
+                kinds.add(check_name)
+                for hit in hits:
+                    total += 1
+                    if len(findings) < MAX_FINDINGS:
+                        findings.append(Finding(check_name, hit.kind, hit.rule, pointer))
+                if strip:
+                    new, _ = strip_injection(new)
+        if new is not text:
+            changed[text] = new
+    return Scan(findings, total, frozenset(kinds), values, changed)
+
+
+def _merged(a: list[secrets.Secret], b: list[secrets.Secret]) -> list[secrets.Secret]:
+    out: list[secrets.Secret] = []
+    for s in sorted(a + b, key=lambda s: (s.start, -s.end)):
+        if out and s.start < out[-1].end:
+            last = out[-1]
+            if s.end > last.end:
+                out[-1] = secrets.Secret(last.kind, last.start, s.end)
+            continue
+        out.append(s)
+    return out
+
+
+def _masked(text: str, found: list[secrets.Secret]) -> str:
+    parts: list[str] = []
+    at = 0
+    for kind, start, end in found:
+        parts.append(text[at:start])
+        parts.append(secrets.marker(kind))
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def splice(line: bytes, changed: dict[str, str]) -> bytes | None:
+    """``line`` (one JSON text, valid UTF-8) with every string token whose text is a key of
+    ``changed`` replaced by the JSON of its new text (ASCII escapes), every other byte
+    unchanged; None when no token was found to replace (the caller then writes the value
+    anew)."""
+    if not changed:
+        return line
+    shortest = min(len(t) for t in changed)
+    parts: list[bytes] = []
+    at = 0
+    done = 0
+    for match in _STRING_TOKEN.finditer(line):
+        start, end = match.span()
+        if end - start - 2 < shortest:
+            continue
+        try:
+            text = json.loads(match.group())
+        except (ValueError, RecursionError):
+            continue
+        new = changed.get(text)
+        if new is None:
+            continue
+        parts.append(line[at:start])
+        parts.append(json.dumps(new, ensure_ascii=True).encode("ascii"))
+        at = end
+        done += 1
+    if not done:
+        return None
+    parts.append(line[at:])
+    return b"".join(parts)
