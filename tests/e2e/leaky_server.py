@@ -145,6 +145,11 @@ def build() -> MCPServer:
         """Read the weather document."""
         return injected_text()
 
+    @server.tool(structured_output=False)
+    def read_mixed() -> str:
+        """Read the notes and the weather document together."""
+        return secret_text() + "\n" + injected_text()
+
     if os.environ.get("LEAKY_INNOCENT") != "1":
 
         @server.tool(description=f"Add two numbers. {POISON}", structured_output=False)

@@ -40,7 +40,9 @@ STRIPPED = leaky.injected_text().replace(leaky.PHRASE, "[REMOVED:injection]")
 for _invisible in (leaky.TAGS, leaky.ZERO_WIDTH, leaky.BIDI, leaky.ANSI):
     STRIPPED = STRIPPED.replace(_invisible, "")
 POISONED_DESCRIPTION = f"Add two numbers. {leaky.POISON}"
-TOOLS = {"read_secret", "read_config", "read_doc", "poisoned", "fetch", "send", "corpus"}
+TOOLS = {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned", "fetch", "send", "corpus"}
+README = (REPO / "README.md").read_text()
+assert len(README) > 4096  # over the max_bytes of ACTIVE and BLOCKING
 
 BASE = """\
 version: "2.0"
@@ -78,7 +80,7 @@ class Leaky:
 
 
 def leaky_server(tmp_path: Path, base_env: dict[str, str], policy: str, label: str = "leaky",
-                 innocent: bool = False) -> Leaky:
+                 innocent: bool = False, dry_run: bool = False) -> Leaky:
     home = tmp_path / label
     home.mkdir()
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
@@ -86,7 +88,7 @@ def leaky_server(tmp_path: Path, base_env: dict[str, str], policy: str, label: s
     outside.mkdir(exist_ok=True)
     policy_file = home / "assay.yaml"
     policy_file.write_text(policy.replace("ALLOWED", str(allowed)))
-    run = WrapRun(home, policy_file, [sys.executable, str(LEAKY)], label=label)
+    run = WrapRun(home, policy_file, [sys.executable, str(LEAKY)], label=label, dry_run=dry_run)
     calls = home / "calls.ndjson"
     env = {**base_env, "LEAKY_CALLS": str(calls), "LEAKY_ROOT": str(REPO), "LEAKY_ALLOWED": str(allowed),
            "LEAKY_OUTSIDE": str(outside), "LEAKY_INNOCENT": "1" if innocent else "0"}
@@ -149,8 +151,8 @@ async def ts_multi(node: str, servers: dict[str, Leaky], steps: list[dict], env:
     return lines[len(servers):-1]
 
 
-def call(name: str, **arguments: object) -> dict:
-    return {"op": "call", "name": name, "arguments": arguments}
+def call(tool: str, **arguments: object) -> dict:
+    return {"op": "call", "name": tool, "arguments": arguments}
 
 
 def assert_no_secret_in(text: str) -> None:
@@ -161,23 +163,28 @@ def assert_no_secret_in(text: str) -> None:
 
 
 def events_by_tool(server: Leaky) -> dict[str, dict]:
-    """The inspected events by tool (or uri); each tool at most once per test here."""
+    """The inspected events by tool (or uri); each tool at most once per test here, but for
+    the same `tools/list` event again when the client lists the tools again (the Python SDK
+    does before calling a tool its cache does not hold)."""
     events = server.run.inspected()
     server.run.decisions()  # checks every event's envelope, inspected ones included
     by_tool: dict[str, dict] = {}
     for event in events:
         key = event.get("tool") or event.get("uri")
+        if key in by_tool and event["method"] == "tools/list":
+            assert event == by_tool[key], events
+            continue
         assert key not in by_tool, events
         by_tool[key] = event
     return by_tool
 
 
-def assert_event(event: dict, method: str, action: str, check: str, kinds: set[str] | None = None,
+def assert_event(event: dict, method: str, action: str, check: str | set[str], kinds: set[str] | None = None,
                  server: str = "leaky") -> None:
     assert event["method"] == method, event
     assert event["action"] == action, event
     assert event["findings_total"] == len(event["findings"]) >= 1, event
-    assert {f["check"] for f in event["findings"]} == {check}, event
+    assert {f["check"] for f in event["findings"]} == ({check} if isinstance(check, str) else check), event
     for finding in event["findings"]:
         assert set(finding) >= {"check", "kind", "rule", "pointer"}, finding
         assert finding["pointer"] == "" or finding["pointer"].startswith("/"), finding
@@ -194,6 +201,8 @@ inspect:
   secrets: mask
   injection: strip
   descriptions: hide
+  oversize: pass
+  max_bytes: 4096
 """
 
 BLOCKING = BASE + """\
@@ -201,6 +210,7 @@ inspect:
   secrets: block
   injection: block
   descriptions: deny
+  max_bytes: 4096
 """
 
 FLAGGING = BASE + """\
@@ -210,8 +220,8 @@ inspect:
   descriptions: flag
 """
 
-STEPS = [{"op": "list"}, call("read_secret"), call("read_config"), call("read_doc"), call("fetch", url="http://127.0.0.1:9/a"),
-         call("poisoned", a=1, b=2)]
+STEPS = [{"op": "list"}, call("read_secret"), call("read_config"), call("read_doc"), call("read_mixed"),
+         call("fetch", url="http://127.0.0.1:9/a"), call("poisoned", a=1, b=2), call("corpus", name="README.md")]
 
 
 @dataclass
@@ -275,16 +285,21 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
                           "aws": "[REDACTED:aws_access_key_id]"}, structured
     assert json.loads(text) == structured
     assert seen.results["read_doc"] == (False, None, STRIPPED), seen.results["read_doc"]
+    assert seen.results["read_mixed"] == (False, None, REDACTED_SECRET_TEXT + "\n" + STRIPPED)
     assert seen.results["fetch"] == (False, None, "ok")
     # hide: a hidden tool's call is not denied by inspection (only `deny` does that)
     assert seen.results["poisoned"][0] is False, seen.results["poisoned"]
+    assert seen.results["corpus"] == (False, None, README)  # oversize: pass relays it unread
 
     events = events_by_tool(server)
     assert_event(events["read_secret"], "tools/call", "mask", "secrets", set(SECRETS))
     assert_event(events["read_config"], "tools/call", "mask", "secrets", {"github_token", "aws_access_key_id"})
     assert_event(events["read_doc"], "tools/call", "strip", "injection")
+    assert_event(events["read_mixed"], "tools/call", "mask+strip", {"secrets", "injection"})
     assert_event(events["poisoned"], "tools/list", "hide", "descriptions")
-    assert set(events) == {"read_secret", "read_config", "read_doc", "poisoned"}, events
+    assert_event(events["corpus"], "tools/call", "pass", "limits", {"oversize"})
+    assert events["corpus"]["bytes"] > 4096, events["corpus"]
+    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned", "corpus"}, events
     assert isinstance(events["read_secret"]["request_id"], int)
     assert [c["url"] for c in server.calls()] == ["http://127.0.0.1:9/a"]
     assert_no_secret_in(server.logs_text())
@@ -297,7 +312,7 @@ async def test_block_and_deny(client, maybe_node, tmp_path, base_env):
     seen = await client_steps(client, maybe_node, server)
 
     assert set(seen.descriptions) == TOOLS - {"poisoned"}
-    for name in ("read_secret", "read_config", "read_doc"):
+    for name in ("read_secret", "read_config", "read_doc", "read_mixed", "corpus"):
         is_error, structured, text = seen.results[name]
         assert_denied(name, is_error, structured, text, "E_RESPONSE_BLOCKED")
         payload = json.loads(text[len(DENY_TEXT):])
@@ -313,9 +328,11 @@ async def test_block_and_deny(client, maybe_node, tmp_path, base_env):
     assert_event(events["read_secret"], "tools/call", "block", "secrets", set(SECRETS))
     assert_event(events["read_config"], "tools/call", "block", "secrets")
     assert_event(events["read_doc"], "tools/call", "block", "injection")
+    assert_event(events["read_mixed"], "tools/call", "block", {"secrets", "injection"})
+    assert_event(events["corpus"], "tools/call", "block", "limits", {"oversize"})  # over max_bytes
     assert_event(events["poisoned"], "tools/list", "deny", "descriptions")
     decisions = {d["tool"]: d for d in server.run.decisions()}
-    assert decisions["poisoned"]["decision"] == "deny", decisions["poisoned"]
+    assert (decisions["poisoned"]["decision"], decisions["poisoned"]["reason_code"]) == ("deny", "P_POLICY_DENY")
     assert_no_secret_in(server.logs_text())
     await server.ended()
 
@@ -331,11 +348,34 @@ async def test_flag_changes_nothing(client, maybe_node, tmp_path, base_env):
     assert seen.results["read_doc"] == (False, None, leaky.injected_text())
     assert seen.results["poisoned"] == (False, None, "3")
     assert seen.results["read_config"][1]["github"] == SECRETS["github_token"]
+    assert seen.results["read_mixed"] == (False, None, leaky.secret_text() + "\n" + leaky.injected_text())
+    assert seen.results["corpus"] == (False, None, README)
 
     events = events_by_tool(server)
     assert_event(events["read_secret"], "tools/call", "flag", "secrets", set(SECRETS))
     assert_event(events["read_doc"], "tools/call", "flag", "injection")
+    assert_event(events["read_mixed"], "tools/call", "flag", {"secrets", "injection"})
     assert_event(events["poisoned"], "tools/list", "flag", "descriptions")
+    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned"}, events
+    assert_no_secret_in(server.logs_text())
+    await server.ended()
+
+
+async def test_dry_run_changes_nothing_and_says_would(tmp_path, base_env):
+    """--dry-run with mask, strip, hide and oversize: pass: the client gets every answer as the
+    server sent it, and the events say what enforcing would have done."""
+    server = leaky_server(tmp_path, base_env, ACTIVE, dry_run=True)
+    seen = await python_steps(server)
+
+    assert set(seen.descriptions) == TOOLS
+    assert seen.results["read_secret"] == (False, None, leaky.secret_text())
+    assert seen.results["read_doc"] == (False, None, leaky.injected_text())
+    assert seen.results["read_mixed"] == (False, None, leaky.secret_text() + "\n" + leaky.injected_text())
+    events = events_by_tool(server)
+    assert_event(events["read_secret"], "tools/call", "would_mask", "secrets", set(SECRETS))
+    assert_event(events["read_doc"], "tools/call", "would_strip", "injection")
+    assert_event(events["read_mixed"], "tools/call", "would_mask+strip", {"secrets", "injection"})
+    assert_event(events["poisoned"], "tools/list", "would_hide", "descriptions")
     assert_no_secret_in(server.logs_text())
     await server.ended()
 
