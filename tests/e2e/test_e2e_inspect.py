@@ -40,7 +40,9 @@ STRIPPED = leaky.injected_text().replace(leaky.PHRASE, "[REMOVED:injection]")
 for _invisible in (leaky.TAGS, leaky.ZERO_WIDTH, leaky.BIDI, leaky.ANSI):
     STRIPPED = STRIPPED.replace(_invisible, "")
 POISONED_DESCRIPTION = f"Add two numbers. {leaky.POISON}"
-TOOLS = {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned", "fetch", "send", "corpus"}
+TOOLS = {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "read_rpc_error", "poisoned", "fetch",
+         "send", "corpus"}
+BROKEN = "Error executing tool read_broken: "  # how the SDK server words a ToolError's result
 README = (REPO / "README.md").read_text()
 assert len(README) > 4096  # over the max_bytes of ACTIVE and BLOCKING
 
@@ -69,9 +71,11 @@ class Leaky:
         return [json.loads(line) for line in self.calls_file.read_text().splitlines()]
 
     def logs_text(self) -> str:
-        """Everything wrap wrote: decision log, audit log and stderr."""
-        paths = (self.run.decision_log, self.run.audit_log, self.run.stderr)
-        return "".join(p.read_text(errors="replace") for p in paths if p.exists())
+        """What wrap wrote: decision log, audit log and its own `[assay]` lines on stderr (the
+        rest of stderr is the server's own, which logs the failing tools' messages)."""
+        paths = (self.run.decision_log, self.run.audit_log)
+        own = [line for line in self.run.stderr_text().splitlines() if line.startswith("[assay]")]
+        return "".join(p.read_text(errors="replace") for p in paths if p.exists()) + "\n".join(own)
 
     async def ended(self) -> None:
         wraps, servers = self.run.pids()
@@ -220,7 +224,7 @@ inspect:
   descriptions: flag
 """
 
-STEPS = [{"op": "list"}, call("read_secret"), call("read_config"), call("read_doc"), call("read_mixed"),
+STEPS = [{"op": "list"}, call("read_secret"), call("read_config"), call("read_doc"), call("read_mixed"), call("read_broken"),
          call("fetch", url="http://127.0.0.1:9/a"), call("poisoned", a=1, b=2), call("corpus", name="README.md")]
 
 
@@ -286,6 +290,7 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
     assert json.loads(text) == structured
     assert seen.results["read_doc"] == (False, None, STRIPPED), seen.results["read_doc"]
     assert seen.results["read_mixed"] == (False, None, REDACTED_SECRET_TEXT + "\n" + STRIPPED)
+    assert seen.results["read_broken"] == (True, None, BROKEN + REDACTED_SECRET_TEXT + "\n" + STRIPPED)  # an error result
     assert seen.results["fetch"] == (False, None, "ok")
     # hide: a hidden tool's call is not denied by inspection (only `deny` does that)
     assert seen.results["poisoned"][0] is False, seen.results["poisoned"]
@@ -296,10 +301,11 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
     assert_event(events["read_config"], "tools/call", "mask", "secrets", {"github_token", "aws_access_key_id"})
     assert_event(events["read_doc"], "tools/call", "strip", "injection")
     assert_event(events["read_mixed"], "tools/call", "mask+strip", {"secrets", "injection"})
+    assert_event(events["read_broken"], "tools/call", "mask+strip", {"secrets", "injection"})
     assert_event(events["poisoned"], "tools/list", "hide", "descriptions")
     assert_event(events["corpus"], "tools/call", "pass", "limits", {"oversize"})
     assert events["corpus"]["bytes"] > 4096, events["corpus"]
-    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned", "corpus"}, events
+    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "poisoned", "corpus"}, events
     assert isinstance(events["read_secret"]["request_id"], int)
     assert [c["url"] for c in server.calls()] == ["http://127.0.0.1:9/a"]
     assert_no_secret_in(server.logs_text())
@@ -312,7 +318,7 @@ async def test_block_and_deny(client, maybe_node, tmp_path, base_env):
     seen = await client_steps(client, maybe_node, server)
 
     assert set(seen.descriptions) == TOOLS - {"poisoned"}
-    for name in ("read_secret", "read_config", "read_doc", "read_mixed", "corpus"):
+    for name in ("read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "corpus"):
         is_error, structured, text = seen.results[name]
         assert_denied(name, is_error, structured, text, "E_RESPONSE_BLOCKED")
         payload = json.loads(text[len(DENY_TEXT):])
@@ -329,6 +335,7 @@ async def test_block_and_deny(client, maybe_node, tmp_path, base_env):
     assert_event(events["read_config"], "tools/call", "block", "secrets")
     assert_event(events["read_doc"], "tools/call", "block", "injection")
     assert_event(events["read_mixed"], "tools/call", "block", {"secrets", "injection"})
+    assert_event(events["read_broken"], "tools/call", "block", {"secrets", "injection"})
     assert_event(events["corpus"], "tools/call", "block", "limits", {"oversize"})  # over max_bytes
     assert_event(events["poisoned"], "tools/list", "deny", "descriptions")
     decisions = {d["tool"]: d for d in server.run.decisions()}
@@ -350,13 +357,15 @@ async def test_flag_changes_nothing(client, maybe_node, tmp_path, base_env):
     assert seen.results["read_config"][1]["github"] == SECRETS["github_token"]
     assert seen.results["read_mixed"] == (False, None, leaky.secret_text() + "\n" + leaky.injected_text())
     assert seen.results["corpus"] == (False, None, README)
+    assert seen.results["read_broken"] == (True, None, BROKEN + leaky.secret_text() + "\n" + leaky.injected_text())
 
     events = events_by_tool(server)
     assert_event(events["read_secret"], "tools/call", "flag", "secrets", set(SECRETS))
     assert_event(events["read_doc"], "tools/call", "flag", "injection")
     assert_event(events["read_mixed"], "tools/call", "flag", {"secrets", "injection"})
+    assert_event(events["read_broken"], "tools/call", "flag", {"secrets", "injection"})
     assert_event(events["poisoned"], "tools/list", "flag", "descriptions")
-    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "poisoned"}, events
+    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "poisoned"}, events
     assert_no_secret_in(server.logs_text())
     await server.ended()
 
@@ -378,6 +387,31 @@ async def test_dry_run_changes_nothing_and_says_would(tmp_path, base_env):
     assert_event(events["poisoned"], "tools/list", "would_hide", "descriptions")
     assert_no_secret_in(server.logs_text())
     await server.ended()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a JSON-RPC error answer is relayed unread (docs/inspect.md, 'Where wrap looks': 'An error "
+    "answer (error) has no result and is relayed as it is'), yet its message and data are the "
+    "server's text and reach the model like a result: secrets and injections pass unmasked"))
+async def test_error_answers_are_inspected(tmp_path, base_env):
+    """A server can put anything in a JSON-RPC error's `message` and `data` (here a tool and a
+    resource whose errors hold the secrets and the injection of read_mixed). Under mask and
+    strip the client must not get them as they are."""
+    server = leaky_server(tmp_path, base_env, ACTIVE)
+    errors = []
+    with trio.fail_after(RUN_TIMEOUT):
+        async with python_sessions(server) as (session,):
+            with pytest.raises(MCPError) as raised:
+                await session.call_tool("read_rpc_error", {})
+            errors.append(raised.value)
+            with pytest.raises(MCPError) as raised:
+                await session.read_resource(f"file://{tmp_path}/allowed/broken.txt")
+            errors.append(raised.value)
+    await server.ended()
+    for err in errors:
+        seen = err.message + json.dumps(err.data)
+        assert leaky.PHRASE not in seen and leaky.TAGS not in seen, seen
+        assert_no_secret_in(seen)
 
 
 # --- a response selector in a flow rule, across two servers of one client -----------------
@@ -631,7 +665,17 @@ def corpus_names() -> list[str]:
 
 async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
     """With every check on, the project's own docs and code, hex digests, UUIDs and a base64 PNG
-    make no `assay.response.inspected` event (a false positive would mask or block them)."""
+    make no `assay.response.inspected` event (a false positive would mask or block them).
+
+    KNOWN FAILURE, suspected false positives of the secret detector (assay/inspect/secrets.py,
+    docs/inspect.md "Kinds found in text"), seen when this test was written:
+    - docs/wrap-records.md: `https://me:[REDACTED:url_password]@example.com`: the redaction
+      marker itself is found as a `url_password` (so masked text is masked again, and a log
+      read back through a tool is flagged);
+    - assay/inspect/secrets.py: the placeholder `scheme://user:password@host` (a comment and
+      the KINDS text) as `url_password`, and the prose "``Authorization: Bearer``)" as
+      `authorization` (a scheme word followed by backquotes is taken for credentials).
+    """
     server = leaky_server(tmp_path, base_env, EVERYTHING_FLAGGED, innocent=True)
     names = corpus_names()
     assert len(names) > 40, names
@@ -650,5 +694,6 @@ async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
     name_of = dict(zip(ids, names, strict=True))
     findings = [(name_of.get(e.get("request_id"), e.get("tool")), e["findings"]) for e in server.run.inspected()]
     assert [name for name, _ in findings].count(CONTROL) == 1, findings
-    assert [(name, f) for name, f in findings if name != CONTROL] == []
+    innocent = [f"{name}: {f['check']}/{f['kind']} at {f['pointer']}" for name, fs in findings if name != CONTROL for f in fs]
+    assert innocent == [], "findings on innocent content:\n" + "\n".join(innocent)
     await server.ended()
