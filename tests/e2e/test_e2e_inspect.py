@@ -569,6 +569,9 @@ def resource_cases(tmp_path: Path) -> list[tuple[str, str, str | None, list[str]
         ("read", f"file://{allowed}/keys.txt", None, [REDACTED_SECRET_TEXT]),  # contents are inspected
         ("read", f"file://{outside}/data.txt", "E_PATH_CONFINEMENT", None),
         ("read", f"file://{allowed}/../outside/data.txt", "E_PATH_CONFINEMENT", None),
+        ("read", f"file://{allowed}/%2e%2e/outside/data.txt", "E_PATH_CONFINEMENT", None),
+        ("read", f"file://localhost{outside}/data.txt", "E_PATH_CONFINEMENT", None),
+        ("read", f"file://evil.example{allowed}/note.txt", "E_PATH_CONFINEMENT", None),  # another host
         ("read", f"file://{allowed}/secret.txt", "E_RESOURCE_DENIED", None),
         ("prompt", "summarize", None, [SUMMARY]),
         ("prompt", "debug_dump", "E_PROMPT_DENIED", None),
