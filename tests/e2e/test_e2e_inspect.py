@@ -1,5 +1,6 @@
-"""End to end: what comes back, inspected (docs/policy.md, "Inspecting what comes back",
-"Resources and prompts" and, in "Flow rules", the response selectors).
+"""End to end: what comes back, inspected (docs/policy.md, "Inspecting what comes back" and
+"Resources and prompts"); the flow rules and value taint across two servers of one client are
+in test_e2e_inspect_session.py.
 
 `assay mcp wrap` around tests/e2e/leaky_server.py (a real `mcp` SDK server whose answers hold
 fake secrets and injections, and one tool with a poisoned description), driven by the official
@@ -10,192 +11,35 @@ received, at what the server ran (its calls file) and at the decision log's
 
 from __future__ import annotations
 
-import base64
 import json
-import sys
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import trio
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 import leaky_server as leaky
-from _e2e_support import DENY_TEXT, E2E, REPO, RUN_TIMEOUT, WrapRun, assert_all_ended, assert_denied
-
-LEAKY = E2E / "leaky_server.py"
-TS_V1_CLIENT = E2E / "ts_v1_client.mjs"
-TS_V1_MULTI = E2E / "ts_v1_multi_client.mjs"
-SECRETS = leaky.fake_secrets()
-REDACTED_SECRET_TEXT = leaky.secret_text()
-for _kind, _value in SECRETS.items():
-    REDACTED_SECRET_TEXT = REDACTED_SECRET_TEXT.replace(_value, f"[REDACTED:{_kind}]")
-# read_doc's answer once stripped: the invisible characters and escapes gone, the phrase replaced
-STRIPPED = leaky.injected_text().replace(leaky.PHRASE, "[REMOVED:injection]")
-for _invisible in (leaky.TAGS, leaky.ZERO_WIDTH, leaky.BIDI, leaky.ANSI):
-    STRIPPED = STRIPPED.replace(_invisible, "")
-POISONED_DESCRIPTION = f"Add two numbers. {leaky.POISON}"
-TOOLS = {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "read_rpc_error", "poisoned", "fetch",
-         "send", "corpus"}
-BROKEN = "Error executing tool read_broken: "  # how the SDK server words a ToolError's result
-README = (REPO / "README.md").read_text()
-assert len(README) > 4096  # over the max_bytes of ACTIVE and BLOCKING
-
-BASE = """\
-version: "2.0"
-tools: { allow: ["*"] }
-enforcement: { unconstrained_tools: allow }
-"""
-
-
-# --- set-up -------------------------------------------------------------------------------
-
-
-@dataclass
-class Leaky:
-    """One wrap around one leaky server: its WrapRun, the environment its client gives it, and
-    the server's calls file."""
-
-    run: WrapRun
-    env: dict[str, str]
-    calls_file: Path
-
-    def calls(self) -> list[dict]:
-        if not self.calls_file.exists():
-            return []
-        return [json.loads(line) for line in self.calls_file.read_text().splitlines()]
-
-    def logs_text(self) -> str:
-        """What wrap wrote: decision log, audit log and its own `[assay]` lines on stderr (the
-        rest of stderr is the server's own, which logs the failing tools' messages)."""
-        paths = (self.run.decision_log, self.run.audit_log)
-        own = [line for line in self.run.stderr_text().splitlines() if line.startswith("[assay]")]
-        return "".join(p.read_text(errors="replace") for p in paths if p.exists()) + "\n".join(own)
-
-    async def ended(self) -> None:
-        wraps, servers = self.run.pids()
-        assert len(servers) == 1, servers
-        await assert_all_ended(wraps + servers)
-
-
-def leaky_server(tmp_path: Path, base_env: dict[str, str], policy: str, label: str = "leaky",
-                 innocent: bool = False, dry_run: bool = False) -> Leaky:
-    home = tmp_path / label
-    home.mkdir()
-    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
-    allowed.mkdir(exist_ok=True)
-    outside.mkdir(exist_ok=True)
-    policy_file = home / "assay.yaml"
-    policy_file.write_text(policy.replace("ALLOWED", str(allowed)))
-    run = WrapRun(home, policy_file, [sys.executable, str(LEAKY)], label=label, dry_run=dry_run)
-    calls = home / "calls.ndjson"
-    env = {**base_env, "LEAKY_CALLS": str(calls), "LEAKY_ROOT": str(REPO), "LEAKY_ALLOWED": str(allowed),
-           "LEAKY_OUTSIDE": str(outside), "LEAKY_INNOCENT": "1" if innocent else "0"}
-    return Leaky(run, env, calls)
-
-
-@asynccontextmanager
-async def python_sessions(*servers: Leaky) -> AsyncIterator[list[ClientSession]]:
-    """One Python SDK `ClientSession` per server, all in this process (one client: docs/wrap.md,
-    "Shared sessions")."""
-    async with AsyncExitStack() as stack:
-        sessions = []
-        for server in servers:
-            params = StdioServerParameters(command=server.run.argv[0], args=server.run.argv[1:], env=server.env)
-            errlog = stack.enter_context(server.run.stderr.open("w"))
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            sessions.append(session)
-        yield sessions
-
-
-def text_of(result: object) -> str:
-    return "".join(getattr(block, "text", "") for block in getattr(result, "content", []))
-
-
-async def ts_client(node: str, server: Leaky, steps: list[dict]) -> list[dict]:
-    """Run ts_v1_client.mjs against one wrapped server; return the lines of its steps."""
-    spec = {"command": server.run.argv[0], "args": server.run.argv[1:], "steps": steps,
-            "timeoutMs": int(RUN_TIMEOUT * 1000)}
-    with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_V1_CLIENT)], stdin=json.dumps(spec).encode(),
-                                      capture_stdout=True, capture_stderr=True, check=False, cwd=str(E2E),
-                                      env=server.env)
-    server.run.stderr.write_bytes(proc.stderr)
-    out = proc.stdout.decode()
-    assert proc.returncode == 0, f"ts_v1_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{server.run.stderr_text()}"
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert [x["kind"] for x in lines][0] == "connected" and lines[-1]["kind"] == "closed", out
-    assert lines[-1]["errors"] == [], lines[-1]
-    assert len(lines) == len(steps) + 2, out
-    return lines[1:-1]
-
-
-async def ts_multi(node: str, servers: dict[str, Leaky], steps: list[dict], env: dict[str, str], cwd: Path) -> list[dict]:
-    """Run ts_v1_multi_client.mjs (one host process, one Client per server)."""
-    spec = {
-        "servers": {name: {"command": s.run.argv[0], "args": s.run.argv[1:], "env": s.env} for name, s in servers.items()},
-        "timeoutMs": int(RUN_TIMEOUT * 1000),
-        "steps": steps,
-    }
-    with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_V1_MULTI)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-                                      capture_stderr=True, check=False, cwd=str(cwd), env=env)
-    out = proc.stdout.decode()
-    assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr.decode(errors='replace')}"
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert [x["kind"] for x in lines] == ["connected"] * len(servers) + [s.get("op", "call") for s in steps] + ["closed"], out
-    assert lines[-1]["errors"] == [], lines[-1]
-    return lines[len(servers):-1]
-
-
-def call(tool: str, **arguments: object) -> dict:
-    return {"op": "call", "name": tool, "arguments": arguments}
-
-
-def assert_no_secret_in(text: str) -> None:
-    for kind, value in SECRETS.items():
-        assert value not in text, f"the {kind} secret is in wrap's output"
-        if kind == "private_key":
-            assert value.splitlines()[1] not in text, "a line of the private key is in wrap's output"
-
-
-def events_by_tool(server: Leaky) -> dict[str, dict]:
-    """The inspected events by tool (or uri); each tool at most once per test here, but for
-    the same `tools/list` event again when the client lists the tools again (the Python SDK
-    does before calling a tool its cache does not hold)."""
-    events = server.run.inspected()
-    server.run.decisions()  # checks every event's envelope, inspected ones included
-    by_tool: dict[str, dict] = {}
-    for event in events:
-        key = event.get("tool") or event.get("uri")
-        if key in by_tool and event["method"] == "tools/list":
-            assert event == by_tool[key], events
-            continue
-        assert key not in by_tool, events
-        by_tool[key] = event
-    return by_tool
-
-
-def assert_event(event: dict, method: str, action: str, check: str | set[str], kinds: set[str] | None = None,
-                 server: str = "leaky") -> None:
-    assert event["method"] == method, event
-    assert event["action"] == action, event
-    assert event["findings_total"] == len(event["findings"]) >= 1, event
-    assert {f["check"] for f in event["findings"]} == ({check} if isinstance(check, str) else check), event
-    for finding in event["findings"]:
-        assert set(finding) >= {"check", "kind", "rule", "pointer"}, finding
-        assert finding["pointer"] == "" or finding["pointer"].startswith("/"), finding
-    if kinds is not None:
-        assert {f["kind"] for f in event["findings"]} == kinds, event
-    assert event["server"] == server, event
-    assert "session" in event, event
+from _e2e_support import DENY_TEXT, REPO, RUN_TIMEOUT, assert_denied
+from _inspect_support import (
+    BASE,
+    BROKEN,
+    Leaky,
+    POISONED_DESCRIPTION,
+    README,
+    REDACTED_SECRET_TEXT,
+    SECRETS,
+    STRIPPED,
+    TOOLS,
+    assert_event,
+    assert_no_secret_in,
+    call,
+    events_by_tool,
+    leaky_server,
+    python_sessions,
+    text_of,
+    ts_client,
+)
 
 
 # --- mask, strip, hide; block, deny; flag -------------------------------------------------
@@ -412,137 +256,6 @@ async def test_error_answers_are_inspected(tmp_path, base_env):
         seen = err.message + json.dumps(err.data)
         assert leaky.PHRASE not in seen and leaky.TAGS not in seen, seen
         assert_no_secret_in(seen)
-
-
-# --- a response selector in a flow rule, across two servers of one client -----------------
-
-RESPONSE_TRIGGER = BASE + """\
-sequences:
-  - type: never_after
-    id: no-fetch-after-a-secret
-    trigger: { tool: "*", response: secrets }
-    forbidden: fetch
-"""
-
-URLS = ["http://127.0.0.1:9/before", "http://127.0.0.1:9/after-a-doc", "http://127.0.0.1:9/after-a-secret"]
-
-
-def two_servers(tmp_path: Path, base_env: dict[str, str], policy: str) -> tuple[Leaky, Leaky]:
-    return leaky_server(tmp_path, base_env, policy, label="a"), leaky_server(tmp_path, base_env, policy, label="b")
-
-
-def assert_response_trigger(a: Leaky, b: Leaky, secret_text: str, denied: tuple[bool, object, str]) -> None:
-    assert secret_text == leaky.secret_text()  # no inspect: relayed as it came
-    is_error, structured, text = denied
-    assert_denied("fetch", is_error, structured, text, "E_SEQUENCE_VIOLATION")
-    assert json.loads(text[len(DENY_TEXT):])["rule"] == "no-fetch-after-a-secret"
-    assert [c["url"] for c in b.calls()] == URLS[:2]  # server b never ran the third fetch
-    event = events_by_tool(a)["read_secret"]
-    assert {f["check"] for f in event["findings"]} == {"secrets"}, event
-    assert event["server"] == "a"
-    assert "read_doc" not in events_by_tool(a)  # the rule names secrets: an injection is not looked for
-    session = a.run.decisions()[-1]["session"]
-    assert session.startswith("client:") and b.run.decisions()[-1]["session"] == session
-    assert_no_secret_in(a.logs_text())
-
-
-async def test_response_trigger_python_sdk_two_servers(tmp_path, base_env):
-    a, b = two_servers(tmp_path, base_env, RESPONSE_TRIGGER)
-    with trio.fail_after(RUN_TIMEOUT):
-        async with python_sessions(a, b) as (sa, sb):
-            assert (await sb.call_tool("fetch", {"url": URLS[0]})).is_error is False
-            assert (await sa.call_tool("read_doc", {})).is_error is False
-            assert (await sb.call_tool("fetch", {"url": URLS[1]})).is_error is False
-            secret = await sa.call_tool("read_secret", {})
-            r = await sb.call_tool("fetch", {"url": URLS[2]})
-    assert_response_trigger(a, b, text_of(secret), (r.is_error, r.structured_content, text_of(r)))
-    await a.ended()
-    await b.ended()
-
-
-async def test_response_trigger_ts_v1_host_two_servers(node, tmp_path, base_env):
-    a, b = two_servers(tmp_path, base_env, RESPONSE_TRIGGER)
-    steps = [{"server": "b", "name": "fetch", "arguments": {"url": URLS[0]}},
-             {"server": "a", "name": "read_doc", "arguments": {}},
-             {"server": "b", "name": "fetch", "arguments": {"url": URLS[1]}},
-             {"server": "a", "name": "read_secret", "arguments": {}},
-             {"server": "b", "name": "fetch", "arguments": {"url": URLS[2]}}]
-    lines = await ts_multi(node, {"a": a, "b": b}, steps, base_env, tmp_path)
-    assert [x["is_error"] for x in lines[:3]] == [False, False, False], lines
-    last = lines[4]
-    assert_response_trigger(a, b, "".join(lines[3]["texts"]),
-                            (last["is_error"], last["structuredContent"], "".join(last["texts"])))
-    await a.ended()
-    await b.ended()
-
-
-# --- value taint across two servers -------------------------------------------------------
-
-VALUE_TAINT = BASE + """\
-inspect:
-  secrets: flag
-  arguments: { tainted: deny }
-  tools:
-    - { tool: read_doc, taint: true }
-"""
-
-TOKEN = SECRETS["github_token"]
-DOC_RUN = leaky.INNOCENT_PARTS[0]  # 30 bytes of read_doc's answer
-# (data sent through b's `send`, the source whose taint denies it or None)
-SENDS: list[tuple[str, str | None]] = [
-    (TOKEN, None),  # before anything came back: not tainted yet
-    ("read_secret", "step"),
-    (TOKEN, "a/read_secret"),
-    (f"k={base64.b64encode(SECRETS['aws_access_key_id'].encode()).decode()}", "a/read_secret"),
-    (SECRETS["stripe_key"].encode().hex(), "a/read_secret"),
-    (f"https://127.0.0.1:9/?k={quote(SECRETS['private_key'])}", "a/read_secret"),  # URL-encoded
-    ("hello, an unrelated message", None),
-    ("read_doc", "step"),
-    (f"quote: {DOC_RUN}", "a/read_doc"),
-    ("still unrelated", None),
-]
-
-
-def assert_value_taint(a: Leaky, b: Leaky, results: list[tuple[bool, object, str]]) -> None:
-    sends = [(data, source) for data, source in SENDS if source != "step"]
-    assert len(results) == len(sends)
-    for (data, source), (is_error, structured, text) in zip(sends, results, strict=True):
-        if source is None:
-            assert (is_error, text) == (False, "ok"), (data, text)
-            continue
-        assert_denied("send", is_error, structured, text, "E_TAINTED_ARGUMENT")
-        reason = json.loads(text[len(DENY_TEXT):])["reason"]
-        assert source in reason, (data, reason)
-    assert [c["data"] for c in b.calls()] == [d for d, s in sends if s is None]
-    assert_no_secret_in(a.logs_text() + "".join(
-        p.read_text() for p in (b.run.decision_log, b.run.audit_log) if p.exists()))
-
-
-async def test_value_taint_python_sdk_two_servers(tmp_path, base_env):
-    a, b = two_servers(tmp_path, base_env, VALUE_TAINT)
-    results = []
-    with trio.fail_after(RUN_TIMEOUT):
-        async with python_sessions(a, b) as (sa, sb):
-            for data, source in SENDS:
-                if source == "step":
-                    assert (await sa.call_tool(data, {})).is_error is False
-                    continue
-                r = await sb.call_tool("send", {"data": data})
-                results.append((r.is_error, r.structured_content, text_of(r)))
-    assert_value_taint(a, b, results)
-    await a.ended()
-    await b.ended()
-
-
-async def test_value_taint_ts_v1_host_two_servers(node, tmp_path, base_env):
-    a, b = two_servers(tmp_path, base_env, VALUE_TAINT)
-    steps = [{"server": "a", "name": data, "arguments": {}} if source == "step"
-             else {"server": "b", "name": "send", "arguments": {"data": data}} for data, source in SENDS]
-    lines = await ts_multi(node, {"a": a, "b": b}, steps, base_env, tmp_path)
-    results = [(x["is_error"], x["structuredContent"], "".join(x["texts"])) for x in lines if x["server"] == "b"]
-    assert_value_taint(a, b, results)
-    await a.ended()
-    await b.ended()
 
 
 # --- resources and prompts -----------------------------------------------------------------
