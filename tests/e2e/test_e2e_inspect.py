@@ -233,7 +233,7 @@ async def test_dry_run_changes_nothing_and_says_would(tmp_path, base_env):
     await server.ended()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+@pytest.mark.xfail(strict=True, reason=(
     "a JSON-RPC error answer is relayed unread (docs/inspect.md, 'Where wrap looks': 'An error "
     "answer (error) has no result and is relayed as it is'), yet its message and data are the "
     "server's text and reach the model like a result: secrets and injections pass unmasked"))
