@@ -42,6 +42,14 @@ def recorded(pidfile: Path, argv: list[str]) -> list[str]:
     return ["/bin/sh", "-c", 'echo $$ >> "$0" && exec "$@"', str(pidfile), *argv]
 
 
+# The event types of the decision log and the prefix of each one's id.
+EVENT_ID_PREFIX = {
+    "assay.tool.decision": "evt_decision_",
+    "assay.tool.listed": "evt_tool_listed_",
+    "assay.response.inspected": "evt_inspected_",
+}
+
+
 @dataclass
 class WrapRun:
     """One `assay mcp wrap` set-up: its command line and the files it leaves behind."""
@@ -85,19 +93,25 @@ class WrapRun:
     def decisions(self) -> list[dict]:
         """The `data` of every decision event, after checking the CloudEvents envelope
         (docs/wrap-records.md, "Decision event"). The log also holds an `assay.tool.listed`
-        event per newly listed tool (docs/wrap-records.md, "Tools seen"): see :meth:`listed`."""
+        event per newly listed tool (docs/wrap-records.md, "Tools seen"): see :meth:`listed`,
+        and an `assay.response.inspected` event per answer with findings (docs/policy.md,
+        "Inspecting what comes back"): see :meth:`inspected`."""
         events = _ndjson(self.decision_log)
         for event in events:
             assert event["specversion"] == "1.0"
-            assert event["type"] in ("assay.tool.decision", "assay.tool.listed")
+            assert event["type"] in EVENT_ID_PREFIX, event
             assert event["source"] == EVENT_SOURCE
-            assert event["id"].startswith("evt_decision_" if event["type"] == "assay.tool.decision" else "evt_tool_listed_")
+            assert event["id"].startswith(EVENT_ID_PREFIX[event["type"]]), event
             assert "datacontenttype" not in event
         return [event["data"] for event in events if event["type"] == "assay.tool.decision"]
 
     def listed(self) -> list[dict]:
         """The `data` of every `assay.tool.listed` event of the decision log."""
         return [e["data"] for e in _ndjson(self.decision_log) if e["type"] == "assay.tool.listed"]
+
+    def inspected(self) -> list[dict]:
+        """The `data` of every `assay.response.inspected` event of the decision log."""
+        return [e["data"] for e in _ndjson(self.decision_log) if e["type"] == "assay.response.inspected"]
 
     def audits(self) -> list[dict]:
         return _ndjson(self.audit_log)

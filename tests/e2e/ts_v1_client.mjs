@@ -6,7 +6,12 @@
 //    "steps": [{"op": "list"}, {"op": "call", "name": "...", "arguments": {...}}, ...]}
 // Output (stdout), one JSON object per line:
 //   {"kind":"connected","protocolVersion":...}
-//   {"kind":"list","tools":[names]}  or  {"kind":"list","thrown":"<message>"}
+//   {"kind":"list","tools":[names],"descriptions":{name: description}}
+//     or {"kind":"list","thrown":"<message>"}
+//   {"op":"read","uri":"..."} -> {"kind":"read","uri":...,"texts":[...]}
+//   {"op":"prompt","name":"...","arguments":{...}} -> {"kind":"prompt","name":...,"texts":[...]}
+//     (read and prompt: or {"kind":...,"thrown":"<message>","code":<JSON-RPC code>,"data":...}
+//     when the request got a JSON-RPC error)
 //   {"kind":"call","name":...,"is_error":bool,"structuredContent":...,"texts":[...]}
 //     or {"kind":"call","name":...,"thrown":"<message>"} when the SDK refused the reply
 //   {"kind":"closed","errors":[...]}  (what the client reported through onerror, e.g. a
@@ -15,6 +20,7 @@
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { readOrPrompt } from './ts_v1_ops.mjs';
 
 const spec = JSON.parse(readFileSync(0, 'utf8'));
 const timeout = spec.timeoutMs ?? 60000;
@@ -37,10 +43,17 @@ for (const step of spec.steps ?? []) {
     if (step.op === 'list') {
         try {
             const r = await client.listTools(undefined, { timeout });
-            out({ kind: 'list', tools: r.tools.map(t => t.name) });
+            out({
+                kind: 'list', tools: r.tools.map(t => t.name),
+                descriptions: Object.fromEntries(r.tools.map(t => [t.name, t.description ?? null])),
+            });
         } catch (err) {
             out({ kind: 'list', thrown: String(err?.message ?? err) });
         }
+        continue;
+    }
+    if (step.op === 'read' || step.op === 'prompt') {
+        out(await readOrPrompt(client, step, timeout));
         continue;
     }
     try {

@@ -11,11 +11,14 @@
 //   {"kind":"connected","server":...}
 //   {"kind":"call","server":...,"name":...,"is_error":bool,"structuredContent":...,"texts":[...]}
 //     or {"kind":"call",...,"thrown":"<message>"}
+//   a step with "op": "read" ({"server", "op", "uri"}) or "prompt" ({"server", "op", "name",
+//   "arguments"}): {"kind":"read"|"prompt","server":...,...} as ts_v1_client.mjs writes it
 //   {"kind":"closed","errors":[...]}
 // A connect failure exits 1 with the error on stderr.
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { readOrPrompt } from './ts_v1_ops.mjs';
 
 const spec = JSON.parse(readFileSync(0, 'utf8'));
 const timeout = spec.timeoutMs ?? 60000;
@@ -41,6 +44,10 @@ for (const [name, server] of Object.entries(spec.servers)) {
 }
 for (const step of spec.steps ?? []) {
     const client = clients[step.server];
+    if (step.op === 'read' || step.op === 'prompt') {
+        out({ ...(await readOrPrompt(client, step, timeout)), server: step.server });
+        continue;
+    }
     try {
         const r = await client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, { timeout });
         out({
