@@ -174,7 +174,8 @@ def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
     data, time = doc.get("data"), _str(doc.get("time"))
     if not isinstance(data, dict) or time is None:
         return FOREIGN
-    target, action = _str(data.get("tool")) or _str(data.get("uri")), _str(data.get("action"))
+    target = _str(data.get("tool")) or _str(data.get("uri")) or _str(data.get("prompt"))
+    action = _str(data.get("action"))
     findings = data.get("findings")
     if target is None or action is None or not isinstance(findings, list):
         return FOREIGN

@@ -147,7 +147,7 @@ class Inspector:
             else:
                 ledger.dropped += 1
             return None
-        if method == "resources/read":
+        if method in ("resources/read", "prompts/get"):  # contents the model reads, like a tool result
             settings = self.settings("*") if self.inspect is None else self.inspect.settings(self.label, "*")
             if settings.secrets != "off" or settings.injection != "off" or self._flow_secrets or self._flow_injection:
                 return Watch(judged.method, judged.target, settings if self.inspect is not None else self.settings("*"),

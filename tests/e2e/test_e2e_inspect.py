@@ -233,10 +233,6 @@ async def test_dry_run_changes_nothing_and_says_would(tmp_path, base_env):
     await server.ended()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a JSON-RPC error answer is relayed unread (docs/inspect.md, 'Where wrap looks': 'An error "
-    "answer (error) has no result and is relayed as it is'), yet its message and data are the "
-    "server's text and reach the model like a result: secrets and injections pass unmasked"))
 async def test_error_answers_are_inspected(tmp_path, base_env):
     """A server can put anything in a JSON-RPC error's `message` and `data` (here a tool and a
     resource whose errors hold the secrets and the injection of read_mixed). Under mask and
@@ -365,33 +361,20 @@ inspect:
 """
 
 
-# docs/inspect.md documents each detector with examples written to be found (a GitHub token, a
-# URL with a password, injected phrases): it is the positive control, the one entry that must
-# make events (so zero events elsewhere means innocent, not unread).
-CONTROL = "docs/inspect.md"
-
-
 def corpus_names() -> list[str]:
     """Every docs page, the README, every source file of the package, and the generated hex
-    digests, UUIDs and base64 PNG; the control last."""
+    digests, UUIDs and base64 PNG."""
     docs = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
     sources = sorted(str(p.relative_to(REPO)) for p in (REPO / "assay").rglob("*.py"))
-    return [*(d for d in docs if d != CONTROL), "README.md", *sources, "shas", "uuids", "png", CONTROL]
+    return [*docs, "README.md", *sources, "shas", "uuids", "png"]
 
 
 async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
     """With every check on, the project's own docs and code, hex digests, UUIDs and a base64 PNG
-    make no `assay.response.inspected` event (a false positive would mask or block them).
-
-    KNOWN FAILURE, suspected false positives of the secret detector (assay/inspect/secrets.py,
-    docs/inspect.md "Kinds found in text"), seen when this test was written:
-    - docs/wrap-records.md: `https://me:[REDACTED:url_password]@example.com`: the redaction
-      marker itself is found as a `url_password` (so masked text is masked again, and a log
-      read back through a tool is flagged);
-    - assay/inspect/secrets.py: the placeholder `scheme://user:password@host` (a comment and
-      the KINDS text) as `url_password`, and the prose "``Authorization: Bearer``)" as
-      `authorization` (a scheme word followed by backquotes is taken for credentials).
-    """
+    make no `assay.response.inspected` event (a false positive would mask or block them). The
+    docs build their secret examples from pieces (docs/inspect.md). Last, `read_secret` is the
+    positive control: its answer must make the one event (so no event elsewhere means
+    innocent, not unread)."""
     server = leaky_server(tmp_path, base_env, EVERYTHING_FLAGGED, innocent=True)
     names = corpus_names()
     assert len(names) > 40, names
@@ -403,13 +386,16 @@ async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
                 r = await session.call_tool("corpus", {"name": name})
                 assert r.is_error is False, (name, r)
                 texts[name] = text_of(r)
+            control = await session.call_tool("read_secret", {})
+            assert control.is_error is False
     assert {t.name for t in tools.tools} == TOOLS - {"poisoned"}
     assert texts["README.md"] == (REPO / "README.md").read_text()
     ids = [d["request_id"] for d in server.run.decisions()]
-    assert len(ids) == len(names), ids
-    name_of = dict(zip(ids, names, strict=True))
+    assert len(ids) == len(names) + 1, ids
+    name_of = dict(zip(ids, [*names, "read_secret"], strict=True))
     findings = [(name_of.get(e.get("request_id"), e.get("tool")), e["findings"]) for e in server.run.inspected()]
-    assert [name for name, _ in findings].count(CONTROL) == 1, findings
-    innocent = [f"{name}: {f['check']}/{f['kind']} at {f['pointer']}" for name, fs in findings if name != CONTROL for f in fs]
+    assert [name for name, _ in findings].count("read_secret") == 1, findings
+    innocent = [f"{name}: {f['check']}/{f['kind']} at {f['pointer']}" for name, fs in findings if name != "read_secret"
+                for f in fs]
     assert innocent == [], "findings on innocent content:\n" + "\n".join(innocent)
     await server.ended()

@@ -439,3 +439,14 @@ def test_a_result_too_deep_to_read_whole_is_blocked_not_relayed_unread() -> None
     got, inspected, _ = answer(h, line)
     assert TOKEN.encode() not in got and deny_payload(got)["error_code"] == "E_RESPONSE_BLOCKED"
     assert inspected[0]["findings"][0]["kind"] == "depth_limit"
+
+
+def test_prompt_messages_are_read_like_results() -> None:
+    h = session("inspect: {secrets: block, injection: strip}\nprompts: {deny: [debug_*]}\n")
+    assert request(h, 1, "prompts/get", {"name": "summary"}).disposition == "forwarded"
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"messages": [
+        {"role": "user", "content": {"type": "text", "text": f"use {TOKEN}"}}]}}).encode()
+    got, inspected, _ = answer(h, line)
+    err = json.loads(got)["error"]
+    assert TOKEN.encode() not in got and err["code"] == -32003 and err["data"]["error_code"] == "E_RESPONSE_BLOCKED"
+    assert inspected[0]["prompt"] == "summary" and inspected[0]["action"] == "block"

@@ -46,12 +46,12 @@ def inspected_data(
     bytes_: int | None = None,
 ) -> dict[str, Any]:
     """The event's ``data``, members in this order: ``method``, ``request_id``?, ``tool`` (or
-    ``uri`` for a resource), ``action``, ``findings``, ``findings_total``, ``bytes``?,
+    ``uri`` for a resource, ``prompt`` for a prompt), ``action``, ``findings``, ``findings_total``, ``bytes``?,
     ``session``, ``server``."""
     data: dict[str, Any] = {"method": method}
     if request_id is not None and request_id.__class__ in (int, str):
         data["request_id"] = request_id if request_id.__class__ is int else _cut(str(request_id))
-    data["uri" if method.startswith("resources/") else "tool"] = _cut(target)
+    data["uri" if method.startswith("resources/") else "prompt" if method == "prompts/get" else "tool"] = _cut(target)
     data["action"] = action
     data["findings"] = [{k: _cut(v) for k, v in f.items()} for f in findings[:FINDINGS_MAX]]
     data["findings_total"] = total
