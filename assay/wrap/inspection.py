@@ -274,6 +274,8 @@ class Inspector:
         is a request or notification of the server's, it is relayed as before (False); when it
         says nothing, every request whose answer must be read gets the blocked reply (fail
         closed)."""
+        if self.dry_run:  # a dry run changes nothing: relayed as before
+            return False
         rid = _id_before_result(head)
         taken: list[tuple[Any, Any]]
         if rid is not None:
@@ -293,7 +295,7 @@ class Inspector:
             reply = self._blocked(watch, request_id, finding, 1, "the answer is longer than wrap holds", out)
             if isinstance(reply, bytes):
                 self.reply(reply + b"\n", out)
-        return not self.dry_run
+        return True
 
     def _oversize(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
         finding = [{"check": "limits", "kind": "oversize", "rule": "max_bytes", "pointer": ""}]
