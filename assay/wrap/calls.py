@@ -18,12 +18,12 @@ from assay.policy.decision import Outcome
 from assay.policy.pipeline import Call, Pipeline, store_failed
 from assay.wrap import approvals, replies
 from assay.wrap.effects import Effect, Warn
-from assay.wrap.inspection import Inspector
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
 if TYPE_CHECKING:
     from assay.wrap.approvals.room import ApprovalRoom
+    from assay.wrap.inspection import Inspector
 
 __all__ = ["CallPath", "ToolCall", "tool_call_of"]
 
