@@ -245,6 +245,26 @@ def _patterns(r: Reader, value: Any, path: str) -> tuple[str, ...]:
     return got
 
 
+def _items(
+    r: Reader, value: Any, path: str, known: tuple[str, ...], required: tuple[str, ...]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The mappings of a list (absent: none), each with its path, its keys checked."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Structure(path, f"expected a list of mappings with {', '.join(required)}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        mapping = r.mapping(item, where)
+        r.fields(mapping, where, known)
+        for key in required:
+            if key not in mapping:
+                raise Structure(where, f"missing field {key}")
+        out.append((where, mapping))
+    return out
+
+
 def read_inspect(r: Reader, value: Any) -> Inspect | None:
     """``inspect`` (absent: ``None``). Raises :class:`Structure` or ValueError (a bad value;
     the loader reports it as a validation error)."""
@@ -259,34 +279,16 @@ def read_inspect(r: Reader, value: Any) -> Inspect | None:
     elif not _MIN_MAX_BYTES <= max_bytes <= MAX_BYTES_CEILING:
         raise ValueError(f"inspect.max_bytes must be between {_MIN_MAX_BYTES} and {MAX_BYTES_CEILING} bytes")
     oversize = r.enum(m.get("oversize", "block"), "inspect.oversize", OVERSIZE_ACTIONS)
-    patterns: list[UserPattern] = []
-    pl = m.get("patterns")
-    if pl is not None:
-        if not isinstance(pl, list):
-            raise Structure("inspect.patterns", "expected a list of {kind, regex}")
-        for i, item in enumerate(pl):
-            where = f"inspect.patterns[{i}]"
-            pm = r.mapping(item, where)
-            r.fields(pm, where, ("kind", "regex"))
-            for key in ("kind", "regex"):
-                if key not in pm:
-                    raise Structure(where, f"missing field {key}")
-            patterns.append(UserPattern(r.string(pm["kind"], f"{where}.kind"), r.string(pm["regex"], f"{where}.regex")))
+    patterns = [
+        UserPattern(r.string(pm["kind"], f"{where}.kind"), r.string(pm["regex"], f"{where}.regex"))
+        for where, pm in _items(r, m.get("patterns"), "inspect.patterns", ("kind", "regex"), ("kind", "regex"))
+    ]
     entries: list[InspectEntry] = []
-    tl = m.get("tools")
-    if tl is not None:
-        if not isinstance(tl, list):
-            raise Structure("inspect.tools", "expected a list of entries, each with a tool")
-        for i, item in enumerate(tl):
-            where = f"inspect.tools[{i}]"
-            em = r.mapping(item, where)
-            r.fields(em, where, _ENTRY_KEYS)
-            if "tool" not in em:
-                raise Structure(where, "missing field tool")
-            server = r.string(em["server"], f"{where}.server") if "server" in em else None
-            if server == "":
-                raise ValueError(f"{where}.server: a server label or pattern must not be empty")
-            entries.append(_entry(r, em, where, _patterns(r, em["tool"], f"{where}.tool"), server))
+    for where, em in _items(r, m.get("tools"), "inspect.tools", _ENTRY_KEYS, ("tool",)):
+        server = r.string(em["server"], f"{where}.server") if "server" in em else None
+        if server == "":
+            raise ValueError(f"{where}.server: a server label or pattern must not be empty")
+        entries.append(_entry(r, em, where, _patterns(r, em["tool"], f"{where}.tool"), server))
     return Inspect(default, tuple(entries), tuple(patterns), max_bytes, oversize)
 
 

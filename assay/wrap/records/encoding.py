@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import ujson
 
-__all__ = ["ABSENT", "OUTCOMES", "ascii_piece", "encode_line", "has_id", "inner", "piece"]
+__all__ = ["ABSENT", "OUTCOMES", "ascii_piece", "encode_line", "event_line", "has_id", "inner", "piece"]
 
 
 class _Absent:
@@ -51,6 +51,13 @@ def encode_line(obj: Any) -> bytes:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return ascii_piece(obj) + b"\n"
+
+
+def event_line(event_type: str, event_id: str, time: str, source: str, data: dict[str, Any]) -> bytes:
+    """A CloudEvents 1.0 line of ours other than a decision (no ``datacontenttype``), encoded
+    like every record: ``assay.tool.listed``, ``assay.response.inspected``."""
+    return encode_line({"specversion": "1.0", "id": event_id, "type": event_type, "source": source, "time": time,
+                        "data": data})
 
 
 def piece(value: Any) -> bytes | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from assay.wrap.records.encoding import encode_line
+from assay.wrap.records.encoding import event_line
 
 __all__ = ["INSPECTED_TYPE", "inspected_data", "inspected_line", "new_inspected_id"]
 
@@ -64,6 +64,4 @@ def inspected_data(
 
 def inspected_line(event_id: str, time: str, source: str, data: dict[str, Any]) -> bytes:
     """The CloudEvents 1.0 line (no ``datacontenttype``), encoded like every record."""
-    return encode_line(
-        {"specversion": "1.0", "id": event_id, "type": INSPECTED_TYPE, "source": source, "time": time, "data": data}
-    )
+    return event_line(INSPECTED_TYPE, event_id, time, source, data)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from assay.wrap.records.encoding import encode_line
+from assay.wrap.records.encoding import event_line
 
 __all__ = ["HINTS", "LISTED_TYPE", "listed_data", "listed_line", "new_listed_id"]
 
@@ -97,6 +97,4 @@ def listed_data(
 
 def listed_line(event_id: str, time: str, source: str, data: dict[str, Any]) -> bytes:
     """The CloudEvents 1.0 line (no ``datacontenttype``), encoded like every record."""
-    return encode_line(
-        {"specversion": "1.0", "id": event_id, "type": LISTED_TYPE, "source": source, "time": time, "data": data}
-    )
+    return event_line(LISTED_TYPE, event_id, time, source, data)
