@@ -53,11 +53,12 @@ def register(policy: cyclopts.App) -> None:
         deny_deprecations
             Refuse the deprecated v1 format, as wrap --deny-deprecations does (also ASSAY_STRICT_DEPRECATIONS=1).
         """
-        from assay.policy.lint import schema_warnings, summary
+        from assay.policy.lint import inspect_warnings, schema_warnings, summary
 
         warnings: list[str] = []
         loaded = load(path, deny_deprecations, warnings.append)
         warnings += schema_warnings(loaded, path, warnings)
+        warnings += inspect_warnings(loaded, path)
         out = list(warnings)
         head = f"{path} loads" + (f" with {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else "")
         failed = strict and bool(warnings)

@@ -14,7 +14,7 @@ from assay.policy.plans import schema_errors
 if TYPE_CHECKING:
     from assay.policy.model import Policy
 
-__all__ = ["schema_warnings", "summary"]
+__all__ = ["inspect_warnings", "schema_warnings", "summary"]
 
 
 def schema_warnings(policy: Policy, source: str, warnings: list[str]) -> list[str]:
@@ -67,4 +67,33 @@ def summary(policy: Policy) -> str:
         parts.append(_n(approvals, "approval pattern"))
     if policy.tool_pins:
         parts.append(_n(len(policy.tool_pins), "pin"))
+    inspect = policy.inspect
+    if inspect is not None:
+        d = inspect.default
+        said = [f"{k} {v}" for k, v in (("secrets", d.secrets), ("injection", d.injection),
+                                          ("descriptions", d.descriptions)) if v not in (None, "off")]
+        said += [f"arguments.{k} {v}" for k, v in (("secrets", d.argument_secrets), ("tainted", d.argument_tainted))
+                 if v not in (None, "off")]
+        if inspect.entries:
+            said.append(_n(len(inspect.entries), "tool entry", "tool entries"))
+        parts.append("inspect: " + (" ".join(said) if said else "on"))
+    if policy.resources is not None:
+        parts.append("resources under the policy")
+    if policy.prompts is not None:
+        parts.append("prompts under the policy")
     return ", ".join(parts)
+
+
+def inspect_warnings(policy: Policy, source: str) -> list[str]:
+    """What ``inspect`` asks that can never happen: tainted arguments looked for while nothing is
+    ever remembered (no tool has ``taint: true`` and no secret is looked for in any result)."""
+    inspect = policy.inspect
+    if inspect is None:
+        return []
+    from assay.policy.inspecting import _merge
+
+    merged = [_merge(inspect.default, e) for e in (None, *inspect.entries)]
+    if any(m.argument_tainted != "off" for m in merged) and not any(m.taint or m.secrets != "off" for m in merged):
+        return [f"{source}: inspect.arguments.tainted: nothing is ever tainted (no tool has taint: true and no "
+                "result is looked at for secrets), so no call is judged by it"]
+    return []

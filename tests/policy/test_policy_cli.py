@@ -144,3 +144,16 @@ def test_explain_shows_the_inspection_of_what_a_call_sends(tmp_path) -> None:
     assert key not in res.stdout
     res = run("explain", str(policy), "--tool", "send", "--args", "{\"body\": \"hi\"}")
     assert res.returncode == 0 and "inspect.arguments.secrets deny" in res.stdout
+
+
+def test_check_says_what_inspect_does_and_warns_when_nothing_is_ever_tainted(tmp_path) -> None:
+    p = tmp_path / "assay.yaml"
+    p.write_text('version: "2.0"\ntools: {allow: ["*"]}\ninspect: {arguments: {tainted: deny}}\nprompts: {deny: [x]}\n')
+    res = run("check", "--strict", str(p))
+    assert res.returncode == 1
+    assert res.stdout.splitlines()[0].endswith("inspect.arguments.tainted: nothing is ever tainted (no tool has taint: "
+                                               "true and no result is looked at for secrets), so no call is judged by it")
+    assert "inspect: arguments.tainted deny, prompts under the policy" in res.stdout
+    p.write_text('version: "2.0"\ntools: {allow: ["*"]}\ninspect: {secrets: mask, arguments: {tainted: deny}}\n')
+    res = run("check", "--strict", str(p))
+    assert res.returncode == 0 and "inspect: secrets mask arguments.tainted deny" in res.stdout
