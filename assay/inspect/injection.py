@@ -386,10 +386,10 @@ def _cut(text: str, hits: list[Hit]) -> tuple[str, list[int], list[int]]:
 
 
 def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
-    """One pass that says whether a text can hold a hit at all: an anchor of ``rules`` (in any
-    case) or a character some character rule names. A text it passes is scanned in full."""
+    """One pass that says whether a text can hold a hit at all, and then which of the two it
+    holds: an anchor of ``rules`` (in any case), a character some character rule names."""
     anchors = sorted({a.decode("ascii") for r in rules for a in r.anchors})
-    return Prefilter([[literal(a, fold=True) for a in anchors] + [_GATE_CHARS]])
+    return Prefilter([[literal(a, fold=True) for a in anchors], [_GATE_CHARS]])
 
 
 # every character a character rule can start with (a superset: a single ZWJ in an emoji passes,
@@ -403,15 +403,19 @@ _GATE_CHARS: Final = (  # the characters themselves: the dialect has no escape b
 def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if not isinstance(text, str) or not text:
         return []
-    if _GATES_OF[id(rules)].which(text) is None:  # the usual text: one pass, no hit possible
+    which = _GATES_OF[id(rules)].which(text)
+    if which is None:  # the usual text: one pass, no hit possible
         return []
+    anchors, marks = which
     folded: bytes | None = None
     if text.isascii():
         folded = text.encode("ascii").translate(_LOWER)
-        chars = _char_hits(text) if b"\0" in folded else []
+        chars = _char_hits(text) if marks and b"\0" in folded else []
     else:
-        chars = _char_hits(text)
+        chars = _char_hits(text) if marks else []
     if not chars:
+        if not anchors:  # no anchor, and no character to take out that could hide one
+            return []
         hits = _phrase_hits(text, rules, folded)
         return _merge(hits) if hits else hits
     # phrases in the text with the invisible and terminal characters taken out, mapped back
