@@ -31,11 +31,6 @@ class Watch:
         self.settings = settings
         self.modern = modern
 
-    def __eq__(self, other: object) -> bool:  # the pending table compares methods with strings
-        return other == self.method if isinstance(other, str) else other is self
-
-    __hash__ = object.__hash__
-
 
 def needs_inspector(policy: Policy) -> bool:
     """Whether ``policy`` asks wrap to read answers or requests beyond ``tools/call``: an
