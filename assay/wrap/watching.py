@@ -77,5 +77,12 @@ class TaintState:
     def restore_state(self, data: bytes | None) -> None:
         from assay.inspect.taint import TaintSet
 
-        self.set = TaintSet(key=self.key) if data is None else TaintSet.restore(data, key=self.key)
+        if data is None:
+            if len(self.set):
+                self.set = TaintSet(key=self.key)
+            self._export = None
+            return
+        if data == self.export_state():  # the flow or rate state changed, the taint did not: kept
+            return
+        self.set = TaintSet.restore(data, key=self.key)
         self._export = data
