@@ -18,6 +18,7 @@ from assay.policy.decision import Outcome
 from assay.policy.pipeline import Call, Pipeline, store_failed
 from assay.wrap import approvals, replies
 from assay.wrap.effects import Effect, Warn
+from assay.wrap.requests import JUDGED_METHODS
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["CallPath", "ToolCall", "tool_call_of"]
 
 _TOOLS_CALL = "tools/call"
-# the requests the inspection room judges (docs/policy.md, "Resources and prompts")
-INSPECTED_REQUESTS = frozenset({"resources/read", "resources/subscribe", "prompts/get", "completion/complete"})
 _CANCELLED = "notifications/cancelled"
 _DENY = Outcome.DENY
 
@@ -110,7 +109,7 @@ class CallPath:
             self.pipeline.note_request()
             entry: Any = method
             inspector = self.inspector
-            if inspector is not None and method in INSPECTED_REQUESTS:
+            if inspector is not None and method in JUDGED_METHODS:
                 entry = inspector.request(frame, out)  # resources and prompts under the policy
                 if entry is None:  # denied: its reply and records are in out
                     return False
