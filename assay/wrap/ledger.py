@@ -77,11 +77,13 @@ class Ledger:
 
     def inspected(self, out: list[Effect], **fields: Any) -> None:
         """The ``assay.response.inspected`` event of an inspection that found something, to
-        every decision sink (docs/wrap-records.md, "Inspection findings")."""
-        if not self._sinks:
+        every decision sink, or to the audit log when the run keeps no decision log
+        (docs/wrap-records.md, "Inspection findings")."""
+        sinks = self._sinks or ((Sink.AUDIT_LOG,) if self._recorder.audit_log else ())
+        if not sinks:
             return
         line = self._recorder.inspected(**fields)
-        for sink in self._sinks:
+        for sink in sinks:
             out.append(Record(sink, line))
 
     def receipt(

@@ -450,3 +450,13 @@ def test_prompt_messages_are_read_like_results() -> None:
     err = json.loads(got)["error"]
     assert TOKEN.encode() not in got and err["code"] == -32003 and err["data"]["error_code"] == "E_RESPONSE_BLOCKED"
     assert inspected[0]["prompt"] == "summary" and inspected[0]["action"] == "block"
+
+
+def test_findings_go_to_the_audit_log_when_there_is_no_decision_log() -> None:
+    h = Harness(policy("inspect: {secrets: mask}\n"), SessionOptions(audit=True, event_source="assay://t"))
+    h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    call(h, 1, "read")
+    out = h.server(result_line(1, TOKEN) + b"\n")
+    events = [json.loads(r) for r in out.records(Sink.AUDIT_LOG)]
+    assert [e["type"] for e in events] == ["assay.response.inspected"]
+    assert TOKEN.encode() not in b"".join(out.records(Sink.AUDIT_LOG))
