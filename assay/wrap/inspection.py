@@ -31,11 +31,13 @@ import msgspec
 from assay.policy import Decision
 from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
 from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISONED
+from assay.policy.outbound import OutboundGuard
 from assay.policy.outbound import OutboundGuard as InspectGuard
 from assay.wrap import replies, serverlines
 from assay.wrap.effects import Effect
 from assay.wrap.requests import (
-    PROMPT_DENIED, RESOURCE_DENIED, contract_of, decision_of, encode, error_line, judge_request, judges,
+    PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, encode, error_line, judge_request, judges,
+    outbound_values,
 )
 from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
@@ -65,6 +67,7 @@ _NAME_CACHE = 4096
 _POISONED_MAX = 10_000  # poisoned tool names remembered per wrap
 _TOOLS_CALL = "tools/call"
 _decode = msgspec.json.Decoder().decode
+_ALLOW = Decision("allow", "")  # what the outbound check of a request starts from
 
 
 class Inspector:
@@ -136,8 +139,10 @@ class Inspector:
         judged = judge_request(self.policy, frame)
         if judged is None:
             return method if isinstance(method, str) else ""
+        if judged.code is None and self.inspect is not None:
+            judged = self._outbound(frame, judged, out)
         ledger = self.ledger
-        if ledger.active and judges(self.policy, judged):
+        if ledger.active and (judges(self.policy, judged) or judged.code is not None):
             decision = decision_of(self.policy, judged)
             ledger.record(decision, frame, frame.get("params"), decision.tool, True, None, out)
         if judged.code is not None and not self.dry_run:
@@ -153,6 +158,24 @@ class Inspector:
                 return Watch(judged.method, judged.target, settings if self.inspect is not None else self.settings("*"),
                              False)
         return judged.method
+
+    def _outbound(self, frame: dict[str, Any], judged: Judged, out: list[Effect]) -> Judged:
+        """What the request sends out (a prompt's arguments, a URI, a completion's values),
+        judged by ``inspect.arguments`` as a call's arguments are (the settings of the
+        method's name): the request refused, or as it was (a flag is recorded)."""
+        from assay.policy.pipeline import Call
+
+        values = outbound_values(frame)
+        if values is None:
+            return judged
+        got = OutboundGuard(self).check(Call(judged.method, values, self.label, frame), _ALLOW, 0.0)
+        for _name, _frame, findings, total in self.flagged:
+            self.ledger.inspected(out, method=judged.method, request_id=frame.get("id"), target=judged.target,
+                                  action="flag", findings=findings, total=total)
+        self.flagged.clear()
+        if got is None or got.reason_code is None:
+            return judged
+        return judged._replace(code=got.reason_code, why=got.reason, section=got.matched_rule or "inspect.arguments")
 
     # -- answers ---------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from assay.policy import Decision, Policy
 
 __all__ = [
     "BLOCKED_CODE", "JUDGED_METHODS", "PROMPT_DENIED", "RESOURCE_DENIED", "Judged", "decision_of", "encode",
-    "error_line", "judge_request",
+    "error_line", "judge_request", "outbound_values",
 ]
 
 RESOURCE_DENIED = "E_RESOURCE_DENIED"
@@ -60,6 +60,17 @@ def judge_request(policy: Policy, frame: dict[str, Any]) -> Judged | None:
         if ref.get("type") == "ref/resource":
             return _resource(policy, method, _text(ref.get("uri")))
     return None
+
+
+def outbound_values(frame: dict[str, Any]) -> dict[str, Any] | None:
+    """What a judged request sends to the server that a value taint or a secret could ride on
+    (docs/policy.md, "Inspecting what comes back"): a resource's ``uri``, a prompt's
+    ``arguments``, a completion's ``argument`` and ``context``; None when it sends nothing."""
+    params = frame.get("params")
+    if not isinstance(params, dict):
+        return None
+    out = {key: params[key] for key in ("uri", "arguments", "argument", "context") if key in params}
+    return out or None
 
 
 def _text(value: Any) -> str:
@@ -108,18 +119,27 @@ def judges(policy: Policy, judged: Judged) -> bool:
     return policy.resources is not None or bool(policy.path_confinement and judged.target[:5].lower() == "file:")
 
 
+def shown(text: str) -> str:
+    """A target or reason as records and replies show it: cut, and any secret in it (a token in
+    a URL's query) redacted (docs/inspect.md, "Secrets")."""
+    from assay.inspect.secrets import redact_text
+
+    return redact_text(text[:_REASON_MAX])[0]
+
+
 def contract_of(judged: Judged) -> dict[str, Any]:
-    return {"status": "deny", "error_code": judged.code, "method": judged.method, "target": judged.target[:256],
-            "reason": judged.why}
+    return {"status": "deny", "error_code": judged.code, "method": judged.method, "target": shown(judged.target)[:256],
+            "reason": None if judged.why is None else shown(judged.why)}
 
 
 def decision_of(policy: Policy, judged: Judged) -> Decision:
     """The decision recorded for the request: its tool is ``<method> <target>``."""
-    tool = f"{judged.method} {judged.target}"[:300]
+    tool = f"{judged.method} {shown(judged.target)}"[:300]
     common = dict(matched_rule=judged.section, policy_version=policy.version_label, policy_digest=policy.digest)
     if judged.code is None:
         return Decision("allow", tool, **common)  # type: ignore[arg-type]
-    return Decision("deny", tool, reason_code=judged.code, reason=judged.why, contract=contract_of(judged),
+    contract = contract_of(judged)
+    return Decision("deny", tool, reason_code=judged.code, reason=contract["reason"], contract=contract,
                     typed_decision="deny", **common)  # type: ignore[arg-type]
 
 

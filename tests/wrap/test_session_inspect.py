@@ -460,3 +460,26 @@ def test_findings_go_to_the_audit_log_when_there_is_no_decision_log() -> None:
     events = [json.loads(r) for r in out.records(Sink.AUDIT_LOG)]
     assert [e["type"] for e in events] == ["assay.response.inspected"]
     assert TOKEN.encode() not in b"".join(out.records(Sink.AUDIT_LOG))
+
+
+def test_what_prompts_resources_and_completions_send_out_is_judged_like_call_arguments() -> None:
+    h = session("inspect: {secrets: flag, arguments: {secrets: deny, tainted: deny}}\n")
+    call(h, 1, "read")
+    other = "sk_live_" + "Zx9" * 10
+    answer(h, result_line(1, f"the key is {other}"))
+    encoded = base64.b64encode(other.encode()).decode()
+    cases = [
+        ("prompts/get", {"name": "summary", "arguments": {"topic": encoded}}, "E_TAINTED_ARGUMENT"),
+        ("resources/read", {"uri": f"https://127.0.0.1/?q={other}"}, "E_ARGUMENT_SECRET"),
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": TOKEN}},
+         "E_ARGUMENT_SECRET"),
+    ]
+    for rid, (method, params, code) in enumerate(cases, 10):
+        out = request(h, rid, method, params)
+        assert out.forward is None, method
+        err = json.loads(out.reply)["error"]
+        assert err["code"] == -32003 and err["data"]["error_code"] == code and err["data"]["method"] == method
+        decisions = [json.loads(r)["data"] for r in out.effects.records(Sink.DECISION_LOG)]
+        assert decisions[0]["decision"] == "deny" and decisions[0]["matched_rule"].startswith("inspect.arguments")
+        assert other.encode() not in b"".join(out.effects.records(Sink.DECISION_LOG))
+    assert request(h, 20, "prompts/get", {"name": "summary", "arguments": {"topic": "weather"}}).disposition == "forwarded"

@@ -51,7 +51,12 @@ def inspected_data(
     data: dict[str, Any] = {"method": method}
     if request_id is not None and request_id.__class__ in (int, str):
         data["request_id"] = request_id if request_id.__class__ is int else _cut(str(request_id))
-    data["uri" if method.startswith("resources/") else "prompt" if method == "prompts/get" else "tool"] = _cut(target)
+    if method.startswith("resources/"):  # a URI can carry a token in its query: never in a record
+        from assay.inspect.secrets import redact_text
+
+        data["uri"] = _cut(redact_text(target)[0])
+    else:
+        data["prompt" if method == "prompts/get" else "tool"] = _cut(target)
     data["action"] = action
     data["findings"] = [{k: _cut(v) for k, v in f.items()} for f in findings[:FINDINGS_MAX]]
     data["findings_total"] = total
