@@ -24,7 +24,7 @@ from assay.inspect.prefilter import Prefilter
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
-__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "Finding", "Scan", "scan", "splice", "strings"]
+__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "TOO_DEEP", "Finding", "Scan", "scan", "splice", "strings"]
 
 MAX_DEPTH = 64  # a string nested deeper is not looked at: the scan says so (``depth_limit``)
 MAX_STRINGS = 200_000  # strings looked at in one value; the rest make a ``too_many_strings`` finding
@@ -53,9 +53,9 @@ def _escape(token: str) -> str:
 
 
 def strings(value: Any) -> Iterator[tuple[str, str]]:
-    """``(pointer, text)`` of every string in ``value``; a container nested deeper than
-    :data:`MAX_DEPTH` yields ``(pointer, None)``-free: its pointer with the text ``""`` is
-    not yielded; :func:`scan` reports it."""
+    """``(pointer, text)`` of every string in ``value``, in document order. A container nested
+    deeper than :data:`MAX_DEPTH` is not entered: it yields its pointer with :data:`TOO_DEEP`
+    (an empty string that callers tell apart by identity) in place of its strings."""
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
         pointer, item, depth = stack.pop()
@@ -79,6 +79,7 @@ class _TooDeep(str):
 
 
 _TOO_DEEP = _TooDeep("")
+TOO_DEEP: str = _TOO_DEEP  # what strings() yields for a container it does not enter
 
 
 class Scan(NamedTuple):

@@ -69,15 +69,23 @@ class OutboundGuard:
             found = scan(call.arguments, secrets_on=True, injection_on=False, user=state.user)
             if found.findings:
                 if settings.argument_secrets == "deny":
-                    kinds = ", ".join(sorted({f.kind for f in found.findings}))
-                    why = f"the arguments hold a secret ({kinds}) at {found.findings[0].pointer or '/'}"
+                    first = found.findings[0]
+                    if "secrets" not in found.kinds:  # only a limit: not looked at whole, fail closed
+                        why = f"the arguments at {first.pointer or '/'} are too deep or too many to be looked at for secrets"
+                    else:
+                        kinds = ", ".join(sorted({f.kind for f in found.findings if f.check == "secrets"}))
+                        first = next(f for f in found.findings if f.check == "secrets")
+                        why = f"the arguments hold a secret ({kinds}) at {first.pointer or '/'}"
                     return _denied(decision, ARGUMENT_SECRET, name, why, "inspect.arguments.secrets")
                 state.flagged.append((name, call.frame, [f.to_dict() for f in found.findings], found.total))
         taint = state.taint
         if settings.argument_tainted != "off" and taint is not None and len(taint.set):
-            from assay.inspect.scan import strings
+            from assay.inspect.scan import TOO_DEEP, strings
 
             for pointer, text in strings(call.arguments):
+                if text is TOO_DEEP and settings.argument_tainted == "deny":  # not looked at whole: fail closed
+                    why = f"the argument at {pointer or '/'} is nested too deep to be looked at for tainted values"
+                    return _denied(decision, TAINTED_ARGUMENT, name, why, "inspect.arguments.tainted")
                 hit = taint.set.find(text) if text else None
                 if hit is None:
                     continue

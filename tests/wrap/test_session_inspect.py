@@ -483,3 +483,17 @@ def test_what_prompts_resources_and_completions_send_out_is_judged_like_call_arg
         assert decisions[0]["decision"] == "deny" and decisions[0]["matched_rule"].startswith("inspect.arguments")
         assert other.encode() not in b"".join(out.effects.records(Sink.DECISION_LOG))
     assert request(h, 20, "prompts/get", {"name": "summary", "arguments": {"topic": "weather"}}).disposition == "forwarded"
+
+
+def test_arguments_nested_too_deep_to_look_at_are_denied_not_waved_through() -> None:
+    h = session(TAINT)
+    call(h, 1, "read")
+    answer(h, result_line(1, f"the key is {TOKEN}"))
+    deep: object = TOKEN
+    for _ in range(70):
+        deep = [deep]
+    out = call(h, 2, "send", {"data": deep})
+    assert deny_payload(out.reply)["error_code"] == "E_TAINTED_ARGUMENT"
+    h = session("inspect: {arguments: {secrets: deny}}\n")
+    out = call(h, 1, "send", {"data": deep})
+    assert deny_payload(out.reply)["error_code"] == "E_ARGUMENT_SECRET"
