@@ -3,7 +3,8 @@ definition, looked at by the detectors, and the line rewritten where a string ch
 (docs/inspect.md, "Where wrap looks").
 
 - :func:`strings`: every string of a value with its RFC 6901 JSON Pointer, in document order
-  (object members' values and array items; never keys), depth- and count-bounded.
+  (object members' names and values, array items; a name has its member's pointer), depth- and
+  count-bounded.
 - :func:`scan`: the findings of the detectors over those strings (:class:`Finding`: the check,
   the kind or rule, the pointer; never the text).
 - :func:`splice`: the line with each string token whose text changed replaced, every other byte
@@ -66,7 +67,11 @@ def strings(value: Any) -> Iterator[tuple[str, str]]:
             if depth >= MAX_DEPTH:
                 yield pointer, _TOO_DEEP
                 continue
-            stack.extend((f"{pointer}/{_escape(str(k))}", v, depth + 1) for k, v in reversed(list(item.items())))
+            for k, v in reversed(list(item.items())):
+                at = f"{pointer}/{_escape(str(k))}"
+                stack.append((at, v, depth + 1))
+                if k.__class__ is str:  # a member's name is text that travels too
+                    stack.append((at, k, depth + 1))
         elif cls is list:
             if depth >= MAX_DEPTH:
                 yield pointer, _TOO_DEEP
@@ -203,11 +208,20 @@ def _plain_strings(value: Any) -> list[str] | None:
         elif cls is dict or cls is list:
             if depth >= MAX_DEPTH:
                 return None
-            for v in (item.values() if cls is dict else item):
-                if v.__class__ is str:
-                    add(v)
-                elif v.__class__ is dict or v.__class__ is list:
-                    push((v, depth + 1))
+            if cls is dict:
+                for k, v in item.items():
+                    if k.__class__ is str:
+                        add(k)
+                    if v.__class__ is str:
+                        add(v)
+                    elif v.__class__ is dict or v.__class__ is list:
+                        push((v, depth + 1))
+            else:
+                for v in item:
+                    if v.__class__ is str:
+                        add(v)
+                    elif v.__class__ is dict or v.__class__ is list:
+                        push((v, depth + 1))
             if len(out) > MAX_STRINGS:
                 return None
     return out or [""]

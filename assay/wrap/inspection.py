@@ -455,7 +455,8 @@ def _replace_strings(value: Any, changed: dict[str, str], depth: int = 0) -> Any
     if cls is str:
         return changed.get(value, value)
     if cls is dict:
-        return {k: _replace_strings(v, changed, depth + 1) for k, v in value.items()}
+        return {changed.get(k, k) if k.__class__ is str else k: _replace_strings(v, changed, depth + 1)
+                for k, v in value.items()}
     if cls is list:
         return [_replace_strings(v, changed, depth + 1) for v in value]
     return value

@@ -497,3 +497,16 @@ def test_arguments_nested_too_deep_to_look_at_are_denied_not_waved_through() -> 
     h = session("inspect: {arguments: {secrets: deny}}\n")
     out = call(h, 1, "send", {"data": deep})
     assert deny_payload(out.reply)["error_code"] == "E_ARGUMENT_SECRET"
+
+
+def test_member_names_are_looked_at_too() -> None:
+    h = session(TAINT)
+    call(h, 1, "read")
+    answer(h, result_line(1, f"the key is {TOKEN}"))
+    out = call(h, 2, "send", {"data": {TOKEN: 1}})
+    assert deny_payload(out.reply)["error_code"] == "E_TAINTED_ARGUMENT"
+    h = session("inspect: {secrets: mask}\n")
+    call(h, 1, "read")
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "structuredContent": {TOKEN: "v"}}}).encode()
+    got, inspected, _ = answer(h, line)
+    assert TOKEN.encode() not in got and b'"[REDACTED:github_token]": "v"' in got
