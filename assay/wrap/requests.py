@@ -82,13 +82,13 @@ def _resource(policy: Policy, method: str, uri: str) -> Judged:
     if rules is not None:
         which = rules.refusal(uri)
         if which == "deny":
-            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is denied by resources.deny"[:_REASON_MAX])
+            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is denied by resources.deny")
         if which == "allow":
-            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is not in resources.allow"[:_REASON_MAX])
+            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is not in resources.allow")
     if uri[:5].lower() == "file:" and policy.path_confinement:
         why = _outside_confinement(policy, uri)
         if why is not None:
-            return Judged(method, uri, "resources", PATH_CONFINEMENT, f"resource {why}"[:_REASON_MAX])
+            return Judged(method, uri, "resources", PATH_CONFINEMENT, f"resource {why}")
     return Judged(method, uri, "resources")
 
 
@@ -98,7 +98,7 @@ def _prompt(policy: Policy, method: str, name: str) -> Judged:
     if which is None:
         return Judged(method, name, "prompts")
     listed = "denied by prompts.deny" if which == "deny" else "not in prompts.allow"
-    return Judged(method, name, "prompts", PROMPT_DENIED, f"prompt {name!r} is {listed}"[:_REASON_MAX])
+    return Judged(method, name, "prompts", PROMPT_DENIED, f"prompt {name!r} is {listed}")
 
 
 def _outside_confinement(policy: Policy, uri: str) -> str | None:
@@ -124,7 +124,7 @@ def shown(text: str) -> str:
     a URL's query) redacted (docs/inspect.md, "Secrets")."""
     from assay.inspect.secrets import redact_text
 
-    return redact_text(text[:_REASON_MAX])[0]
+    return redact_text(text)[0][:_REASON_MAX]  # redacted whole first: a cut could split a secret
 
 
 def contract_of(judged: Judged) -> dict[str, Any]:
