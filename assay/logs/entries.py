@@ -148,6 +148,23 @@ def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
         outcome = "allow_with_warning"
     else:
         outcome = "allow"
+    return _event_entry(
+        doc, data, time, tool, outcome, file,
+        approval=_str(data.get("approval_state")),
+        reason_code=code,
+        rule=_str(data.get("matched_rule")),
+        reason=_str(data.get("reason")),
+        request_id=data.get("request_id"),
+        arguments=data.get("arguments"),
+        has_arguments="arguments" in data,
+    )
+
+
+def _event_entry(
+    doc: dict[str, Any], data: dict[str, Any], time: str, tool: str, outcome: str, file: str, **rest: Any
+) -> Entry:
+    """The :class:`Entry` of one of our CloudEvents: what every such event says the same way
+    (time, server, session, client from the source), and ``rest``."""
     return Entry(
         time=time,
         at=epoch(time),
@@ -156,15 +173,8 @@ def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
         server=_str(data.get("server")),
         session=_str(data.get("session")),
         client=client_of(_str(doc.get("source"))),
-        approval=_str(data.get("approval_state")),
-        reason_code=code,
-        rule=_str(data.get("matched_rule")),
-        reason=_str(data.get("reason")),
-        request_id=data.get("request_id"),
-        arguments=data.get("arguments"),
-        has_arguments="arguments" in data,
-        kind="decision",
         file=file,
+        **rest,
     )
 
 
@@ -188,20 +198,13 @@ def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
     reason = "; ".join(said) + (f"; and {more} more" if more else "")
     first = findings[0] if findings and isinstance(findings[0], dict) else {}
     rule = f"inspect.{_str(first.get('check')) or '?'}" if first else None
-    return Entry(
-        time=time,
-        at=epoch(time),
-        tool=target,
-        outcome=action,
-        server=_str(data.get("server")),
-        session=_str(data.get("session")),
-        client=client_of(_str(doc.get("source"))),
+    return _event_entry(
+        doc, data, time, target, action, file,
         reason_code="E_RESPONSE_BLOCKED" if action == "block" else None,
         rule=rule,
         reason=f"{_str(data.get('method')) or '?'}: {reason}" if reason else _str(data.get("method")),
         request_id=data.get("request_id"),
         kind="inspected",
-        file=file,
     )
 
 

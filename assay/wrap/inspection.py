@@ -13,9 +13,10 @@ forwarded (sans-IO; docs/policy.md, "Inspecting what comes back", and docs/inspe
   this verdict;
 - :meth:`Inspector.listed` reads the tool definitions of a ``tools/list`` answer (flag, hide,
   deny: a poisoned tool's calls are then denied, ``E_TOOL_POISONED``);
-- :class:`InspectGuard` is the decision pipeline's guard for outgoing calls: a poisoned tool,
-  secrets in the arguments (``E_ARGUMENT_SECRET``), values that came back tainted
-  (``E_TAINTED_ARGUMENT``).
+- :class:`~assay.policy.outbound.OutboundGuard` (the decision pipeline's guard for outgoing
+  calls) reads this room's state: a poisoned tool, secrets in the arguments
+  (``E_ARGUMENT_SECRET``), values that came back tainted (``E_TAINTED_ARGUMENT``); so do the
+  requests :meth:`Inspector.request` judges.
 
 Findings become ``assay.response.inspected`` events (docs/wrap-records.md, "Inspection
 findings"): the kind, the rule and the JSON Pointer, never the matched text.
@@ -32,7 +33,6 @@ from assay.policy import Decision
 from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
 from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISONED
 from assay.policy.outbound import OutboundGuard
-from assay.policy.outbound import OutboundGuard as InspectGuard
 from assay.wrap import replies, serverlines
 from assay.wrap.effects import Effect
 from assay.wrap.requests import (
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARGUMENT_SECRET",
-    "InspectGuard",
     "Inspector",
     "PROMPT_DENIED",
     "RESOURCE_DENIED",
@@ -153,10 +152,9 @@ class Inspector:
                 ledger.dropped += 1
             return None
         if method in ("resources/read", "prompts/get"):  # contents the model reads, like a tool result
-            settings = self.settings("*") if self.inspect is None else self.inspect.settings(self.label, "*")
-            if settings.secrets != "off" or settings.injection != "off" or self._flow_secrets or self._flow_injection:
-                return Watch(judged.method, judged.target, settings if self.inspect is not None else self.settings("*"),
-                             False)
+            settings = self.settings("*")  # the top level's (and what the response selectors need)
+            if settings.secrets != "off" or settings.injection != "off":
+                return Watch(judged.method, judged.target, settings, False)
         return judged.method
 
     def _outbound(self, frame: dict[str, Any], judged: Judged, out: list[Effect]) -> Judged:
