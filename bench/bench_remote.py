@@ -28,6 +28,9 @@ whether stdio start-up grew, run the same script against an older checkout (`--a
 
 A setup that fails (wrap exits, an answer is an error, a phase hangs for `--timeout` s) is
 reported as FAILED and not measured again; the exit status is then 1.
+
+`--profile DIR` runs wrap under cProfile (`python -m cProfile -o DIR/wrap-*.prof`), one file per
+session; its figures are then not wrap's (read them with `python -m pstats`).
 """
 
 from __future__ import annotations
@@ -91,13 +94,16 @@ def wrap_pid() -> int | None:
 
 @asynccontextmanager
 async def connect(setup: str, url: str, assay: str, policy: Path, env: dict[str, str],
-                  errlog: Any) -> AsyncIterator[ClientSession]:
+                  errlog: Any, profile: str | None = None) -> AsyncIterator[ClientSession]:
     if setup == "direct":
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             yield session
         return
     if setup == "wrap":
         argv = [assay, "mcp", "wrap", "--policy", str(policy), "--url", url]
+        if profile:  # the whole run of wrap under cProfile; one file per session
+            out = Path(profile, f"wrap-{time.monotonic_ns()}.prof")
+            argv = [PY, "-m", "cProfile", "-o", str(out), *argv]
     else:
         argv = [*SERVER, "--stdio"]
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
@@ -116,7 +122,7 @@ async def measure(setup: str, url: str, args: argparse.Namespace, policy: Path, 
                   errlog: Any) -> dict[str, Any]:
     """One setup, one run: latency of sequential calls, then pipelined throughput."""
     with anyio.fail_after(args.timeout):
-        async with connect(setup, url, args.assay, policy, env, errlog) as session:
+        async with connect(setup, url, args.assay, policy, env, errlog, args.profile) as session:
             await session.initialize()
             for i in range(args.warmup):
                 await call(session, f"w{i}")
@@ -289,6 +295,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a setup's run counts as hung")
     ap.add_argument("--backend", default="trio", choices=("trio", "asyncio"))
     ap.add_argument("--assay", default=str(Path(PY).parent / "assay"))
+    ap.add_argument("--profile", metavar="DIR", help="run wrap under cProfile, a .prof file per session in DIR")
     ap.add_argument("--json", metavar="PATH", help="also write every figure and per-run value as JSON")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
