@@ -16,8 +16,8 @@ POST answered with an SSE stream). Against it, with the `mcp` Python SDK's Clien
 Per setup and run, on one session: `--warmup` calls (not measured), then `--calls` sequential
 `tools/call`s (each timed: p50, p90), then one unmeasured batch and `--batches` batches of
 `--inflight` calls in flight at once (an anyio task group): calls per second over the batches.
-`cpu us/call` is the CPU time of wrap's own process over the batches (/proc/<pid>/task/*/schedstat)
-per call. Each run measures every setup back to back, in an order that rotates from run to run;
+`client/wrap cpu us/call`: the CPU time of the benchmark's own process (the SDK client) and of
+wrap's process (/proc/<pid>/task/*/schedstat) over the batches, per call. Each run measures every setup back to back, in an order that rotates from run to run;
 a figure is the median over `--runs` runs, and a difference or ratio is formed within each run
 first. Targets: wrap adds <= 1 ms to the p50 of a call; its throughput is >= 0.8 of direct's.
 
@@ -140,14 +140,17 @@ async def measure(setup: str, url: str, args: argparse.Namespace, policy: Path, 
             await batch("u")  # unmeasured: the connection pool and the server warm up
             pid = wrap_pid() if setup == "wrap" else None
             cpu0 = cpu_ns(pid) if pid else 0
+            mine0 = time.process_time()
             t = time.perf_counter()
             for b in range(args.batches):
                 await batch(f"b{b}.")
             took = time.perf_counter() - t
+            mine = (time.process_time() - mine0) * 1e6 / (args.batches * args.inflight)
             cpu = (cpu_ns(pid) - cpu0) / 1e3 / (args.batches * args.inflight) if pid else None
     lat.sort()
     return {"p50_ms": 1e3 * statistics.median(lat), "p90_ms": 1e3 * lat[int(0.9 * (len(lat) - 1))],
-            "calls_per_s": args.batches * args.inflight / took, "cpu_us_per_call": cpu}
+            "calls_per_s": args.batches * args.inflight / took, "cpu_us_per_call": cpu,
+            "client_cpu_us_per_call": mine}
 
 
 def start_server(mode: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -215,7 +218,8 @@ def summarize(runs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
         if not per:
             out[setup] = {"failed": next((r[setup]["failed"] for r in runs if setup in r), "not run")}
             continue
-        row = {k: statistics.median(p[k] for p in per) for k in ("p50_ms", "p90_ms", "calls_per_s")}
+        row = {k: statistics.median(p[k] for p in per)
+               for k in ("p50_ms", "p90_ms", "calls_per_s", "client_cpu_us_per_call")}
         cpus = [p["cpu_us_per_call"] for p in per if p["cpu_us_per_call"] is not None]
         row["cpu_us_per_call"] = statistics.median(cpus) if cpus else None
         if setup != "direct":
@@ -228,7 +232,7 @@ def summarize(runs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def print_mode(mode: str, summary: dict[str, Any]) -> list[str]:
-    print(f"\n{mode} answers: median of runs            p50 ms  p90 ms  +p50 ms    calls/s  vs direct  cpu us/call")
+    print(f"\n{mode} answers: median of runs            p50 ms  p90 ms  +p50 ms    calls/s  vs direct  client/wrap cpu us/call")
     for setup in SETUPS:
         row = summary[setup]
         if "failed" in row:
@@ -236,7 +240,8 @@ def print_mode(mode: str, summary: dict[str, Any]) -> list[str]:
             continue
         added = f"{row['added_p50_ms']:+8.3f}" if "added_p50_ms" in row else " " * 8
         ratio = f"{row['vs_direct']:9.2f}" if "vs_direct" in row else " " * 9
-        cpu = f"{row['cpu_us_per_call']:11.0f}" if row["cpu_us_per_call"] is not None else ""
+        cpu = f"{row['client_cpu_us_per_call']:8.0f}" + (
+            f" /{row['cpu_us_per_call']:5.0f}" if row["cpu_us_per_call"] is not None else "")
         print(f"  {setup:36} {row['p50_ms']:7.3f} {row['p90_ms']:7.3f} {added} {row['calls_per_s']:10.0f} {ratio}  {cpu}")
     wrap = summary["wrap"]
     if "failed" in wrap:
