@@ -40,8 +40,8 @@ PAGES: dict[str, str] = {
         '│ tool         Sign and verify MCP tool definitions.                           │\n'
         '│ tools        List the tools an MCP server offers: names, titles, hints,      │\n'
         '│              arguments, and with --policy what the policy does with each.    │\n'
-        '│ wrap         Wrap an MCP server over stdio and enforce a policy on its tool  │\n'
-        '│              calls.                                                          │\n'
+        '│ wrap         Wrap an MCP server (a command over stdio, or a remote one) and  │\n'
+        '│              enforce a policy on its tool calls.                             │\n'
         '╰──────────────────────────────────────────────────────────────────────────────╯\n'
     ),
 }
