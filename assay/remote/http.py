@@ -23,7 +23,8 @@ from urllib.parse import urljoin, urlsplit
 import httpx2
 import trio
 
-from assay.remote.messages import Outgoing, as_line, incoming, outgoing
+from assay.remote.messages import Incoming, Outgoing, as_line, incoming, outgoing
+from assay.remote.params import header_map, param_headers
 from assay.remote.sse import Event, SSEDecoder, TooLong
 from assay.remote.target import Target, shown_url
 from assay.remote.upstream import RemoteServer
@@ -31,6 +32,7 @@ from assay.remote.upstream import RemoteServer
 __all__ = ["ENDPOINT_TIMEOUT", "HttpServer", "MAX_INFLIGHT"]
 
 HELD_LIMIT = 256 << 20  # bytes of bodies and events held at once over all streams (or the cap)
+MAX_MARKED_TOOLS = 10000  # tools whose x-mcp-header marks are kept
 MAX_INFLIGHT = 48  # requests POSTed at once; more wait (answers and notifications never do)
 ENDPOINT_TIMEOUT = 15.0  # seconds the legacy stream gets to name its endpoint
 GET_RETRIES = 3  # the GET stream is reopened this many times in a row before it is given up
@@ -64,12 +66,27 @@ class HttpServer(RemoteServer):
         self._get_started = False
         self._warned: set[str] = set()
         self.held = 0  # bytes of bodies and events held now, over every stream
+        self.marks: dict[str, dict[tuple[str, ...], str]] = {}  # tool -> its x-mcp-header marks
+
+    def on_answer(self, method: str | None, seen: Incoming) -> None:
+        """Learn the ``x-mcp-header`` marks of the tools a ``tools/list`` answer lists."""
+        if method != "tools/list" or not isinstance(seen.result, dict):
+            return
+        tools = seen.result.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            marks = header_map(tool.get("inputSchema"))
+            if marks and (tool["name"] in self.marks or len(self.marks) < MAX_MARKED_TOOLS):
+                self.marks[tool["name"]] = marks
+            else:
+                self.marks.pop(tool["name"], None)
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, line: bytes) -> None:
         out = outgoing(line)
-        key = self.sent(out.id) if out.kind == "request" else None
+        key = self.sent(out.id, out.method) if out.kind == "request" else None
         body = line.rstrip(b"\r\n")
         if self._first:
             self._first = False
@@ -99,6 +116,9 @@ class HttpServer(RemoteServer):
             headers["Mcp-Session-Id"] = self.session_id
         if out.headers:
             headers.update(out.headers)
+            marks = self.marks.get(out.name) if out.name is not None else None
+            if marks:
+                headers.update(param_headers(marks, out.arguments))
         elif self.version is not None:
             headers["MCP-Protocol-Version"] = self.version
         return headers
