@@ -88,8 +88,8 @@ def read_secret(grant: Mapping[str, Any], environ: Mapping[str, str]) -> str:
 
 class Callback:
     """The loopback redirect server: answers ``GET /callback`` whose ``state`` is the one the
-    authorization URL carried, with a small page, then closes. Anything else gets a 404 (or a
-    400 for a wrong ``state``) and the wait goes on."""
+    authorization URL carried, with a small page, once. Anything else gets a 404 (or a 400 for
+    a wrong or replayed ``state``) and the wait goes on. It listens until the login ends."""
 
     def __init__(self) -> None:
         self.port = 0
@@ -106,10 +106,17 @@ class Callback:
         self._listener = trio.SocketListener(sock)
         return f"http://127.0.0.1:{self.port}/callback"
 
+    def expect(self, state: str) -> None:
+        """A new authorization round (a login can have two: a step-up): wait for ``state``."""
+        self.expected_state = state
+        self.query = None
+        self.done = trio.Event()
+
     async def serve(self) -> None:
+        """Answer requests until cancelled (the login ends)."""
         assert self._listener is not None
         try:
-            while not self.done.is_set():
+            while True:
                 stream = await self._listener.accept()
                 with trio.move_on_after(10):
                     await self._answer(stream)
@@ -137,6 +144,7 @@ class Callback:
         ok = "code" in query and "error" not in query
         await self._reply(stream, 200, "assay is logged in." if ok else "The authorization was refused.")
         self.query = query
+        self.expected_state = None  # each round's answer is taken once
         self.done.set()
 
     @staticmethod
@@ -162,7 +170,7 @@ class _Browser:
 
     async def redirect(self, authorization_url: str) -> None:
         state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
-        self.callback.expected_state = state
+        self.callback.expect(state)
         opened = False
         if not self.opts.no_browser:
             opened = await trio.to_thread.run_sync(_open_browser, authorization_url, abandon_on_cancel=True)
@@ -254,10 +262,11 @@ def _guard(provider: Any) -> list[BaseException]:
 
 def _provider(opts: LoginOptions, grant: dict[str, Any], storage: FileTokenStorage, redirect: str,
               browser: _Browser, environ: Mapping[str, str]) -> Any:
-    from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientMetadata
 
-    from assay.remote.oauth import CLIENT_NAME, build_client_credentials
+    from assay.remote.oauth import CLIENT_NAME, build_client_credentials, scoped_provider_class
+
+    _ScopedProvider = scoped_provider_class()
 
     secret: str | None = None
     if grant["kind"] == "client_credentials" or opts.client_secret_file or opts.client_secret_env:
@@ -277,13 +286,14 @@ def _provider(opts: LoginOptions, grant: dict[str, Any], storage: FileTokenStora
         if secret:
             info["client_secret"] = secret
         storage.record["client_info"] = info
-    metadata = OAuthClientMetadata(
-        client_name=CLIENT_NAME, redirect_uris=[redirect], grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"], token_endpoint_auth_method=method, scope=opts.scope,
-    )
+    metadata = OAuthClientMetadata.model_validate({
+        "client_name": CLIENT_NAME, "redirect_uris": [redirect], "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"], "token_endpoint_auth_method": method, "scope": opts.scope,
+    })
     try:
-        provider = OAuthClientProvider(opts.url, metadata, storage, browser.redirect, browser.answer,
-                                       client_metadata_url=opts.client_metadata_url)
+        provider = _ScopedProvider(opts.url, metadata, storage, browser.redirect, browser.answer,
+                                   client_metadata_url=opts.client_metadata_url)
+        provider.asked = opts.scope
     except ValueError as exc:
         raise LoginError(" ".join(str(exc).split())[:200]) from None
     storage.bind(provider.context)

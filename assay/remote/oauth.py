@@ -61,26 +61,43 @@ def _one(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class _NoLogin:
+def _no_login(url: str) -> httpx2.Auth:
     """The auth wrap gets when nothing is stored: requests go out as they are, and a 401 (or a
     403 ``insufficient_scope``) raises :class:`NeedsLogin` instead of being relayed."""
+    import httpx2
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    class NoLogin(httpx2.Auth):
+        async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            response = yield request
+            if response.status_code == 401 or (
+                response.status_code == 403 and "insufficient_scope" in response.headers.get("www-authenticate", "")
+            ):
+                raise NeedsLogin(f"{url} needs authorization and no login is stored; run: {login_command(url)}")
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        response = yield request
-        if response.status_code == 401 or (
-            response.status_code == 403 and "insufficient_scope" in response.headers.get("www-authenticate", "")
-        ):
-            raise NeedsLogin(f"{self.url} needs authorization and no login is stored; run: {login_command(self.url)}")
+    return NoLogin()
+
+
+def scoped_provider_class() -> type[Any]:
+    """The SDK's authorization-code provider, asking for ``asked`` (the login's ``--scope``) as
+    well as what the server's challenge selects (docs/auth.md, "Scopes and step-up")."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.auth.utils import union_scopes
+
+    class ScopedProvider(OAuthClientProvider):
+        asked: str | None = None
+
+        async def _perform_authorization(self) -> httpx2.Request:
+            self.context.client_metadata.scope = union_scopes(self.asked, self.context.client_metadata.scope)
+            return await super()._perform_authorization()
+
+    return ScopedProvider
 
 
 def _wrap_provider_class(base: type[Any]) -> type[Any]:
     """``base`` (an SDK provider class) made for wrap: stored expiry and metadata restored,
     refresh once on a 401, and every step that would need a person raises NeedsLogin."""
 
-    class WrapProvider(base):  # type: ignore[misc, valid-type]
+    class WrapProvider(base):
         _answered = 0
         _refreshing = False
         _refresh_tried = False
@@ -223,7 +240,7 @@ def auth_for_wrap(url: str, *, state_dir: str | None, environ: Mapping[str, str]
     except TokenFileError as exc:
         raise NeedsLogin(f"{exc}; then run: {login_command(url)}") from None
     if record is None or record.get("tokens") is None:
-        return _NoLogin(url)  # type: ignore[return-value]
+        return _no_login(url)
     storage = FileTokenStorage(state, key, record)
     grant = record.get("grant") or {"kind": "authorization_code"}
     if grant.get("kind") == "client_credentials":
