@@ -59,4 +59,12 @@ async def run(
             result = await relay_for(server).run()
     except RemoteStartError as exc:
         raise WrapError(str(exc)) from None
+    except BaseExceptionGroup as group:  # the probe fails inside open_remote's nursery
+        found = group.subgroup(RemoteStartError)
+        if found is None:
+            raise
+        first: BaseException = found
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise WrapError(str(first)) from None
     return result, server.failure
