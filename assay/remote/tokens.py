@@ -250,7 +250,9 @@ def records(state: str) -> Iterator[tuple[str, dict[str, Any] | TokenFileError]]
         except TokenFileError as exc:
             yield path, exc
             continue
-        if record is not None:
+        if record is not None and os.path.basename(record_path(state, record["url"])) != name:
+            yield path, TokenFileError(f"the token file {path} records another URL; remove it and log in again")
+        elif record is not None:
             yield path, record
 
 
