@@ -21,6 +21,7 @@ PAGES: dict[str, str] = {
         'MCP runtime commands.\n'
         '\n'
         '╭─ Commands ───────────────────────────────────────────────────────────────────╮\n'
+        '│ auth         Log in to remote MCP servers that need OAuth (docs/auth.md).    │\n'
         "│ config-path  Show a client's MCP config file and a ready-to-paste entry that │\n"
         '│              runs a server through assay mcp wrap.                           │\n'
         '│ discover     List MCP servers in client config files and among running       │\n'
