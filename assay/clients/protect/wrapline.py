@@ -94,6 +94,6 @@ def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | No
     wrap [options] -- <command> [args...]``, read by :func:`assay.clients.wrapped.parse_wrapped`,
     older protect's lines included), or None."""
     line = parse_wrapped([command, *args], written_by_older=True)
-    if line is None or line.interpreter is not None:
+    if line is None or line.interpreter is not None or line.url is not None:
         return None
     return line.command, list(line.args)
