@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.wrap.options import BY_FLAG, plain_float, plain_int, read_option_tokens
+from assay.wrap.options import BY_FLAG, URL_FLAG, plain_float, plain_int, read_option_tokens
 
 __all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
 
@@ -96,9 +96,9 @@ def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False)
         value = True if text is None else text if written_by_older else _value(opt.kind, text)
         if value is None:
             return None
-        if opt.field in options:  # a repeatable option (read_option_tokens refuses the others)
-            before = options[opt.field]
-            value = (*(before if isinstance(before, tuple) else (before,)), value)
+        if opt.kind is tuple:  # a repeatable option (--header): every value, in order
+            before = options.get(opt.field, ())
+            value = (*(before if isinstance(before, tuple) else ()), value)
         options[opt.field] = value
     remote = _URL_FIELD is not None and _URL_FIELD in options
     if remote == bool(parsed[1]):  # a server, or --url: one of the two
@@ -106,8 +106,8 @@ def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False)
     return options, parsed[1]
 
 
-#: The WrapConfig field of ``--url`` (None while wrap has no such option).
-_URL_FIELD = BY_FLAG["--url"].field if "--url" in BY_FLAG else None
+#: The WrapConfig field of ``--url``.
+_URL_FIELD: str | None = BY_FLAG[URL_FLAG].field
 
 
 def parse_wrapped(argv: Sequence[str], *, written_by_older: bool = False) -> WrappedLine | None:

@@ -61,11 +61,11 @@ def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str]
     """The ``args`` of a protected remote entry (docs/protect.md, "Remote servers"): the usual
     options, then ``--url URL [--transport sse] [--header 'Name: ${ASSAY_HEADER_<n>}']...``.
     Only the header names are on the line; their values are in the entry's ``env``."""
-    out = _option_args(name, options, client) + option_tokens("--url", url)
+    out = _option_args(name, options, client) + option_tokens(flag_of("url"), url)
     if sse:
-        out += option_tokens("--transport", "sse")
+        out += option_tokens(flag_of("transport"), "sse")
     for n, header in enumerate(header_names, 1):
-        out += option_tokens("--header", f"{header}: ${{{header_env(n)}}}")
+        out += option_tokens(flag_of("header"), f"{header}: ${{{header_env(n)}}}")
     return out
 
 
