@@ -106,6 +106,7 @@ class WrapConfig:
     url: str | None = None
     transport: str = DEFAULT_TRANSPORT
     header: tuple[str, ...] = ()
+    header_env: tuple[str, ...] = ()
     ca_file: str | None = None
     allow_insecure_http: bool = False
 
