@@ -16,6 +16,7 @@ import pytest
 import trio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from _e2e_support import RUN_TIMEOUT, assert_all_ended
 from _remote_support import (
@@ -104,6 +105,34 @@ async def test_server_killed_with_20_calls_pending(tmp_path, base_env):
         _assert_upstream_error(frame)
     assert _stop_record(run)["stop_cause"] == "upstream_error"
     assert code is not None
+    await assert_all_ended(run.pids()[0])
+
+
+async def test_python_client_gets_20_errors_when_the_server_is_killed(tmp_path, base_env):
+    """The same as the Python SDK client sees it: 20 concurrent `call_tool`s each raise the
+    JSON-RPC error wrap answered, and the session ends (wrap closes its stdout), no hang."""
+    codes: list[int] = []
+    async with remote_server(tmp_path, base_env) as server:
+        run = remote_run(tmp_path, server.url)
+        params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=base_env)
+        with trio.fail_after(RUN_TIMEOUT), run.stderr.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+
+                    async def one() -> None:
+                        try:
+                            await session.call_tool("slow", {"steps": 1, "hold": True})
+                        except MCPError as exc:
+                            codes.append(exc.code)
+                            assert exc.message.startswith("assay: upstream"), exc.message
+
+                    async with trio.open_nursery() as nursery:
+                        for _ in range(20):
+                            nursery.start_soon(one)
+                        await server.wait_for("RAN slow", 20)
+                        server.kill()
+    assert codes == [-32000] * 20
     await assert_all_ended(run.pids()[0])
 
 
