@@ -84,8 +84,14 @@ def command_lines(draw) -> list[str]:
 
 @st.composite
 def plain_lines(draw) -> list[str]:
-    """Well-formed lines: each option at most once with a plain value, then `--` and a command."""
-    flags = draw(st.lists(st.sampled_from(FLAGS), unique=True, max_size=len(FLAGS)))
+    """Well-formed lines: each option at most once with a plain value (`--header` up to three
+    times), then `--` and a command, or `--url` and no command."""
+    remote = draw(st.booleans())
+    flags = draw(st.lists(st.sampled_from([f for f in FLAGS if f != "--url"]), unique=True, max_size=len(FLAGS)))
+    if "--header" in flags:
+        flags += ["--header"] * draw(st.integers(0, 2))
+    if remote:
+        flags.insert(draw(st.integers(0, len(flags))), "--url")
     tokens: list[str] = []
     for flag in flags:
         kind = wrap_args.BY_FLAG[flag].kind
@@ -96,9 +102,13 @@ def plain_lines(draw) -> list[str]:
             text = str(draw(st.integers(1, 10**12)))
         elif kind is float:
             text = draw(st.sampled_from(["0", "1", "2.5", "0.25", "30", "10.125"]))
+        elif flag == "--transport":
+            text = draw(st.sampled_from(["auto", "sse", "streamable-http"]))
         else:
             text = draw(st.text(min_size=1, max_size=8).filter(lambda s: not s.startswith("-")))
         tokens += [flag, text] if draw(st.booleans()) else [f"{flag}={text}"]
+    if remote:
+        return tokens
     return [*tokens, "--", *draw(st.lists(st.text(max_size=5), min_size=1, max_size=3))]
 
 
@@ -134,7 +144,7 @@ def test_plain_lines_take_the_fast_path_and_mean_the_same(monkeypatch, tokens):
     fast = outcome(monkeypatch, tokens, fast=True)
     assert fast == outcome(monkeypatch, tokens, fast=False)
     values, command = parsed
-    assert command == tokens[tokens.index("--") + 1:]
+    assert command == (tokens[tokens.index("--") + 1:] if "--" in tokens else [])
     if fast[0] == 0:
         (config,) = fast[3]
         assert config.argv == command

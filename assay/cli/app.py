@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
     if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
         # and the server command comes after it, so nothing of it is ever taken for the other.
-        if "--" not in tokens:
-            sys.stderr.write("assay: error: give the MCP server command after --: "
+        if "--" not in tokens and not any(t == "--url" or t.startswith("--url=") for t in tokens[2:]):
+            sys.stderr.write("assay: error: give the MCP server command after -- (or a remote server with --url): "
                              "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
             return 2
         from assay.cli import wrap_args

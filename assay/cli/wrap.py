@@ -9,7 +9,7 @@ text is built from that table; both parsers hand the run to :func:`wrap_args.run
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, get_args, get_type_hints
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 import cyclopts
 from cyclopts import Parameter
@@ -61,6 +61,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         ),
         log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative="")] = False,
         log_arguments_max: Annotated[int, Parameter(name="--log-arguments-max")] = options.DEFAULT_LOG_ARGUMENTS_MAX,
+        url: Annotated[str | None, Parameter(name="--url")] = None,
+        transport: Annotated[str, Parameter(name="--transport")] = options.DEFAULT_TRANSPORT,
+        header: Annotated[tuple[str, ...], Parameter(name="--header", consume_multiple=False, negative="")] = (),
+        ca_file: Annotated[str | None, Parameter(name="--ca-file")] = None,
+        allow_insecure_http: Annotated[bool, Parameter(name="--allow-insecure-http", negative="")] = False,
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}
@@ -70,10 +75,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
 
     check_against_table(wrap_command)
     wrap_command.__doc__ = help_text()
-    mcp.command(wrap_command, name="wrap", usage="Usage: assay mcp wrap [OPTIONS] -- <command> [args...]")
+    mcp.command(wrap_command, name="wrap", usage=USAGE)
 
 
-SUMMARY = "Wrap an MCP server over stdio and enforce a policy on its tool calls."
+USAGE = "Usage: assay mcp wrap [OPTIONS] -- <command> [args...]\n       assay mcp wrap [OPTIONS] --url URL"
+SUMMARY = "Wrap an MCP server (a command over stdio, or a remote one) and enforce a policy on its tool calls."
 EXIT_CODES = (
     "Exit codes: the server's exit code; 128+N when wrap got signal N or the server died of it; "
     "2 usage and fatal errors; 3 a session report could not be written."
@@ -100,7 +106,7 @@ def check_against_table(command: Any) -> None:
     for p in params:
         base, *meta = get_args(hints[p.name])
         names = [list(m.name or ()) for m in meta if isinstance(m, Parameter)]
-        kinds = [k for k in (get_args(base) or (base,)) if k is not type(None)]
+        kinds = [tuple] if get_origin(base) is tuple else [k for k in (get_args(base) or (base,)) if k is not type(None)]
         found.append((names[0][0] if names and names[0] else None, p.name, kinds, p.default))
     want = [(opt.flag, opt.param, [opt.kind], opt.default) for opt in options.WRAP_OPTIONS]
     if found != want:

@@ -46,9 +46,10 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
     """``tokens`` after ``mcp wrap`` -> (param -> value for every option, server command), or
     ``None`` when the line is not a plain one and the cyclopts command must read it."""
     parsed = options.read_option_tokens(tokens)
-    if parsed is None or not parsed[1]:
-        return None
+    if parsed is None or bool(parsed[1]) == any(opt.flag == options.URL_FLAG for opt, _ in parsed[0]):
+        return None  # no command and no --url, or both: cyclopts says so
     values = options.defaults()
+    repeated: dict[str, list[str]] = {}
     for opt, text in parsed[0]:
         value: object
         if text is None:
@@ -59,6 +60,9 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
             value = plain_int(text)
         elif opt.kind is float:
             value = plain_float(text)
+        elif opt.kind is tuple:
+            repeated.setdefault(opt.param, []).append(text)
+            value = tuple(repeated[opt.param])
         else:
             value = text
         if value is None:
@@ -72,8 +76,14 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
     from assay.cli.errors import UsageError
     from assay.wrap.run import WrapConfig
 
-    if not command:
-        raise UsageError("missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...]")
+    if values["url"] is not None and command:
+        raise UsageError("--url and a command after -- exclude each other: give one")
+    if not command and values["url"] is None:
+        raise UsageError(
+            "missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...] (or --url URL)"
+        )
+    if values["transport"] not in options.TRANSPORTS:
+        raise UsageError(f"--transport must be one of {', '.join(options.TRANSPORTS)}")
     max_frame_bytes = values["max_frame_bytes"]
     shutdown_grace = values["shutdown_grace"]
     assert isinstance(max_frame_bytes, int) and isinstance(shutdown_grace, (int, float))

@@ -33,6 +33,9 @@ __all__ = [
     "DEFAULT_SHARED_SESSION",
     "DEFAULT_SESSION_LOCK_TIMEOUT",
     "DEFAULT_LOG_ARGUMENTS_MAX",
+    "DEFAULT_TRANSPORT",
+    "TRANSPORTS",
+    "URL_FLAG",
     "WrapOption",
     "WRAP_OPTIONS",
     "BY_FLAG",
@@ -56,6 +59,9 @@ STATE_DIR_ENV = "ASSAY_STATE_DIR"
 DEFAULT_SHARED_SESSION = "client"
 DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
+DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
+TRANSPORTS = ("auto", "streamable-http", "sse")
+URL_FLAG = "--url"  # a line with it has no `--` (docs/wrap.md, "Command line")
 
 APPEND = "append"  # an append log: docs/wrap.md, "Logs"
 CREATE_NEW = "create-new"  # a one-run output: docs/wrap.md, "One-run outputs and session reports"
@@ -65,7 +71,8 @@ class WrapOption(NamedTuple):
     flag: str  # "--policy"
     param: str  # the cyclopts command's parameter name
     field: str  # the WrapConfig field it fills
-    kind: type  # str, bool (a flag without a value), int or float; str options may default to None
+    kind: type  # str, bool (a flag without a value), int, float, or tuple (a str option given
+    # any number of times, in order; default ()); str options may default to None
     default: object
     help: str  # the option's line in `assay mcp wrap --help`
     env: str | None = None  # the environment variable the option sets or stands for, if any
@@ -124,6 +131,17 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "Put each call's arguments, secrets redacted, in its decision event and audit record."),
     WrapOption("--log-arguments-max", "log_arguments_max", "log_arguments_max", int, DEFAULT_LOG_ARGUMENTS_MAX,
                "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments)."),
+    # a remote server instead of a command: docs/remote.md
+    WrapOption(URL_FLAG, "url", "url", str, None,
+               "Relay to this remote MCP server (https://...) instead of a command after --."),
+    WrapOption("--transport", "transport", "transport", str, DEFAULT_TRANSPORT,
+               "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse."),
+    WrapOption("--header", "header", "header", tuple, (),
+               "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment)."),
+    WrapOption("--ca-file", "ca_file", "ca_file", str, None,
+               "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
+    WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,
+               "With --url: allow plain http:// to a host that is not loopback."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}
@@ -157,8 +175,9 @@ def read_option_tokens(
 ) -> tuple[list[tuple[WrapOption, str | None]], list[str]] | None:
     """The one walk over a wrap line's options (docs/wrap.md, "Command line"): ``tokens`` after
     ``mcp wrap`` -> ((option, its value text, or None for a flag) in order, the tokens after the
-    ``--`` that ends them), or None for an unknown or repeated option, a flag given a value
-    (``--dry-run=x``), a missing value, or no ``--``. A value is the text after ``=`` or the next
+    ``--`` that ends them), or None for an unknown or repeated option (a repeatable one, kind
+    ``tuple``, may come any number of times), a flag given a value (``--dry-run=x``), a missing
+    value, or no ``--`` (a line with ``--url`` ends without one: its command is ``[]``). A value is the text after ``=`` or the next
     token, which must not start with ``-`` unless ``any_next`` (the lines an older protect wrote,
     read by ``--undo``). What a value may be is the caller's: wrap's fast parser and the
     wrapped-line reader each check it their way."""
@@ -171,7 +190,7 @@ def read_option_tokens(
             return given, list(tokens[i + 1:])
         flag, eq, inline = token.partition("=")
         opt = BY_FLAG.get(flag)
-        if opt is None or flag in seen:
+        if opt is None or (flag in seen and opt.kind is not tuple):
             return None
         seen.add(flag)
         i += 1
@@ -186,7 +205,7 @@ def read_option_tokens(
             i += 1
         else:
             return None  # a missing value ("--label -x" and "--label --" are read as one too)
-    return None  # no "--"
+    return (given, []) if URL_FLAG in seen else None  # no "--"
 
 
 def flag_of(field: str) -> str:
@@ -208,6 +227,8 @@ def defaults() -> dict[str, object]:
 
 def type_text(opt: WrapOption) -> str:
     """The annotation of ``opt``'s WrapConfig field, as written there (``str | None``)."""
+    if opt.kind is tuple:
+        return "tuple[str, ...]"
     return opt.kind.__name__ + (" | None" if opt.default is None else "")
 
 

@@ -45,6 +45,7 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_LOG_ARGUMENTS_MAX,
     DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TRANSPORT,
     STRICT_DEPRECATIONS_ENV,
     WRAP_OPTIONS,
     check_config_fields,
@@ -101,6 +102,12 @@ class WrapConfig:
     # arguments in the records: docs/wrap-records.md, "Logged arguments"
     log_arguments: bool = False
     log_arguments_max: int = DEFAULT_LOG_ARGUMENTS_MAX
+    # a remote server instead of a command: docs/remote.md
+    url: str | None = None
+    transport: str = DEFAULT_TRANSPORT
+    header: tuple[str, ...] = ()
+    ca_file: str | None = None
+    allow_insecure_http: bool = False
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -289,8 +296,10 @@ async def run_wrap(
     relays this process's stdin/stdout. ``environ`` (default ``os.environ``) is read, never
     written: ``ASSAY_STRICT_DEPRECATIONS`` and ``ASSAY_MCP_MAX_POLICY_BYTES``, and the wrapped
     server's environment when ``config.env`` is None."""
-    if not config.argv:
-        raise WrapError("no command to wrap (give it after --)")
+    if config.url is not None and config.argv:
+        raise WrapError("--url and a command after -- exclude each other: give one")
+    if not config.argv and config.url is None:
+        raise WrapError("no command to wrap (give it after --, or give --url)")
     if config.max_frame_bytes < 1:
         raise WrapError("--max-frame-bytes must be a positive integer")
     if config.log_arguments_max < 1:
@@ -298,8 +307,10 @@ async def run_wrap(
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     from assay.inputs import policy_byte_limit
+    from assay.wrap import remote
 
     env = os.environ if environ is None else environ
+    target = remote.target_of(config, env) if config.url is not None else None
     policy = load_policy_file(
         config.policy_path, strict_deprecations=strict_deprecations(config, env), warn=warn,
         limit=policy_byte_limit(env),
@@ -324,7 +335,8 @@ async def run_wrap(
     context_bytes = b""
     if config.session_context_out:
         try:  # computed before spawn: an argument that is not valid UTF-8 cannot be digested
-            context_bytes = pretty_json(session_context(config.argv, dry_run=config.dry_run))
+            argv = config.argv if target is None else target.digest_argv()
+            context_bytes = pretty_json(session_context(argv, dry_run=config.dry_run))
         except ValueError as exc:
             raise WrapError(f"--session-context-out: {exc}") from None
 
@@ -356,27 +368,35 @@ async def run_wrap(
 
         if config.dry_run:
             warn("[assay] DRY RUN MODE: No actions will be blocked.")
-        warn(command_banner(config.argv))
+        warn(command_banner(config.argv) if target is None else remote.banner(target))
         if client_in is None or client_out is None:
             std_in, std_out, restore = await open_stdio()
             client_in = client_in or std_in
             client_out = client_out or std_out
-        relay = Relay(
-            config.argv,
-            session,
-            client_in=client_in,
-            client_out=client_out,
-            sinks=sinks,
-            warn=warn,
-            handle_signals=handle_signals,
-            env=child_environment(config, env),
-            on_session_start=start_session if plan.items() else None,
-        )
-        try:
-            relay.spawn()
-        except proc.SpawnError as exc:
-            raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
-        result = await relay.run()
+        def relay_for(child: proc.ChildHandle | None) -> Relay:
+            return Relay(
+                config.argv,
+                session,
+                client_in=client_in,
+                client_out=client_out,
+                sinks=sinks,
+                warn=warn,
+                handle_signals=handle_signals,
+                env=child_environment(config, env),
+                on_session_start=start_session if plan.items() else None,
+                child=child,
+            )
+
+        upstream_error: str | None = None
+        if target is None:
+            relay = relay_for(None)
+            try:
+                relay.spawn()
+            except proc.SpawnError as exc:
+                raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
+            result = await relay.run()
+        else:
+            result, upstream_error = await remote.run(target, config, relay_for, warn, env)
         if result.fatal:
             warn(f"fatal: {result.fatal}")
         code = result.exit_code
@@ -386,13 +406,14 @@ async def run_wrap(
             try:
                 counts = session.counts
                 record = stop_record(
-                    result.stop_cause,
+                    "upstream_error" if upstream_error else result.stop_cause,
                     child_returncode=result.child_returncode,
                     forwarded=counts["forwarded"],
                     blocked=counts["blocked"] + counts["dropped"],
                     rejected=counts["rejected"],
                     dropped_responses=session.dropped_responses,
                     wrap_signal=result.wrap_signal,
+                    upstream_error=upstream_error,
                 )
                 one_run[Sink.SESSION_STOP].write(pretty_json(record))
             except Exception as exc:  # RelayFatal from the sink: fail closed

@@ -20,12 +20,14 @@ def stop_record(
     rejected: int,
     dropped_responses: int,
     wrap_signal: int | None = None,
+    upstream_error: str | None = None,
 ) -> dict[str, Any]:
     """The session-stop record, filled once the child is reaped.
 
     ``child_returncode`` is the child's status as :mod:`subprocess` reports it (negative for a
     signal, None when unknown): ``child_exit`` holds ``code`` or ``signal``, the other null.
-    ``blocked`` counts denied calls, answered or dropped alike.
+    ``blocked`` counts denied calls, answered or dropped alike. ``upstream_error`` is why a
+    remote server was lost (``stop_cause`` is then ``upstream_error``; docs/remote.md).
     """
     record: dict[str, Any] = {"schema": "assay.mcp_session_stop.v0", "stop_cause": stop_cause}
     if wrap_signal is not None:
@@ -35,6 +37,8 @@ def stop_record(
         "code": rc if rc is not None and rc >= 0 else None,
         "signal": -rc if rc is not None and rc < 0 else None,
     }
+    if upstream_error is not None:
+        record["upstream_error"] = upstream_error
     record["frames"] = {
         "forwarded": forwarded,
         "blocked": blocked,

@@ -1,0 +1,137 @@
+"""Where a remote wrap connects and what it sends along (sans-IO): docs/remote.md, "Options".
+
+:func:`target_from` checks ``--url``, ``--transport``, ``--header`` (with ``${VAR}`` read from
+the given environment), ``--ca-file`` and ``--allow-insecure-http`` before anything connects,
+and raises :class:`TargetError` with one line. No message ever contains a header value: a
+header is named by its name only. :func:`shown_url` is the URL as wrap prints it (no user
+information, no query: either may hold a secret).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["RESERVED_HEADERS", "Target", "TargetError", "is_loopback", "shown_url", "target_from"]
+
+# Headers wrap sets itself, per request or per session: a --header may not set them.
+RESERVED_HEADERS = frozenset({
+    "accept", "content-type", "content-length", "host", "transfer-encoding", "connection",
+    "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id",
+})
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # an HTTP field name
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a field value: no controls but tab
+MAX_HEADERS = 64
+MAX_HEADER_BYTES = 16384
+
+
+class TargetError(Exception):
+    """A remote target that cannot be used: one line, exit 2 (docs/remote.md, "Options")."""
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    transport: str  # auto | streamable-http | sse
+    headers: tuple[tuple[str, str], ...]  # (name as given, value with ${VAR} replaced)
+    ca_file: str | None
+
+    @property
+    def header_names(self) -> list[str]:
+        return [name for name, _ in self.headers]
+
+    def digest_argv(self) -> list[str]:
+        """What the session context's command digest covers for a remote server: the URL and
+        the header names, never their values (docs/wrap.md, "One-run outputs and session
+        reports")."""
+        argv = ["--url", self.url]
+        for name in self.header_names:
+            argv += ["--header", name]
+        return argv
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` (and names under it) or a loopback address."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def shown_url(url: str) -> str:
+    """``scheme://host[:port]/path``, with ``?…`` when there was a query: what wrap prints."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{parts.scheme}://{netloc}{parts.path}" + ("?…" if parts.query else "")
+
+
+def _header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    name, sep, raw = text.partition(":")
+    name = name.strip()
+    if not sep or not _TOKEN.match(name):
+        shown = name if _TOKEN.match(name) else "(not a header name)"
+        raise TargetError(f"--header must be 'Name: value' with a valid header name (got {shown})")
+    if name.lower() in RESERVED_HEADERS:
+        raise TargetError(f"--header {name}: wrap sets this header itself")
+
+    def expand(match: re.Match[str]) -> str:
+        var = match.group(1)
+        if var not in environ:
+            raise TargetError(f"--header {name}: ${{{var}}} is not set in wrap's environment")
+        return environ[var]
+
+    value = _VAR.sub(expand, raw.strip())
+    if _BAD_VALUE.search(value):
+        raise TargetError(f"--header {name}: its value holds a line break or a control character")
+    return name, value
+
+
+def target_from(
+    url: str,
+    *,
+    transport: str,
+    headers: Sequence[str],
+    ca_file: str | None,
+    allow_insecure_http: bool,
+    environ: Mapping[str, str],
+) -> Target:
+    """The checked target of ``wrap --url`` (see the module docstring)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018  (a bad port raises here)
+    except ValueError:
+        raise TargetError("--url is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise TargetError("--url must be an http:// or https:// URL with a host")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        raise TargetError("--url must not contain spaces or control characters")
+    if parts.username is not None or parts.password is not None:
+        raise TargetError("--url must not hold a user name or password (give them with --header)")
+    if parts.scheme == "http" and not is_loopback(host) and not allow_insecure_http:
+        raise TargetError(
+            f"--url {shown_url(url)}: plain http:// to a host that is not loopback sends everything "
+            "in clear text; use https://, or --allow-insecure-http"
+        )
+    if ca_file is not None and parts.scheme != "https":
+        raise TargetError("--ca-file is only for an https:// --url")
+    if len(headers) > MAX_HEADERS:
+        raise TargetError(f"at most {MAX_HEADERS} --header options")
+    parsed = tuple(_header(text, environ) for text in headers)
+    if sum(len(n) + len(v) for n, v in parsed) > MAX_HEADER_BYTES:
+        raise TargetError(f"the --header values add up to more than {MAX_HEADER_BYTES} bytes")
+    return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file)

@@ -1,0 +1,62 @@
+"""The remote side of ``assay mcp wrap --url`` as :func:`assay.wrap.run.run_wrap` calls it
+(docs/remote.md): the checked target, the banner, and the run with a remote server as the
+relay's child. Imported only on the ``--url`` path: nothing of HTTP loads for a stdio wrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from assay import proc
+from assay.remote.target import Target
+from assay.wrap.relay import Relay, RunResult
+from assay.wrap.run import WrapConfig, WrapError
+
+__all__ = ["banner", "run", "target_of"]
+
+
+def target_of(config: WrapConfig, environ: Mapping[str, str]) -> Target:
+    """The checked ``--url`` target (docs/remote.md, "Options"); a bad one is a WrapError."""
+    from assay.remote.target import TargetError, target_from
+    from assay.wrap.options import TRANSPORTS
+
+    if config.transport not in TRANSPORTS:
+        raise WrapError(f"--transport must be one of {', '.join(TRANSPORTS)}")
+    assert config.url is not None
+    try:
+        return target_from(
+            config.url, transport=config.transport, headers=config.header, ca_file=config.ca_file,
+            allow_insecure_http=config.allow_insecure_http, environ=environ,
+        )
+    except TargetError as exc:
+        raise WrapError(str(exc)) from None
+
+
+def banner(target: Target) -> str:
+    """`[assay] wrapping remote server: <URL without its query> (<transport>)`."""
+    from assay.remote.target import shown_url
+
+    return f"[assay] wrapping remote server: {shown_url(target.url)} ({target.transport})"
+
+
+async def run(
+    target: Target,
+    config: WrapConfig,
+    relay_for: Callable[[proc.ChildHandle], Relay],
+    warn: Callable[[str], None],
+    environ: Mapping[str, str],
+) -> tuple[RunResult, str | None]:
+    """Run the relay with the remote server as its child (docs/remote.md): the probe first (a
+    server that cannot be used is a WrapError before the client is read), then the run; the
+    second value is why the server was lost, if it was."""
+    from assay.remote.auth_hook import auth_for
+    from assay.remote.connect import RemoteStartError, open_remote
+
+    try:
+        auth, needs_login = auth_for(target.url, config.state_dir, environ)
+        async with open_remote(target, cap=config.max_frame_bytes, warn=warn, auth=auth,
+                               needs_login=needs_login) as server:
+            result = await relay_for(server).run()
+    except RemoteStartError as exc:
+        raise WrapError(str(exc)) from None
+    return result, server.failure
