@@ -1,10 +1,10 @@
 """Open a remote server for wrap: the HTTP client, the start probe, the nursery of its tasks
 (docs/remote.md, "Start", "TLS").
 
-:func:`open_remote` is an async context manager: it builds the ``httpx2`` client (TLS verified
+:func:`run_remote` builds the ``httpx2`` client (TLS verified
 with the system's store or ``--ca-file``; no redirects followed; a connect timeout, no read
 timeout: a tool may take its time), checks that the server answers before wrap reads anything
-from the client, and yields the :class:`~assay.remote.http.HttpServer` the relay runs as its
+from the client, and runs the relay with the :class:`~assay.remote.http.HttpServer` as its
 child. A server that cannot be reached, a TLS failure, a 401 with no login, or a legacy
 stream that names no endpoint is a :class:`RemoteStartError`: one line, exit 2.
 """
@@ -12,9 +12,8 @@ stream that names no endpoint is a :class:`RemoteStartError`: one line, exit 2.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx2
 import trio
@@ -22,7 +21,9 @@ import trio
 from assay.remote.http import HttpServer
 from assay.remote.target import Target, shown_url
 
-__all__ = ["CONNECT_TIMEOUT", "RemoteStartError", "open_remote"]
+__all__ = ["CONNECT_TIMEOUT", "RemoteStartError", "run_remote"]
+
+T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
 WRITE_TIMEOUT = 30.0
@@ -49,6 +50,8 @@ def _reason(exc: BaseException) -> str:
             return f"TLS certificate not trusted ({cause.verify_message})"
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed ({cause.reason or type(cause).__name__})"
         cause = cause.__cause__ or cause.__context__
     if isinstance(exc, httpx2.ConnectTimeout):
         return f"no connection within {CONNECT_TIMEOUT:g} s"
@@ -58,15 +61,17 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-@asynccontextmanager
-async def open_remote(
+async def run_remote(
     target: Target,
+    body: Callable[[HttpServer], Awaitable[T]],
     *,
     cap: int,
     warn: Callable[[str], None],
     auth: Any = None,
     needs_login: tuple[type[BaseException], ...] = (),
-) -> AsyncIterator[HttpServer]:
+) -> T:
+    """Probe the server, then ``await body(server)`` with the server's tasks running; the
+    tasks end with it. An exception of the probe or the body comes out as itself."""
     client = httpx2.AsyncClient(
         auth=auth,
         verify=_verify(target),
@@ -75,17 +80,27 @@ async def open_remote(
         limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64),
         follow_redirects=False,
     )
+    server = HttpServer(target, client, cap=cap, warn=warn, needs_login=needs_login)
+    error: Exception | None = None
+    result: T | None = None
     async with trio.open_nursery() as nursery:
-        server = HttpServer(target, client, cap=cap, warn=warn, needs_login=needs_login)
         await nursery.start(server.host)
         try:
-            await _probe(server, needs_login)
-        except BaseException:
-            server.goodbye = False
-            await server.stop(term_grace=0)
-            raise
-        yield server
-        nursery.cancel_scope.cancel()
+            try:
+                await _probe(server, needs_login)
+            except Exception:
+                server.goodbye = False
+                raise
+            result = await body(server)
+        except Exception as exc:  # raised again below, not inside the nursery's group
+            error = exc
+        finally:
+            with trio.CancelScope(shield=True):
+                await server.stop(term_grace=0)
+            nursery.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]
 
 
 async def _probe(server: HttpServer, needs_login: tuple[type[BaseException], ...]) -> None:

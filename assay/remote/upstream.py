@@ -79,6 +79,7 @@ class RemoteServer(ABC):
         self._ended = False  # no more output: EOF once the queue is empty
         self._exited = trio.Event()
         self._input_closed = False
+        self._stopped = False
         self.goodbye = True  # say goodbye upstream at the end (not after SIGKILL or a failure)
         self._inflight = 0
         self._idle = trio.Event()
@@ -106,6 +107,9 @@ class RemoteServer(ABC):
         self.end(None, answer=True, goodbye=sig != signal.SIGKILL)
 
     async def stop(self, *, term_grace: float = 0.5) -> int | None:
+        if self._stopped:
+            return self.returncode
+        self._stopped = True
         if not self._ended:
             self.end(None, answer=True, goodbye=True)
         with trio.CancelScope(shield=True):

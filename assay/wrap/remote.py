@@ -6,11 +6,15 @@ relay's child. Imported only on the ``--url`` path: nothing of HTTP loads for a 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from assay import proc
 from assay.remote.target import Target
 from assay.wrap.relay import Relay, RunResult
 from assay.wrap.run import WrapConfig, WrapError
+
+if TYPE_CHECKING:
+    from assay.remote.http import HttpServer
 
 __all__ = ["banner", "run", "target_of"]
 
@@ -50,13 +54,20 @@ async def run(
     server that cannot be used is a WrapError before the client is read), then the run; the
     second value is why the server was lost, if it was."""
     from assay.remote.auth_hook import auth_for
-    from assay.remote.connect import RemoteStartError, open_remote
+    from assay.remote.connect import RemoteStartError, run_remote
 
+    failure: list[str | None] = [None]
+
+    async def body(server: HttpServer) -> RunResult:
+        try:
+            return await relay_for(server).run()
+        finally:
+            failure[0] = server.failure
+
+    auth, needs_login = auth_for(target.url, config.state_dir, environ)
     try:
-        auth, needs_login = auth_for(target.url, config.state_dir, environ)
-        async with open_remote(target, cap=config.max_frame_bytes, warn=warn, auth=auth,
-                               needs_login=needs_login) as server:
-            result = await relay_for(server).run()
+        result = await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, auth=auth,
+                                  needs_login=needs_login)
     except RemoteStartError as exc:
         raise WrapError(str(exc)) from None
-    return result, server.failure
+    return result, failure[0]

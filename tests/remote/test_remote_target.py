@@ -1,0 +1,93 @@
+"""`wrap --url`'s checks before anything connects, and the JSON-RPC side of the HTTP shell
+(docs/remote.md, "Options", "Requests and headers")."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assay.remote.messages import as_line, error_line, header_value, incoming, outgoing
+from assay.remote.target import TargetError, is_loopback, shown_url, target_from
+
+
+def _target(url="https://mcp.example.test/mcp", headers=(), environ=None, **kw):
+    kw.setdefault("transport", "auto")
+    kw.setdefault("ca_file", None)
+    kw.setdefault("allow_insecure_http", False)
+    return target_from(url, headers=list(headers), environ=environ or {}, **kw)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.1", "[::1]", "localhost", "a.localhost"])
+def test_plain_http_to_loopback_is_allowed(host):
+    assert _target(f"http://{host}:8000/mcp").url.startswith("http://")
+    assert is_loopback(host)
+
+
+def test_plain_http_elsewhere_needs_the_flag():
+    with pytest.raises(TargetError, match="--allow-insecure-http"):
+        _target("http://mcp.example.test/mcp")
+    assert _target("http://mcp.example.test/mcp", allow_insecure_http=True)
+
+
+@pytest.mark.parametrize("url", ["ftp://x/y", "https:///nohost", "mcp.example.test", "https://u:p@h/x",
+                                 "https://h/x y", "https://h:99999/x"])
+def test_bad_urls(url):
+    with pytest.raises(TargetError):
+        _target(url)
+
+
+def test_headers_expand_variables_and_never_show_values():
+    secret = "tok-" + "x" * 20
+    target = _target(headers=["Authorization: Bearer ${TOKEN}", "X-Team:  a b "], environ={"TOKEN": secret})
+    assert target.headers == (("Authorization", f"Bearer {secret}"), ("X-Team", "a b"))
+    assert target.digest_argv() == ["--url", target.url, "--header", "Authorization", "--header", "X-Team"]
+    for bad in ["Authorization Bearer x", ": x", "Bad Name: x", "Mcp-Session-Id: x", "accept: x",
+                "X: a\nb", "X: ${MISSING}", "X: \x00"]:
+        with pytest.raises(TargetError) as info:
+            _target(headers=[bad], environ={"TOKEN": secret})
+        assert secret not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_shown_url_hides_the_query_and_user():
+    assert shown_url("https://h:8443/mcp?key=s3cret") == "https://h:8443/mcp?…"
+    assert "s3cret" not in shown_url("https://me:s3cret@h/mcp")
+
+
+def test_routing_headers_of_a_modern_request():
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    line = json.dumps({"jsonrpc": "2.0", "id": "7", "method": "tools/call",
+                       "params": {"name": "café", "_meta": meta}}).encode() + b"\n"
+    out = outgoing(line)
+    assert (out.kind, out.id, out.method) == ("request", "7", "tools/call")
+    headers = dict(out.headers)
+    assert headers["MCP-Protocol-Version"] == "2026-07-28" and headers["Mcp-Method"] == "tools/call"
+    assert base64.b64decode(headers["Mcp-Name"][len("=?base64?"):-2]).decode() == "café"
+    old = outgoing(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}')
+    assert old.headers == ()  # a 2025-era frame: the session's negotiated version is sent instead
+    assert outgoing(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').kind == "notification"
+    assert outgoing(b'{"jsonrpc":"2.0","id":3,"result":{}}').kind == "response"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_header_values_survive_http(value):
+    shown = header_value(value)
+    assert all(0x20 <= ord(c) <= 0x7E for c in shown)
+    if shown != value:
+        assert base64.b64decode(shown[len("=?base64?"):-2]) == value.encode("utf-8", "surrogatepass")
+
+
+def test_incoming_and_error_lines():
+    big = 123456789012345678901234567890
+    seen = incoming(f'{{"jsonrpc":"2.0","id":{big},"result":{{"protocolVersion":"2025-06-18"}}}}'.encode())
+    assert (seen.kind, seen.id, seen.protocol_version) == ("response", big, "2025-06-18")
+    line = error_line("a\u00e9", "assay: upstream error: x", {"status": 500})
+    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": "a\u00e9",
+                                "error": {"code": -32000, "message": "assay: upstream error: x", "data": {"status": 500}}}
+    assert as_line(b'{\r\n "a": 1\n}') == b'{   "a": 1 }\n'
+    assert as_line(b" \n ") is None
