@@ -1,4 +1,4 @@
-"""Helpers for the end-to-end tests of `assay mcp wrap --url` (docs/wrap.md, "Remote servers"):
+"""Helpers for the end-to-end tests of `assay mcp wrap --url` (docs/remote.md):
 real MCP servers over HTTP on 127.0.0.1 (tests/e2e/remote_server.py, and the pinned
 @modelcontextprotocol/server-everything in its streamableHttp mode), and real clients (the `mcp`
 Python SDK, the TypeScript SDK through tests/e2e/ts_remote_client.mjs, or a raw stdio peer)

@@ -1,5 +1,5 @@
 """A real MCP server over HTTP on loopback, for the end-to-end tests of `assay mcp wrap --url`
-(docs/wrap.md, "Remote servers"), built on the `mcp` Python SDK's `MCPServer` and served by
+(docs/remote.md), built on the `mcp` Python SDK's `MCPServer` and served by
 uvicorn on 127.0.0.1.
 
     python remote_server.py [--mode streamable|stateless|sse] [--call-log FILE]

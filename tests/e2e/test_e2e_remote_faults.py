@@ -1,7 +1,8 @@
-"""End to end: `assay mcp wrap --url` when the HTTP side goes wrong (docs/wrap.md, "Remote
-servers"): a server down at start, killed mid-call, answering 500, stalling an SSE stream,
-forgetting the session; header values from the environment that reach the server and nowhere
-else; plain http to a host that is not loopback refused.
+"""End to end: `assay mcp wrap --url` when the HTTP side goes wrong (docs/remote.md, "Start"
+and "When the server fails"): a server down at start, killed mid-call, answering 500, stalling
+an event stream, forgetting the session; header values from the environment that reach the
+server and nowhere else (docs/remote.md, "Options"); plain http to a host that is not loopback
+refused.
 
 wrap runs as a real process with a raw stdio peer (tests/e2e/_remote_support.py, RawClient) so
 the tests see wrap's exact frames, exit status and stderr; the servers are real processes on
@@ -50,12 +51,27 @@ def _fatal_lines(run: RemoteRun) -> list[str]:
     return [ln for ln in wrap_stderr(run) if ln.startswith("fatal:")]
 
 
-def _assert_upstream_error(frame: dict) -> None:
-    """docs/wrap.md, "Remote servers": a request that failed upstream gets a JSON-RPC error
-    from wrap, code -32000, message starting "assay: upstream"."""
+def _assert_upstream_error(frame: dict, status: int | None = None) -> None:
+    """docs/remote.md, "When the server fails": a request that failed upstream gets wrap's
+    JSON-RPC error, code -32000, a message starting "assay: upstream error:", and for an HTTP
+    status, `data.status`."""
     assert "error" in frame, frame
     assert frame["error"]["code"] == -32000, frame
-    assert frame["error"]["message"].startswith("assay: upstream"), frame
+    assert frame["error"]["message"].startswith("assay: upstream error:"), frame
+    if status is not None:
+        assert frame["error"]["data"]["status"] == status, frame
+
+
+def _assert_ended_upstream(run: RemoteRun, code: int, pending: int) -> None:
+    """docs/remote.md, "When the server fails" and "Exit status": the run ended on the lost
+    server: one line saying how many requests were answered, exit 1, `upstream_error`."""
+    assert code == 1, run.stderr_text()
+    lines = [ln for ln in wrap_stderr(run) if ln.startswith("[assay] upstream error:")]
+    assert len(lines) == 1, run.stderr_text()
+    assert lines[0].endswith(f"; answering {pending} pending request(s) with an error"), lines
+    stop = _stop_record(run)
+    assert stop["stop_cause"] == "upstream_error", stop
+    assert stop["upstream_error"], stop
 
 
 async def _initialized(client) -> None:
@@ -69,7 +85,7 @@ async def _initialized(client) -> None:
 
 
 async def test_server_down_at_start_is_one_fatal_line_before_the_client(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": wrap probes the server at start; nothing listens, so it
+    """docs/remote.md, "Start": wrap probes the server at start; nothing listens, so it
     prints one `fatal:` line and exits 2 on its own, without waiting for its client (whose stdin
     stays open and silent)."""
     sock, port = free_closed_port()
@@ -88,8 +104,8 @@ async def test_server_down_at_start_is_one_fatal_line_before_the_client(tmp_path
 
 
 async def test_server_killed_with_20_calls_pending(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": 20 `slow` calls are running on the server when it is
-    SIGKILLed; wrap answers every one with a JSON-RPC error, then ends (stop cause
+    """docs/remote.md, "When the server fails": 20 `slow` calls are running on the server when it is
+    SIGKILLed; wrap answers every one with a JSON-RPC error, then ends (exit 1, stop cause
     `upstream_error`), no hang."""
     async with remote_server(tmp_path, base_env) as server:
         run = _with_stop(remote_run(tmp_path, server.url))
@@ -103,8 +119,7 @@ async def test_server_killed_with_20_calls_pending(tmp_path, base_env):
             code = await wait_exit(client.process, END_TIMEOUT)
     for frame in answers:
         _assert_upstream_error(frame)
-    assert _stop_record(run)["stop_cause"] == "upstream_error"
-    assert code is not None
+    _assert_ended_upstream(run, code, 20)
     await assert_all_ended(run.pids()[0])
 
 
@@ -125,7 +140,7 @@ async def test_python_client_gets_20_errors_when_the_server_is_killed(tmp_path, 
                             await session.call_tool("slow", {"steps": 1, "hold": True})
                         except MCPError as exc:
                             codes.append(exc.code)
-                            assert exc.message.startswith("assay: upstream"), exc.message
+                            assert exc.message.startswith("assay: upstream error:"), exc.message
 
                     async with trio.open_nursery() as nursery:
                         for _ in range(20):
@@ -140,7 +155,7 @@ async def test_python_client_gets_20_errors_when_the_server_is_killed(tmp_path, 
 
 
 async def test_a_500_fails_that_request_and_the_session_goes_on(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": the server answers one call `500`; that request gets
+    """docs/remote.md, "When the server fails": the server answers one call `500`; that request gets
     wrap's JSON-RPC error, the next call is answered by the server as usual, and the run ends
     normally at the client's EOF."""
     async with remote_server(tmp_path, base_env, faults=("500",)) as server:
@@ -154,7 +169,7 @@ async def test_a_500_fails_that_request_and_the_session_goes_on(tmp_path, base_e
             await client.close_stdin()
             code = await wait_exit(client.process, END_TIMEOUT)
         assert server.ran() == ["echo"]
-    _assert_upstream_error(boom)
+    _assert_upstream_error(boom, 500)
     assert echo["result"]["content"] == [{"type": "text", "text": "echo: still here"}], echo
     assert code == 0, run.stderr_text()
     assert _stop_record(run)["stop_cause"] == "client_eof"
@@ -165,7 +180,7 @@ async def test_a_500_fails_that_request_and_the_session_goes_on(tmp_path, base_e
 
 @pytest.mark.parametrize("how", ["cancel", "eof"])
 async def test_a_stalled_sse_stream_does_not_hold_wrap(tmp_path, base_env, how):
-    """docs/wrap.md, "Remote servers": the server starts the call's event stream and never sends
+    """docs/remote.md, "When the server fails": the server starts the call's event stream and never sends
     the answer; the client cancels the call (`notifications/cancelled`) then closes its stdin, or
     just closes it: wrap ends without hanging."""
     async with remote_server(tmp_path, base_env, faults=("stall",)) as server:
@@ -182,16 +197,20 @@ async def test_a_stalled_sse_stream_does_not_hold_wrap(tmp_path, base_env, how):
     assert code == 0, run.stderr_text()
     assert _stop_record(run)["stop_cause"] == "client_eof"
     stall = client.answer(1)
-    assert stall is None or "error" in stall, stall
+    if how == "eof":  # still open when the grace ended: wrap's error (docs/remote.md, "When the server fails")
+        assert stall is not None, client.frames
+        _assert_upstream_error(stall)
+    else:  # cancelled: nobody waits for an answer any more
+        assert stall is None or "error" in stall, stall
 
 
 # -- the server forgets the session --------------------------------------------------------
 
 
 async def test_an_expired_session_answers_the_pending_requests_and_ends(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": a `slow` call is running when the server forgets the
-    session (404 to the next request); both requests get wrap's JSON-RPC error, the run ends,
-    and the stop record says `upstream_error`."""
+    """docs/remote.md, "When the server fails": a `slow` call is running when the server forgets the
+    session (404 to the next request); both requests get wrap's JSON-RPC error, the run ends
+    (exit 1), and the stop record says `upstream_error`."""
     async with remote_server(tmp_path, base_env, faults=("forget",)) as server:
         run = _with_stop(remote_run(tmp_path, server.url))
         async with raw_wrap(run, base_env) as client:
@@ -201,10 +220,10 @@ async def test_an_expired_session_answers_the_pending_requests_and_ends(tmp_path
             await client.send(call(2, "forget"))
             answers = await client.wait_answers([1, 2])
             code = await wait_exit(client.process, END_TIMEOUT)
-    for frame in answers:
+    for frame in answers:  # the one pending on the server, and the one the 404 answered
         _assert_upstream_error(frame)
-    assert _stop_record(run)["stop_cause"] == "upstream_error"
-    assert code is not None
+    assert "session expired" in answers[1]["error"]["message"], answers
+    _assert_ended_upstream(run, code, 2)
 
 
 # -- header values -------------------------------------------------------------------------
@@ -213,7 +232,7 @@ TOKEN = "e2e-secret-token-4f9c2a7d1b"
 
 
 async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": `--header 'Authorization: Bearer ${TOKEN}'` takes TOKEN
+    """docs/remote.md, "Options": `--header 'Authorization: Bearer ${TOKEN}'` takes TOKEN
     from wrap's environment; the server (which answers 401 without it) serves the session, and
     the value is in none of wrap's stderr, decision log, audit log or stop record."""
     env = {**base_env, "TOKEN": TOKEN}
@@ -235,7 +254,7 @@ async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
 
 
 async def test_a_wrong_header_value_is_a_fatal_401_that_names_auth_login(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": the server answers 401 to the probe (a wrong token, no
+    """docs/remote.md, "Start": the server answers 401 to the probe (a wrong token, no
     stored OAuth token): one `fatal:` line naming `assay mcp auth login URL`, exit 2, and the
     value sent appears nowhere."""
     env = {**base_env, "TOKEN": TOKEN}
@@ -250,7 +269,7 @@ async def test_a_wrong_header_value_is_a_fatal_401_that_names_auth_login(tmp_pat
 
 
 async def test_a_missing_header_variable_is_one_fatal_line(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": `${VAR}` in a header value names a variable wrap's
+    """docs/remote.md, "Options": `${VAR}` in a header value names a variable wrap's
     environment lacks: one `fatal:` line, exit 2, before anything is sent."""
     async with remote_server(tmp_path, base_env) as server:
         run = remote_run(tmp_path, server.url, extra=["--header", "Authorization: Bearer ${E2E_NO_SUCH_VAR}"])
@@ -265,7 +284,7 @@ async def test_a_missing_header_variable_is_one_fatal_line(tmp_path, base_env):
 
 
 async def test_plain_http_to_a_non_loopback_host_is_refused(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": `http://` to a host that is not loopback is refused
+    """docs/remote.md, "Options": `http://` to a host that is not loopback is refused
     (exit 2) unless `--allow-insecure-http`; the refusal comes before any connection (192.0.2.1 is
     a documentation address, TEST-NET-1: nothing answers there, and nothing is tried)."""
     run = remote_run(tmp_path, "http://192.0.2.1/mcp")
@@ -277,7 +296,7 @@ async def test_plain_http_to_a_non_loopback_host_is_refused(tmp_path, base_env):
 
 
 async def test_url_and_a_server_command_exclude_each_other(tmp_path, base_env):
-    """docs/wrap.md, "Remote servers": `--url` with `-- <command>` is a usage error (exit 2)."""
+    """docs/remote.md, "Options": `--url` with `-- <command>` is a usage error (exit 2)."""
     run = remote_run(tmp_path, "http://127.0.0.1:9/mcp")
     argv = [*run.argv, "--", "true"]
     with trio.fail_after(END_TIMEOUT):

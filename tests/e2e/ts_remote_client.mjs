@@ -1,8 +1,7 @@
-// A real MCP client for the e2e tests of `assay mcp wrap --url` (docs/wrap.md, "Remote
-// servers"): the official TypeScript SDK `Client` over its stdio transport, v1
-// (`@modelcontextprotocol/sdk` 1.x, what most hosts ship) or v2 (`@modelcontextprotocol/client`;
-// with `"mode": "auto"` it negotiates the 2026-07-28 era with a modern server), driving wrap,
-// which talks HTTP to the server.
+// A real MCP client for the e2e tests of `assay mcp wrap --url` (docs/remote.md): the official
+// TypeScript SDK `Client` over its stdio transport, v1 (`@modelcontextprotocol/sdk` 1.x, what
+// most hosts ship) or v2 (`@modelcontextprotocol/client`; with `"mode": "auto"` it negotiates
+// the 2026-07-28 era with a modern server), driving wrap, which talks HTTP to the server.
 //
 // Input: one JSON object on stdin:
 //   {"sdk": "v1" | "v2", "mode": "auto" (v2 only, optional), "command": "...", "args": [...],
@@ -13,7 +12,9 @@
 //   {"kind":"connected","protocolVersion":...}
 //   {"kind":"list","tools":[names]} or {"kind":"list","thrown":"<message>","code":...}
 //   {"kind":"call","name":...,"is_error":bool,"structuredContent":...,"texts":[...],
-//    "progress":[{"progress":...,"total":...,"message":...}], "asked":[message, ...]}
+//    "progress":[{"progress":...,"total":...,"message":...}] (what the SDK handed to onprogress),
+//    "wire":[progress, ...] (the progress notifications wrap sent during the call),
+//    "asked":[message, ...]}
 //     or {"kind":"call","name":...,"thrown":"<message>","code":<JSON-RPC code or null>,...}
 //   {"kind":"closed","errors":[...]}
 // A connect failure exits 1 with the error on stderr.
@@ -52,6 +53,16 @@ try {
 }
 const version = v2 ? client.getNegotiatedProtocolVersion?.() ?? null : transport.protocolVersion ?? null;
 out({ kind: 'connected', protocolVersion: version });
+// The progress notifications as they come off the wire, before the SDK handles them: the v1
+// `Protocol` runs notification handlers a microtask later but a response at once, so progress
+// read in the same chunk as its call's answer finds its handler gone (reported through onerror
+// as "a progress notification for an unknown token"); the wire shows what wrap relayed.
+let wire = [];
+const onmessage = transport.onmessage;
+transport.onmessage = (message, extra) => {
+    if (message?.method === 'notifications/progress') wire.push(message.params?.progress ?? null);
+    onmessage?.(message, extra);
+};
 const thrown = err => ({ thrown: String(err?.message ?? err), code: typeof err?.code === 'number' ? err.code : null });
 for (const step of spec.steps ?? []) {
     if (step.op === 'list') {
@@ -64,6 +75,7 @@ for (const step of spec.steps ?? []) {
         continue;
     }
     asked = [];
+    wire = [];
     const progress = [];
     const opts = { timeout, onprogress: p => progress.push({ progress: p.progress, total: p.total ?? null, message: p.message ?? null }) };
     try {
@@ -76,10 +88,11 @@ for (const step of spec.steps ?? []) {
             structuredContent: r.structuredContent ?? null,
             texts: (r.content ?? []).filter(c => c.type === 'text').map(c => c.text),
             progress,
+            wire,
             asked,
         });
     } catch (err) {
-        out({ kind: 'call', name: step.name, ...thrown(err), progress, asked });
+        out({ kind: 'call', name: step.name, ...thrown(err), progress, wire, asked });
     }
 }
 await client.close();
