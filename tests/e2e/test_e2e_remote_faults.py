@@ -229,16 +229,23 @@ async def test_an_expired_session_answers_the_pending_requests_and_ends(tmp_path
 # -- header values -------------------------------------------------------------------------
 
 TOKEN = "e2e-secret-token-4f9c2a7d1b"
+# every one-run output (docs/wrap.md, "One-run outputs and session reports")
+ONE_RUN_OUTPUTS = ["--request-receipts-out", "--session-context-out", "--session-stop-out", "--coverage-out",
+                   "--state-window-out", "--observed-manifest-out"]
 
 
 async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
     """docs/remote.md, "Options": `--header 'Authorization: Bearer ${TOKEN}'` takes TOKEN
     from wrap's environment; the server (which answers 401 without it) serves the session, and
-    the value is in none of wrap's stderr, decision log, audit log or stop record."""
+    the value is in none of wrap's stderr, decision log, audit log or one-run outputs."""
     env = {**base_env, "TOKEN": TOKEN}
     server_env = {**base_env, "E2E_EXPECT_AUTH": f"Bearer {TOKEN}"}
     async with remote_server(tmp_path, server_env) as server:
-        run = _with_stop(remote_run(tmp_path, server.url, extra=["--header", "Authorization: Bearer ${TOKEN}"]))
+        outputs = {flag: tmp_path / f"{flag.strip('-')}.json" for flag in ONE_RUN_OUTPUTS}
+        extra = ["--header", "Authorization: Bearer ${TOKEN}"]
+        for flag, path in outputs.items():
+            extra += [flag, str(path)]
+        run = remote_run(tmp_path, server.url, extra=extra)
         params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
         with trio.fail_after(RUN_TIMEOUT), run.stderr.open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
@@ -249,7 +256,8 @@ async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
         assert server.ran() == ["echo"]
         assert not [ln for ln in server.lines if ln.startswith("AUTH")], server.lines
     assert "echo" in tools and echo.is_error is False
-    assert TOKEN not in all_text(run, run.tmp / "stop.json")
+    assert all(path.stat().st_size > 0 for path in outputs.values()), outputs
+    assert TOKEN not in all_text(run, *outputs.values())
     await assert_all_ended(run.pids()[0])
 
 
