@@ -21,6 +21,7 @@ PAGES: dict[str, str] = {
         'MCP runtime commands.\n'
         '\n'
         '╭─ Commands ───────────────────────────────────────────────────────────────────╮\n'
+        '│ auth         Log in to remote MCP servers that need OAuth (docs/auth.md).    │\n'
         "│ config-path  Show a client's MCP config file and a ready-to-paste entry that │\n"
         '│              runs a server through assay mcp wrap.                           │\n'
         '│ discover     List MCP servers in client config files and among running       │\n'
@@ -40,8 +41,8 @@ PAGES: dict[str, str] = {
         '│ tool         Sign and verify MCP tool definitions.                           │\n'
         '│ tools        List the tools an MCP server offers: names, titles, hints,      │\n'
         '│              arguments, and with --policy what the policy does with each.    │\n'
-        '│ wrap         Wrap an MCP server over stdio and enforce a policy on its tool  │\n'
-        '│              calls.                                                          │\n'
+        '│ wrap         Wrap an MCP server (a command over stdio, or a remote one) and  │\n'
+        '│              enforce a policy on its tool calls.                             │\n'
         '╰──────────────────────────────────────────────────────────────────────────────╯\n'
     ),
 }

@@ -10,5 +10,14 @@ __all__ = ["auth_for"]
 
 
 def auth_for(url: str, state_dir: str | None, environ: Mapping[str, str]) -> tuple[Any, tuple[type[BaseException], ...]]:
-    """(the auth to give the HTTP client or None, the exceptions that mean a login is needed)."""
-    return None, ()
+    """(the auth to give the HTTP client or None, the exceptions that mean a login is needed).
+    A stored login that cannot be used at all (a bad token file, a missing client secret) is a
+    RemoteStartError: its one line, before the client is read."""
+    from assay.remote.connect import RemoteStartError
+    from assay.remote.oauth import NeedsLogin, auth_for_wrap
+
+    try:
+        auth = auth_for_wrap(url, state_dir=state_dir, environ=environ)
+    except NeedsLogin as exc:
+        raise RemoteStartError(str(exc)) from None
+    return auth, (NeedsLogin,)

@@ -23,13 +23,16 @@ from urllib.parse import urljoin, urlsplit
 import httpx2
 import trio
 
-from assay.remote.messages import Outgoing, as_line, incoming, outgoing
+from assay.remote.messages import Incoming, Outgoing, as_line, incoming, outgoing
+from assay.remote.params import header_map, param_headers
 from assay.remote.sse import Event, SSEDecoder, TooLong
 from assay.remote.target import Target, shown_url
 from assay.remote.upstream import RemoteServer
 
 __all__ = ["ENDPOINT_TIMEOUT", "HttpServer", "MAX_INFLIGHT"]
 
+HELD_LIMIT = 256 << 20  # bytes of bodies and events held at once over all streams (or the cap)
+MAX_MARKED_TOOLS = 10000  # tools whose x-mcp-header marks are kept
 MAX_INFLIGHT = 48  # requests POSTed at once; more wait (answers and notifications never do)
 ENDPOINT_TIMEOUT = 15.0  # seconds the legacy stream gets to name its endpoint
 GET_RETRIES = 3  # the GET stream is reopened this many times in a row before it is given up
@@ -62,12 +65,28 @@ class HttpServer(RemoteServer):
         self._slots = trio.Semaphore(MAX_INFLIGHT)
         self._get_started = False
         self._warned: set[str] = set()
+        self.held = 0  # bytes of bodies and events held now, over every stream
+        self.marks: dict[str, dict[tuple[str, ...], str]] = {}  # tool -> its x-mcp-header marks
+
+    def on_answer(self, method: str | None, seen: Incoming) -> None:
+        """Learn the ``x-mcp-header`` marks of the tools a ``tools/list`` answer lists."""
+        if method != "tools/list" or not isinstance(seen.result, dict):
+            return
+        tools = seen.result.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            marks = header_map(tool.get("inputSchema"))
+            if marks and (tool["name"] in self.marks or len(self.marks) < MAX_MARKED_TOOLS):
+                self.marks[tool["name"]] = marks
+            else:
+                self.marks.pop(tool["name"], None)
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, line: bytes) -> None:
         out = outgoing(line)
-        key = self.sent(out.id) if out.kind == "request" else None
+        key = self.sent(out.id, out.method) if out.kind == "request" else None
         body = line.rstrip(b"\r\n")
         if self._first:
             self._first = False
@@ -97,6 +116,9 @@ class HttpServer(RemoteServer):
             headers["Mcp-Session-Id"] = self.session_id
         if out.headers:
             headers.update(out.headers)
+            marks = self.marks.get(out.name) if out.name is not None else None
+            if marks:
+                headers.update(param_headers(marks, out.arguments))
         elif self.version is not None:
             headers["MCP-Protocol-Version"] = self.version
         return headers
@@ -140,23 +162,33 @@ class HttpServer(RemoteServer):
         line = as_line(body)
         return line is not None and incoming(line).kind == "response"
 
+    def _over_budget(self) -> bool:
+        """Whether the bodies and events held at once, over every stream, pass the budget."""
+        return self.held > max(HELD_LIMIT, self.cap)
+
     async def _read_body(self, resp: httpx2.Response) -> bytes | None:
-        """The whole body, or None when it is longer than the cap."""
+        """The whole body, or None when it is longer than the cap (or the held budget)."""
         chunks: list[bytes] = []
         size = 0
-        async for chunk in resp.aiter_bytes():
-            size += len(chunk)
-            if size > self.cap:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                self.held += len(chunk)
+                if size > self.cap or self._over_budget():
+                    return None
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            self.held -= size
 
     async def _read_answer(self, resp: httpx2.Response, out: Outgoing, key: Any) -> None:
         status = resp.status_code
         kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream" and 200 <= status < 300:
-            await self._read_events(resp, key, out)
-            if self.is_pending(key):
+            dropped_long = await self._read_events(resp, key, out)
+            if self.is_pending(key) and dropped_long:
+                self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
+            elif self.is_pending(key):
                 self._warn_once("stream", "[assay] upstream: an event stream ended before its answer")
                 self.answer_error(key, "assay: upstream error: the server's event stream ended before its answer")
             return
@@ -181,26 +213,46 @@ class HttpServer(RemoteServer):
             self.answer_error(key, f"assay: upstream error: the server answered {kind or 'no content'} without the answer")
 
     async def _read_events(self, resp: httpx2.Response, key: Any, out: Outgoing | None = None, *,
-                           legacy: bool = False) -> None:
+                           legacy: bool = False) -> bool:
+        """Relay a stream's events until it ends or ``key``'s answer came; whether an event
+        longer than the cap was dropped."""
         decoder = SSEDecoder(self.cap)
-        async for chunk in resp.aiter_bytes():
-            for event in decoder.feed(chunk):
-                if isinstance(event, TooLong):
-                    self._warn_once("long", f"[assay] upstream: an event longer than {self.cap} bytes was dropped")
-                    self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
-                    continue
-                if legacy and event.type == "endpoint":
-                    self._set_endpoint(event)
-                    continue
-                if event.type != "message":
-                    continue
-                line = as_line(event.data)
-                if line is not None:
-                    seen = await self.emit(line)
-                    if out is not None and out.method == "initialize" and seen.protocol_version and not out.headers:
-                        self.version = seen.protocol_version
-            if key is not None and not self.is_pending(key):
-                return  # this stream's answer came: the SDKs close it too
+        dropped: list[bool] = []
+        held = 0
+        try:
+            async for chunk in resp.aiter_bytes():
+                events = decoder.feed(chunk)
+                self.held += decoder.holding - held
+                held = decoder.holding
+                if self._over_budget():
+                    self._warn_once("budget", "[assay] upstream: more answers held at once than wrap keeps; a stream was dropped")
+                    self.answer_error(key, "assay: upstream error: the server's answers held at once are too large")
+                    return bool(dropped)
+                if await self._events(events, key, out, legacy, dropped):
+                    break  # this stream's answer came: the SDKs close it too
+        finally:
+            self.held -= held
+        return bool(dropped)
+
+    async def _events(self, events: list[Event | TooLong], key: Any, out: Outgoing | None, legacy: bool,
+                      dropped: list[bool]) -> bool:
+        """Relay a stream's events; True once ``key`` is answered."""
+        for event in events:
+            if isinstance(event, TooLong):
+                self._warn_once("long", f"[assay] upstream: an event longer than {self.cap} bytes was dropped")
+                dropped.append(True)
+                continue
+            if legacy and event.type == "endpoint":
+                self._set_endpoint(event)
+                continue
+            if event.type != "message":
+                continue
+            line = as_line(event.data)
+            if line is not None:
+                seen = await self.emit(line)
+                if out is not None and out.method == "initialize" and seen.protocol_version and not out.headers:
+                    self.version = seen.protocol_version
+        return key is not None and not self.is_pending(key)
 
     def _login_needed(self, text: str, key: Any) -> None:
         self._warn_once("login", f"[assay] {text}")

@@ -44,6 +44,8 @@ class Outgoing:
     id: Any  # the decoded id of a request or response, else None
     method: str | None
     headers: tuple[tuple[str, str], ...]  # the 2026-07-28 routing headers, else ()
+    name: str | None = None  # a tools/call's tool name
+    arguments: Any = None  # a tools/call's arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class Incoming:
     kind: str  # request | notification | response | other
     id: Any
     protocol_version: str | None  # an answer's result.protocolVersion (initialize), else None
+    result: Any = None  # an answer's result
 
 
 def header_value(value: str) -> str:
@@ -98,6 +101,8 @@ def outgoing(line: bytes) -> Outgoing:
         if isinstance(name, str):
             found.append(("Mcp-Name", header_value(name)))
         headers = tuple(found)
+    if method == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
+        return Outgoing(kind, msg.get("id"), method, headers, params["name"], params.get("arguments"))
     return Outgoing(kind, msg.get("id"), method, headers)
 
 
@@ -109,7 +114,7 @@ def incoming(line: bytes) -> Incoming:
         return Incoming(kind, msg.get("id") if kind == "request" else None, None)
     result = msg.get("result")
     version = result.get("protocolVersion") if isinstance(result, dict) else None
-    return Incoming(kind, msg.get("id"), version if isinstance(version, str) else None)
+    return Incoming(kind, msg.get("id"), version if isinstance(version, str) else None, result)
 
 
 def error_line(request_id: Any, message: str, data: dict[str, Any] | None = None) -> bytes:

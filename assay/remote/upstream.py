@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from assay.framing import BoundedLineSplitter
-from assay.remote.messages import error_line, incoming
+from assay.remote.messages import Incoming, error_line, incoming
 from assay.wrap.pending import id_key
 
 __all__ = ["OUT_LIMIT", "RemoteServer"]
@@ -85,7 +85,7 @@ class RemoteServer(ABC):
         self._idle = trio.Event()
         self._idle.set()
         self._splitter: BoundedLineSplitter[bytes | None] = BoundedLineSplitter(cap, lambda _n, _d: None)
-        # requests sent upstream and not answered: id key -> [decoded id, how many in flight]
+        # requests sent upstream and not answered: id key -> [decoded id, how many in flight, method]
         self.pending: dict[Any, list[Any]] = {}
 
     async def host(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -177,13 +177,16 @@ class RemoteServer(ABC):
 
     # -- pending requests ----------------------------------------------------------------------
 
-    def sent(self, request_id: Any) -> Any:
+    def sent(self, request_id: Any, method: str | None = None) -> Any:
         """A request went upstream: its key (None for an id that is not one)."""
         key = id_key(request_id)
         if key is not None:
-            entry = self.pending.setdefault(key, [request_id, 0])
+            entry = self.pending.setdefault(key, [request_id, 0, method])
             entry[1] += 1
         return key
+
+    def on_answer(self, method: str | None, seen: Incoming) -> None:
+        """A transport's look at an answer to a request of ``method`` (before it is relayed)."""
 
     def answered(self, key: Any) -> None:
         entry = self.pending.get(key)
@@ -211,7 +214,11 @@ class RemoteServer(ABC):
         reading of it."""
         seen = incoming(line)
         if seen.kind == "response":
-            self.answered(id_key(seen.id))
+            key = id_key(seen.id)
+            entry = self.pending.get(key)
+            if entry is not None:
+                self.on_answer(entry[2], seen)
+            self.answered(key)
         while self._out_bytes > OUT_LIMIT and not self._ended:
             await self._room.wait()
         self._push(line)

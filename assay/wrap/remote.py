@@ -64,8 +64,8 @@ async def run(
         finally:
             failure[0] = server.failure
 
-    auth, needs_login = auth_for(target.url, config.state_dir, environ)
     try:
+        auth, needs_login = auth_for(target.url, config.state_dir, environ)
         result = await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, auth=auth,
                                   needs_login=needs_login)
     except RemoteStartError as exc:

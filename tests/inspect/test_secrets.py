@@ -438,3 +438,12 @@ _STARTS = [
 ])
 def test_find_secrets_is_the_plain_implementation_on_edges(text: str) -> None:
     assert [tuple(s) for s in find_secrets(text)] == old_find_secrets(text)
+
+
+def test_an_environment_reference_in_an_authorization_header_is_no_secret() -> None:
+    """A config's `Authorization: Bearer ${TOKEN}` (what `wrap --header` and protect write:
+    docs/remote.md, "Options") names a variable; the token itself is still found."""
+    for text in ("Authorization: Bearer ${GITHUB_TOKEN}", "authorization=$API_TOKEN", "Authorization: %TOKEN%"):
+        assert find_secrets(text) == [], text
+    token = "ab12" * 6
+    assert [s.kind for s in find_secrets(f"Authorization: Bearer {token}")] == ["authorization"]

@@ -1,0 +1,183 @@
+"""`assay mcp auth login|list|logout` (docs/auth.md): OAuth logins to remote MCP servers.
+
+Errors are one `assay: error: ...` line: exit 1 for "not logged in" (logout of nothing), exit 2
+for a usage error or a login that did not work.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Annotated, Any, Literal
+
+import cyclopts
+from cyclopts import Parameter
+
+from assay.cli.errors import one_line
+from assay.cli.output import printable as _safe
+from assay.cli.output import write_out
+
+_STATE_HELP = "The state directory (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay)."
+
+
+def _error(message: str, code: int) -> int:
+    sys.stderr.write(f"assay: error: {one_line(message)}\n")
+    return code
+
+
+def _state(state_dir: str | None) -> str:
+    from assay.sessions.paths import state_dir as resolve
+
+    return resolve(state_dir, os.environ)
+
+
+def _when(stamp: Any, now: float) -> str:
+    if stamp is None:
+        return "-"
+    try:
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+    return f"{text} (expired)" if float(stamp) <= now else text
+
+
+def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
+    auth = cyclopts.App(name="auth", help="Log in to remote MCP servers that need OAuth (docs/auth.md).",
+                        help_format="plaintext")
+    mcp.command(auth)
+
+    @auth.command(name="login")
+    def login_command(
+        url: str,
+        /,
+        *,
+        scope: Annotated[str | None, Parameter(name="--scope")] = None,
+        client_id: Annotated[str | None, Parameter(name="--client-id")] = None,
+        client_secret_file: Annotated[str | None, Parameter(name="--client-secret-file")] = None,
+        client_secret_env: Annotated[str | None, Parameter(name="--client-secret-env")] = None,
+        client_metadata_url: Annotated[str | None, Parameter(name="--client-metadata-url")] = None,
+        grant: Annotated[Literal["authorization-code", "client-credentials"], Parameter(name="--grant")] = "authorization-code",
+        private_key: Annotated[str | None, Parameter(name="--private-key")] = None,
+        issuer: Annotated[str | None, Parameter(name="--issuer")] = None,
+        no_browser: Annotated[bool, Parameter(name="--no-browser", negative=())] = False,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+    ) -> int:
+        """Log in to the MCP server at URL: connect, and answer its OAuth challenge (a browser, or client credentials).
+
+        Parameters
+        ----------
+        url
+            The server's MCP endpoint (Streamable HTTP).
+        scope
+            The scopes to ask for (space-separated); default: what the server asks for.
+        client_id
+            A client registered beforehand (else the client registers itself, or uses --client-metadata-url).
+        client_secret_file
+            A file holding the client secret (secrets are never given on the command line).
+        client_secret_env
+            A variable holding the client secret.
+        client_metadata_url
+            An https URL of this client's metadata document, used as its client id where the server supports it.
+        grant
+            authorization-code (a browser) or client-credentials (machine to machine: a secret or --private-key).
+        private_key
+            A PEM private key file: client-credentials with private_key_jwt.
+        issuer
+            The authorization server the client credentials belong to (client-credentials only).
+        no_browser
+            Print the authorization URL instead of opening a browser.
+        state_dir
+            {state}
+        """
+        import trio
+
+        from assay.remote.login import LoginError, LoginOptions, login
+
+        opts = LoginOptions(url=url, scope=scope, client_id=client_id, client_secret_file=client_secret_file,
+                            client_secret_env=client_secret_env, client_metadata_url=client_metadata_url,
+                            grant=grant, private_key=private_key, issuer=issuer, no_browser=no_browser)
+        try:
+            line = trio.run(lambda: login(opts, state=_state(state_dir), environ=dict(os.environ)))
+        except LoginError as exc:
+            return _error(str(exc), 2)
+        write_out(_safe(line) + "\n")
+        return 0
+
+    @auth.command(name="list")
+    def list_command(
+        *,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+        json: Annotated[bool, Parameter(name="--json", negative=())] = False,
+    ) -> int:
+        """List the stored logins: URL, expiry, scopes, whether a refresh token is held (never a token).
+
+        Parameters
+        ----------
+        state_dir
+            {state}
+        json
+            One JSON object per line instead of the table.
+        """
+        from assay.remote.tokens import TokenFileError, records, summary
+
+        now = time.time()
+        rows: list[dict[str, Any]] = []
+        try:
+            for path, record in records(_state(state_dir)):
+                if isinstance(record, TokenFileError):
+                    sys.stderr.write(f"assay: warning: {one_line(record)}\n")
+                else:
+                    rows.append(summary(record, now))
+        except TokenFileError as exc:
+            return _error(str(exc), 2)
+        if json:
+            import json as j
+
+            write_out("".join(j.dumps(r, ensure_ascii=True, separators=(",", ":")) + "\n" for r in rows))
+            return 0
+        if not rows:
+            sys.stderr.write("no stored logins\n")
+            return 0
+        table = [("URL", "EXPIRES", "SCOPE", "REFRESH", "GRANT")]
+        for r in rows:
+            table.append((_safe(str(r["url"])), _when(r["expires_at"], now), _safe(r["scope"] or "-"),
+                          "yes" if r["refresh_token"] else "no", _safe(r["grant"])))
+        widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+        write_out("".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in table))
+        return 0
+
+    @auth.command(name="logout")
+    def logout_command(
+        url: str,
+        /,
+        *,
+        state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
+    ) -> int:
+        """Forget the stored login of URL (the token file is deleted).
+
+        Parameters
+        ----------
+        url
+            The server's MCP endpoint, as given to login.
+        state_dir
+            {state}
+        """
+        from assay.remote.tokens import TokenFileError, delete, normalize_url
+
+        try:
+            key = normalize_url(url)
+        except ValueError as exc:
+            return _error(str(exc), 2)
+        try:
+            done = delete(_state(state_dir), key)
+        except TokenFileError as exc:
+            return _error(str(exc), 2)
+        if not done:
+            return _error(f"not logged in to {_safe(url)}", 1)
+        write_out(f"logged out of {_safe(url)}\n")
+        return 0
+
+    for command in (login_command, list_command, logout_command):
+        if command.__doc__:
+            command.__doc__ = command.__doc__.replace("{state}", _STATE_HELP)
