@@ -89,7 +89,9 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             return f'server {_quote(name)}: "args" is not a list of strings'
         transport: dict[str, Any] = {"type": "stdio", "command": command, "args": list(args)}
-        wrapped = parse_wrapped([command, *args]) is not None  # docs/discover.md, "Output"
+        line = parse_wrapped([command, *args])  # docs/discover.md, "Output"
+        wrapped = line is not None
+        remote = line is not None and line.url is not None  # protect's wrap --url (docs/protect.md, "Remote servers")
         auth = _auth_from_names(env_names)
     else:
         url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))
@@ -103,7 +105,8 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         else:
             ttype = "http"
         transport = {"type": ttype, "url": url}
-        wrapped = False  # wrap relays stdio only
+        wrapped = False  # a remote entry the client reaches itself: nothing guards it
+        remote = True
         headers = raw.get("headers")
         header_names = list(headers) if isinstance(headers, dict) else []
         auth = _auth_from_names(env_names)
@@ -121,6 +124,7 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         "auth": auth,
         "env_vars": env_names,
         "risk_hints": [],
+        **({"remote": True} if remote else {}),
         "wrapped": wrapped,
     }
 

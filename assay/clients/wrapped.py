@@ -10,7 +10,9 @@ they cannot disagree. A line is wrapped only when
 - its command is an assay executable (the basename is ``assay``, ``assay.exe``, ``assay.cmd`` or
   ``assay.bat``), or a Python interpreter running one (``python3 /venv/bin/assay``: how a
   console script shows in a process list), and
-- what follows is ``mcp wrap <options> -- <command> [args...]``, the options read with wrap's
+- what follows is ``mcp wrap <options> -- <command> [args...]``, or ``mcp wrap <options>`` with
+  ``--url URL`` among them and no ``--`` (a remote server: docs/protect.md, "Remote servers"),
+  the options read with wrap's
   own option table (:func:`assay.wrap.options.read_option_tokens`): a value option takes the next token
   (which must not start with ``-``) or is one ``--flag=value`` token, a flag takes none; each
   option at most once; a number is a plain one.
@@ -30,7 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.wrap.options import plain_float, plain_int, read_option_tokens
+from assay.wrap.options import BY_FLAG, URL_FLAG, plain_float, plain_int, read_option_tokens
 
 __all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
 
@@ -42,18 +44,21 @@ _PYTHON = re.compile(r"(python|pypy)(\d+(\.\d+)*)?w?(\.exe)?\Z")
 class WrappedLine:
     """A wrap line, read. ``options``: WrapConfig field -> value, for the options the line gives
     (a str, an int, a float, or True for a flag). ``command``/``args``: the server, everything
-    after the first ``--``. ``interpreter``: the Python in front of the assay script, if any
-    (protect never writes one, so ``--undo`` leaves such a line alone)."""
+    after the first ``--`` (empty for a remote server). ``url``: the ``--url`` of a remote server,
+    else None. ``interpreter``: the Python in front of the assay script, if any (protect never
+    writes one, so ``--undo`` leaves such a line alone). A repeatable option given more than once
+    (``--header``) has a tuple of its values."""
 
     assay: str
     options: dict[str, object]
     command: str
     args: tuple[str, ...]
     interpreter: str | None = field(default=None)
+    url: str | None = field(default=None)
 
     @property
     def server(self) -> list[str]:
-        return [self.command, *self.args]
+        return [] if self.url is not None else [self.command, *self.args]
 
 
 def _basename(token: str) -> str:
@@ -84,15 +89,25 @@ def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False)
     Wrap refuses those lines, so they are not wrapped; only ``--undo`` of a config without a
     record reads them this way, to give the server back (docs/protect.md, "Undo")."""
     parsed = read_option_tokens(tokens, any_next=written_by_older)
-    if parsed is None or not parsed[1]:
+    if parsed is None:
         return None
     options: dict[str, object] = {}
     for opt, text in parsed[0]:
         value = True if text is None else text if written_by_older else _value(opt.kind, text)
         if value is None:
             return None
+        if opt.kind is tuple:  # a repeatable option (--header): every value, in order
+            before = options.get(opt.field, ())
+            value = (*(before if isinstance(before, tuple) else ()), value)
         options[opt.field] = value
+    remote = _URL_FIELD is not None and _URL_FIELD in options
+    if remote == bool(parsed[1]):  # a server, or --url: one of the two
+        return None
     return options, parsed[1]
+
+
+#: The WrapConfig field of ``--url``.
+_URL_FIELD: str | None = BY_FLAG[URL_FLAG].field
 
 
 def parse_wrapped(argv: Sequence[str], *, written_by_older: bool = False) -> WrappedLine | None:
@@ -108,4 +123,7 @@ def parse_wrapped(argv: Sequence[str], *, written_by_older: bool = False) -> Wra
     if parsed is None:
         return None
     options, server = parsed
+    if not server:
+        url = options[str(_URL_FIELD)]
+        return WrappedLine(tokens[0], options, "", (), interpreter, url=url if isinstance(url, str) else None)
     return WrappedLine(tokens[0], options, server[0], tuple(server[1:]), interpreter)

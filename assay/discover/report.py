@@ -120,7 +120,7 @@ def render_table(doc: Mapping[str, Any], generated_at_ns: int) -> str:
     for s in servers:
         status = _STATUS_VARIANTS.get(s["status"], s["status"])
         auth = _AUTH_VARIANTS.get(s["auth"], s["auth"])
-        wrapped = "yes" if s.get("wrapped") else "no"
+        wrapped = ("yes" if s.get("wrapped") else "no") + (" (remote)" if s.get("remote") else "")
         lines.append(f"{s['id'][:29]:<30} {_client_of(s):<15} {status:<15} {auth:<15} {wrapped}")
     summary = doc["summary"]
     lines.append("")

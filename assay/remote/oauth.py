@@ -104,6 +104,9 @@ def _wrap_provider_class(base: type[Any]) -> type[Any]:
         _refresh_refused = False
 
         def _setup(self, storage: FileTokenStorage, grant: Mapping[str, Any]) -> None:
+            import anyio
+
+            self._one_flow = anyio.Lock()
             self._store = storage
             self._grant = dict(grant)
             storage.bind(self.context)
@@ -164,6 +167,30 @@ def _wrap_provider_class(base: type[Any]) -> type[Any]:
             return self._guarded(request)
 
         async def _guarded(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            # The usual case, without the SDK's lock (which it holds until the answer's headers
+            # come, so that a slow JSON answer would hold up every other request): a valid
+            # token is added and the request goes. Only a 401, a step-up or a token to refresh
+            # takes the SDK's flow, one flow at a time.
+            if self._initialized and self.context.is_token_valid():
+                self._add_auth_header(request)
+                response = yield request
+                if response.status_code != 401 and not (
+                    response.status_code == 403 and "insufficient_scope" in response.headers.get("www-authenticate", "")
+                ):
+                    return
+            async with self._one_flow:
+                inner = self._sdk_flow(request)
+                try:
+                    step = await inner.__anext__()
+                    while True:
+                        response = yield step
+                        step = await inner.asend(response)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    await inner.aclose()
+
+        async def _sdk_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
             self._answered = 0
             self._refresh_tried = False
             self._refresh_refused = False

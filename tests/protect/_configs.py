@@ -214,7 +214,11 @@ ZED = """\
 }
 """
 
-# (client label, scope, text, stdio server names, skipped server names)
+# Remote servers protect leaves as they are (docs/protect.md, "Remote servers"): Codex reads
+# bearer_token_env_var from its own environment, which wrap does not see.
+REMOTE_LEFT = {("codex", "figma")}
+
+# (client label, scope, text, stdio server names, remote server names)
 CASES = [
     ("claude_desktop", "user", CLAUDE_DESKTOP, ["filesystem", "github"], []),
     ("claude_code", "user", CLAUDE_CODE_USER, ["context7", "airtable"], ["notion"]),

@@ -158,7 +158,8 @@ async def test_protect_run_and_undo_for_every_client(case, tmp_path):
     tiny = servers["tiny"]
     assert tiny["command"] == str(ASSAY) and "wrap" in tiny["args"], tiny
     assert servers["team"] == {"command": hand[0], "args": hand[1:]}  # wrapped by hand: left alone
-    assert "url" in servers["remote"]
+    remote = servers["remote"]  # a remote server runs under wrap --url (docs/protect.md, "Remote servers")
+    assert remote["command"] == str(ASSAY) and "https://example.com/mcp" in remote["args"], remote
 
     with trio.fail_after(120):
         added, denied = await _drive(tiny, env, tmp_path)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from assay import clients
 from assay import discover as d
 from assay.clients import protect as p
-from tests.protect._configs import CASES, CLAUDE_DESKTOP, CODEX, VSCODE, ZED
+from tests.protect._configs import CASES, CLAUDE_DESKTOP, CODEX, REMOTE_LEFT, VSCODE, ZED
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/home/u/.config/assay/policy.yaml")
 
@@ -35,12 +35,14 @@ def entries(doc, loc):
     return out
 
 
-@pytest.mark.parametrize("label,scope,text,stdio,skipped", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restores(label, scope, text, stdio, skipped):
+@pytest.mark.parametrize("label,scope,text,stdio,remote", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restores(label, scope, text, stdio, remote):
     loc = location(label, scope)
     result = p.protect_text(text, loc, OPTS)
     actions = {c.name: c.action for c in result.changes}
-    assert actions == {**{n: "wrapped" for n in stdio}, **{n: "skipped" for n in skipped}}
+    skipped = [n for n in remote if (label, n) in REMOTE_LEFT]
+    remote_wrapped = [n for n in remote if (label, n) not in REMOTE_LEFT]
+    assert actions == {**{n: "wrapped" for n in stdio + remote_wrapped}, **{n: "skipped" for n in skipped}}
 
     before, after = parsed(text, loc), parsed(result.text, loc)
     old, new = entries(before, loc), entries(after, loc)
@@ -64,14 +66,14 @@ def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restor
     servers, errors = d.parse_config_file(result.text.encode(), loc)
     assert errors == []
     assert {s["name"]: s["wrapped"] for s in servers} == {
-        **{n: True for n in stdio}, **{n: False for n in skipped}
+        **{n: True for n in stdio + remote_wrapped}, **{n: False for n in skipped}
     }
 
     again = p.protect_text(result.text, loc, OPTS)
     assert again.text == result.text and not again.changed
 
     undone = p.undo_text(result.text, loc, result.record)
-    assert {c.name for c in undone.changes if c.action == "unwrapped"} == set(stdio)
+    assert {c.name for c in undone.changes if c.action == "unwrapped"} == set(stdio + remote_wrapped)
     # byte for byte, also for an entry that had no "args" (docs/protect.md, "Undo")
     assert undone.text == text
 

@@ -15,7 +15,7 @@ from assay import clients
 from assay.clients import protect as p
 from assay.sessions.paths import state_dir
 from tests.discover._discover_helpers import make_env, run_assay
-from tests.protect._configs import CASES, CLAUDE_DESKTOP
+from tests.protect._configs import CASES, CLAUDE_DESKTOP, REMOTE_LEFT
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/home/u/.config/assay/policy.yaml")
 
@@ -69,8 +69,9 @@ def _variants(text: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("variant", ["as-is", "crlf", "bom", "tabs", "no-final-newline"])
-@pytest.mark.parametrize("label,scope,text,stdio,skipped", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def test_protect_then_undo_gives_back_the_original_bytes(tmp_path, label, scope, text, stdio, skipped, variant):
+@pytest.mark.parametrize("label,scope,text,stdio,remote", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_protect_then_undo_gives_back_the_original_bytes(tmp_path, label, scope, text, stdio, remote, variant):
+    stdio = stdio + [n for n in remote if (label, n) not in REMOTE_LEFT]  # docs/protect.md, "Remote servers"
     text = _variants(text)[variant]
     if label == "codex" and variant == "bom":
         pytest.skip("TOML has no byte order mark")

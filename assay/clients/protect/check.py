@@ -37,21 +37,26 @@ def value_of(text: str, toml: bool) -> Any:
     return json.loads(strip_jsonc(text))
 
 
-def _entry(doc: Any, path: tuple[str, ...], name: str) -> Any:
+def _map(doc: Any, path: tuple[str, ...]) -> Any:
     for part in path:
         doc = doc[part]
-    return doc[name]
+    return doc
 
 
 def check_edit(before: str, after: str, location: ConfigLocation, expect: dict) -> None:
     """ProtectError unless ``after`` reads as ``before`` with, for every ``(map, name)`` of
-    ``expect``, the members ``{key path: value or ABSENT}`` set as given."""
+    ``expect``, the members ``{key path: value or ABSENT}`` set as given (key ``()``: the whole
+    entry)."""
     try:
         old, new = load(before, location), load(after, location)
         want = copy.deepcopy(old)
         for (path, name), members in expect.items():
-            entry = _entry(want, path, name)
+            table = _map(want, path)
+            entry = table[name]
             for key, value in members.items():
+                if key == ():  # the whole entry (a remote one: docs/protect.md, "Remote servers")
+                    table[name] = entry = value
+                    continue
                 holder = entry
                 for part in key[:-1]:
                     holder = holder[part]

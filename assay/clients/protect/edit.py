@@ -23,6 +23,7 @@ from assay.clients.protect.arrays import prepend_items, render_array, render_str
 from assay.clients.protect.check import ABSENT, check_edit, value_of
 from assay.clients.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
 from assay.clients.protect.owned import own_wrap_line
+from assay.clients.protect.remote import entry_value, fill_holes, is_remote, match_holes, wrap_remote
 from assay.clients.protect.slots import Slot, find_slots
 from assay.clients.protect.tomlspans import line_anchor
 from assay.clients.protect.wrapline import wrapped_args
@@ -31,7 +32,6 @@ from assay.clients.wrapped import parse_wrapped
 __all__ = ["protect_text", "undo_text", "unified_diff"]
 
 Path = tuple[str, ...]
-_URL_KEYS = ("url", "serverUrl", "httpUrl")
 _HAND_WRAPPED = "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)"
 
 
@@ -69,8 +69,8 @@ def _classify(raw: Any, location: ConfigLocation) -> tuple[Path, str, list[str]]
         if command is None:
             return "no \"command\".\"path\"; left as is"
     if command is None:
-        if any(isinstance(raw.get(k), str) for k in _URL_KEYS):
-            return "remote server (URL); wrap relays stdio servers only"
+        if is_remote(raw):
+            return "remote server (URL), not protected"
         return "no \"command\"; left as is"
     if not isinstance(command, str) or not command.strip():
         return "\"command\" is not a non-empty string; left as is"
@@ -132,22 +132,38 @@ def _anchor(text: str, slot: Slot, edit: MemberEdit) -> int | None:
     return span[1] if edit.after == "value" else line_anchor(text, span[1])[0]
 
 
-def _as_written(text: str, slot: Slot, record: EntryRecord) -> list[_Edit] | None:
-    """The edits that put back the original text of a recorded entry, or None when its values
-    are no longer exactly what protect wrote."""
+def _as_written(text: str, slot: Slot, record: EntryRecord, toml: bool) -> tuple[list[_Edit], dict] | None:
+    """The edits that put back the original text of a recorded entry and the values they put
+    back, or None when its values are no longer exactly what protect wrote. A remote entry
+    (``key`` ``()``, the whole entry) is matched with its header values cut out
+    (docs/protect.md, "Remote servers")."""
     edits = []
+    values: dict[Path, Any] = {}
     for m in record.edits:
-        if m.original is not None:
+        if m.key == () and m.original is not None:
+            span = slot.spans.get(())
+            holes = None if span is None else match_holes(text[span[0] : span[1]], m.written)
+            if span is None or holes is None:
+                return None
+            original = fill_holes(m.original, holes)
+            edits.append(_Edit(span[0], span[1], original))
+            try:
+                values[()] = entry_value(original, toml)
+            except ValueError:
+                return None
+        elif m.original is not None:
             span = slot.spans.get(m.key)
             if span is None or text[span[0] : span[1]] != m.written:
                 return None
             edits.append(_Edit(span[0], span[1], m.original))
+            values[m.key] = value_of(m.original, toml)
         else:
             at = _anchor(text, slot, m)
             if at is None or text[at : at + len(m.written)] != m.written:
                 return None
             edits.append(_Edit(at, at + len(m.written), ""))
-    return edits
+            values[m.key] = ABSENT
+    return edits, values
 
 
 def _get(raw: Any, key: Path) -> Any:
@@ -159,8 +175,15 @@ def _get(raw: Any, key: Path) -> Any:
 
 
 def _as_original(slot: Slot, record: EntryRecord, toml: bool) -> bool:
-    """Does the entry hold its original values again (put back by hand)?"""
+    """Does the entry hold its original values again (put back by hand)? (A remote entry: it
+    is a remote entry again.)"""
+    if _is_remote_record(record):
+        return is_remote(slot.raw)
     return all(_get(slot.raw, key) == value for key, value in _original_values(record, toml).items())
+
+
+def _is_remote_record(record: EntryRecord) -> bool:
+    return any(m.key == () for m in record.edits)
 
 
 def _original_values(record: EntryRecord, toml: bool) -> dict[Path, Any]:
@@ -177,16 +200,21 @@ def _restore(text: str, location: ConfigLocation, record: Sequence[EntryRecord])
     by_key = {r.key: r for r in record}
     for slot in slots:
         rec = by_key.get((slot.map, slot.name))
-        got = None if rec is None else _as_written(text, slot, rec)
+        got = None if rec is None else _as_written(text, slot, rec, location.toml)
         if rec is not None and got is not None:
-            edits += got
-            expect[rec.key] = _original_values(rec, location.toml)
+            edits += got[0]
+            expect[rec.key] = got[1]
             done.add(rec.key)
     if not edits:
         return text, done
     out = _apply(text, edits)
     check_edit(text, out, location, expect)
     return out, done
+
+
+def _runs_wrap(raw: Any, location: ConfigLocation) -> bool:
+    got = _classify(raw, location)
+    return not isinstance(got, str) and parse_wrapped([got[1], *got[2]]) is not None
 
 
 def protect_text(
@@ -206,6 +234,22 @@ def protect_text(
     for slot in slots:
         key = (slot.map, slot.name)
         where = ".".join(slot.map)
+        if is_remote(slot.raw):  # docs/protect.md, "Remote servers"
+            remote = wrap_remote(base, scan, slot, options, location)
+            if isinstance(remote, str):
+                changes.append(Change(slot.name, "skipped", remote, where))
+                continue
+            start, end, new_text, rec, value, shown, opts = remote
+            kept[key] = rec
+            expect[key] = {(): value}
+            edits.append(_Edit(start, end, new_text))
+            if key in managed and old[key] == rec:
+                changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
+            elif key in managed:
+                changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where))
+            else:
+                changes.append(Change(slot.name, "wrapped", shown, where))
+            continue
         got = _classify(slot.raw, location)
         if isinstance(got, str):
             changes.append(Change(slot.name, "skipped", got, where))
@@ -271,16 +315,22 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
                 changes.append(Change(slot.name, "skipped", "not protected", where))
             continue
         seen.add(key)
-        got_edits = _as_written(text, slot, rec)
+        got_edits = _as_written(text, slot, rec, location.toml)
         if got_edits is not None:
-            edits += got_edits
-            expect[key] = _original_values(rec, location.toml)
-            values = expect[key]
+            edits += got_edits[0]
+            expect[key] = values = got_edits[1]
+            if () in values:
+                url = next((values[()][k] for k in ("url", "serverUrl", "httpUrl") if k in values[()]), "")
+                changes.append(Change(slot.name, "unwrapped", shlex.join(["--url", str(url)]), where))
+                continue
             cmd_key, args_key = _keys(rec.edits[0].key[:-1])
             argv = [values[cmd_key], *([] if values.get(args_key, ABSENT) is ABSENT else values[args_key])]
             changes.append(Change(slot.name, "unwrapped", shlex.join(map(str, argv)), where))
         elif _as_original(slot, rec, location.toml):
             changes.append(Change(slot.name, "skipped", "already runs its original command", where))
+        elif _is_remote_record(rec) and not _runs_wrap(slot.raw, location):
+            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
+                                  "protect wrote it); left as it is", where))
         elif not isinstance(got := _classify(slot.raw, location), str) and parse_wrapped([got[1], *got[2]]) is None:
             changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
                                   "protect wrote it); left as it is", where))

@@ -33,7 +33,7 @@ def own_wrap_line(name: str, command: str, args: Sequence[str], client: str = ""
     writes (or an earlier protect wrote) for server ``name`` of ``client``, else None."""
     args = list(args)
     line = parse_wrapped([command, *args], written_by_older=True)
-    if line is None or line.interpreter is not None:
+    if line is None or line.interpreter is not None or line.url is not None:
         return None
     found = line.options
     policy, decisions, manifest = found.get("policy_path"), found.get("decision_log"), found.get("declared_manifest")

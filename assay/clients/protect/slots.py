@@ -14,7 +14,7 @@ from assay.clients import ConfigLocation
 from assay.clients.protect.jsonspans import _WS, _Node, _parse_json
 from assay.clients.protect.model import ProtectError
 
-__all__ = ["Slot", "Adder", "find_slots"]
+__all__ = ["Slot", "Adder", "Member", "find_slots"]
 
 Path = tuple[str, ...]
 
@@ -42,6 +42,18 @@ class Slot:
     raw: Any
     spans: dict[Path, tuple[int, int]] = field(default_factory=dict)
     adders: dict[Path, Adder] = field(default_factory=dict)
+    members: list[Member] | None = None  # the entry's members (JSON objects): a remote entry is rewritten whole
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a server entry: where its key starts and its value sits; for an object
+    value, its own members (``headers``)."""
+
+    key: str
+    start: int
+    value: tuple[int, int]
+    inner: tuple["Member", ...] | None = None
 
 
 def _dump(value: str) -> str:
@@ -66,6 +78,13 @@ def _json_maps(root: _Node, location: ConfigLocation) -> list[tuple[Path, _Node]
             nodes = step
         out.extend(nodes)
     return out
+
+
+def _member(key: str, at: int, node: _Node, off: int) -> Member:
+    inner = None
+    if node.members is not None:
+        inner = tuple(_member(k, a, n, off) for k, (a, n) in node.members.items())
+    return Member(key, at + off, (node.start + off, node.end + off), inner)
 
 
 def _json_adder(scan: str, holder: _Node, cmd_key: str, offset: int) -> Adder | None:
@@ -100,6 +119,8 @@ def _json_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
             slots.append(slot)
             if node.members is None:
                 continue
+            slot.spans[()] = (node.start + off, node.end + off)
+            slot.members = [_member(k, at, n, off) for k, (at, n) in node.members.items()]
             holders: list[tuple[Path, _Node, str]] = [((), node, "command")]
             inner = node.members.get("command")
             if inner is not None and inner[1].members is not None:

@@ -118,6 +118,7 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
 
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import InlineTable
 
     try:
         tomllib.loads(text)
@@ -161,9 +162,16 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
             raise ProtectError(f"cannot find the {key} of {slot.name!r} in the TOML text")
         slot.spans[(key,)] = (start, start + len(original))
         shift += width - len(original)
+    scan = blank_toml_comments(text)
     for slot in slots:
+        if isinstance(slot.raw, dict) and isinstance(table[slot.name], dict) and not isinstance(table[slot.name], InlineTable):
+            from assay.clients.protect.tomlremote import body_span
+
+            body = body_span(text, scan, location.servers_key, slot.name)
+            if body is not None:
+                slot.spans[()] = body  # a remote entry is rewritten whole (docs/protect.md, "Remote servers")
         if ("command",) in slot.spans and ("args",) not in slot.spans:
             adder = _adder(text, table[slot.name], slot.spans[("command",)])
             if adder is not None:
                 slot.adders[("args",)] = adder
-    return blank_toml_comments(text), slots
+    return scan, slots

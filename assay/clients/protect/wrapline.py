@@ -14,7 +14,7 @@ from assay.clients.protect.model import WrapOptions
 from assay.wrap.options import flag_of, option_tokens
 from assay.clients.wrapped import parse_wrapped
 
-__all__ = ["wrapped_args", "unwrap_args", "log_name", "event_source"]
+__all__ = ["wrapped_args", "wrapped_url_args", "header_env", "unwrap_args", "log_name", "event_source"]
 
 _DIGESTED = re.compile(r"-[0-9a-f]{8}\Z")  # a name that looks like a digested one gets one too
 
@@ -47,6 +47,29 @@ def event_source(name: str, client: str = "") -> str:
 def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOptions, client: str = "") -> list[str]:
     """The ``args`` of a protected entry whose ``command`` is ``options.assay``. ``client``, the
     client's label, names the log files and the event source (:func:`log_name`)."""
+    return _option_args(name, options, client) + ["--", command, *args]
+
+
+def header_env(n: int) -> str:
+    """The env variable of a remote entry's ``n``-th header value (1-based; docs/protect.md,
+    "Remote servers")."""
+    return f"ASSAY_HEADER_{n}"
+
+
+def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str], options: WrapOptions,
+                     client: str = "") -> list[str]:
+    """The ``args`` of a protected remote entry (docs/protect.md, "Remote servers"): the usual
+    options, then ``--url URL [--transport sse] [--header 'Name: ${ASSAY_HEADER_<n>}']...``.
+    Only the header names are on the line; their values are in the entry's ``env``."""
+    out = _option_args(name, options, client) + option_tokens(flag_of("url"), url)
+    if sse:
+        out += option_tokens(flag_of("transport"), "sse")
+    for n, header in enumerate(header_names, 1):
+        out += option_tokens(flag_of("header"), f"{header}: ${{{header_env(n)}}}")
+    return out
+
+
+def _option_args(name: str, options: WrapOptions, client: str) -> list[str]:
     out = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), options.policy), *option_tokens(flag_of("label"), name)]
     if options.log_dir is not None:
         stem = log_name(name, client)
@@ -63,7 +86,7 @@ def wrapped_args(name: str, command: str, args: Sequence[str], options: WrapOpti
         out += option_tokens(flag_of("declared_manifest"), options.declared_manifest)
     if options.log_arguments:
         out.append(flag_of("log_arguments"))
-    return out + ["--", command, *args]
+    return out
 
 
 def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | None:
@@ -71,6 +94,6 @@ def unwrap_args(command: str, args: Sequence[str]) -> tuple[str, list[str]] | No
     wrap [options] -- <command> [args...]``, read by :func:`assay.clients.wrapped.parse_wrapped`,
     older protect's lines included), or None."""
     line = parse_wrapped([command, *args], written_by_older=True)
-    if line is None or line.interpreter is not None:
+    if line is None or line.interpreter is not None or line.url is not None:
         return None
     return line.command, list(line.args)
