@@ -264,7 +264,7 @@ class RemoteServer(ABC):
         if self._ended:
             return
         if answer:
-            text = message or "assay: the remote server's session ended before it answered"
+            text = message or "assay: upstream error: the remote server's session ended before it answered"
             for key in list(self.pending):
                 while key in self.pending:
                     self.answer_error(key, text)
