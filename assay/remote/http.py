@@ -165,7 +165,7 @@ class HttpServer(RemoteServer):
                 if sid is not None and out.method == "initialize" and 200 <= status < 300:
                     self.session_id = sid
                 if status == 404 and self.session_id is not None and out.method != "initialize":
-                    self.fail("the server's session expired (HTTP 404)")
+                    self.fail("the server's session expired (HTTP 404)", {"status": 404})
                     return
                 await self._read_answer(resp, out, key)
         except self.needs_login as exc:
@@ -302,7 +302,7 @@ class HttpServer(RemoteServer):
             try:
                 async with self.client.stream("GET", self.target.url, headers=headers) as resp:
                     if resp.status_code == 404 and self.session_id is not None:
-                        self.fail("the server's session expired (HTTP 404)")
+                        self.fail("the server's session expired (HTTP 404)", {"status": 404})
                         return
                     if resp.status_code != 200:
                         return  # 405: the server has no GET stream
