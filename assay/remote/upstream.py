@@ -137,6 +137,7 @@ class RemoteServer(ABC):
         """The client's EOF: what is in flight finishes, then the server is let go."""
         if self._input_closed:
             return
+        self._input_closed = True
         self.start(self._finish_when_idle, counted=False)
 
     async def _finish_when_idle(self) -> None:
@@ -146,9 +147,9 @@ class RemoteServer(ABC):
     def start(self, fn: Callable[..., Any], *args: Any, counted: bool = True) -> None:
         """Run ``fn(*args)`` as a task of this server (cancelled by :meth:`stop`). A counted
         task is in flight: the client's EOF waits for it (streams of their own are not)."""
-
         if self._ended or self._tasks is None:
             return
+
         async def task() -> None:
             try:
                 await fn(*args)
