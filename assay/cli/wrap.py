@@ -64,6 +64,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         url: Annotated[str | None, Parameter(name="--url")] = None,
         transport: Annotated[str, Parameter(name="--transport")] = options.DEFAULT_TRANSPORT,
         header: Annotated[tuple[str, ...], Parameter(name="--header", consume_multiple=False, negative="")] = (),
+        header_env: Annotated[tuple[str, ...], Parameter(name="--header-env", consume_multiple=False, negative="")] = (),
         ca_file: Annotated[str | None, Parameter(name="--ca-file")] = None,
         allow_insecure_http: Annotated[bool, Parameter(name="--allow-insecure-http", negative="")] = False,
     ) -> int:

@@ -64,13 +64,18 @@ def _not_a_word(match: re.Match[str]) -> bool:
     return not match.group(1).isalpha()
 
 
-_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%", re.ASCII)
+_PLACEHOLDER = re.compile(
+    r"\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%"
+    r"|[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)++",  # a variable's name: wrap's --header-env Authorization=ASSAY_HEADER_1
+    re.ASCII,
+)
 
 
 def _auth_value(match: re.Match[str]) -> bool:
     """An ``Authorization`` value: after a scheme (``Basic``, ``Bearer``, ...) anything; without
     one, not a word of letters only. A reference to an environment variable (``${TOKEN}``,
-    ``$TOKEN``, ``%TOKEN%``: what a configuration holds in the place of a token) is no secret."""
+    ``$TOKEN``, ``%TOKEN%``, or a name such as ``API_TOKEN``: what a configuration holds in the
+    place of a token) is no secret."""
     if _PLACEHOLDER.fullmatch(match.group(2)):
         return False
     return match.group(1) is not None or not match.group(2).isalpha()

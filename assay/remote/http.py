@@ -28,6 +28,7 @@ from assay.remote.params import header_map, param_headers
 from assay.remote.sse import Event, SSEDecoder, TooLong
 from assay.remote.target import Target, shown_url
 from assay.remote.upstream import RemoteServer
+from assay.wrap.pending import id_key
 
 __all__ = ["ENDPOINT_TIMEOUT", "HttpServer", "MAX_INFLIGHT"]
 
@@ -63,6 +64,7 @@ class HttpServer(RemoteServer):
         self._ready = trio.Event()  # the first request's answer has its headers (session id)
         self._first = True
         self._slots = trio.Semaphore(MAX_INFLIGHT)
+        self._streams: dict[Any, list[trio.CancelScope]] = {}  # id key -> the POSTs of that request
         self._get_started = False
         self._warned: set[str] = set()
         self.held = 0  # bytes of bodies and events held now, over every stream
@@ -103,12 +105,36 @@ class HttpServer(RemoteServer):
             self._ready.set()
 
     async def _post_later(self, body: bytes, out: Outgoing, key: Any) -> None:
+        scope = trio.CancelScope()
+        if key is not None:
+            self._streams.setdefault(key, []).append(scope)
         try:
-            await self._ready.wait()
-            await self._post(body, out, key, first=False)
+            with scope:
+                await self._ready.wait()
+                await self._post(body, out, key, first=False)
         finally:
+            if key is not None:
+                scopes = self._streams.get(key, [])
+                if scope in scopes:
+                    scopes.remove(scope)
+                if not scopes:
+                    self._streams.pop(key, None)
             if out.kind == "request":
                 self._slots.release()
+        if out.method == "notifications/cancelled":
+            self._cancelled(out.arguments)
+
+    def _cancelled(self, request_id: Any) -> None:
+        """The client cancelled a request and the server was told: its stream is closed (as the
+        SDK clients abort theirs), and it is no longer owed an answer."""
+        key = id_key(request_id)
+        scopes = self._streams.pop(key, None) if key is not None else None
+        if not scopes:
+            return
+        for scope in scopes:
+            scope.cancel()
+        while self.is_pending(key):
+            self.answered(key)
 
     def _headers(self, out: Outgoing) -> dict[str, str]:
         headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
@@ -139,7 +165,7 @@ class HttpServer(RemoteServer):
                 if sid is not None and out.method == "initialize" and 200 <= status < 300:
                     self.session_id = sid
                 if status == 404 and self.session_id is not None and out.method != "initialize":
-                    self.fail("the server's session expired (HTTP 404)")
+                    self.fail("the server's session expired (HTTP 404)", {"status": 404})
                     return
                 await self._read_answer(resp, out, key)
         except self.needs_login as exc:
@@ -276,7 +302,7 @@ class HttpServer(RemoteServer):
             try:
                 async with self.client.stream("GET", self.target.url, headers=headers) as resp:
                     if resp.status_code == 404 and self.session_id is not None:
-                        self.fail("the server's session expired (HTTP 404)")
+                        self.fail("the server's session expired (HTTP 404)", {"status": 404})
                         return
                     if resp.status_code != 200:
                         return  # 405: the server has no GET stream

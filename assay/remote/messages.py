@@ -45,7 +45,7 @@ class Outgoing:
     method: str | None
     headers: tuple[tuple[str, str], ...]  # the 2026-07-28 routing headers, else ()
     name: str | None = None  # a tools/call's tool name
-    arguments: Any = None  # a tools/call's arguments
+    arguments: Any = None  # a tools/call's arguments; the requestId of notifications/cancelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,8 @@ def outgoing(line: bytes) -> Outgoing:
         if isinstance(name, str):
             found.append(("Mcp-Name", header_value(name)))
         headers = tuple(found)
+    if method == "notifications/cancelled" and isinstance(params, dict):
+        return Outgoing(kind, None, method, headers, arguments=params.get("requestId"))
     if method == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
         return Outgoing(kind, msg.get("id"), method, headers, params["name"], params.get("arguments"))
     return Outgoing(kind, msg.get("id"), method, headers)

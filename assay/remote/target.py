@@ -1,7 +1,8 @@
 """Where a remote wrap connects and what it sends along (sans-IO): docs/remote.md, "Options".
 
 :func:`target_from` checks ``--url``, ``--transport``, ``--header`` (with ``${VAR}`` read from
-the given environment), ``--ca-file`` and ``--allow-insecure-http`` before anything connects,
+the given environment), ``--header-env`` (``Name=VAR``: the value is VAR's, whole), ``--ca-file``
+and ``--allow-insecure-http`` before anything connects,
 and raises :class:`TargetError` with one line. No message ever contains a header value: a
 header is named by its name only. :func:`shown_url` is the URL as wrap prints it (no user
 information, no query: either may hold a secret).
@@ -24,6 +25,7 @@ RESERVED_HEADERS = frozenset({
 })
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # an HTTP field name
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a field value: no controls but tab
 MAX_HEADERS = 64
 MAX_HEADER_BYTES = 16384
@@ -100,11 +102,27 @@ def _header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
     return name, value
 
 
+def _header_from_env(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    name, sep, var = text.partition("=")
+    name = name.strip()
+    if not sep or not _TOKEN.match(name) or not _ENV_NAME.match(var):
+        raise TargetError("--header-env must be 'Name=VAR': a header name and an environment variable name")
+    if name.lower() in RESERVED_HEADERS:
+        raise TargetError(f"--header-env {name}: wrap sets this header itself")
+    if var not in environ:
+        raise TargetError(f"--header-env {name}: {var} is not set in wrap's environment")
+    value = environ[var].strip()
+    if _BAD_VALUE.search(value):
+        raise TargetError(f"--header-env {name}: the value of {var} holds a line break or a control character")
+    return name, value
+
+
 def target_from(
     url: str,
     *,
     transport: str,
     headers: Sequence[str],
+    header_env: Sequence[str] = (),
     ca_file: str | None,
     allow_insecure_http: bool,
     environ: Mapping[str, str],
@@ -129,9 +147,9 @@ def target_from(
         )
     if ca_file is not None and parts.scheme != "https":
         raise TargetError("--ca-file is only for an https:// --url")
-    if len(headers) > MAX_HEADERS:
-        raise TargetError(f"at most {MAX_HEADERS} --header options")
-    parsed = tuple(_header(text, environ) for text in headers)
+    if len(headers) + len(header_env) > MAX_HEADERS:
+        raise TargetError(f"at most {MAX_HEADERS} --header and --header-env options")
+    parsed = tuple(_header(text, environ) for text in headers) + tuple(_header_from_env(t, environ) for t in header_env)
     if sum(len(n) + len(v) for n, v in parsed) > MAX_HEADER_BYTES:
         raise TargetError(f"the --header values add up to more than {MAX_HEADER_BYTES} bytes")
     return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file)

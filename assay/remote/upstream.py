@@ -137,6 +137,7 @@ class RemoteServer(ABC):
         """The client's EOF: what is in flight finishes, then the server is let go."""
         if self._input_closed:
             return
+        self._input_closed = True
         self.start(self._finish_when_idle, counted=False)
 
     async def _finish_when_idle(self) -> None:
@@ -146,9 +147,9 @@ class RemoteServer(ABC):
     def start(self, fn: Callable[..., Any], *args: Any, counted: bool = True) -> None:
         """Run ``fn(*args)`` as a task of this server (cancelled by :meth:`stop`). A counted
         task is in flight: the client's EOF waits for it (streams of their own are not)."""
-
         if self._ended or self._tasks is None:
             return
+
         async def task() -> None:
             try:
                 await fn(*args)
@@ -249,7 +250,7 @@ class RemoteServer(ABC):
 
     # -- the end ---------------------------------------------------------------------------
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, data: dict[str, Any] | None = None) -> None:
         """The server is lost (connection, expired session): one line, every pending request
         answered, the output ended (docs/remote.md, "When the server fails")."""
         if self._ended:
@@ -257,17 +258,17 @@ class RemoteServer(ABC):
         self.failure = reason
         count = sum(entry[1] for entry in self.pending.values())
         self.warn(f"[assay] upstream error: {reason}" + (f"; answering {count} pending request(s) with an error" if count else ""))
-        self.end(f"assay: upstream error: {reason}", answer=True, goodbye=False)
+        self.end(f"assay: upstream error: {reason}", answer=True, goodbye=False, data=data)
 
-    def end(self, message: str | None, *, answer: bool, goodbye: bool) -> None:
+    def end(self, message: str | None, *, answer: bool, goodbye: bool, data: dict[str, Any] | None = None) -> None:
         """No more output after what is queued (and wrap's answers to what is pending)."""
         if self._ended:
             return
         if answer:
-            text = message or "assay: the remote server's session ended before it answered"
+            text = message or "assay: upstream error: the remote server's session ended before it answered"
             for key in list(self.pending):
                 while key in self.pending:
-                    self.answer_error(key, text)
+                    self.answer_error(key, text, data)
         self._ended = True
         self.goodbye = goodbye
         self._scope.cancel()

@@ -138,6 +138,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse."),
     WrapOption("--header", "header", "header", tuple, (),
                "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment)."),
+    WrapOption("--header-env", "header_env", "header_env", tuple, (),
+               "With --url: 'Name=VAR' sends header Name with the value of environment variable VAR (repeatable)."),
     WrapOption("--ca-file", "ca_file", "ca_file", str, None,
                "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
     WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,

@@ -29,7 +29,8 @@ def target_of(config: WrapConfig, environ: Mapping[str, str]) -> Target:
     assert config.url is not None
     try:
         return target_from(
-            config.url, transport=config.transport, headers=config.header, ca_file=config.ca_file,
+            config.url, transport=config.transport, headers=config.header, header_env=config.header_env,
+            ca_file=config.ca_file,
             allow_insecure_http=config.allow_insecure_http, environ=environ,
         )
     except TargetError as exc:

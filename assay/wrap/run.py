@@ -106,6 +106,7 @@ class WrapConfig:
     url: str | None = None
     transport: str = DEFAULT_TRANSPORT
     header: tuple[str, ...] = ()
+    header_env: tuple[str, ...] = ()
     ca_file: str | None = None
     allow_insecure_http: bool = False
 
@@ -307,10 +308,13 @@ async def run_wrap(
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     from assay.inputs import policy_byte_limit
-    from assay.wrap import remote
 
     env = os.environ if environ is None else environ
-    target = remote.target_of(config, env) if config.url is not None else None
+    target = None
+    if config.url is not None:  # docs/remote.md: nothing of it is imported for a command
+        from assay.wrap import remote
+
+        target = remote.target_of(config, env)
     policy = load_policy_file(
         config.policy_path, strict_deprecations=strict_deprecations(config, env), warn=warn,
         limit=policy_byte_limit(env),

@@ -27,26 +27,26 @@ def protect(text, loc, record):
 # (client, file text, the args after the usual options, the entry's env after protect)
 SPELLINGS = [
     ("claude_code", '{"mcpServers": {"r": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}',
-     ["--url", "https://h/mcp", "--header", "Authorization: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "Bearer ${TOKEN}"}),
+     ["--url", "https://h/mcp", "--header-env", "Authorization=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "Bearer ${TOKEN}"}),
     ("claude_code", '{"mcpServers": {"r": {"type": "sse", "url": "https://h/sse"}}}',
      ["--url", "https://h/sse", "--transport", "sse"], None),
     ("claude_desktop", '{"mcpServers": {"r": {"url": "https://h/mcp", "headers": {"X-Key": "k"}}}}',
-     ["--url", "https://h/mcp", "--header", "X-Key: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "k"}),
+     ["--url", "https://h/mcp", "--header-env", "X-Key=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "k"}),
     ("cursor", '{\n  "mcpServers": {\n    "r": {\n      "url": "https://h/mcp",\n      "headers": {\n        "A": "${env:A}",\n        "B": "b"\n      }\n    }\n  }\n}\n',
-     ["--url", "https://h/mcp", "--header", "A: ${ASSAY_HEADER_1}", "--header", "B: ${ASSAY_HEADER_2}"],
+     ["--url", "https://h/mcp", "--header-env", "A=ASSAY_HEADER_1", "--header-env", "B=ASSAY_HEADER_2"],
      {"ASSAY_HEADER_1": "${env:A}", "ASSAY_HEADER_2": "b"}),
     ("vscode", '{\n  // c\n  "servers": {\n    "r": {"type": "http", /* x */ "url": "https://h/mcp", "headers": {"A": "${input:k}"},},\n  },\n}\n',
-     ["--url", "https://h/mcp", "--header", "A: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "${input:k}"}),
+     ["--url", "https://h/mcp", "--header-env", "A=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "${input:k}"}),
     ("windsurf", '{"mcpServers": {"r": {"serverUrl": "https://h/mcp", "headers": {"A": "a"}}}}',
-     ["--url", "https://h/mcp", "--header", "A: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "a"}),
+     ["--url", "https://h/mcp", "--header-env", "A=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "a"}),
     ("gemini_cli", '{"mcpServers": {"r": {"httpUrl": "https://h/mcp", "headers": {"A": "$A"}, "timeout": 5000}}}',
-     ["--url", "https://h/mcp", "--header", "A: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "$A"}),
+     ["--url", "https://h/mcp", "--header-env", "A=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "$A"}),
     ("gemini_cli", '{"mcpServers": {"r": {"url": "https://h/sse"}}}',
      ["--url", "https://h/sse", "--transport", "sse"], None),
     ("zed", '{"context_servers": {"r": {"url": "https://h/mcp", "headers": { "Authorization": "Bearer t" },},},}',
-     ["--url", "https://h/mcp", "--header", "Authorization: ${ASSAY_HEADER_1}"], {"ASSAY_HEADER_1": "Bearer t"}),
+     ["--url", "https://h/mcp", "--header-env", "Authorization=ASSAY_HEADER_1"], {"ASSAY_HEADER_1": "Bearer t"}),
     ("codex", '[mcp_servers.r]\nurl = "https://h/mcp"  # remote\nhttp_headers = { "A" = \'lit\', B = "b" }\ntool_timeout_sec = 60\n',
-     ["--url", "https://h/mcp", "--header", "A: ${ASSAY_HEADER_1}", "--header", "B: ${ASSAY_HEADER_2}"],
+     ["--url", "https://h/mcp", "--header-env", "A=ASSAY_HEADER_1", "--header-env", "B=ASSAY_HEADER_2"],
      {"ASSAY_HEADER_1": "lit", "ASSAY_HEADER_2": "b"}),
 ]
 
@@ -145,9 +145,10 @@ def test_hostile_header_names_and_values_round_trip_and_stay_out_of_args(headers
     wrapped = entry(result.text, loc)
     assert list(wrapped.get("env", {}).values()) == list(headers.values())
     args = wrapped["args"]
-    header_args = [a.removeprefix("--header=") for i, a in enumerate(args)
-                   if a.startswith("--header=") or (i and args[i - 1] == "--header")]
-    assert header_args == [f"{k}: ${{ASSAY_HEADER_{n}}}" for n, k in enumerate(headers, 1)]
+    header_args = [a.removeprefix("--header-env=") for i, a in enumerate(args)
+                   if a.startswith("--header-env=") or (i and args[i - 1] == "--header-env")]
+    assert header_args == [f"{k}=ASSAY_HEADER_{n}" for n, k in enumerate(headers, 1)]
+    assert "${" not in " ".join(args)  # nothing a client could expand from its own environment
     record = json.dumps([[m.original, m.written] for r in result.record or [] for m in r.edits], ensure_ascii=False)
     for value in headers.values():
         if len(value) > 3:

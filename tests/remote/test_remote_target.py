@@ -91,3 +91,17 @@ def test_incoming_and_error_lines():
                                 "error": {"code": -32000, "message": "assay: upstream error: x", "data": {"status": 500}}}
     assert as_line(b'{\r\n "a": 1\n}') == b'{   "a": 1 }\n'
     assert as_line(b" \n ") is None
+
+
+def test_header_env_takes_a_whole_value_from_the_environment():
+    value = "Bearer ${NOT_EXPANDED} " + "y" * 20
+    target = target_from("https://h/mcp", transport="auto", headers=[], header_env=["Authorization=ASSAY_HEADER_1"],
+                         ca_file=None, allow_insecure_http=False, environ={"ASSAY_HEADER_1": value})
+    assert target.headers == (("Authorization", value.strip()),)
+    assert target.digest_argv() == ["--url", "https://h/mcp", "--header", "Authorization"]
+    for bad, environ in (("Authorization", {}), ("Authorization=1X", {}), ("Bad Name=V", {"V": "x"}),
+                         ("Authorization=MISSING", {}), ("Accept=V", {"V": "x"}), ("A=V", {"V": "a\r\nb"})):
+        with pytest.raises(TargetError) as info:
+            target_from("https://h/mcp", transport="auto", headers=[], header_env=[bad], ca_file=None,
+                        allow_insecure_http=False, environ=environ)
+        assert "a\r\nb" not in str(info.value)

@@ -2,7 +2,7 @@
 
 A remote entry (``url``, ``serverUrl`` (Windsurf), ``httpUrl`` (Gemini CLI), with ``type`` or
 ``transport`` and ``headers``) becomes a stdio entry in the client's stdio spelling that runs
-``<assay> mcp wrap [options] --url URL [--transport sse] [--header 'Name: ${ASSAY_HEADER_<n>}']...``.
+``<assay> mcp wrap [options] --url URL [--transport sse] [--header-env Name=ASSAY_HEADER_<n>]...``.
 Each header's value goes into the entry's ``env`` as ``ASSAY_HEADER_<n>``, its text copied as it
 was (a ``${VAR}`` the client expands stays one), never into ``args``, which every user of the
 machine can read in a process list.

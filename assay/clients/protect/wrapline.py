@@ -59,13 +59,14 @@ def header_env(n: int) -> str:
 def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str], options: WrapOptions,
                      client: str = "") -> list[str]:
     """The ``args`` of a protected remote entry (docs/protect.md, "Remote servers"): the usual
-    options, then ``--url URL [--transport sse] [--header 'Name: ${ASSAY_HEADER_<n>}']...``.
-    Only the header names are on the line; their values are in the entry's ``env``."""
+    options, then ``--url URL [--transport sse] [--header-env Name=ASSAY_HEADER_<n>]...``.
+    Only the header names are on the line; their values are in the entry's ``env``, named with
+    no ``${...}`` a client could expand (from its own environment, where they are not set)."""
     out = _option_args(name, options, client) + option_tokens(flag_of("url"), url)
     if sse:
         out += option_tokens(flag_of("transport"), "sse")
     for n, header in enumerate(header_names, 1):
-        out += option_tokens(flag_of("header"), f"{header}: ${{{header_env(n)}}}")
+        out += option_tokens(flag_of("header_env"), f"{header}={header_env(n)}")
     return out
 
 

@@ -1,0 +1,235 @@
+"""A real MCP server over HTTP on loopback, for the end-to-end tests of `assay mcp wrap --url`
+(docs/remote.md), built on the `mcp` Python SDK's `MCPServer` and served by
+uvicorn on 127.0.0.1.
+
+    python remote_server.py [--mode streamable|stateless|sse] [--call-log FILE]
+                            [--fault 500|stall|forget]... [--port N]
+
+It binds (port 0: a free port, unless `--port`), starts listening, then prints one line
+`READY <url>` on stdout, so a test waits on that line (never on a sleep). Every tool it runs is
+appended as one JSON line to the call log (`--call-log`, or $E2E_CALL_LOG) and printed on
+stdout as `RAN <tool>`, so a test can wait on "the call reached the server" as an event.
+
+Modes: `streamable` (the Streamable HTTP transport with sessions, answers as SSE streams, at
+`/mcp`), `stateless` (Streamable HTTP without sessions, JSON answers: it also serves the
+2026-07-28 era's single-exchange requests), `sse` (the legacy HTTP+SSE transport: GET `/sse`,
+POST `/messages/`).
+
+Faults (`--fault`, repeatable), each triggered by a `tools/call` of the tool of that name, which
+the server never runs:
+- `500`: a call of `boom` is answered `500 Internal Server Error`; later requests are served.
+- `stall`: a call of `stall` is answered `200 text/event-stream`, one priming event, then
+  nothing, ever (the stream stays open).
+- `forget`: a call of `forget` makes the server forget the session: that request and every later
+  one carrying its `Mcp-Session-Id` are answered 404.
+
+$E2E_EXPECT_AUTH, when set, is the `Authorization` header value every request must carry
+(else 401); the server never prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from typing import Annotated, Any
+
+import anyio
+import uvicorn
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
+
+server = MCPServer("assay-e2e-remote", version="1.0.0", log_level="WARNING")
+CALL_LOG = os.environ.get("E2E_CALL_LOG", "")
+RELEASE = anyio.Event()
+
+
+def _ran(tool: str, arguments: dict[str, Any]) -> None:
+    if CALL_LOG:
+        with open(CALL_LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+    print(f"RAN {tool}", flush=True)
+
+
+@server.tool()
+def echo(message: str) -> str:
+    """Echo a message back."""
+    _ran("echo", {"message": message})
+    return f"echo: {message}"
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    _ran("add", {"a": a, "b": b})
+    return a + b
+
+
+@server.tool()
+async def slow(ctx: Context, steps: int = 2, hold: bool = False) -> str:
+    """Report `steps` progress notifications; with `hold`, then wait until `release` is called."""
+    _ran("slow", {"steps": steps, "hold": hold})
+    for i in range(1, steps + 1):
+        await ctx.report_progress(i, steps, f"step {i}")
+    if hold:
+        await RELEASE.wait()
+    return f"slow done after {steps} steps"
+
+
+@server.tool()
+def release() -> str:
+    """Let every held `slow` call finish."""
+    _ran("release", {})
+    RELEASE.set()
+    return "released"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def _ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def ask(answer: Annotated[ElicitationResult[Name], Resolve(_ask_name)]) -> str:
+    """Ask the client for a name (elicitation/create mid-call in the 2025 era, an input_required
+    result in the 2026-07-28 era) and greet it."""
+    _ran("ask", {})
+    if answer.action == "accept":
+        return f"hello, {answer.data.name}"
+    return f"no name ({answer.action})"
+
+
+@server.tool()
+def delete_all() -> str:
+    """Delete everything (the tests' policy denies it: it must never run)."""
+    _ran("delete_all", {})
+    return "deleted everything"
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+FAULT_TOOL = {"500": "boom", "stall": "stall", "forget": "forget"}
+
+
+class Faults:
+    """ASGI middleware in front of the SDK's app: the auth check and the `--fault` answers."""
+
+    def __init__(self, app: ASGIApp, faults: set[str], expect_auth: str | None) -> None:
+        self.app = app
+        self.faults = faults
+        self.expect_auth = expect_auth
+        self.forgotten: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.expect_auth is not None and headers.get("authorization") != self.expect_auth:
+            print("AUTH missing or wrong", flush=True)
+            await _plain(send, 401, b"unauthorized", [(b"www-authenticate", b'Bearer realm="e2e"')])
+            return
+        session = headers.get("mcp-session-id")
+        if session is not None and session in self.forgotten:
+            await _plain(send, 404, b"session not found")
+            return
+        if scope["method"] != "POST" or not self.faults:
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        tool = _called_tool(body)
+        if tool == "boom" and "500" in self.faults:
+            print("FAULT 500", flush=True)
+            await _plain(send, 500, b"internal server error")
+            return
+        if tool == "forget" and "forget" in self.faults:
+            print("FAULT forget", flush=True)
+            if session is not None:
+                self.forgotten.add(session)
+            await _plain(send, 404, b"session not found")
+            return
+        if tool == "stall" and "stall" in self.faults:
+            print("FAULT stall", flush=True)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+            await send({"type": "http.response.body", "body": b"id: 0\ndata: \n\n", "more_body": True})
+            await anyio.sleep_forever()
+        await self.app(scope, _replay(body), send)
+
+
+def _called_tool(body: bytes) -> str | None:
+    try:
+        frame = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(frame, dict) and frame.get("method") == "tools/call":
+        params = frame.get("params")
+        if isinstance(params, dict) and isinstance(params.get("name"), str):
+            return params["name"]
+    return None
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return receive
+
+
+async def _plain(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def _app(mode: str) -> ASGIApp:
+    if mode == "sse":
+        return server.sse_app()
+    return server.streamable_http_app(stateless_http=mode == "stateless", json_response=mode == "stateless")
+
+
+def main() -> None:
+    global CALL_LOG
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["streamable", "stateless", "sse"], default="streamable")
+    parser.add_argument("--call-log", default=CALL_LOG)
+    parser.add_argument("--fault", action="append", choices=sorted(FAULT_TOOL), default=[])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    CALL_LOG = args.call_log
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    port = sock.getsockname()[1]
+    app = Faults(_app(args.mode), set(args.fault), os.environ.get("E2E_EXPECT_AUTH"))
+    path = "/sse" if args.mode == "sse" else "/mcp"
+    print(f"READY http://127.0.0.1:{port}{path}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
