@@ -32,6 +32,7 @@ from assay.wrap.pending import id_key
 
 __all__ = ["ENDPOINT_TIMEOUT", "HttpServer", "MAX_INFLIGHT"]
 
+AFTER_ANSWER_S = 1.0  # how long a request's stream is read on after its answer came
 HELD_LIMIT = 256 << 20  # bytes of bodies and events held at once over all streams (or the cap)
 MAX_MARKED_TOOLS = 10000  # tools whose x-mcp-header marks are kept
 MAX_INFLIGHT = 48  # requests POSTed at once; more wait (answers and notifications never do)
@@ -245,8 +246,9 @@ class HttpServer(RemoteServer):
         decoder = SSEDecoder(self.cap)
         dropped: list[bool] = []
         held = 0
+        chunks = resp.aiter_bytes()
         try:
-            async for chunk in resp.aiter_bytes():
+            async for chunk in chunks:
                 events = decoder.feed(chunk)
                 self.held += decoder.holding - held
                 held = decoder.holding
@@ -255,7 +257,20 @@ class HttpServer(RemoteServer):
                     self.answer_error(key, "assay: upstream error: the server's answers held at once are too large")
                     return bool(dropped)
                 if await self._events(events, key, out, legacy, dropped):
-                    break  # this stream's answer came: the SDKs close it too
+                    break
+            else:
+                return bool(dropped)
+            # The answer came. A server ends the stream with it: read on to that end (briefly,
+            # so that the connection can carry the next request instead of a new one being
+            # opened each time), relaying what else comes; a stream still open then is closed.
+            with trio.move_on_after(AFTER_ANSWER_S):
+                async for chunk in chunks:
+                    events = decoder.feed(chunk)
+                    self.held += decoder.holding - held
+                    held = decoder.holding
+                    if self._over_budget():
+                        break
+                    await self._events(events, None, None, legacy, dropped)
         finally:
             self.held -= held
         return bool(dropped)
