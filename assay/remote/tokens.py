@@ -194,14 +194,9 @@ def save(state: str, record: dict[str, Any], *, now: Callable[[], float] = time.
     except OSError as exc:
         raise TokenFileError(f"cannot write in {directory}: {exc.strerror or exc}") from None
     try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        from assay.clients.protect.state import fill  # the one careful write of a private file
+
+        fill(fd, data, 0o600)
         os.replace(tmp, path)
     except OSError as exc:
         try:
