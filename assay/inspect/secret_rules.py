@@ -76,7 +76,8 @@ def _auth_value(match: re.Match[str]) -> bool:
     one, not a word of letters only. A reference to an environment variable (``${TOKEN}``,
     ``$TOKEN``, ``%TOKEN%``, or a name such as ``API_TOKEN``: what a configuration holds in the
     place of a token) is no secret."""
-    if _PLACEHOLDER.fullmatch(match.group(2)):
+    value = match.group(2)
+    if _PLACEHOLDER.fullmatch(value) or _PLACEHOLDER.fullmatch(value.rstrip("`)]}>.")):  # quoted in prose too
         return False
     return match.group(1) is not None or not match.group(2).isalpha()
 

@@ -444,7 +444,7 @@ def test_an_environment_reference_in_an_authorization_header_is_no_secret() -> N
     """A config's `Authorization: Bearer ${TOKEN}` (what `wrap --header` and protect write:
     docs/remote.md, "Options") names a variable; the token itself is still found."""
     for text in ("Authorization: Bearer ${GITHUB_TOKEN}", "authorization=$API_TOKEN", "Authorization: %TOKEN%",
-                 '"--header-env", "Authorization=ASSAY_HEADER_1"'):
+                 '"--header-env", "Authorization=ASSAY_HEADER_1"', "`Authorization=ASSAY_HEADER_1`."):
         assert find_secrets(text) == [], text
     token = "ab12" * 6
     assert [s.kind for s in find_secrets(f"Authorization: Bearer {token}")] == ["authorization"]
