@@ -16,7 +16,7 @@ from cyclopts import Parameter
 
 from assay.cli.errors import one_line
 from assay.cli.output import printable as _safe
-from assay.cli.output import write_out
+from assay.cli.output import aligned, local_time, write_out
 
 _STATE_HELP = "The state directory (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay)."
 
@@ -35,11 +35,8 @@ def _state(state_dir: str | None) -> str:
 def _when(stamp: Any, now: float) -> str:
     if stamp is None:
         return "-"
-    try:
-        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
-    except (TypeError, ValueError, OverflowError, OSError):
-        return "?"
-    return f"{text} (expired)" if float(stamp) <= now else text
+    text = local_time(stamp)
+    return f"{text} (expired)" if text != "?" and float(stamp) <= now else text
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
@@ -143,8 +140,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         for r in rows:
             table.append((_safe(str(r["url"])), _when(r["expires_at"], now), _safe(r["scope"] or "-"),
                           "yes" if r["refresh_token"] else "no", _safe(r["grant"])))
-        widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-        write_out("".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n" for line in table))
+        write_out("".join(line + "\n" for line in aligned(table)))
         return 0
 
     @auth.command(name="logout")

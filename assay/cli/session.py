@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Annotated, Any
 
 import cyclopts
@@ -17,7 +16,7 @@ from cyclopts import Parameter
 
 from assay.cli.errors import fatal
 from assay.cli.output import printable as _safe
-from assay.cli.output import write_out
+from assay.cli.output import aligned, local_time, write_out
 
 
 def _db(state_dir: str | None) -> str:
@@ -25,13 +24,6 @@ def _db(state_dir: str | None) -> str:
     from assay.sessions.paths import state_dir as resolve
 
     return db_path(resolve(state_dir, os.environ))
-
-
-def _when(stamp: Any) -> str:
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
-    except (TypeError, ValueError, OverflowError, OSError):
-        return "?"
 
 
 def _out(text: str) -> int:
@@ -47,10 +39,9 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
         servers = ",".join(f"{s['server']}({s['calls']})" for s in r["servers"]) or "-"
         lines.append((
             _safe(r["key"]), _safe(client), "yes" if r["alive"] else "no", _safe(servers),
-            str(r["calls"]), _safe(",".join(r["armed"]) or "-"), _when(r["last"]),
+            str(r["calls"]), _safe(",".join(r["armed"]) or "-"), local_time(r["last"]),
         ))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+    return aligned(lines)
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
