@@ -247,30 +247,29 @@ class HttpServer(RemoteServer):
         dropped: list[bool] = []
         held = 0
         chunks = resp.aiter_bytes()
+        # Once the answer came, the stream is read on to its end (a server ends it there) for at
+        # most AFTER_ANSWER_S, relaying what else comes, so that its connection can carry the
+        # next request instead of a new one being opened each time. Only the wait for the next
+        # chunk is bounded: a message being relayed is never cut off.
+        deadline = float("inf")
         try:
-            async for chunk in chunks:
+            while True:
+                with trio.move_on_at(deadline) as waiting:
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        break
+                if waiting.cancelled_caught:
+                    break
                 events = decoder.feed(chunk)
                 self.held += decoder.holding - held
                 held = decoder.holding
                 if self._over_budget():
                     self._warn_once("budget", "[assay] upstream: more answers held at once than wrap keeps; a stream was dropped")
                     self.answer_error(key, "assay: upstream error: the server's answers held at once are too large")
-                    return bool(dropped)
-                if await self._events(events, key, out, legacy, dropped):
                     break
-            else:
-                return bool(dropped)
-            # The answer came. A server ends the stream with it: read on to that end (briefly,
-            # so that the connection can carry the next request instead of a new one being
-            # opened each time), relaying what else comes; a stream still open then is closed.
-            with trio.move_on_after(AFTER_ANSWER_S):
-                async for chunk in chunks:
-                    events = decoder.feed(chunk)
-                    self.held += decoder.holding - held
-                    held = decoder.holding
-                    if self._over_budget():
-                        break
-                    await self._events(events, None, None, legacy, dropped)
+                if await self._events(events, key, out, legacy, dropped) and deadline == float("inf"):
+                    deadline = trio.current_time() + AFTER_ANSWER_S
         finally:
             self.held -= held
         return bool(dropped)

@@ -73,10 +73,9 @@ class WrapRun:
         self.server_pids = self.tmp / "server.pids"
         self.stderr = self.tmp / "wrap.stderr"
 
-    @property
-    def argv(self) -> list[str]:
-        """The client's command: wrap (pid recorded) around the server (pid recorded)."""
-        wrap = [
+    def wrap_options(self) -> list[str]:
+        """``assay mcp wrap`` and the options every e2e run gives it, ``extra`` last."""
+        return [
             str(ASSAY), "mcp", "wrap",
             "--policy", str(self.policy),
             "--event-source", EVENT_SOURCE,
@@ -86,9 +85,12 @@ class WrapRun:
             "--verbose",
             *(["--dry-run"] if self.dry_run else []),
             *self.extra,
-            "--", *recorded(self.server_pids, self.server),
         ]
-        return recorded(self.wrap_pids, wrap)
+
+    @property
+    def argv(self) -> list[str]:
+        """The client's command: wrap (pid recorded) around the server (pid recorded)."""
+        return recorded(self.wrap_pids, [*self.wrap_options(), "--", *recorded(self.server_pids, self.server)])
 
     def decisions(self) -> list[dict]:
         """The `data` of every decision event, after checking the CloudEvents envelope

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from _e2e_support import ASSAY, E2E, EVENT_SOURCE, EVERYTHING_SERVER, RUN_TIMEOUT, WrapRun, recorded
+from _e2e_support import E2E, EVERYTHING_SERVER, RUN_TIMEOUT, WrapRun, recorded
 
 REMOTE_SERVER = E2E / "remote_server.py"
 TS_REMOTE_CLIENT = E2E / "ts_remote_client.mjs"
@@ -58,19 +58,8 @@ class RemoteRun(WrapRun):
 
     @property
     def argv(self) -> list[str]:
-        wrap = [
-            str(ASSAY), "mcp", "wrap",
-            "--policy", str(self.policy),
-            "--event-source", EVENT_SOURCE,
-            "--decision-log", str(self.decision_log),
-            "--audit-log", str(self.audit_log),
-            "--label", self.label,
-            "--verbose",
-            *(["--transport", self.transport] if self.transport else []),
-            *self.extra,
-            "--url", self.url,
-        ]
-        return recorded(self.wrap_pids, wrap)
+        transport = ["--transport", self.transport] if self.transport else []
+        return recorded(self.wrap_pids, [*self.wrap_options(), *transport, "--url", self.url])
 
 
 def remote_run(tmp: Path, url: str, policy: Path | None = None, **kwargs: Any) -> RemoteRun:
