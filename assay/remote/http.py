@@ -226,12 +226,11 @@ class HttpServer(RemoteServer):
             self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
             return
         line = as_line(body) if kind == "application/json" or status >= 300 else None
-        if line is not None and incoming(line).kind == "response":
-            seen = await self.emit(line)
-            if out.method == "initialize" and seen.protocol_version and not out.headers:
-                self.version = seen.protocol_version
-        elif line is not None and 200 <= status < 300:
-            await self.emit(line)
+        seen = incoming(line) if line is not None else None
+        if line is not None and seen is not None and (seen.kind == "response" or 200 <= status < 300):
+            await self.emit(line, seen)
+            if out.method == "initialize" and not out.headers and seen.kind == "response":
+                self.version = seen.protocol_version or self.version
         if self.is_pending(key) and status >= 300:
             text = _status_text(status)
             self._warn_once(f"http{status}", f"[assay] upstream: {text}")
@@ -290,8 +289,8 @@ class HttpServer(RemoteServer):
             line = as_line(event.data)
             if line is not None:
                 seen = await self.emit(line)
-                if out is not None and out.method == "initialize" and seen.protocol_version and not out.headers:
-                    self.version = seen.protocol_version
+                if out is not None and out.method == "initialize" and not out.headers and seen.kind == "response":
+                    self.version = seen.protocol_version or self.version
         return key is not None and not self.is_pending(key)
 
     def _login_needed(self, text: str, key: Any) -> None:

@@ -52,8 +52,30 @@ class Outgoing:
 class Incoming:
     kind: str  # request | notification | response | other
     id: Any
-    protocol_version: str | None  # an answer's result.protocolVersion (initialize), else None
-    result: Any = None  # an answer's result
+    raw_result: bytes | None = None  # an answer's result, undecoded (most answers never need it)
+
+    @property
+    def result(self) -> Any:
+        return None if self.raw_result is None else _decode(self.raw_result)
+
+    @property
+    def protocol_version(self) -> str | None:
+        """An answer's ``result.protocolVersion`` (an ``initialize`` answer), else None."""
+        result = self.result
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        return version if isinstance(version, str) else None
+
+
+class _Head(msgspec.Struct):
+    """What :func:`incoming` reads of a message: its members' presence, the id, the result
+    left as bytes (a large result is scanned, never built)."""
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    result: msgspec.Raw = msgspec.Raw(b"")
+
+
+_head = msgspec.json.Decoder(_Head)
 
 
 def header_value(value: str) -> str:
@@ -109,14 +131,21 @@ def outgoing(line: bytes) -> Outgoing:
 
 
 def incoming(line: bytes) -> Incoming:
-    """What wrap needs of one server message."""
-    msg = _decode(line)
-    kind = _kind(msg)
-    if kind != "response":
-        return Incoming(kind, msg.get("id") if kind == "request" else None, None)
-    result = msg.get("result")
-    version = result.get("protocolVersion") if isinstance(result, dict) else None
-    return Incoming(kind, msg.get("id"), version if isinstance(version, str) else None, result)
+    """What wrap needs of one server message (its head; the result stays bytes)."""
+    try:
+        head = _head.decode(line)
+    except (msgspec.DecodeError, ValueError):  # not an object, or what msgspec refuses (a huge id)
+        msg = _decode(line)
+        kind = _kind(msg)
+        if kind == "other":
+            return Incoming(kind, None)
+        raw = msg.get("result") if kind == "response" else None
+        return Incoming(kind, msg.get("id"), None if raw is None else json.dumps(raw).encode())
+    if head.method is not msgspec.UNSET:
+        return Incoming("request" if head.id is not msgspec.UNSET else "notification", None)
+    if head.id is msgspec.UNSET:
+        return Incoming("other", None)
+    return Incoming("response", head.id, bytes(head.result) or None)
 
 
 def error_line(request_id: Any, message: str, data: dict[str, Any] | None = None) -> bytes:

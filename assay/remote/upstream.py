@@ -211,11 +211,12 @@ class RemoteServer(ABC):
 
     # -- the server's messages -----------------------------------------------------------------
 
-    async def emit(self, line: bytes) -> Any:
+    async def emit(self, line: bytes, seen: Incoming | None = None) -> Incoming:
         """Queue one server message (a line) for the relay; what it answers is no longer
         pending. Waits while the queue is over :data:`OUT_LIMIT`. Returns :func:`incoming`'s
-        reading of it."""
-        seen = incoming(line)
+        reading of it (``seen``, when the caller read it already)."""
+        if seen is None:
+            seen = incoming(line)
         if seen.kind == "response":
             key = id_key(seen.id)
             entry = self.pending.get(key)

@@ -57,18 +57,12 @@ async def run(
     from assay.remote.auth_hook import auth_for
     from assay.remote.connect import RemoteStartError, run_remote
 
-    failure: list[str | None] = [None]
-
-    async def body(server: HttpServer) -> RunResult:
-        try:
-            return await relay_for(server).run()
-        finally:
-            failure[0] = server.failure
+    async def body(server: HttpServer) -> tuple[RunResult, str | None]:
+        return await relay_for(server).run(), server.failure
 
     try:
         auth, needs_login = auth_for(target.url, config.state_dir, environ)
-        result = await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, auth=auth,
-                                  needs_login=needs_login)
+        return await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, auth=auth,
+                                needs_login=needs_login)
     except RemoteStartError as exc:
         raise WrapError(str(exc)) from None
-    return result, failure[0]
