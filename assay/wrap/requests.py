@@ -15,6 +15,7 @@ import json
 from typing import Any, NamedTuple
 
 from assay.policy import Decision, Policy
+from assay.policy.fileuri import is_file_uri
 
 __all__ = [
     "BLOCKED_CODE", "JUDGED_METHODS", "PROMPT_DENIED", "RESOURCE_DENIED", "Judged", "decision_of", "encode",
@@ -85,7 +86,7 @@ def _resource(policy: Policy, method: str, uri: str) -> Judged:
             return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is denied by resources.deny")
         if which == "allow":
             return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is not in resources.allow")
-    if uri[:5].lower() == "file:" and policy.path_confinement:
+    if policy.path_confinement and is_file_uri(uri):
         why = _outside_confinement(policy, uri)
         if why is not None:
             return Judged(method, uri, "resources", PATH_CONFINEMENT, f"resource {why}")
@@ -116,7 +117,7 @@ def judges(policy: Policy, judged: Judged) -> bool:
     """Whether the policy has a section that judged this request (then it is recorded)."""
     if judged.section == "prompts":
         return policy.prompts is not None
-    return policy.resources is not None or bool(policy.path_confinement and judged.target[:5].lower() == "file:")
+    return policy.resources is not None or bool(policy.path_confinement and is_file_uri(judged.target))
 
 
 def shown(text: str) -> str:
