@@ -14,11 +14,7 @@ opens inside the root, and none of them names a denied file.
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import shutil
-import subprocess
 from pathlib import Path
 from urllib.parse import unquote, unquote_to_bytes, urlparse, urlsplit
 from urllib.request import url2pathname
@@ -30,52 +26,7 @@ from hypothesis import strategies as st
 from assay.policy import evaluate, load_policy
 from assay.policy.paths import PathRefused, confinement_violation, path_from_argument
 from assay.wrap.requests import judge_request
-
-ORACLE = Path(__file__).resolve().parent / "url_oracle.mjs"
-ANSWER_TIMEOUT = 30.0
-
-
-class NodeReader:
-    """The long-lived Node child: one URI per line in, its reading out."""
-
-    def __init__(self, node: str) -> None:
-        self.proc = subprocess.Popen([node, str(ORACLE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-
-    def read(self, uri: str) -> dict:
-        self.stdin.write(json.dumps(uri).encode("ascii") + b"\n")
-        self.stdin.flush()
-        ready, _, _ = select.select([self.stdout], [], [], ANSWER_TIMEOUT)
-        line = self.stdout.readline() if ready else b""
-        if not line:
-            self.close()
-            pytest.fail(f"url_oracle.mjs gave no answer for {uri!r}: {self.proc.stderr.read().decode()!r}")  # type: ignore[union-attr]
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.stdin.close()
-        try:
-            self.proc.wait(timeout=ANSWER_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
-        self.stdout.close()
-
-
-@pytest.fixture(scope="module")
-def node_reader():
-    """Node, started once for the module; FAIL (never skip) without it, as tests/e2e does."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("`node` (Node.js >= 20) is not on PATH: install Node.js and run `./dev test`", pytrace=False)
-    reader = NodeReader(node)
-    yield reader
-    reader.close()
-    assert reader.proc.returncode == 0
+from tests.policy._url_oracle import NodeReader, node_reader  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -203,12 +154,13 @@ def test_the_issue_examples_are_read_alike_or_refused(node_reader):
 
 @pytest.fixture(scope="module")
 def confining(tree: Path):
-    """A policy that confines every path argument and resource to ROOT/ws, symlinks resolved."""
+    """A policy that confines every path argument and resource to ROOT/ws, symlinks resolved, and
+    lets no resource named *secret* through."""
     root = tree / "ws"
     return load_policy(
         (f'version: "2.0"\ntools: {{allow: ["*"]}}\nenforcement: {{unconstrained_tools: allow}}\n'
          f'path_confinement: [{{tools: ["*"], args: [path], within: ["{root}"], resolve_symlinks: true}}]\n'
-         f'resources: {{allow: ["file://{root}/*"]}}\n').encode())
+         f'resources: {{allow: ["file://{root}/*"], deny: ["*secret*"]}}\n').encode())
 
 
 @settings(max_examples=700, deadline=None)
@@ -232,5 +184,7 @@ def test_what_assay_confines_or_allows_every_parser_opens_inside_the_root(node_r
         if resolving or as_argument or request.code is None:
             real = os.path.realpath(path)
             assert inside and (real == real_root or real.startswith(real_root + "/")), (uri, path, real)
+        if request.code is None:
+            assert "secret" not in path, (uri, path)
     if check_agreement(node_reader, uri) is None:  # refused by the reader: refused everywhere
         assert not (as_argument or lexical or resolving or request.code is None), uri
