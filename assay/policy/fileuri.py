@@ -27,7 +27,7 @@ C0_OR_SPACE = "".join(map(chr, range(0x21)))
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ENCODED_SEPARATOR = re.compile(r"%(?:2[Ff]|5[Cc])")
-_DRIVE_LETTER = re.compile(r"[A-Za-z][:|]")
+_DRIVE_SEGMENT = re.compile(r"/[A-Za-z][:|](?=/|$)")
 # the scheme as the URL standard reads it: ASCII letters in any case, C0 controls and spaces
 # before it, tabs and newlines anywhere in it
 _FILE_SCHEME = re.compile(r"[\x00-\x20]*[fF][\t\n\r]*[iI][\t\n\r]*[lL][\t\n\r]*[eE][\t\n\r]*:")
@@ -82,28 +82,27 @@ def read_file_uri(text: str) -> str:
         rest = "/" + tail
     if not rest.startswith("/"):
         raise FileUriRefused("a file: URI must name an absolute path")
-    return "/" + "/".join(_segment(raw) for raw in rest[1:].split("/"))
+    return _decoded(rest)
 
 
-def _segment(raw: str) -> str:
-    """One path segment decoded, or FileUriRefused where the parsers part ways on it."""
-    if "%" in raw:
-        if _BAD_ESCAPE.search(raw):
+def _decoded(path: str) -> str:
+    """The path decoded, or FileUriRefused where the parsers part ways on it. Whole-string
+    checks: an encoded separator is refused first, so decoding never joins two segments."""
+    if "%" in path:
+        if _BAD_ESCAPE.search(path):
             raise FileUriRefused("a % not followed by two hex digits (Node refuses it, Python keeps it)")
-        if _ENCODED_SEPARATOR.search(raw):
+        if _ENCODED_SEPARATOR.search(path):
             raise FileUriRefused("an encoded / or \\ (%2F, %5C: Node refuses it, Python decodes it)")
         try:
-            name = unquote_to_bytes(raw).decode("utf-8")
+            path = unquote_to_bytes(path).decode("utf-8")
         except UnicodeDecodeError:
             raise FileUriRefused("invalid UTF-8 after %-decoding (Node refuses it, Python replaces it)") from None
-    else:
-        name = raw
-    if "\x00" in name:
+    if "\x00" in path:
         raise FileUriRefused("embedded null byte")
-    if name == "..":
+    if "/../" in path or path.endswith("/.."):
         raise FileUriRefused(
             "a '..' segment (WHATWG parsers remove it from the text, the operating system follows it through symlinks)"
         )
-    if _DRIVE_LETTER.fullmatch(name) or _DRIVE_LETTER.fullmatch(raw):
+    if _DRIVE_SEGMENT.search(path):
         raise FileUriRefused("a Windows drive letter (WHATWG parsers turn C| into C: and never remove it with '..')")
-    return name
+    return path
