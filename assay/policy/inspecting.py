@@ -13,6 +13,7 @@ Plain values; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from assay.policy.patterns import NameMatcher, pattern_matches
@@ -209,16 +210,22 @@ class ListRules:
         refused: the list that refused it and the reading it refused, or None. A deny of any
         reading wins; the allow list must match every reading."""
         if self.deny:
-            denied = NameMatcher(self.deny)
+            denied = _matcher(self.deny)
             for name in readings:
                 if denied(name):
                     return "deny", name
         if self.allow is not None:
-            allowed = NameMatcher(self.allow)
+            allowed = _matcher(self.allow)
             for name in readings:
                 if not allowed(name):
                     return "allow", name
         return None
+
+
+@lru_cache(maxsize=32)
+def _matcher(patterns: tuple[str, ...]) -> NameMatcher:
+    """A list's patterns compiled once (a policy holds a few lists; a reload makes new ones)."""
+    return NameMatcher(patterns)
 
 
 def _action(r: Reader, m: dict[str, Any], key: str, path: str, choices: tuple[str, ...]) -> str | None:

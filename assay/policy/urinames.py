@@ -47,7 +47,7 @@ def readings(uri: str) -> tuple[str, ...]:
     plain = preprocess(uri)
     decoded = unquote(plain, errors="replace")
     names = [unquote(uri, errors="replace"), decoded, standard_reading(uri)]
-    if not is_file_uri(uri):  # a file: URI spelled so that decoding first would matter is refused
+    if "%" in plain and not is_file_uri(uri):  # a file: URI that decoding first would change is refused
         names.append(_standard(decoded, decode=False))
     for name in names:
         if name not in out:
@@ -85,7 +85,8 @@ def _standard(uri: str, *, decode: bool) -> str:
     else:
         path = rest
     if path.startswith("/"):
-        path = _without_dot_segments(path)
+        if "." in path or "%" in path:  # else no dot segment to remove
+            path = _without_dot_segments(path)
     elif special:
         path = "/" + path  # a special URL's path is never empty
     head = scheme if authority is None else scheme + "//" + authority

@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 from assay.policy import Decision, Policy
 from assay.policy.fileuri import FileUriRefused, is_file_uri
 from assay.policy.inspecting import ListRules
-from assay.policy.urinames import readings
 
 __all__ = [
     "BLOCKED_CODE", "JUDGED_METHODS", "PROMPT_DENIED", "RESOURCE_DENIED", "Judged", "decision_of", "encode",
@@ -100,6 +99,8 @@ def _listed(rules: ListRules, uri: str, confined: bool) -> str | None:
     URI that servers read differently (docs/policy.md, "Resources and prompts"); that one is
     left to path confinement when the policy confines paths (``confined``), which refuses it as
     it refuses such a path argument."""
+    from assay.policy.urinames import readings  # only a policy with a resources section reads URIs
+
     try:
         names = readings(uri)
     except FileUriRefused as exc:
