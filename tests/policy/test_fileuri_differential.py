@@ -140,7 +140,7 @@ ISSUE = [
 ]
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(uris())
 @example(ISSUE[0])
 def test_every_parser_that_accepts_a_uri_assay_admits_reads_the_path_assay_judged(node_reader, uri):
@@ -163,7 +163,7 @@ def confining(tree: Path):
          f'resources: {{allow: ["file://{root}/*"], deny: ["*secret*"]}}\n').encode())
 
 
-@settings(max_examples=700, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(data=st.data())
 def test_what_assay_confines_or_allows_every_parser_opens_inside_the_root(node_reader, tree, confining, data):
     root = str(tree / "ws")

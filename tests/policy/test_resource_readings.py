@@ -170,7 +170,7 @@ def pattern_of(draw, name: str) -> str:
     return {"exact": name, "prefix": name[:i] + "*", "suffix": "*" + name[j:], "infix": "*" + name[i:j] + "*"}[form]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_a_deny_of_a_name_holds_for_every_percent_encoding_of_it(data) -> None:
     name = data.draw(denied_names())
@@ -204,7 +204,7 @@ def standard_uris(draw) -> str:
     return f"{scheme}:{slashes}{host}{path}{tail}"
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(standard_uris())
 @example("HTTPS://EVIL.com\\a\\..\\b?q=%41")
 @example("docs://x/a/%2e%2e/b")
