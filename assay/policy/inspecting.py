@@ -13,6 +13,7 @@ Plain values; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from assay.policy.patterns import NameMatcher, pattern_matches
@@ -190,7 +191,8 @@ def _actions_dict(entry: InspectEntry) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ListRules:
     """``resources`` or ``prompts``: ``allow`` (``None``: everything not denied) and ``deny``
-    patterns (the tool-name pattern forms, over URIs or prompt names); a deny wins."""
+    patterns (the tool-name pattern forms, over URIs or prompt names); a deny wins. A URI is
+    matched by each of its readings (docs/policy.md, "Resources and prompts")."""
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
@@ -200,11 +202,30 @@ class ListRules:
 
     def refusal(self, name: str) -> str | None:
         """Why ``name`` is refused (``deny`` or ``allow``: the list that refused it), or None."""
-        if self.deny and NameMatcher(self.deny)(name):
-            return "deny"
-        if self.allow is not None and not NameMatcher(self.allow)(name):
-            return "allow"
+        refused = self.refusal_of((name,))
+        return None if refused is None else refused[0]
+
+    def refusal_of(self, readings: tuple[str, ...]) -> tuple[str, str] | None:
+        """Why a name read several ways (a resource URI's readings: policy/urinames.py) is
+        refused: the list that refused it and the reading it refused, or None. A deny of any
+        reading wins; the allow list must match every reading."""
+        if self.deny:
+            denied = _matcher(self.deny)
+            for name in readings:
+                if denied(name):
+                    return "deny", name
+        if self.allow is not None:
+            allowed = _matcher(self.allow)
+            for name in readings:
+                if not allowed(name):
+                    return "allow", name
         return None
+
+
+@lru_cache(maxsize=32)
+def _matcher(patterns: tuple[str, ...]) -> NameMatcher:
+    """A list's patterns compiled once (a policy holds a few lists; a reload makes new ones)."""
+    return NameMatcher(patterns)
 
 
 def _action(r: Reader, m: dict[str, Any], key: str, path: str, choices: tuple[str, ...]) -> str | None:

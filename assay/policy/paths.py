@@ -7,7 +7,9 @@ confinement'). Only a rule with ``resolve_symlinks: true`` touches the file syst
 Lexical normal form of a path argument:
 
 - a ``file:`` URI (``file:///p``, ``file://localhost/p``, ``file:/p``) is read as the path it
-  names, percent-decoded; another host, a query or a fragment is refused;
+  names by :mod:`assay.policy.fileuri`, which refuses every spelling that servers' URL parsers
+  read differently (a backslash, an encoded ``/``, a ``..`` segment, ...), another host, a query
+  and a fragment;
 - a leading ``~`` is refused (servers expand it to a home directory the policy cannot see);
 - a relative path is joined to the rule's ``base``; without a base it is refused;
 - empty and ``.`` components and repeated slashes are dropped, ``..`` removes the component
@@ -16,7 +18,8 @@ Lexical normal form of a path argument:
 A path is inside a directory when its normal form equals the directory or continues it at a
 component boundary (``/workspace2`` is not inside ``/workspace``). A ``..`` step that leaves the
 directory, even to come back into it, counts as leaving: through a symlinked component the
-kernel would resolve it somewhere else.
+kernel would resolve it somewhere else. With ``resolve_symlinks`` the path is resolved as written
+(``realpath`` follows a ``..`` after a symlink as the kernel does), not its lexical normal form.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote
+
+from assay.policy.fileuri import FileUriRefused, is_file_uri, read_file_uri
 
 __all__ = [
     "PathRefused",
@@ -48,25 +52,18 @@ def _quote(value: str) -> str:
 
 
 def path_from_argument(value: str) -> str:
-    """The path a path argument names: a ``file:`` URI decoded, anything else as given."""
-    if value[:5].lower() != "file:":
+    """The path a path argument names: a ``file:`` URI (as a URL parser recognizes one) read by
+    :func:`~assay.policy.fileuri.read_file_uri`, anything else as given."""
+    if not is_file_uri(value):
         return value
-    rest = value[5:]
-    if "?" in rest or "#" in rest:
-        raise PathRefused("a file: URI with a query or fragment is not a path")
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        if authority not in ("", "localhost") or not slash:
-            raise PathRefused("a file: URI naming another host is not a local path")
-        rest = "/" + tail
-    if not rest.startswith("/"):
-        raise PathRefused("a file: URI must name an absolute path")
-    return unquote(rest, errors="surrogateescape")
+    try:
+        return read_file_uri(value)
+    except FileUriRefused as exc:
+        raise PathRefused(str(exc)) from None
 
 
-def _components(path: str, base: str | None) -> tuple[list[str], int]:
-    """Normal-form components, and the fewest components left after any ``..`` step (the
-    leave check: a path that climbs to depth d at some point has left every deeper directory)."""
+def _absolute(path: str, base: str | None) -> str:
+    """``path`` checked and made absolute (joined to ``base``), not yet normalized."""
     if path == "":
         raise PathRefused("empty path")
     if "\x00" in path:
@@ -77,6 +74,13 @@ def _components(path: str, base: str | None) -> tuple[list[str], int]:
         if base is None:
             raise PathRefused("relative path and no base directory is configured")
         path = base + "/" + path
+    return path
+
+
+def _components(path: str) -> tuple[list[str], int]:
+    """Normal-form components of an absolute path, and the fewest components left after any
+    ``..`` step (the leave check: a path that climbs to depth d at some point has left every
+    deeper directory)."""
     parts: list[str] = []
     lowest = 1 << 30
     for segment in path.split("/"):
@@ -98,7 +102,7 @@ def normalize_path(path: str, base: str | None = None) -> str:
     Raises :class:`PathRefused` for an empty path, a NUL byte, a leading ``~``, a relative path
     without ``base``, or a ``..`` above ``/``.
     """
-    parts, _ = _components(path, base)
+    parts, _ = _components(_absolute(path, base))
     return "/" + "/".join(parts)
 
 
@@ -138,8 +142,8 @@ def confinement_violation(
     if not isinstance(value, str):
         return "not a string"
     try:
-        path = path_from_argument(value)
-        parts, lowest = _components(path, base)
+        path = _absolute(path_from_argument(value), base)
+        parts, lowest = _components(path)
     except PathRefused as exc:
         return f"{_quote(value)}: {exc}"
     normal = "/" + "/".join(parts)
@@ -156,7 +160,7 @@ def confinement_violation(
             continue
         if resolve_symlinks:
             try:
-                real = realpath(normal)
+                real = realpath(path)  # as written: a `..` after a symlink goes where the kernel goes
                 real_root = realpath(root)
             except (OSError, ValueError):
                 return f"{_quote(value)}: cannot resolve symlinks"

@@ -2,8 +2,9 @@
 policy's ``resources`` and ``prompts`` (docs/policy.md, "Resources and prompts"; sans-IO).
 
 ``resources/read`` and ``resources/subscribe`` by their ``uri`` (``resources`` allow and deny
-patterns, and a ``file:`` URI inside some ``path_confinement`` directory), ``prompts/get`` by its
-``name`` (``prompts``), ``completion/complete`` by the prompt or resource its ``ref`` names.
+patterns over each reading of the URI, and a ``file:`` URI inside some ``path_confinement``
+directory), ``prompts/get`` by its ``name`` (``prompts``), ``completion/complete`` by the prompt
+or resource its ``ref`` names.
 :func:`judge_request` says what a request is and whether it is refused; :func:`decision_of` is
 its :class:`~assay.policy.Decision` (recorded like a tool call's); :func:`error_line` the
 JSON-RPC error a refused request gets.
@@ -15,6 +16,8 @@ import json
 from typing import Any, NamedTuple
 
 from assay.policy import Decision, Policy
+from assay.policy.fileuri import FileUriRefused, is_file_uri
+from assay.policy.inspecting import ListRules
 
 __all__ = [
     "BLOCKED_CODE", "JUDGED_METHODS", "PROMPT_DENIED", "RESOURCE_DENIED", "Judged", "decision_of", "encode",
@@ -79,17 +82,36 @@ def _text(value: Any) -> str:
 
 def _resource(policy: Policy, method: str, uri: str) -> Judged:
     rules = policy.resources
+    confined = bool(policy.path_confinement) and is_file_uri(uri)
     if rules is not None:
-        which = rules.refusal(uri)
-        if which == "deny":
-            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is denied by resources.deny")
-        if which == "allow":
-            return Judged(method, uri, "resources", RESOURCE_DENIED, f"resource {uri!r} is not in resources.allow")
-    if uri[:5].lower() == "file:" and policy.path_confinement:
+        why = _listed(rules, uri, confined)
+        if why is not None:
+            return Judged(method, uri, "resources", RESOURCE_DENIED, why)
+    if confined:
         why = _outside_confinement(policy, uri)
         if why is not None:
             return Judged(method, uri, "resources", PATH_CONFINEMENT, f"resource {why}")
     return Judged(method, uri, "resources")
+
+
+def _listed(rules: ListRules, uri: str, confined: bool) -> str | None:
+    """Why ``resources`` refuses the URI: a reading of it denied or not allowed, or a ``file:``
+    URI that servers read differently (docs/policy.md, "Resources and prompts"); that one is
+    left to path confinement when the policy confines paths (``confined``), which refuses it as
+    it refuses such a path argument."""
+    from assay.policy.urinames import readings  # only a policy with a resources section reads URIs
+
+    try:
+        names = readings(uri)
+    except FileUriRefused as exc:
+        return None if confined else f"resource {uri!r} is not read the same way by every server: {exc}"
+    refused = rules.refusal_of(names)
+    if refused is None:
+        return None
+    which, name = refused
+    read_as = "" if name == uri else f" (read as {name!r})"
+    listed = "denied by resources.deny" if which == "deny" else "not in resources.allow"
+    return f"resource {uri!r}{read_as} is {listed}"
 
 
 def _prompt(policy: Policy, method: str, name: str) -> Judged:
@@ -116,7 +138,7 @@ def judges(policy: Policy, judged: Judged) -> bool:
     """Whether the policy has a section that judged this request (then it is recorded)."""
     if judged.section == "prompts":
         return policy.prompts is not None
-    return policy.resources is not None or bool(policy.path_confinement and judged.target[:5].lower() == "file:")
+    return policy.resources is not None or bool(policy.path_confinement and is_file_uri(judged.target))
 
 
 def shown(text: str) -> str:

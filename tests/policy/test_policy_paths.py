@@ -184,6 +184,25 @@ def test_resolve_symlinks_sees_a_link_out_of_the_root(tmp_path):
     assert evaluate(resolving, "r", {"path": f"{root}/sub/new-file"}).outcome == "allow"
 
 
+def test_resolve_symlinks_follows_a_dotdot_after_a_link_as_the_kernel_does(tmp_path):
+    """`ROOT/link/../x` with ROOT/link -> OUT/deeper: the lexical form is ROOT/x, but the kernel
+    opens OUT/x. The resolving check resolves the path as written, not its normal form."""
+    root, out = tmp_path / "ws", tmp_path / "out"
+    (root / "sub").mkdir(parents=True)
+    (out / "deeper").mkdir(parents=True)
+    (out / "x").write_text("outside")
+    (root / "x").write_text("inside")
+    os.symlink(out / "deeper", root / "link")
+    value = f"{root}/link/../x"
+    assert Path(value).read_text() == "outside"  # what a server opens
+    text = ('version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
+            f"  - {{tools: [r], args: [path], within: ['{root}'], resolve_symlinks: true}}\n")
+    d = evaluate(load(text), "r", {"path": value})
+    assert d.reason_code == "E_PATH_CONFINEMENT" and "resolves outside" in d.reason
+    for inside in (f"{root}/sub/../x", f"{root}/x"):
+        assert evaluate(load(text), "r", {"path": inside}).outcome == "allow", inside
+
+
 # --- loading ------------------------------------------------------------------------------------
 
 
