@@ -141,6 +141,12 @@ class LogFile:
     _mark: bytes = b""
     _partial: bytearray = field(default_factory=bytearray)
     _skipping: bool = False
+    seen: tuple[int, int] | None = None  # (size, mtime) when it was last read to its end
+
+    def unchanged(self, st: os.stat_result) -> bool:
+        """Whether ``st`` (of this file) says nothing was written since it was read to its end:
+        a follower then leaves it unopened (a directory of many rotated logs stays cheap)."""
+        return (st.st_dev, st.st_ino) == self.identity and (st.st_size, st.st_mtime_ns) == self.seen
 
     def lines(self) -> Iterator[bytes]:
         """The complete lines from where the last read stopped to the end of the file as it is
@@ -151,6 +157,7 @@ class LogFile:
             chunk = self._chunk()
             if not chunk:
                 return
+            self.seen = None
             out: list[bytes] = []
             self._take(chunk, out)
             yield from out
@@ -186,6 +193,8 @@ class LogFile:
             if identity != self.identity or st.st_size < self.offset or not self._same(fd):
                 self._restart(identity)  # a new file (or the same inode made again): from the top
             chunk = os.pread(fd, _CHUNK, self.offset)
+            if not chunk and st.st_size == self.offset:
+                self.seen = (st.st_size, st.st_mtime_ns)
             if self.offset < _HEAD:
                 self._head += chunk[:_HEAD - self.offset]
             self.offset += len(chunk)
@@ -291,6 +300,8 @@ class FileSet:
             reader = known.pop(identity, None) or LogFile(path, self.counts)
             reader.path = path
             now[identity] = reader
+            if reader.unchanged(st):
+                continue  # nothing new: not opened this round
             directory, name = os.path.split(path)
             log, place = sequence_key(name)
             logs.setdefault((directory, log), []).append((place, reader))

@@ -213,3 +213,23 @@ def test_a_follower_shows_every_entry_of_a_file_replaced_again_and_again(tmp_pat
         proc.terminate()
         proc.wait(timeout=30)
     assert shown == list(range(n))
+
+
+def test_a_follower_opens_only_the_files_that_changed(tmp_path, monkeypatch):
+    """A directory of many rotated logs: a round opens the file that grew, not the others."""
+    from assay.logs import files
+
+    for n in range(20):
+        (tmp_path / f"x.20261206T0600{n:02d}Z.ndjson").write_bytes(audit(n))
+    log = tmp_path / "x.ndjson"
+    log.write_bytes(audit(100))
+    fileset = FileSet(Counts(), following=True)
+    assert len(list(fileset.read(log_files([str(tmp_path)])))) == 21
+    opened: list[str] = []
+    real = files.open_regular
+    monkeypatch.setattr(files, "open_regular", lambda path, what: opened.append(path) or real(path, what))
+    assert list(fileset.read(log_files([str(tmp_path)]))) == [] and opened == []
+    with open(log, "ab") as fh:
+        fh.write(audit(101))
+    assert [e.request_id for e in fileset.read(log_files([str(tmp_path)]))] == [101]
+    assert set(opened) == {str(log)}
