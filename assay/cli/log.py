@@ -10,13 +10,17 @@ import os
 import shutil
 import sys
 import time
-from typing import Annotated
+from functools import partial
+from typing import TYPE_CHECKING, Annotated
 
 import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import UsageError
 from assay.cli.output import write_out
+
+if TYPE_CHECKING:
+    from assay.logs.entries import Entry
 
 
 def _since(value: str | None, now: float) -> float | None:
@@ -48,6 +52,14 @@ def _width() -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
+_OUTCOMES_HELP = (
+    "Only these outcomes: allow, allow_with_warning, deny, would_deny; an approval state (approved, declined, "
+    "cancelled, timed_out, failed, unavailable, not_asked, required) or approval (any); inspected (every finding) "
+    "or an inspection action (mask, strip, mask+strip, block, flag, hide, pass, would_mask, ...). Repeat or "
+    "comma-separate."
+)
+
+
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     @mcp.command(name="log")
     def log_command(
@@ -55,9 +67,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         /,
         *,
         follow: Annotated[bool, Parameter(name=["--follow", "-f"], negative=())] = False,
-        server: Annotated[list[str] | None, Parameter(name="--server")] = None,
-        tool: Annotated[list[str] | None, Parameter(name="--tool")] = None,
-        outcome: Annotated[list[str] | None, Parameter(name="--outcome")] = None,
+        client: Annotated[list[str] | None, Parameter(name="--client", consume_multiple=False, negative=())] = None,
+        server: Annotated[list[str] | None, Parameter(name="--server", consume_multiple=False, negative=())] = None,
+        tool: Annotated[list[str] | None, Parameter(name="--tool", consume_multiple=False, negative=())] = None,
+        outcome: Annotated[list[str] | None, Parameter(name="--outcome", consume_multiple=False, negative=(),
+                                                       help=_OUTCOMES_HELP)] = None,
         since: Annotated[str | None, Parameter(name="--since")] = None,
         json: Annotated[bool, Parameter(name="--json", negative=())] = False,
         stats: Annotated[bool, Parameter(name="--stats", negative=())] = False,
@@ -70,55 +84,54 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         Parameters
         ----------
         paths
-            Decision logs, audit logs, --decision-log-new files, or directories (their *.ndjson files). Default: the state directory (where the README's protect line puts the logs).
+            Decision logs, audit logs, --decision-log-new files, or directories (their *.ndjson files); a log's rotated files are read with it. Default: the state directory (where the README's protect line puts the logs).
         follow
-            Keep reading: show calls as they are appended, until interrupted.
+            Keep reading: show calls as they are appended (a rotated log too), until interrupted.
+        client
+            Only the calls of these clients, as protect names them (claude_desktop, cursor, ...; patterns; repeat or comma-separate).
         server
-            Only these servers (--label; tool-name patterns such as 'git*'; repeat or comma-separate).
+            Only these servers (--label; tool-name patterns such as 'git*'; with a slash, client/server: 'cursor/*'; repeat or comma-separate).
         tool
             Only these tools (tool-name patterns; repeat or comma-separate).
-        outcome
-            Only these outcomes: allow, allow_with_warning, deny, would_deny, an approval state (approved, declined, ...), or approval (any).
         since
             Only calls since this long ago (30m, 2h, 1d) or since an RFC 3339 time.
         json
-            One JSON object per call (stable keys, docs/log.md), or per tool with --stats.
+            One JSON object per call (stable keys, docs/log.md), or per client, server and tool with --stats.
         stats
-            Calls per tool and outcome instead of one line per call.
+            Calls per client, server, tool and outcome instead of one line per call.
         state_dir
             The state directory read when no PATH is given (default: $ASSAY_STATE_DIR, else $XDG_STATE_HOME/assay, else ~/.local/state/assay).
         """
-        from assay.logs.files import Counts, LogError, LogFile, follow_files, log_files, read_entries
+        from assay.logs.files import Counts, FileSet, LogError, follow_files, log_files, log_paths, read_entries
         from assay.logs.view import Filter, Viewer
-        from assay.sessions.paths import state_dir as resolve
 
         if follow and stats:
             raise UsageError("--follow and --stats do not go together")
         try:
-            keep = Filter(_split(server), _split(tool), _split(outcome), _since(since, time.time()))
+            keep = Filter(_split(server), _split(tool), _split(outcome), _since(since, time.time()), _split(client))
         except ValueError as exc:
             raise UsageError(f"--outcome: {exc}") from None
-        given = list(paths or ())
-        if not given:
-            given = [resolve(state_dir, os.environ)]
-            if not os.path.isdir(given[0]):
-                raise UsageError(f"no logs in {given[0]} (it does not exist): give the log files or the --log-dir of protect")
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
         mode = ("stats-json" if json else "stats") if stats else ("json" if json else "table")
         view = Viewer(keep, mode=mode, width=_width(), colour=colour)
         counts = Counts()
-        readers: dict[str, LogFile] | None = {} if follow else None
+        following = FileSet(counts, following=True) if follow else None
         try:
-            for entry in read_entries(log_files(given), counts, readers=readers):
+            given = log_paths(list(paths or ()), state_dir, os.environ)
+            for entry in read_entries(log_files(given), counts, following=following):
                 text = view.take(entry)
                 if text and not write_out(text, flush=False):
                     return 0
             if not write_out(view.end_of_files()):
                 return 0
-            if readers is not None:
+            if following is not None:
                 import trio
 
-                trio.run(follow_files, given, readers, counts, lambda entry: write_out(view.take(entry)))
+                def show(entry: Entry) -> bool:
+                    text = view.take(entry)
+                    return not text or write_out(text, flush=False)
+
+                trio.run(partial(follow_files, end_of_round=lambda: write_out("")), given, following, show)
         except LogError as exc:
             raise UsageError(str(exc)) from None
         finally:

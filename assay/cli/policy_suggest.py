@@ -70,13 +70,11 @@ def register(policy: cyclopts.App) -> None:
             The state directory read when no LOG is given.
         """
         from assay.logs.entries import listed_tool
-        from assay.logs.files import Counts, LogError, log_files, read_entries
+        from assay.logs.files import Counts, LogError, log_files, log_paths, read_entries
         from assay.logs.suggest import Observed, SuggestError, suggest
         from assay.logs.view import Filter, admitted
         from assay.policy.files import user_home
-        from assay.sessions.paths import state_dir as resolve
 
-        given = list(logs or ()) or [resolve(state_dir, os.environ)]
         counts, observed = Counts(), Observed()
 
         def listing(line: bytes) -> None:
@@ -85,7 +83,7 @@ def register(policy: cyclopts.App) -> None:
                 observed.listing(data)
 
         try:
-            files = log_files(given)
+            files = log_files(log_paths(list(logs or ()), state_dir, os.environ))
 
             def calls() -> Iterator[Entry]:
                 return admitted(read_entries(files, Counts()), Filter())

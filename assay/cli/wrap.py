@@ -61,6 +61,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         ),
         log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative="")] = False,
         log_arguments_max: Annotated[int, Parameter(name="--log-arguments-max")] = options.DEFAULT_LOG_ARGUMENTS_MAX,
+        log_max_bytes: Annotated[int, Parameter(name="--log-max-bytes")] = options.DEFAULT_LOG_MAX_BYTES,
         url: Annotated[str | None, Parameter(name="--url")] = None,
         transport: Annotated[str, Parameter(name="--transport")] = options.DEFAULT_TRANSPORT,
         header: Annotated[tuple[str, ...], Parameter(name="--header", consume_multiple=False, negative="")] = (),

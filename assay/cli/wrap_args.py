@@ -93,6 +93,10 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
     assert isinstance(log_arguments_max, int)
     if log_arguments_max < 1:
         raise UsageError("--log-arguments-max must be a positive integer")
+    log_max_bytes = values["log_max_bytes"]
+    assert isinstance(log_max_bytes, int)
+    if log_max_bytes < 0:
+        raise UsageError("--log-max-bytes must be 0 (never rotate) or a positive integer")
     if not (shutdown_grace >= 0 and shutdown_grace != float("inf")):
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
     fields = {opt.field: values[opt.param] for opt in options.WRAP_OPTIONS}

@@ -12,6 +12,9 @@ Sans-IO: bytes in, values out. A line is one of
 - anything else (not JSON, not an object, a decision without a tool, a line cut short):
   :data:`FOREIGN`, which the reader skips and counts.
 
+A line that holds a lone surrogate escape (``"\\ud800"``: wrap writes such a line with ASCII
+escapes, docs/wrap-records.md) is read too: the fast reader refuses it, the standard one does not.
+
 Nothing here raises on content: every value is checked for its type before it is used, and a
 value of the wrong type is read as absent.
 """
@@ -27,7 +30,7 @@ from assay.policy.decision import event_reason_code
 
 __all__ = [
     "Entry", "FOREIGN", "OTHER", "LISTED", "OUTCOMES", "INSPECT_ACTIONS", "parse_line", "listed_tool", "client_of",
-    "epoch",
+    "client_of_file", "epoch",
 ]
 
 DECISION_TYPE: Final = "assay.tool.decision"
@@ -51,9 +54,11 @@ class Entry(msgspec.Struct, kw_only=True):
     ``at`` the same instant in seconds since the epoch (``None`` when the text is not a time).
     ``outcome`` is one of :data:`OUTCOMES`; ``approval`` the approval state when a person was
     (or could not be) asked. ``reason_code`` is the decision event's code (``P_*``; an audit
-    record's ``E_*`` code is mapped the same way wrap maps it). ``arguments`` is what the record
-    holds (``--log-arguments``), else ``None``; ``has_arguments`` tells a recorded ``null``
-    apart."""
+    record's ``E_*`` code is mapped the same way wrap maps it); ``error_code`` the code of the
+    deny the client got, or would have got in a dry run (``E_PATH_CONFINEMENT``), when the record
+    says it. ``client`` is the client protect wrapped the server for (:func:`client_of`,
+    :func:`client_of_file`). ``arguments`` is what the record holds (``--log-arguments``), else
+    ``None``; ``has_arguments`` tells a recorded ``null`` apart."""
 
     time: str
     at: float | None
@@ -71,6 +76,7 @@ class Entry(msgspec.Struct, kw_only=True):
     has_arguments: bool = False
     kind: str = "decision"
     file: str = ""
+    error_code: str | None = None
 
     def key(self) -> tuple[str, str | None, str | None, str, str]:
         """What a call's decision event and its audit record have in common (wrap gives both the
@@ -101,17 +107,53 @@ def epoch(text: str) -> float | None:
 
 
 def client_of(source: str | None) -> str | None:
-    """The client named by a protect event source (``assay://protect/<client>/<server>``)."""
+    """The client named by a protect event source (``assay://protect/<client>/<server>``); a
+    source protect wrote without a client (``assay://protect/<server>``) names none."""
     if source is None or not source.startswith(_PROTECT_SOURCE):
         return None
-    client = source[len(_PROTECT_SOURCE):].split("/", 1)[0]
-    return client or None
+    client, slash, server = source[len(_PROTECT_SOURCE):].partition("/")
+    return client if client and slash and server else None
 
 
-def parse_line(line: bytes, file: str = "") -> Entry | str:
-    """The call ``line`` records, or :data:`OTHER` / :data:`FOREIGN` (the module docstring)."""
+_labels: frozenset[str] | None = None
+
+
+def client_of_file(path: str) -> str | None:
+    """The client named by a log file protect named (docs/protect.md, "Log files"):
+    ``<client>-<server>.decisions.ndjson`` or ``.audit.ndjson`` (a rotated file of one too),
+    where ``<client>`` is a client label (no label has a ``-``); else ``None``."""
+    global _labels
+    name = path.rsplit("/", 1)[-1]
+    label, dash, rest = name.partition("-")
+    if not (dash and rest.endswith(".ndjson")):
+        return None
+    if _labels is None:
+        from assay.clients import CLIENTS
+
+        _labels = frozenset(c.label for c in CLIENTS)
+    return label if label in _labels else None
+
+
+def _decode(line: bytes) -> Any:
     try:
-        doc = _decoder.decode(line)
+        return _decoder.decode(line)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        if "surrogate" not in str(exc):
+            raise
+    # a lone surrogate escape: valid JSON that msgspec refuses; the standard reader takes it
+    import json
+
+    from assay.strictjson import refuse_constant
+
+    return json.loads(line, parse_constant=refuse_constant)
+
+
+def parse_line(line: bytes, file: str = "", client: str | None = None) -> Entry | str:
+    """The call ``line`` records, or :data:`OTHER` / :data:`FOREIGN` (the module docstring).
+    ``client`` is the client of the file (:func:`client_of_file`), for a record that does not
+    name its own."""
+    try:
+        doc = _decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):
         return FOREIGN
     if not isinstance(doc, dict):
@@ -119,12 +161,12 @@ def parse_line(line: bytes, file: str = "") -> Entry | str:
     kind = doc.get("type")
     if "specversion" in doc:
         if kind == INSPECTED_TYPE:
-            return _from_inspected(doc, file)
+            return _from_inspected(doc, file, client)
         if kind != DECISION_TYPE:
             return OTHER if isinstance(kind, str) and kind.startswith("assay.") else FOREIGN
-        return _from_event(doc, file)
+        return _from_event(doc, file, client)
     if "timestamp" in doc and "decision" in doc:
-        return _from_audit(doc, file)
+        return _from_audit(doc, file, client)
     schema = doc.get("schema")
     if isinstance(schema, str) and schema.startswith("assay."):
         return OTHER  # a request receipt, a one-run report
@@ -132,7 +174,7 @@ def parse_line(line: bytes, file: str = "") -> Entry | str:
     return FOREIGN
 
 
-def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
+def _from_event(doc: dict[str, Any], file: str, client: str | None) -> Entry | str:
     data, time = doc.get("data"), _str(doc.get("time"))
     if not isinstance(data, dict) or time is None:
         return FOREIGN
@@ -149,9 +191,10 @@ def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
     else:
         outcome = "allow"
     return _event_entry(
-        doc, data, time, tool, outcome, file,
+        doc, data, time, tool, outcome, file, client,
         approval=_str(data.get("approval_state")),
         reason_code=code,
+        error_code=_str(data.get("error_code")),
         rule=_str(data.get("matched_rule")),
         reason=_str(data.get("reason")),
         request_id=data.get("request_id"),
@@ -161,10 +204,11 @@ def _from_event(doc: dict[str, Any], file: str) -> Entry | str:
 
 
 def _event_entry(
-    doc: dict[str, Any], data: dict[str, Any], time: str, tool: str, outcome: str, file: str, **rest: Any
+    doc: dict[str, Any], data: dict[str, Any], time: str, tool: str, outcome: str, file: str, client: str | None,
+    **rest: Any,
 ) -> Entry:
     """The :class:`Entry` of one of our CloudEvents: what every such event says the same way
-    (time, server, session, client from the source), and ``rest``."""
+    (time, server, session, client from the source, else the file's), and ``rest``."""
     return Entry(
         time=time,
         at=epoch(time),
@@ -172,13 +216,13 @@ def _event_entry(
         outcome=outcome,
         server=_str(data.get("server")),
         session=_str(data.get("session")),
-        client=client_of(_str(doc.get("source"))),
+        client=client_of(_str(doc.get("source"))) or client,
         file=file,
         **rest,
     )
 
 
-def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
+def _from_inspected(doc: dict[str, Any], file: str, client: str | None) -> Entry | str:
     """An ``assay.response.inspected`` event: the tool (or resource URI), the action as the
     outcome, the first finding as the rule, and what was found (never the text) as the reason."""
     data, time = doc.get("data"), _str(doc.get("time"))
@@ -198,9 +242,11 @@ def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
     reason = "; ".join(said) + (f"; and {more} more" if more else "")
     first = findings[0] if findings and isinstance(findings[0], dict) else {}
     rule = f"inspect.{_str(first.get('check')) or '?'}" if first else None
+    blocked = "E_RESPONSE_BLOCKED" if action == "block" else None
     return _event_entry(
-        doc, data, time, target, action, file,
-        reason_code="E_RESPONSE_BLOCKED" if action == "block" else None,
+        doc, data, time, target, action, file, client,
+        reason_code=blocked,
+        error_code=blocked,
         rule=rule,
         reason=f"{_str(data.get('method')) or '?'}: {reason}" if reason else _str(data.get("method")),
         request_id=data.get("request_id"),
@@ -208,7 +254,7 @@ def _from_inspected(doc: dict[str, Any], file: str) -> Entry | str:
     )
 
 
-def _from_audit(doc: dict[str, Any], file: str) -> Entry | str:
+def _from_audit(doc: dict[str, Any], file: str, client: str | None) -> Entry | str:
     time, outcome = _str(doc.get("timestamp")), _str(doc.get("decision"))
     tool = doc.get("tool")
     if time is None or outcome not in OUTCOMES or not (tool is None or isinstance(tool, str)):
@@ -228,7 +274,9 @@ def _from_audit(doc: dict[str, Any], file: str) -> Entry | str:
         outcome=outcome,
         server=_str(doc.get("server")),
         session=_str(doc.get("session")),
+        client=client,
         reason_code=code,
+        error_code=error_code if outcome in ("deny", "would_deny") else None,
         reason=_str(doc.get("reason")),
         request_id=doc.get("request_id"),
         arguments=doc.get("arguments"),
@@ -244,7 +292,7 @@ def listed_tool(line: bytes) -> dict[str, Any] | None:
     if b'"assay.tool.listed"' not in line:
         return None
     try:
-        doc = _decoder.decode(line)
+        doc = _decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("type") != LISTED:

@@ -81,7 +81,7 @@ def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
                 "reason": reason,
             },
             typed_decision=_TD_DENY,
-            **plan.arg_meta,  # type: ignore[arg-type]
+            **{**(plan.arg_meta or {}), "matched_rule": "path_confinement"},
         )
     return None
 

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_SHARED_SESSION",
     "DEFAULT_SESSION_LOCK_TIMEOUT",
     "DEFAULT_LOG_ARGUMENTS_MAX",
+    "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_TRANSPORT",
     "TRANSPORTS",
     "URL_FLAG",
@@ -59,6 +60,7 @@ STATE_DIR_ENV = "ASSAY_STATE_DIR"
 DEFAULT_SHARED_SESSION = "client"
 DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
+DEFAULT_LOG_MAX_BYTES = 16 * 1024 * 1024  # a log's size before it is rotated (docs/wrap.md, "Log rotation")
 DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
 TRANSPORTS = ("auto", "streamable-http", "sse")
 URL_FLAG = "--url"  # a line with it has no `--` (docs/wrap.md, "Command line")
@@ -131,6 +133,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "Put each call's arguments, secrets redacted, in its decision event and audit record."),
     WrapOption("--log-arguments-max", "log_arguments_max", "log_arguments_max", int, DEFAULT_LOG_ARGUMENTS_MAX,
                "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments)."),
+    WrapOption("--log-max-bytes", "log_max_bytes", "log_max_bytes", int, DEFAULT_LOG_MAX_BYTES,
+               "Rotate --decision-log and --audit-log files at this size in bytes (0: never; default 16 MiB)."),
     # a remote server instead of a command: docs/remote.md
     WrapOption(URL_FLAG, "url", "url", str, None,
                "Relay to this remote MCP server (https://...) instead of a command after --."),

@@ -11,7 +11,6 @@ the child is spawned, so a refused run leaves no child and no output behind.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import math
 import os
@@ -43,6 +42,7 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_POLICY,
     DEFAULT_LOG_ARGUMENTS_MAX,
+    DEFAULT_LOG_MAX_BYTES,
     DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TRANSPORT,
@@ -102,6 +102,7 @@ class WrapConfig:
     # arguments in the records: docs/wrap-records.md, "Logged arguments"
     log_arguments: bool = False
     log_arguments_max: int = DEFAULT_LOG_ARGUMENTS_MAX
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # docs/wrap.md, "Log rotation"
     # a remote server instead of a command: docs/remote.md
     url: str | None = None
     transport: str = DEFAULT_TRANSPORT
@@ -251,21 +252,13 @@ def load_declared_manifest(path: str, label: str) -> dict[str, Any]:
     return declared
 
 
-def _open_append(path: str, what: str) -> RecordSink:
-    """Open a log for appending. Never blocks: a FIFO without a reader is an error."""
+def _open_append(path: str, what: str, max_bytes: int) -> RecordSink:
+    from assay.wrap.rotation import LogOpenError, open_log
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise WrapError(f"cannot open {what} {path}: it is a FIFO with no reader") from None
-        raise WrapError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
-    try:
-        os.set_blocking(fd, True)
-        fh = os.fdopen(fd, "ab", buffering=0)
-    except OSError as exc:
-        os.close(fd)
-        raise WrapError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
-    return RecordSink(what, fh)
+        return open_log(path, what, max_bytes)
+    except LogOpenError as exc:
+        raise WrapError(str(exc)) from None
 
 
 def _stderr(line: str) -> None:
@@ -305,6 +298,8 @@ async def run_wrap(
         raise WrapError("--max-frame-bytes must be a positive integer")
     if config.log_arguments_max < 1:
         raise WrapError("--log-arguments-max must be a positive integer")
+    if config.log_max_bytes < 0:
+        raise WrapError("--log-max-bytes must be 0 (never rotate) or a positive integer")
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     from assay.inputs import policy_byte_limit
@@ -349,9 +344,9 @@ async def run_wrap(
     restore: Callable[[], None] | None = None
     try:
         if config.decision_log:
-            sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log")
+            sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log", config.log_max_bytes)
         if config.audit_log:
-            sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log")
+            sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log", config.log_max_bytes)
         options = config.session_options(event_source=source, declared_manifest=declared)
         options.shared_session_key = None if key is None else key.key
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)

@@ -26,7 +26,7 @@ POLICY = 'version: "2.0"\ntools:\n  allow: ["add"]\n  deny: ["wipe"]\nenforcemen
 GOLDEN = """\
 TIME                 SERVER                     TOOL  OUTCOME             CODE                  RULE         REASON / ARGUMENTS
 <time>  claude_desktop/tiny  add   allow_with_warning  E_TOOL_UNCONSTRAINED  tools.allow  Tool allowed but has no schema
-<time>  claude_desktop/tiny  wipe  deny                P_TOOL_DENIED         tools.deny   Tool is explicitly denylisted by name
+<time>  claude_desktop/tiny  wipe  deny                E_TOOL_DENIED         tools.deny   Tool is explicitly denylisted by name
 <time>  claude_desktop/tiny  add   allow_with_warning  E_TOOL_UNCONSTRAINED  tools.allow  Tool allowed but has no schema
 """
 
@@ -85,14 +85,16 @@ def test_log_shows_exactly_the_calls_of_the_session(protected_logs):
     (line,) = res.stdout.decode().splitlines()
     doc = json.loads(line)
     assert list(doc) == ["time", "client", "server", "session", "tool", "outcome", "approval", "reason_code", "rule",
-                         "reason", "request_id", "arguments", "kind", "file"]
+                         "reason", "request_id", "arguments", "kind", "file", "error_code"]
     assert doc["tool"] == "wipe" and doc["outcome"] == "deny" and doc["client"] == "claude_desktop"
     assert doc["kind"] == "decision" and doc["session"].startswith("client:")
 
     res = run_assay("mcp", "log", str(logs / "claude_desktop-tiny.audit.ndjson"), "--stats", env=env, cwd=cwd)
     rows = [line.split() for line in res.stdout.decode().splitlines()]
-    assert rows[1:] == [["add", "0", "2", "0", "0", "2"], ["wipe", "0", "0", "1", "0", "1"],
-                        ["(all)", "0", "2", "1", "0", "3"]]
+    # the audit log has no event source: its client is the one protect named the file for
+    assert rows[1:] == [["claude_desktop/tiny", "add", "0", "2", "0", "0", "2"],
+                        ["claude_desktop/tiny", "wipe", "0", "0", "1", "0", "1"],
+                        ["(all)", "(all)", "0", "2", "1", "0", "3"]]
 
     # the default is the state directory: logs written there are found without a path
     res = run_assay("mcp", "log", "--outcome", "deny", "--json", env={**env, "ASSAY_STATE_DIR": str(logs)}, cwd=cwd)

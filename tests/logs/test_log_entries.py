@@ -112,4 +112,5 @@ def test_the_viewer_fits_the_table_to_the_first_rows_then_streams():
     counts = Viewer(Filter(tools=("a*",)), mode="stats")
     for e in (first, second, third):
         assert counts.take(e) == ""
-    assert counts.end_of_files().splitlines()[1].split() == ["a_rather_long_tool_name", "1", "0", "0", "0", "1"]
+    assert counts.end_of_files().splitlines()[1].split() == ["cursor/shell", "a_rather_long_tool_name", "1", "0", "0",
+                                                             "0", "1"]

@@ -84,7 +84,7 @@ def test_explain_a_deny_text_and_json(tmp_path):
     lines = res.stdout.splitlines()
     assert lines[0] == '"read_file" on server "default-mcp-server": deny (E_PATH_CONFINEMENT)'
     assert lines[1].startswith('reason: Path argument "path" is not confined')
-    assert lines[2] == "rule: tools.allow"
+    assert lines[2] == "rule: path_confinement"
     checks = [line.split()[0] for line in lines[3:]]
     assert checks == ["n/a", "n/a", "pass", "pass", "pass", "n/a", "FAIL", "not", "not", "not", "not"]
     res = run("explain", str(p), "--tool", "read_file", "--args", '{"path": "/workspace/a"}', "--json")

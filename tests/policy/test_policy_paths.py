@@ -69,7 +69,7 @@ def test_dotdot_escape_was_admitted_by_the_old_example_and_is_denied_now():
         "reason": d.reason,
     }
     assert d.event_reason_code == "P_POLICY_DENY" and d.typed_decision == "deny"
-    assert d.matched_rule == "tools.allow" and d.policy_digest == new.digest
+    assert d.matched_rule == "path_confinement" and d.policy_digest == new.digest
     for ok in ("/workspace/README.md", "/workspace", "/workspace/a/../b"):
         assert evaluate(new, "read_file", {"path": ok}).outcome == "allow", ok
     assert evaluate(new, "list_dir", {"path": "/workspace2"}).reason_code == "E_PATH_CONFINEMENT"

@@ -118,7 +118,7 @@ DOC_EVENT = """
  "deny_precedence_version":"wave40_v1","deny_classification_source":"outcome_kind",
  "deny_legacy_fallback_applied":false,"deny_convergence_reason":"outcome_policy_deny",
  "obligation_applied_present":false,"obligation_skipped_present":false,"obligation_error_present":false,
- "decision":"deny","reason_code":"P_TOOL_DENIED","reason":"Tool is explicitly denylisted by name",
+ "decision":"deny","reason_code":"P_TOOL_DENIED","error_code":"E_TOOL_DENIED","reason":"Tool is explicitly denylisted by name",
  "session":"client:4242:8613312","server":"shell","tool_call_id":"req_7","request_id":7}}
 """.replace("sha256:<64hex>", DIGEST)
 

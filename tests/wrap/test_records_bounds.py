@@ -242,7 +242,8 @@ def test_every_record_names_its_session_and_server(label, session):
         assert (event["data"]["session"], event["data"]["server"]) == (session, label)
         assert (audit["session"], audit["server"]) == (session, label)
         keys = list(event["data"])
-        assert keys[keys.index("reason_code") + 1 :][:3] == (["reason", "session", "server"])
+        assert keys[keys.index("reason_code") + 1 :][:4] == (["error_code", "reason", "session", "server"])
+        assert event["data"]["error_code"] == "E_TOOL_DENIED"  # the code the client got
         assert keys[keys.index("server") + 1] == "tool_call_id"
         assert list(audit)[3:7] == ["reason", "session", "server", "request_id"]
         for line in (out.decision_line, out.audit_line):

@@ -301,11 +301,14 @@ def event_decision(decision: Decision, dry_run: bool) -> str:
 
 
 def data_verdict(decision: Decision, dry_run: bool) -> dict[str, Any]:
-    """``decision``, ``reason_code`` and ``reason`` (left out for a plain allow)."""
+    """``decision``, ``reason_code``, ``error_code`` (a deny's: the code of the deny contract the
+    client got, or would have got in a dry run) and ``reason`` (left out for a plain allow)."""
     out: dict[str, Any] = {
         "decision": event_decision(decision, dry_run),
         "reason_code": wrap_reason_code(decision.outcome, decision.reason_code),
     }
+    if decision.outcome == "deny" and decision.reason_code is not None:
+        out["error_code"] = decision.reason_code
     if decision.outcome != "allow" and decision.reason is not None:
         out["reason"] = decision.reason
     return out
