@@ -176,7 +176,10 @@ def protect_command(
         say("nothing to change")
         return 0
     if dry_run:
-        sys.stdout.write(p.unified_diff(outcome.original, result.text, location.path))
+        try:  # header and env values are never shown (docs/protect.md, "Remote servers")
+            sys.stdout.write(p.shown_diff(outcome.original, result.text, location, location.path))
+        except p.ProtectError as exc:
+            say(f"(the diff is not shown: {exc})")
         say("dry run: nothing was written")
         return 0
     if not undo and log_path is not None:

@@ -14,6 +14,8 @@ One job a module:
   (text and record in; new text, one Change per server and the record to keep out);
 - :mod:`~assay.clients.protect.check`: every edit read back as the client reads it;
 - :mod:`~assay.clients.protect.owned`: is a wrap line exactly what protect writes (undo without a record);
+- :mod:`~assay.clients.protect.masking`: what protect shows of a config (the dry run's diff,
+  header and env values hidden);
 - :mod:`~assay.clients.protect.starter`: the starter policy text;
 - :mod:`~assay.clients.protect.state`: the record and the backups in assay's state directory;
 - :mod:`~assay.clients.protect.files`: the file layer (read, backup, record, atomic replace, the starter
@@ -28,6 +30,7 @@ command line. Undo puts back the exact original text protect's record holds
 from __future__ import annotations
 
 from assay.clients.protect.edit import protect_text, undo_text, unified_diff
+from assay.clients.protect.masking import shown_diff
 from assay.clients.protect.files import FileOutcome, apply_to_file, check_policy, write_starter_policy
 from assay.clients.protect.model import Change, ProtectError, Result, WrapOptions
 from assay.clients.protect import state  # noqa: F401  (the record and backups: tests)
@@ -44,6 +47,7 @@ __all__ = [
     "protect_text",
     "undo_text",
     "unified_diff",
+    "shown_diff",
     "STARTER_POLICY",
     "apply_to_file",
     "FileOutcome",
