@@ -15,7 +15,7 @@ from typing import Annotated
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli.errors import UsageError
+from assay.cli.errors import Fatal, UsageError
 from assay.cli.output import write_out
 
 
@@ -119,8 +119,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
                 import trio
 
                 trio.run(follow_files, given, readers, counts, lambda entry: write_out(view.take(entry)))
-        except LogError as exc:
-            raise UsageError(str(exc)) from None
+        except LogError as exc:  # a log that cannot be read: a failure, not a usage error
+            raise Fatal(str(exc)) from None
         finally:
             told = counts.summary()
             if told:

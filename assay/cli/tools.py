@@ -11,7 +11,7 @@ import cyclopts
 from cyclopts import Parameter
 
 from assay.cli import dash
-from assay.cli.errors import UsageError
+from assay.cli.errors import Fatal, UsageError
 
 if TYPE_CHECKING:
     from assay.mcpclient.report import Target
@@ -34,9 +34,9 @@ def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> l
         raise UsageError(str(exc)) from None
     data = read_config_file(location.path)
     if data is None:
-        raise UsageError(f"{location.path} does not exist, so {words[0]} has no servers to list")
+        raise Fatal(f"{location.path} does not exist, so {words[0]} has no servers to list")
     if isinstance(data, str):
-        raise UsageError(f"{location.path}: {data}")
+        raise Fatal(f"{location.path}: {data}")
     found, errors = launches(data, location)
     for line in errors:
         sys.stderr.write(f"assay: {location.path}: {line}\n")
