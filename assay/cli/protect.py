@@ -60,6 +60,7 @@ def protect_command(
     declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
     absolute: Annotated[bool, Parameter(name="--absolute", negative=())] = False,
     log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative=())] = False,
+    force: Annotated[bool, Parameter(name="--force", negative=())] = False,
 ) -> int:
     """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
 
@@ -93,6 +94,8 @@ def protect_command(
         With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
     log_arguments
         Wrapped servers put each call's arguments, secrets redacted, in their logs (wrap's --log-arguments).
+    force
+        With --undo: also unwrap the entries changed since protect wrote them, as they are now (the wrapping comes off, your edits stay).
     """
     from assay import clients
     from assay.clients import protect as p
@@ -115,8 +118,10 @@ def protect_command(
             return _missing(location.path, info.aliases[0])
 
         def edit(text, loc, record):
-            return p.undo_text(text, loc, record)
+            return p.undo_text(text, loc, record, force=force)
     else:
+        if force:
+            raise UsageError("--force goes with --undo (it unwraps entries changed since protect wrote them)")
         if policy is None or not policy.strip():
             raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
         policy_path = os.path.abspath(policy)
@@ -172,6 +177,11 @@ def protect_command(
     for change in result.changes:
         where = f" ({change.where})" if change.where and change.where != location.servers_key else ""
         say(f"  {change.action:<9} {json.dumps(change.name, ensure_ascii=False)}{where}: {change.detail}")
+    kept = [c for c in result.changes if c.action == "kept"]
+    where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
+    if kept and not force:  # docs/protect.md, "Undo"
+        say(f"--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
+            f"assay mcp protect {client} --undo --force{where}")
     if not result.changed:
         say("nothing to change")
         return 0
@@ -207,7 +217,6 @@ def protect_command(
         say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
         if log_path is not None:
             say(f"Decision logs: {log_path}/{location.client}-<server>.decisions.ndjson")
-        where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
         say(f"Undo with: assay mcp protect {client} --undo{where}")
     return 0
 
