@@ -121,6 +121,17 @@ def test_no_output_of_protect_shows_a_header_or_env_value(case, values):
                 assert got == code, output
                 outputs.append(output)
             assert config.read_text(encoding="utf-8") == text
+            # a remote entry edited after protect: undo keeps it and says what it ran before
+            assert _run(*base, "--policy", str(policy))[0] == 0
+            protected = config.read_text(encoding="utf-8")
+            edited = (protected.replace("[mcp_servers.remote]\n", "[mcp_servers.remote]\ntimeout = 5\n") if name.endswith(".toml")
+                      else protected.replace('"remote": {', '"remote": {"timeout": 5, '))
+            assert edited != protected
+            config.write_text(edited, encoding="utf-8")
+            for argv in ((*base, "--undo"), (*base, "--undo", "--force")):
+                got, output = _run(*argv)
+                assert got == 0 and 'kept      "remote"' in output, output
+                outputs.append(output)
             config.write_text(text.replace("https://mcp.example.com/mcp", "https://mcp.example.com/mcp\u0000"),
                               encoding="utf-8")
             outputs.append(_run(*base, "--policy", str(policy))[1])  # refused: the error line
