@@ -143,6 +143,7 @@ class WrapConfig:
             declared_manifest=declared_manifest,
             hide_denied_tools=self.hide_denied_tools,
             log_arguments_max=self.log_arguments_max if self.log_arguments else None,
+            announce_exit=self.url is None,
         )
 
 
