@@ -148,9 +148,12 @@ class WrapSession:
             guards.append(RateGuard(self._rates))
         self._flows: FlowTracker | None = None  # set when the policy has flow rules
         if policy.sequences:
+            from assay.policy.flow_ends import ALONE, reset_hint
             from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
 
-            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label)
+            reset = options.shared_session_key  # how a deny ends: docs/policy.md, "How a deny ends"
+            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label,
+                                      reset=ALONE if reset is None else reset_hint(reset))
             guards.append(FlowGuard(self._flows))
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
