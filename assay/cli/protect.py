@@ -62,7 +62,7 @@ def protect_command(
     log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative=())] = False,
     force: Annotated[bool, Parameter(name="--force", negative=())] = False,
 ) -> int:
-    """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
+    """Rewrite a client's MCP config so every server, stdio or remote, runs under assay mcp wrap (or undo it).
 
     Exit codes: 0 done, or nothing to change; 1 refused, nothing written (config unparsable, changed meanwhile, policy does not load, cannot write); 2 usage errors.
 
@@ -202,9 +202,13 @@ def protect_command(
             "protect writes or wrote were restored")
     elif undo:
         say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
+    elif any(c.changed and c.remote for c in result.changes):  # docs/protect.md, "Remote servers"
+        say("only the servers above changed: a stdio server's command and args values, a remote server's whole "
+            "entry (its URL, type and headers became command, args and env; its other members stay); "
+            "the rest of the file is as it was")
     else:
         say("only the command and args values of the servers above changed; the rest of the file is as it was")
-    say(f"backup: {outcome.backup} (the newest 5 of this file are kept)")
+    say(f"backup: {outcome.backup} (the first and the newest 5 of this file are kept)")
     if result.record is not None:
         say(f"record: {outcome.record_path}" if result.record else f"record: {outcome.record_path} (removed: nothing left to undo)")
     say(f"wrote: {location.path}")

@@ -1,5 +1,5 @@
-"""`assay mcp protect`: put every stdio server of a client config behind `assay mcp wrap`
-(docs/protect.md).
+"""`assay mcp protect`: put every server of a client config, stdio or remote, behind `assay mcp
+wrap` (docs/protect.md).
 
 One job a module:
 

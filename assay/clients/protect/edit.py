@@ -219,7 +219,7 @@ def _runs_wrap(raw: Any, location: ConfigLocation) -> bool:
 def protect_text(
     text: str, location: ConfigLocation, options: WrapOptions, record: Sequence[EntryRecord] | None = None
 ) -> Result:
-    """Wrap every stdio server that does not run under `assay mcp wrap` yet, and give the
+    """Wrap every server (stdio or remote) that does not run under `assay mcp wrap` yet, and give the
     entries of ``record`` still as protect wrote them the wrap options of ``options``
     (docs/protect.md, "Running protect again")."""
     record = list(record or [])
@@ -245,9 +245,9 @@ def protect_text(
             if key in managed and old[key] == rec:
                 changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
             elif key in managed:
-                changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where))
+                changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where, remote=True))
             else:
-                changes.append(Change(slot.name, "wrapped", shown, where))
+                changes.append(Change(slot.name, "wrapped", shown, where, remote=True))
             continue
         got = _classify(slot.raw, location)
         if isinstance(got, str):

@@ -39,6 +39,7 @@ class Change:
     action: str
     detail: str
     where: str = ""
+    remote: bool = False  # a remote (URL) entry, rewritten whole (docs/protect.md, "Remote servers")
 
     @property
     def changed(self) -> bool:
