@@ -109,6 +109,8 @@ class WrapConfig:
     header_env: tuple[str, ...] = ()
     ca_file: str | None = None
     allow_insecure_http: bool = False
+    bearer_env: str | None = None
+    header_env_if_set: tuple[str, ...] = ()
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
