@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> list[Target]:
     from assay import clients
     from assay.discover.scan import read_config_file
+    from assay.clients.configs import config_document
     from assay.mcpclient.launch import launches
     from assay.mcpclient.report import Target
 
@@ -38,6 +39,8 @@ def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> l
     if isinstance(data, str):
         raise Fatal(f"{location.path}: {data}")
     found, errors = launches(data, location)
+    if not found and errors and config_document(data, location)[0] is None:  # the file itself
+        raise Fatal(f"{location.path}: {errors[0]}")
     for line in errors:
         sys.stderr.write(f"assay: {location.path}: {line}\n")
     if len(words) > 1:

@@ -175,6 +175,8 @@ def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[di
             doc = _load_toml(text)
         except ValueError as exc:
             return None, [_error(location, f"invalid TOML: {exc}")]
+        except RecursionError:
+            return None, [_error(location, "invalid TOML: nested too deeply")]
     else:
         if location.jsonc:
             text = strip_jsonc(text)

@@ -56,3 +56,31 @@ def test_the_cli_says_it_and_starts_nothing(tmp_path):
     assert res.stdout.decode() == (
         'server "local": skipped: its args[0] holds ${input:api-key}, a value only VS Code can fill in (it asks '
         "for it when it starts the server); assay mcp tools cannot, so it does not start the server\n")
+
+
+def test_a_client_config_that_cannot_be_read_is_fatal(tmp_path):
+    # docs/tools.md, "Exit": a client config that cannot be read is exit 2, one fatal line, never a traceback
+    for name, text in (("bad.json", "{"), ("deep.json", '{"servers": {"s": {"command": "x", "env": {"A": '
+                                                        + "[" * 3000 + "]" * 3000 + "}}}}")):
+        config = tmp_path / name
+        config.write_text(text)
+        res = run_assay("mcp", "tools", "vscode", "--config", str(config), env=make_env(tmp_path), cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.decode().startswith(f"fatal: {config}: invalid JSON") and res.stderr.count(b"\n") == 1
+
+
+@pytest.mark.parametrize("client,name,text", [
+    ("codex", "config.toml", '[mcp_servers.s]\ncommand = "npx"\nenv = { A = ' + "[" * 3000 + "]" * 3000 + " }\n"),
+    ("cursor", "mcp.json", '{"mcpServers": {"s": {"command": "npx", "env": {"A": ' + "[" * 3000 + "]" * 3000 + "}}}}"),
+])
+def test_a_config_nested_too_deeply_is_one_line_for_protect_and_tools(tmp_path, client, name, text):
+    config = tmp_path / name
+    config.write_text(text)
+    policy = tmp_path / "p.yaml"
+    policy.write_text('version: "2.0"\n')
+    env = make_env(tmp_path)
+    res = run_assay("mcp", "protect", client, "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.decode().startswith("fatal: ") and b"Traceback" not in res.stderr
+    assert res.stderr.decode().rstrip().endswith("nested too deeply") and res.stderr.count(b"\n") == 1
+    res = run_assay("mcp", "tools", client, "--config", str(config), env=env, cwd=tmp_path)
+    assert res.returncode == 2 and b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1

@@ -89,6 +89,8 @@ def _toml_spans(text: str, location: ConfigLocation) -> list[tuple[int, int]]:
         marked = tomlkit.parse(text)
     except (TOMLKitError, ValueError) as exc:
         raise ProtectError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ProtectError("invalid TOML: nested too deeply") from None
     table = doc.get(location.servers_key)
     if not isinstance(table, dict):
         return []
