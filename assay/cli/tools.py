@@ -71,7 +71,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     ) -> int:
         """List the tools an MCP server offers: names, titles, hints, arguments, and with --policy what the policy does with each.
 
-        Exit codes: 0 every server listed (remote entries skipped); 2 a server could not be listed, a usage error, or a policy that does not load.
+        Exit codes: 0 every server listed (remote entries, and entries with a value only the client can fill in, skipped); 2 a server could not be listed, a policy or client config that cannot be read (fatal), or a usage error.
 
         Parameters
         ----------
