@@ -200,6 +200,9 @@ def protect_command(
     if undo and result.fallback:
         say("no record of this file (protected by an older assay): only entries whose wrap line is exactly one "
             "protect writes or wrote were restored")
+    elif undo and any(c.forced for c in result.changes):
+        say("the original text of the restored entries is back, byte for byte, and the entries changed since "
+            "protect are unwrapped as they are now; the rest of the file is as it was")
     elif undo:
         say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
     elif any(c.changed and c.remote for c in result.changes):  # docs/protect.md, "Remote servers"

@@ -6,6 +6,8 @@ Every client's format: JSON, JSON with comments, TOML, Zed's older entry form.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from assay import clients
@@ -55,3 +57,54 @@ def test_force_unwraps_an_edited_entry_keeping_the_edit(label, scope, text, stdi
     doc_after, doc_before = load(forced.text, loc), load(text, loc)
     _map(doc_after, loc, name)[name] = _map(doc_before, loc, name)[name]
     assert doc_after == doc_before
+
+
+REMOTE = [
+    ("claude_code", '{"mcpServers": {"r": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer a", "X-B": "b"}}}}'),
+    ("cursor", '{\n  "mcpServers": {\n    "r": {\n      "url": "https://h/mcp",\n      "headers": {\n        "A": "${env:A}"\n      }\n    }\n  }\n}\n'),
+    ("vscode", '{\n  "servers": {\n    // c\n    "r": {"type": "http", "url": "https://h/mcp", "headers": {"A": "${input:k}"}, "gallery": true},\n  },\n}\n'),
+    ("windsurf", '{"mcpServers": {"r": {"serverUrl": "https://h/mcp", "headers": {"A": "a"}}}}'),
+    ("gemini_cli", '{"mcpServers": {"r": {"httpUrl": "https://h/mcp", "headers": {"A": "$A"}, "timeout": 5000}}}'),
+    ("gemini_cli", '{"mcpServers": {"r": {"url": "https://h/sse"}}}'),
+    ("zed", '{"context_servers": {"r": {"url": "https://h/mcp", "headers": { "Authorization": "Bearer t" },},},}'),
+]
+
+
+def _with_value(text: str, name: str, old: str, new: str) -> str:
+    """``text`` with the first value ``old`` after the member ``name`` replaced by ``new``."""
+    at = text.index(old, text.index(f'"{name}":') + len(name) + 3)
+    return text[:at] + new + text[at + len(old):]
+
+
+@pytest.mark.parametrize("label,text", REMOTE)
+def test_force_gives_back_a_remote_entry_as_it_is_now(label, text):
+    # docs/protect.md, "Undo": the user added a member and changed a header's value (in env)
+    loc = clients.pick_location(label, "user", "/tmp/config", "linux", "/home/u", {}, "/w")
+    protected = p.protect_text(text, loc, OPTS)
+    before = load(text, loc)[loc.servers_key]["r"]
+    entry = load(protected.text, loc)[loc.servers_key]["r"]
+    edited = protected.text.replace('"command":', '"disabled": false, "command":', 1)
+    want = {"disabled": False, **before}
+    if "env" in entry:
+        var = next(iter(entry["env"]))
+        edited = _with_value(edited, var, json.dumps(entry["env"][var]), '"changed"')
+        want["headers"] = {**before["headers"], next(iter(before["headers"])): "changed"}
+    assert {c.name: c.action for c in p.undo_text(edited, loc, protected.record).changes} == {"r": "kept"}
+    forced = p.undo_text(edited, loc, protected.record, force=True)
+    assert [(c.action, c.forced, c.detail.startswith("--url ")) for c in forced.changes] == [("unwrapped", True, True)]
+    assert load(forced.text, loc)[loc.servers_key]["r"] == want
+    assert forced.record == []
+    if "env" in entry:  # a variable in env that no header names has nowhere to go: kept, and said
+        extra = _with_value(edited, var, '"changed"', '"changed", "X_OTHER": "x"')
+        kept = p.undo_text(extra, loc, protected.record, force=True).changes[0]
+        assert kept.action == "kept" and "variables that no header of its wrap line names" in kept.detail
+
+
+def test_force_keeps_a_codex_remote_entry_and_says_why():
+    loc = clients.pick_location("codex", "user", "/tmp/config.toml", "linux", "/home/u", {}, "/w")
+    text = '[mcp_servers.r]\nurl = "https://h/mcp"\nbearer_token_env_var = "T"\n'
+    protected = p.protect_text(text, loc, OPTS)
+    edited = protected.text.replace("[mcp_servers.r]\n", "[mcp_servers.r]\nenabled = false\n")
+    kept = p.undo_text(edited, loc, protected.record, force=True).changes[0]
+    assert kept.action == "kept" and "not rebuilt from its parts" in kept.detail
+    assert "before protect it ran: --url https://h/mcp" in kept.detail

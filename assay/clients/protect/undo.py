@@ -1,7 +1,8 @@
 """The undo of `assay mcp protect` (docs/protect.md, "Undo"): :func:`undo_text` takes a config's
 text and protect's record of it and puts back the original text of every entry still exactly as
 protect wrote it; an entry edited since is kept, with the command line it ran before protect, or
-with ``force`` unwrapped as it is now (the wrapping comes off, the edits stay). Without a record
+with ``force`` unwrapped as it is now (the wrapping comes off, the edits stay:
+:mod:`assay.clients.protect.forced`). Without a record
 (a config an older assay protected) only wrap lines exactly as protect writes them are
 unwrapped. Sans-IO, over the helpers of :mod:`assay.clients.protect.edit`."""
 
@@ -15,10 +16,11 @@ from assay.clients import ConfigLocation
 from assay.clients.protect.arrays import render_array, render_string
 from assay.clients.protect.check import ABSENT, check_edit, value_of
 from assay.clients.protect.edit import _Edit, _apply, _as_original, _as_written, _classify, _is_remote_record, _keys, _runs_wrap
+from assay.clients.protect.forced import forced_unwrap
 from assay.clients.protect.model import Change, EntryRecord, Result
 from assay.clients.protect.owned import own_wrap_line
 from assay.clients.protect.remote import HOLE, entry_value, fill_holes
-from assay.clients.protect.slots import Slot, find_slots
+from assay.clients.protect.slots import find_slots
 from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["undo_text", "original_line"]
@@ -45,28 +47,6 @@ def original_line(record: EntryRecord, toml: bool) -> str:
     args = values.get(args_key, ABSENT)
     argv = [values.get(cmd_key, ""), *([] if args is ABSENT or not isinstance(args, list) else args)]
     return shlex.join(map(str, argv))
-
-
-def _forced(text: str, scan: str, slot: Slot, location: ConfigLocation) -> tuple[list[_Edit], dict, str] | str:
-    """The edits that take the wrapping off a stdio entry as it is now: ``command`` and ``args``
-    become the server command line after its wrap line's ``--`` (every other member, and the
-    edits made to that command line, stay); or why that cannot be done."""
-    got = _classify(slot.raw, location)
-    if isinstance(got, str):
-        return got
-    holder, command, args = got
-    line = parse_wrapped([command, *args])
-    if line is None:
-        return "it no longer runs under assay mcp wrap"
-    if line.url is not None:
-        return "a remote entry edited since protect wrote it is not rebuilt; restore it by hand"
-    cmd_key, args_key = _keys(holder)
-    if args_key not in slot.spans:
-        return "its args cannot be found in place"
-    (cs, ce), (as_, ae) = slot.spans[cmd_key], slot.spans[args_key]
-    edits = [_Edit(cs, ce, render_string(line.command, location.toml)),
-             _Edit(as_, ae, render_array(list(line.args), location.toml, like=scan[as_:ae] if scan[as_] == "[" else None))]
-    return edits, {cmd_key: line.command, args_key: list(line.args)}, shlex.join(line.server)
 
 
 def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None, *,
@@ -120,7 +100,7 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
             changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
                                   "protect wrote it); left as it is", where))
         else:
-            forced = _forced(text, scan, slot, location) if force else None
+            forced = forced_unwrap(text, scan, slot, rec, location) if force else None
             if forced is None or isinstance(forced, str):
                 left.append(rec)
                 why = "" if forced is None else f"; --force: {forced}"
@@ -130,7 +110,7 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
             edits += forced[0]
             expect[key] = forced[1]
             changes.append(Change(slot.name, "unwrapped", f"{forced[2]} (edited since protect: the wrapping "
-                                  "is taken off, your edits stay)", where))
+                                  "is taken off, your edits stay)", where, forced=True))
     for rec in record:
         if rec.key not in seen:
             changes.append(Change(rec.name, "skipped", "no longer in the file", ".".join(rec.map)))
