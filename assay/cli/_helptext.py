@@ -35,8 +35,8 @@ PAGES: dict[str, str] = {
         '│              the logs.                                                       │\n'
         '│ preflight    Check that assay-mcp-server on PATH matches this CLI and starts │\n'
         '│              with a policy root.                                             │\n'
-        "│ protect      Rewrite a client's MCP config so every stdio server runs under  │\n"
-        '│              assay mcp wrap (or undo it).                                    │\n'
+        "│ protect      Rewrite a client's MCP config so every server, stdio or remote, │\n"
+        '│              runs under assay mcp wrap (or undo it).                         │\n'
         '│ session      List and reset the shared sessions of this machine.             │\n'
         '│ tool         Sign and verify MCP tool definitions.                           │\n'
         '│ tools        List the tools an MCP server offers: names, titles, hints,      │\n'

@@ -1,7 +1,9 @@
 """The cyclopts command tree: `assay mcp <command>` (the command table of README.md).
 
 Each command family lives in its own module with a ``register(app, mcp)`` function. Errors a
-user causes end with one line on stderr and exit 2, cyclopts' own parse errors included;
+user causes end with one line on stderr and exit 2, cyclopts' own parse errors included
+(``assay: error: ...``, :class:`~assay.cli.errors.UsageError`); a failure of the work itself is
+one ``fatal: ...`` line with the command's exit code (:class:`~assay.cli.errors.Fatal`);
 tracebacks never reach the user.
 
 Start-up (docs/testing.md, "Start-up of --version and --help"): three kinds of line never import cyclopts or rich. A plain
@@ -17,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from assay.cli.errors import UsageError, one_line
+from assay.cli.errors import Fatal, UsageError, fatal, one_line
 
 if TYPE_CHECKING:
     import cyclopts
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
     except UsageError as exc:
         sys.stderr.write(f"assay: error: {one_line(exc)}\n")
         return 2
+    except Fatal as exc:
+        return fatal(str(exc), exc.code)
     except KeyboardInterrupt:
         return 130
     if result is None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli.errors import UsageError
+from assay.cli.errors import Fatal, UsageError
 from assay.cli.output import write_out
 
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
                     return not text or write_out(text, flush=False)
 
                 trio.run(partial(follow_files, end_of_round=lambda: write_out("")), given, following, show)
-        except LogError as exc:
-            raise UsageError(str(exc)) from None
+        except LogError as exc:  # a log that cannot be read: a failure, not a usage error
+            raise Fatal(str(exc)) from None
         finally:
             told = counts.summary()
             if told:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from assay.cli.errors import UsageError
+from assay.cli.errors import Fatal, UsageError
 from assay.cli.output import write_out
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _create_new(path: str, data: bytes) -> None:
     except FileExistsError:
         raise UsageError(f"{path} exists: give a new file to --out (the policy is never written over one)") from None
     except OSError as exc:
-        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+        raise Fatal(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
         view = memoryview(data)
         while view:
@@ -41,7 +41,7 @@ def _create_new(path: str, data: bytes) -> None:
     except OSError as exc:
         os.close(fd)
         os.unlink(path)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise Fatal(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
 
 
@@ -100,8 +100,8 @@ def register(policy: cyclopts.App) -> None:
             if not observed.with_arguments:
                 header.append("No call had recorded arguments (wrap --log-arguments): no path is confined.")
             result = suggest(observed, calls, home=user_home(), header=header)
-        except LogError as exc:
-            raise UsageError(str(exc)) from None
+        except LogError as exc:  # a log that cannot be read: a failure, not a usage error
+            raise Fatal(str(exc)) from None
         except SuggestError as exc:
             sys.stderr.write(f"assay: {exc}\n")
             return 1

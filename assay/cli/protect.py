@@ -60,8 +60,9 @@ def protect_command(
     declared_manifest: Annotated[str | None, Parameter(name="--declared-manifest")] = None,
     absolute: Annotated[bool, Parameter(name="--absolute", negative=())] = False,
     log_arguments: Annotated[bool, Parameter(name="--log-arguments", negative=())] = False,
+    force: Annotated[bool, Parameter(name="--force", negative=())] = False,
 ) -> int:
-    """Rewrite a client's MCP config so every stdio server runs under assay mcp wrap (or undo it).
+    """Rewrite a client's MCP config so every server, stdio or remote, runs under assay mcp wrap (or undo it).
 
     Exit codes: 0 done, or nothing to change; 1 refused, nothing written (config unparsable, changed meanwhile, policy does not load, cannot write); 2 usage errors.
 
@@ -93,6 +94,8 @@ def protect_command(
         With --scope project: write this machine's absolute paths (assay, policy, log dir) into the shared project file.
     log_arguments
         Wrapped servers put each call's arguments, secrets redacted, in their logs (wrap's --log-arguments).
+    force
+        With --undo: also unwrap the entries changed since protect wrote them, as they are now (the wrapping comes off, your edits stay).
     """
     from assay import clients
     from assay.clients import protect as p
@@ -115,8 +118,10 @@ def protect_command(
             return _missing(location.path, info.aliases[0])
 
         def edit(text, loc, record):
-            return p.undo_text(text, loc, record)
+            return p.undo_text(text, loc, record, force=force)
     else:
+        if force:
+            raise UsageError("--force goes with --undo (it unwraps entries changed since protect wrote them)")
         if policy is None or not policy.strip():
             raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
         policy_path = os.path.abspath(policy)
@@ -172,11 +177,19 @@ def protect_command(
     for change in result.changes:
         where = f" ({change.where})" if change.where and change.where != location.servers_key else ""
         say(f"  {change.action:<9} {json.dumps(change.name, ensure_ascii=False)}{where}: {change.detail}")
+    kept = [c for c in result.changes if c.action == "kept"]
+    where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
+    if kept and not force:  # docs/protect.md, "Undo"
+        say(f"--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
+            f"assay mcp protect {client} --undo --force{where}")
     if not result.changed:
         say("nothing to change")
         return 0
     if dry_run:
-        sys.stdout.write(p.unified_diff(outcome.original, result.text, location.path))
+        try:  # header and env values are never shown (docs/protect.md, "Remote servers")
+            sys.stdout.write(p.shown_diff(outcome.original, result.text, location, location.path))
+        except p.ProtectError as exc:
+            say(f"(the diff is not shown: {exc})")
         say("dry run: nothing was written")
         return 0
     if not undo and log_path is not None:
@@ -187,11 +200,18 @@ def protect_command(
     if undo and result.fallback:
         say("no record of this file (protected by an older assay): only entries whose wrap line is exactly one "
             "protect writes or wrote were restored")
+    elif undo and any(c.forced for c in result.changes):
+        say("the original text of the restored entries is back, byte for byte, and the entries changed since "
+            "protect are unwrapped as they are now; the rest of the file is as it was")
     elif undo:
         say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
+    elif any(c.changed and c.remote for c in result.changes):  # docs/protect.md, "Remote servers"
+        say("only the servers above changed: a stdio server's command and args values, a remote server's whole "
+            "entry (its URL, type and headers became command, args and env; its other members stay); "
+            "the rest of the file is as it was")
     else:
         say("only the command and args values of the servers above changed; the rest of the file is as it was")
-    say(f"backup: {outcome.backup} (the newest 5 of this file are kept)")
+    say(f"backup: {outcome.backup} (the first and the newest 5 of this file are kept)")
     if result.record is not None:
         say(f"record: {outcome.record_path}" if result.record else f"record: {outcome.record_path} (removed: nothing left to undo)")
     say(f"wrote: {location.path}")
@@ -204,7 +224,6 @@ def protect_command(
         say(f"Restart {info.display} so it starts these servers through assay mcp wrap.")
         if log_path is not None:
             say(f"Decision logs: {log_path}/{location.client}-<server>.decisions.ndjson")
-        where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
         say(f"Undo with: assay mcp protect {client} --undo{where}")
     return 0
 

@@ -11,7 +11,7 @@ import cyclopts
 from cyclopts import Parameter
 
 from assay.cli import dash
-from assay.cli.errors import UsageError
+from assay.cli.errors import Fatal, UsageError
 
 if TYPE_CHECKING:
     from assay.mcpclient.report import Target
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> list[Target]:
     from assay import clients
     from assay.discover.scan import read_config_file
+    from assay.clients.configs import config_document
     from assay.mcpclient.launch import launches
     from assay.mcpclient.report import Target
 
@@ -34,10 +35,12 @@ def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> l
         raise UsageError(str(exc)) from None
     data = read_config_file(location.path)
     if data is None:
-        raise UsageError(f"{location.path} does not exist, so {words[0]} has no servers to list")
+        raise Fatal(f"{location.path} does not exist, so {words[0]} has no servers to list")
     if isinstance(data, str):
-        raise UsageError(f"{location.path}: {data}")
+        raise Fatal(f"{location.path}: {data}")
     found, errors = launches(data, location)
+    if not found and errors and config_document(data, location)[0] is None:  # the file itself
+        raise Fatal(f"{location.path}: {errors[0]}")
     for line in errors:
         sys.stderr.write(f"assay: {location.path}: {line}\n")
     if len(words) > 1:
@@ -68,7 +71,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
     ) -> int:
         """List the tools an MCP server offers: names, titles, hints, arguments, and with --policy what the policy does with each.
 
-        Exit codes: 0 every server listed (remote entries skipped); 2 a server could not be listed, a usage error, or a policy that does not load.
+        Exit codes: 0 every server listed (remote entries, and entries with a value only the client can fill in, skipped); 2 a server could not be listed, a policy or client config that cannot be read (fatal), or a usage error.
 
         Parameters
         ----------

@@ -68,6 +68,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         header_env: Annotated[tuple[str, ...], Parameter(name="--header-env", consume_multiple=False, negative="")] = (),
         ca_file: Annotated[str | None, Parameter(name="--ca-file")] = None,
         allow_insecure_http: Annotated[bool, Parameter(name="--allow-insecure-http", negative="")] = False,
+        bearer_env: Annotated[str | None, Parameter(name="--bearer-env")] = None,
+        header_env_if_set: Annotated[tuple[str, ...], Parameter(name="--header-env-if-set", consume_multiple=False,
+                                                                negative="")] = (),
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

@@ -60,6 +60,24 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _credential_headers(names: list[str]) -> bool:
+    """Does one of these header names carry a credential (docs/discover.md, "Output")?"""
+    return any(h.upper() == "AUTHORIZATION" or "KEY" in h.upper() or "TOKEN" in h.upper() for h in names)
+
+
+def _wrap_header_names(options: dict[str, object]) -> list[str]:
+    """The header names a wrap --url line sends (--header 'Name: value', --header-env Name=VAR,
+    and the bearer forms), never their values."""
+    names: list[str] = []
+    for field in ("header", "header_env", "header_env_if_set"):
+        given = options.get(field, ())
+        for text in given if isinstance(given, tuple) else ():
+            names.append(str(text).partition(":" if field == "header" else "=")[0].strip())
+    if options.get("bearer_env") is not None:
+        names.append("Authorization")
+    return names
+
+
 def _error(location: ConfigLocation, message: str) -> dict[str, Any]:
     return {"path": location.path, "client": location.client, "error": message}
 
@@ -78,6 +96,10 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         return f'server {_quote(name)}: "env" is not an object of strings'
     env_names = list(env)
+    forwarded = raw.get("env_vars")  # Codex: variables passed on from its own environment
+    if isinstance(forwarded, list):
+        env_names += [v if isinstance(v, str) else str(v.get("name")) for v in forwarded
+                      if isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("name"), str))]
     source = {"type": "config_file", "path": location.path, "client": location.client}
     command = raw.get("command")
     if command is not None:
@@ -93,6 +115,8 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         wrapped = line is not None
         remote = line is not None and line.url is not None  # protect's wrap --url (docs/protect.md, "Remote servers")
         auth = _auth_from_names(env_names)
+        if auth == "none" and remote and line is not None and _credential_headers(_wrap_header_names(line.options)):
+            auth = "api_key"  # the headers wrap sends (their values are in env as ASSAY_HEADER_<n>)
     else:
         url = raw.get("url", raw.get("serverUrl", raw.get("httpUrl")))
         if not isinstance(url, str):
@@ -107,12 +131,14 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         transport = {"type": ttype, "url": url}
         wrapped = False  # a remote entry the client reaches itself: nothing guards it
         remote = True
-        headers = raw.get("headers")
-        header_names = list(headers) if isinstance(headers, dict) else []
+        header_names = []
+        for key in ("headers", "http_headers", "env_http_headers"):  # the last two: Codex
+            headers = raw.get(key)
+            header_names += [str(h) for h in headers] if isinstance(headers, dict) else []
+        if isinstance(raw.get("bearer_token_env_var"), str) or isinstance(raw.get("bearer_token"), str):
+            header_names.append("Authorization")  # Codex: Authorization: Bearer <the value>
         auth = _auth_from_names(env_names)
-        if auth == "none" and any(
-            h.upper() == "AUTHORIZATION" or "KEY" in h.upper() or "TOKEN" in h.upper() for h in header_names
-        ):
+        if auth == "none" and _credential_headers(header_names):
             auth = "api_key"
     return {
         "id": f"{location.client}-{name}",
@@ -149,6 +175,8 @@ def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[di
             doc = _load_toml(text)
         except ValueError as exc:
             return None, [_error(location, f"invalid TOML: {exc}")]
+        except RecursionError:
+            return None, [_error(location, "invalid TOML: nested too deeply")]
     else:
         if location.jsonc:
             text = strip_jsonc(text)

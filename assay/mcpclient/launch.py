@@ -6,16 +6,20 @@ config reader discover uses (:func:`assay.clients.configs.config_document`,
 A stdio entry is started as the client starts it: its ``command`` and ``args`` as written (so a
 protected entry runs through its `assay mcp wrap` line, with its policy), its ``env`` on top of
 this environment, in its ``cwd`` when it gives one (a relative ``cwd`` is taken from the config
-file's directory). A remote entry (``url``) is listed as skipped, with the reason.
+file's directory). A remote entry (``url``) is listed as skipped, with the reason; so is an
+entry with a value only the client can fill in (``${input:...}``, which VS Code asks the person
+for; ``${command:...}``): started with the reference as its text, the server would fail in a way
+that says nothing (docs/tools.md, "A client's servers").
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.clients import ConfigLocation, server_maps
+from assay.clients import ConfigLocation, client_info, server_maps
 from assay.clients.configs import _server_entry, config_document
 from assay.clients.wrapped import parse_wrapped
 
@@ -47,6 +51,29 @@ def _raw_env_cwd(raw: dict[str, Any], location: ConfigLocation) -> tuple[dict[st
     return {str(k): v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {}, cwd
 
 
+# a reference only the client expands: VS Code's input and command variables
+_CLIENT_ONLY = re.compile(r"\$\{(?:input|command):[^}]*\}")
+
+
+def client_only(argv: tuple[str, ...], env: dict[str, str]) -> tuple[str, str] | None:
+    """Where the first reference only the client can expand sits (``env NAME``, ``args[3]``,
+    ``command``) and the reference, or None."""
+    places = [("command", argv[0])] + [(f"args[{i}]", a) for i, a in enumerate(argv[1:])]
+    places += [(f"env {k}", v) for k, v in env.items()]
+    for where, text in places:
+        found = _CLIENT_ONLY.search(text)
+        if found is not None:
+            return where, found.group(0)
+    return None
+
+
+def _header_vars(options: dict[str, object]) -> dict[str, str]:
+    """variable -> header name of a wrap line's ``--header-env Name=VAR`` options."""
+    given = options.get("header_env", ())
+    pairs = [str(t).partition("=") for t in (given if isinstance(given, tuple) else ())]
+    return {var: name for name, _, var in pairs}
+
+
 def launches(data: bytes, location: ConfigLocation) -> tuple[list[Launch], list[str]]:
     """The server entries of one config file, in file order, and one line per entry (or file)
     that cannot be read."""
@@ -72,5 +99,17 @@ def launches(data: bytes, location: ConfigLocation) -> tuple[list[Launch], list[
                 continue
             argv = (transport["command"], *transport["args"])
             env, cwd = _raw_env_cwd(raw, location)
-            out.append(Launch(str(name), argv, env, cwd, parse_wrapped(argv) is not None))
+            line = parse_wrapped(argv)
+            reference = client_only(argv, env)
+            if reference is not None:  # docs/tools.md, "A client's servers"
+                where, ref = reference
+                headers = _header_vars(line.options if line is not None else {})
+                if where.startswith("env ") and where[4:] in headers:  # protect's ASSAY_HEADER_<n>
+                    where = f"header {headers[where[4:]]} ({where})"
+                client = client_info(location.client).display
+                out.append(Launch(str(name), argv, env, cwd, line is not None, skipped=(
+                    f"its {where} holds {ref}, a value only {client} can fill in (it asks for it when it starts "
+                    f"the server); assay mcp tools cannot, so it does not start the server")))
+                continue
+            out.append(Launch(str(name), argv, env, cwd, line is not None))
     return out, errors

@@ -42,7 +42,7 @@ def render(target: Target, result: Listing | ListingError | None, policy: Policy
         line = f"{_who(target)}: skipped: {safe(target.skipped or 'not started')}"
         return ([], [line]) if as_json else ([line], [])
     if isinstance(result, ListingError):
-        return [], [f"assay: error: {_who(target)}: {result}"]
+        return [], [f"fatal: {_who(target)}: {result}"]
     summaries = None
     if policy is not None:
         from assay.policy.toolview import tool_summary

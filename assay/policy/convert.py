@@ -26,7 +26,11 @@ from assay.policy.model import (
 from assay.policy.reader import Reader, Structure, json_value
 from assay.policy.schemacheck import slow_patterns, unresolvable_refs
 
-__all__ = ["convert", "STRICT_V1_MESSAGE", "V1_DEPRECATION_WARNING"]
+__all__ = ["convert", "STRICT_V1_MESSAGE", "V1_DEPRECATION_WARNING", "UNKNOWN_KEY_WARNING"]
+
+#: The start of the warning about an unknown key (its dotted path, and what it most likely
+#: misspells, follow): `assay mcp policy check` reports these as errors (docs/policy-tools.md).
+UNKNOWN_KEY_WARNING = "unknown key ignored: "
 
 STRICT_V1_MESSAGE = "Strict mode: v1 policy format (constraints) is not allowed."
 # The warning points to our docs, not to upstream's `assay policy migrate`.
@@ -132,8 +136,8 @@ def convert(
         except ValueError as exc:
             raise PolicyError("validation", str(exc), source=source) from None
 
-    for path in r.unknown:
-        warnings.append(f"unknown key ignored: {path}")
+    for path in r.unknown:  # docs/policy.md, "Loading": ignored, with the key it most likely misspells
+        warnings.append(UNKNOWN_KEY_WARNING + path)
 
     # v1 detection before normalization
     v1 = bool(constraints) or version == "1.0"

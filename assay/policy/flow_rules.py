@@ -15,6 +15,7 @@ from typing import Any
 from assay.policy.argregex import ArgRegexError, compile_arg_regex
 from assay.policy.durations import DurationError, parse_duration
 from assay.policy.model import FlowRule
+from assay.policy.reader import unknown_key
 from assay.policy.sequence_rules import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
 
@@ -171,7 +172,7 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
     fields = _FIELDS[kind]
     for key in m:
         if key not in fields and key not in ("type", "id", "message"):
-            unknown.append(f"{path}.{key}")
+            unknown.append(unknown_key(path, str(key), (*fields, "type", "id", "message")))
     for f in fields:
         if f not in m and (kind, f) not in _OPTIONAL:
             raise FlowError("structure", path, f"missing field {f}")

@@ -26,6 +26,7 @@ from typing import Any
 
 from assay.policy.decision import Decision
 from assay.policy.engine import DEFAULT_SERVER_ID
+from assay.policy.flow_ends import how_it_ends, reset_hint
 from assay.policy.flow_kinds import CompiledRule, Hits, Unreadable, compile_rule, readable
 from assay.policy.flow_values import time_value
 from assay.policy.flow_rules import FlowError, parse_flows
@@ -83,12 +84,16 @@ class FlowTracker:
 
     __slots__ = (
         "rules", "server", "_compiled", "_cache", "_orders", "_sensitive", "_last_name", "_last", "n",
-        "_timed", "_latest", "_dead", "_shape", "_replying",
+        "_timed", "_latest", "_dead", "_shape", "_replying", "reset",
     )
 
-    def __init__(self, rules: tuple[FlowRule, ...], aliases: Aliases, *, server: str = DEFAULT_SERVER_ID) -> None:
+    def __init__(self, rules: tuple[FlowRule, ...], aliases: Aliases, *, server: str = DEFAULT_SERVER_ID,
+                 reset: str | None = None) -> None:
         self.rules = rules
         self.server = server
+        # how the session's flow state is cleared, for a deny's reason (assay.policy.flow_ends):
+        # `assay mcp session reset <key>`, or ALONE for a wrap that shares no session
+        self.reset = reset_hint(None) if reset is None else reset
         self._compiled: tuple[CompiledRule, ...] = tuple(compile_rule(r.rule, aliases, server) for r in rules)
         # name -> the rules its name touches, in file order
         self._cache: dict[str, tuple[_Item, ...]] = {}
@@ -223,6 +228,10 @@ class FlowTracker:
             i, reason = bad, _UNREADABLE
         flow = self.rules[i]
         text = flow.message if flow.message is not None else reason
+        if reason is not _UNREADABLE:  # docs/policy.md, "How a deny ends"
+            ends = how_it_ends(self._compiled[i], self.reset)
+            if ends is not None:
+                text = f"{text}; {ends}"
         contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": flow.id, "reason": text}
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule=flow.id)
 

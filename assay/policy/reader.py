@@ -13,7 +13,7 @@ from typing import Any, Literal, overload
 
 from assay.policy.yamlio import type_name
 
-__all__ = ["Structure", "Reader", "join", "json_value", "U64_MAX"]
+__all__ = ["Structure", "Reader", "join", "json_value", "unknown_key", "U64_MAX"]
 
 U64_MAX = 2**64 - 1
 
@@ -29,8 +29,21 @@ def join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def unknown_key(path: str, key: str, known: tuple[str, ...]) -> str:
+    """The dotted path of an unknown key, with the known key it most likely misspells:
+    ``tools.approvals_required (did you mean tools.approval_required?)`` (docs/policy.md,
+    "Loading"). Case is ignored in the comparison; no close key, no suggestion."""
+    import difflib
+
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.6)
+    where = join(path, key)
+    return f"{where} (did you mean {join(path, lowered[close[0]])}?)" if close else where
+
+
 class Reader:
-    """Walks the parsed document, recording unknown keys."""
+    """Walks the parsed document, recording unknown keys (each with its did-you-mean,
+    :func:`unknown_key`)."""
 
     def __init__(self) -> None:
         self.unknown: list[str] = []
@@ -52,7 +65,7 @@ class Reader:
     def fields(self, value: dict[str, Any], path: str, known: tuple[str, ...]) -> None:
         for key in value:
             if key not in known:
-                self.unknown.append(join(path, key))
+                self.unknown.append(unknown_key(path, key, known))
 
     @overload
     def string(self, value: Any, path: str, *, optional: Literal[False] = False) -> str: ...

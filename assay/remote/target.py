@@ -1,8 +1,10 @@
 """Where a remote wrap connects and what it sends along (sans-IO): docs/remote.md, "Options".
 
 :func:`target_from` checks ``--url``, ``--transport``, ``--header`` (with ``${VAR}`` read from
-the given environment), ``--header-env`` (``Name=VAR``: the value is VAR's, whole), ``--ca-file``
-and ``--allow-insecure-http`` before anything connects,
+the given environment), ``--header-env`` (``Name=VAR``: the value is VAR's, whole),
+``--header-env-if-set`` (the same, no header when VAR is unset or blank), ``--bearer-env``
+(``Authorization: Bearer`` and VAR's value), ``--ca-file`` and ``--allow-insecure-http`` before
+anything connects,
 and raises :class:`TargetError` with one line. No message ever contains a header value: a
 header is named by its name only. :func:`shown_url` is the URL as wrap prints it (no user
 information, no query: either may hold a secret).
@@ -117,6 +119,35 @@ def _header_from_env(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
     return name, value
 
 
+def _bearer_from_env(var: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """``--bearer-env VAR``: ``Authorization: Bearer <VAR's value>``; VAR unset or empty is an
+    error, as Codex's ``bearer_token_env_var`` is (docs/remote.md, "Options")."""
+    if not _ENV_NAME.match(var):
+        raise TargetError("--bearer-env must name an environment variable")
+    value = environ.get(var, "").strip()
+    if var not in environ:
+        raise TargetError(f"--bearer-env: {var} is not set in wrap's environment")
+    if not value:
+        raise TargetError(f"--bearer-env: {var} is empty")
+    if _BAD_VALUE.search(value):
+        raise TargetError(f"--bearer-env: the value of {var} holds a line break or a control character")
+    return "Authorization", f"Bearer {value}"
+
+
+def _optional_from_env(text: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """``--header-env-if-set Name=VAR``: as ``--header-env``, but VAR unset or blank sends no
+    header (Codex's ``env_http_headers``: docs/remote.md, "Options")."""
+    name, sep, var = text.partition("=")
+    if sep and _ENV_NAME.match(var) and not environ.get(var, "").strip():
+        if not _TOKEN.match(name.strip()):
+            raise TargetError("--header-env-if-set must be 'Name=VAR': a header name and an environment variable name")
+        return None
+    try:
+        return _header_from_env(text, environ)
+    except TargetError as exc:
+        raise TargetError(str(exc).replace("--header-env", "--header-env-if-set", 1)) from None
+
+
 def target_from(
     url: str,
     *,
@@ -126,6 +157,8 @@ def target_from(
     ca_file: str | None,
     allow_insecure_http: bool,
     environ: Mapping[str, str],
+    bearer_env: str | None = None,
+    header_env_if_set: Sequence[str] = (),
 ) -> Target:
     """The checked target of ``wrap --url`` (see the module docstring)."""
     try:
@@ -147,9 +180,14 @@ def target_from(
         )
     if ca_file is not None and parts.scheme != "https":
         raise TargetError("--ca-file is only for an https:// --url")
-    if len(headers) + len(header_env) > MAX_HEADERS:
+    if len(headers) + len(header_env) + len(header_env_if_set) > MAX_HEADERS:
         raise TargetError(f"at most {MAX_HEADERS} --header and --header-env options")
     parsed = tuple(_header(text, environ) for text in headers) + tuple(_header_from_env(t, environ) for t in header_env)
+    parsed += tuple(h for h in (_optional_from_env(t, environ) for t in header_env_if_set) if h is not None)
+    if bearer_env is not None:
+        if any(name.lower() == "authorization" for name, _ in parsed):
+            raise TargetError("--bearer-env sends Authorization, which another --header or --header-env gives too")
+        parsed += (_bearer_from_env(bearer_env, environ),)
     if sum(len(n) + len(v) for n, v in parsed) > MAX_HEADER_BYTES:
         raise TargetError(f"the --header values add up to more than {MAX_HEADER_BYTES} bytes")
     return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file)

@@ -216,6 +216,20 @@ class Lifecycle:
             self.child = Child.EXITED
         self.child_returncode = returncode
 
+    def exit_news(self, returncode: int | None) -> tuple[bool, bool]:
+        """Is the child's exit, now, worth one stderr line (docs/wrap.md, "Lifecycle"), and did
+        wrap stop it? Yes when it ended on its own while running, ended badly after the client's
+        end (a status other than 0, a signal), or had to be stopped after the grace; no after a
+        clean exit at the client's end, and when wrap got a signal (its own stop)."""
+        phase = self.phase
+        if phase is Phase.RUNNING:
+            return True, False
+        if phase is Phase.DRAINING:
+            return returncode != 0, False
+        if phase is Phase.TERMINATING or phase is Phase.KILLED:
+            return True, True
+        return False, False
+
     def deadline(self) -> float | None:
         """When the phase's timer is due (RUNNING: never here; the approvals' deadline is the
         session's)."""

@@ -148,6 +148,11 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
     WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,
                "With --url: allow plain http:// to a host that is not loopback."),
+    # Codex's bearer_token_env_var and env_http_headers, as protect carries them (docs/remote.md)
+    WrapOption("--bearer-env", "bearer_env", "bearer_env", str, None,
+               "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal)."),
+    WrapOption("--header-env-if-set", "header_env_if_set", "header_env_if_set", tuple, (),
+               "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable)."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

@@ -32,6 +32,7 @@ def target_of(config: WrapConfig, environ: Mapping[str, str]) -> Target:
             config.url, transport=config.transport, headers=config.header, header_env=config.header_env,
             ca_file=config.ca_file,
             allow_insecure_http=config.allow_insecure_http, environ=environ,
+            bearer_env=config.bearer_env, header_env_if_set=config.header_env_if_set,
         )
     except TargetError as exc:
         raise WrapError(str(exc)) from None

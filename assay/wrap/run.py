@@ -110,6 +110,8 @@ class WrapConfig:
     header_env: tuple[str, ...] = ()
     ca_file: str | None = None
     allow_insecure_http: bool = False
+    bearer_env: str | None = None
+    header_env_if_set: tuple[str, ...] = ()
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -144,6 +146,7 @@ class WrapConfig:
             declared_manifest=declared_manifest,
             hide_denied_tools=self.hide_denied_tools,
             log_arguments_max=self.log_arguments_max if self.log_arguments else None,
+            announce_exit=self.url is None,
         )
 
 

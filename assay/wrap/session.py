@@ -53,7 +53,7 @@ from assay.wrap.approvals.room import ApprovalRoom
 from assay.wrap.calls import CallPath
 from assay.wrap.client_side import BIG_CLIENT_LINE as BIG_CLIENT_LINE
 from assay.wrap.client_side import ClientSide, Start
-from assay.wrap.effects import Effect, Phase, Sink, StopCause
+from assay.wrap.effects import Effect, Phase, Sink, StopCause, Warn
 from assay.wrap.ledger import Ledger
 from assay.wrap.lifecycle import FATAL_FLUSH_S as FATAL_FLUSH_S  # re-exported: the shell and tests read these here
 from assay.wrap.lifecycle import KILL_AFTER_TERM_S as KILL_AFTER_TERM_S
@@ -95,6 +95,9 @@ class SessionOptions:
     shared_session_key: str | None = None
     # --log-arguments: the cap in bytes of each call's logged arguments; None: not logged
     log_arguments_max: int | None = None
+    # one stderr line when the server ends on its own (a stdio server; a remote one says why it
+    # was lost itself: docs/remote.md, "When the server fails")
+    announce_exit: bool = True
 
 
 class WrapSession:
@@ -145,9 +148,12 @@ class WrapSession:
             guards.append(RateGuard(self._rates))
         self._flows: FlowTracker | None = None  # set when the policy has flow rules
         if policy.sequences:
+            from assay.policy.flow_ends import ALONE, reset_hint
             from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
 
-            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label)
+            reset = options.shared_session_key  # how a deny ends: docs/policy.md, "How a deny ends"
+            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label,
+                                      reset=ALONE if reset is None else reset_hint(reset))
             guards.append(FlowGuard(self._flows))
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
@@ -270,8 +276,12 @@ class WrapSession:
         return True
 
     def child_exited(self, returncode: int | None) -> list[Effect]:
-        """The child exited (it is not reaped yet: its group cannot be reused)."""
+        """The child exited (it is not reaped yet: its group cannot be reused). A stdio server
+        that ended on its own, or badly, gets one stderr line (docs/wrap.md, "Lifecycle")."""
         out: list[Effect] = []
+        tell, stopped = self._life.exit_news(returncode)
+        if tell and self.options.announce_exit:
+            out.append(Warn(records.server_exit_line(returncode, stopped=stopped, unanswered=len(self._server.pending))))
         self._life.child_exited(returncode)
         self._fire(LifeEvent.CHILD_EXIT, out)
         return out

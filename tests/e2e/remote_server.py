@@ -24,7 +24,8 @@ the server never runs:
   one carrying its `Mcp-Session-Id` are answered 404.
 
 $E2E_EXPECT_AUTH, when set, is the `Authorization` header value every request must carry
-(else 401); the server never prints it.
+(else 401); $E2E_EXPECT_HEADER (`Name: value`), one more header every request must carry, and
+$E2E_REFUSE_HEADER (`Name`), a header no request may carry. The server never prints them.
 """
 
 from __future__ import annotations
@@ -135,6 +136,16 @@ class Faults:
         if self.expect_auth is not None and headers.get("authorization") != self.expect_auth:
             print("AUTH missing or wrong", flush=True)
             await _plain(send, 401, b"unauthorized", [(b"www-authenticate", b'Bearer realm="e2e"')])
+            return
+        name, _, value = os.environ.get("E2E_EXPECT_HEADER", "").partition(":")
+        if name and headers.get(name.strip().lower()) != value.strip():
+            print(f"HEADER {name.strip()} missing or wrong", flush=True)
+            await _plain(send, 403, b"forbidden")
+            return
+        refused = os.environ.get("E2E_REFUSE_HEADER", "").strip().lower()
+        if refused and refused in headers:
+            print(f"HEADER {refused} refused", flush=True)
+            await _plain(send, 400, b"bad request")
             return
         session = headers.get("mcp-session-id")
         if session is not None and session in self.forgotten:

@@ -9,6 +9,7 @@ The policy is the `flows` example of docs/policy.md (a unit test keeps the two e
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import trio
@@ -45,6 +46,17 @@ CALLS: list[tuple[Call, str | None]] = [
     (Call("read_file", {"path": "/workspace/README.md"}), None),
 ]
 MESSAGES = {"tests-before-deploy": TESTS_FIRST, "no-exfiltration": NO_EXFIL}
+# the rule's message, then how the deny ends (docs/policy.md, "How a deny ends"): the wrap's
+# session is the client's (docs/wrap.md, "Shared sessions"), named by its pid and start time
+ENDS = {
+    "tests-before-deploy": re.escape("; it ends once 'run_tests' is called"),
+    "no-exfiltration": re.escape("; it holds for the rest of the agent session (a `for:` in the rule would end it "
+                                 "by itself); `assay mcp session reset client:") + r"\d+:[^`]+` clears it",
+}
+
+
+def said(rule: str, reason: object) -> bool:
+    return isinstance(reason, str) and re.fullmatch(re.escape(MESSAGES[rule]) + ENDS[rule], reason) is not None
 
 
 def _run(tmp_path) -> WrapRun:
@@ -63,14 +75,15 @@ def _assert_flow_logs(run: WrapRun) -> None:
             assert a["decision"] == "allow", a
         else:
             assert (d["decision"], d["reason_code"], d["typed_decision"]) == ("deny", "P_SEQUENCE_VIOLATION", "deny"), d
-            assert d["matched_rule"] == rule and d["reason"] == MESSAGES[rule], d
+            assert d["matched_rule"] == rule and said(rule, d["reason"]), d
             assert a["decision"] == "deny" and a["agentic"]["rule"] == rule, a
             assert a["agentic"]["error_code"] == SEQ and a["reason"] == d["reason"], a
 
 
 def _assert_flow_deny(name: str, rule: str, is_error: bool, structured: object, text: str) -> None:
     assert_denied(name, is_error, structured, text, SEQ)
-    expected = {"status": "deny", "error_code": SEQ, "tool": name, "rule": rule, "reason": MESSAGES[rule]}
+    assert isinstance(structured, dict) and said(rule, structured.get("reason")), structured
+    expected = {"status": "deny", "error_code": SEQ, "tool": name, "rule": rule, "reason": structured["reason"]}
     assert structured == expected, structured  # the tools declare no outputSchema
     assert json.loads(text[len(DENY_TEXT):]) == expected
 
@@ -98,7 +111,7 @@ async def test_python_sdk_client_flow_rules(tmp_path, base_env):
     assert len(wraps) == 1 and len(servers) == 1, (wraps, servers)
     await assert_all_ended(wraps + servers)
     stderr = run.stderr_text()
-    assert f'[assay] DENY "send_email" (reason: "{NO_EXFIL}")' in stderr, stderr
+    assert f'[assay] DENY "send_email" (reason: "{NO_EXFIL}; it holds for the rest of the agent session' in stderr, stderr
 
 
 async def test_ts_v1_client_sees_a_flow_deny_as_an_error_result(node, tmp_path, base_env):

@@ -84,3 +84,72 @@ async def test_a_protected_remote_entry_runs_and_is_undone(client, tmp_path, bas
         res = run_assay("mcp", "protect", client, "--config", str(config), "--undo", env=env, cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         assert config.read_bytes() == text.encode()
+
+
+# Codex starts a stdio server with these variables of its own environment, then the entry's
+# env_vars, then its env (codex-rs/rmcp-client, utils.rs: DEFAULT_ENV_VARS on unix)
+CODEX_DEFAULT_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "USER", "__CF_USER_TEXT_ENCODING", "LANG", "LC_ALL", "TERM",
+                     "TMPDIR", "TZ")
+
+
+def _as_codex_starts(entry: dict, codex_env: dict[str, str]) -> dict[str, str]:
+    env = {k: codex_env[k] for k in CODEX_DEFAULT_ENV if k in codex_env}
+    env.update({v: codex_env[v] for v in entry.get("env_vars", []) if v in codex_env})
+    env.update(entry.get("env", {}))
+    return env
+
+
+async def test_a_codex_entry_whose_values_stay_in_codexs_environment_runs_and_is_undone(tmp_path, base_env):
+    """docs/protect.md, "Remote servers": Codex's bearer_token_env_var and env_http_headers name
+    variables of Codex's own environment. protect passes them on to the wrapped entry (its
+    env_vars) and wrap reads them there (--bearer-env, --header-env-if-set): no value is
+    written into the file or the command line, the server gets what Codex would have sent, and
+    undo gives the file back byte for byte."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = make_env(home)
+    policy = remote_policy(tmp_path)
+    server_env = {**base_env, "E2E_EXPECT_AUTH": f"Bearer {TOKEN}", "E2E_EXPECT_HEADER": "X-Team: blue",
+                  "E2E_REFUSE_HEADER": "X-Unset"}
+    async with remote_server(tmp_path, server_env) as server:
+        text = (f'model = "m"\n\n[mcp_servers.notes]\nurl = "{server.url}"  # remote\n'
+                'bearer_token_env_var = "NOTES_TOKEN"\n'
+                'env_http_headers = { "X-Team" = "NOTES_TEAM", "X-Unset" = "NOTES_UNSET" }\n'
+                "tool_timeout_sec = 30\n")
+        config = tmp_path / "config.toml"
+        config.write_bytes(text.encode())
+        res = run_assay("mcp", "protect", "codex", "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        entry = _entry("codex", config.read_text())
+        assert entry["command"] == str(ASSAY) and entry["env_vars"] == ["NOTES_TEAM", "NOTES_UNSET", "NOTES_TOKEN"]
+        assert entry["args"][entry["args"].index("--url"):] == [
+            "--url", server.url, "--header-env-if-set", "X-Team=NOTES_TEAM", "--header-env-if-set",
+            "X-Unset=NOTES_UNSET", "--bearer-env", "NOTES_TOKEN"]
+        assert TOKEN not in config.read_text() and TOKEN.encode() not in res.stdout + res.stderr
+
+        # Codex's own environment holds the values; what it starts gets only what it passes on
+        codex_env = {**env, "NOTES_TOKEN": TOKEN, "NOTES_TEAM": "blue", "UNRELATED_SECRET": "x" * 12}
+        child_env = _as_codex_starts(entry, codex_env)
+        assert "UNRELATED_SECRET" not in child_env and child_env["NOTES_TOKEN"] == TOKEN
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=child_env, cwd=str(tmp_path))
+        with trio.fail_after(RUN_TIMEOUT), (tmp_path / "wrap.err").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    echo = await session.call_tool("echo", {"message": "through protect"})
+                    denied = await session.call_tool("delete_all", {})
+        assert echo.is_error is False and denied.is_error is True
+        assert server.ran() == ["echo"]
+        assert TOKEN not in (tmp_path / "wrap.err").read_text()
+
+        # as Codex does, a bearer variable that is not set is an error before anything is sent
+        missing = {k: v for k, v in child_env.items() if k != "NOTES_TOKEN"}
+        with trio.fail_after(RUN_TIMEOUT):
+            done = await trio.run_process([entry["command"], *entry["args"]], env=missing, stdin=b"",
+                                          capture_stdout=True, capture_stderr=True, check=False)
+        assert done.returncode == 2
+        assert done.stderr.decode().splitlines()[-1] == "fatal: --bearer-env: NOTES_TOKEN is not set in wrap's environment"
+
+        res = run_assay("mcp", "protect", "codex", "--config", str(config), "--undo", env=env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert config.read_bytes() == text.encode()

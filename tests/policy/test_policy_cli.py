@@ -36,17 +36,42 @@ def test_check_a_clean_file(tmp_path):
 
 def test_check_prints_warnings_and_strict_fails_on_them(tmp_path):
     p = tmp_path / "assay.yaml"
-    p.write_text('version: "2.0"\ntools: {allowed: [a]}\nschemas:\n  b: {type: string, pattern: "("}\n')
+    p.write_text('version: "2.0"\ntools: {allow: [a]}\nschemas:\n  b: {type: string, pattern: "("}\n')
     res = run("check", str(p))
     assert res.returncode == 0
     lines = res.stdout.splitlines()
-    assert lines[0] == f"{p}: unknown key ignored: tools.allowed"
-    assert lines[1].startswith(f"{p}: schemas.b: does not compile, so every call of b is denied (E_SCHEMA_COMPILE): ")
-    assert lines[2].startswith(f"ok: {p} loads with 2 warnings: version 2.0, no allowlist")
+    assert lines[0].startswith(f"{p}: schemas.b: does not compile, so every call of b is denied (E_SCHEMA_COMPILE): ")
+    assert lines[1].startswith(f"ok: {p} loads with 1 warning: version 2.0, 1 tool pattern allowed")
     strict = run("check", "--strict", str(p))
     assert strict.returncode == 1
-    assert strict.stdout.splitlines()[:2] == lines[:2]
-    assert strict.stdout.splitlines()[2].startswith(f"warnings: {p} loads with 2 warnings")
+    assert strict.stdout.splitlines()[:1] == lines[:1]
+    assert strict.stdout.splitlines()[1].startswith(f"warnings: {p} loads with 1 warning")
+
+
+def test_check_an_unknown_key_is_an_error_with_what_it_misspells(tmp_path):
+    # docs/policy-tools.md, "assay mcp policy check": wrap loads the file and ignores the key
+    # (with a warning that names the likely key); check says it is wrong and exits 1
+    p = tmp_path / "assay.yaml"
+    p.write_text('version: "2.0"\ntools:\n  allow: [deploy]\n  approvals_required: [deploy]\nfoo: 1\n'
+                 'schemas:\n  b: {type: string, pattern: "("}\n'
+                 "sequences:\n  - {type: never_after, trigger: a, forbidden: b, fro: 1h}\n")
+    res = run("check", str(p))
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[:3] == [
+        f"{p}: error: unknown key foo: wrap ignores it",
+        f"{p}: error: unknown key tools.approvals_required (did you mean tools.approval_required?): wrap ignores it",
+        f"{p}: error: unknown key sequences[0].fro (did you mean sequences[0].for?): wrap ignores it",
+    ]
+    assert lines[3].startswith(f"{p}: schemas.b: does not compile")
+    assert lines[4].startswith(f"error: {p} loads with 3 unknown keys and 1 warning: version 2.0")
+    assert res.stderr == ""
+    seen: list[str] = []
+    from assay.policy import load_policy
+
+    policy = load_policy(p.read_bytes(), source="assay.yaml", warn=seen.append)  # wrap loads it, the key ignored
+    assert policy.tools.approval_required is None
+    assert "assay.yaml: unknown key ignored: tools.approvals_required (did you mean tools.approval_required?)" in seen
 
 
 def test_check_a_remote_ref_is_warned_about_once(tmp_path):
@@ -66,14 +91,16 @@ def test_check_v1_under_strict_deprecations_and_files_that_do_not_load(tmp_path)
     for res in (run("check", str(p), env={"ASSAY_STRICT_DEPRECATIONS": "1"}),
                 run("check", "--deny-deprecations", str(p))):
         assert res.returncode == 2 and res.stdout == ""
-        assert res.stderr.startswith("assay: error: ") and res.stderr.count("\n") == 1
+        assert res.stderr.startswith("fatal: ") and res.stderr.count("\n") == 1
     bad = tmp_path / "bad.yaml"
     bad.write_text("tools: [1\n")
     res = run("check", str(bad))
-    assert res.returncode == 2 and res.stderr.startswith(f"assay: error: {bad}:") and res.stderr.count("\n") == 1
+    assert res.returncode == 2 and res.stderr.startswith(f"fatal: {bad}:") and res.stderr.count("\n") == 1
     res = run("check", "/dev/zero")
     assert res.returncode == 2
-    assert res.stderr == "assay: error: cannot read policy /dev/zero: not a regular file (a character device)\n"
+    assert res.stderr == "fatal: cannot read policy /dev/zero: not a regular file (a character device)\n"
+    res = run("explain", str(bad), "--tool", "x")
+    assert res.returncode == 2 and res.stderr.startswith(f"fatal: {bad}:") and res.stderr.count("\n") == 1
 
 
 def test_explain_a_deny_text_and_json(tmp_path):
@@ -111,7 +138,8 @@ def test_explain_needs_approval_denied_and_bad_args(tmp_path):
 
 def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_path):
     """docs/policy-tools.md: every ```text block that starts with `$ assay mcp policy ...` run
-    on the page's example (the clean one; the --strict run shows a misspelt key) prints that."""
+    on the page's example prints that (the block that shows a misspelt key runs on the example
+    with `approval_required` misspelt `approvals_required`)."""
     import re
     import shlex
 
@@ -119,13 +147,14 @@ def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_pat
     from tests.docs_examples import policy_examples
 
     page = REPO / "docs" / "policy-tools.md"
-    (tmp_path / "assay.yaml").write_text(policy_examples(page)["tools-demo"])
+    example = policy_examples(page)["tools-demo"]
     blocks = re.findall(r"^```text\n\$ (assay mcp policy .*?)\n(.*?)^```", page.read_text(), re.S | re.M)
-    assert len(blocks) >= 3
+    assert len(blocks) >= 3 and any("approvals_required" in shown for _, shown in blocks)
     for command, shown in blocks:
         args = shlex.split(command)[3:]
-        if "--strict" in args:
-            continue
+        misspelt = "approvals_required" in shown
+        (tmp_path / "assay.yaml").write_text(example.replace("approval_required", "approvals_required") if misspelt
+                                             else example)
         res = subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)
         assert res.stdout == shown, command

@@ -162,11 +162,14 @@ def test_never_after_with_an_alias_of_patterns_and_a_message():
     denied = t.check("send_sms", {}, decision)
     assert denied is not None
     assert denied.outcome == "deny" and denied.reason_code == "E_SEQUENCE_VIOLATION"
-    assert denied.reason == "secrets stay here" and denied.matched_rule == "no-exfil"
+    # the rule's message, then how the deny ends (docs/policy.md, "How a deny ends")
+    said = ("secrets stay here; it holds for the rest of the agent session (a `for:` in the rule would end it by "
+            "itself); `assay mcp session reset KEY` clears it")
+    assert denied.reason == said and denied.matched_rule == "no-exfil"
     assert denied.event_reason_code == "P_SEQUENCE_VIOLATION"
     assert denied.contract == {
         "status": "deny", "error_code": "E_SEQUENCE_VIOLATION", "tool": "send_sms",
-        "rule": "no-exfil", "reason": "secrets stay here",
+        "rule": "no-exfil", "reason": said,
     }
     assert denied.policy_digest == decision.policy_digest
     assert t.check("read_file", {}, decision) is None
@@ -177,7 +180,8 @@ def test_the_reason_is_the_evaluators_when_the_rule_has_no_message():
     decision = evaluate(load("sequences: [{type: require, tool: x}]\n"), "deploy", {})
     denied = t.check("deploy", {}, decision)
     assert denied is not None and denied.matched_rule == "before:run_tests->deploy"
-    assert denied.reason == "tool 'deploy' was found (index 0) but required preceding tool 'run_tests' was missing"
+    assert denied.reason == ("tool 'deploy' was found (index 0) but required preceding tool 'run_tests' was missing; "
+                             "it ends once 'run_tests' is called")
     assert denied.contract["reason"] == denied.reason
 
 

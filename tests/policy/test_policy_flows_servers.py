@@ -132,7 +132,9 @@ def test_the_docs_example_a_secret_read_on_vault_forbids_sinks_everywhere_for_an
     assert vault.armed() == ("no-exfiltration-for-1h",)
     d = call(web, "send_email", 20.0)
     assert d is not None and d.matched_rule == "no-exfiltration-for-1h"
-    assert d.reason == "tool 'network_sinks' at index 3 is forbidden for 1h after 'secret_reads' (triggered at index 2)"
+    assert d.reason == ("tool 'network_sinks' at index 3 is forbidden for 1h after 'secret_reads' (triggered at index 2); "
+                        "it ends in 59m 50s (1h after the latest 'secret_reads'), or at once with "
+                        "`assay mcp session reset KEY`")
     assert call(fs, "xpostx", 3609.0) is not None  # still inside: 3,599 s after the trigger
     assert call(fs, "xpostx", 3610.0) is None  # exactly 1h after it: the window is over
     assert fs.armed() == ()
@@ -372,6 +374,7 @@ def test_the_docs_example_does_what_the_page_says():
     mail.restore_state(vault.export_state())
     denied = mail.check("send_email", {}, ALLOW, 10.0)
     assert denied is not None and denied.reason == (
-        "tool 'network_sinks' at index 1 is forbidden for 1h after 'secret_reads' (triggered at index 0)"
+        "tool 'network_sinks' at index 1 is forbidden for 1h after 'secret_reads' (triggered at index 0); "
+        "it ends in 59m 50s (1h after the latest 'secret_reads'), or at once with `assay mcp session reset KEY`"
     )
     assert mail.check("send_email", {}, ALLOW, 3600.0) is None

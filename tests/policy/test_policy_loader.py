@@ -129,7 +129,7 @@ def test_L5_unknown_keys_warn_with_dotted_paths_and_are_ignored():
     assert sorted(seen) == [
         "pol.yaml: unknown key ignored: enforcement.mode",
         "pol.yaml: unknown key ignored: foo",
-        "pol.yaml: unknown key ignored: tools.allowed",
+        "pol.yaml: unknown key ignored: tools.allowed (did you mean tools.allow?)",
     ]
     assert p.tools.allow is None and not p.has_allowlist  # the misspelt allowlist is dropped (L5 note)
 

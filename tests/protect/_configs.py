@@ -214,9 +214,9 @@ ZED = """\
 }
 """
 
-# Remote servers protect leaves as they are (docs/protect.md, "Remote servers"): Codex reads
-# bearer_token_env_var from its own environment, which wrap does not see.
-REMOTE_LEFT = {("codex", "figma")}
+# Remote servers protect leaves as they are (docs/protect.md, "Remote servers"): none of these
+# files has one (Codex's bearer_token_env_var passes on to the wrapped entry through env_vars).
+REMOTE_LEFT: set[tuple[str, str]] = set()
 
 # (client label, scope, text, stdio server names, remote server names)
 CASES = [

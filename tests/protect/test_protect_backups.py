@@ -1,5 +1,5 @@
-"""Backups go into assay's state directory, 0600, the newest 5 a config (docs/protect.md,
-"Backups"), never next to the config or into a project's working tree."""
+"""Backups go into assay's state directory, 0600, the first and the newest 5 a config
+(docs/protect.md, "Backups"), never next to the config or into a project's working tree."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.protect._configs import CURSOR, VSCODE
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/p.yaml")
 
 
-def test_the_newest_five_backups_of_each_config_are_kept(tmp_path):
+def test_the_first_and_the_newest_five_backups_of_each_config_are_kept(tmp_path):
     state = tmp_path / "state"
     paths = []
     for name in ("a", "b"):
@@ -34,7 +34,9 @@ def test_the_newest_five_backups_of_each_config_are_kept(tmp_path):
     for path in paths:
         assert sorted(os.listdir(path.parent)) == ["mcp.json"]
         assert sorted(os.path.join(state, "backups", n) for n in os.listdir(state / "backups")
-                      if p.state.config_digest(str(path)) in n) == made[str(path)][-5:]
+                      if p.state.config_digest(str(path)) in n) == made[str(path)][:1] + made[str(path)][-5:]
+        with open(made[str(path)][0]) as fh:  # the pristine config, before protect ever changed it
+            assert fh.read() == CURSOR
     assert stat.S_IMODE(os.stat(state / "backups").st_mode) == 0o700
 
 
@@ -51,7 +53,7 @@ def test_cli_project_scope_leaves_no_backup_in_the_working_tree(tmp_path):
     assert res.returncode == 0, res.stderr
     backups = home / ".local" / "state" / "assay" / "backups"
     (backup,) = os.listdir(backups)
-    assert f"backup: {backups / backup} (the newest 5 of this file are kept)\n" in res.stdout.decode()
+    assert f"backup: {backups / backup} (the first and the newest 5 of this file are kept)\n" in res.stdout.decode()
     assert (backups / backup).read_text() == VSCODE
     res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--undo", env=env, cwd=project)
     assert res.returncode == 0, res.stderr

@@ -261,7 +261,8 @@ def test_cli_project_scope_and_explicit_config(home, tmp_path):
     codex.write_text(CODEX)
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--policy", str(policy), env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "only the command and args values of the servers above changed" in res.stdout.decode()
+    assert "only the servers above changed: a stdio server's command and args values, a remote server's whole entry" \
+        in res.stdout.decode()  # the file's figma entry is remote (docs/protect.md, "Remote servers")
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--undo", env=env, cwd=tmp_path)
     assert codex.read_bytes() == CODEX.encode()  # byte for byte, also the entry without "args"
 

@@ -129,7 +129,9 @@ def test_an_entry_edited_between_protect_and_undo_is_kept_and_reported(tmp_path)
     by_name = {c.name: c for c in second.result.changes}
     assert by_name["filesystem"].action == "kept"
     assert by_name["filesystem"].detail == (
-        "could not be restored: its command or args were changed after protect wrote them (left as it is)")
+        "could not be restored: its command or args were changed after protect wrote them (left as it is); "
+        "before protect it ran: npx -y @modelcontextprotocol/server-filesystem /Users/username/Desktop "
+        "/Users/username/Downloads")
     assert by_name["github"].action == "unwrapped"
     doc = json.loads(path.read_text())
     assert doc["mcpServers"]["filesystem"]["args"][3] == "/home/u/stricter.yaml"
@@ -233,11 +235,25 @@ def test_cli_undo_leaves_a_hand_wrapped_entry_and_says_so(tmp_path):
     out = res.stdout.decode()
     assert '  skipped   "git": not wrapped by assay mcp protect (left as it is)\n' in out
     assert ('  kept      "github": could not be restored: its command or args were changed after protect wrote '
-            "them (left as it is)\n") in out
+            "them (left as it is); before protect it ran: npx -y @modelcontextprotocol/server-github\n") in out
+    assert ("--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
+            "assay mcp protect claude --undo --force\n") in out
     assert '  unwrapped "filesystem": npx -y @modelcontextprotocol/server-filesystem' in out
     doc = json.loads(config.read_text())
     assert doc["mcpServers"]["git"]["args"][3] == "/etc/assay/team.yaml"
     assert doc["mcpServers"]["github"]["command"] != "npx"
+    # docs/protect.md, "Undo": --force takes the wrapping off as the entry is now, the edit kept
+    res = run_assay("mcp", "protect", "claude", "--undo", "--force", env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert ('  unwrapped "github": npx -y @mcp/server-github (edited since protect: the wrapping is taken off, '
+            "your edits stay)\n") in res.stdout.decode()
+    doc = json.loads(config.read_text())
+    assert doc["mcpServers"]["github"] == {"command": "npx", "args": ["-y", "@mcp/server-github"],
+                                           "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "<token>"}}
+    assert config.read_text() == text.replace('"@modelcontextprotocol/server-github"', '"@mcp/server-github"')
+    assert "(removed: nothing left to undo)" in res.stdout.decode()
+    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--force", env=env, cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.decode().startswith("assay: error: --force goes with --undo")
 
 
 def test_undo_of_entries_put_back_by_hand_forgets_them_without_touching_the_file(tmp_path):

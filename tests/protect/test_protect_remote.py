@@ -16,6 +16,7 @@ from assay import clients
 from assay.clients import protect as p
 from assay.clients.configs import parse_config_file
 from assay.clients.protect.check import load
+from assay.wrap.options import option_tokens
 from assay.discover.report import build_document, render_table
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/etc/assay/policy.yaml")
@@ -117,12 +118,44 @@ def test_headers_protect_cannot_carry_leave_the_entry_with_a_reason(headers, rea
     assert [(c.action, reason in c.detail) for c in result.changes] == [("skipped", True)] and result.text == text
 
 
-def test_a_websocket_or_codex_bearer_env_entry_is_left_with_a_reason():
+def test_a_websocket_or_a_codex_entry_wrap_cannot_carry_is_left_with_a_reason():
     ws = p.protect_text('{"mcpServers": {"r": {"type": "ws", "url": "wss://h/"}}}', location("claude_code"), OPTS)
     assert "WebSocket" in ws.changes[0].detail
-    toml = '[mcp_servers.r]\nurl = "https://h/mcp"\nbearer_token_env_var = "T"\n'
-    codex = p.protect_text(toml, location("codex"), OPTS)
-    assert codex.text == toml and "bearer_token_env_var" in codex.changes[0].detail
+    for body, why in (('bearer_token = "inline"\n', '"bearer_token": Codex reads this'),
+                      ('[mcp_servers.r.oauth]\nclient_id = "x"\n', '"oauth"'),
+                      ('bearer_token_env_var = "not a name"\n', "not a variable name"),
+                      ('env_http_headers = { "X" = "1BAD" }\n', "not a variable name"),
+                      ('env_http_headers = { "Bad Name" = "V" }\n', "not an HTTP header name"),
+                      ('env_http_headers = { "X" = 1 }\n', "not a table of strings"),
+                      ('env_vars = ["A"]\n', '"env_vars"'),
+                      ('bearer_token_env_var = "T"\nhttp_headers = { "authorization" = "x" }\n', "both"),
+                      ('env_http_headers = { "X" = "V" }\nhttp_headers = { "x" = "v" }\n', "twice")):
+        toml = '[mcp_servers.r]\nurl = "https://h/mcp"\n' + body
+        codex = p.protect_text(toml, location("codex"), OPTS)
+        assert codex.text == toml and why in codex.changes[0].detail, (body, codex.changes)
+
+
+@pytest.mark.parametrize("body,args,forwarded", [
+    ('bearer_token_env_var = "FIGMA_TOKEN"\n', ["--bearer-env", "FIGMA_TOKEN"], ["FIGMA_TOKEN"]),
+    ('env_http_headers = { "X-Api-Key" = "API_KEY", X-Team = \'TEAM\' }  # keys from the environment\n',
+     ["--header-env-if-set", "X-Api-Key=API_KEY", "--header-env-if-set", "X-Team=TEAM"], ["API_KEY", "TEAM"]),
+    ('env_http_headers = { "X-Api-Key" = "TOKEN" }\nhttp_headers = { "X-Client" = "codex" }\nbearer_token_env_var = "TOKEN"\n',
+     ["--header-env", "X-Client=ASSAY_HEADER_1", "--header-env-if-set", "X-Api-Key=TOKEN", "--bearer-env", "TOKEN"],
+     ["TOKEN"]),
+])
+def test_codex_variables_pass_on_to_the_wrapped_entry_and_undo_gives_the_bytes_back(body, args, forwarded):
+    # docs/protect.md, "Remote servers": the value stays in Codex's environment; the wrapped stdio
+    # entry gets the variable through env_vars, wrap reads it there; no value in args or the file
+    toml = 'model = "m"\n\n[mcp_servers.r]\nurl = "https://h/mcp"\n' + body + "tool_timeout_sec = 60\n\n[x]\ny = 1\n"
+    loc = location("codex")
+    result = p.protect_text(toml, loc, OPTS)
+    assert [c.action for c in result.changes] == ["wrapped"], result.changes
+    got = entry(result.text, loc)
+    assert got["args"][got["args"].index("--url"):] == ["--url", "https://h/mcp", *args]
+    assert got["env_vars"] == forwarded and got["tool_timeout_sec"] == 60
+    assert "bearer_token_env_var" not in got and "env_http_headers" not in got and "url" not in got
+    assert p.protect_text(result.text, loc, OPTS, result.record).text == result.text
+    assert p.undo_text(result.text, loc, result.record).text == toml
 
 
 _NAMES = st.text(alphabet=st.sampled_from("AZaz09-_!#$%&'*+.^`|~"), min_size=1, max_size=12)
@@ -168,3 +201,33 @@ def test_discover_says_remote_in_its_own_words(tmp_path):
         ("a", True, False, "unmanaged"), ("b", True, True, "managed")]
     table = render_table(build_document(servers, [], generated_at_ns=0, host={"hostname": "h", "os": "linux", "arch": "x"}), 0)
     assert "no (remote)" in table and "yes (remote)" in table
+
+
+_VARS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(env_headers=st.dictionaries(_NAMES, _VARS, max_size=3), bearer=st.none() | _VARS,
+       eol=st.sampled_from(["\n", "\r\n"]), quote=st.sampled_from(['"', "'"]))
+def test_any_codex_variables_pass_on_and_come_back_byte_for_byte(env_headers, bearer, eol, quote):
+    env_headers = {k: v for k, v in env_headers.items() if k.lower() not in {o.lower() for o in env_headers if o != k}}
+    if bearer is not None:
+        env_headers = {k: v for k, v in env_headers.items() if k.lower() != "authorization"}
+    if not env_headers and bearer is None:
+        bearer = "TOKEN"
+    lines = ['[mcp_servers.r]', 'url = "https://h/mcp"']
+    if env_headers:
+        pairs = ", ".join(f"{json.dumps(k)} = {quote}{v}{quote}" for k, v in env_headers.items())
+        lines.append(f"env_http_headers = {{ {pairs} }}")
+    if bearer is not None:
+        lines.append(f"bearer_token_env_var = {quote}{bearer}{quote}")
+    toml = eol.join(lines) + eol
+    loc = location("codex")
+    result = p.protect_text(toml, loc, OPTS)
+    assert [c.action for c in result.changes] == ["wrapped"], result.changes
+    got = entry(result.text, loc)
+    want = [a for k, v in env_headers.items() for a in option_tokens("--header-env-if-set", f"{k}={v}")]
+    want += option_tokens("--bearer-env", bearer) if bearer is not None else []
+    assert got["args"][got["args"].index("--url") + 2:] == want
+    assert got["env_vars"] == list(dict.fromkeys([*env_headers.values(), *([bearer] if bearer else [])]))
+    assert p.undo_text(result.text, loc, result.record).text == toml

@@ -52,6 +52,26 @@ def test_headers_expand_variables_and_never_show_values():
         assert secret not in str(info.value) and "\n" not in str(info.value)
 
 
+def test_the_bearer_and_optional_header_forms_of_codex():
+    # docs/remote.md, "Options": --bearer-env VAR is Codex's bearer_token_env_var (unset or empty
+    # is fatal), --header-env-if-set Name=VAR its env_http_headers (unset or blank: no header)
+    secret = "tok-" + "y" * 20
+    environ = {"TOKEN": f" {secret} ", "KEY": "k1", "BLANK": "  "}
+    target = _target(bearer_env="TOKEN", header_env_if_set=["X-Api-Key=KEY", "X-Other=BLANK", "X-Gone=UNSET"],
+                     environ=environ)
+    assert target.headers == (("X-Api-Key", "k1"), ("Authorization", f"Bearer {secret}"))
+    assert target.digest_argv() == ["--url", target.url, "--header", "X-Api-Key", "--header", "Authorization"]
+    for kw, words in (({"bearer_env": "UNSET"}, "UNSET is not set"), ({"bearer_env": "BLANK"}, "BLANK is empty"),
+                      ({"bearer_env": "BAD NAME"}, "must name an environment variable"),
+                      ({"bearer_env": "TOKEN", "header_env": ["Authorization=KEY"]}, "another --header"),
+                      ({"header_env_if_set": ["Bad Name=KEY"]}, "--header-env-if-set must be"),
+                      ({"header_env_if_set": ["Accept=KEY"]}, "--header-env-if-set Accept: wrap sets this header"),
+                      ({"header_env_if_set": ["X=NL"]}, "line break")):
+        with pytest.raises(TargetError, match=words) as info:
+            _target(environ={**environ, "NL": "a\nb"}, **kw)
+        assert secret not in str(info.value) and "\n" not in str(info.value)
+
+
 def test_shown_url_hides_the_query_and_user():
     assert shown_url("https://h:8443/mcp?key=s3cret") == "https://h:8443/mcp?…"
     assert "s3cret" not in shown_url("https://me:s3cret@h/mcp")

@@ -177,7 +177,7 @@ def _gone(pid: int, within: float = 30.0) -> bool:
 def test_a_server_that_exits_at_once(tmp_path):
     res = tools("--", "sh", "-c", "echo 'no such module' >&2; exit 3")
     assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr == ('assay: error: server "sh": the server exited with status 3 before answering initialize '
+    assert res.stderr == ('fatal: server "sh": the server exited with status 3 before answering initialize '
                           "(its last stderr line: no such module)\n")
     res = tools("--", str(tmp_path / "missing-server"))
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "program not found" in res.stderr
@@ -189,18 +189,21 @@ def test_a_server_that_never_answers_times_out_and_leaves_nothing(tmp_path):
     script = f"trap '' TERM; sleep 300 & echo $$ $! > {pids}; cat > /dev/null; wait"
     res = tools("--timeout", "2", "--", "sh", "-c", script)
     assert res.returncode == 2, res.stderr
-    assert res.stderr == 'assay: error: server "sh": no answer to initialize within 2 s\n'
+    assert res.stderr == 'fatal: server "sh": no answer to initialize within 2 s\n'
     for pid in map(int, pids.read_text().split()):
         assert _gone(pid), pid
 
 
-def test_usage_errors(tmp_path):
+def test_usage_errors_and_failures(tmp_path):
+    # README.md, "Commands": a bad flag or value is `assay: error:`; a failure of the work itself
+    # (a policy or config that cannot be read) is `fatal:`; both exit 2 here (docs/tools.md)
     for args, text in ((("--timeout", "0", "--", "x"), "--timeout must be more than 0"),
                        (("nosuch",), "'nosuch' is not a client"),
-                       ((), "give a server command after --"),
-                       (("--policy", str(tmp_path / "none.yaml"), "--", "x"), "cannot read policy")):
+                       ((), "give a server command after --")):
         res = tools(*args)
         assert res.returncode == 2, args
         assert res.stderr.startswith("assay: error: ") and res.stderr.count("\n") == 1 and text in res.stderr, res.stderr
+    res = tools("--policy", str(tmp_path / "none.yaml"), "--", "x")
+    assert res.returncode == 2 and res.stderr.startswith("fatal: cannot read policy") and res.stderr.count("\n") == 1
     res = tools("cursor", env=env_for(tmp_path))
-    assert res.returncode == 2 and "does not exist" in res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("fatal: ") and "does not exist" in res.stderr

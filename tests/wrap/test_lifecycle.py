@@ -64,6 +64,30 @@ def test_child_exit_first_ends_wrap_without_client_eof(wrapper: Wrapper):
         stop_and_close(proc)
 
 
+def test_a_server_that_exits_or_dies_is_one_stderr_line(wrapper: Wrapper):
+    """docs/wrap.md, "Lifecycle": a stdio server that ends on its own is said, with its status
+    or its signal, as a remote server's loss is (docs/remote.md, "When the server fails")."""
+    proc = wrapper.popen(server_opts=("--exit-after", "1", "--exit-code", "5"))
+    try:
+        proc.stdin.write(request(1, "ping"))
+        proc.stdin.flush()
+        code, _, err = finish(proc)
+    finally:
+        stop_and_close(proc)
+    assert code == 5
+    assert b"[assay] the server exited with status 5\n" in err
+    pidfile = wrapper.tmp / "killed.pid"
+    proc = wrapper.popen(server_opts=("--pidfile", str(pidfile)))
+    try:
+        assert exchange(proc, request(1, "ping"))["id"] == 1  # answered: nothing is owed
+        os.kill(read_pid(pidfile), signal.SIGKILL)
+        code, _, err = finish(proc)
+    finally:
+        stop_and_close(proc)
+    assert code == 128 + signal.SIGKILL
+    assert b"[assay] the server died of signal 9 (SIGKILL)\n" in err
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_wrap_stops_child_and_exits_128_plus_n(wrapper: Wrapper, signum):
     """SIGINT/SIGTERM to wrap: the child's group is stopped, exit 128+N."""

@@ -361,7 +361,10 @@ def test_client_eof_then_grace_then_sigterm_then_sigkill():
     h.clock.advance(0.5)
     assert s.timer() == [SignalChild(signal.SIGKILL)]
     assert s.deadline is None
-    assert s.child_exited(-9) == [StopClient()]
+    assert s.child_exited(-9) == [
+        Warn("[assay] the server died of signal 9 (SIGKILL): wrap stopped it, since it did not exit within "
+             "--shutdown-grace of the client's end; 1 request(s) it had not answered get no answer"),
+        StopClient()]
     assert s.server_closed() == [Finish(drain=True)]
     assert s.exit_code(-9) == 137 and s.stop_cause is StopCause.CLIENT_EOF
 
@@ -398,12 +401,41 @@ def test_child_exit_first_delivers_everything_then_finishes():
     h = started()
     s = h.session
     h.client(call(1))
-    assert s.child_exited(0) == [StopClient()]
+    assert s.child_exited(0) == [
+        Warn("[assay] the server exited with status 0; 2 request(s) it had not answered get no answer"), StopClient()]
     assert s.phase is Phase.CHILD_EXITED
     assert h.client(call(2)) == []  # the client is no longer read
     assert h.server(b'{"jsonrpc":"2.0","id":1,"result":{}}\n').to_client.startswith(b'{"jsonrpc"')
     assert s.server_closed() == [Finish(drain=True)]
     assert s.exit_code(0) == 0 and s.stop_cause is StopCause.CHILD_EXIT
+
+
+def test_the_end_of_a_stdio_server_is_one_line_unless_wrap_or_the_client_ended_it():
+    # docs/wrap.md, "Lifecycle": as a remote server's loss is (docs/remote.md)
+    ended = "[assay] the server died of signal 11 (SIGSEGV)"
+    h = started()
+    h.server(b'{"jsonrpc":"2.0","id":0,"result":{}}\n')
+    assert h.session.child_exited(-11) == [Warn(ended), StopClient()]  # on its own, nothing owed
+    h = started()
+    h.client_closed()
+    assert h.session.child_exited(0) == [StopClient()]  # the client's end, a clean exit: nothing to say
+    h = started()
+    h.client_closed()
+    assert h.session.child_exited(2) == [
+        Warn("[assay] the server exited with status 2; 1 request(s) it had not answered get no answer"), StopClient()]
+    h = started()
+    h.session.signal(signal.SIGTERM)
+    assert h.session.child_exited(-15) == []  # wrap's own stop
+    h = started(SessionOptions(announce_exit=False))  # a remote server says why it was lost itself
+    assert h.session.child_exited(1) == [StopClient()]
+
+
+def test_the_exit_line_names_every_end():
+    from assay.wrap.records import server_exit_line
+
+    assert server_exit_line(None, stopped=False, unanswered=0) == "[assay] the server ended (its exit status is unknown)"
+    assert server_exit_line(-200, stopped=False, unanswered=0) == "[assay] the server died of signal 200 (unknown)"
+    assert server_exit_line(1, stopped=False, unanswered=3).endswith("; 3 request(s) it had not answered get no answer")
 
 
 def test_a_silent_descendant_holding_stdout_is_killed_after_the_grace():

@@ -72,10 +72,11 @@ def test_a_network_call_after_a_secret_is_denied_with_the_rule_in_reply_and_reco
         "error_code": "E_SEQUENCE_VIOLATION",
         "tool": "send_email",
         "rule": "no-exfiltration",
-        "reason": "no network call after a secret was read in this session",
+        "reason": "no network call after a secret was read in this session; it holds until this wrap ends "
+                  "(a `for:` in the rule would end it by itself)",
     }
     assert (d["decision"], d["reason_code"], d["matched_rule"]) == ("deny", "P_SEQUENCE_VIOLATION", "no-exfiltration")
-    assert d["reason"] == "no network call after a secret was read in this session"
+    assert d["reason"] == payload(out.reply)["reason"]
     assert d["typed_decision"] == "deny" and d["policy_digest"] == FLOWS.digest
     assert a["decision"] == "deny" and a["agentic"]["error_code"] == "E_SEQUENCE_VIOLATION" and a["agentic"]["rule"] == "no-exfiltration"
     for name in ("http_post", "send_sms"):  # every network sink, by pattern; send_sms is not even allowed
@@ -126,7 +127,7 @@ def test_deploy_only_after_run_tests_and_denied_calls_do_not_enter():
     call = Calls(session())
     out, d, _ = call("deploy", {"target": "prod"})
     assert out.disposition == "blocked"
-    assert payload(out.reply)["reason"] == "deploy only after run_tests in this session"
+    assert payload(out.reply)["reason"] == "deploy only after run_tests in this session; it ends once 'run_tests' is called"
     assert d["matched_rule"] == "tests-before-deploy"
     # had the denied deploy entered the history, run_tests would now come "after" it
     assert call("run_tests")[0].disposition == "forwarded"
@@ -146,7 +147,35 @@ def test_a_call_the_engine_denies_does_not_enter():
     assert call("vault_read")[0].disposition == "forwarded"
     out, d, _ = call("send_email")
     assert out.disposition == "blocked" and d["matched_rule"] == "r"
-    assert d["reason"] == "tool 'send_*' at index 2 is forbidden after 'vault_*' (triggered at index 1)"
+    assert d["reason"] == ("tool 'send_*' at index 2 is forbidden after 'vault_*' (triggered at index 1); "
+                           "it holds until this wrap ends (a `for:` in the rule would end it by itself)")
+
+
+def test_a_flow_deny_says_how_it_ends_in_the_reply_and_the_log():
+    # docs/policy.md, "How a deny ends": in a shared session, the command that clears it
+    policy = load_policy(
+        b'version: "2.0"\nenforcement: {unconstrained_tools: allow}\n'
+        b"sequences:\n"
+        b"  - {type: never_after, trigger: read_secret, forbidden: send_email, id: always}\n"
+        b"  - {type: never_after, trigger: read_token, forbidden: post, for: 10m, id: windowed}\n"
+        b"  - {type: max_calls, tool: ping, max: 0, id: none}\n"
+    )
+    call = Calls(session(policy, shared_session_key="client:4242:17"))
+    assert call("read_secret")[0].disposition == "forwarded"
+    out, d, audit = call("send_email")
+    said = ("tool 'send_email' at index 1 is forbidden after 'read_secret' (triggered at index 0); it holds for the "
+            "rest of the agent session (a `for:` in the rule would end it by itself); "
+            "`assay mcp session reset client:4242:17` clears it")
+    assert payload(out.reply)["reason"] == said and d["reason"] == said
+    assert said in json.dumps(audit)
+    assert call("read_token")[0].disposition == "forwarded"
+    call.h.clock.advance(125.5)
+    out, d, _ = call("post")
+    assert d["reason"].endswith("; it ends in 7m 55s (10m after the latest 'read_token'), or at once with "
+                                "`assay mcp session reset client:4242:17`")
+    out, d, _ = call("ping")
+    assert d["reason"] == ("tool 'ping' exceeded max calls (1 > 0); it holds for the rest of the agent session; "
+                           "`assay mcp session reset client:4242:17` clears it")
 
 
 def test_a_denied_notification_is_dropped_and_does_not_enter():
@@ -163,7 +192,8 @@ def test_a_denied_notification_is_dropped_and_does_not_enter():
     assert d["matched_rule"] == "sequences"
     out, d, _ = call("ping")
     assert out.disposition == "blocked" and d["reason_code"] == "P_SEQUENCE_VIOLATION"
-    assert d["matched_rule"] == "max_calls:ping<=1" and d["reason"] == "tool 'ping' exceeded max calls (2 > 1)"
+    assert d["matched_rule"] == "max_calls:ping<=1"
+    assert d["reason"] == "tool 'ping' exceeded max calls (2 > 1); it holds until this wrap ends"
     assert call.h.session._flows.n == 1
 
 

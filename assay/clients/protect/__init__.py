@@ -1,5 +1,5 @@
-"""`assay mcp protect`: put every stdio server of a client config behind `assay mcp wrap`
-(docs/protect.md).
+"""`assay mcp protect`: put every server of a client config, stdio or remote, behind `assay mcp
+wrap` (docs/protect.md).
 
 One job a module:
 
@@ -10,10 +10,13 @@ One job a module:
 - :mod:`~assay.clients.protect.jsonspans` and :mod:`~assay.clients.protect.tomlspans`: where the values sit in
   JSON and TOML text; :mod:`~assay.clients.protect.slots`: the entries and their value spans;
 - :mod:`~assay.clients.protect.arrays`: the text of the values protect writes;
-- :mod:`~assay.clients.protect.edit`: the sans-IO edits, :func:`protect_text` and :func:`undo_text`
-  (text and record in; new text, one Change per server and the record to keep out);
+- :mod:`~assay.clients.protect.edit`: the sans-IO edit :func:`protect_text` (text and record in;
+  new text, one Change per server and the record to keep out); :mod:`~assay.clients.protect.undo`:
+  :func:`undo_text` (``force``: an entry edited since protect unwrapped as it is now);
 - :mod:`~assay.clients.protect.check`: every edit read back as the client reads it;
 - :mod:`~assay.clients.protect.owned`: is a wrap line exactly what protect writes (undo without a record);
+- :mod:`~assay.clients.protect.masking`: what protect shows of a config (the dry run's diff,
+  header and env values hidden);
 - :mod:`~assay.clients.protect.starter`: the starter policy text;
 - :mod:`~assay.clients.protect.state`: the record and the backups in assay's state directory;
 - :mod:`~assay.clients.protect.files`: the file layer (read, backup, record, atomic replace, the starter
@@ -27,7 +30,9 @@ command line. Undo puts back the exact original text protect's record holds
 
 from __future__ import annotations
 
-from assay.clients.protect.edit import protect_text, undo_text, unified_diff
+from assay.clients.protect.edit import protect_text, unified_diff
+from assay.clients.protect.undo import original_line, undo_text
+from assay.clients.protect.masking import shown_diff
 from assay.clients.protect.files import FileOutcome, apply_to_file, check_policy, write_starter_policy
 from assay.clients.protect.model import Change, ProtectError, Result, WrapOptions
 from assay.clients.protect import state  # noqa: F401  (the record and backups: tests)
@@ -43,7 +48,9 @@ __all__ = [
     "unwrap_args",
     "protect_text",
     "undo_text",
+    "original_line",
     "unified_diff",
+    "shown_diff",
     "STARTER_POLICY",
     "apply_to_file",
     "FileOutcome",

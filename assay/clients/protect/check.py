@@ -66,6 +66,8 @@ def check_edit(before: str, after: str, location: ConfigLocation, expect: dict) 
                     holder[key[-1]] = value
     except (ValueError, KeyError, TypeError) as exc:
         raise ProtectError(f"the edited text does not read back ({exc}); nothing was written") from None
+    except RecursionError:
+        raise ProtectError("the edited text does not read back (nested too deeply); nothing was written") from None
     if new != want:
         names = ", ".join(sorted(json.dumps(n, ensure_ascii=False) for _, n in expect))
         raise ProtectError(f"the edit of {names} does not read back as intended; nothing was written")

@@ -1,7 +1,7 @@
-"""The two edits of `assay mcp protect` (docs/protect.md): :func:`protect_text` and
-:func:`undo_text` take a config file's text (and protect's record of the file, docs/protect.md,
-"The record") and return the new text, one :class:`~assay.clients.protect.model.Change` per server and
-the record to keep. Sans-IO.
+"""The edit of `assay mcp protect` (docs/protect.md): :func:`protect_text` takes a config
+file's text (and protect's record of the file, docs/protect.md, "The record") and returns the
+new text, one :class:`~assay.clients.protect.model.Change` per server and the record to keep;
+undo is :mod:`assay.clients.protect.undo`, over the helpers here. Sans-IO.
 
 Every format (JSON, JSON with comments, TOML) is edited in place: only the text of the
 ``command`` and ``args`` values of the servers that change is replaced (:mod:`.slots` finds
@@ -22,14 +22,13 @@ from assay.clients import ConfigLocation
 from assay.clients.protect.arrays import prepend_items, render_array, render_string
 from assay.clients.protect.check import ABSENT, check_edit, value_of
 from assay.clients.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
-from assay.clients.protect.owned import own_wrap_line
 from assay.clients.protect.remote import entry_value, fill_holes, is_remote, match_holes, wrap_remote
 from assay.clients.protect.slots import Slot, find_slots
 from assay.clients.protect.tomlspans import line_anchor
 from assay.clients.protect.wrapline import wrapped_args
 from assay.clients.wrapped import parse_wrapped
 
-__all__ = ["protect_text", "undo_text", "unified_diff"]
+__all__ = ["protect_text", "unified_diff"]
 
 Path = tuple[str, ...]
 _HAND_WRAPPED = "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)"
@@ -220,7 +219,7 @@ def _runs_wrap(raw: Any, location: ConfigLocation) -> bool:
 def protect_text(
     text: str, location: ConfigLocation, options: WrapOptions, record: Sequence[EntryRecord] | None = None
 ) -> Result:
-    """Wrap every stdio server that does not run under `assay mcp wrap` yet, and give the
+    """Wrap every server (stdio or remote) that does not run under `assay mcp wrap` yet, and give the
     entries of ``record`` still as protect wrote them the wrap options of ``options``
     (docs/protect.md, "Running protect again")."""
     record = list(record or [])
@@ -246,9 +245,9 @@ def protect_text(
             if key in managed and old[key] == rec:
                 changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
             elif key in managed:
-                changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where))
+                changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where, remote=True))
             else:
-                changes.append(Change(slot.name, "wrapped", shown, where))
+                changes.append(Change(slot.name, "wrapped", shown, where, remote=True))
             continue
         got = _classify(slot.raw, location)
         if isinstance(got, str):
@@ -285,97 +284,6 @@ def protect_text(
     new_record = [kept[r.key] for r in record if r.key in kept]
     new_record += [r for k, r in kept.items() if k not in old]
     return Result(out, changes, new_record)
-
-
-def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None) -> Result:
-    """Put back the original text of every entry of ``record`` that is still exactly as
-    protect wrote it (docs/protect.md, "Undo"). Without a record (a config protected by an
-    older assay), only entries whose wrap line is exactly one protect writes, or an earlier
-    protect wrote, for them are unwrapped (:mod:`.owned`)."""
-    if record is None:
-        return _undo_without_record(text, location)
-    scan, slots = find_slots(text, location)
-    by_key = {r.key: r for r in record}
-    edits: list[_Edit] = []
-    changes: list[Change] = []
-    expect: dict = {}
-    left: list[EntryRecord] = []
-    seen = set()
-    for slot in slots:
-        key = (slot.map, slot.name)
-        where = ".".join(slot.map)
-        rec = by_key.get(key)
-        if rec is None:
-            got = _classify(slot.raw, location)
-            if isinstance(got, str):
-                changes.append(Change(slot.name, "skipped", got, where))
-            elif parse_wrapped([got[1], *got[2]]) is not None:
-                changes.append(Change(slot.name, "skipped", "not wrapped by assay mcp protect (left as it is)", where))
-            else:
-                changes.append(Change(slot.name, "skipped", "not protected", where))
-            continue
-        seen.add(key)
-        got_edits = _as_written(text, slot, rec, location.toml)
-        if got_edits is not None:
-            edits += got_edits[0]
-            expect[key] = values = got_edits[1]
-            if () in values:
-                url = next((values[()][k] for k in ("url", "serverUrl", "httpUrl") if k in values[()]), "")
-                changes.append(Change(slot.name, "unwrapped", shlex.join(["--url", str(url)]), where))
-                continue
-            cmd_key, args_key = _keys(rec.edits[0].key[:-1])
-            argv = [values[cmd_key], *([] if values.get(args_key, ABSENT) is ABSENT else values[args_key])]
-            changes.append(Change(slot.name, "unwrapped", shlex.join(map(str, argv)), where))
-        elif _as_original(slot, rec, location.toml):
-            changes.append(Change(slot.name, "skipped", "already runs its original command", where))
-        elif _is_remote_record(rec) and not _runs_wrap(slot.raw, location):
-            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
-                                  "protect wrote it); left as it is", where))
-        elif not isinstance(got := _classify(slot.raw, location), str) and parse_wrapped([got[1], *got[2]]) is None:
-            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
-                                  "protect wrote it); left as it is", where))
-        else:
-            left.append(rec)
-            changes.append(Change(slot.name, "kept", "could not be restored: its command or args were changed "
-                                  "after protect wrote them (left as it is)", where))
-    for rec in record:
-        if rec.key not in seen:
-            changes.append(Change(rec.name, "skipped", "no longer in the file", ".".join(rec.map)))
-    out = _apply(text, edits)
-    if edits:
-        check_edit(text, out, location, expect)
-    return Result(out, changes, left)
-
-
-def _undo_without_record(text: str, location: ConfigLocation) -> Result:
-    scan, slots = find_slots(text, location)
-    edits: list[_Edit] = []
-    changes: list[Change] = []
-    expect: dict = {}
-    for slot in slots:
-        where = ".".join(slot.map)
-        got = _classify(slot.raw, location)
-        if isinstance(got, str):
-            changes.append(Change(slot.name, "skipped", got, where))
-            continue
-        holder, command, args = got
-        original = own_wrap_line(slot.name, command, args, location.client)
-        if original is None:
-            detail = ("runs assay mcp wrap in a form protect did not write; left as is"
-                      if parse_wrapped([command, *args], written_by_older=True) is not None else "not protected")
-            changes.append(Change(slot.name, "skipped", detail, where))
-            continue
-        cmd_key, args_key = _keys(holder)
-        (cs, ce), (as_, ae) = slot.spans[cmd_key], slot.spans[args_key]
-        edits.append(_Edit(cs, ce, render_string(original[0], location.toml)))
-        edits.append(_Edit(as_, ae, render_array(original[1], location.toml, like=scan[as_:ae])))
-        expect[(slot.map, slot.name)] = {cmd_key: original[0], args_key: original[1]}
-        changes.append(Change(slot.name, "unwrapped", shlex.join([original[0], *original[1]]) +
-                              " (no record of this file: its wrap line is exactly what protect writes)", where))
-    out = _apply(text, edits)
-    if edits:
-        check_edit(text, out, location, expect)
-    return Result(out, changes, None, fallback=True)
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

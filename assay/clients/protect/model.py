@@ -39,6 +39,8 @@ class Change:
     action: str
     detail: str
     where: str = ""
+    remote: bool = False  # a remote (URL) entry, rewritten whole (docs/protect.md, "Remote servers")
+    forced: bool = False  # undone with --force: unwrapped as it is now, not its original text
 
     @property
     def changed(self) -> bool:

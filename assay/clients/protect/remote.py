@@ -42,12 +42,23 @@ HOLE = "\x00"
 @dataclass(frozen=True)
 class Remote:
     """A remote entry, read: the member holding the URL, the URL, whether it names the legacy
-    HTTP+SSE transport, and its headers (name, value) in file order."""
+    HTTP+SSE transport, and its headers (name, value) in file order. Codex only: the headers
+    whose values it reads from its own environment (``env_http_headers``: name, variable) and
+    the variable of its bearer token (``bearer_token_env_var``)."""
 
     url_key: str
     url: str
     sse: bool
     headers: tuple[tuple[str, str], ...]
+    env_headers: tuple[tuple[str, str], ...] = ()
+    bearer_env: str | None = None
+
+    @property
+    def forwarded(self) -> list[str]:
+        """The variables the wrapped entry must be given from the client's environment (Codex's
+        ``env_vars``), each once, in the order of the wrap line."""
+        names = [var for _, var in self.env_headers] + ([self.bearer_env] if self.bearer_env else [])
+        return list(dict.fromkeys(names))
 
 
 def is_remote(raw: Any) -> bool:
@@ -80,10 +91,16 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
         return f"\"{kinds[0]}\" is {json.dumps(kind, ensure_ascii=False)}, not a transport wrap --url speaks; left as is"
     # Gemini CLI: "url" is an SSE endpoint, "httpUrl" a Streamable HTTP one.
     sse = word == "sse" or (not word and location.client == "gemini_cli" and keys[0] == "url")
-    if location.toml:
-        for key in ("bearer_token", "bearer_token_env_var", "env_http_headers", "oauth"):
+    env_headers: tuple[tuple[str, str], ...] = ()
+    bearer: str | None = None
+    if location.toml:  # docs/protect.md, "Remote servers": Codex's variables pass on through env_vars
+        for key in ("bearer_token", "oauth"):
             if key in raw:
-                return f"\"{key}\": Codex reads this from its own environment or store, which wrap does not see; left as is"
+                return f"\"{key}\": Codex reads this from its own config or store, which wrap does not see; left as is"
+        got = _codex_env(raw)
+        if isinstance(got, str):
+            return got
+        env_headers, bearer = got
     hkey = _headers_key(location)
     headers = raw.get(hkey, {})
     if headers is None:
@@ -97,7 +114,36 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
             return f"the header name {json.dumps(name, ensure_ascii=False)} is not an HTTP header name; left as is"
         if any(c in value for c in "\r\n\x00"):
             return f"the value of header {name} holds a line break or NUL; left as is"
-    return Remote(keys[0], url, sse, tuple(headers.items()))
+    names = [n.lower() for n in headers] + [n.lower() for n, _ in env_headers]
+    if len(set(names)) != len(names):
+        return "a header is named twice in \"http_headers\" and \"env_http_headers\" (case aside); left as is"
+    if bearer is not None and "authorization" in names:
+        return "both \"bearer_token_env_var\" and an Authorization header; left as is"
+    return Remote(keys[0], url, sse, tuple(headers.items()), env_headers, bearer)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a variable wrap's --header-env can name
+
+
+def _codex_env(raw: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], str | None] | str:
+    """Codex's ``env_http_headers`` (header name -> variable) and ``bearer_token_env_var`` of a
+    remote entry, checked; or the reason the entry is left as it is."""
+    if "env_vars" in raw:
+        return "a remote entry with \"env_vars\"; left as is"
+    bearer = raw.get("bearer_token_env_var")
+    if bearer is not None and (not isinstance(bearer, str) or not _ENV_NAME.match(bearer)):
+        return "\"bearer_token_env_var\" is not a variable name; left as is"
+    table = raw.get("env_http_headers")
+    if table is None:
+        return (), bearer
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        return "\"env_http_headers\" is not a table of strings; left as is"
+    for name, var in table.items():
+        if not _TOKEN.match(name):
+            return f"the header name {json.dumps(name, ensure_ascii=False)} is not an HTTP header name; left as is"
+        if not _ENV_NAME.match(var):
+            return f"the variable of header {name} in \"env_http_headers\" is not a variable name; left as is"
+    return tuple(table.items()), bearer
 
 
 def _hole(n: int) -> str:
@@ -218,7 +264,7 @@ def wrap_remote(text: str, scan: str, slot: Slot, options: WrapOptions, location
             return got
         span, original, holes, render = got
         args = wrapped_url_args(slot.name, remote.url, remote.sse, [h for h, _ in remote.headers], options,
-                                client=location.client)
+                                client=location.client, env_headers=remote.env_headers, bearer_env=remote.bearer_env)
         written = render(options.assay, args)
     else:
         if slot.members is None or () not in slot.spans:
@@ -230,7 +276,8 @@ def wrap_remote(text: str, scan: str, slot: Slot, options: WrapOptions, location
     new_text = fill_holes(written, holes)
     value = entry_value(new_text, location.toml)
     want_env = {header_env(n): v for n, (_, v) in enumerate(remote.headers, 1)}
-    if value.get("command") != options.assay or value.get("args") != args or (want_env and value.get("env") != want_env):
+    if value.get("command") != options.assay or value.get("args") != args or (want_env and value.get("env") != want_env) \
+            or value.get("env_vars", []) != remote.forwarded:
         raise ProtectError(f"the rewrite of {json.dumps(slot.name, ensure_ascii=False)} does not read back as "
                            "intended; nothing was written")
     record = EntryRecord(slot.map, slot.name, (MemberEdit((), original, written),))

@@ -23,7 +23,8 @@ STARTER_POLICY = """\
 #      (below), never with a schema pattern: "^/home/you/projects/" admits
 #      "/home/you/projects/../.ssh/id_rsa", path_confinement normalizes the path first.
 #
-# The full format: docs/policy.md of assay ("Schemas", "Path confinement").
+# Every key, in short: `assay mcp policy check --help`. Check this file with
+# `assay mcp policy check FILE`, and ask it about one call with `assay mcp policy explain`.
 version: "2.0"
 name: starter
 
@@ -32,9 +33,11 @@ tools:
   deny: []                                   # e.g. ["*delete*", "exec"]
 
 enforcement:
-  # A tool without a schema is allowed with a warning in the decision log. Use "deny" once
-  # every tool you allow has a schema.
-  unconstrained_tools: warn
+  # A tool without a schema is allowed. No tool has one yet, so "warn" would log every call as a
+  # warning that says only that: switch to "warn" once the tools you care about have schemas (a
+  # call of any other tool then stands out in the log), and to "deny" once every tool you allow
+  # has one.
+  unconstrained_tools: allow
 
 # schemas:
 #   read_file:
@@ -49,7 +52,7 @@ enforcement:
 #     args: [path, paths]                    # the path arguments (a list is checked item by item)
 #     within: [/home/you/projects]           # absolute directories
 #
-# What comes back (docs/policy.md, "Inspecting what comes back"):
+# What comes back (`assay mcp policy check --help`, inspect):
 # inspect:
 #   secrets: mask                            # secrets in tool results replaced by [REDACTED:<kind>]
 #   injection: strip                         # instructions aimed at the model removed from results

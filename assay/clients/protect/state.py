@@ -1,7 +1,7 @@
 """What protect keeps in assay's state directory (docs/protect.md, "The record" and "Backups"):
 one record a config file, ``<state>/protect/<client>-<digest>.json``, and the backups of the
-config, ``<state>/backups/<client>-<digest>-<UTC time>-<n>-<file name>`` (the newest
-:data:`KEEP_BACKUPS` a config). ``<digest>`` is the first 16 hex digits of the SHA-256 of the
+config, ``<state>/backups/<client>-<digest>-<UTC time>-<n>-<file name>`` (the first one, the
+config as it was before protect first changed it, and the newest :data:`KEEP_BACKUPS`). ``<digest>`` is the first 16 hex digits of the SHA-256 of the
 config's real path. Every file is 0600 and written atomically (a temporary file renamed)."""
 
 from __future__ import annotations
@@ -118,8 +118,9 @@ def write_private(path: str, data: bytes) -> None:
 
 
 def write_backup(state: str, client: str, real_path: str, data: bytes, now: float) -> str:
-    """Write a backup of ``data`` (the config's bytes before an edit) and keep only the newest
-    :data:`KEEP_BACKUPS` of the config. Returns the backup's path."""
+    """Write a backup of ``data`` (the config's bytes before an edit) and keep only the first
+    backup of the config (its text before protect ever changed it) and the newest
+    :data:`KEEP_BACKUPS`. Returns the backup's path."""
     directory = os.path.join(state, "backups")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     stem = _stem(client, real_path) + "-"
@@ -131,7 +132,7 @@ def write_backup(state: str, client: str, real_path: str, data: bytes, now: floa
     path = os.path.join(directory, f"{stem}{stamp}-{n:03d}-{base}")
     fill(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), data, 0o600)
     mine = sorted(name for name in os.listdir(directory) if name.startswith(stem) and not name.startswith("."))
-    for old in mine[:-KEEP_BACKUPS]:
+    for old in mine[1:-KEEP_BACKUPS]:  # the first stays: the pristine config (docs/protect.md, "Backups")
         try:
             os.unlink(os.path.join(directory, old))
         except FileNotFoundError:

@@ -20,6 +20,9 @@ from assay.clients.protect.wrapline import header_env
 __all__ = ["toml_entry", "body_span"]
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
+# Codex reads these from its own environment (docs/protect.md, "Remote servers"): the wrapped
+# entry gets the variables they name through env_vars, and wrap reads them there
+_FORWARDED = ("env_http_headers", "bearer_token_env_var")
 _LEFT = "its table form (a [mcp_servers.NAME] table of key = value lines) is not the one protect rewrites; left as is"
 
 
@@ -72,11 +75,20 @@ def _members(text: str, scan: str, span: tuple[int, int]) -> list[tuple[str, int
     last line, before the line break)."""
     out: list[tuple[str, int, int]] = []
     at, end = span
+
+    def line_stop(i: int) -> int:
+        """The end of the line at ``i``, before its line break (LF or CRLF)."""
+        j = scan.find("\n", i, end)
+        j = end if j < 0 else j
+        return j - 1 if j > i and scan[j - 1] == "\r" else j
+
+    def next_line(stop: int) -> int:
+        return stop + (2 if scan.startswith("\r\n", stop) else 1)
+
     while at < end:
-        line_end = scan.find("\n", at, end)
-        stop = end if line_end < 0 else line_end
+        stop = line_stop(at)
         if not scan[at:stop].strip():
-            at = stop + 1
+            at = next_line(stop)
             continue
         chunk_end = stop
         while True:
@@ -84,14 +96,13 @@ def _members(text: str, scan: str, span: tuple[int, int]) -> list[tuple[str, int
                 value = tomllib.loads(text[at:chunk_end])
                 break
             except ValueError:
-                if chunk_end >= end:
+                if next_line(chunk_end) >= end:
                     return _LEFT
-                nxt = scan.find("\n", chunk_end + 1, end)
-                chunk_end = end if nxt < 0 else nxt
+                chunk_end = line_stop(next_line(chunk_end))
         if len(value) != 1:
             return _LEFT
         out.append((next(iter(value)), at, chunk_end))
-        at = chunk_end + 1
+        at = next_line(chunk_end)
     return out
 
 
@@ -146,6 +157,8 @@ def toml_entry(text: str, slot: Slot, remote: Remote
     for n, (a, b) in sorted(enumerate(cuts, 1), key=lambda c: c[1][0], reverse=True):
         original = original[: a - span[0]] + f"{HOLE}{n}{HOLE}" + original[b - span[0] :]
     eol = "\r\n" if "\r\n" in text[span[0] : span[1]] else "\n"
+    # Codex's variables: the first of these members becomes the entry's env_vars, the others go
+    forwarding = [key for key, _, _ in members if key in _FORWARDED]
 
     def render(assay: str, args: list[str]) -> str:
         out, last = [], span[0]
@@ -157,7 +170,9 @@ def toml_entry(text: str, slot: Slot, remote: Remote
             elif key == "http_headers":
                 pairs = ", ".join(f"{header_env(n)} = {HOLE}{n}{HOLE}" for n in range(1, len(holes) + 1))
                 out.append(f"env = {{ {pairs} }}" if pairs else "env = {}")
-            elif key not in ("type", "transport"):
+            elif key in _FORWARDED and key == forwarding[0]:
+                out.append(f"env_vars = {render_array(remote.forwarded, True)}")
+            elif key not in ("type", "transport", *_FORWARDED):
                 out.append(text[s:e])
             else:
                 last = e + len(eol) if text[e : e + len(eol)] == eol else e  # the line goes

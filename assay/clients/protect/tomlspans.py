@@ -126,6 +126,8 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
         marked = tomlkit.parse(text)
     except (TOMLKitError, ValueError) as exc:
         raise ProtectError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ProtectError("invalid TOML: nested too deeply") from None
     table = doc.get(location.servers_key)
     if table is None:
         return blank_toml_comments(text), []

@@ -57,16 +57,24 @@ def header_env(n: int) -> str:
 
 
 def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str], options: WrapOptions,
-                     client: str = "") -> list[str]:
+                     client: str = "", *, env_headers: Sequence[tuple[str, str]] = (),
+                     bearer_env: str | None = None) -> list[str]:
     """The ``args`` of a protected remote entry (docs/protect.md, "Remote servers"): the usual
     options, then ``--url URL [--transport sse] [--header-env Name=ASSAY_HEADER_<n>]...``.
     Only the header names are on the line; their values are in the entry's ``env``, named with
-    no ``${...}`` a client could expand (from its own environment, where they are not set)."""
+    no ``${...}`` a client could expand (from its own environment, where they are not set).
+    Codex's headers read from its environment follow: ``--header-env-if-set Name=VAR`` for each
+    of ``env_http_headers`` and ``--bearer-env VAR`` for ``bearer_token_env_var``, the variables
+    passed on to the wrapped entry by its ``env_vars``."""
     out = _option_args(name, options, client) + option_tokens(flag_of("url"), url)
     if sse:
         out += option_tokens(flag_of("transport"), "sse")
     for n, header in enumerate(header_names, 1):
         out += option_tokens(flag_of("header_env"), f"{header}={header_env(n)}")
+    for header, var in env_headers:
+        out += option_tokens(flag_of("header_env_if_set"), f"{header}={var}")
+    if bearer_env is not None:
+        out += option_tokens(flag_of("bearer_env"), bearer_env)
     return out
 
 

@@ -9,6 +9,7 @@ can forge another.
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any, Final
 
 from assay.wrap.records.encoding import OUTCOMES
@@ -19,6 +20,7 @@ __all__ = [
     "dropped_response_warning",
     "quoted",
     "rejection_warning",
+    "server_exit_line",
     "tool_identity_line",
     "unreadable_answer_warning",
     "verbose_line",
@@ -86,3 +88,25 @@ def unreadable_answer_warning() -> str:
     """The stderr line when a server line that may answer a tools/list request was not read."""
     return ("[assay] WARNING: a server line that may answer tools/list could not be read; "
             "pinned tools are denied for the rest of the session")
+
+def server_exit_line(returncode: int | None, *, stopped: bool, unanswered: int) -> str:
+    """The stderr line when a stdio server ends on its own, or had to be stopped after the
+    client's end (docs/wrap.md, "Lifecycle"): its exit status or the signal it died of, and how
+    many forwarded requests it left unanswered. ``returncode`` is the child's (negative: the
+    signal), None when unknown."""
+    if returncode is None:
+        how = "ended (its exit status is unknown)"
+    elif returncode >= 0:
+        how = f"exited with status {returncode}"
+    else:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown"
+        how = f"died of signal {-returncode} ({name})"
+    line = f"[assay] the server {how}"
+    if stopped:
+        line += ": wrap stopped it, since it did not exit within --shutdown-grace of the client's end"
+    if unanswered:
+        line += f"; {unanswered} request(s) it had not answered get no answer"
+    return line
