@@ -151,5 +151,5 @@ def test_log_and_suggest_word_a_missing_log_directory_alike(tmp_path):
     suggest = run_assay("mcp", "policy", "suggest", env=env, cwd=tmp_path)
     assert log.returncode == suggest.returncode == 2
     assert log.stderr == suggest.stderr == (
-        f"assay: error: no logs in {tmp_path / 'nowhere'} (it does not exist): give the log files or directories, "
+        f"fatal: no logs in {tmp_path / 'nowhere'} (it does not exist): give the log files or directories, "
         "or the --log-dir you gave assay mcp protect\n").encode()
