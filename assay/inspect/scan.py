@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
-import re
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public in CPython, missing from typeshed
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -27,14 +27,13 @@ from assay.inspect.prefilter import Prefilter
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
-__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "TOO_DEEP", "Finding", "Scan", "scan", "splice", "strings"]
+__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "NOTHING", "TOO_DEEP", "Finding", "Scan", "scan", "splice", "strings"]
 
 MAX_DEPTH = 64  # a string nested deeper is not looked at: the scan says so (``depth_limit``)
 MAX_STRINGS = 200_000  # strings looked at in one value; the rest make a ``too_many_strings`` finding
 MAX_FINDINGS = 64  # findings kept per value (counted beyond)
 _MIN_SECRET = 8  # no secret rule matches fewer characters
 
-_STRING_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 class Finding(NamedTuple):
@@ -125,17 +124,20 @@ def scan(
     as text (:func:`_blobs`); a blob that is not in canonical base64 is in ``changed`` with its
     canonical spelling, whatever the actions (docs/inspect.md, "Blobs")."""
     finder = find_poison if poison else find_injection
+    clean = False  # every string (not the text in blobs) seen at once, and nothing found
     if user is None:  # the usual answer: every string looked at in one pass per detector
         texts = _plain_strings(value)
-        if texts is not None and not (blobs and "blob" in texts):
+        if texts is not None:
             joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
             if secrets_on and injection_on and not poison and joined.isascii() and _either().which(joined) is None:
-                return _NOTHING  # the usual answer: one pass says neither detector can find anything
-            if not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
+                clean = True  # the usual answer: one pass says neither detector can find anything
+            elif not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
+                clean = True
+            if clean and not (blobs and "blob" in texts):
                 return _NOTHING
     look = _Look(secrets_on, injection_on, mask, strip, user, finder, "descriptions" if poison else "injection")
     count = 0
-    for pointer, text in strings(value):
+    for pointer, text in () if clean else strings(value):
         count += 1
         if text.__class__ is _TooDeep or count > MAX_STRINGS:
             look.limit("depth_limit" if count <= MAX_STRINGS else "too_many_strings", pointer)
@@ -329,33 +331,36 @@ def _masked(text: str, found: list[secrets.Secret]) -> str:
 def splice(line: bytes, changed: dict[str, str]) -> bytes | None:
     """``line`` (one JSON text, valid UTF-8) with every string token whose text is a key of
     ``changed`` replaced by the JSON of its new text (ASCII escapes), every other byte
-    unchanged; None when no token was found to replace (the caller then writes the value
-    anew)."""
+    unchanged; None when no token was found to replace, or the line holds a string that does
+    not read (the caller then writes the value anew).
+
+    Outside strings JSON has no ``"``: each token starts at the next ``"`` after the one before,
+    and the standard library's C string reader finds its end and its text, so a megabyte of one
+    string costs two searches and holds nothing per byte or per escape."""
     if not changed:
         return line
-    shortest = min(len(t) for t in changed)
-    parts: list[bytes] = []
+    text = line.decode("utf-8")
+    find = text.find
+    get = changed.get
+    parts: list[str] = []
     at = 0
-    done = 0
-    for match in _STRING_TOKEN.finditer(line):
-        start, end = match.span()
-        if end - start - 2 < shortest:
-            continue
+    start = find('"')
+    while start >= 0:
         try:
-            text = json.loads(match.group())
-        except (ValueError, RecursionError):
-            continue
-        new = changed.get(text)
-        if new is None:
-            continue
-        parts.append(line[at:start])
-        parts.append(json.dumps(new, ensure_ascii=True).encode("ascii"))
-        at = end
-        done += 1
-    if not done:
+            value, end = scanstring(text, start + 1, False)
+        except ValueError:  # a string that does not end, or a bad escape
+            return None
+        new = get(value)
+        if new is not None:
+            parts.append(text[at:start])
+            parts.append(json.dumps(new, ensure_ascii=True))
+            at = end
+        start = find('"', end)
+    if not parts:
         return None
-    parts.append(line[at:])
-    return b"".join(parts)
+    parts.append(text[at:])
+    return "".join(parts).encode("utf-8", "surrogatepass")
 
 
 _NOTHING = Scan([], 0, frozenset(), [], {})
+NOTHING: Scan = _NOTHING  # what scan() returns when it found nothing and changed nothing (never mutated)
