@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
+from assay.inspect.scan import NOTHING, Scan, scan, splice
 from assay.wrap import serverlines
 from assay.wrap.requests import encode
 
 if TYPE_CHECKING:
-    from assay.inspect.scan import Scan
     from assay.policy.inspecting import Settings
 
 __all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "read", "rewritten", "stricter", "utf8"]
@@ -59,8 +59,6 @@ class Verdict(NamedTuple):
 def judge(value: Any, settings: Settings, user: Callable[[str], Any] | None, blobs: int) -> Verdict:
     """``value`` read under ``settings``; ``blobs``: how much base64 is decoded (docs/inspect.md,
     "Blobs")."""
-    from assay.inspect.scan import scan
-
     found = scan(
         value,
         secrets_on=settings.secrets != "off",
@@ -70,6 +68,8 @@ def judge(value: Any, settings: Settings, user: Callable[[str], Any] | None, blo
         user=user,
         blobs=blobs,
     )
+    if found is NOTHING:
+        return _CLEAN
     if not found.findings:
         return Verdict(found, [], None, "")
     findings = [f.to_dict() for f in found.findings]
@@ -85,6 +85,9 @@ def judge(value: Any, settings: Settings, user: Callable[[str], Any] | None, blo
     if "injection" in kinds and settings.injection == "strip":
         acts.append("strip")
     return Verdict(found, findings, None, "+".join(acts) or "flag")
+
+
+_CLEAN = Verdict(NOTHING, [], None, "")  # nothing found, nothing changed (never mutated)
 
 
 def _what(kinds: frozenset[str]) -> str:
@@ -115,8 +118,6 @@ def rewritten(line: bytes, message: Any, changed: dict[str, str]) -> bytes | Non
     """``line`` with each string in ``changed`` replaced, every other byte as the server wrote
     it; written anew from ``message`` (the reading that was judged) when the line is not valid
     UTF-8 or no token could be replaced. None when it cannot be written."""
-    from assay.inspect.scan import splice
-
     if utf8(line):
         if not changed:
             return line

@@ -97,6 +97,10 @@ def test_text_of() -> None:
     assert blobs.text_of(utf16, "text/plain; charset=UTF-16") == ("key " + TOKEN, "utf-16")
     assert blobs.text_of(b"caf\xe9", "text/plain; charset=latin1") == ("caf\u00e9", "iso8859-1")
     assert blobs.text_of(b"x", "text/plain; charset=x-unknown")[1] == "utf-8"
+    assert blobs.text_of("\u30ad\u30fc".encode("shift_jis"), 'text/plain; charset="Shift_JIS"') == ("\u30ad\u30fc", "shift_jis")
+    # UTF-7 is no encoding browsers or Node decode (and codecs such as punycode are slow): UTF-8
+    assert blobs.text_of(b"+AEk-gnore", "text/plain; charset=utf-7") == ("+AEk-gnore", "utf-8")
+    assert blobs.text_of(b"abc", "text/plain; charset=punycode")[1] == "utf-8"
 
 
 def resource(blob: str, mime: str | None = "text/plain") -> dict:
