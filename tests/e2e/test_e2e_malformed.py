@@ -8,7 +8,9 @@ own, and blobs, each carrying a secret and instructions aimed at the model. Each
 its caller everything it got (results, errors with their data, what its sampling, elicitation,
 log and progress handlers were given, what it reported as errors): none of it may hold the
 secret or the instructions unmasked, and every call gets an answer (no client waits for a line
-it refused).
+it refused). tests/e2e/ts_input_server.mjs (the TypeScript SDK v2 server) asks for input in
+both eras: an `input_required` answer for a 2026-07-28-era client, requests of the server's for
+a 2025-era one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
@@ -28,6 +30,7 @@ import malformed_server as hostile
 from _e2e_support import DENY_TEXT, E2E, RUN_TIMEOUT, WrapRun, assert_all_ended
 
 SERVER = E2E / "malformed_server.py"
+INPUT_SERVER = E2E / "ts_input_server.mjs"
 TS_CLIENT = E2E / "ts_server_lines_client.mjs"
 SECRET = hostile.secret()
 MALFORMED = ["both", "both_error_first", "both_bad_message", "string_id_both", "method_error", "neither"]
@@ -38,10 +41,10 @@ MASK = BASE + "inspect: {secrets: mask, injection: strip}\n"
 BLOCK = BASE + "inspect: {secrets: block, injection: block}\n"
 
 
-def wrap_run(tmp: Path, policy: str) -> WrapRun:
+def wrap_run(tmp: Path, policy: str, server: list[str] | None = None) -> WrapRun:
     policy_file = tmp / "assay.yaml"
     policy_file.write_text(policy)
-    return WrapRun(tmp, policy_file, [sys.executable, str(SERVER)], label="hostile")
+    return WrapRun(tmp, policy_file, server or [sys.executable, str(SERVER)], label="hostile")
 
 
 def _texts(value: object) -> list[str]:
@@ -71,22 +74,24 @@ def assert_clean(seen: object) -> None:
 # --- the clients -------------------------------------------------------------------------------
 
 
-async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str]) -> tuple[list[dict], list[str]]:
+async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str], auto: bool = False) -> tuple[list[dict], list[str]]:
     """Each call as the Python SDK's ClientSession hands it over, and the transport errors it
-    reported to its message handler."""
+    reported to its message handler; ``auto``: the high-level `mcp.Client(mode="auto")`, which
+    negotiates the 2026-07-28 era with a modern server and answers its `input_required` with the
+    same callbacks."""
     seen: dict[str, list] = {}
     reported: list[str] = []
 
     async def sampling(context, params: types.CreateMessageRequestParams):
-        seen["sampled"].append(params.model_dump(mode="json"))
+        seen["sampled"].append(params.model_dump(mode="json", by_alias=True))
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="ok"), model="e2e")
 
     async def elicitation(context, params):
-        seen["elicited"].append(params.model_dump(mode="json"))
+        seen["elicited"].append(params.model_dump(mode="json", by_alias=True))
         return types.ElicitResult(action="decline")
 
     async def logging(params: types.LoggingMessageNotificationParams) -> None:
-        seen["logs"].append(params.model_dump(mode="json"))
+        seen["logs"].append(params.model_dump(mode="json", by_alias=True))
 
     async def messages(message) -> None:
         if isinstance(message, Exception):
@@ -97,6 +102,19 @@ async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str]) -> t
 
     results = []
     params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
+    if auto:
+        with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)):
+            async with Client(params, mode="auto", sampling_callback=sampling, elicitation_callback=elicitation,
+                              logging_callback=logging, message_handler=messages) as client:
+                for name in calls:
+                    seen = {"sampled": [], "elicited": [], "logs": [], "progress": []}
+                    try:
+                        r = await client.call_tool(name, {})
+                        results.append({"name": name, "result": r.model_dump(mode="json", by_alias=True), "seen": seen})
+                    except MCPError as err:
+                        results.append({"name": name, "thrown": err.message, "code": err.code, "data": err.data,
+                                        "seen": seen})
+        return results, reported
     with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)), run.stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write, sampling_callback=sampling, elicitation_callback=elicitation,
@@ -114,8 +132,8 @@ async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str]) -> t
 
 
 async def ts_calls(node: str, sdk: str, run: WrapRun, env: dict[str, str], calls: list[str]) -> tuple[list[dict], list[str]]:
-    spec = {"sdk": sdk, "command": run.argv[0], "args": run.argv[1:], "calls": calls,
-            "timeoutMs": int(CALL_TIMEOUT * 1000)}
+    spec = {"sdk": "v2" if sdk == "v2auto" else sdk, "command": run.argv[0], "args": run.argv[1:], "calls": calls,
+            "timeoutMs": int(CALL_TIMEOUT * 1000), **({"mode": "auto"} if sdk == "v2auto" else {})}
     with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)):
         proc = await trio.run_process([node, str(TS_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True,
                                       capture_stderr=True, check=False, cwd=str(E2E), env=env)
@@ -128,8 +146,8 @@ async def ts_calls(node: str, sdk: str, run: WrapRun, env: dict[str, str], calls
 
 
 async def client_calls(client: str, node: str, run: WrapRun, env: dict[str, str], calls: list[str]):
-    if client == "python":
-        return await python_calls(run, env, calls)
+    if client in ("python", "python_auto"):
+        return await python_calls(run, env, calls, auto=client == "python_auto")
     return await ts_calls(node, client, run, env, calls)
 
 
@@ -211,5 +229,53 @@ async def test_block_shows_the_client_nothing_and_answers_the_server(client, nod
     actions = {(e["method"], e["action"]) for e in run.inspected()}
     assert {("sampling/createMessage", "block"), ("notifications/message", "block"),
             ("notifications/progress", "block")} <= actions
+    wraps, servers = run.pids()
+    await assert_all_ended(wraps + servers)
+
+
+# --- a server that asks for input, in both eras ---------------------------------------------------
+
+INPUT_CLIENTS = ["python", "python_auto", "v1", "v2", "v2auto"]  # the *auto ones negotiate 2026-07-28
+STRIPPED = "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"
+
+
+@pytest.mark.parametrize("client", INPUT_CLIENTS)
+async def test_what_a_server_asks_for_is_read_in_both_eras(client, node, tmp_path, base_env):
+    """tests/e2e/ts_input_server.mjs (the TypeScript SDK v2 server) answers `ask` with an
+    `input_required` result carrying an elicitation and a sampling request; a 2025-era client
+    gets them as requests of the server's. Either way the client's handlers see them masked and
+    stripped, and the call completes."""
+    run = wrap_run(tmp_path, MASK, [node, str(INPUT_SERVER)])
+    calls, reported = await client_calls(client, node, run, base_env, ["ask"])
+    assert_clean(calls)
+    assert_clean(reported)
+    (call,) = calls
+    assert text_of(call) == "done: confirm,draft", call
+    (elicited,) = call["seen"]["elicited"]
+    (sampled,) = call["seen"]["sampled"]
+    assert elicited["message"] == STRIPPED
+    assert elicited["requestedSchema"]["properties"]["name"]["description"] == STRIPPED
+    assert sampled["messages"][0]["content"]["text"] == STRIPPED
+    methods = {e["method"] for e in run.inspected()}
+    if client.endswith("auto"):  # one input_required answer to the call
+        assert methods == {"tools/call"}, methods
+    else:
+        assert methods == {"elicitation/create", "sampling/createMessage"}, methods
+    wraps, servers = run.pids()
+    await assert_all_ended(wraps + servers)
+
+
+@pytest.mark.parametrize("client", ["python_auto", "v2auto", "v1"])
+async def test_block_on_what_a_server_asks_for_shows_the_client_nothing(client, node, tmp_path, base_env):
+    run = wrap_run(tmp_path, BLOCK, [node, str(INPUT_SERVER)])
+    calls, reported = await client_calls(client, node, run, base_env, ["ask"])
+    assert_clean(calls)
+    assert_clean(reported)
+    (call,) = calls
+    assert call["seen"] == {"sampled": [], "elicited": [], "logs": [], "progress": []}, call
+    if client.endswith("auto"):  # the input_required answer is blocked: the call is denied
+        assert denied(call)["error_code"] == "E_RESPONSE_BLOCKED"
+    events = run.inspected()
+    assert events and {e["action"] for e in events} == {"block"}, events
     wraps, servers = run.pids()
     await assert_all_ended(wraps + servers)

@@ -6,7 +6,8 @@
 // messages, and a progress callback on each call.
 //
 // Input: one JSON object on stdin:
-//   {"sdk": "v1" | "v2", "command": "...", "args": [...], "timeoutMs": 20000, "calls": ["<tool>", ...]}
+//   {"sdk": "v1" | "v2", "mode": "auto" (v2 only, optional), "command": "...", "args": [...],
+//    "timeoutMs": 20000, "calls": ["<tool>", ...]}
 // Output (stdout), one JSON object per line:
 //   {"kind":"connected"}
 //   {"kind":"call","name":...,"result":<the result as the SDK returned it>,"seen":{...}}
@@ -31,8 +32,9 @@ const logMethod = v2 ? 'notifications/message' : types.LoggingMessageNotificatio
 
 const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
 const transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env, stderr: 'inherit' });
-const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-lines-client`, version: '1.0.0' },
-    { capabilities: { sampling: {}, elicitation: {} } });
+const capabilities = { sampling: {}, elicitation: {} };
+const options = v2 && spec.mode === 'auto' ? { capabilities, versionNegotiation: { mode: 'auto' } } : { capabilities };
+const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-lines-client`, version: '1.0.0' }, options);
 const errors = [];
 client.onerror = err => errors.push(String(err?.message ?? err));
 let seen = null;
