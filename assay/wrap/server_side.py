@@ -43,6 +43,13 @@ class _Head(msgspec.Struct):
 _read_head = msgspec.json.Decoder(_Head).decode
 
 
+def _error_object(head: _Head) -> bool:
+    """Whether the line's ``error`` is an object (next to a ``method`` and an ``id`` it makes
+    the line the Python SDK's error answer)."""
+    error = head.error
+    return isinstance(error, msgspec.Raw) and memoryview(error)[:1].tobytes() == b"{"
+
+
 class Stream(enum.Enum):
     """How the server's bytes go to the client."""
 
@@ -187,8 +194,8 @@ class ServerSide:
         """One complete server line (without its LF): True to relay it, False to drop it, or
         the bytes to relay instead (a tools/list answer with tools hidden).
 
-        A response (no string ``method``, a ``result`` or an ``error``; or an ``error`` and an
-        ``id`` next to a ``method``, which the Python SDK reads as an error answer) is relayed
+        A response (no string ``method``, a ``result`` or an ``error``; or an ``error`` object
+        and an ``id`` next to a ``method``, which the Python SDK reads as an error answer) is relayed
         only when its id answers a forwarded client request still awaiting its answer;
         otherwise it is dropped with one stderr line (docs/wrap.md, "Dropped server
         responses"). Requests, notifications and lines that are not JSON objects are relayed
@@ -204,7 +211,7 @@ class ServerSide:
         except (msgspec.DecodeError, RecursionError, ValueError, MemoryError):
             return self._message(read_message(line), line, out)
         has_id = head.id is not _UNSET
-        if head.method.__class__ is str and not (has_id and head.error is not _UNSET):
+        if head.method.__class__ is str and not (has_id and _error_object(head)):
             return self._request(head.method, head.id, line, out)
         if head.result is _UNSET and head.error is _UNSET:
             return self._neither(head.id, line, out) if has_id else True
@@ -262,7 +269,7 @@ class ServerSide:
                 self.tools.unreadable(out)
             return True
         has_id = "id" in message
-        if message.get("method").__class__ is str and not (has_id and "error" in message):
+        if message.get("method").__class__ is str and not (has_id and message.get("error").__class__ is dict):
             return self._request(message["method"], message.get("id", _UNSET), line, out)
         if "result" not in message and "error" not in message:
             return self._neither(message["id"], line, out) if has_id else True

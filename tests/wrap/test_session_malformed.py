@@ -87,6 +87,10 @@ def test_an_error_next_to_a_method_is_an_answer() -> None:
         relayed, warnings = h.server_line(forged)
         assert not relayed and any("dropped a server response (id 7)" in w for w in warnings), warnings
         assert h.dropped_responses == 1
+    # an error that is no object next to a method is a request for the Python SDK: relayed as one
+    h = session("")
+    odd = line(("jsonrpc", "2.0"), ("id", "s1"), ("method", "ping"), ("error", None))
+    assert h.server_line(odd) == (True, [])
     # a method with an error and no id is a notification for every client (the error is ignored)
     h = session("")
     note = line(("jsonrpc", "2.0"), ("method", "notifications/message"), ("params", {"level": "info", "data": "x"}),
