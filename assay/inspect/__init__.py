@@ -13,7 +13,7 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
   taint"); :mod:`~assay.inspect.taint_bytes` holds its byte-level helpers.
 - :mod:`~assay.inspect.scan`: every string of a JSON value looked at by the detectors, with
   its JSON Pointer, and a line rewritten only where a string changed (docs/inspect.md, "Where
-  wrap looks").
+  wrap looks"); :mod:`~assay.inspect.blobs` reads base64 blobs as text for it ("Blobs").
 - :mod:`~assay.inspect.userrules`: the policy's own secret rules (a kind and a regex of the
   flow rules' dialect), masked by words; :func:`~assay.inspect.userrules.redact_all` applies
   them with the built-in ones.

@@ -6,7 +6,8 @@ definition, looked at by the detectors, and the line rewritten where a string ch
   (object members' names and values, array items; a name has its member's pointer), depth- and
   count-bounded.
 - :func:`scan`: the findings of the detectors over those strings (:class:`Finding`: the check,
-  the kind or rule, the pointer; never the text).
+  the kind or rule, the pointer; never the text), and over the text of base64 blobs
+  (:mod:`assay.inspect.blobs`; docs/inspect.md, "Blobs").
 - :func:`splice`: the line with each string token whose text changed replaced, every other byte
   as it was: a masked result differs from the server's line only where a secret was.
 
@@ -15,8 +16,9 @@ Sans-IO and stateless.
 
 from __future__ import annotations
 
+import base64
 import json
-import re
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public in CPython, missing from typeshed
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -25,14 +27,13 @@ from assay.inspect.prefilter import Prefilter
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
-__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "TOO_DEEP", "Finding", "Scan", "scan", "splice", "strings"]
+__all__ = ["MAX_FINDINGS", "MAX_STRINGS", "NOTHING", "TOO_DEEP", "Finding", "Scan", "scan", "splice", "strings"]
 
 MAX_DEPTH = 64  # a string nested deeper is not looked at: the scan says so (``depth_limit``)
 MAX_STRINGS = 200_000  # strings looked at in one value; the rest make a ``too_many_strings`` finding
 MAX_FINDINGS = 64  # findings kept per value (counted beyond)
 _MIN_SECRET = 8  # no secret rule matches fewer characters
 
-_STRING_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 class Finding(NamedTuple):
@@ -111,67 +112,144 @@ def scan(
     strip: bool = False,
     poison: bool = False,
     user: Callable[[str], list[secrets.Secret]] | None = None,
+    blobs: int = 0,
 ) -> Scan:
     """The findings in the strings of ``value``. ``secrets_on``: the secret rules (and
     ``user``'s, the policy's own: spans of a string); ``injection_on``: the injection rules
     (``poison``: also the rules for tool descriptions, the check is then ``descriptions``).
     ``mask`` and ``strip`` say what the changed strings become: each secret replaced by
-    ``[REDACTED:<kind>]``, instructions stripped."""
+    ``[REDACTED:<kind>]``, instructions stripped.
+
+    ``blobs`` (bytes; 0: none) is how much base64 of ``blob`` members is decoded and looked at
+    as text (:func:`_blobs`); a blob that is not in canonical base64 is in ``changed`` with its
+    canonical spelling, whatever the actions (docs/inspect.md, "Blobs")."""
     finder = find_poison if poison else find_injection
+    clean = False  # every string (not the text in blobs) seen at once, and nothing found
     if user is None:  # the usual answer: every string looked at in one pass per detector
         texts = _plain_strings(value)
         if texts is not None:
             joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
             if secrets_on and injection_on and not poison and joined.isascii() and _either().which(joined) is None:
-                return _NOTHING  # the usual answer: one pass says neither detector can find anything
-            if not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
+                clean = True  # the usual answer: one pass says neither detector can find anything
+            elif not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
+                clean = True
+            if clean and not (blobs and "blob" in texts):
                 return _NOTHING
-    findings: list[Finding] = []
-    total = 0
-    kinds: set[str] = set()
-    values: list[str] = []
-    changed: dict[str, str] = {}
-    check_name = "descriptions" if poison else "injection"
+    look = _Look(secrets_on, injection_on, mask, strip, user, finder, "descriptions" if poison else "injection")
     count = 0
-    for pointer, text in strings(value):
+    for pointer, text in () if clean else strings(value):
         count += 1
         if text.__class__ is _TooDeep or count > MAX_STRINGS:
-            total += 1
-            if len(findings) < MAX_FINDINGS:
-                findings.append(Finding("limits", "depth_limit" if count <= MAX_STRINGS else "too_many_strings", "limits", pointer))
-            kinds.add("limits")
+            look.limit("depth_limit" if count <= MAX_STRINGS else "too_many_strings", pointer)
             if count > MAX_STRINGS:
                 break
             continue
+        new = look.text(text, pointer)
+        if new is not text:
+            look.changed[text] = new
+    if blobs:
+        _blobs(value, look, blobs)
+    return Scan(look.findings, look.total, frozenset(look.kinds), look.values, look.changed)
+
+
+class _Look:
+    """What :func:`scan` is looking for, and what it found so far."""
+
+    __slots__ = ("secrets_on", "injection_on", "mask", "strip", "user", "finder", "check_name", "findings", "total",
+                 "kinds", "values", "changed")
+
+    def __init__(
+        self, secrets_on: bool, injection_on: bool, mask: bool, strip: bool,
+        user: Callable[[str], list[secrets.Secret]] | None, finder: Callable[[str], list[Any]], check_name: str,
+    ) -> None:
+        self.secrets_on = secrets_on
+        self.injection_on = injection_on
+        self.mask = mask
+        self.strip = strip
+        self.user = user
+        self.finder = finder
+        self.check_name = check_name
+        self.findings: list[Finding] = []
+        self.total = 0
+        self.kinds: set[str] = set()
+        self.values: list[str] = []
+        self.changed: dict[str, str] = {}
+
+    def found(self, finding: Finding) -> None:
+        self.total += 1
+        if len(self.findings) < MAX_FINDINGS:
+            self.findings.append(finding)
+
+    def limit(self, kind: str, pointer: str) -> None:
+        self.kinds.add("limits")
+        self.found(Finding("limits", kind, "limits", pointer))
+
+    def text(self, text: str, pointer: str) -> str:
+        """One string looked at: what it becomes (``text`` itself when nothing changed)."""
         new = text
-        if secrets_on and len(text) >= _MIN_SECRET:
+        if self.secrets_on and len(text) >= _MIN_SECRET:
             found = find_secrets(text)
-            if user is not None:
-                extra = user(text)
+            if self.user is not None:
+                extra = self.user(text)
                 if extra:
                     found = _merged(found, extra)
             if found:
-                kinds.add("secrets")
+                self.kinds.add("secrets")
                 for kind, start, end in found:
-                    total += 1
-                    values.append(text[start:end])
-                    if len(findings) < MAX_FINDINGS:
-                        findings.append(Finding("secrets", kind, kind, pointer))
-                if mask:
+                    self.values.append(text[start:end])
+                    self.found(Finding("secrets", kind, kind, pointer))
+                if self.mask:
                     new = _masked(text, found)
-        if injection_on:
-            hits = finder(new)
+        if self.injection_on:
+            hits = self.finder(new)
             if hits:
-                kinds.add(check_name)
+                self.kinds.add(self.check_name)
                 for hit in hits:
-                    total += 1
-                    if len(findings) < MAX_FINDINGS:
-                        findings.append(Finding(check_name, hit.kind, hit.rule, pointer))
-                if strip:
+                    self.found(Finding(self.check_name, hit.kind, hit.rule, pointer))
+                if self.strip:
                     new, _ = strip_injection(new)
-        if new is not text:
-            changed[text] = new
-    return Scan(findings, total, frozenset(kinds), values, changed)
+        return new
+
+
+def _blobs(value: Any, look: _Look, budget: int) -> None:
+    """Each ``blob`` string of an object in ``value`` (a resource's contents, in a tool result
+    or a ``resources/read`` answer), decoded and, when it is text, looked at as text; its
+    pointer is the blob's. At most ``budget`` characters of base64 are decoded in all (the
+    answer's own length keeps under it): past that, a ``blob_limit`` finding."""
+    from assay.inspect import blobs
+
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        pointer, item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            continue  # not entered: strings() reported it (depth_limit)
+        if item.__class__ is list:
+            stack.extend((f"{pointer}/{i}", v, depth + 1) for i, v in reversed(list(enumerate(item))))
+            continue
+        if item.__class__ is not dict:
+            continue
+        for k, v in reversed(list(item.items())):
+            if v.__class__ is dict or v.__class__ is list:
+                stack.append((f"{pointer}/{_escape(str(k))}", v, depth + 1))
+        blob = item.get("blob")
+        if blob.__class__ is not str or not blob:
+            continue
+        at = f"{pointer}/blob"
+        budget -= len(blob)
+        if budget < 0:
+            look.limit("blob_limit", at)
+            return
+        data, canonical = blobs.decode(blob)
+        mime = item.get("mimeType")
+        read = blobs.text_of(data, mime if mime.__class__ is str else None)
+        if read is not None:
+            text, codec = read
+            new = look.text(text, at)
+            if new is not text:
+                look.changed[blob] = blobs.encode(new, codec)
+                continue
+        if not canonical:
+            look.changed.setdefault(blob, base64.b64encode(data).decode("ascii"))
 
 
 # between the strings of a value looked at together: a line break twice, which ends every rule's
@@ -253,33 +331,36 @@ def _masked(text: str, found: list[secrets.Secret]) -> str:
 def splice(line: bytes, changed: dict[str, str]) -> bytes | None:
     """``line`` (one JSON text, valid UTF-8) with every string token whose text is a key of
     ``changed`` replaced by the JSON of its new text (ASCII escapes), every other byte
-    unchanged; None when no token was found to replace (the caller then writes the value
-    anew)."""
+    unchanged; None when no token was found to replace, or the line holds a string that does
+    not read (the caller then writes the value anew).
+
+    Outside strings JSON has no ``"``: each token starts at the next ``"`` after the one before,
+    and the standard library's C string reader finds its end and its text, so a megabyte of one
+    string costs two searches and holds nothing per byte or per escape."""
     if not changed:
         return line
-    shortest = min(len(t) for t in changed)
-    parts: list[bytes] = []
+    text = line.decode("utf-8")
+    find = text.find
+    get = changed.get
+    parts: list[str] = []
     at = 0
-    done = 0
-    for match in _STRING_TOKEN.finditer(line):
-        start, end = match.span()
-        if end - start - 2 < shortest:
-            continue
+    start = find('"')
+    while start >= 0:
         try:
-            text = json.loads(match.group())
-        except (ValueError, RecursionError):
-            continue
-        new = changed.get(text)
-        if new is None:
-            continue
-        parts.append(line[at:start])
-        parts.append(json.dumps(new, ensure_ascii=True).encode("ascii"))
-        at = end
-        done += 1
-    if not done:
+            value, end = scanstring(text, start + 1, False)
+        except ValueError:  # a string that does not end, or a bad escape
+            return None
+        new = get(value)
+        if new is not None:
+            parts.append(text[at:start])
+            parts.append(json.dumps(new, ensure_ascii=True))
+            at = end
+        start = find('"', end)
+    if not parts:
         return None
-    parts.append(line[at:])
-    return b"".join(parts)
+    parts.append(text[at:])
+    return "".join(parts).encode("utf-8", "surrogatepass")
 
 
 _NOTHING = Scan([], 0, frozenset(), [], {})
+NOTHING: Scan = _NOTHING  # what scan() returns when it found nothing and changed nothing (never mutated)

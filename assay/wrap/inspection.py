@@ -8,9 +8,12 @@ forwarded (sans-IO; docs/policy.md, "Inspecting what comes back", and docs/inspe
   ``resources/read``, ``resources/subscribe``, ``prompts/get`` and ``completion/complete``
   against ``resources`` and ``prompts`` (and marks a resource read whose contents must be read);
 - :meth:`Inspector.answer` reads an answer a :class:`Watch` waits for: secrets (mask, block,
-  flag), injected instructions (strip, block, flag), the size ceiling; what it found triggers
-  the flow rules with a response selector and feeds the value taint; nothing is relayed before
-  this verdict;
+  flag), injected instructions (strip, block, flag), text-like blobs, the size ceiling, and
+  answers the clients read differently (malformed: blocked); what it found triggers the flow
+  rules with a response selector and feeds the value taint; nothing is relayed before this
+  verdict;
+- :attr:`Inspector.messages` (:mod:`assay.wrap.server_messages`) reads the server's own
+  requests and notifications the same way;
 - :meth:`Inspector.listed` reads the tool definitions of a ``tools/list`` answer (flag, hide,
   deny: a poisoned tool's calls are then denied, ``E_TOOL_POISONED``);
 - :class:`~assay.policy.outbound.OutboundGuard` (the decision pipeline's guard for outgoing
@@ -27,23 +30,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from assay.policy import Decision
 from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
 from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISONED
 from assay.policy.outbound import OutboundGuard
-from assay.wrap import replies, serverlines
+from assay.wrap import replies
 from assay.wrap.effects import Effect
 from assay.wrap.requests import (
-    PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, encode, error_line, judge_request, judges,
+    PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
     outbound_values,
 )
+from assay.wrap.verdicts import head_id, id_before, judge, names_a_method, read, rewritten, stricter
 from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
     from assay.wrap.pending import PendingTable
+    from assay.wrap.server_messages import ServerMessages
     from assay.policy.pipeline import Pipeline
     from assay.wrap.ledger import Ledger
     from assay.wrap.toolbook import ToolBook
@@ -65,8 +68,10 @@ RESPONSE_BLOCKED = "E_RESPONSE_BLOCKED"
 _NAME_CACHE = 4096
 _POISONED_MAX = 10_000  # poisoned tool names remembered per wrap
 _TOOLS_CALL = "tools/call"
-_decode = msgspec.json.Decoder().decode
 _ALLOW = Decision("allow", "")  # what the outbound check of a request starts from
+# the requests a 2026-07-28-era answer may carry in its ``inputRequests`` (an ``input_required``
+# result): judged with their own method's settings too (docs/inspect.md, "Where wrap looks")
+INPUT_METHODS = ("elicitation/create", "sampling/createMessage")
 
 
 class Inspector:
@@ -100,6 +105,13 @@ class Inspector:
             from assay.inspect.userrules import UserRule, UserRules
 
             self.user = UserRules([UserRule(p.kind, p.regex) for p in self.inspect.patterns]).find
+        # what the server sends outside answers: its requests and notifications (None: relayed unread)
+        self.messages: ServerMessages | None = None
+        if (self.inspect is not None and self.inspect.any_results) or self._flow_secrets or self._flow_injection:
+            from assay.wrap.server_messages import ServerMessages
+
+            self.messages = ServerMessages(self)
+        self._input: bool | None = None  # whether an input_required answer's requests are read
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -124,9 +136,17 @@ class Inspector:
         """What the pending table holds for a forwarded call of ``name``: a :class:`Watch` when
         its answer is read, else the plain method."""
         settings = self.settings(name)
-        if not settings.results:
+        modern = replies.is_modern_request(frame)
+        if not settings.results and not (modern and self.reads_input()):
             return _TOOLS_CALL
-        return Watch(_TOOLS_CALL, name, settings, replies.is_modern_request(frame))
+        return Watch(_TOOLS_CALL, name, settings, modern, frame.get("id"))
+
+    def reads_input(self) -> bool:
+        """Whether the requests an ``input_required`` answer carries are read (their methods'
+        settings read something): then every 2026-07-28-era request that may get one is watched."""
+        if self._input is None:
+            self._input = any(self.settings(method).results for method in INPUT_METHODS)
+        return self._input
 
     # -- requests other than tools/call ----------------------------------------------------------
 
@@ -153,8 +173,9 @@ class Inspector:
             return None
         if method in ("resources/read", "prompts/get"):  # contents the model reads, like a tool result
             settings = self.settings("*")  # the top level's (and what the response selectors need)
-            if settings.secrets != "off" or settings.injection != "off":
-                return Watch(judged.method, judged.target, settings, False)
+            modern = replies.is_modern_request(frame)
+            if settings.secrets != "off" or settings.injection != "off" or (modern and self.reads_input()):
+                return Watch(judged.method, judged.target, settings, modern, frame.get("id"))
         return judged.method
 
     def _outbound(self, frame: dict[str, Any], judged: Judged, out: list[Effect]) -> Judged:
@@ -179,75 +200,62 @@ class Inspector:
 
     def answer(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
         """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or
-        the bytes to relay instead (masked, stripped, or the blocked reply)."""
+        the bytes to relay instead (masked, stripped, or the blocked reply).
+
+        An answer the clients read differently (docs/inspect.md, "Malformed answers": both a
+        ``result`` and an ``error``, an ``error`` next to a ``method``, neither) is read whole
+        (what it holds is recorded and remembered) and never relayed: the request gets the
+        blocked reply."""
         if len(line) > self.max_bytes:
             return self._oversize(watch, line, out)
-        try:  # the usual line: strict and fast; anything else is read as leniently as clients read it
-            message = _decode(line)
-        except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
-            message = serverlines.read_line(line)
+        message = read(line)
         if message.__class__ is not dict:
             # held whole, and not readable as JSON within the work budget: not relayed unread
-            return self._blocked(watch, None, [], 0, "the answer could not be read whole", out)
-        rid = message.get("id")
-        if "result" in message:
-            result = message["result"]
-        elif "error" in message:  # an error's message and data reach the model too
-            result = {"error": message["error"]}
-        else:
-            return True
-        from assay.inspect.scan import scan, splice
-
+            return self._blocked(watch, _client_id(watch, None), [], 0, "the answer could not be read whole", out)
+        rid = _client_id(watch, message.get("id"))
+        malformed = _malformed(message)
         settings = watch.settings
-        valid = _utf8(line)
-        found = scan(
-            result,
-            secrets_on=settings.secrets != "off",
-            injection_on=settings.injection != "off",
-            mask=settings.secrets == "mask",
-            strip=settings.injection == "strip",
-            user=self.user,
-        )
-        self._remember(watch, found.kinds, found.values, result if settings.taint else None, out)
-        if not found.findings:
-            return True if valid else self._rewritten(message, line)
-        findings = [f.to_dict() for f in found.findings]
-        block = ("secrets" in found.kinds and settings.secrets == "block") or (
-            "injection" in found.kinds and settings.injection == "block"
-        )
-        if "limits" in found.kinds and (settings.secrets in ("mask", "block") or settings.injection in ("strip", "block")):
-            # some strings were not looked at (too deep, too many): never relayed unread
-            return self._blocked(watch, rid, findings, found.total, "the answer is too deep or too large to read whole", out)
-        if block:
-            return self._blocked(watch, rid, findings, found.total, "the answer held " + _what(found.kinds), out)
-        action = _action(settings, found.kinds)
-        self._record(watch, rid, action, findings, found.total, out)
-        if self.dry_run or not found.changed:
-            return True if valid else self._rewritten(message, line)
-        if valid:
-            spliced = splice(line, found.changed)
-            if spliced is not None:
-                return spliced
-        try:
-            rewritten = encode(_replace_strings(message, found.changed))
-        except (TypeError, ValueError, RecursionError):
-            rewritten = None
-        if rewritten is None:
-            return self._blocked(watch, rid, [], 0, "the answer could not be rewritten", out)
-        return rewritten
-
-    def _rewritten(self, message: dict[str, Any], line: bytes) -> bool | bytes:
-        """A line that is not valid UTF-8: written anew from the reading that was inspected, so
-        no client reads other text than wrap did (or blocked when it cannot be)."""
+        if malformed is not None:
+            value: Any = message  # every member: nothing of it is relayed, all of it is read
+        else:
+            value = message["result"] if "result" in message else {"error": message["error"]}
+            settings = self._with_input(value, settings)
+            if not settings.results:  # watched for an input_required answer: this is none
+                return True
+        verdict = judge(value, settings, self.user, self.max_bytes)
+        found = verdict.found
+        self.remember(watch, found.kinds, found.values, value if settings.taint else None, out)
+        if malformed is not None:
+            finding = {"check": "protocol", "kind": "malformed_answer", "rule": malformed, "pointer": ""}
+            return self._blocked(watch, rid, [finding, *verdict.findings], found.total + 1,
+                                 f"the answer is malformed JSON-RPC ({malformed.replace('_', ' ')})", out)
+        if verdict.blocked is not None:
+            return self._blocked(watch, rid, verdict.findings, found.total, "the answer " + verdict.blocked, out)
+        if verdict.findings:
+            self._record(watch, rid, verdict.action, verdict.findings, found.total, out)
         if self.dry_run:
             return True
-        try:
-            return encode(message)
-        except (TypeError, ValueError, RecursionError):
-            return error_line(message.get("id"), {"status": "deny", "error_code": RESPONSE_BLOCKED,
-                                                   "reason": "the answer could not be rewritten"})
+        new = rewritten(line, message, found.changed)
+        if new is None:
+            return self._blocked(watch, rid, [], 0, "the answer could not be rewritten", out)
+        return True if new is line else new
 
-    def _remember(self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]) -> None:
+    def _with_input(self, result: Any, settings: Settings) -> Settings:
+        """The settings an answer is read with: the request's, and, for an ``input_required``
+        result (2026-07-28 era), the stricter of those and each carried request's method's."""
+        if result.__class__ is not dict or result.get("resultType") != "input_required":
+            return settings
+        requests = result.get("inputRequests")
+        if requests.__class__ is not dict:
+            return settings
+        methods = {item.get("method") for item in requests.values()
+                   if item.__class__ is dict and item.get("method").__class__ is str}
+        for method in INPUT_METHODS:
+            if method in methods:
+                settings = stricter(settings, self.settings(method))
+        return settings
+
+    def remember(self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]) -> None:
         """What came back triggers the flow rules with a response selector and feeds the value
         taint, in the session's store when it is shared."""
         taint = self.taint
@@ -297,23 +305,24 @@ class Inspector:
         closed)."""
         if self.dry_run:  # a dry run changes nothing: relayed as before
             return False
-        rid = _id_before_result(head)
+        rid = id_before(head)
         taken: list[tuple[Any, Any]]
         if rid is not None:
+            if pending.peek(rid).__class__ is not Watch:  # answers nothing, or not read: relayed unread
+                return False
             found = pending.answer(rid)
-            if found is None:
-                return False
-            if found[1].__class__ is not Watch:
-                pending.add(rid, found[1])  # not an answer inspection waits for: relayed unread
-                return False
+            assert found is not None
             taken = [(rid, found[1])]
-        elif _names_a_method(head):
+        elif names_a_method(head):
+            return self.messages is not None and self.messages.too_long(head, out)
+        elif not pending.holds(Watch):
             return False
         else:
             taken = pending.take(Watch)
         finding = [{"check": "limits", "kind": "oversize", "rule": "hold_limit", "pointer": ""}]
         for request_id, watch in taken:
-            reply = self._blocked(watch, request_id, finding, 1, "the answer is longer than wrap holds", out)
+            reply = self._blocked(watch, _client_id(watch, request_id), finding, 1, "the answer is longer than wrap holds",
+                                  out)
             if isinstance(reply, bytes):
                 self.reply(reply + b"\n", out)
         return True
@@ -321,10 +330,10 @@ class Inspector:
     def _oversize(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
         finding = [{"check": "limits", "kind": "oversize", "rule": "max_bytes", "pointer": ""}]
         if self.oversize == "pass":
-            self._record(watch, _head_id(line), "pass", finding, 1, out, size=len(line))
+            self._record(watch, _client_id(watch, head_id(line)), "pass", finding, 1, out, size=len(line))
             return True
         return self._blocked(
-            watch, _head_id(line), finding, 1, f"the answer is over the inspection ceiling ({self.max_bytes} bytes)", out,
+            watch, _client_id(watch, head_id(line)), finding, 1, f"the answer is over the inspection ceiling ({self.max_bytes} bytes)", out,
             size=len(line),
         )
 
@@ -382,79 +391,20 @@ class Inspector:
         return hide
 
 
-def _what(kinds: frozenset[str]) -> str:
-    parts = []
-    if "secrets" in kinds:
-        parts.append("a secret")
-    if "injection" in kinds:
-        parts.append("instructions aimed at the model")
-    return " and ".join(parts) or "something the policy blocks"
+def _client_id(watch: Watch, server_id: Any) -> Any:
+    """The id of the request as the client sent it (wrap's answer in its place carries it, so
+    every client matches it whatever spelling the server used), else the server's."""
+    return watch.request_id if watch.request_id.__class__ in (int, str) else server_id
 
 
-def _action(settings: Settings, kinds: frozenset[str]) -> str:
-    """The action taken on an answer whose findings did not block it."""
-    acts = []
-    if "secrets" in kinds and settings.secrets == "mask":
-        acts.append("mask")
-    if "injection" in kinds and settings.injection == "strip":
-        acts.append("strip")
-    return "+".join(acts) or "flag"
-
-
-def _utf8(line: bytes) -> bool:
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _head_id(line: bytes) -> Any:
-    from assay.wrap.server_side import _read_head
-
-    try:
-        head = _read_head(line)
-    except Exception:  # noqa: BLE001 - any line: the id is only for the reply
-        return None
-    return None if head.id.__class__ not in (int, str) else head.id
-
-
-def _names_a_method(head: bytes) -> bool:
-    """Whether the first bytes of a line hold a top-level ``method`` before any ``result``."""
-    at = head.find(b'"method"')
-    return at > 0 and (head.find(b'"result"') < 0 or at < head.find(b'"result"'))
-
-
-def _id_before_result(head: bytes) -> Any:
-    """The top-level ``id`` of a line whose ``result`` or ``error`` comes after it (the first
-    bytes of the line), or None."""
-    import json
-
-    for member in (b'"result"', b'"error"'):
-        at = head.find(member)
-        if at <= 0:
-            continue
-        prefix = head[:at].rstrip()
-        if not prefix.endswith((b",", b"{")):
-            continue
-        try:
-            doc = json.loads(prefix.rstrip(b",") + b"}")
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(doc, dict) and doc.get("id").__class__ in (int, str):
-            return doc["id"]
+def _malformed(message: dict[str, Any]) -> str | None:
+    """Why an answer is no answer every client reads alike (docs/inspect.md, "Malformed
+    answers"), or None."""
+    if message.get("method").__class__ is str:
+        return "error_and_method"  # the Python SDK reads it as the error answer; the TypeScript SDKs refuse it
+    has_result, has_error = "result" in message, "error" in message
+    if has_result and has_error:
+        return "result_and_error"  # the Python SDK reads the error; the TypeScript SDKs refuse it
+    if not has_result and not has_error:
+        return "neither_result_nor_error"
     return None
-
-
-def _replace_strings(value: Any, changed: dict[str, str], depth: int = 0) -> Any:
-    if depth > 200:
-        raise RecursionError("nested too deep to rewrite")
-    cls = value.__class__
-    if cls is str:
-        return changed.get(value, value)
-    if cls is dict:
-        return {changed.get(k, k) if k.__class__ is str else k: _replace_strings(v, changed, depth + 1)
-                for k, v in value.items()}
-    if cls is list:
-        return [_replace_strings(v, changed, depth + 1) for v in value]
-    return value

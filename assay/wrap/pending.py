@@ -82,19 +82,29 @@ class PendingTable:
             methods.append(method)
         return key
 
+    def _find(self, request_id: Any) -> Key | None:
+        pending = self._pending
+        key = request_id if request_id.__class__ is int else id_key(request_id)
+        if key is None or key not in pending:
+            for candidate in self._equivalents(request_id):
+                if candidate in pending:
+                    return candidate
+            return None
+        return key
+
+    def peek(self, request_id: Any) -> Any:
+        """The method of the pending request :meth:`answer` would take for this response id
+        (left in the table), or None."""
+        key = self._find(request_id)
+        return None if key is None else self._pending[key][0]
+
     def answer(self, request_id: Any) -> tuple[Key, Any] | None:
         """The pending request this response id answers for some official client, removed
         from the table; None when it answers nothing."""
         pending = self._pending
-        key = request_id if request_id.__class__ is int else id_key(request_id)
-        if key is None or key not in pending:
-            key = None
-            for candidate in self._equivalents(request_id):
-                if candidate in pending:
-                    key = candidate
-                    break
-            if key is None:
-                return None
+        key = self._find(request_id)
+        if key is None:
+            return None
         methods = pending[key]
         method = methods.pop(0)
         if not methods:

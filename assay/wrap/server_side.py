@@ -43,6 +43,13 @@ class _Head(msgspec.Struct):
 _read_head = msgspec.json.Decoder(_Head).decode
 
 
+def _error_object(head: _Head) -> bool:
+    """Whether the line's ``error`` is an object (next to a ``method`` and an ``id`` it makes
+    the line the Python SDK's error answer)."""
+    error = head.error
+    return isinstance(error, msgspec.Raw) and memoryview(error)[:1].tobytes() == b"{"
+
+
 class Stream(enum.Enum):
     """How the server's bytes go to the client."""
 
@@ -123,7 +130,7 @@ class ServerSide:
                 if (
                     inspector is not None
                     and inspector.oversize == "block"
-                    and self.pending.holds(Watch)
+                    and (inspector.messages is not None or self.pending.holds(Watch))
                     and inspector.too_long(bytes(tail[:_HEAD_BYTES]), self.pending, out)
                 ):
                     self.stream = Stream.DISCARDING
@@ -187,11 +194,13 @@ class ServerSide:
         """One complete server line (without its LF): True to relay it, False to drop it, or
         the bytes to relay instead (a tools/list answer with tools hidden).
 
-        A response (no string ``method``; a ``result`` or an ``error``) is relayed only when its
-        id answers a forwarded client request still awaiting its answer; otherwise it is
-        dropped with one stderr line (docs/wrap.md, "Dropped server responses"). Requests,
-        notifications and lines that are not JSON objects are relayed. A ``tools/list`` answer
-        feeds the pin state. Never raises on content.
+        A response (no string ``method``, a ``result`` or an ``error``; or an ``error`` object
+        and an ``id`` next to a ``method``, which the Python SDK reads as an error answer) is relayed
+        only when its id answers a forwarded client request still awaiting its answer;
+        otherwise it is dropped with one stderr line (docs/wrap.md, "Dropped server
+        responses"). Requests, notifications and lines that are not JSON objects are relayed
+        (read first when inspection reads them). A ``tools/list`` answer feeds the pin state.
+        Never raises on content.
 
         Most lines are read for their four members only (``result`` and ``error`` are skipped,
         not built); a line that reading refuses (not an object, ``NaN``, a lone surrogate, very
@@ -201,11 +210,11 @@ class ServerSide:
             head = _read_head(line)
         except (msgspec.DecodeError, RecursionError, ValueError, MemoryError):
             return self._message(read_message(line), line, out)
-        if head.method.__class__ is str:
-            return self._request(head.method, head.id, out)
-        if head.result is _UNSET and head.error is _UNSET:
-            return True
         has_id = head.id is not _UNSET
+        if head.method.__class__ is str and not (has_id and _error_object(head)):
+            return self._request(head.method, head.id, line, out)
+        if head.result is _UNSET and head.error is _UNSET:
+            return self._neither(head.id, line, out) if has_id else True
         rid = head.id if has_id else None
         found = self.pending.answer(rid)
         if found is None:
@@ -226,16 +235,32 @@ class ServerSide:
             self.tools.answered(key, self.pending)
         return True
 
-    def _request(self, method: str, request_id: Any, out: list[Effect]) -> bool:
+    def _request(self, method: str, request_id: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """A server request or notification is relayed, unless its id is one of this run's
         approval ids: the client's answer to it would be taken for a person's answer to wrap
         (docs/wrap.md, "Approvals"). The server cannot guess the run's random prefix; a line
-        that uses it is dropped."""
+        that uses it is dropped. With inspection, it is read first (the inspection room's
+        :class:`~assay.wrap.server_messages.ServerMessages`)."""
         prefix = self.prefix
         if prefix is not None and request_id.__class__ is str and request_id.startswith(prefix):
             out.append(Warn(records.dropped_request_warning(method)))
             return False
+        inspector = self.inspector
+        if inspector is not None and inspector.messages is not None:
+            return inspector.messages.judge(method, line, out)
         return True
+
+    def _neither(self, request_id: Any, line: bytes, out: list[Effect]) -> bool | bytes:
+        """A line with an id and neither a ``method``, a ``result`` nor an ``error``: no client
+        reads it, and it is relayed, unless it is the answer to a request whose answer
+        inspection reads; then it is that answer, malformed (docs/inspect.md, "Malformed
+        answers")."""
+        inspector = self.inspector
+        if inspector is None or self.pending.peek(request_id).__class__ is not Watch:
+            return True
+        found = self.pending.answer(request_id)
+        assert found is not None
+        return inspector.answer(found[1], line, out)
 
     def _message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`line` for a line read in full."""
@@ -243,10 +268,11 @@ class ServerSide:
             if message is serverlines.TOO_HARD:
                 self.tools.unreadable(out)
             return True
-        if message.get("method").__class__ is str:
-            return self._request(message["method"], message.get("id", _UNSET), out)
+        has_id = "id" in message
+        if message.get("method").__class__ is str and not (has_id and message.get("error").__class__ is dict):
+            return self._request(message["method"], message.get("id", _UNSET), line, out)
         if "result" not in message and "error" not in message:
-            return True
+            return self._neither(message["id"], line, out) if has_id else True
         found = self.pending.answer(message.get("id"))
         if found is None:
             self.dropped_responses += 1

@@ -21,15 +21,18 @@ __all__ = ["TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
 
 class Watch:
     """A forwarded request whose answer is read before it is relayed: the method, the tool
-    name (or resource URI), the settings, and whether the request is of the 2026-07-28 era."""
+    name (or resource URI), the settings, whether the request is of the 2026-07-28 era, and
+    its id as the client sent it (wrap's own answer in place of the server's carries it, so
+    every client matches it, whatever id spelling the server used)."""
 
-    __slots__ = ("method", "target", "settings", "modern")
+    __slots__ = ("method", "target", "settings", "modern", "request_id")
 
-    def __init__(self, method: str, target: str, settings: Settings, modern: bool) -> None:
+    def __init__(self, method: str, target: str, settings: Settings, modern: bool, request_id: Any = None) -> None:
         self.method = method
         self.target = target
         self.settings = settings
         self.modern = modern
+        self.request_id = request_id
 
 
 def needs_inspector(policy: Policy) -> bool:

@@ -422,8 +422,15 @@ def test_a_line_longer_than_wrap_holds_is_never_relayed_unread() -> None:
     first, second = seen.splitlines()
     assert json.loads(first)["id"] == 1 and deny_payload(first)["error_code"] == "E_RESPONSE_BLOCKED"
     assert second == result_line(2, "fine")
-    # a notification of the server's that long is relayed as before (not an answer)
+    # a notification of the server's that long is not read either: dropped (docs/inspect.md,
+    # "Where wrap looks"), and relayed as before where its method's settings read nothing
     note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "y" * 10_000}}).encode()
+    call(h, 3, "read")
+    seen = h.server(note[:5000]).to_client + h.server(note[5000:] + b"\n").to_client
+    assert seen == b""
+    h = Harness(policy("inspect: {secrets: mask, tools: [{tool: 'notifications/*', secrets: off}]}\n"),
+                SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t", server_hold_limit=4096))
+    h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
     call(h, 3, "read")
     seen = h.server(note[:5000]).to_client + h.server(note[5000:] + b"\n").to_client
     assert seen == note + b"\n"
