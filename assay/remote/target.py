@@ -3,7 +3,7 @@
 :func:`target_from` checks ``--url``, ``--transport``, ``--header`` (with ``${VAR}`` read from
 the given environment), ``--header-env`` (``Name=VAR``: the value is VAR's, whole),
 ``--header-env-if-set`` (the same, no header when VAR is unset or blank), ``--bearer-env``
-(``Authorization: Bearer`` and VAR's value), ``--ca-file`` and ``--allow-insecure-http`` before
+(an Authorization header: the Bearer scheme and VAR's value), ``--ca-file`` and ``--allow-insecure-http`` before
 anything connects,
 and raises :class:`TargetError` with one line. No message ever contains a header value: a
 header is named by its name only. :func:`shown_url` is the URL as wrap prints it (no user
