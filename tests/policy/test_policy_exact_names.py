@@ -133,3 +133,27 @@ def test_a_selector_in_the_exact_form_is_the_tool_not_an_alias():
     assert flows.violation("deploy", {}) is not None
     flows.enter("net", {})
     assert flows.violation("deploy", {}) is None
+
+
+def test_check_and_explain_accept_the_exact_form(tmp_path):
+    """As a user runs them: `policy check` loads it without a warning, `policy explain` allows
+    the tool named `*` and nothing else (docs/policy-tools.md)."""
+    import os
+    import subprocess
+
+    from tests.conftest import ASSAY
+
+    p = tmp_path / "assay.yaml"
+    p.write_text('version: "2.0"\ntools:\n  allow: ["=*", "=x*"]\nenforcement: {unconstrained_tools: allow}\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60, env=env)
+
+    res = run("check", "--strict", str(p))
+    assert res.returncode == 0 and res.stderr == "", res
+    verdicts = {}
+    for tool in ("*", "x*", "exec", "xy"):
+        res = run("explain", str(p), "--tool", tool, "--json")
+        verdicts[tool] = (res.returncode, json.loads(res.stdout)["verdict"])
+    assert verdicts == {"*": (0, "allow"), "x*": (0, "allow"), "exec": (1, "deny"), "xy": (1, "deny")}
