@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     import cyclopts
 
     from assay.logs.entries import Entry
-    from assay.logs.suggest_text import Plan
 
 
 def _create_new(path: str, data: bytes) -> None:
@@ -73,6 +72,7 @@ def register(policy: cyclopts.App) -> None:
         from assay.logs.entries import listed_tool
         from assay.logs.files import Counts, LogError, log_files, read_entries
         from assay.logs.suggest import Observed, SuggestError, client_record, suggest
+        from assay.logs.suggest_text import approval_summary
         from assay.logs.view import Filter, admitted
         from assay.policy.files import user_home
         from assay.sessions.paths import state_dir as resolve
@@ -131,25 +131,3 @@ def register(policy: cyclopts.App) -> None:
             sys.stderr.write(f"assay: {line}\n")
         return 0
 
-
-def approval_summary(plan: Plan) -> list[str]:
-    """What the stderr summary says of approvals: which tools need one and what a client
-    without elicitation gets, which destructive tools were left unasked and why, and whose
-    clients the logs say nothing about."""
-    from assay.logs.suggest_text import quoted
-
-    def names(tools: list[str]) -> str:
-        shown = ", ".join(quoted(t, lossy=True) for t in tools[:5])
-        return shown + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
-
-    lines = []
-    if plan.approvals:
-        lines.append(f"approval needed for {names(plan.approvals)}: a person is asked through the client; "
-                     "a client without elicitation gets tools.approval_fallback: deny (the call is refused)")
-    if plan.unaskable:
-        lines.append(f"left without approval though annotated destructive: {names([t for t, _ in plan.unaskable])} "
-                     "(a client that called it declared no elicitation, so it could never approve)")
-    if plan.ask_unknown:
-        lines.append(f"the logs do not say whether the clients of {names(plan.ask_unknown)} can answer an approval "
-                     "(no assay.client.capabilities record)")
-    return lines

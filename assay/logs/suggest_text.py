@@ -21,7 +21,7 @@ from typing import Final
 
 from assay.policy.patterns import exact_pattern
 
-__all__ = ["Plan", "Unwritable", "printable", "quoted", "render"]
+__all__ = ["Plan", "Unwritable", "approval_summary", "printable", "quoted", "render"]
 
 _ESCAPED: Final = re.compile(r'[^\x20-\x7e]|["\\]')
 _PRINTABLE: Final = re.compile(r"[\x20-\x7e\n]*")
@@ -129,3 +129,25 @@ def render(plan: Plan) -> str:
         out.append("# assay mcp protect --help, assay mcp wrap --help):")
         out += [f"#   {quoted(t)}: {why}" for t, why in plan.unconfined]
     return "\n".join(out) + "\n"
+
+
+def approval_summary(plan: Plan) -> list[str]:
+    """What the stderr summary says of approvals: which tools need one and what a client
+    without elicitation gets, which destructive tools were left unasked and why, and whose
+    clients the logs say nothing about."""
+
+    def names(tools: list[str]) -> str:
+        shown = ", ".join(quoted(t, lossy=True) for t in tools[:5])
+        return shown + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
+
+    lines: list[str] = []
+    if plan.approvals:
+        lines.append(f"approval needed for {names(plan.approvals)}: a person is asked through the client; "
+                     "a client without elicitation gets tools.approval_fallback: deny (the call is refused)")
+    if plan.unaskable:
+        lines.append(f"left without approval though annotated destructive: {names([t for t, _ in plan.unaskable])} "
+                     "(a client that called it declared no elicitation, so it could never approve)")
+    if plan.ask_unknown:
+        lines.append(f"the logs do not say whether the clients of {names(plan.ask_unknown)} can answer an approval "
+                     "(no assay.client.capabilities record)")
+    return lines

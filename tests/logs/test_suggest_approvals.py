@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-from assay.cli.policy_suggest import approval_summary
 from assay.logs.entries import Entry, parse_line
 from assay.logs.suggest import Observed, suggest
 from assay.policy import load_policy
@@ -28,6 +27,12 @@ def call(tool: str, session: str | None = "client:1:1", server: str = "fs", **ar
 def client(elicitation: str, session: str | None = "client:1:1", server: str = "fs", name: str = "host") -> dict:
     return {"declared_in": "initialize", "client": {"name": name}, "elicitation": elicitation, "session": session,
             "server": server}
+
+
+def approval_summary(plan) -> list[str]:
+    from assay.logs.suggest_text import approval_summary as summary
+
+    return summary(plan)
 
 
 def run(calls: list[Entry], clients=(), listed=(WRITE,)):

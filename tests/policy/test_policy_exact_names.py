@@ -10,12 +10,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.policy import NameMatcher, PolicyError, evaluate, exact_name, exact_pattern, load_policy, pattern_matches
+from assay.policy import NameMatcher, PolicyError, evaluate, load_policy, pattern_matches
 from assay.policy.explain import explain
 from assay.policy.pipeline import Call, Pipeline, RateGuard
 from assay.policy.rates import tracker_for
 from assay.policy.toolview import tool_summary
 from assay.wrap.reports import declared_tools_of
+
+
+def exact_pattern(name: str) -> str:
+    from assay.policy import exact_pattern as written
+
+    return written(name)
+
+
+def exact_name(pattern: str) -> str | None:
+    from assay.policy import exact_name as read
+
+    return read(pattern)
 
 
 def policy(doc: dict, warn=None):

@@ -9,10 +9,8 @@ import json
 import pytest
 
 from assay.logs.entries import OTHER, parse_line
-from assay.logs.suggest import Observed, client_record
 from assay.policy import load_policy
 from assay.wrap.effects import Sink
-from assay.wrap.records.clients import EVENTS_MAX
 from assay.wrap.session import SessionOptions
 from tests.wrap._harness import Harness
 
@@ -70,6 +68,8 @@ def test_an_initialize_records_what_the_client_declared(capabilities, mode):
 
 
 def test_a_later_initialize_is_recorded_again_and_the_records_are_bounded():
+    from assay.wrap.records.clients import EVENTS_MAX
+
     h = logged()
     kinds = []
     for i in range(EVENTS_MAX + 5):
@@ -109,6 +109,8 @@ def test_no_decision_log_no_client_event():
 
 
 def test_log_passes_the_event_over_and_suggest_reads_it():
+    from assay.logs.suggest import Observed, client_record
+
     h = logged()
     [raw] = h.client(initialize(0, {"elicitation": {"url": {}}}, {"name": "c"})).records(Sink.DECISION_LOG)
     assert parse_line(raw) == OTHER  # not a call, not counted as skipped (docs/log.md, "What it reads")
