@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Final
 
 from assay.wrap.records.encoding import event_line
+from assay.wrap.replies import PROTOCOL_VERSION_META
 
 __all__ = ["CLIENT_TYPE", "EVENTS_MAX", "ClientNotes", "client_data", "client_line", "new_client_id"]
 
@@ -27,8 +28,6 @@ CLIENT_TYPE: Final = "assay.client.capabilities"
 EVENTS_MAX: Final = 16  # events of this type per run: a client that keeps changing its mind is not logged forever
 TEXT_MAX: Final = 256  # characters of a client name, version or protocol version
 CLIENT_INFO_META: Final = "io.modelcontextprotocol/clientInfo"
-CAPABILITIES_META: Final = "io.modelcontextprotocol/clientCapabilities"
-VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
 
 
 def new_client_id() -> str:
@@ -98,7 +97,7 @@ class ClientNotes:
         what the last such request declared (or past the cap)."""
         if not self.open:
             return None
-        version, info = meta.get(VERSION_META), meta.get(CLIENT_INFO_META)
+        version, info = meta.get(PROTOCOL_VERSION_META), meta.get(CLIENT_INFO_META)
         key = (elicitation, _text(version), *(_text(info.get(k)) if isinstance(info, dict) else None for k in ("name", "version")))
         if key == self._last_request:
             return None
