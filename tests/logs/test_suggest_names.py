@@ -164,3 +164,15 @@ def test_each_odd_name_round_trips(name):
     policy = load_policy(result.text.encode())
     assert sorted(names_allowed(policy, [name, "read_file"])) == sorted({name, "read_file"})
     assert yaml.load(result.text, Loader=LIBYAML) == parse_yaml(result.text)
+
+
+def test_a_policy_longer_than_the_ceiling_wrap_reads_is_not_written():
+    from assay.logs.suggest import SuggestError
+
+    calls = [entry("t" * 5000 + str(i)) for i in range(3)]
+    observed = Observed()
+    for c in calls:
+        observed.call(c)
+    with pytest.raises(SuggestError, match="more than the policy ceiling of 10,000"):
+        suggest(observed, lambda: iter(calls), home=None, header=[], ceiling=10_000)
+    assert suggest(observed, lambda: iter(calls), home=None, header=[], ceiling=100_000).replayed == 3
