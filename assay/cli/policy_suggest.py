@@ -56,7 +56,7 @@ def register(policy: cyclopts.App) -> None:
     ) -> int:
         """Write a least-privilege policy from the decision logs of an observed session.
 
-        Allows the tools that were called and denies the rest, asks approval for tools annotated destructive, confines path arguments to the directories the recorded calls used (needs wrap --log-arguments), and checks that replaying the logs against it denies no observed call.
+        Allows the tools that were called (each by its exact name) and denies the rest, asks approval for tools annotated destructive (unless a client that called one cannot answer an approval: it declared no elicitation), confines path arguments to the directories the recorded calls used (needs protect or wrap --log-arguments; the file names each tool left unconfined, and why), and checks that replaying the logs against it denies no observed call. assay mcp policy --help says what each key of the file does.
 
         Exit codes: 0 written; 1 nothing to suggest, or the result would deny an observed call; 2 usage error, unreadable log, or --out exists.
 
@@ -71,7 +71,8 @@ def register(policy: cyclopts.App) -> None:
         """
         from assay.logs.entries import listed_tool
         from assay.logs.files import Counts, LogError, log_files, log_paths, read_entries
-        from assay.logs.suggest import Observed, SuggestError, suggest
+        from assay.logs.suggest import Observed, SuggestError, client_record, suggest
+        from assay.logs.suggest_text import approval_summary
         from assay.logs.view import Filter, admitted
         from assay.policy.files import user_home
 
@@ -81,6 +82,10 @@ def register(policy: cyclopts.App) -> None:
             data = listed_tool(line)
             if data is not None:
                 observed.listing(data)
+                return
+            facts = client_record(line)
+            if facts is not None:
+                observed.client(facts)
 
         try:
             files = log_files(log_paths(list(logs or ()), state_dir, os.environ))
@@ -95,10 +100,11 @@ def register(policy: cyclopts.App) -> None:
                 f"Suggested by `assay mcp policy suggest` on {stamp} from {observed.calls} observed call"
                 f"{'s' if observed.calls != 1 else ''} in {len(files)} log file{'s' if len(files) != 1 else ''}.",
                 "Least privilege: what the session used is allowed, everything else is denied.",
-                "Read it before you use it: docs/policy.md says what each key does.",
+                "Read it before you use it: assay mcp policy --help says what each key does.",
             ]
             if not observed.with_arguments:
-                header.append("No call had recorded arguments (wrap --log-arguments): no path is confined.")
+                header.append("No call had recorded arguments (protect or wrap ran without --log-arguments):")
+                header.append("no path is confined.")
             result = suggest(observed, calls, home=user_home(), header=header)
         except LogError as exc:  # a log that cannot be read: a failure, not a usage error
             raise Fatal(str(exc)) from None
@@ -119,4 +125,7 @@ def register(policy: cyclopts.App) -> None:
             f"{'s' if result.replayed != 1 else ''} against it: none denied"
             f"{f', {result.approvals} need approval' if result.approvals else ''}\n"
         )
+        for line in approval_summary(result.plan):
+            sys.stderr.write(f"assay: {line}\n")
         return 0
+

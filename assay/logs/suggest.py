@@ -1,22 +1,29 @@
 """A least-privilege policy from an observed session (docs/log.md, "assay mcp policy suggest").
 
-Sans-IO: the calls and tool listings read from the logs in, the policy's text out, checked by
-replaying every observed call against it with the same loader and pipeline wrap uses.
+Sans-IO: the calls, tool listings and client records read from the logs in, the policy's text
+out (:mod:`assay.logs.suggest_text` writes it), checked by replaying every observed call
+against it with the same loader and pipeline wrap uses.
 
 What the policy says:
 
 - ``tools.allow``: every tool that was called and not denied (an ``allow``, an
-  ``allow_with_warning``, or a ``would_deny`` that an observing wrap forwarded); every other
-  tool is then denied. Tools that were denied by the policy in force, and tools a server listed
-  but that were never called, are named in comments and stay denied.
+  ``allow_with_warning``, or a ``would_deny`` that an observing wrap forwarded), each by its
+  exact name (:func:`~assay.policy.patterns.exact_pattern`: a name that holds a ``*`` or starts
+  with ``=`` is written ``=name``, so it allows that one tool and no other); every other tool is
+  then denied. Tools that were denied by the policy in force, and tools a server listed but that
+  were never called, are named in comments and stay denied.
 - ``tools.approval_required``: the allowed tools a server annotated destructive
   (``destructiveHint: true``, or ``readOnlyHint: false`` with no ``destructiveHint``: the MCP
-  default) in an ``assay.tool.listed`` record.
+  default) in an ``assay.tool.listed`` record, unless a client that called the tool cannot
+  answer an approval (its ``assay.client.capabilities`` records say it declared no form-mode
+  elicitation): an everyday tool of that client is not put behind an approval it can never
+  give; a comment names it. ``tools.approval_fallback: deny`` is written with them.
 - ``path_confinement``: for each allowed tool, the arguments whose every recorded value
   (``--log-arguments``) was an absolute path, confined to the directories those paths used
   (not when a call's arguments were cut at ``--log-arguments-max``: the rest is unknown):
   a path's own directory, or the path itself when it is a directory another value lies in, or
-  when its directory would be ``/``; directories inside ``home`` are written ``~/...``.
+  when its directory would be ``/``; directories inside ``home`` are written ``~/...``. A
+  comment names each allowed tool left unconfined, and why.
 - ``enforcement.unconstrained_tools: warn``: no schemas are guessed.
 
 :func:`suggest` replays the observed calls: a confinement that would deny one is dropped (a
@@ -33,14 +40,22 @@ from typing import Any, Final
 import msgspec
 
 from assay.logs.entries import Entry
+from assay.logs.suggest_text import Plan, Unwritable, printable, quoted, render
 from assay.policy.paths import PathRefused, is_inside, normalize_path, path_from_argument
 from assay.wrap.records.arguments import is_cut
 
-__all__ = ["Observed", "Suggestion", "SuggestError", "suggest", "replay"]
+__all__ = ["Observed", "Suggestion", "SuggestError", "client_record", "directories", "suggest", "replay"]
 
 MAX_PATHS: Final = 10_000  # distinct values kept per tool argument; past it the argument is not confined
 MAX_TOOLS: Final = 10_000  # distinct tool names (called or listed): past it the logs are no one session
+MAX_CLIENTS: Final = 10_000  # distinct (session, server) pairs whose client records are kept
+MAX_CALLERS: Final = 4_096  # distinct (session, server) pairs kept per tool; past it its clients are unknown
+MAX_KEY: Final = 1_024  # characters of a session key and server label kept as a pair
 _OBSERVED: Final = frozenset({"allow", "allow_with_warning", "would_deny"})
+_CLIENT_TYPE: Final = b'"assay.client.capabilities"'
+_decoder = msgspec.json.Decoder()
+
+Key = tuple[str | None, str | None]  # (session, server): the wrap a call or a client record belongs to
 
 
 class SuggestError(Exception):
@@ -51,7 +66,10 @@ class SuggestError(Exception):
 class _Tool:
     calls: int = 0
     denied: int = 0
+    recorded: int = 0  # calls with recorded arguments (wrap --log-arguments)
     servers: set[str] = field(default_factory=set)
+    callers: set[Key] = field(default_factory=set)  # the wraps its observed calls went through
+    callers_cut: bool = False  # more callers than MAX_CALLERS, or one with an overlong key
     # argument -> its absolute paths (normal forms); None once a value was not one
     paths: dict[str, set[str] | None] = field(default_factory=dict)
     cut: bool = False  # some recorded arguments were cut (docs/wrap-records.md, "Logged arguments")
@@ -59,10 +77,13 @@ class _Tool:
 
 @dataclass
 class Observed:
-    """What the logs showed: the calls per tool, and the tools servers listed."""
+    """What the logs showed: the calls per tool, the tools servers listed, and what each wrap's
+    client declared (elicitation: ``form``, ``url``, ``none``)."""
 
     tools: dict[str, _Tool] = field(default_factory=dict)
     listed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    clients: dict[Key, set[str]] = field(default_factory=dict)
+    client_names: dict[Key, set[str]] = field(default_factory=dict)
     calls: int = 0
     with_arguments: int = 0
 
@@ -77,8 +98,15 @@ class Observed:
         tool.calls += 1
         if entry.server:
             tool.servers.add(entry.server)
+        key = (entry.session, entry.server)
+        if key not in tool.callers:
+            if len(tool.callers) >= MAX_CALLERS or sum(len(k or "") for k in key) > MAX_KEY:
+                tool.callers_cut = True
+            else:
+                tool.callers.add(key)
         if entry.has_arguments and isinstance(entry.arguments, dict):
             self.with_arguments += 1
+            tool.recorded += 1
             if is_cut(entry.arguments):  # cut at --log-arguments-max: the rest is unknown
                 tool.cut = True
                 return
@@ -89,6 +117,57 @@ class Observed:
         name = data.get("tool")
         if isinstance(name, str) and (name in self.listed or len(self.listed) < MAX_TOOLS):
             self.listed[name] = data
+
+    def client(self, data: dict[str, Any]) -> None:
+        """An ``assay.client.capabilities`` record's ``data`` (:func:`client_record`)."""
+        session, server, mode = data.get("session"), data.get("server"), data.get("elicitation")
+        if not (session is None or isinstance(session, str)) or not isinstance(server, str) or not isinstance(mode, str):
+            return
+        key = (session, server)
+        if key not in self.clients and (len(self.clients) >= MAX_CLIENTS or len(session or "") + len(server) > MAX_KEY):
+            return
+        self.clients.setdefault(key, set()).add(mode if mode in ("form", "url") else "none")
+        client = data.get("client")
+        name = client.get("name") if isinstance(client, dict) else None
+        names = self.client_names.setdefault(key, set())
+        if isinstance(name, str) and len(names) < 4:
+            names.add(name[:64])
+
+    def askable(self, name: str) -> str:
+        """Whether every client that called ``name`` could answer an approval: ``yes``; ``no``
+        when one of them declared no form-mode elicitation in every record of its wrap;
+        ``unknown`` when some caller has no record (logs of an older assay, no decision log)."""
+        tool = self.tools[name]
+        modes = [self.clients.get(k) for k in tool.callers]
+        if any(m is not None and "form" not in m for m in modes):
+            return "no"
+        if tool.callers_cut or not modes or any(m is None for m in modes):
+            return "unknown"
+        return "yes"
+
+    def unaskable_clients(self, name: str) -> list[str]:
+        """The names of the clients that called ``name`` and cannot answer an approval."""
+        found: set[str] = set()
+        for key in self.tools[name].callers:
+            modes = self.clients.get(key)
+            if modes is not None and "form" not in modes:
+                found |= self.client_names.get(key, set())
+        return sorted(found)[:4]
+
+
+def client_record(line: bytes) -> dict[str, Any] | None:
+    """The ``data`` of an ``assay.client.capabilities`` record (docs/wrap-records.md, "The
+    client"), when ``line`` is one, else None."""
+    if _CLIENT_TYPE not in line:
+        return None
+    try:
+        doc = _decoder.decode(line)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("type") != "assay.client.capabilities":
+        return None
+    data = doc.get("data")
+    return data if isinstance(data, dict) else None
 
 
 def _note_path(tool: _Tool, name: str, value: Any) -> None:
@@ -115,7 +194,7 @@ def _note_path(tool: _Tool, name: str, value: Any) -> None:
         tool.paths[name] = None
 
 
-def _destructive(listed: dict[str, Any] | None) -> bool:
+def destructive(listed: dict[str, Any] | None) -> bool:
     notes = listed.get("annotations") if listed else None
     if not isinstance(notes, dict):
         return False
@@ -152,12 +231,8 @@ def _root_of(path: str, roots: set[str]) -> str | None:
 class Suggestion:
     text: str
     replayed: int
-    approvals: int
-    dropped: list[str]
-
-
-def _q(text: str) -> str:
-    return msgspec.json.encode(text).decode()  # a YAML double-quoted scalar: JSON escapes are YAML's
+    approvals: int  # observed calls that need approval under it
+    plan: Plan
 
 
 def _shown(directory: str, home: str | None) -> str:
@@ -166,67 +241,32 @@ def _shown(directory: str, home: str | None) -> str:
     return directory
 
 
-def _render(observed: Observed, confined: dict[str, list[tuple[list[str], list[str]]]], dropped: list[str],
-            header: list[str]) -> str:
-    allowed = sorted(t for t, info in observed.tools.items() if info.calls)
-    denied = sorted(t for t, info in observed.tools.items() if info.denied and not info.calls)
-    unused = sorted(t for t in observed.listed if t not in observed.tools)
-    approvals = [t for t in allowed if _destructive(observed.listed.get(t))]
-    out = [f"# {line}" if line else "#" for line in header]
-    out += ['version: "2.0"', 'name: "suggested"', "tools:", "  # the tools that were called; every other tool is denied"]
-    out.append("  allow:" if allowed else "  allow: []")
-    for t in allowed:
-        info = observed.tools[t]
-        where = f" via {', '.join(sorted(info.servers))}" if info.servers else ""
-        out.append(f"    - {_q(t)}  # {info.calls} call{'s' if info.calls != 1 else ''}{where}")
-    if approvals:
-        out.append("  # annotated destructive by their server: a person approves each call (docs/policy.md, \"Approvals\")")
-        out.append("  approval_required:")
-        out += [f"    - {_q(t)}" for t in approvals]
-    if denied:
-        out.append("  # called, but denied by the policy in force (left denied):")
-        out += [f"  #   {_q(t)}: {observed.tools[t].denied} denied" for t in denied]
-    if unused:
-        out.append("  # listed by a server but never called (denied):")
-        out += [f"  #   {_q(t)}{' (destructive)' if _destructive(observed.listed[t]) else ''}" for t in unused]
-    out += ["enforcement:", "  # no schemas were guessed: give each allowed tool one (docs/policy.md, \"Schemas\"),",
-            "  # then make this deny", "  unconstrained_tools: warn"]
-    rules = [(tools, args, within) for (args, within), tools in _grouped(confined).items()]
-    if rules or dropped:
-        out.append("# path arguments, confined to the directories the observed calls used")
-        out.append("path_confinement:" if rules else "path_confinement: []")
-    for tools, args, within in sorted(rules):
-        out.append(f"  - tools: [{', '.join(_q(t) for t in tools)}]")
-        out.append(f"    args: [{', '.join(_q(a) for a in args)}]")
-        out.append(f"    within: [{', '.join(_q(d) for d in within)}]")
-    for why in dropped:
-        out.append(f"# not confined: {why}")
-    return "\n".join(out) + "\n"
+def _writable(name: str) -> bool:
+    try:
+        quoted(name)
+    except Unwritable:
+        return False
+    return True
 
 
-def _grouped(confined: dict[str, list[tuple[list[str], list[str]]]]) -> dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]]:
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-    for tool, rules in confined.items():
-        for args, within in rules:
-            groups.setdefault((tuple(args), tuple(within)), []).append(tool)
-    return {key: sorted(tools) for key, tools in groups.items()}
-
-
-def _confinements(observed: Observed, home: str | None, skip: set[str]) -> tuple[dict[str, list[tuple[list[str], list[str]]]], list[str]]:
-    """tool -> its rules (arguments, directories). The directories are those of the session's
-    paths taken together (:func:`directories`), so a listing of ``/ws`` and reads below it give
-    ``/ws`` to both tools; each argument gets the ones its own values lie in."""
-    used = [(tool, arg, values) for tool in sorted(observed.tools) if observed.tools[tool].calls
-            for arg, values in sorted(observed.tools[tool].paths.items()) if values]
+def _confinements(observed: Observed, allowed: list[str], home: str | None, skip: set[str]) -> tuple[
+        dict[str, list[tuple[list[str], list[str]]]], list[tuple[str, str]]]:
+    """tool -> its rules (arguments, directories), and each allowed tool left unconfined with
+    why. The directories are those of the session's paths taken together (:func:`directories`),
+    so a listing of ``/ws`` and reads below it give ``/ws`` to both tools; each argument gets
+    the ones its own values lie in."""
+    used = [(tool, arg, values) for tool in allowed for arg, values in sorted(observed.tools[tool].paths.items())
+            if values]
     roots = set(directories(v for _, _, values in used for v in values))
     confined: dict[str, list[tuple[list[str], list[str]]]] = {}
-    notes: list[str] = []
+    why: dict[str, str] = {}
     for tool, arg, values in used:
-        if observed.tools[tool].cut:
-            notes.append(f"{_q(tool)} argument {_q(arg)}: some of its calls' arguments were cut in the log")
+        info = observed.tools[tool]
+        if info.cut:
+            why[tool] = "some of its calls' arguments were cut in the log (wrap --log-arguments-max)"
             continue
         if tool in skip:
-            notes.append(f"{_q(tool)} argument {_q(arg)}: a confinement would deny an observed call")
+            why[tool] = "a confinement of its paths would deny an observed call"
             continue
         held = {root for v in values if (root := _root_of(v, roots)) is not None}
         within = [_shown(d, home) for d in sorted(held)]
@@ -237,7 +277,47 @@ def _confinements(observed: Observed, home: str | None, skip: set[str]) -> tuple
                 break
         else:
             rules.append(([arg], within))
-    return confined, notes
+    unconfined: list[tuple[str, str]] = []
+    for tool in allowed:
+        if tool in confined:
+            continue
+        info = observed.tools[tool]
+        if tool in why:
+            unconfined.append((tool, why[tool]))
+        elif not info.recorded:
+            unconfined.append((tool, "no call had recorded arguments (wrap ran without --log-arguments)"))
+        else:
+            unconfined.append((tool, "no argument held only absolute paths in every recorded call"))
+    return confined, unconfined
+
+
+def _grouped(confined: dict[str, list[tuple[list[str], list[str]]]]) -> list[tuple[list[str], list[str], list[str]]]:
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for tool, rules in confined.items():
+        for args, within in rules:
+            groups.setdefault((tuple(args), tuple(within)), []).append(tool)
+    return sorted((sorted(tools), list(args), list(within)) for (args, within), tools in groups.items())
+
+
+def _plan(observed: Observed, home: str | None, header: list[str], skip: set[str], unwritable: set[str]) -> Plan:
+    names = sorted(observed.tools)
+    allowed = [t for t in names if observed.tools[t].calls and t not in unwritable]
+    destructive_tools = [t for t in allowed if destructive(observed.listed.get(t))]
+    confined, unconfined = _confinements(observed, allowed, home, skip)
+    unused = sorted(t for t in observed.listed if t not in observed.tools and _writable(t))
+    return Plan(
+        header=header,
+        allowed=[(t, observed.tools[t].calls, sorted(observed.tools[t].servers)) for t in allowed],
+        approvals=[t for t in destructive_tools if observed.askable(t) != "no"],
+        unaskable=[(t, observed.unaskable_clients(t)) for t in destructive_tools if observed.askable(t) == "no"],
+        ask_unknown=[t for t in destructive_tools if observed.askable(t) == "unknown"],
+        denied=[(t, observed.tools[t].denied) for t in names if observed.tools[t].denied and not observed.tools[t].calls
+                and t not in unwritable],
+        unused=[(t, destructive(observed.listed[t])) for t in unused],
+        unwritable=len(unwritable),
+        rules=_grouped(confined),
+        unconfined=unconfined,
+    )
 
 
 def replay(text: str, calls: Iterable[Entry], home: str | None) -> tuple[int, int, list[Entry]]:
@@ -265,19 +345,38 @@ def replay(text: str, calls: Iterable[Entry], home: str | None) -> tuple[int, in
 
 
 def suggest(observed: Observed, calls: Callable[[], Iterable[Entry]], *, home: str | None,
-            header: list[str]) -> Suggestion:
-    """The policy (module docstring). ``calls`` gives the observed calls again for the replay."""
+            header: list[str], ceiling: int | None = None) -> Suggestion:
+    """The policy (module docstring). ``calls`` gives the observed calls again for the replay;
+    ``ceiling`` is the policy byte ceiling wrap will read it under (``ASSAY_MCP_MAX_POLICY_BYTES``)."""
+    from assay.policy.errors import PolicyError
+    from assay.policy.files import policy_ceiling
+
     if not observed.calls:
         raise SuggestError("no allowed or observed call in the logs: nothing to allow")
+    limit = policy_ceiling(ceiling)
+    unwritable = {t for t in observed.tools if not _writable(t)}  # no YAML form: left out, so denied
     skip: set[str] = set()
     while True:
-        confined, dropped = _confinements(observed, home, skip)
-        text = _render(observed, confined, dropped, header)
-        judged, approvals, denied = replay(text, calls(), home)
+        plan = _plan(observed, home, header, skip, unwritable)
+        if not plan.allowed:
+            raise SuggestError("no observed tool has a name a policy file can hold: nothing to allow")
+        text = render(plan)
+        if not printable(text):  # never expected: every value is escaped; checked all the same
+            raise SuggestError("the suggested policy would hold a character outside printable ASCII; not written")
+        size = len(text)
+        if size > limit:
+            raise SuggestError(f"the suggested policy would be {size:,} bytes, more than the policy ceiling of "
+                               f"{limit:,} (ASSAY_MCP_MAX_POLICY_BYTES); not written")
+        try:
+            judged, approvals, denied = replay(text, (e for e in calls() if e.tool not in unwritable), home)
+        except PolicyError as exc:  # never expected: the text is ours; said in one line all the same
+            raise SuggestError(f"the suggested policy does not load ({exc.detail}); not written") from None
         confinement = {e.tool for e in denied} - skip
         if not denied:
-            return Suggestion(text, judged, approvals, dropped)
-        if not confinement or not confined.keys() & confinement:
+            return Suggestion(text, judged, approvals, plan)
+        ruled = {t for tools, _, _ in plan.rules for t in tools}
+        if not confinement or not ruled & confinement:
             first = denied[0]
-            raise SuggestError(f"the suggested policy would deny an observed call of {_q(first.tool)}; not written")
+            raise SuggestError(f"the suggested policy would deny an observed call of {quoted(first.tool, lossy=True)}; "
+                               "not written")
         skip |= confinement

@@ -44,7 +44,7 @@ from assay.policy.errors import PolicyError
 from assay.policy.files import PolicyFileError, load_policy_file, policy_ceiling, read_policy_fd, read_policy_file
 from assay.policy.loader import load_policy
 from assay.policy.model import Limits, PathRule, Policy, RateRule, ToolPin, ToolRules
-from assay.policy.patterns import NameMatcher, pattern_matches
+from assay.policy.patterns import NameMatcher, exact_name, exact_pattern, pattern_matches
 
 __all__ = [
     "PolicyError",
@@ -71,6 +71,8 @@ __all__ = [
     "tool_identity",
     "pattern_matches",
     "NameMatcher",
+    "exact_pattern",
+    "exact_name",
     "DEFAULT_SERVER_ID",
     "REASONS",
 ]

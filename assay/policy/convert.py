@@ -23,6 +23,7 @@ from assay.policy.model import (
     ToolPin,
     ToolRules,
 )
+from assay.policy.patterns import EXACT
 from assay.policy.reader import Reader, Structure, json_value
 from assay.policy.schemacheck import slow_patterns, unresolvable_refs
 
@@ -185,6 +186,10 @@ def convert(
         )
 
     warnings.extend(slow_patterns(schemas))
+
+    for section, named in (("schemas", schemas), ("tool_pins", pins), ("tool_classes", classes)):
+        warnings.extend(f"{section}.{key}: a key names one tool as it is written, so this is the tool named {key!r} "
+                        f"(the exact-name form '=name' is for lists of patterns)" for key in named if key.startswith(EXACT))
 
     if signatures is not None and signatures["check_descriptions"]:
         warnings.append("signatures.check_descriptions has no effect (descriptions are not verified at runtime)")

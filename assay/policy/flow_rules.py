@@ -15,6 +15,7 @@ from typing import Any
 from assay.policy.argregex import ArgRegexError, compile_arg_regex
 from assay.policy.durations import DurationError, parse_duration
 from assay.policy.model import FlowRule
+from assay.policy.patterns import EXACT
 from assay.policy.reader import unknown_key
 from assay.policy.sequence_rules import RULE_KINDS, Rule, Selector
 from assay.policy.yamlio import type_name
@@ -206,6 +207,9 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
             kw[f] = _string(m[f], where)
             if not kw[f]:
                 raise FlowError("validation", where, "must not be empty (it would block every tool)")
+            if kw[f].startswith(EXACT):  # a substring, not a pattern: the exact form has no meaning here
+                raise FlowError("validation", where, "a blocklist pattern is a plain substring, so the exact-name "
+                                "form '=name' is refused here: deny one tool by name in tools.deny instead")
     for f in _SELECTOR_FIELDS:
         sel = kw.get(f)
         if sel is not None and sel.response is not None and (kind, f) != ("never_after", "trigger"):
@@ -232,6 +236,9 @@ def parse_flows(
             where = f"aliases.{key}"
             if not key:
                 raise FlowError("validation", "aliases", "an alias name must not be empty")
+            if key.startswith(EXACT):  # a selector "=x" is always the tool x, never an alias
+                raise FlowError("validation", where, "an alias name must not start with '=' (a selector '=name' "
+                                "names the tool exactly, never an alias)")
             if not isinstance(members, list):
                 raise FlowError("structure", where, f"expected a list of tool names or patterns, got {type_name(members)}")
             if not members:

@@ -1,19 +1,30 @@
 """Tool-name patterns (docs/policy.md, "Tool-name patterns"), compiled once per list.
 
-Five forms only: exact (no ``*``), ``*`` runs on both ends (substring, empty remainder = all),
-trailing ``*`` (prefix), leading ``*`` (suffix); a ``*`` anywhere else is a literal character.
-A list compiles to a set plus prefix/suffix tuples so a check is a few C-level calls.
+Six forms only: ``=name`` (exact: the name after the one ``=``, whatever characters it holds,
+``*`` and ``=`` included), exact (no ``*``), ``*`` runs on both ends (substring, empty remainder
+= all), trailing ``*`` (prefix), leading ``*`` (suffix); a ``*`` anywhere else is a literal
+character. A list compiles to a set plus prefix/suffix tuples so a check is a few C-level calls.
+
+Every reader of a pattern goes through this module (the engine's lists, rate rules, path rules,
+flow selectors and aliases, ``inspect.tools``, ``resources``/``prompts``, ``assay mcp log``'s
+filters), so the exact form means the same everywhere; :func:`exact_pattern` writes the pattern
+of one name, :func:`exact_name` reads back the one name a pattern stands for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
-__all__ = ["pattern_matches", "NameMatcher"]
+__all__ = ["EXACT", "pattern_matches", "NameMatcher", "exact_pattern", "exact_name"]
+
+EXACT: Final = "="  # the exact-name form: ``=`` then the name, read literally
 
 
 def pattern_matches(name: str, pattern: str) -> bool:
     """One pattern against one name (the reference form; :class:`NameMatcher` is the fast one)."""
+    if pattern.startswith(EXACT):
+        return name == pattern[1:]
     if "*" not in pattern:
         return name == pattern
     starts, ends = pattern.startswith("*"), pattern.endswith("*")
@@ -25,6 +36,24 @@ def pattern_matches(name: str, pattern: str) -> bool:
     if starts:
         return name.endswith(pattern.lstrip("*"))
     return name == pattern
+
+
+def exact_pattern(name: str) -> str:
+    """The pattern that matches ``name`` and nothing else: the name itself when it reads as
+    itself (no ``*``, not starting with ``=``), else ``=`` and the name."""
+    if "*" in name or name.startswith(EXACT):
+        return EXACT + name
+    return name
+
+
+def exact_name(pattern: str) -> str | None:
+    """The one name ``pattern`` matches, or None when it can match more than one (``*`` at an
+    end, outside the exact form)."""
+    if pattern.startswith(EXACT):
+        return pattern[1:]
+    if pattern.startswith("*") or pattern.endswith("*"):
+        return None
+    return pattern
 
 
 class NameMatcher:
@@ -40,6 +69,9 @@ class NameMatcher:
         subs: list[str] = []
         match_all = False
         for p in self.patterns:
+            if p.startswith(EXACT):
+                exact.add(p[1:])
+                continue
             if "*" not in p:
                 exact.add(p)
                 continue

@@ -24,6 +24,7 @@ from assay.wrap.server_side import ServerSide
 
 if TYPE_CHECKING:
     from assay.wrap.approvals.room import ApprovalRoom
+    from assay.wrap.records.clients import ClientNotes
     from assay.wrap.inspection import Inspector
 
 __all__ = ["CallPath", "ToolCall", "tool_call_of"]
@@ -102,7 +103,13 @@ class CallPath:
                 ledger.receipt(raw, frame, True, None, out)
             return True
         if method == "initialize" and "id" in frame:  # a later initialize replaces what it said
-            self.can_elicit = approvals.can_elicit(frame.get("params"))
+            params = frame.get("params")
+            caps = params.get("capabilities") if isinstance(params, dict) else None
+            mode = approvals.elicitation_mode(caps)
+            self.can_elicit = mode == "form"
+            notes = ledger.clients
+            if notes is not None:  # docs/wrap-records.md, "The client"
+                ledger.client(notes.initialize(params, mode), out)
         elif method == _CANCELLED and self._asking is not None and self._asking.cancel(raw, frame, out):
             return False
         if "id" in frame:
@@ -122,6 +129,9 @@ class CallPath:
     def tool_call(self, call: ToolCall, out: list[Effect]) -> bool:
         """Decide one call (a call that needs a person's approval is asked first), record it,
         and deny it or let it through."""
+        notes = self.ledger.clients
+        if notes is not None and call.valid and "_meta" in call.params and notes.open:
+            self._declared(call, notes, out)
         pipeline = self.pipeline
         if pipeline.shared is None:
             return self._tool_call(call, pipeline.decide(call), out)
@@ -181,6 +191,14 @@ class CallPath:
             self.released.append(retry)
             return False
         return True
+
+    def _declared(self, call: ToolCall, notes: ClientNotes, out: list[Effect]) -> None:
+        """What a 2026-07-28-era call declares about its client in its own ``_meta`` (that era
+        has no ``initialize``), recorded when it differs from what the last one declared."""
+        meta = call.params["_meta"]
+        if isinstance(meta, dict) and replies.is_modern_request(call.frame):
+            mode = approvals.elicitation_mode(meta.get(approvals.CLIENT_CAPABILITIES_META))
+            self.ledger.client(notes.request(meta, mode), out)
 
     def flagged(self, out: list[Effect]) -> None:
         """The findings the inspection guard flagged in the arguments of the call just decided

@@ -11,6 +11,7 @@ from assay.policy import Decision
 from assay.wrap import records
 from assay.wrap.admission import Rejected, frame_digest
 from assay.wrap.effects import Effect, Record, Sink, Warn
+from assay.wrap.records.clients import ClientNotes
 
 __all__ = ["Ledger"]
 
@@ -22,7 +23,7 @@ class Ledger:
 
     __slots__ = (
         "_recorder", "active", "_sinks", "receipts", "receipting", "_seq",
-        "forwarded", "blocked", "rejected", "dropped",
+        "forwarded", "blocked", "rejected", "dropped", "clients",
     )
 
     def __init__(self, recorder: records.Recorder, sinks: tuple[Sink, ...], receipts: bool) -> None:
@@ -33,6 +34,8 @@ class Ledger:
         self.receipting = False  # receipts asked for and the run is a session
         self._seq = 0
         self.forwarded = self.blocked = self.rejected = self.dropped = 0
+        # what the client declares (docs/wrap-records.md, "The client"): noted when a log keeps it
+        self.clients = ClientNotes() if sinks else None
 
     def begin(self) -> None:
         """The run became a session: counts cover the session only; receipts start."""
@@ -72,6 +75,16 @@ class Ledger:
         """The ``assay.tool.listed`` event of a newly seen tool, to every decision sink
         (docs/wrap-records.md, "Tools seen")."""
         line = self._recorder.tool_listed(tool, digest, schema_hash, meta_hash)
+        for sink in self._sinks:
+            out.append(Record(sink, line))
+
+    def client(self, facts: dict[str, Any] | None, out: list[Effect]) -> None:
+        """The ``assay.client.capabilities`` event of what the client declared (``facts`` from
+        :class:`~assay.wrap.records.clients.ClientNotes`; None: nothing new), to every decision
+        sink (as ``assay.tool.listed``: the audit log holds calls only)."""
+        if facts is None:
+            return
+        line = self._recorder.client(**facts)
         for sink in self._sinks:
             out.append(Record(sink, line))
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from assay._version import __version__
 from assay.canonical import jcs_bytes
+from assay.policy.patterns import EXACT
 from assay.wrap.records.coverage import ROUTES_MAX, TOOLS_MAX, Coverage, coverage_name
 
 __all__ = [
@@ -49,6 +50,14 @@ def _explicit(name: Any) -> str | None:
     return name if name and "*" not in name else None
 
 
+def _named(pattern: Any) -> str | None:
+    """The tool a ``tools.allow``/``tools.deny`` entry declares: the name of the exact-name form
+    (``=*`` declares the tool ``*``), else :func:`_explicit`."""
+    if isinstance(pattern, str) and pattern.startswith(EXACT):
+        return pattern[1:] or None
+    return _explicit(pattern)
+
+
 def declared_tools_of(
     allow: Iterable[str] | None = None,
     deny: Iterable[str] | None = None,
@@ -60,7 +69,12 @@ def declared_tools_of(
     (without ``$defs``), legacy ``constraints[].tool`` and ``tool_pins`` keys; trimmed, pattern
     entries dropped, sorted."""
     declared: set[str] = set()
-    for group in (allow, deny, [k for k in schema_keys or () if k != "$defs"], constraint_tools, pin_keys):
+    for group in (allow, deny):
+        for item in group or ():
+            name = _named(item)
+            if name is not None:
+                declared.add(name)
+    for group in ([k for k in schema_keys or () if k != "$defs"], constraint_tools, pin_keys):
         for item in group or ():
             name = _explicit(item)
             if name is not None:

@@ -47,6 +47,7 @@ EVENT_ID_PREFIX = {
     "assay.tool.decision": "evt_decision_",
     "assay.tool.listed": "evt_tool_listed_",
     "assay.response.inspected": "evt_inspected_",
+    "assay.client.capabilities": "evt_client_",
 }
 
 
@@ -110,6 +111,11 @@ class WrapRun:
     def listed(self) -> list[dict]:
         """The `data` of every `assay.tool.listed` event of the decision log."""
         return [e["data"] for e in _ndjson(self.decision_log) if e["type"] == "assay.tool.listed"]
+
+    def clients(self) -> list[dict]:
+        """The `data` of every `assay.client.capabilities` event of the decision log (what the
+        client declared: docs/wrap-records.md, "The client")."""
+        return [e["data"] for e in _ndjson(self.decision_log) if e["type"] == "assay.client.capabilities"]
 
     def inspected(self) -> list[dict]:
         """The `data` of every `assay.response.inspected` event of the decision log."""

@@ -114,6 +114,14 @@ def assert_decisions(run: WrapRun, approval_state: str, denied: bool) -> None:
     assert [a["tool"] for a in run.audits()] == ["write_file", "read_file"]
 
 
+def assert_client(run: WrapRun, declared_in: str, elicitation: str, name: str) -> None:
+    """wrap recorded what the real client declared, once (docs/wrap-records.md, "The client")."""
+    [client] = run.clients()
+    assert (client["declared_in"], client["elicitation"]) == (declared_in, elicitation), client
+    assert client["client"]["name"] == name, client
+    assert client["server"] == run.label and "protocol_version" in client, client
+
+
 async def assert_ended(run: WrapRun) -> None:
     wraps, servers = run.pids()
     assert len(wraps) == 1 and len(servers) == 1, (wraps, servers)
@@ -131,6 +139,7 @@ async def test_python_client_accepts_and_the_write_happens(tmp_path, base_env):
     assert write.is_error is False and "wrote 13 bytes" in _text(write), write
     assert read.is_error is False and "approved text" in _text(read), read
     assert_decisions(run, "approved", denied=False)
+    assert_client(run, "initialize", "form", "mcp")
     await assert_ended(run)
 
 
@@ -153,8 +162,11 @@ async def test_python_client_without_elicitation_gets_the_fallback_deny(tmp_path
     assert_denied("write_file", write.is_error, write.structured_content, _text(write), "E_APPROVAL_DENIED")
     payload = json.loads(_text(write)[len(DENY_TEXT):])
     assert payload["approval"] == "unavailable" and "cannot ask a person" in payload["reason"]
+    assert "approval_fallback: allow" in payload["reason"]  # the deny names the fix
     assert read.is_error is True
     assert_decisions(run, "unavailable", denied=True)
+    assert "approval_fallback: allow" in run.decisions()[0]["reason"]  # and so does the log
+    assert_client(run, "initialize", "none", "mcp")
     await assert_ended(run)
 
 
@@ -181,6 +193,7 @@ async def test_ts_client_elicitation_handler(node, tmp_path, base_env, answer, s
         assert json.loads("".join(write["texts"])[len(DENY_TEXT):])["approval"] == which
         assert read["is_error"] is True  # never written
         assert_decisions(run, which, denied=True)
+    assert_client(run, "initialize", "none" if answer is None else "form", f"assay-e2e-ts-{sdk}-elicit-client")
     await assert_ended(run)
 
 
@@ -254,6 +267,7 @@ async def test_python_modern_client_answers_wraps_input_required(tmp_path, base_
         assert json.loads(_text(write)[len(DENY_TEXT):])["approval"] == which
         assert read.is_error is True and DENY_TEXT not in _text(read)  # never written
     assert_decisions(run, which, denied=answer != "accept")
+    assert_client(run, "request", "none" if answer is None else "form", "mcp")  # once: the retry declares the same
     await assert_ended(run)
 
 
@@ -273,6 +287,8 @@ async def test_ts_v2_modern_client_answers_wraps_input_required(node, tmp_path, 
         assert json.loads("".join(write["texts"])[len(DENY_TEXT):])["approval"] == which
         assert read["is_error"] is True
     assert_decisions(run, which, denied=answer != "accept")
+    said = {(c["declared_in"], c["elicitation"], c["client"]["name"]) for c in run.clients()}
+    assert said == {("request", "none" if answer is None else "form", "assay-e2e-ts-v2-elicit-client")}, said
     wraps, servers = run.pids()  # the auto-mode probe run and the session run
     assert len(wraps) == 2 and len(servers) == 2, (wraps, servers)
     await assert_all_ended(wraps + servers)

@@ -114,7 +114,8 @@ def test_torn_and_foreign_lines_are_skipped_and_counted(protected_logs):
 def test_follow_sees_a_line_appended_after_it_started(protected_logs):
     logs, env, cwd = protected_logs
     decisions = logs / "claude_desktop-tiny.decisions.ndjson"
-    first = decisions.read_bytes().splitlines(keepends=True)[0]
+    # a decision event to append again (the log opens with the client's: docs/wrap-records.md, "The client")
+    first = next(x for x in decisions.read_bytes().splitlines(keepends=True) if b'"assay.tool.decision"' in x)
     proc = subprocess.Popen([str(ASSAY), "mcp", "log", "--follow", "--json", str(decisions)], env=env, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+import mcp.types as types
+import pytest
 import trio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -89,3 +91,69 @@ def test_suggest_from_an_observed_filesystem_session(tmp_path):
     escape_error, escape_text = enforced["4:read_text_file"]  # type: ignore[misc]
     assert escape_error and "E_PATH_CONFINEMENT" in escape_text
     assert not (ws / "c.txt").exists()
+
+
+async def _writer_session(entry: dict, env: dict[str, str], cwd: Path, ws: Path, elicits: bool) -> None:
+    """A session that reads and writes, with a client that declares elicitation (its callback
+    would accept) or not."""
+    async def elicit(ctx, params):  # never asked: the observing wrap has no approvals
+        return types.ElicitResult(action="accept", content={})
+
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})},
+                                   cwd=str(cwd))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, **({"elicitation_callback": elicit} if elicits else {})) as session:
+            await session.initialize()
+            await session.list_tools()
+            for name, args in (("read_text_file", {"path": str(ws / "a.txt")}),
+                               ("write_file", {"path": str(ws / "c.txt"), "content": "x"})):
+                r = await session.call_tool(name, args)
+                assert not r.is_error, r
+
+
+@pytest.mark.parametrize("elicits", [False, True])
+def test_suggest_asks_approval_only_of_a_client_that_can_answer(tmp_path, elicits):
+    """The server annotates write_file destructive. Its wrap records what the real SDK client
+    declared (docs/wrap-records.md, "The client"): with elicitation, write_file needs approval
+    and the summary says what a client without it gets; without, write_file is left unasked (it
+    would be refused on every call) and the file and the summary say why."""
+    home = tmp_path / "home"
+    ws = home / "ws"
+    ws.mkdir(parents=True)
+    (ws / "a.txt").write_text("alpha")
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {"fs": {"command": "node", "args": [str(FS_SERVER), str(ws)]}}}))
+    permissive = tmp_path / "permissive.yaml"
+    permissive.write_text(PERMISSIVE)
+    logs = tmp_path / "logs"
+    env = make_env(home)
+    res = run_assay("mcp", "protect", "claude", "--config", str(config), "--policy", str(permissive), "--observe",
+                    "--log-dir", str(logs), env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    entry = json.loads(config.read_text())["mcpServers"]["fs"]
+    trio.run(_writer_session, entry, env, tmp_path, ws, elicits)
+    recorded = [json.loads(line)["data"] for f in logs.glob("*.ndjson") for line in f.read_text().splitlines()
+                if '"assay.client.capabilities"' in line]
+    assert [(r["declared_in"], r["elicitation"]) for r in recorded] == [("initialize", "form" if elicits else "none")]
+
+    tight = tmp_path / "tight.yaml"
+    res = run_assay("mcp", "policy", "suggest", str(logs), "--out", str(tight), env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    text, said = tight.read_text(), res.stderr.decode()
+    assert "docs/" not in text and "assay mcp policy --help" in text and text.endswith("\n")
+    assert '#   "read_text_file": no call had recorded arguments (wrap ran without --log-arguments)' in text
+    if elicits:
+        assert 'approval_required:\n    - "write_file"' in text and "approval_fallback: deny" in text
+        assert 'assay: approval needed for "write_file"' in said and "approval_fallback: deny" in said
+    else:
+        assert "\n  approval_required:" not in text and "approval_fallback:" not in text
+        assert '#   "write_file" (client "mcp")' in text
+        assert 'assay: left without approval though annotated destructive: "write_file"' in said
+    res = run_assay("mcp", "policy", "check", str(tight), "--strict", env=env, cwd=tmp_path)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    # what the comments promise, the help says
+    res = run_assay("mcp", "policy", "--help", env={**env, "COLUMNS": "200"}, cwd=tmp_path)
+    shown = res.stdout.decode()
+    for word in ("tools.allow", "=name", "approval_required", "approval_fallback", "elicitation", "schemas",
+                 "unconstrained_tools", "path_confinement"):
+        assert word in shown, word

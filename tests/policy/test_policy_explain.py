@@ -15,7 +15,7 @@ from assay.policy.flows import FlowTracker
 from assay.policy.rates import tracker_for
 
 NAMES = ["read_file", "write_file", "exec", "deploy", "run_tests", "send_email"]
-PATTERNS = NAMES + ["read_*", "*_file", "*e*", "*"]
+PATTERNS = NAMES + ["read_*", "*_file", "*e*", "*", "=read_file", "=*"]  # "=*" names the tool "*" only
 CLASSES = ["fs", "net", "danger"]
 
 names = st.lists(st.sampled_from(PATTERNS), max_size=3, unique=True)

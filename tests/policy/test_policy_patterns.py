@@ -12,7 +12,10 @@ from assay.policy import NameMatcher, pattern_matches
 
 
 def reference(name: str, pattern: str) -> bool:
-    """P1-P5 written independently: split the pattern into leading stars, core, trailing stars."""
+    """P1-P5 written independently: split the pattern into leading stars, core, trailing stars;
+    the exact-name form first (a leading ``=``: the rest, literally)."""
+    if pattern[:1] == "=":
+        return name == pattern[1:]
     m = re.fullmatch(r"(\**)(.*?)(\**)", pattern, re.S)
     assert m is not None
     lead, core, trail = m.group(1), m.group(2), m.group(3)
@@ -45,6 +48,16 @@ def reference(name: str, pattern: str) -> bool:
         ("Read_*", "read_file", False),
         ("a.*", "a.b.c", True),
         ("*__x", "srv__x", True),
+        ("=*", "*", True),
+        ("=*", "anything", False),
+        ("=x*", "xy", False),
+        ("=*x", "ax", False),
+        ("==x", "=x", True),
+        ("==x", "x", False),
+        ("=", "", True),
+        ("=", "=", False),
+        ("*=*", "a=b", True),
+        ("x=*", "x=y", True),
     ],
 )
 def test_P1_P5_table(pattern, name, expected):
@@ -53,7 +66,7 @@ def test_P1_P5_table(pattern, name, expected):
     assert reference(name, pattern) is expected
 
 
-_alpha = st.text(alphabet="ab*_.", max_size=8)
+_alpha = st.text(alphabet="ab*_.=", max_size=8)
 
 
 @settings(max_examples=2000, deadline=None)

@@ -74,9 +74,11 @@ async def test_protect_launch_call_and_undo(tmp_path):
             assert result.content[0].text == "sum=42"
 
     logged = [json.loads(line) for line in (logs / "claude_desktop-tiny.decisions.ndjson").read_text().splitlines()]
-    assert [e["type"] for e in logged] == ["assay.tool.listed", "assay.tool.decision"]  # docs/wrap-records.md, "Tools seen"
-    assert logged[0]["data"]["tool"] == "add" and logged[0]["source"] == "assay://protect/claude_desktop/tiny"
-    decisions = logged[1:]
+    # docs/wrap-records.md, "The client" and "Tools seen"
+    assert [e["type"] for e in logged] == ["assay.client.capabilities", "assay.tool.listed", "assay.tool.decision"]
+    assert logged[0]["data"]["declared_in"] == "initialize" and logged[0]["data"]["elicitation"] == "none"
+    assert logged[1]["data"]["tool"] == "add" and logged[1]["source"] == "assay://protect/claude_desktop/tiny"
+    decisions = logged[2:]
     assert len(decisions) == 1
     assert decisions[0]["source"] == "assay://protect/claude_desktop/tiny"
     assert decisions[0]["data"]["tool"] == "add"

@@ -225,8 +225,10 @@ async def test_allowed_call_reaches_the_server_denied_one_gets_the_deny_reply_eo
         await run.to_wrap.aclose()  # client EOF: wrap closes the child's stdin, the server exits 0
     assert [m["id"] for m in run.child.seen] == [0, 1, 3]  # the denied call never reached it
     assert run.result == RunResult(exit_code=0, stop_cause="client_eof", child_returncode=0)
-    decisions = [json.loads(line) for line in run.log.data.splitlines()]
+    logged = [json.loads(line) for line in run.log.data.splitlines()]
+    decisions = [e for e in logged if e["type"] == "assay.tool.decision"]
     assert len(decisions) == 3  # a decision event per tools/call, written before its effect
+    assert [e["type"] for e in logged][0] == "assay.client.capabilities"  # the initialize (docs/wrap-records.md, "The client")
     assert {"record", "reply"} <= set(run.probe.done)
 
 
@@ -244,11 +246,12 @@ async def test_child_exit_ends_the_run_with_the_childs_status(autojump_clock):
 
 
 async def test_a_record_that_cannot_be_written_stops_the_run_before_the_frame_takes_effect(autojump_clock):
-    run = Run(fail_log=True)
+    run = Run()
     async with trio.open_nursery() as nursery:
         await run.main(nursery)
-        await run.to_wrap.send_all(frame(0, "initialize"))
+        await run.to_wrap.send_all(frame(0, "initialize"))  # its client event is written
         await run.answer(0)
+        run.log.fail = True  # then the disk fills up
         await run.to_wrap.send_all(call(1, "echo") + frame(2, "ping"))
     assert run.result is not None
     assert run.result.exit_code == 2 and run.result.stop_cause == "output_error"

@@ -77,7 +77,8 @@ def with_logs() -> SessionOptions:
 
 
 def events(effects) -> list[dict]:
-    return [json.loads(r)["data"] for r in effects.records(Sink.DECISION_LOG)]
+    """The decision events (the first call also brings its client's: docs/wrap-records.md, "The client")."""
+    return [e["data"] for e in map(json.loads, effects.records(Sink.DECISION_LOG)) if e["type"] == "assay.tool.decision"]
 
 
 def receipts(effects) -> list[dict]:

@@ -331,7 +331,8 @@ def test_schema_deny_reply_bytes():
 
 def test_only_tools_call_is_evaluated():
     """initialize, tools/list, ping, server/discover and notifications pass under an allowlist
-    that names none of them, with no decision event."""
+    that names none of them, with no decision event (the initialize gets its client event:
+    docs/wrap-records.md, "The client")."""
     frames = (
         request(1, "initialize", {})
         + request(2, "tools/list")
@@ -344,7 +345,8 @@ def test_only_tools_call_is_evaluated():
         effects = feed(h, frames, cuts)
         assert effects.to_server == frames
         assert effects.to_client == b""
-        assert effects.records(Sink.DECISION_LOG) == []
+        kinds = [json.loads(r)["type"] for r in effects.records(Sink.DECISION_LOG)]
+        assert kinds == ["assay.client.capabilities"]
 
 
 def test_denied_notification_is_dropped_without_reply():

@@ -42,6 +42,7 @@ from assay.wrap.approvals.held import (
     approval_text,
     can_elicit,
     cancel_notification,
+    elicitation_mode,
     elicitation_request,
     read_answer,
     timeout_reason,
@@ -63,6 +64,7 @@ from assay.wrap.approvals.offers import (
 
 __all__ = [
     "ANSWERS",
+    "CLIENT_CAPABILITIES_META",
     "CANCEL_REASONS",
     "DEFAULT_TIMEOUT_S",
     "REASONS",
@@ -84,6 +86,7 @@ __all__ = [
     "approval_text",
     "can_elicit",
     "cancel_notification",
+    "elicitation_mode",
     "elicitation_request",
     "read_answer",
     "timeout_reason",

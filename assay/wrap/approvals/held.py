@@ -35,7 +35,11 @@ REASONS: Final = {
     "error": "The client answered the approval request with an error",
     "full": f"Too many tool calls are waiting for approval (at most {MAX_PENDING})",
     "too_large": f"The tool calls waiting for approval would hold more than {MAX_HELD_BYTES >> 20} MiB",
-    "unavailable": "Approval required, but the client cannot ask a person (it did not declare the elicitation capability)",
+    "unavailable": (
+        "Approval required, but the client cannot ask a person (it did not declare the elicitation capability): "
+        "use a client that supports MCP elicitation, or set tools.approval_fallback: allow in the policy to let "
+        "such calls run unasked (or remove the tool from tools.approval_required)"
+    ),
     "client_cancelled": "The client cancelled the tool call while it waited for approval",
     "ended": "The session ended before the person answered",
     "state": "The retried tool call does not carry an approval wrap gave for this exact call (wrong call, altered, or used already)",
@@ -57,16 +61,22 @@ def timeout_reason(timeout: float) -> str:
     return f"No answer to the approval request within {timeout:g}s"
 
 
-def can_elicit(params: Any) -> bool:
-    """Whether an ``initialize`` request's params declare form-mode elicitation:
-    ``capabilities.elicitation`` is an object that is empty (form mode, for clients of the
-    2025-06-18 revision) or has a ``form`` member. An object with only ``url`` (a client that
-    can open links but shows no forms) cannot be asked."""
-    caps = params.get("capabilities") if isinstance(params, dict) else None
-    elicitation = caps.get("elicitation") if isinstance(caps, dict) else None
+def elicitation_mode(capabilities: Any) -> str:
+    """What client capabilities say of elicitation: ``form`` when they declare form mode
+    (``elicitation`` an object that is empty, as clients of the 2025-06-18 revision declare
+    it, or that has a ``form`` member): wrap can ask the person; ``url`` when only URL mode (a
+    client that can open links but shows no forms: it cannot be asked); ``none`` otherwise."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
     if not isinstance(elicitation, dict):
-        return False
-    return "form" in elicitation or "url" not in elicitation
+        return "none"
+    return "form" if "form" in elicitation or "url" not in elicitation else "url"
+
+
+def can_elicit(params: Any) -> bool:
+    """Whether an ``initialize`` request's params declare form-mode elicitation
+    (:func:`elicitation_mode` of ``capabilities``)."""
+    caps = params.get("capabilities") if isinstance(params, dict) else None
+    return elicitation_mode(caps) == "form"
 
 
 # Characters that would let argument text pass for something else on a person's screen: those

@@ -289,6 +289,14 @@ class Recorder:
                            schema_hash=schema_hash, meta_hash=meta_hash)
         return listed_line(self._new_listed_id(), self._now(), self.source, data)
 
+    def client(self, **fields: Any) -> bytes:
+        """The ``assay.client.capabilities`` line of what the client declared (docs/wrap-records.md,
+        "The client"); ``fields`` are :func:`~assay.wrap.records.clients.client_data`'s."""
+        from assay.wrap.records.clients import client_data, client_line, new_client_id
+
+        data = client_data(session=self.session, server=self.label, **fields)
+        return client_line(new_client_id(), self._now(), self.source, data)
+
     def inspected(self, **fields: Any) -> bytes:
         """The ``assay.response.inspected`` line of one inspection that found something
         (docs/wrap-records.md, "Inspection findings"); ``fields`` are
