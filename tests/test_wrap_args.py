@@ -347,7 +347,8 @@ HEAVY = (
     "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.clients.protect",
     "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
     "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
-    "httpx2", "anyio", "mcp", "assay.remote",  # a remote server's (docs/remote.md): never for a command
+    "httpx2", "anyio", "mcp", "joserfc", "assay.remote", "assay.auth",  # a remote server's (docs/remote.md):
+    # never for a command
 )
 
 

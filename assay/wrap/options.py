@@ -35,6 +35,8 @@ __all__ = [
     "DEFAULT_LOG_ARGUMENTS_MAX",
     "DEFAULT_TRANSPORT",
     "TRANSPORTS",
+    "DEFAULT_LOGIN",
+    "LOGIN_MODES",
     "URL_FLAG",
     "WrapOption",
     "WRAP_OPTIONS",
@@ -61,6 +63,8 @@ DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
 DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
 TRANSPORTS = ("auto", "streamable-http", "sse")
+DEFAULT_LOGIN = "auto"  # docs/auth.md, "Logging in from wrap"
+LOGIN_MODES = ("auto", "never")
 URL_FLAG = "--url"  # a line with it has no `--` (docs/wrap.md, "Command line")
 
 APPEND = "append"  # an append log: docs/wrap.md, "Logs"
@@ -144,6 +148,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
     WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,
                "With --url: allow plain http:// to a host that is not loopback."),
+    WrapOption("--login", "login", "login", str, DEFAULT_LOGIN,
+               "With --url: auto (log in through the browser when the server asks and one can be opened) or never."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

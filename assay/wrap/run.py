@@ -45,6 +45,7 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_LOG_ARGUMENTS_MAX,
     DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_LOGIN,
     DEFAULT_TRANSPORT,
     STRICT_DEPRECATIONS_ENV,
     WRAP_OPTIONS,
@@ -109,6 +110,7 @@ class WrapConfig:
     header_env: tuple[str, ...] = ()
     ca_file: str | None = None
     allow_insecure_http: bool = False
+    login: str = DEFAULT_LOGIN
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""

@@ -15,9 +15,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from assay.remote.oauth import NeedsLogin, auth_for_wrap
+from assay.auth.lines import NeedsLogin
 from assay.remote.tokens import normalize_url, record_path
-from tests.remote.conftest import AuthServer, assay, start_server
+from tests.remote.conftest import AuthServer, assay, start_server, wrap_auth
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -40,7 +40,7 @@ def _file(server: AuthServer, state: Path) -> Path:
 
 
 async def _tools(server: AuthServer, state: Path, environ: dict[str, str] | None = None) -> tuple[list[str], str]:
-    auth = auth_for_wrap(server.url, state_dir=str(state), environ=environ or {})
+    auth = wrap_auth(server.url, state, environ)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
         async with streamable_http_client(server.url, http_client=client) as (read, write):
             async with ClientSession(read, write) as session:
@@ -52,7 +52,7 @@ async def _tools(server: AuthServer, state: Path, environ: dict[str, str] | None
 
 async def _probe(server: AuthServer, state: Path, environ: dict[str, str] | None = None) -> int:
     """What wrap's start probe does: one POST through the auth."""
-    auth = auth_for_wrap(server.url, state_dir=str(state), environ=environ or {})
+    auth = wrap_auth(server.url, state, environ)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
         response = await client.post(server.url, json=INIT,
                                      headers={"Accept": "application/json, text/event-stream"})
@@ -68,7 +68,8 @@ async def test_login_stores_a_private_file_and_wrap_auth_lists_and_calls(auth_se
     assert record["oauth_metadata"]["token_endpoint"] == f"{auth_server.base}/token"
     stats = auth_server.stats()
     assert stats["register"] == 1
-    assert stats["authorize"][-1] == {"scope": "mcp", "resource": auth_server.url}  # resource indicator
+    assert stats["authorize"][-1]["scope"] == "mcp"
+    assert stats["authorize"][-1]["resource"] == auth_server.url  # the resource indicator
     assert await _tools(auth_server, state) == (["echo"], "echo:hi")
 
 
@@ -109,7 +110,8 @@ async def test_an_expired_login_whose_refresh_is_refused_says_so(auth_server, st
     record["expires_at"] = 1.0
     _file(auth_server, state).write_text(json.dumps(record))
     auth_server.post("/test/revoke")
-    with pytest.raises(NeedsLogin, match="its refresh was refused; run: assay mcp auth login "):
+    with pytest.raises(NeedsLogin, match=r"has expired and its refresh was refused \(HTTP 400, invalid_grant\); "
+                                         "run: assay mcp auth login "):
         await _probe(auth_server, state)
 
 
@@ -163,7 +165,7 @@ async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state,
         assert await _probe(server, state, {"ROBOT_SECRET": "s3cret-value"}) == 200
         assert server.stats()["grants"][-1] == "client_credentials"
         with pytest.raises(NeedsLogin, match="the variable ROBOT_SECRET"):
-            auth_for_wrap(server.url, state_dir=str(state), environ={})
+            wrap_auth(server.url, state, {})
         bad = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "robot",
                     "--client-secret-env", "ROBOT_SECRET", "--state-dir", str(state),
                     env={**env, "ROBOT_SECRET": "wrong"})
@@ -221,3 +223,23 @@ def test_a_server_that_is_down_is_one_line(state, env):
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
     assert res.stderr.startswith(f"assay: error: cannot use http://127.0.0.1:{port}/mcp")
     assert not os.path.exists(state / "oauth") or not os.listdir(state / "oauth")
+
+
+async def test_offline_access_is_asked_for_where_the_server_lists_it_and_the_refresh_token_used(auth_server, state,
+                                                                                              env):
+    """docs/auth.md, "Scopes": the server lists offline_access (and issues refresh tokens only to
+    logins that asked for it)."""
+    auth_server.post("/test/set?offline=1")
+    record = _login(auth_server, state, env)
+    stats = auth_server.stats()
+    assert stats["authorize"][-1]["scope"] == "mcp offline_access"
+    assert stats["registered"][-1]["grant_types"] == ["authorization_code", "refresh_token"]
+    assert record["tokens"]["refresh_token"] and "offline_access" in record["tokens"]["scope"].split()
+    auth_server.post("/test/expire")
+    assert await _probe(auth_server, state) == 200
+    assert auth_server.stats()["grants"][-1] == "refresh_token"
+
+
+def test_offline_access_is_not_asked_of_a_server_that_does_not_list_it(auth_server, state, env, tmp_path):
+    _login(auth_server, state, env, "--scope", "mcp offline_access")
+    assert auth_server.stats()["authorize"][-1]["scope"] == "mcp"

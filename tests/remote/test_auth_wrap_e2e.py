@@ -37,7 +37,8 @@ def test_wrap_url_without_a_login_fails_at_start_with_one_line(auth_server, stat
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
     res = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-                          "--url", auth_server.url], env=env, capture_output=True, text=True, timeout=120,
+                          "--login", "never", "--url", auth_server.url], env=env, capture_output=True, text=True,
+                         timeout=120,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 2
     lines = [x for x in res.stderr.splitlines() if not x.startswith("[assay] ")]  # the banner lines
