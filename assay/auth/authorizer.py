@@ -204,6 +204,10 @@ class Authorizer:
         try:
             async with locks.held(path, wait=LOCK_WAIT, what=f"renewing the login for {self.url}"):
                 fresh = self._load()
+                if fresh is None and before is not None:  # logged out meanwhile (auth logout): not undone
+                    self.stored = None
+                    raise NeedsLogin(f"the stored login for {self.shown} was removed; run: "
+                                     f"{login_command(self.shown)}")
                 if fresh is not None:
                     self.stored = fresh
                     held = set((fresh.scope or "").split())

@@ -226,7 +226,10 @@ async def browser_login(ctx: Context, server: Server, resource: str, scope: str 
     ``client`` is the registration to use (one given or stored), or None: the client then uses
     its metadata document where the grant names one and the server takes them, else registers."""
     callback = Callback()
-    redirect = await callback.open(_port(client) if client else 0)
+    try:
+        redirect = await callback.open(_port(client) if client else 0)
+    except OSError as exc:
+        raise FlowError(f"cannot listen on 127.0.0.1 for the browser's answer ({exc.strerror or exc})") from None
     if (client is not None and client.get("registered") in ("dynamic", None) and client.get("redirect_uris")
             and redirect not in client["redirect_uris"]):
         client = None  # its port is taken: a new registration

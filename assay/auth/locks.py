@@ -64,8 +64,11 @@ async def held(path: str, *, wait: float, what: str) -> AsyncIterator[None]:
                 if trio.current_time() >= deadline:
                     raise LockTimeout(f"{_holder(fd)} held {os.path.basename(path)} for longer than {wait:g} s") from None
                 await trio.sleep(POLL)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {what[:200]}\n".encode(), 0)
+        try:  # who holds it, for the others' message: a note, not needed for the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {what[:200]}\n".encode(), 0)
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)  # lets go of the lock, if held

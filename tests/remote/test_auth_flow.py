@@ -243,3 +243,16 @@ async def test_offline_access_is_asked_for_where_the_server_lists_it_and_the_ref
 def test_offline_access_is_not_asked_of_a_server_that_does_not_list_it(auth_server, state, env, tmp_path):
     _login(auth_server, state, env, "--scope", "mcp offline_access")
     assert auth_server.stats()["authorize"][-1]["scope"] == "mcp"
+
+
+async def test_a_logout_during_a_session_is_not_undone_by_a_renewal(auth_server, state, env):
+    _login(auth_server, state, env)
+    auth = wrap_auth(auth_server.url, state)  # a wrap that runs: it has the login in memory
+    res = assay("mcp", "auth", "logout", auth_server.url, "--state-dir", str(state), env=env)
+    assert res.returncode == 0
+    auth_server.post("/test/expire")
+    async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
+        with pytest.raises(NeedsLogin, match="the stored login for .* was removed; run: assay mcp auth login"):
+            await client.post(auth_server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
+    assert not _file(auth_server, state).exists()
+    assert auth_server.stats()["grants"][-1] == "authorization_code"  # no refresh was sent
