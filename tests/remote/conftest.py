@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 INIT_HEADERS = {"Accept": "application/json, text/event-stream"}
 BROWSER = f"""#!{sys.executable}
 import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))  # the person's browser, not assay
+with opener.open(sys.argv[1], timeout=60) as answer:
     answer.read()
 """
 
