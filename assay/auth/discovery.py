@@ -49,7 +49,7 @@ def is_local(url: str) -> bool:
 def endpoint_ok(url: object, *, local: bool = True) -> bool:
     """An absolute https URL, or (``local``: for a server on this machine) http to a loopback
     host; no user information, no fragment."""
-    if not isinstance(url, str) or len(url) > MAX_URL or any(c.isspace() or ord(c) < 0x20 for c in url):
+    if not isinstance(url, str) or len(url) > MAX_URL or not url.isprintable() or any(c.isspace() for c in url):
         return False
     try:
         parts = urlsplit(url)

@@ -16,12 +16,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assay.remote.target import shown_url
+from assay.terminal import printable
 
 __all__ = ["NeedsLogin", "login_command", "static_refused", "unadvertised"]
 
 
 class NeedsLogin(Exception):
-    """Wrap cannot go on without a person; ``str()`` is the one line to print."""
+    """Wrap cannot go on without a person; ``str()`` is the one line to print (whatever a server
+    put in it, printable: docs/compatibility.md, "Whole toolkit")."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(printable(text))
 
 
 _FLAGS = (

@@ -34,6 +34,7 @@ from assay.auth.sources import read_key, read_value
 from assay.auth.web import Web, WebError
 from assay.remote import tokens as store
 from assay.remote.proxies import client_routing
+from assay.terminal import printable
 
 __all__ = ["LoginError", "LoginOptions", "login"]
 
@@ -42,7 +43,10 @@ _FAILURES = (flows.FlowError, GrantError, WebError, DiscoveryError, ListingError
 
 
 class LoginError(Exception):
-    """The login did not work; ``str()`` is one line (exit 2)."""
+    """The login did not work; ``str()`` is one line (exit 2), printable whatever a server sent."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(printable(text))
 
 
 @dataclass

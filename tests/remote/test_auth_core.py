@@ -239,3 +239,52 @@ async def test_a_held_lock_file_is_waited_for_then_names_its_holder(tmp_path):
             nursery.cancel_scope.cancel()
     async with held(path, wait=0, what="C"):
         pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=30), st.text(max_size=30), st.text(min_size=1, max_size=30),
+       st.sampled_from(["", "tenant=a%20b&x=1"]))
+def test_the_authorization_url_reads_back_as_a_server_parses_its_query(client_id, scope, state, query):
+    """What the authorization server reads from the URL (its query, parsed) is what assay put in,
+    whatever the characters, and a query the endpoint already had is kept."""
+    from urllib.parse import parse_qs, urlsplit
+
+    endpoint = f"{AS}/authorize" + (f"?{query}" if query else "")
+    server = check_server({**META, "authorization_endpoint": endpoint}, AS, "w")
+    pkce = grants.Pkce.from_entropy(b"k" * 32)
+    url = grants.authorization_url(server, client_id=client_id, redirect_uri="http://127.0.0.1:5/callback",
+                                   scope=scope or None, state=state, pkce=pkce, resource="https://m.example/mcp?a=b")
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc, parts.path, parts.fragment) == ("https", "as.example", "/authorize", "")
+    got = parse_qs(parts.query, keep_blank_values=True)
+    want = {"response_type": ["code"], "client_id": [client_id], "redirect_uri": ["http://127.0.0.1:5/callback"],
+            "state": [state], "code_challenge": [pkce.challenge], "code_challenge_method": ["S256"],
+            "resource": ["https://m.example/mcp?a=b"], **({"scope": [scope]} if scope else {})}
+    if query:
+        want |= {"tenant": ["a b"], "x": ["1"]}
+    assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=40).filter(lambda t: "\x00" not in t), st.text(max_size=30).filter(
+    lambda t: "\x00" not in t))
+def test_the_login_command_reads_back_as_a_shell_splits_it(path, scope):
+    """The command a line names is what a POSIX shell reads (shlex as the shell's word splitting)."""
+    import shlex
+
+    from assay.auth.lines import login_command
+
+    grant = {"kind": "client_credentials", "client_id": "robot", "secret_file": path}
+    words = shlex.split(login_command("https://m.example/mcp", scope=scope or None, grant=grant))
+    assert words == ["assay", "mcp", "auth", "login", "https://m.example/mcp", "--grant", "client-credentials",
+                     "--client-id", "robot", "--client-secret-file", path] + (["--scope", scope] if scope else [])
+
+
+def test_what_a_server_names_reaches_a_terminal_printable():
+    from assay.auth.lines import NeedsLogin
+
+    assert str(NeedsLogin("the server names \x1b]8;;x\x07 and \u202e")) == "the server names \\x1b]8;;x\\x07 and \\u202e"
+    url = "https://m.example/mcp"
+    for hostile in ("https://as.example/\x9b31m", "https://as.example/\u202etxt", "https://as.example/a b"):
+        with pytest.raises(DiscoveryError, match="not an https URL"):
+            check_resource({"resource": url, "authorization_servers": [hostile]}, url, "w")
