@@ -12,6 +12,7 @@ the issuer of the metadata it recorded (the server its tokens came from).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,15 @@ def read(record: dict[str, Any], url: str) -> Stored:
         server = check_server(metadata, issuer, "the token file")
     except DiscoveryError as exc:
         raise RecordError(f"its authorization-server metadata cannot be used ({exc})") from None
+    tokens = record.get("tokens")
+    if tokens is not None:
+        for key in ("access_token", "refresh_token"):
+            value = tokens.get(key)
+            if value is not None and not _vschar(value):
+                raise RecordError(f"its {key.replace('_', ' ')} is not a token")
+    expires_at = record.get("expires_at")
+    if expires_at is not None and not math.isfinite(expires_at):
+        raise RecordError("its expiry is not a time")
     grant = dict(record.get("grant") or {"kind": AUTHORIZATION_CODE})
     if grant.get("kind", AUTHORIZATION_CODE) not in _KINDS:
         raise RecordError("its grant is not one assay knows")
@@ -111,8 +121,13 @@ def read(record: dict[str, Any], url: str) -> Stored:
         resource = prm.get("resource") if isinstance(prm, dict) and isinstance(prm.get("resource"), str) else None
         resource = resource or canonical_resource(url)
     return Stored(url=url, issuer=server.issuer, server=server, resource=resource, grant=grant, client=client,
-                  tokens=record.get("tokens"), expires_at=record.get("expires_at"),
+                  tokens=tokens, expires_at=expires_at,
                   resource_doc=record.get("resource_metadata"))
+
+
+def _vschar(value: object) -> bool:
+    """A token as it may go into a header or a form: printable ASCII without spaces."""
+    return isinstance(value, str) and 0 < len(value) <= 16384 and all(0x20 < ord(c) < 0x7F for c in value)
 
 
 def check_binding(stored: Stored, resource: Resource) -> None:

@@ -288,3 +288,13 @@ def test_what_a_server_names_reaches_a_terminal_printable():
     for hostile in ("https://as.example/\x9b31m", "https://as.example/\u202etxt", "https://as.example/a b"):
         with pytest.raises(DiscoveryError, match="not an https URL"):
             check_resource({"resource": url, "authorization_servers": [hostile]}, url, "w")
+
+
+def test_a_tampered_record_is_refused_not_sent():
+    base = {"version": 1, "url": "https://m.example/mcp", "oauth_metadata": META,
+            "tokens": {"access_token": "a", "token_type": "Bearer"}}
+    for bad in ({**base, "tokens": {"access_token": "a\r\nX-Injected: 1"}},
+                {**base, "tokens": {"access_token": "a", "refresh_token": "r\x00"}},
+                {**base, "expires_at": float("nan")}, {**base, "expires_at": float("inf")}):
+        with pytest.raises(RecordError):
+            read(bad, "https://m.example/mcp")
