@@ -49,6 +49,7 @@ class Authorizer:
         self.say = say
         self.now = now
         self.lock = trio.Lock()
+        self.changed: tuple[str, str] | None = None  # (the issuer left behind, the line)
         self.stored = self._load()
         if self.stored is not None and self.stored.kind != AUTHORIZATION_CODE:
             self._check_sources(self.stored)
@@ -101,8 +102,9 @@ class Authorizer:
     # -- what each request gets ---------------------------------------------------------------
 
     async def token(self) -> str | None:
-        """The access token to send, renewed first when it expires; None without a login."""
-        if self.static_authorization or self.stored is None:
+        """The access token to send, renewed first when it expires; None without a login (and
+        once the server's authorization server changed: its tokens are no longer sent)."""
+        if self.static_authorization or self.stored is None or self.changed is not None:
             return None
         found = self.stored.token(self.now())
         if found is not None:
@@ -116,6 +118,8 @@ class Authorizer:
         """The token to send again after ``refusal`` of a request that carried ``used``; raises
         :class:`NeedsLogin` when only a person can go on (and may not be asked here)."""
         async with self.lock:
+            if self.changed is not None:
+                self._after_change()
             stored = self.stored
             if (stored is not None and not refusal.step_up and stored.access_token != used
                     and stored.token(self.now()) is not None):
@@ -166,8 +170,18 @@ class Authorizer:
         try:
             check_binding(self.stored, resource)
         except IssuerChanged as exc:
-            raise NeedsLogin(f"the authorization server of {self.shown} has changed ({exc}); the stored login "
-                             f"was not used; run: {self._command()}") from None
+            self.changed = (self.stored.issuer, f"the authorization server of {self.shown} has changed ({exc}); "
+                            f"the stored login was not used; run: {self._command()}")
+            raise NeedsLogin(self.changed[1]) from None
+
+    def _after_change(self) -> None:
+        """After an issuer change only a new login (``auth login``, stored for another issuer)
+        goes on; until then every refusal gets the change's line, and nothing is sent."""
+        assert self.changed is not None
+        fresh = self._load()
+        if fresh is None or fresh.issuer == self.changed[0]:
+            raise NeedsLogin(self.changed[1])
+        self.stored, self.changed = fresh, None
 
     async def _step_up(self, refusal: Refusal) -> None:
         assert self.stored is not None

@@ -81,7 +81,7 @@ class State:
         self.access: dict[str, dict[str, Any]] = {}
         self.refresh: dict[str, dict[str, Any]] = {}
         self.required = "mcp"
-        self.stats: dict[str, Any] = {"register": 0, "authorize": [], "grants": [], "mcp_401": 0, "mcp_ok": 0,
+        self.stats: dict[str, Any] = {"register": 0, "authorize": [], "grants": [], "mcp_401": 0, "mcp_401_bearer": 0, "mcp_ok": 0,
                                       "requests": [], "token_requests": [], "registered": []}
 
     def scopes(self) -> list[str]:
@@ -273,6 +273,7 @@ def build(state: State) -> Any:
         entry = state.access.get(value[7:]) if value.startswith("Bearer ") else None
         if entry is None or entry["exp"] <= time.time():
             state.stats["mcp_401"] += 1
+            state.stats["mcp_401_bearer"] += 1 if value else 0
             where = meta if state.prm else 'realm="test"'
             challenge = f'Bearer error="invalid_token", {where}' if value else f"Bearer {where}"
             response: Response = JSONResponse({"error": "invalid_token"}, status_code=401,

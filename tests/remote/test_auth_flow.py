@@ -256,3 +256,20 @@ async def test_a_logout_during_a_session_is_not_undone_by_a_renewal(auth_server,
             await client.post(auth_server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
     assert not _file(auth_server, state).exists()
     assert auth_server.stats()["grants"][-1] == "authorization_code"  # no refresh was sent
+
+
+async def test_after_an_issuer_change_the_old_tokens_are_sent_nowhere(auth_server, state, env):
+    """docs/auth.md, "The authorization server a login belongs to": once the change is seen,
+    the stored access token no longer goes to the server either, and nothing is asked again."""
+    _login(auth_server, state, env)
+    auth_server.post("/test/switch?as=https://other.example")
+    async with httpx2.AsyncClient(auth=wrap_auth(auth_server.url, state), timeout=30) as client:
+        for _ in range(2):
+            with pytest.raises(NeedsLogin, match="the authorization server of .* has changed"):
+                await client.post(auth_server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
+        stats = auth_server.stats()
+    # 401s: the login's first request, the first request here (with the token), the second (without)
+    assert stats["mcp_401"] == 3 and stats["mcp_401_bearer"] == 1
+    fetched = [path for _, path in stats["requests"] if "well-known" in path]
+    assert fetched == ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server",
+                       "/.well-known/oauth-protected-resource/mcp"]  # the login's, then the first request's
