@@ -104,6 +104,8 @@ def plain_lines(draw) -> list[str]:
             text = draw(st.sampled_from(["0", "1", "2.5", "0.25", "30", "10.125"]))
         elif flag == "--transport":
             text = draw(st.sampled_from(["auto", "sse", "streamable-http"]))
+        elif flag == "--login":
+            text = draw(st.sampled_from(["auto", "never"]))
         else:
             text = draw(st.text(min_size=1, max_size=8).filter(lambda s: not s.startswith("-")))
         tokens += [flag, text] if draw(st.booleans()) else [f"{flag}={text}"]
