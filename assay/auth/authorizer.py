@@ -291,11 +291,16 @@ class Authorizer:
     async def _browser(self, ctx: flows.Context, refusal: Refusal | None, resource: Resource | None,
                        scope: str | None) -> None:
         stored = self.stored
-        if stored is not None:
+        if stored is not None:  # a new login of the stored one: its issuer, its client
             server, target, client, grant = stored.server, stored.resource, dict(stored.client) or None, stored.grant
             doc = stored.resource_doc
+            scope = select_scope(scope, None, server)  # offline_access as the server lists it
         else:
-            resource, server = await flows.locate(ctx, self.url, refusal.resource_metadata if refusal else None, None)
+            if resource is None:
+                resource, server = await flows.locate(ctx, self.url, refusal.resource_metadata if refusal else None,
+                                                      None)
+            else:
+                server = await flows.find_server(ctx, resource.authorization_servers[0])
             target = resource.resource if resource is not None else canonical_resource(self.url)
             client, grant, doc = None, {"kind": AUTHORIZATION_CODE}, resource.doc if resource is not None else None
             scope = select_scope(refusal.scope if refusal else None, resource, server)
