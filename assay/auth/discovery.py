@@ -203,8 +203,8 @@ def check_server(doc: Any, issuer: str, where: str) -> Server:
         raise DiscoveryError(f"{name} names no token endpoint")
     flag = doc.get("authorization_response_iss_parameter_supported")
     documents = doc.get("client_id_metadata_document_supported")
-    return Server(
-        issuer=issuer, token_endpoint=token_endpoint, authorization_endpoint=endpoints["authorization_endpoint"],
+    return Server(  # the issuer as the server writes it: an authorization response's iss is compared to it
+        issuer=found, token_endpoint=token_endpoint, authorization_endpoint=endpoints["authorization_endpoint"],
         registration_endpoint=endpoints["registration_endpoint"],
         scopes_supported=_strings(doc, "scopes_supported", name),
         auth_methods=_strings(doc, "token_endpoint_auth_methods_supported", name),

@@ -23,7 +23,9 @@ import trio
 
 from assay.auth import clientauth, grants
 from assay.auth.callback import Callback
-from assay.auth.discovery import DiscoveryError, Resource, Server, as_urls, check_resource, check_server, prm_urls
+from assay.auth.discovery import (
+    DiscoveryError, Resource, Server, as_urls, check_resource, check_server, issuers_match, prm_urls,
+)
 from assay.auth.grants import GrantError, Tokens
 from assay.auth.record import CLIENT_CREDENTIALS, ID_JAG_GRANT
 from assay.auth.sources import read_key, read_source
@@ -95,7 +97,7 @@ async def locate(ctx: Context, url: str, hint: str | None, pinned: str | None) -
     resource = await find_resource(ctx, url, hint)
     if resource is not None:
         named = resource.authorization_servers
-        if pinned is not None and pinned not in named:
+        if pinned is not None and not any(issuers_match(pinned, n) for n in named):
             raise FlowError(f"{url} names {', '.join(named)[:300]} as its authorization server, not {pinned} (--issuer)")
         issuer = pinned or named[0]
     else:

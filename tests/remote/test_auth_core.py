@@ -100,7 +100,7 @@ def test_protected_resource_metadata_is_checked():
 
 def test_authorization_server_metadata_is_checked():
     assert check_server(META, AS, "w").token_endpoint == f"{AS}/token"
-    assert check_server({**META, "issuer": AS + "/"}, AS, "w").issuer == AS  # the root, with its slash
+    assert check_server({**META, "issuer": AS + "/"}, AS, "w").issuer == AS + "/"  # the root, with its slash
     for doc, why in (({**META, "issuer": "https://evil.example"}, "names another issuer"),
                      ({k: v for k, v in META.items() if k != "token_endpoint"}, "names no token endpoint"),
                      ({**META, "token_endpoint": "http://as.example/token"}, "token_endpoint is not an https URL"),

@@ -273,3 +273,16 @@ async def test_after_an_issuer_change_the_old_tokens_are_sent_nowhere(auth_serve
     fetched = [path for _, path in stats["requests"] if "well-known" in path]
     assert fetched == ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server",
                        "/.well-known/oauth-protected-resource/mcp"]  # the login's, then the first request's
+
+
+def test_issuer_names_the_only_authorization_server_credentials_go_to(auth_server, state, env):
+    """docs/auth.md, "Logging in": a server naming another authorization server than --issuer
+    gets nothing; the one it names is the one the login goes to."""
+    env = {**env, "SEC": "s3cret"}
+    res = assay("mcp", "auth", "login", auth_server.url, "--state-dir", str(state), "--issuer", "https://as.example",
+                "--client-id", "x", "--client-secret-env", "SEC", env=env)
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "not https://as.example (--issuer)" in res.stderr
+    assert auth_server.stats()["token_requests"] == [] and auth_server.stats()["register"] == 0
+    record = _login(auth_server, state, env, "--issuer", auth_server.base + "/")
+    assert record["issuer"] == auth_server.base
