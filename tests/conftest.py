@@ -24,8 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def base_env() -> dict[str, str]:
-    """The current environment without any ASSAY_* variable that could change behaviour."""
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    """The current environment without any ASSAY_* variable that could change behaviour, and
+    without what says a browser can be opened (docs/auth.md, "Where a browser can be opened"):
+    a wrap a test starts never opens one unless the test gives it $BROWSER."""
+    return {k: v for k, v in os.environ.items()
+            if not k.upper().startswith("ASSAY_") and k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
 
 
 @pytest.fixture(autouse=True)

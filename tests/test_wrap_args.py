@@ -104,6 +104,8 @@ def plain_lines(draw) -> list[str]:
             text = draw(st.sampled_from(["0", "1", "2.5", "0.25", "30", "10.125"]))
         elif flag == "--transport":
             text = draw(st.sampled_from(["auto", "sse", "streamable-http"]))
+        elif flag == "--login":
+            text = draw(st.sampled_from(["auto", "never"]))
         else:
             text = draw(st.text(min_size=1, max_size=8).filter(lambda s: not s.startswith("-")))
         tokens += [flag, text] if draw(st.booleans()) else [f"{flag}={text}"]
@@ -347,7 +349,8 @@ HEAVY = (
     "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.clients.protect",
     "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
     "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
-    "httpx2", "anyio", "mcp", "assay.remote",  # a remote server's (docs/remote.md): never for a command
+    "httpx2", "anyio", "mcp", "joserfc", "assay.remote", "assay.auth",  # a remote server's (docs/remote.md):
+    # never for a command
 )
 
 

@@ -53,35 +53,54 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         client_id: Annotated[str | None, Parameter(name="--client-id")] = None,
         client_secret_file: Annotated[str | None, Parameter(name="--client-secret-file")] = None,
         client_secret_env: Annotated[str | None, Parameter(name="--client-secret-env")] = None,
-        client_metadata_url: Annotated[str | None, Parameter(name="--client-metadata-url")] = None,
-        grant: Annotated[Literal["authorization-code", "client-credentials"], Parameter(name="--grant")] = "authorization-code",
         private_key: Annotated[str | None, Parameter(name="--private-key")] = None,
+        client_metadata_url: Annotated[str | None, Parameter(name="--client-metadata-url")] = None,
+        grant: Annotated[Literal["authorization-code", "client-credentials", "id-jag"], Parameter(name="--grant")] = (
+            "authorization-code"),
         issuer: Annotated[str | None, Parameter(name="--issuer")] = None,
+        id_token_file: Annotated[str | None, Parameter(name="--id-token-file")] = None,
+        id_token_env: Annotated[str | None, Parameter(name="--id-token-env")] = None,
+        idp_issuer: Annotated[str | None, Parameter(name="--idp-issuer")] = None,
+        idp_client_id: Annotated[str | None, Parameter(name="--idp-client-id")] = None,
+        idp_client_secret_file: Annotated[str | None, Parameter(name="--idp-client-secret-file")] = None,
+        idp_client_secret_env: Annotated[str | None, Parameter(name="--idp-client-secret-env")] = None,
         no_browser: Annotated[bool, Parameter(name="--no-browser", negative=())] = False,
         state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
     ) -> int:
-        """Log in to the MCP server at URL: connect, and answer its OAuth challenge (a browser, or client credentials).
+        """Log in to the MCP server at URL: connect, and answer its OAuth challenge (a browser, client credentials, or an enterprise ID token).
 
         Parameters
         ----------
         url
             The server's MCP endpoint (Streamable HTTP).
         scope
-            The scopes to ask for (space-separated); default: what the server asks for.
+            Scopes to ask for as well as what the server asks for (space-separated).
         client_id
             A client registered beforehand (else the client registers itself, or uses --client-metadata-url).
         client_secret_file
             A file holding the client secret (secrets are never given on the command line).
         client_secret_env
             A variable holding the client secret.
+        private_key
+            A PEM private key file (RSA, EC P-256/384/521 or Ed25519): the client authenticates with private_key_jwt.
         client_metadata_url
             An https URL of this client's metadata document, used as its client id where the server supports it.
         grant
-            authorization-code (a browser) or client-credentials (machine to machine: a secret or --private-key).
-        private_key
-            A PEM private key file: client-credentials with private_key_jwt.
+            authorization-code (a browser), client-credentials (machine to machine), or id-jag (an enterprise identity provider's ID token).
         issuer
-            The authorization server the client credentials belong to (client-credentials only).
+            The authorization server the credentials belong to; they are sent to no other.
+        id_token_file
+            With --grant id-jag: a file holding the identity provider's ID token (read again for each new token).
+        id_token_env
+            With --grant id-jag: a variable holding the identity provider's ID token.
+        idp_issuer
+            With --grant id-jag: the identity provider's issuer URL (its token endpoint is discovered).
+        idp_client_id
+            With --grant id-jag: this client's id at the identity provider.
+        idp_client_secret_file
+            With --grant id-jag: a file holding this client's secret at the identity provider.
+        idp_client_secret_env
+            With --grant id-jag: a variable holding this client's secret at the identity provider.
         no_browser
             Print the authorization URL instead of opening a browser.
         state_dir
@@ -89,11 +108,14 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         """
         import trio
 
-        from assay.remote.login import LoginError, LoginOptions, login
+        from assay.auth.login import LoginError, LoginOptions, login
 
         opts = LoginOptions(url=url, scope=scope, client_id=client_id, client_secret_file=client_secret_file,
                             client_secret_env=client_secret_env, client_metadata_url=client_metadata_url,
-                            grant=grant, private_key=private_key, issuer=issuer, no_browser=no_browser)
+                            grant=grant, private_key=private_key, issuer=issuer, id_token_file=id_token_file,
+                            id_token_env=id_token_env, idp_issuer=idp_issuer, idp_client_id=idp_client_id,
+                            idp_client_secret_file=idp_client_secret_file,
+                            idp_client_secret_env=idp_client_secret_env, no_browser=no_browser)
         try:
             line = trio.run(lambda: login(opts, state=_state(state_dir), environ=dict(os.environ)))
         except LoginError as exc:
@@ -107,7 +129,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         state_dir: Annotated[str | None, Parameter(name="--state-dir")] = None,
         json: Annotated[bool, Parameter(name="--json", negative=())] = False,
     ) -> int:
-        """List the stored logins: URL, expiry, scopes, whether a refresh token is held (never a token).
+        """List the stored logins: URL, expiry, scopes, whether a refresh token is held, the issuer (never a token).
 
         Parameters
         ----------
@@ -136,10 +158,10 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         if not rows:
             sys.stderr.write("no stored logins\n")
             return 0
-        table = [("URL", "EXPIRES", "SCOPE", "REFRESH", "GRANT")]
+        table = [("URL", "EXPIRES", "SCOPE", "REFRESH", "GRANT", "ISSUER")]
         for r in rows:
             table.append((_safe(str(r["url"])), _when(r["expires_at"], now), _safe(r["scope"] or "-"),
-                          "yes" if r["refresh_token"] else "no", _safe(r["grant"])))
+                          "yes" if r["refresh_token"] else "no", _safe(r["grant"]), _safe(r["issuer"] or "-")))
         write_out("".join(line + "\n" for line in aligned(table)))
         return 0
 

@@ -71,6 +71,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         bearer_env: Annotated[str | None, Parameter(name="--bearer-env")] = None,
         header_env_if_set: Annotated[tuple[str, ...], Parameter(name="--header-env-if-set", consume_multiple=False,
                                                                 negative="")] = (),
+        login: Annotated[str, Parameter(name="--login")] = options.DEFAULT_LOGIN,
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

@@ -84,6 +84,8 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
         )
     if values["transport"] not in options.TRANSPORTS:
         raise UsageError(f"--transport must be one of {', '.join(options.TRANSPORTS)}")
+    if values["login"] not in options.LOGIN_MODES:
+        raise UsageError(f"--login must be one of {', '.join(options.LOGIN_MODES)}")
     max_frame_bytes = values["max_frame_bytes"]
     shutdown_grace = values["shutdown_grace"]
     assert isinstance(max_frame_bytes, int) and isinstance(shutdown_grace, (int, float))

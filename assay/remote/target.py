@@ -43,6 +43,12 @@ class Target:
     transport: str  # auto | streamable-http | sse
     headers: tuple[tuple[str, str], ...]  # (name as given, value with ${VAR} replaced)
     ca_file: str | None
+    sources: tuple[str | None, ...] = ()  # per header, the variable(s) its value comes from, or None
+
+    @property
+    def header_sources(self) -> list[tuple[str, str | None]]:
+        """(name, where its value comes from) of each header (docs/auth.md, "Messages")."""
+        return [(name, self.sources[i] if i < len(self.sources) else None) for i, (name, _) in enumerate(self.headers)]
 
     @property
     def header_names(self) -> list[str]:
@@ -190,4 +196,6 @@ def target_from(
         parsed += (_bearer_from_env(bearer_env, environ),)
     if sum(len(n) + len(v) for n, v in parsed) > MAX_HEADER_BYTES:
         raise TargetError(f"the --header values add up to more than {MAX_HEADER_BYTES} bytes")
-    return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file)
+    sources = tuple(", ".join(_VAR.findall(text.partition(":")[2])) or None for text in headers) + tuple(
+        text.partition("=")[2] for text in header_env)
+    return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file, sources=sources)

@@ -2,18 +2,16 @@
 
 One JSON file per server URL in ``<state dir>/oauth/``, named by the sha256 of the normalized
 URL and recording the URL itself; mode 0600 in a 0700 directory, written atomically (a temporary
-file, fsync, rename, fsync of the directory). A record holds what the MCP SDK's OAuth client
-keeps (tokens, client information) plus what a later run needs to go on without a browser: the
-token's absolute expiry, the discovered authorization-server and protected-resource metadata,
-and for machine-to-machine logins where the credential comes from (a file path or a variable
-name, never the secret itself).
+file, fsync, rename, fsync of the directory). A record holds the tokens, the client registration
+and what a later run needs to go on without a browser: the issuer the login belongs to, the
+token's absolute expiry, the authorization-server and protected-resource metadata, and where a
+credential comes from (a file path or a variable name, never the secret itself). What a record
+means is :mod:`assay.auth.record`'s; this module reads and writes the files.
 
 Reading is careful: the file is opened without following a symlink and without blocking (a
 FIFO is refused, not waited on), must be a regular file owned by this user, and is read with a
 byte cap. Anything else, or content that is not a record, is a :class:`TokenFileError` whose
 text is one line.
-
-:class:`FileTokenStorage` implements the SDK's ``TokenStorage`` protocol over one record.
 """
 
 from __future__ import annotations
@@ -29,14 +27,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
-    "MAX_BYTES", "TokenFileError", "FileTokenStorage", "delete", "load", "normalize_url", "oauth_dir",
+    "MAX_BYTES", "TokenFileError", "delete", "load", "normalize_url", "oauth_dir",
     "record_path", "records", "save",
 ]
 
 MAX_BYTES = 256 * 1024
 VERSION = 1
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_KEYS = {"version", "url", "tokens", "expires_at", "client_info", "oauth_metadata", "resource_metadata", "grant", "saved"}
+_KEYS = {"version", "url", "issuer", "resource", "tokens", "expires_at", "client_info", "oauth_metadata",
+         "resource_metadata", "grant", "saved"}
 
 
 class TokenFileError(Exception):
@@ -150,6 +149,9 @@ def _check_shape(path: str, data: Any) -> dict[str, Any]:
     for key in ("tokens", "client_info", "oauth_metadata", "resource_metadata", "grant"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise TokenFileError(f"{bad} ({key} is not an object); remove it and log in again")
+    for key in ("issuer", "resource"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise TokenFileError(f"{bad} ({key} is not a string); remove it and log in again")
     for key in ("expires_at", "saved"):
         value = data.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -251,88 +253,6 @@ def records(state: str) -> Iterator[tuple[str, dict[str, Any] | TokenFileError]]
             yield path, record
 
 
-class FileTokenStorage:
-    """The SDK's ``TokenStorage`` over one record. ``commit=False`` keeps every change in
-    memory until :meth:`save` is called (a login writes only once it has worked, so a failed
-    login leaves the previous one in place). ``bind`` gives it the provider's context, whose
-    discovered metadata is recorded with each token."""
-
-    def __init__(self, state: str, url: str, record: dict[str, Any] | None, *, commit: bool = True,
-                 now: Callable[[], float] = time.time) -> None:
-        self.state = state
-        self.url = url
-        self.record: dict[str, Any] = dict(record) if record else {"url": url, "version": VERSION}
-        self.commit = commit
-        self.now = now
-        self.context: Any = None
-        self.on_register: Callable[[], None] | None = None
-        self.tokens_set = 0
-
-    def bind(self, context: Any) -> None:
-        self.context = context
-
-    async def get_tokens(self) -> Any:
-        from mcp.shared.auth import OAuthToken
-        from pydantic import ValidationError
-
-        raw = self.record.get("tokens")
-        if raw is None:
-            return None
-        try:
-            return OAuthToken.model_validate(raw)
-        except ValidationError:
-            raise TokenFileError(f"the stored tokens for {self.url} are not valid; log in again") from None
-
-    async def set_tokens(self, tokens: Any) -> None:
-        self.record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
-        expires_in = tokens.expires_in
-        self.record["expires_at"] = None if expires_in is None else self.now() + int(expires_in)
-        if self.context is not None:
-            for key, value in (("oauth_metadata", self.context.oauth_metadata),
-                               ("resource_metadata", self.context.protected_resource_metadata)):
-                if value is not None:
-                    self.record[key] = value.model_dump(mode="json", exclude_none=True)
-        self.tokens_set += 1
-        if self.commit:
-            self.save()
-
-    async def get_client_info(self) -> Any:
-        from mcp.shared.auth import OAuthClientInformationFull
-        from pydantic import ValidationError
-
-        raw = self.record.get("client_info")
-        if raw is None:
-            return None
-        try:
-            return OAuthClientInformationFull.model_validate(raw)
-        except ValidationError:
-            raise TokenFileError(f"the stored client information for {self.url} is not valid; log in again") from None
-
-    async def set_client_info(self, client_info: Any) -> None:
-        if self.on_register is not None:
-            self.on_register()
-        self.record["client_info"] = client_info.model_dump(mode="json", exclude_none=True)
-        if self.commit:
-            self.save()
-
-    def metadata(self) -> tuple[Any, Any]:
-        """The stored (authorization-server metadata, protected-resource metadata), either None."""
-        from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
-        from pydantic import ValidationError
-
-        out: list[Any] = []
-        for key, model in (("oauth_metadata", OAuthMetadata), ("resource_metadata", ProtectedResourceMetadata)):
-            raw = self.record.get(key)
-            try:
-                out.append(None if raw is None else model.model_validate(raw))
-            except ValidationError:
-                out.append(None)
-        return out[0], out[1]
-
-    def save(self) -> str:
-        return save(self.state, self.record, now=self.now)
-
-
 def summary(record: dict[str, Any], now: float) -> dict[str, Any]:
     """What `assay mcp auth list` shows of a record: never a token or a secret."""
     tokens = record.get("tokens") or {}
@@ -345,4 +265,5 @@ def summary(record: dict[str, Any], now: float) -> dict[str, Any]:
         "scope": tokens.get("scope"),
         "refresh_token": bool(tokens.get("refresh_token")),
         "grant": str(grant.get("kind", "authorization_code")),
+        "issuer": record.get("issuer") or (record.get("oauth_metadata") or {}).get("issuer"),
     }

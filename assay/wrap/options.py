@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_TRANSPORT",
     "TRANSPORTS",
+    "DEFAULT_LOGIN",
+    "LOGIN_MODES",
     "URL_FLAG",
     "WrapOption",
     "WRAP_OPTIONS",
@@ -63,6 +65,8 @@ DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged argumen
 DEFAULT_LOG_MAX_BYTES = 16 * 1024 * 1024  # a log's size before it is rotated (docs/wrap.md, "Log rotation")
 DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
 TRANSPORTS = ("auto", "streamable-http", "sse")
+DEFAULT_LOGIN = "auto"  # docs/auth.md, "Logging in from wrap"
+LOGIN_MODES = ("auto", "never")
 URL_FLAG = "--url"  # a line with it has no `--` (docs/wrap.md, "Command line")
 
 APPEND = "append"  # an append log: docs/wrap.md, "Logs"
@@ -153,6 +157,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal)."),
     WrapOption("--header-env-if-set", "header_env_if_set", "header_env_if_set", tuple, (),
                "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable)."),
+    WrapOption("--login", "login", "login", str, DEFAULT_LOGIN,
+               "With --url: auto (log in through the browser when the server asks and one can be opened) or never."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

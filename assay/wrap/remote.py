@@ -62,7 +62,8 @@ async def run(
         return await relay_for(server).run(), server.failure
 
     try:
-        auth, needs_login = auth_for(target.url, config.state_dir, environ)
+        auth, needs_login = auth_for(target, state_dir=config.state_dir, environ=environ, login=config.login,
+                                     warn=warn)
         return await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, auth=auth,
                                 needs_login=needs_login)
     except RemoteStartError as exc:

@@ -45,6 +45,7 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     DEFAULT_LOG_MAX_BYTES,
     DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_LOGIN,
     DEFAULT_TRANSPORT,
     STRICT_DEPRECATIONS_ENV,
     WRAP_OPTIONS,
@@ -112,6 +113,7 @@ class WrapConfig:
     allow_insecure_http: bool = False
     bearer_env: str | None = None
     header_env_if_set: tuple[str, ...] = ()
+    login: str = DEFAULT_LOGIN
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""

@@ -261,10 +261,11 @@ async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
     await assert_all_ended(run.pids()[0])
 
 
-async def test_a_wrong_header_value_is_a_fatal_401_that_names_auth_login(tmp_path, base_env):
-    """docs/remote.md, "Start": the server answers 401 to the probe (a wrong token, no
-    stored OAuth token): one `fatal:` line naming `assay mcp auth login URL`, exit 2, and the
-    value sent appears nowhere."""
+async def test_a_wrong_header_value_is_a_fatal_401_that_names_the_header(tmp_path, base_env):
+    """docs/remote.md, "Start"; docs/auth.md, "Messages": the server answers 401 to the probe (a
+    wrong token): one `fatal:` line naming the header refused and the variable its value comes
+    from, exit 2, and the value sent appears nowhere. The server advertises no OAuth (no
+    protected-resource metadata), so no `auth login` is suggested."""
     env = {**base_env, "TOKEN": TOKEN}
     async with remote_server(tmp_path, {**base_env, "E2E_EXPECT_AUTH": "Bearer another"}) as server:
         run = remote_run(tmp_path, server.url, extra=["--header", "Authorization: Bearer ${TOKEN}"])
@@ -272,7 +273,8 @@ async def test_a_wrong_header_value_is_a_fatal_401_that_names_auth_login(tmp_pat
             code = await wait_exit(client.process, END_TIMEOUT)
     assert code == 2, run.stderr_text()
     (fatal,) = _fatal_lines(run)
-    assert f"assay mcp auth login {server.url}" in fatal, fatal
+    assert fatal == (f"fatal: {server.url} refused the Authorization header (HTTP 401); its value comes from TOKEN "
+                     "in wrap's environment (this entry's env)"), fatal
     assert TOKEN not in all_text(run)
 
 

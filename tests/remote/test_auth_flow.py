@@ -15,9 +15,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from assay.remote.oauth import NeedsLogin, auth_for_wrap
+from assay.auth.lines import NeedsLogin
 from assay.remote.tokens import normalize_url, record_path
-from tests.remote.conftest import AuthServer, assay, start_server
+from tests.remote.conftest import AuthServer, assay, start_server, wrap_auth
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -40,7 +40,7 @@ def _file(server: AuthServer, state: Path) -> Path:
 
 
 async def _tools(server: AuthServer, state: Path, environ: dict[str, str] | None = None) -> tuple[list[str], str]:
-    auth = auth_for_wrap(server.url, state_dir=str(state), environ=environ or {})
+    auth = wrap_auth(server.url, state, environ)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
         async with streamable_http_client(server.url, http_client=client) as (read, write):
             async with ClientSession(read, write) as session:
@@ -52,7 +52,7 @@ async def _tools(server: AuthServer, state: Path, environ: dict[str, str] | None
 
 async def _probe(server: AuthServer, state: Path, environ: dict[str, str] | None = None) -> int:
     """What wrap's start probe does: one POST through the auth."""
-    auth = auth_for_wrap(server.url, state_dir=str(state), environ=environ or {})
+    auth = wrap_auth(server.url, state, environ)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
         response = await client.post(server.url, json=INIT,
                                      headers={"Accept": "application/json, text/event-stream"})
@@ -68,7 +68,8 @@ async def test_login_stores_a_private_file_and_wrap_auth_lists_and_calls(auth_se
     assert record["oauth_metadata"]["token_endpoint"] == f"{auth_server.base}/token"
     stats = auth_server.stats()
     assert stats["register"] == 1
-    assert stats["authorize"][-1] == {"scope": "mcp", "resource": auth_server.url}  # resource indicator
+    assert stats["authorize"][-1]["scope"] == "mcp"
+    assert stats["authorize"][-1]["resource"] == auth_server.url  # the resource indicator
     assert await _tools(auth_server, state) == (["echo"], "echo:hi")
 
 
@@ -109,7 +110,8 @@ async def test_an_expired_login_whose_refresh_is_refused_says_so(auth_server, st
     record["expires_at"] = 1.0
     _file(auth_server, state).write_text(json.dumps(record))
     auth_server.post("/test/revoke")
-    with pytest.raises(NeedsLogin, match="its refresh was refused; run: assay mcp auth login "):
+    with pytest.raises(NeedsLogin, match=r"has expired and its refresh was refused \(HTTP 400, invalid_grant\); "
+                                         "run: assay mcp auth login "):
         await _probe(auth_server, state)
 
 
@@ -163,7 +165,7 @@ async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state,
         assert await _probe(server, state, {"ROBOT_SECRET": "s3cret-value"}) == 200
         assert server.stats()["grants"][-1] == "client_credentials"
         with pytest.raises(NeedsLogin, match="the variable ROBOT_SECRET"):
-            auth_for_wrap(server.url, state_dir=str(state), environ={})
+            wrap_auth(server.url, state, {})
         bad = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "robot",
                     "--client-secret-env", "ROBOT_SECRET", "--state-dir", str(state),
                     env={**env, "ROBOT_SECRET": "wrong"})
@@ -221,3 +223,66 @@ def test_a_server_that_is_down_is_one_line(state, env):
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
     assert res.stderr.startswith(f"assay: error: cannot use http://127.0.0.1:{port}/mcp")
     assert not os.path.exists(state / "oauth") or not os.listdir(state / "oauth")
+
+
+async def test_offline_access_is_asked_for_where_the_server_lists_it_and_the_refresh_token_used(auth_server, state,
+                                                                                              env):
+    """docs/auth.md, "Scopes": the server lists offline_access (and issues refresh tokens only to
+    logins that asked for it)."""
+    auth_server.post("/test/set?offline=1")
+    record = _login(auth_server, state, env)
+    stats = auth_server.stats()
+    assert stats["authorize"][-1]["scope"] == "mcp offline_access"
+    assert stats["registered"][-1]["grant_types"] == ["authorization_code", "refresh_token"]
+    assert record["tokens"]["refresh_token"] and "offline_access" in record["tokens"]["scope"].split()
+    auth_server.post("/test/expire")
+    assert await _probe(auth_server, state) == 200
+    assert auth_server.stats()["grants"][-1] == "refresh_token"
+
+
+def test_offline_access_is_not_asked_of_a_server_that_does_not_list_it(auth_server, state, env, tmp_path):
+    _login(auth_server, state, env, "--scope", "mcp offline_access")
+    assert auth_server.stats()["authorize"][-1]["scope"] == "mcp"
+
+
+async def test_a_logout_during_a_session_is_not_undone_by_a_renewal(auth_server, state, env):
+    _login(auth_server, state, env)
+    auth = wrap_auth(auth_server.url, state)  # a wrap that runs: it has the login in memory
+    res = assay("mcp", "auth", "logout", auth_server.url, "--state-dir", str(state), env=env)
+    assert res.returncode == 0
+    auth_server.post("/test/expire")
+    async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
+        with pytest.raises(NeedsLogin, match="the stored login for .* was removed; run: assay mcp auth login"):
+            await client.post(auth_server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
+    assert not _file(auth_server, state).exists()
+    assert auth_server.stats()["grants"][-1] == "authorization_code"  # no refresh was sent
+
+
+async def test_after_an_issuer_change_the_old_tokens_are_sent_nowhere(auth_server, state, env):
+    """docs/auth.md, "The authorization server a login belongs to": once the change is seen,
+    the stored access token no longer goes to the server either, and nothing is asked again."""
+    _login(auth_server, state, env)
+    auth_server.post("/test/switch?as=https://other.example")
+    async with httpx2.AsyncClient(auth=wrap_auth(auth_server.url, state), timeout=30) as client:
+        for _ in range(2):
+            with pytest.raises(NeedsLogin, match="the authorization server of .* has changed"):
+                await client.post(auth_server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
+        stats = auth_server.stats()
+    # 401s: the login's first request, the first request here (with the token), the second (without)
+    assert stats["mcp_401"] == 3 and stats["mcp_401_bearer"] == 1
+    fetched = [path for _, path in stats["requests"] if "well-known" in path]
+    assert fetched == ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server",
+                       "/.well-known/oauth-protected-resource/mcp"]  # the login's, then the first request's
+
+
+def test_issuer_names_the_only_authorization_server_credentials_go_to(auth_server, state, env):
+    """docs/auth.md, "Logging in": a server naming another authorization server than --issuer
+    gets nothing; the one it names is the one the login goes to."""
+    env = {**env, "SEC": "s3cret"}
+    res = assay("mcp", "auth", "login", auth_server.url, "--state-dir", str(state), "--issuer", "https://as.example",
+                "--client-id", "x", "--client-secret-env", "SEC", env=env)
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "not https://as.example (--issuer)" in res.stderr
+    assert auth_server.stats()["token_requests"] == [] and auth_server.stats()["register"] == 0
+    record = _login(auth_server, state, env, "--issuer", auth_server.base + "/")
+    assert record["issuer"] == auth_server.base

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.remote import tokens
-from assay.remote.login import Callback, LoginError, LoginOptions, _Browser
-from assay.remote.oauth import NeedsLogin, auth_for_wrap
-from tests.remote.conftest import assay
+from assay.auth.callback import Callback
+from assay.auth.lines import NeedsLogin
+from tests.remote.conftest import assay, wrap_auth
 
 URL = "http://127.0.0.1:9/mcp"
 
@@ -73,7 +73,7 @@ def test_a_hostile_token_file_is_one_line(kind, state, tmp_path, env):
     path = _path(state)
     _hostile(kind, path, tmp_path)
     with pytest.raises(NeedsLogin) as caught:
-        auth_for_wrap(URL, state_dir=str(state), environ={})
+        wrap_auth(URL, state)
     assert "\n" not in str(caught.value) and path in str(caught.value)
     res = assay("mcp", "auth", "list", "--state-dir", str(state), env=env, timeout=60)
     assert res.returncode == 0 and "Traceback" not in res.stderr
@@ -121,11 +121,18 @@ async def test_the_callback_checks_state_and_answers_once():
     assert redirect == f"http://127.0.0.1:{callback.port}/callback"
 
 
-async def test_no_answer_from_the_browser_is_bounded(capsys):
-    callback = Callback()
-    await callback.open()
-    browser = _Browser(callback, LoginOptions(url=URL, no_browser=True, timeout=0.2), err=__import__("sys").stderr)
-    await browser.redirect("http://127.0.0.1:9/authorize?state=s1")
-    assert "open this URL in a browser" in capsys.readouterr().err
-    with pytest.raises(LoginError, match="no answer from the browser within 0.2 s"):
-        await browser.answer()
+async def test_no_answer_from_the_browser_is_bounded():
+    from assay.auth import flows
+    from assay.auth.discovery import check_server
+    from assay.auth.web import Web
+
+    server = check_server({"issuer": "https://as.example", "token_endpoint": "https://as.example/token",
+                           "authorization_endpoint": "https://as.example/authorize",
+                           "code_challenge_methods_supported": ["S256"]}, "https://as.example", "test")
+    lines: list[str] = []
+    async with Web() as web:
+        ctx = flows.Context(web, {}, say=lines.append, no_browser=True, timeout=0.2)
+        with pytest.raises(flows.FlowError, match="no answer from the browser within 0.2 s"):
+            await flows.browser_login(ctx, server, URL, "mcp", {"client_id": "c", "registered": "pre"},
+                                      {"kind": "authorization_code"})
+    assert lines[0].startswith("open this URL in a browser") and "code_challenge_method=S256" in lines[0]
