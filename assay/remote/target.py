@@ -189,13 +189,20 @@ def target_from(
     if len(headers) + len(header_env) + len(header_env_if_set) > MAX_HEADERS:
         raise TargetError(f"at most {MAX_HEADERS} --header and --header-env options")
     parsed = tuple(_header(text, environ) for text in headers) + tuple(_header_from_env(t, environ) for t in header_env)
-    parsed += tuple(h for h in (_optional_from_env(t, environ) for t in header_env_if_set) if h is not None)
+    # per header, the variable(s) its value comes from (a 401 names them: docs/remote.md)
+    sources: tuple[str | None, ...] = tuple(
+        ", ".join(_VAR.findall(text.partition(":")[2])) or None for text in headers
+    ) + tuple(text.partition("=")[2] for text in header_env)
+    for text in header_env_if_set:
+        present = _optional_from_env(text, environ)
+        if present is not None:
+            parsed += (present,)
+            sources += (text.partition("=")[2],)
     if bearer_env is not None:
         if any(name.lower() == "authorization" for name, _ in parsed):
             raise TargetError("--bearer-env sends Authorization, which another --header or --header-env gives too")
         parsed += (_bearer_from_env(bearer_env, environ),)
+        sources += (bearer_env,)
     if sum(len(n) + len(v) for n, v in parsed) > MAX_HEADER_BYTES:
         raise TargetError(f"the --header values add up to more than {MAX_HEADER_BYTES} bytes")
-    sources = tuple(", ".join(_VAR.findall(text.partition(":")[2])) or None for text in headers) + tuple(
-        text.partition("=")[2] for text in header_env)
     return Target(url=url, transport=transport, headers=parsed, ca_file=ca_file, sources=sources)

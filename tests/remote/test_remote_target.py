@@ -125,3 +125,15 @@ def test_header_env_takes_a_whole_value_from_the_environment():
             target_from("https://h/mcp", transport="auto", headers=[], header_env=[bad], ca_file=None,
                         allow_insecure_http=False, environ=environ)
         assert "a\r\nb" not in str(info.value)
+
+
+def test_every_header_form_names_the_variable_its_value_comes_from() -> None:
+    # a 401 names the refused header and where its value comes from (docs/remote.md): the
+    # Codex forms (--header-env-if-set, --bearer-env) carry their variable as --header-env does
+    env = {"A": "1", "B": "2", "TOKEN": "t0k"}
+    target = target_from(
+        "http://127.0.0.1:9/mcp", transport="auto", headers=("X-One: ${A}",), header_env=("X-Two=B",),
+        header_env_if_set=("X-Gone=UNSET", "X-Three=A"), bearer_env="TOKEN", ca_file=None,
+        allow_insecure_http=False, environ=env,
+    )
+    assert target.header_sources == [("X-One", "A"), ("X-Two", "B"), ("X-Three", "A"), ("Authorization", "TOKEN")]
