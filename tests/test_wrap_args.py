@@ -348,6 +348,7 @@ HEAVY = (
     "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
     "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
     "httpx2", "anyio", "mcp", "assay.remote",  # a remote server's (docs/remote.md): never for a command
+    "re2", "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
 )
 
 
