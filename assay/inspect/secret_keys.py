@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["ASSIGNED_KINDS", "KEY_KINDS", "SECRET_KEYS", "assigned_value", "key_kind"]
+__all__ = ["ASSIGNED_KINDS", "KEY_KINDS", "SECRET_KEYS", "assigned_value", "key_kind", "placeholder"]
 
 # A key is compared lowercased, with "-", "_", "." and spaces taken out; it names a secret when it
 # is one of the exact names, or ends in one of the suffixes, and is none of the handles below.
@@ -68,7 +68,22 @@ _NOT_A_VALUE: Final = re.compile(
     re.ASCII,
 )
 _WORDLIKE: Final = re.compile(r"[A-Za-z_.\- ]++", re.ASCII)  # letters, and what joins words into a name
+_ELIDED: Final = re.compile(r"\.\.\.|\u2026|xxxx|XXXX|\*\*\*", re.ASCII)  # sk-..., hf_xxxx, ab***
+# a value of letters that says what it stands for: the placeholder of an example file
+_PLACEHOLDER_WORDS: Final = re.compile(
+    r"pass|pwd|secret|token|apikey|example|sample|change|placeholder|dummy|your|replace|insert|here|todo"
+    r"|none|null|undefined|empty|default|demo|fake|redacted",
+)
 _MIN_VALUE: Final = 6
+
+
+def placeholder(value: str) -> bool:
+    """Whether ``value`` (a password, a token) is a placeholder: elided (``sk-...``,
+    ``hf_xxxx``), or letters that name what they stand for (``password``, ``your_api_key_here``,
+    ``changeme``, ``example``)."""
+    if _ELIDED.search(value):
+        return True
+    return _WORDLIKE.fullmatch(value) is not None and _PLACEHOLDER_WORDS.search(value.lower().translate(_KEY_STRIP)) is not None
 
 
 def assigned_value(value: str, literal: bool) -> bool:
@@ -77,6 +92,6 @@ def assigned_value(value: str, literal: bool) -> bool:
     ``NAME=value`` line of an env file, a connection string, a URL query: where a value is what it
     says), not a word or name of letters only (``None``, ``str``, ``process.env.TOKEN``,
     ``my-secret-name``: in code and YAML those are names and types)."""
-    if len(value) < _MIN_VALUE or _NOT_A_VALUE.match(value) or _PLACEHOLDER.fullmatch(value):
+    if len(value) < _MIN_VALUE or _NOT_A_VALUE.match(value) or _PLACEHOLDER.fullmatch(value) or placeholder(value):
         return False
     return literal or not _WORDLIKE.fullmatch(value)

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from assay.inspect.normalize import ignorable_class
 from assay.inspect.prefilter import Prefilter, literal
-from assay.inspect.secret_keys import ASSIGNED_KINDS, assigned_value, key_kind
+from assay.inspect.secret_keys import ASSIGNED_KINDS, assigned_value, key_kind, placeholder
 
 __all__ = ["IGNORABLE", "KINDS", "PREFILTER", "RULES", "Rule", "matches"]
 
@@ -105,6 +105,12 @@ def _mixed_case(match: re.Match[str]) -> bool:
     """A Hugging Face token is 34 letters of both cases (a name of letters is one case, or words)."""
     body = match.group(1)
     return sum(c.isupper() for c in body) >= 3 and sum(c.islower() for c in body) >= 3
+
+
+def _url_password(match: re.Match[str]) -> bool:
+    """A URL's password, unless it is a placeholder (``postgres://user:password@host``,
+    ``redis://:changeme@``, ``https://u:...@h``: what docs and example files show)."""
+    return not placeholder(match.group(1))
 
 
 _LINE_HEAD: Final = re.compile(r"[ \t]*+(?:(?:export|set|ENV|ARG)[ \t]++|-[ \t]++)?", re.ASCII)
@@ -236,7 +242,7 @@ RULES: Final[tuple[Rule, ...]] = (
         # authority (as WHATWG and urllib read "p@ss@host")
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"((?:[^\s/?#@\"'<>]|@(?=[^\s/?#@\"'<>]{0,256}+@)){1,256}+)@"
-    ), ("://",), group=1, start=_scheme_start, on_text=True,
+    ), ("://",), group=1, check=_url_password, start=_scheme_start, on_text=True,
           finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#\"'<>]{0,256}?@"),
           near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]*:[^ \t\n\r\f\v/#\"'<>]+@",)),
     Rule("password", _compile(

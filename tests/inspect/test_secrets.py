@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from assay.inspect import secrets
 from assay.inspect.normalize import IGNORABLE
+from assay.inspect.secret_keys import placeholder
 from assay.inspect.secrets import (
     KINDS,
     MAX_DEPTH,
@@ -49,7 +50,7 @@ def pem(kind: str, body: str) -> str:
 
 
 # a value assigned to a key that names a secret: it has a digit, so it is one wherever it stands
-VALUES = chars(ALNUM + "!#%^*+=~-_.:@", 3, 40).map(lambda s: "v4L" + s)
+VALUES = chars(ALNUM + "!#%^*+=~-_.:@", 3, 40).map(lambda s: "v4L" + s).filter(lambda v: not placeholder(v))
 ASSIGNMENTS = {
     "password": ["DB_PASSWORD={v}", '"password": "{v}",', "password: {v}", "export PGPASSWORD='{v}'\n", "Password={v};",
                  "pass_phrase := {v}", "'passwd' => '{v}',", "?user=app&password={v}&sslmode=require"],
@@ -102,7 +103,8 @@ SHAPES: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "url_password": st.builds(
         lambda scheme, user, pw, host: (f"{scheme}://{user}:P!{pw}@{host}/db", "P!" + pw),
         st.sampled_from(["postgres", "https", "redis", "mongodb+srv", "amqp"]),
-        chars(ALNUM + "._-", 0, 12), chars(ALNUM + "!$%&*()=-._~:@", 1, 30), st.sampled_from(["db.example.com", "localhost:5432"]),
+        chars(ALNUM + "._-", 0, 12), chars(ALNUM + "!$%&*()=-._~:@", 1, 30).filter(lambda pw: not placeholder("P!" + pw)),
+        st.sampled_from(["db.example.com", "localhost:5432"]),
     ),
     "google_client_secret": st.builds(lambda s: ("GOCSPX-" + s, "GOCSPX-" + s), chars(URLSAFE, 28)),
     "google_oauth_token": st.builds(lambda s: ("ya29." + s, "ya29." + s), chars(URLSAFE, 30, 120)),
