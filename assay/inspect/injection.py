@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final, NamedTuple
 
 from assay.inspect.normalize import anchor_regex, for_phrases, multi_class, single_class, strip_in_words
@@ -98,16 +99,21 @@ _MARGIN: Final = 512  # more than any phrase match's bytes on either side of its
 class _Phrase:
     kind: str
     rule: str
-    pattern: re.Pattern[bytes]
+    source: bytes
     anchors: tuple[bytes, ...]  # every match contains one of these
     gate: bytes = b""  # and this byte (a cheap look first)
     before: int = _MARGIN  # a match starts at most this many bytes before its anchor
     after: int = _MARGIN  # and ends (look-ahead included) at most this many after it
 
+    @cached_property
+    def pattern(self) -> re.Pattern[bytes]:
+        """The compiled rule (on first use: most texts never need most rules)."""
+        return re.compile(self.source, re.MULTILINE)
+
 
 def _p(kind: str, rule: str, pattern: bytes, anchors: tuple[bytes, ...], gate: bytes = b"",
        before: int = _MARGIN, after: int = _MARGIN) -> _Phrase:
-    return _Phrase(kind, rule, re.compile(pattern, re.MULTILINE), anchors, gate, before, after)
+    return _Phrase(kind, rule, pattern, anchors, gate, before, after)
 
 
 _INJECTION: Final[tuple[_Phrase, ...]] = (
@@ -318,7 +324,10 @@ def _char_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
     return out
 
 
-def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None) -> list[Hit]:
+def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None,
+                 absent: frozenset[bytes] = frozenset()) -> list[Hit]:
+    """The phrase hits in ``text`` (``folded``: its UTF-8 with ASCII letters lowercased, when the
+    caller has it; ``absent``: anchors the gate found nowhere in it, not looked for again)."""
     utf8 = b""
     if folded is None:
         if text.isascii():
@@ -334,7 +343,7 @@ def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = N
     for gate in open_gates:
         for anchor in plan[gate]:
             if anchor not in where:
-                where[anchor] = _positions(folded, anchor)
+                where[anchor] = [] if anchor in absent else _positions(folded, anchor)
     present = {anchor for anchor, positions in where.items() if positions}
     if not present:
         return []
@@ -380,14 +389,18 @@ def _cut(text: str, hits: list[Hit]) -> str:
     return "".join(parts)
 
 
+def _anchors(rules: tuple[_Phrase, ...]) -> tuple[bytes, ...]:
+    return tuple(sorted({a for r in rules for a in r.anchors}))
+
+
 def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
-    """One pass that says whether a text can hold a hit at all, and then what it holds: an anchor
-    of ``rules`` (in any case), a character some character rule names, an anchor in any of its
-    spellings (docs/inspect.md, "Normalization"), a character normalization removes or replaces
-    by one, one it replaces by several."""
-    anchors = sorted({a.decode("ascii") for r in rules for a in r.anchors})
-    return Prefilter([[literal(a, fold=True) for a in anchors], [_GATE_CHARS], [anchor_regex(a) for a in anchors],
-                      [single_class()], [multi_class()]])
+    """One pass that says whether a text can hold a hit at all, and then what it holds: each
+    anchor of ``rules`` (in any case), a character some character rule names, an anchor in any
+    of its spellings (docs/inspect.md, "Normalization"), a character normalization removes or
+    replaces by one, one it replaces by several."""
+    anchors = [a.decode("ascii") for a in _anchors(rules)]
+    return Prefilter(lambda: [*([literal(a, fold=True)] for a in anchors), [_GATE_CHARS],
+                              [anchor_regex(a) for a in anchors], [single_class()], [multi_class()]])
 
 
 # every character a character rule can start with (a superset: a single ZWJ in an emoji passes,
@@ -404,7 +417,9 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     which = _GATES_OF[id(rules)].which(text)
     if which is None:  # the usual text: one pass, no hit possible
         return []
-    anchors, marks, spelled, singles, multis = which
+    names = _ANCHORS_OF[id(rules)]
+    marks, spelled, singles, multis = which[len(names):]
+    anchors = any(which[:len(names)])
     folded: bytes | None = None
     if text.isascii():
         folded = text.encode("ascii").translate(_LOWER)
@@ -417,7 +432,8 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if not chars and not changed:
         if not anchors:  # no anchor, and nothing to take out or replace that could hide one
             return []
-        hits = _phrase_hits(text, rules, folded)
+        absent = frozenset(name for name, found in zip(names, which) if not found)
+        hits = _phrase_hits(text, rules, folded, absent)
         return _merge(hits) if hits else hits
     # phrases in the text with the invisible and terminal hits taken out, normalized, mapped back;
     # a zero-width space is read both as nothing (inside a word) and as a space (between two)
@@ -434,6 +450,7 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
 
 GATE: Final = _gate(_INJECTION)  # find_injection's first look (assay.inspect.scan asks it too)
 _GATES_OF: Final = {id(_INJECTION): GATE, id(_ALL): _gate(_ALL)}
+_ANCHORS_OF: Final = {id(_INJECTION): _anchors(_INJECTION), id(_ALL): _anchors(_ALL)}
 
 
 def find_injection(text: str) -> list[Hit]:

@@ -22,8 +22,9 @@ with the classes and regexes below) whether it can change what they find: whethe
 an anchor of a rule in one of its spellings (:func:`anchor_regex`) and a character that
 normalization changes.
 
-Sans-IO and stateless; the standard library only. The table of characters NFKC changes is built
-from :mod:`unicodedata` on first use, over the blocks where such characters are
+Sans-IO and stateless; google-re2 finds the characters to change (Python's ``re`` when it is
+missing: the same result, slower). The table of characters NFKC changes is built from
+:mod:`unicodedata` on first use, over the blocks where such characters are
 (tests/inspect/test_normalize.py checks that no other block holds one).
 """
 
@@ -33,7 +34,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["IGNORABLE", "LOOK_ALIKES", "Mapped", "anchor_regex", "for_phrases", "ignorable_class", "multi_class",
            "replacement", "single_class", "strip_in_words", "table", "without_ignorables"]
@@ -161,16 +162,21 @@ def anchor_regex(anchor: str) -> str:
     """A regex (RE2 and Python's ``re`` alike) of ``anchor`` (ASCII) in every spelling that
     normalizes to it with one character for each of its own (a character that stands for several
     is :func:`multi_class`'s), default-ignorable ones between them."""
+    if not _SPELLED:
+        for source, new in table().items():
+            if len(new) == 1:
+                _SPELLED.setdefault(new, []).append(source)
     gap = ignorable_class() + "*"
     classes = []
     for char in anchor:
         want = {char.lower(), char.upper()}
-        classes.append(_class(_codes(sorted(want | {c for c, new in table().items() if new in want}))))
+        classes.append(_class(_codes(sorted(want | {c for w in want for c in _SPELLED.get(w, ())}))))
     return gap.join(classes)
 
 
-_IGNORABLE_RUN: Final = re.compile(ignorable_class() + "+")
-_NON_ASCII: Final = re.compile("[^\x00-\x7f]+")
+_SPELLED: dict[str, list[str]] = {}  # a character -> those replaced by it alone
+
+
 _READINGS: list[tuple[dict[int, str], re.Pattern[str]]] = []
 
 
@@ -186,6 +192,51 @@ def _reading(zwsp_as_space: bool) -> tuple[dict[int, str], re.Pattern[str]]:
         _READINGS.append((space, re.compile(_class([*(r for r in IGNORABLE if r != (0x200B, 0x200F)),
                                                     (0x200C, 0x200F), *_codes(multi)]))))
     return _READINGS[zwsp_as_space]
+
+
+class _Runs:
+    """Where the runs of a character class are in a text, as ``str`` spans: RE2 over the text's
+    UTF-8 (a DFA: a megabyte in a few milliseconds), or Python's ``re`` without google-re2."""
+
+    __slots__ = ("_class", "_re2", "_re")
+
+    def __init__(self, char_class: str) -> None:
+        self._class = char_class
+        self._re2: Any = None  # google-re2's compiled regex (untyped)
+        self._re: re.Pattern[str] | None = None
+
+    def __call__(self, text: str) -> list[tuple[int, int]]:
+        if self._re2 is None and self._re is None:
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False
+                self._re2 = re2.compile(self._class + "+", options)
+            except Exception:  # noqa: BLE001 - Python's re: the same spans, slower
+                self._re = re.compile(self._class + "+")
+        if self._re is not None:
+            return [match.span() for match in self._re.finditer(text)]
+        data = text.encode("utf-8", "surrogatepass")
+        out = []
+        byte_at = char_at = 0
+        for match in self._re2.finditer(data):
+            start, end = match.span()
+            first = char_at + len(data[byte_at:start].decode("utf-8", "surrogatepass"))
+            char_at = first + len(data[start:end].decode("utf-8", "surrogatepass"))
+            byte_at = end
+            out.append((first, char_at))
+        return out
+
+
+_IGNORABLE_RUNS: Final = _Runs(ignorable_class())
+_CHANGED_RUNS: list[_Runs] = []
+
+
+def _changed_runs(text: str) -> list[tuple[int, int]]:
+    if not _CHANGED_RUNS:
+        _CHANGED_RUNS.append(_Runs(_class([*IGNORABLE, *_codes(list(table()))])))
+    return _CHANGED_RUNS[0](text)
 
 
 class Mapped:
@@ -242,14 +293,14 @@ class _Builder:
 def without_ignorables(text: str) -> Mapped | None:
     """``text`` without its default-ignorable code points (what the secret rules read), or None
     when it has none."""
-    first = _IGNORABLE_RUN.search(text)
-    if first is None:
+    runs = _IGNORABLE_RUNS(text)
+    if not runs:
         return None
     out = _Builder()
     at = 0
-    for match in _IGNORABLE_RUN.finditer(text, first.start()):
-        out.add(text[at:match.start()], at, True)
-        at = match.end()
+    for start, end in runs:
+        out.add(text[at:start], at, True)
+        at = end
     out.add(text[at:], at, True)
     return out.done()
 
@@ -261,33 +312,29 @@ def for_phrases(text: str, drop: Sequence[tuple[int, int]] = (), zwsp_as_space: 
     caller knows that no character of the text would change). With ``zwsp_as_space``, a
     zero-width space becomes a space rather than nothing (a second reading, for a zero-width
     space that stands between two words)."""
-    ords, uneven = _reading(zwsp_as_space) if normalize else ({}, _IGNORABLE_RUN)
+    ords, uneven = _reading(zwsp_as_space)
+    runs = _changed_runs(text) if normalize else []
+    # the characters to change, outside the spans taken out: pieces of the text end at both
+    edits: list[tuple[int, int, bool]] = [(start, end, False) for start, end in drop]
+    edits += [(start, end, True) for start, end in runs]
+    edits.sort()
     out = _Builder()
-    kept = []
     at = 0
-    for start, end in drop:
-        if start > at:
-            kept.append((at, start))
-        at = max(at, end)
-    if at < len(text):
-        kept.append((at, len(text)))
-    for lo, hi in kept:
-        at = lo
-        for match in _NON_ASCII.finditer(text, lo, hi) if normalize else ():
-            run = match.group()
-            new = run.translate(ords)
-            if new == run:
-                continue
-            start = match.start()
-            out.add(text[at:start], at, True)
+    for start, end, change in edits:
+        start = max(start, at)
+        if start >= end:
+            continue
+        out.add(text[at:start], at, True)
+        if change:
+            run = text[start:end]
             if uneven.search(run) is None:
-                out.add(new, start, True)  # one character for one: the run's positions
+                out.add(run.translate(ords), start, True)  # one character for one: the run's positions
             else:
                 for i, char in enumerate(run):
                     one = char.translate(ords)
                     out.add(one, start + i, len(one) == 1)
-            at = match.end()
-        out.add(text[at:hi], at, True)
+        at = end
+    out.add(text[at:], at, True)
     return out.done()
 
 

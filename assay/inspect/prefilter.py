@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["Prefilter", "literal"]
 
@@ -49,40 +49,127 @@ def literal(text: str, fold: bool = False) -> str:
     return "".join(out)
 
 
-class Prefilter:
-    """Sets of regexes (each a sequence of alternatives). ``which(text)`` is None when no regex
-    of any set matches anywhere in ``text``, else one boolean per set: False only when no regex
-    of that set matches."""
+class _Engine:
+    """Regexes in one RE2 set (each added once, numbered in the order added), compiled again when
+    some were added since; and the answer for the last text asked about (the same object: a text
+    looked at by several detectors in a row costs one pass).
 
-    __slots__ = ("_sets", "_owner", "_match", "_ready")
+    A regex RE2 refuses is not added: the caller's set then counts as matching (fails open)."""
 
-    def __init__(self, sets: Sequence[Sequence[str]]) -> None:
-        self._sets = [tuple(alternatives) for alternatives in sets]
-        self._owner: list[int] = []  # the set of each regex, in the order RE2 numbers them
+    __slots__ = ("_regexes", "_index", "_match", "_count", "_last", "_hits")
+
+    def __init__(self) -> None:
+        self._regexes: list[str] = []
+        self._index: dict[str, int] = {}
         self._match: Callable[[bytes], list[int] | None] | None = None
-        self._ready = False
+        self._count = -1  # how many regexes the compiled set holds (-1: none compiled; -2: no engine)
+        self._last: object = None
+        self._hits: frozenset[int] = frozenset()
 
-    def _compile(self) -> None:
-        self._ready = True
+    def add(self, regex: str) -> int | None:
+        """The number of ``regex`` in the set, or None when RE2 refuses it (or is missing)."""
+        found = self._index.get(regex)
+        if found is not None:
+            return found
         try:
             import re2
 
-            options = re2.Options()
-            options.log_errors = False
-            options.never_capture = True
-            options.max_mem = _MAX_MEM
-            engine = re2.Set.SearchSet(options)
-            owner: list[int] = []
-            for i, alternatives in enumerate(self._sets):
-                for alternative in alternatives:
-                    if engine.Add(alternative) != len(owner):
-                        raise ValueError("the set numbered a regex out of order")
-                    owner.append(i)
+            re2.compile(regex, _options(re2))
+        except Exception:  # noqa: BLE001 - refused or no engine: not in the set
+            return None
+        self._index[regex] = len(self._regexes)
+        self._regexes.append(regex)
+        return self._index[regex]
+
+    def hits(self, text: str | bytes) -> frozenset[int] | None:
+        """The numbers of the regexes that match somewhere in ``text``; None without an engine."""
+        if self._count != len(self._regexes):
+            self._compile()
+        match = self._match
+        if match is None:
+            return None
+        if text is self._last:
+            return self._hits
+        if isinstance(text, str):
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:  # a lone surrogate
+                data = _SURROGATE.sub("\ufffd", text).encode()
+        else:
+            data = text
+        hits = frozenset(match(data) or ())
+        if len(text) <= _CACHE_MAX:
+            self._last, self._hits = text, hits
+        return hits
+
+    def _compile(self) -> None:
+        self._last = None
+        try:
+            import re2
+
+            engine = re2.Set.SearchSet(_options(re2))
+            for number, regex in enumerate(self._regexes):
+                if engine.Add(regex) != number:
+                    raise ValueError("the set numbered a regex out of order")
             engine.Compile()
-            self._owner = owner
-            self._match = engine.Match
+            # the binding's own Match (the wrapper's only encodes a str, which hits() did)
+            self._match = getattr(engine, "_set", engine).Match
+            self._count = len(self._regexes)
         except Exception:  # noqa: BLE001 - no fast path: every set counts as matching
             self._match = None
+            self._count = len(self._regexes)
+
+
+_CACHE_MAX: Final = 16 << 20  # the last text kept for the next detector's question (one, at most this long)
+
+
+def _options(re2: Any) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    options.max_mem = _MAX_MEM
+    return options
+
+
+_SHARED: Final = _Engine()
+
+
+class Prefilter:
+    """Sets of regexes (each a sequence of alternatives). ``which(text)`` is None when no regex
+    of any set matches anywhere in ``text``, else one boolean per set: False only when no regex
+    of that set matches. Every Prefilter's regexes are in one shared RE2 set (``shared``), so
+    the detectors asking about the same text cost one pass; a Prefilter of its own has its own
+    set."""
+
+    __slots__ = ("_make", "_built", "_engine", "_numbers", "_open", "_all")
+
+    def __init__(self, sets: Sequence[Sequence[str]] | Callable[[], Sequence[Sequence[str]]],
+                 shared: bool = True) -> None:
+        """``sets``, or a function that makes them (called on first use: some take a table to
+        build)."""
+        self._make = sets
+        self._built: list[tuple[str, ...]] | None = None
+        self._engine = _SHARED if shared else _Engine()
+        self._numbers: list[list[int]] | None = None  # each set's regexes, numbered in the engine
+        self._open: list[bool] = []  # a set with a regex the engine refused: always matching
+        self._all: frozenset[int] | None = None  # every regex's number (None: some set is always matching)
+
+    @property
+    def _sets(self) -> list[tuple[str, ...]]:
+        if self._built is None:
+            made = self._make() if callable(self._make) else self._make
+            self._built = [tuple(alternatives) for alternatives in made]
+        return self._built
+
+    def _register(self) -> list[list[int]]:
+        numbers, refused = [], []
+        for alternatives in self._sets:
+            added = [self._engine.add(regex) for regex in alternatives]
+            numbers.append([n for n in added if n is not None])
+            refused.append(None in added)
+        self._numbers, self._open = numbers, refused
+        self._all = None if any(refused) else frozenset(n for mine in numbers for n in mine)
+        return numbers
 
     @property
     def alternatives(self) -> list[str]:
@@ -90,26 +177,27 @@ class Prefilter:
         return [alt for alts in self._sets for alt in alts]
 
     def which(self, text: str | bytes) -> list[bool] | None:
-        if not self._ready:
-            self._compile()
-        match = self._match
-        if match is None:
-            return [True] * len(self._sets)
+        numbers = self._numbers if self._numbers is not None else self._register()
         try:
-            if isinstance(text, str):
-                try:
-                    data = text.encode()
-                except UnicodeEncodeError:  # a lone surrogate
-                    data = _SURROGATE.sub("\ufffd", text).encode()
-            else:
-                data = text
-            hits = match(data)
-            if not hits:
-                return None
-            out = [False] * len(self._sets)
-            owner = self._owner
-            for hit in hits:
-                out[owner[hit]] = True
-            return out
+            hits = self._engine.hits(text)
         except Exception:  # noqa: BLE001 - fail towards more work
-            return [True] * len(self._sets)
+            hits = None
+        if hits is None:
+            return [True] * len(numbers)
+        out = [refused or not hits.isdisjoint(mine) for mine, refused in zip(numbers, self._open)]
+        return out if any(out) else None
+
+    def any(self, data: bytes) -> bool:
+        """Whether any regex of any set matches somewhere in ``data`` (UTF-8): ``which`` for the
+        one answer a caller needs first, with the least work around the engine's pass. True when
+        the engine is missing or fails."""
+        if self._numbers is None:
+            self._register()
+        every = self._all
+        if every is None:
+            return True
+        try:
+            hits = self._engine.hits(data)
+        except Exception:  # noqa: BLE001 - fail towards more work
+            return True
+        return hits is None or not hits.isdisjoint(every)

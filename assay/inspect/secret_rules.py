@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 from assay.inspect.normalize import ignorable_class
@@ -31,7 +32,7 @@ _HERE: Final = (0,)  # a match starts where its finder's hit does
 @dataclass(frozen=True)
 class Rule:
     kind: str
-    pattern: re.Pattern[str]
+    source: str  # the regex (ASCII: \\s is ASCII white space, (?i:...) folds ASCII letters only)
     hints: tuple[str, ...]  # the rule can match only where one of these occurs
     lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
@@ -43,7 +44,7 @@ class Rule:
     # classes hold neither), or its ASCII-lowercased bytes when ``lower``, or the text itself
     # with ``on_text``; with ``start``, a hit is somewhere in a match's first word and
     # ``start(text, hit)`` says where that word (the only place a match can start) begins, or -1.
-    finders: tuple[re.Pattern[Any], ...] = ()
+    finders: tuple[Any, ...] = ()  # each with re's search(haystack, at)
     # for the prefilter, when the hints let through too much: RE2 regexes, one of which matches
     # the text wherever this rule does (a superset: small for RE2's automaton)
     near: tuple[str, ...] = ()
@@ -53,6 +54,11 @@ class Rule:
     # a rule whose kind depends on the match: (kind, start, end) of the secret, or None (no check,
     # no group then)
     pick: Callable[[re.Match[str]], tuple[str, int, int] | None] | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled rule (on first use: most texts never need most rules)."""
+        return re.compile(self.source, re.ASCII)
 
 
 def _jwt_header(match: re.Match[str]) -> bool:
@@ -163,20 +169,68 @@ def _scheme_start(text: str, colon: int) -> int:
     return colon - length if 0 < length <= 32 else -1
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    """ASCII only: ``\\s`` is ASCII white space, and ``(?i:...)`` folds ASCII letters only (so
-    the lowercased-text hints of a case-insensitive rule never miss a match)."""
-    return re.compile(pattern, re.ASCII)
+class _OnePass:
+    """A finder of several alternatives that ``re`` would try at every position: RE2's automaton
+    finds the leftmost hit in one pass (compiled on first use); without google-re2, ``re`` with
+    one regex per alternative, each starting with its literal (the same hits, more passes)."""
+
+    __slots__ = ("_pattern", "_alternatives", "_search")
+
+    def __init__(self, pattern: bytes, alternatives: tuple[bytes, ...]) -> None:
+        self._pattern = pattern
+        self._alternatives = alternatives
+        self._search: Callable[[bytes, int], Any] | None = None
+
+    def search(self, haystack: bytes, at: int) -> Any:
+        if self._search is None:
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False
+                options.encoding = re2.Options.Encoding.LATIN1  # bytes, one character each
+                self._search = re2.compile(self._pattern, options).search
+            except Exception:  # noqa: BLE001 - re, one pass per alternative
+                finders = [re.compile(alternative) for alternative in self._alternatives]
+
+                def search(haystack: bytes, at: int) -> Any:
+                    hits = [hit for finder in finders if (hit := finder.search(haystack, at)) is not None]
+                    return min(hits, key=lambda hit: hit.start()) if hits else None
+
+                self._search = search
+        return self._search(haystack, at)
+
+
+def _compile(pattern: str) -> str:
+    """A rule's regex, compiled on first use with ``re.ASCII``: ``\\s`` is ASCII white space,
+    and ``(?i:...)`` folds ASCII letters only (so the lowercased-text hints of a
+    case-insensitive rule never miss a match)."""
+    return pattern
 
 
 def _fold(word: str) -> str:
     return literal(word, fold=True)
 
 
-def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
-    """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
-    lowercased text)."""
-    return tuple(re.compile(pattern, re.ASCII) for pattern in patterns)
+class _Finder:
+    """A finder: a regex that starts with a literal (bytes for a case-insensitive rule: it
+    searches the lowercased text), compiled on first use."""
+
+    __slots__ = ("_source", "_search")
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._search: Callable[[Any, int], Any] | None = None
+
+    def search(self, haystack: Any, at: int) -> Any:
+        if self._search is None:
+            self._search = re.compile(self._source, re.ASCII).search
+        return self._search(haystack, at)
+
+
+def _at(*patterns: Any) -> tuple[_Finder, ...]:
+    """Finders (see :class:`_Finder`)."""
+    return tuple(_Finder(pattern) for pattern in patterns)
 
 
 _L = r"(?<![A-Za-z0-9])"  # not inside a longer word
@@ -218,7 +272,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?<![A-Za-z0-9_\-])sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?([A-Za-z0-9_\-]{40,1024}+)"
     ), ("sk-",), check=_random_key, finders=_at("sk-")),
     Rule("huggingface_token", _compile(r"(?<![A-Za-z0-9_])(?:hf|api_org)_([A-Za-z]{34})(?![A-Za-z0-9_])"),
-          ("hf_", "api_org_"), check=_mixed_case, finders=_at("hf_|api_org_")),
+          ("hf_", "api_org_"), check=_mixed_case, finders=_at("hf_", "api_org_")),
     Rule("slack_webhook", _compile(
         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
     ), ("hooks.slack.com/",)),
@@ -252,8 +306,12 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?:\"(?P<dq>[^\"\\\s]{1,512}+)\"" + _NOT_AN_EXPRESSION + r"|'(?P<sq>[^'\\\s]{1,512}+)'" + _NOT_AN_EXPRESSION
         + r"|(?P<bare>[^\s\"'`,;&<>(){}\[\]\\]{1,512}+)(?![(\[{<]))"
     ), ("password",), lower=True, pick=_assignment, start=_key_start,
-          finders=_at(rb"(?:pass[_.\-]?(?:word|phrase)|passwd|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token"
-                      rb"|api[_.\-]?key)[\"']?[ \t]{0,8}+(?::=|=>|=|:)"),
+          finders=(_OnePass(
+              rb"(?:pass(?:[_.\-]?(?:word|phrase)|wd)|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token|api[_.\-]?key)"
+              rb"[\"']?[ \t]{0,8}(?::=|=>|=|:)",
+              tuple(word + rb"[\"']?[ \t]{0,8}+(?::=|=>|=|:)" for word in (
+                  rb"pass(?:[_.\-]?(?:word|phrase)|wd)", rb"pwd", rb"secret(?:[_.\-]?(?:access[_.\-]?)?key)?",
+                  rb"token", rb"api[_.\-]?key"))),),
           near=("(?i)" + _KEY_WORD + r"[\"']?[ \t]*[:=]",)),
 )
 

@@ -278,9 +278,11 @@ def test_a_secret_in_other_letters_is_not_the_secret() -> None:
 
 
 def test_the_gate_says_when_normalizing_can_matter() -> None:
-    gate = injection.GATE
-    anchors, marks, spelled, singles, multis = gate.which("ins\u200btruct")
-    assert spelled and singles and not anchors
-    assert gate.which("Привет мир") is not None and not gate.which("Привет мир")[2]
+    gate, count = injection.GATE, len(injection._ANCHORS_OF[id(injection._INJECTION)])
+    which = gate.which("ins\u200btruct")
+    marks, spelled, singles, multis = which[count:]
+    assert spelled and singles and not any(which[:count])
+    which = gate.which("Привет мир")
+    assert which is not None and not which[count + 1]
     assert gate.which("hello world") is None
     assert re.fullmatch(normalize.anchor_regex("now"), "\u043f\u043e\u200bW")

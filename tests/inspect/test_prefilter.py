@@ -49,12 +49,40 @@ def test_which_is_the_plain_search(text: str) -> None:
 
 def test_without_its_engine_every_set_counts_as_present(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "re2", None)  # the import fails
-    assert Prefilter(SETS_RE).which("nothing here") == [True, True, True]
+    assert Prefilter(SETS_RE, shared=False).which("nothing here") == [True, True, True]
 
 
-def test_a_regex_the_engine_refuses_makes_every_set_present() -> None:
-    assert Prefilter([["(?<=x)y"], ["z"]]).which("nothing") == [True, True]  # RE2 has no look-behind
-    assert Prefilter([["a{2000}"], ["z"]]).which("nothing") == [True, True]  # nor repeats over 1000
+def test_a_regex_the_engine_refuses_makes_its_set_present() -> None:
+    assert Prefilter([["(?<=x)y"], ["z"]]).which("nothing") == [True, False]  # RE2 has no look-behind
+    assert Prefilter([["a{2000}"], ["z"]]).which("nothing z") == [True, True]  # nor repeats over 1000
+    assert Prefilter([["x"], ["z"]]).which("nothing") is None  # the others are not touched
+
+
+def test_the_detectors_share_one_pass_per_text() -> None:
+    from assay.inspect import prefilter
+
+    first = Prefilter([["alpha"]])
+    second = Prefilter([["beta"]])
+    text = "alpha and gamma " * 1000
+    calls = []
+    engine = prefilter._SHARED
+    first.which("warm")
+    second.which("warm")  # both registered: the set is compiled
+
+    def counting(data: bytes) -> object:
+        calls.append(len(data))
+        assert engine._match is not None
+        return original_match(data)
+
+    original_match = engine._match
+    engine._match = counting
+    try:
+        assert first.which(text) == [True]
+        assert second.which(text) is None
+        assert calls == [len(text)]  # one pass for both
+        assert second.which(text[:-1] + " ") is None and len(calls) == 2  # another object: asked again
+    finally:
+        engine._match = original_match
 
 
 def test_regex_sets() -> None:
@@ -108,8 +136,8 @@ def test_the_detectors_prefilters_compile() -> None:
 
     for prefilter in (PREFILTER, GATE):
         prefilter.which("x")
-        assert prefilter._match is not None
+        assert not any(prefilter._open)
         for alternative in prefilter.alternatives:
-            alone = Prefilter([[alternative]])
+            alone = Prefilter([[alternative]], shared=False)
             alone.which("x")
-            assert alone._match is not None, alternative
+            assert alone._open == [False], alternative
