@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["ASSIGNED_KINDS", "KEY_KINDS", "SECRET_KEYS", "assigned_value", "key_kind", "placeholder"]
+__all__ = ["ASSIGNED_KINDS", "KEY_KINDS", "SECRET_KEYS", "assigned_value", "key_kind", "member_secret", "placeholder"]
 
 # A key is compared lowercased, with "-", "_", "." and spaces taken out; it names a secret when it
 # is one of the exact names, or ends in one of the suffixes, and is none of the handles below.
@@ -95,3 +95,16 @@ def assigned_value(value: str, literal: bool) -> bool:
     if len(value) < _MIN_VALUE or _NOT_A_VALUE.match(value) or _PLACEHOLDER.fullmatch(value) or placeholder(value):
         return False
     return literal or not _WORDLIKE.fullmatch(value)
+
+
+def member_secret(key: str, value: object) -> str | None:
+    """The kind of a JSON member's value under ``key`` when the key names a secret and the value
+    is a string that is one (:func:`assigned_value`; a JSON string says what it is, as a
+    ``NAME=value`` line does), or None: the text rule of assignments applied to a parsed member
+    (``{"password": "..."}`` in a tool's ``structuredContent``)."""
+    if value.__class__ is not str:
+        return None
+    kind = key_kind(key)
+    if kind not in ASSIGNED_KINDS:
+        return None
+    return kind if assigned_value(value, literal=True) else None

@@ -324,3 +324,16 @@ NEGATIVES["hashes and uuids"] = _hashes_and_uuids()
 def test_ordinary_text_about_secrets_gives_no_finding(name: str) -> None:
     text = NEGATIVES[name]
     assert [(s.kind, text[s.start:s.end]) for s in find_secrets(text)] == []
+
+
+def test_a_json_member_under_a_key_that_names_a_secret_is_judged_as_its_text_would_be() -> None:
+    """The helper a walk over a parsed value uses (docs/inspect.md, "Keys that name a secret")."""
+    from assay.inspect.secret_keys import member_secret
+
+    assert member_secret("password", "hunter") == "password"
+    assert member_secret("GITHUB_TOKEN", _random(40)) == "token"
+    assert member_secret("x-api-key", _random(32)) == "api_key"
+    for key, value in [("password", "changeme"), ("password", "<your password>"), ("token", "${TOKEN}"),
+                       ("next_page_token", _random(40)), ("max_tokens", "4096"), ("password", 12345678),
+                       ("path", _random(20)), ("token", "abc"), ("secret", "/run/secrets/db")]:
+        assert member_secret(key, value) is None, (key, value)
