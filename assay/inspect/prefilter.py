@@ -56,15 +56,14 @@ class _Engine:
 
     A regex RE2 refuses is not added: the caller's set then counts as matching (fails open)."""
 
-    __slots__ = ("_regexes", "_index", "_match", "_count", "_last", "_hits")
+    __slots__ = ("_regexes", "_index", "_match", "_count", "_last")
 
     def __init__(self) -> None:
         self._regexes: list[str] = []
         self._index: dict[str, int] = {}
         self._match: Callable[[bytes], list[int] | None] | None = None
         self._count = -1  # how many regexes the compiled set holds (-1: none compiled; -2: no engine)
-        self._last: object = None
-        self._hits: frozenset[int] = frozenset()
+        self._last: tuple[object, frozenset[int]] | None = None  # one tuple: read and written whole
 
     def add(self, regex: str) -> int | None:
         """The number of ``regex`` in the set, or None when RE2 refuses it (or is missing)."""
@@ -88,8 +87,9 @@ class _Engine:
         match = self._match
         if match is None:
             return None
-        if text is self._last:
-            return self._hits
+        last = self._last
+        if last is not None and last[0] is text:
+            return last[1]
         if isinstance(text, str):
             try:
                 data = text.encode()
@@ -99,7 +99,7 @@ class _Engine:
             data = text
         hits = frozenset(match(data) or ())
         if len(text) <= _CACHE_MAX:
-            self._last, self._hits = text, hits
+            self._last = (text, hits)
         return hits
 
     def _compile(self) -> None:
