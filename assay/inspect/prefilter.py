@@ -97,7 +97,8 @@ class _Engine:
                 data = _SURROGATE.sub("\ufffd", text).encode()
         else:
             data = text
-        hits = frozenset(match(data) or ())
+        found = match(data)
+        hits = frozenset(found) if found else _NONE
         if len(text) <= _CACHE_MAX:
             self._last = (text, hits)
         return hits
@@ -120,6 +121,7 @@ class _Engine:
             self._count = len(self._regexes)
 
 
+_NONE: Final[frozenset[int]] = frozenset()
 _CACHE_MAX: Final = 16 << 20  # the last text kept for the next detector's question (one, at most this long)
 
 
@@ -184,6 +186,8 @@ class Prefilter:
             hits = None
         if hits is None:
             return [True] * len(numbers)
+        if not hits and self._all is not None:  # the usual text: nothing at all
+            return None
         out = [refused or not hits.isdisjoint(mine) for mine, refused in zip(numbers, self._open)]
         return out if any(out) else None
 
