@@ -1,27 +1,46 @@
 """Response inspection benchmark (docs/policy.md, "Inspecting what comes back"). Not a test.
 
-    .venv/bin/python bench/bench_inspect.py [--runs 7]
+    .venv/bin/python bench/bench_inspect.py [--runs 7]                 # in the session
+    .venv/bin/python bench/bench_inspect.py --process [--runs 5]       # whole wrap process
+    .venv/bin/python bench/bench_inspect.py --process --assay PATH     # another wrap's
+    .venv/bin/python bench/bench_inspect.py --process --compare PATH   # and another's, same runs
 
-What one server answer costs in the wrap session (the sans-IO core the relay calls: the server
-line in, the bytes for the client out), with and without inspection, measured in the same run:
+What one server answer costs, with and without inspection, measured in the same run:
 
 - baseline: a policy without ``inspect``; the answer to a forwarded ``tools/call`` is relayed;
 - on: ``inspect: {secrets: mask, injection: strip}`` covering the tool (no finding: the answer
   is read and relayed as it is);
 - not named: the same policy with the tool left out by a per-tool entry (``secrets: off,
-  injection: off``): the answer must cost what the baseline's does.
+  injection: off``): the answer must cost what the baseline's does (in the session only).
+
+By default in the wrap session (the sans-IO core the relay calls: the client's call and the
+server's answer in, the bytes for each side out; both halves timed). With ``--process``, through
+real processes: ``assay mcp wrap`` (the ``assay`` next to this Python, or ``--assay``) in front of
+bench/answer_server.py, which answers every call with the same line, and a client that sends
+``initialize`` and then one ``tools/call`` at a time, waiting for each answer, as a model does.
+The figure is wrap's own process CPU per call (every thread's ``schedstat``; the keeper and the
+server are other processes) over ``--calls`` calls after a warm-up; ``first answer`` is wrap's
+CPU from its start to the end of the first answer (start-up, the first inspection's imports and
+compiles). Each run starts every policy's wrap anew, in a rotating order.
 
 For results of 1 KiB (prose) and 1 MiB (prose; Python's standard library sources; the project's
-own docs and sources, which hold every detector's literals: a worst case).
-Each figure is the median of ``--runs`` runs; the difference to the baseline is what
-inspection adds. Targets: 1 KiB <= 10 µs more, 1 MiB <= 15 ms more, not named: nothing extra.
+own docs and sources, which hold every detector's literals: a worst case). Each figure is the
+median of ``--runs`` runs; the difference to the baseline is what inspection adds. Targets
+(whole process): 1 KiB <= 10 µs more, 1 MiB <= 15 ms more.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
+import select
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,7 +84,8 @@ def prose(size: int) -> str:
 
 
 def per_answer(policy_text: str, line: bytes, n: int) -> float:
-    """Seconds per answer: n calls, each forwarded, then its answer read."""
+    """Seconds per call in the session: n calls, each forwarded and its answer read, one after
+    the other (the call and the answer both timed)."""
     policy = load_policy(policy_text.encode())
     session = WrapSession(policy, SessionOptions(), clock=lambda: 1000.0)
     session.receive_client_data(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')
@@ -74,12 +94,13 @@ def per_answer(policy_text: str, line: bytes, n: int) -> float:
              for i in range(1, n + 1)]
     answers = [line.replace(b'"id":1,', b'"id":%d,' % i, 1) + b"\n" for i in range(1, n + 1)]
     assert all(b'"id":%d,' % i in a for i, a in zip(range(1, n + 1), answers))
-    for c in calls:
+    clock = time.perf_counter
+    elapsed = 0.0
+    for c, a in zip(calls, answers):
+        t0 = clock()
         session.receive_client_data(c)
-    t0 = time.perf_counter()
-    for a in answers:
         session.receive_server_data(a)
-    elapsed = time.perf_counter() - t0
+        elapsed += clock() - t0
     assert not session.owes_answers and session.dropped_responses == 0  # every answer was read as one
     return elapsed / n
 
@@ -89,10 +110,132 @@ def answer_line(text: str) -> bytes:
                       separators=(",", ":")).encode()
 
 
+# -- whole process (--process) --------------------------------------------------------------------
+
+HERE = Path(__file__).resolve().parent
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # .pyc as installed
+STALL_S = 60.0
+
+
+def cpu_ns(pid: int) -> int:
+    """Nanoseconds on CPU of every live thread of ``pid`` (the first field of each task's
+    schedstat); other processes (the keeper, the server) are not counted."""
+    total = 0
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(path, "rb") as handle:
+                total += int(handle.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _call(i: int) -> bytes:
+    return b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{}}}\n' % i
+
+
+class Wrap:
+    """``assay mcp wrap --policy P -- python answer_server.py ANSWER``, talked to over pipes."""
+
+    def __init__(self, assay: str, policy: Path, answer: Path) -> None:
+        argv = [assay, "mcp", "wrap", "--policy", str(policy), "--", sys.executable, str(HERE / "answer_server.py"),
+                str(answer)]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  bufsize=0, env=CHILD_ENV)
+        assert self.p.stdin is not None and self.p.stdout is not None
+        self.inp, self.out = self.p.stdin.fileno(), self.p.stdout.fileno()
+        self.buf = b""
+
+    def round_trip(self, line: bytes) -> bytes:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.inp, view):]
+        while b"\n" not in self.buf:
+            if not select.select([self.out], [], [], STALL_S)[0]:
+                self.p.kill()
+                raise SystemExit("bench_inspect: wrap gave no answer for a minute")
+            chunk = os.read(self.out, 1 << 20)
+            if not chunk:
+                raise SystemExit(f"bench_inspect: wrap ended early (status {self.p.wait()})")
+            self.buf += chunk
+        answer, self.buf = self.buf.split(b"\n", 1)
+        return answer
+
+    def close(self) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def whole_process(assay: str, policy: Path, answer: Path, calls: int) -> tuple[float, float]:
+    """(wrap's CPU seconds per call over ``calls`` calls after a warm-up, wrap's CPU seconds from
+    its start to the end of the first answer)."""
+    wrap = Wrap(assay, policy, answer)
+    try:
+        wrap.round_trip(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                        b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+        os.write(wrap.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        first = json.loads(wrap.round_trip(_call(1)))
+        if "result" not in first or first["result"].get("isError"):
+            raise SystemExit(f"bench_inspect: the answer was refused: {json.dumps(first)[:300]}")
+        start_up = cpu_ns(wrap.p.pid)
+        for i in range(2, 22):  # warm-up
+            wrap.round_trip(_call(i))
+        before = cpu_ns(wrap.p.pid)
+        for i in range(22, 22 + calls):
+            wrap.round_trip(_call(i))
+        spent = cpu_ns(wrap.p.pid) - before
+    finally:
+        wrap.close()
+    return spent / calls / 1e9, start_up / 1e9
+
+
+def process_main(args: argparse.Namespace) -> None:
+    builds = [("", args.assay or str(Path(sys.executable).parent / "assay"))]
+    if args.compare:
+        builds.append((" @cmp", args.compare))
+    cases = [("1 KiB prose", prose(1024), args.calls, 1e6, "µs"), ("1 MiB prose", prose(1 << 20), 20, 1e3, "ms"),
+             ("1 MiB stdlib code", stdlib_code(1 << 20), 20, 1e3, "ms"), ("1 MiB docs+code", corpus(1 << 20), 20, 1e3, "ms")]
+    names = ("baseline", "on")
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        for name in names:
+            (tmp / f"{name}.yaml").write_text(POLICIES[name])
+        print("; ".join(f"wrap{tag}: {assay}" for tag, assay in builds))
+        print(f"wrap's own CPU per call after a warm-up (the difference paired within each run), and from its start "
+              f"to its first answer; median of {args.runs} runs")
+        for label, text, n, scale, unit in cases:
+            answer = tmp / "answer.json"
+            answer.write_bytes(answer_line(text).replace(b'"id":1,', b'"id":0,', 1) + b"\n")
+            setups = [(tag, assay, name) for tag, assay in builds for name in names]
+            per: dict[tuple[str, str], list[float]] = {(tag, name): [] for tag, _a, name in setups}
+            first: dict[tuple[str, str], list[float]] = {(tag, name): [] for tag, _a, name in setups}
+            for run in range(args.runs):
+                for tag, assay, name in setups[run % len(setups):] + setups[:run % len(setups)]:  # rotate the order
+                    cost, start_up = whole_process(assay, tmp / f"{name}.yaml", answer, n)
+                    per[tag, name].append(cost * scale)
+                    first[tag, name].append(start_up * 1e3)
+            for tag, _assay in builds:
+                base, on = per[tag, "baseline"], per[tag, "on"]
+                diff = statistics.median([a - b for a, b in zip(on, base)])
+                print(f"{label + tag:23} baseline {statistics.median(base):9.2f} {unit}   on {statistics.median(on):9.2f} "
+                      f"{unit}   +{diff:.2f} {unit}   lowest {min(base):.2f} / {min(on):.2f}   first answer "
+                      f"{statistics.median(first[tag, 'baseline']):.0f} / {statistics.median(first[tag, 'on']):.0f} ms")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--process", action="store_true", help="through real processes: wrap's own CPU")
+    parser.add_argument("--assay", help="the assay script to run (--process); default: the one next to this Python")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per run of the 1 KiB case (--process)")
+    parser.add_argument("--compare", metavar="ASSAY", help="another build's assay script, measured in the same runs (--process)")
     args = parser.parse_args()
+    if args.process:
+        process_main(args)
+        return
     cases = [
         ("1 KiB prose", answer_line(prose(1024)), 2000, 1e6, "µs"),
         ("1 MiB prose", answer_line(prose(1 << 20)), 5, 1e3, "ms"),

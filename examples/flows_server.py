@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-SECRETS = {"api_key": "sk-demo-0000"}
+SECRETS = {"api_key": "sk-demo-" + "0000"}  # in pieces: no detector finds a secret in the sources (docs/inspect.md)
 FILES = {"/workspace/README.md": "# Flows demo\n", "/secrets/token": "demo-token\n"}
 
 server = MCPServer("assay-flows-server", version="1.0.0")

@@ -351,6 +351,7 @@ HEAVY = (
     "sqlite3", "assay.sessions.sqlite",  # a policy that shares nothing never opens the session store
     "httpx2", "anyio", "mcp", "joserfc", "assay.remote", "assay.auth",  # a remote server's (docs/remote.md):
     # never for a command
+    "re2", "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
 )
 
 

@@ -18,7 +18,11 @@ Sans-IO: plain strings and JSON values in, plain values out; no clock, no files,
   flow rules' dialect), masked by words; :func:`~assay.inspect.userrules.redact_all` applies
   them with the built-in ones.
 - :mod:`~assay.inspect.secret_rules`: the rules of the secret detector, and how each is
-  searched.
-- :mod:`~assay.inspect.prefilter`: which sets of regexes match a text, in one fast pass; the
-  secret detector's prefilter (docs/inspect.md, "Speed").
+  searched; :mod:`~assay.inspect.secret_keys`: the one table of keys that name a secret (text
+  assignments and JSON members alike).
+- :mod:`~assay.inspect.prefilter`: which sets of regexes match a text, in one pass of
+  google-re2's set; the detectors' prefilter (docs/inspect.md, "Speed").
+- :mod:`~assay.inspect.normalize`: the text the detectors read (invisible characters removed,
+  NFKC, look-alike letters) and the way back to the original's spans (docs/inspect.md,
+  "Normalization").
 """

@@ -16,7 +16,9 @@ also in docs/inspect.md):
 Every expression has bounded repetitions only (possessive where more pattern follows), so the
 work is linear in the length of the text (tests/inspect/test_injection.py feeds each rule a
 megabyte of adversarial input under a time limit). Phrases are looked for in the text with the
-invisible and terminal hits taken out, so characters slipped between the words do not hide one.
+invisible and terminal hits taken out and normalized (:mod:`assay.inspect.normalize`: invisible
+characters removed, NFKC, look-alike letters), so neither characters slipped into or between the
+words nor letters of other alphabets hide one; a hit's span is the original text's.
 
 Sans-IO and stateless; the standard library only. Never raises on content.
 """
@@ -24,10 +26,11 @@ Sans-IO and stateless; the standard library only. Never raises on content.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final, NamedTuple
 
+from assay.inspect.normalize import anchor_regex, for_phrases, multi_class, single_class, strip_in_words
 from assay.inspect.prefilter import Prefilter, literal
 
 __all__ = ["GATE", "MARKER", "RULES", "Hit", "find_injection", "find_poison", "strip_injection"]
@@ -96,16 +99,21 @@ _MARGIN: Final = 512  # more than any phrase match's bytes on either side of its
 class _Phrase:
     kind: str
     rule: str
-    pattern: re.Pattern[bytes]
+    source: bytes
     anchors: tuple[bytes, ...]  # every match contains one of these
     gate: bytes = b""  # and this byte (a cheap look first)
     before: int = _MARGIN  # a match starts at most this many bytes before its anchor
     after: int = _MARGIN  # and ends (look-ahead included) at most this many after it
 
+    @cached_property
+    def pattern(self) -> re.Pattern[bytes]:
+        """The compiled rule (on first use: most texts never need most rules)."""
+        return re.compile(self.source, re.MULTILINE)
+
 
 def _p(kind: str, rule: str, pattern: bytes, anchors: tuple[bytes, ...], gate: bytes = b"",
        before: int = _MARGIN, after: int = _MARGIN) -> _Phrase:
-    return _Phrase(kind, rule, re.compile(pattern, re.MULTILINE), anchors, gate, before, after)
+    return _Phrase(kind, rule, pattern, anchors, gate, before, after)
 
 
 _INJECTION: Final[tuple[_Phrase, ...]] = (
@@ -316,7 +324,10 @@ def _char_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
     return out
 
 
-def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None) -> list[Hit]:
+def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None,
+                 absent: frozenset[bytes] = frozenset()) -> list[Hit]:
+    """The phrase hits in ``text`` (``folded``: its UTF-8 with ASCII letters lowercased, when the
+    caller has it; ``absent``: anchors the gate found nowhere in it, not looked for again)."""
     utf8 = b""
     if folded is None:
         if text.isascii():
@@ -332,7 +343,7 @@ def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = N
     for gate in open_gates:
         for anchor in plan[gate]:
             if anchor not in where:
-                where[anchor] = _positions(folded, anchor)
+                where[anchor] = [] if anchor in absent else _positions(folded, anchor)
     present = {anchor for anchor, positions in where.items() if positions}
     if not present:
         return []
@@ -366,30 +377,30 @@ def _merge(hits: list[Hit]) -> list[Hit]:
     return out
 
 
-def _cut(text: str, hits: list[Hit]) -> tuple[str, list[int], list[int]]:
-    """``text`` without the spans of ``hits`` (sorted, apart), and the map back: the kept pieces'
-    starts in the result and in ``text``."""
-    parts, kept_at, orig_at = [], [], []
-    at = length = 0
+def _cut(text: str, hits: list[Hit]) -> str:
+    """``text`` without the spans of ``hits`` (sorted, apart)."""
+    parts = []
+    at = 0
     for hit in hits:
         if hit.start > at:
             parts.append(text[at:hit.start])
-            kept_at.append(length)
-            orig_at.append(at)
-            length += hit.start - at
         at = max(at, hit.end)
-    if at < len(text):
-        parts.append(text[at:])
-        kept_at.append(length)
-        orig_at.append(at)
-    return "".join(parts), kept_at, orig_at
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def _anchors(rules: tuple[_Phrase, ...]) -> tuple[bytes, ...]:
+    return tuple(sorted({a for r in rules for a in r.anchors}))
 
 
 def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
-    """One pass that says whether a text can hold a hit at all, and then which of the two it
-    holds: an anchor of ``rules`` (in any case), a character some character rule names."""
-    anchors = sorted({a.decode("ascii") for r in rules for a in r.anchors})
-    return Prefilter([[literal(a, fold=True) for a in anchors], [_GATE_CHARS]])
+    """One pass that says whether a text can hold a hit at all, and then what it holds: each
+    anchor of ``rules`` (in any case), a character some character rule names, an anchor in any
+    of its spellings (docs/inspect.md, "Normalization"), a character normalization removes or
+    replaces by one, one it replaces by several."""
+    anchors = [a.decode("ascii") for a in _anchors(rules)]
+    return Prefilter(lambda: [*([literal(a, fold=True)] for a in anchors), [_GATE_CHARS],
+                              [anchor_regex(a) for a in anchors], [single_class()], [multi_class()]])
 
 
 # every character a character rule can start with (a superset: a single ZWJ in an emoji passes,
@@ -406,34 +417,40 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     which = _GATES_OF[id(rules)].which(text)
     if which is None:  # the usual text: one pass, no hit possible
         return []
-    anchors, marks = which
+    names = _ANCHORS_OF[id(rules)]
+    marks, spelled, singles, multis = which[len(names):]
+    anchors = any(which[:len(names)])
     folded: bytes | None = None
     if text.isascii():
         folded = text.encode("ascii").translate(_LOWER)
         chars = _char_hits(text) if marks and b"\0" in folded else []
     else:
         chars = _char_hits(text) if marks else []
-    if not chars:
-        if not anchors:  # no anchor, and no character to take out that could hide one
+    # normalizing can change what is found: a character it changes can make (or be inside) an
+    # anchor, or stand inside a phrase around one; or what the character hits take out joins one
+    changed = multis or (singles and (spelled or bool(chars)))
+    if not chars and not changed:
+        if not anchors:  # no anchor, and nothing to take out or replace that could hide one
             return []
-        hits = _phrase_hits(text, rules, folded)
+        absent = frozenset(name for name, found in zip(names, which) if not found)
+        hits = _phrase_hits(text, rules, folded, absent)
         return _merge(hits) if hits else hits
-    # phrases in the text with the invisible and terminal characters taken out, mapped back
+    # phrases in the text with the invisible and terminal hits taken out, normalized, mapped back;
+    # a zero-width space is read both as nothing (inside a word) and as a space (between two)
     chars = _merge(chars)
-    clean, kept_at, orig_at = _cut(text, chars)
-
-    def back(i: int) -> int:
-        k = bisect_right(kept_at, i) - 1
-        return orig_at[k] + i - kept_at[k]
-
+    drop = [(hit.start, hit.end) for hit in chars]
     found = list(chars)
-    for hit in _phrase_hits(clean, rules):
-        found.append(hit._replace(start=back(hit.start), end=back(hit.end - 1) + 1))
+    for zwsp_as_space in (False, True) if changed and "\u200b" in text else (False,):
+        mapped = for_phrases(text, drop, zwsp_as_space, normalize=changed)
+        for hit in _phrase_hits(mapped.text, rules):
+            start, end = mapped.span(hit.start, hit.end)
+            found.append(hit._replace(start=start, end=end))
     return _merge(found)
 
 
 GATE: Final = _gate(_INJECTION)  # find_injection's first look (assay.inspect.scan asks it too)
 _GATES_OF: Final = {id(_INJECTION): GATE, id(_ALL): _gate(_ALL)}
+_ANCHORS_OF: Final = {id(_INJECTION): _anchors(_INJECTION), id(_ALL): _anchors(_ALL)}
 
 
 def find_injection(text: str) -> list[Hit]:
@@ -457,9 +474,10 @@ _INVISIBLE_SINGLES: Final = re.compile("[\u200b\u200c\u200d\u2060\ufeff\ufe00-\u
 def strip_injection(text: str) -> tuple[str, list[Hit]]:
     """``text`` with its invisible and terminal hits removed and each phrase hit replaced by
     ``[REMOVED:injection]``, and :func:`find_injection`'s hits. A text with no hit is returned
-    as it is. No invisible or terminal hit is left: where a removal brings two zero-width
-    characters together, that run is removed too (after a few passes, every zero-width
-    character and variation selector is)."""
+    as it is. In a text with a hit, the default-ignorable characters inside words (a zero-width
+    space, a word joiner, a soft hyphen between two letters) go too. No invisible or terminal
+    hit is left: where a removal brings two zero-width characters together, that run is removed
+    too (after a few passes, every zero-width character and variation selector is)."""
     hits = find_injection(text)
     if not hits:
         return text, hits
@@ -471,11 +489,11 @@ def strip_injection(text: str) -> tuple[str, list[Hit]]:
             parts.append(MARKER)
         at = hit.end
     parts.append(text[at:])
-    out = "".join(parts)
+    out = strip_in_words("".join(parts))
     for _ in range(_MAX_PASSES):
         left = _char_hits(out)
         if not left:
             return out, hits
-        out = _cut(out, left)[0]
+        out = _cut(out, left)
     head = "\ufeff" if out.startswith("\ufeff") else ""
     return head + _INVISIBLE_SINGLES.sub("", out[len(head):]), hits

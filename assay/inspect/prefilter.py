@@ -1,39 +1,43 @@
-"""Which of several sets of regexes match a text, in one fast pass (docs/inspect.md, "Secrets",
-"Speed").
+"""Which of several sets of regexes match a text, in one pass (docs/inspect.md, "Speed").
 
-The secret rules (:mod:`assay.inspect.secrets`) can each match only where one of a few literals
-occurs (``ghp_``, ``://``, ``bearer`` in any case), or a short regex around one matches
-(``secret`` and ``key`` then ``=`` or ``:``). Python has no fast search for several of them at
-once: ``re`` tries an alternation at every position (~60 us per KiB), and ``in`` scans the text
-once per literal. The regex engine of jsonschema-rs (Rust's ``regex``: linear time, a
-multi-literal search for the literals its regexes start with) answers "does any of them match"
-in one pass over the text, so a text where none does costs one call. It answers yes or no only,
-so :meth:`Prefilter.which` asks once for all the sets together, then per group of sets, then per
-set of the groups that match.
+The detectors (:mod:`assay.inspect.secrets`, :mod:`assay.inspect.injection`) can each match only
+where one of a few literals occurs (``ghp_``, ``://``, ``bearer`` in any case), or a short regex
+around one matches (``secret`` and ``key`` then ``=`` or ``:``). Python has no fast search for
+several of them at once: ``re`` tries an alternation at every position, and ``in`` scans the text
+once per literal. google-re2's ``Set`` compiles every regex of every set into one automaton and
+says in one pass over the text's UTF-8 which of them match anywhere, so a text where none does
+costs one call, and a text where some do tells at once which sets to look into.
 
-The regexes are of the JSON Schema ``pattern`` dialect (docs/policy.md, "Flow rules"); a caller
-writes them to match wherever what it looks for can be (a superset), and :func:`literal` makes
-one of a literal. Fails open towards more work, never towards less: without jsonschema-rs, or
-when it raises, every set counts as matching (the callers then search as if nothing was filtered
-out). Lone surrogates (which Rust strings cannot hold) are replaced by U+FFFD first. Sans-IO and
-stateless; jsonschema-rs is imported on the first call.
+The regexes are of RE2's dialect (no lookaround, no backreferences), and must stay small for its
+automaton: a caller writes them to match wherever what it looks for can be (a superset: an
+unbounded ``[^@]*`` rather than the ``{0,256}`` of the exact rule), and :func:`literal` makes one
+of a literal. ``which`` takes a ``str`` (encoded to UTF-8; a lone surrogate counts as U+FFFD) or
+UTF-8 bytes (a server's line as it came): RE2 reads UTF-8 as code points, so a class such as
+``[^ /]`` takes one character, whatever its length in bytes.
+
+Fails open towards more work, never towards less: without google-re2, or when it refuses a
+regex or raises, every set counts as matching (the callers then search as if nothing was
+filtered out). RE2's set never gives up on a long text (it resets its automaton's cache and goes
+on); its memory is capped by ``max_mem``. Sans-IO and stateless; google-re2 is imported on the
+first call.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["Prefilter", "literal"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SPECIAL: Final = frozenset("\\.^$|?*+()[]{}-/")
+_MAX_MEM: Final = 32 << 20  # bytes RE2 may use for the set's program and automaton (its cache is reset at the cap)
 
 
 def literal(text: str, fold: bool = False) -> str:
-    """``text`` as a regex of the JSON Schema ``pattern`` dialect; with ``fold``, each ASCII
-    letter matches in either case (``[aA]``), and no other letter does."""
+    """``text`` as a regex; with ``fold``, each ASCII letter matches in either case (``[aA]``),
+    and no other letter does."""
     out = []
     for char in text:
         if fold and char.isascii() and char.isalpha():
@@ -45,72 +49,159 @@ def literal(text: str, fold: bool = False) -> str:
     return "".join(out)
 
 
+class _Engine:
+    """Regexes in one RE2 set (each added once, numbered in the order added), compiled again when
+    some were added since; and the answer for the last text asked about (the same object: a text
+    looked at by several detectors in a row costs one pass).
+
+    A regex RE2 refuses is not added: the caller's set then counts as matching (fails open)."""
+
+    __slots__ = ("_regexes", "_index", "_match", "_count", "_last")
+
+    def __init__(self) -> None:
+        self._regexes: list[str] = []
+        self._index: dict[str, int] = {}
+        self._match: Callable[[bytes], list[int] | None] | None = None
+        self._count = -1  # how many regexes the compiled set holds (-1: none compiled; -2: no engine)
+        self._last: tuple[object, frozenset[int]] | None = None  # one tuple: read and written whole
+
+    def add(self, regex: str) -> int | None:
+        """The number of ``regex`` in the set, or None when RE2 refuses it (or is missing)."""
+        found = self._index.get(regex)
+        if found is not None:
+            return found
+        try:
+            import re2
+
+            re2.compile(regex, _options(re2))
+        except Exception:  # noqa: BLE001 - refused or no engine: not in the set
+            return None
+        self._index[regex] = len(self._regexes)
+        self._regexes.append(regex)
+        return self._index[regex]
+
+    def hits(self, text: str | bytes) -> frozenset[int] | None:
+        """The numbers of the regexes that match somewhere in ``text``; None without an engine."""
+        if self._count != len(self._regexes):
+            self._compile()
+        match = self._match
+        if match is None:
+            return None
+        last = self._last
+        if last is not None and last[0] is text:
+            return last[1]
+        if isinstance(text, str):
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:  # a lone surrogate
+                data = _SURROGATE.sub("\ufffd", text).encode()
+        else:
+            data = text
+        found = match(data)
+        hits = frozenset(found) if found else _NONE
+        if len(text) <= _CACHE_MAX:
+            self._last = (text, hits)
+        return hits
+
+    def _compile(self) -> None:
+        self._last = None
+        try:
+            import re2
+
+            engine = re2.Set.SearchSet(_options(re2))
+            for number, regex in enumerate(self._regexes):
+                if engine.Add(regex) != number:
+                    raise ValueError("the set numbered a regex out of order")
+            engine.Compile()
+            # the binding's own Match (the wrapper's only encodes a str, which hits() did)
+            self._match = getattr(engine, "_set", engine).Match
+            self._count = len(self._regexes)
+        except Exception:  # noqa: BLE001 - no fast path: every set counts as matching
+            self._match = None
+            self._count = len(self._regexes)
+
+
+_NONE: Final[frozenset[int]] = frozenset()
+_CACHE_MAX: Final = 16 << 20  # the last text kept for the next detector's question (one, at most this long)
+
+
+def _options(re2: Any) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    options.max_mem = _MAX_MEM
+    return options
+
+
+_SHARED: Final = _Engine()
+
+
 class Prefilter:
     """Sets of regexes (each a sequence of alternatives). ``which(text)`` is None when no regex
     of any set matches anywhere in ``text``, else one boolean per set: False only when no regex
-    of that set matches.
+    of that set matches. Every Prefilter's regexes are in one shared RE2 set (``shared``), so
+    the detectors asking about the same text cost one pass; a Prefilter of its own has its own
+    set."""
 
-    ``groups`` (lists of set indices, together every index once) are asked about first, then the
-    sets of the groups that match: with sets that often match together in one group, fewer
-    passes."""
+    __slots__ = ("_make", "_built", "_engine", "_numbers", "_open", "_all")
 
-    __slots__ = ("_sets", "_groups", "_any", "_each", "_ready")
+    def __init__(self, sets: Sequence[Sequence[str]] | Callable[[], Sequence[Sequence[str]]],
+                 shared: bool = True) -> None:
+        """``sets``, or a function that makes them (called on first use: some take a table to
+        build)."""
+        self._make = sets
+        self._built: list[tuple[str, ...]] | None = None
+        self._engine = _SHARED if shared else _Engine()
+        self._numbers: list[list[int]] | None = None  # each set's regexes, numbered in the engine
+        self._open: list[bool] = []  # a set with a regex the engine refused: always matching
+        self._all: frozenset[int] | None = None  # every regex's number (None: some set is always matching)
 
-    def __init__(self, sets: Sequence[Sequence[str]], groups: Sequence[Sequence[int]] | None = None) -> None:
-        self._sets = [tuple(alternatives) for alternatives in sets]
-        self._groups = [list(group) for group in groups] if groups else [list(range(len(self._sets)))]
-        if sorted(i for group in self._groups for i in group) != list(range(len(self._sets))):
-            raise ValueError("the groups must hold every set once")
-        self._any: Callable[[str], bool] | None = None
-        self._each: list[tuple[Callable[[str], bool] | None, list[tuple[int, Callable[[str], bool]]]]] = []
-        self._ready = False
+    @property
+    def _sets(self) -> list[tuple[str, ...]]:
+        if self._built is None:
+            made = self._make() if callable(self._make) else self._make
+            self._built = [tuple(alternatives) for alternatives in made]
+        return self._built
 
-    def _compile(self) -> None:
-        self._ready = True
-        try:
-            import jsonschema_rs
-
-            def validator(alternatives: Sequence[str]) -> Callable[[str], bool]:
-                schema = {"type": "string", "pattern": "|".join(f"(?:{alt})" for alt in alternatives)}
-                is_valid: Callable[[str], bool] = jsonschema_rs.validator_for(
-                    schema, pattern_options=jsonschema_rs.RegexOptions()
-                ).is_valid
-                return is_valid
-
-            sets, groups = self._sets, self._groups
-            self._each = [
-                (validator([alt for i in group for alt in sets[i]]) if len(groups) > 1 else None,
-                 [(i, validator(sets[i])) for i in group])
-                for group in groups
-            ]
-            self._any = validator([alt for alts in sets for alt in alts])
-        except Exception:  # noqa: BLE001 - no fast path: every set counts as matching
-            self._any, self._each = None, []
+    def _register(self) -> list[list[int]]:
+        numbers, refused = [], []
+        for alternatives in self._sets:
+            added = [self._engine.add(regex) for regex in alternatives]
+            numbers.append([n for n in added if n is not None])
+            refused.append(None in added)
+        self._numbers, self._open = numbers, refused
+        self._all = None if any(refused) else frozenset(n for mine in numbers for n in mine)
+        return numbers
 
     @property
     def alternatives(self) -> list[str]:
         """Every regex of every set (a Prefilter of them all in one set says whether any matches)."""
         return [alt for alts in self._sets for alt in alts]
 
-    def which(self, text: str) -> list[bool] | None:
-        if not self._ready:
-            self._compile()
-        matches = self._any
-        if matches is None:
-            return [True] * len(self._sets)
+    def which(self, text: str | bytes) -> list[bool] | None:
+        numbers = self._numbers if self._numbers is not None else self._register()
         try:
-            try:
-                if not matches(text):
-                    return None
-            except UnicodeEncodeError:  # a lone surrogate
-                text = _SURROGATE.sub("\ufffd", text)
-                if not matches(text):
-                    return None
-            out = [False] * len(self._sets)
-            for in_group, members in self._each:
-                if in_group is None or in_group(text):
-                    for i, is_valid in members:
-                        out[i] = is_valid(text)
-            return out
+            hits = self._engine.hits(text)
         except Exception:  # noqa: BLE001 - fail towards more work
-            return [True] * len(self._sets)
+            hits = None
+        if hits is None:
+            return [True] * len(numbers)
+        if not hits and self._all is not None:  # the usual text: nothing at all
+            return None
+        out = [refused or not hits.isdisjoint(mine) for mine, refused in zip(numbers, self._open)]
+        return out if any(out) else None
+
+    def any(self, data: bytes) -> bool:
+        """Whether any regex of any set matches somewhere in ``data`` (UTF-8): ``which`` for the
+        one answer a caller needs first, with the least work around the engine's pass. True when
+        the engine is missing or fails."""
+        if self._numbers is None:
+            self._register()
+        every = self._all
+        if every is None:
+            return True
+        try:
+            hits = self._engine.hits(data)
+        except Exception:  # noqa: BLE001 - fail towards more work
+            return True
+        return hits is None or not hits.isdisjoint(every)

@@ -5,8 +5,8 @@ Each rule has a ``kind`` (the table :data:`KINDS`) and one regular expression th
 linear time: Python's ``re`` with bounded repetitions, possessive quantifiers where a repetition
 is followed by more pattern, and no nested quantifier that can backtrack. :func:`matches` yields
 what ``pattern.finditer(text)`` would, but tries the pattern only where the rule's finders say a
-match can start, and :data:`PREFILTER` says which rules can match at all (docs/inspect.md,
-"Speed").
+match can start, and :data:`PREFILTER` (one pass of google-re2's set over the text) says which
+rules can match at all (docs/inspect.md, "Speed").
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
+from assay.inspect.normalize import ignorable_class
 from assay.inspect.prefilter import Prefilter, literal
+from assay.inspect.secret_keys import ASSIGNED_KINDS, assigned_value, key_kind, placeholder
 
-__all__ = ["KINDS", "PREFILTER", "RULES", "Rule", "matches"]
+__all__ = ["IGNORABLE", "KINDS", "PREFILTER", "RULES", "Rule", "matches"]
 
 _HERE: Final = (0,)  # a match starts where its finder's hit does
 
@@ -29,7 +32,7 @@ _HERE: Final = (0,)  # a match starts where its finder's hit does
 @dataclass(frozen=True)
 class Rule:
     kind: str
-    pattern: re.Pattern[str]
+    source: str  # the regex (ASCII: \\s is ASCII white space, (?i:...) folds ASCII letters only)
     hints: tuple[str, ...]  # the rule can match only where one of these occurs
     lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
@@ -38,14 +41,24 @@ class Rule:
     # re searches fast by itself; else regexes that start with a literal and match wherever the
     # pattern does, ``back`` characters on, for a back in backs (their hits lie further apart
     # than the largest back). They search the text with its non-ASCII characters as "?" (their
-    # classes hold neither), or its ASCII-lowercased bytes when ``lower``; with ``scheme`` the
-    # text itself: a hit is the "://" of a URL, the start is that of its scheme.
-    finders: tuple[re.Pattern[Any], ...] = ()
-    # for the prefilter, when the hints let through too much: regexes of the JSON Schema pattern
-    # dialect, one of which matches the text (non-ASCII characters as "?") wherever this rule does
+    # classes hold neither), or its ASCII-lowercased bytes when ``lower``, or the text itself
+    # with ``on_text``; with ``start``, a hit is somewhere in a match's first word and
+    # ``start(text, hit)`` says where that word (the only place a match can start) begins, or -1.
+    finders: tuple[Any, ...] = ()  # each with re's search(haystack, at)
+    # for the prefilter, when the hints let through too much: RE2 regexes, one of which matches
+    # the text wherever this rule does (a superset: small for RE2's automaton)
     near: tuple[str, ...] = ()
     backs: tuple[int, ...] = _HERE
-    scheme: bool = False
+    start: Callable[[str, int], int] | None = None
+    on_text: bool = False
+    # a rule whose kind depends on the match: (kind, start, end) of the secret, or None (no check,
+    # no group then)
+    pick: Callable[[re.Match[str]], tuple[str, int, int] | None] | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled rule (on first use: most texts never need most rules)."""
+        return re.compile(self.source, re.ASCII)
 
 
 def _jwt_header(match: re.Match[str]) -> bool:
@@ -82,24 +95,149 @@ def _auth_value(match: re.Match[str]) -> bool:
     return match.group(1) is not None or not match.group(2).isalpha()
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    """ASCII only: ``\\s`` is ASCII white space, and ``(?i:...)`` folds ASCII letters only (so
-    the lowercased-text hints of a case-insensitive rule never miss a match)."""
-    return re.compile(pattern, re.ASCII)
+def _random(value: str) -> bool:
+    """A token drawn at random, not a name: letters of both cases and a digit, or a long run of
+    them without the hyphens and underscores that join the words of a name."""
+    body = value.replace("-", "").replace("_", "")
+    return (any(c.isdigit() for c in body) and any(c.islower() for c in body) and any(c.isupper() for c in body)
+            and value.count("-") + value.count("_") <= len(value) // 12 + 2)
+
+
+def _random_key(match: re.Match[str]) -> bool:
+    return "T3BlbkFJ" in match.group(0) or _random(match.group(1))
+
+
+def _mixed_case(match: re.Match[str]) -> bool:
+    """A Hugging Face token is 34 letters of both cases (a name of letters is one case, or words)."""
+    body = match.group(1)
+    return sum(c.isupper() for c in body) >= 3 and sum(c.islower() for c in body) >= 3
+
+
+def _url_password(match: re.Match[str]) -> bool:
+    """A URL's password, unless it is a placeholder (``postgres://user:password@host``,
+    ``redis://:changeme@``, ``https://u:...@h``: what docs and example files show)."""
+    return not placeholder(match.group(1))
+
+
+_LINE_HEAD: Final = re.compile(r"[ \t]*+(?:(?:export|set|ENV|ARG)[ \t]++|-[ \t]++)?", re.ASCII)
+
+
+def _assignment(match: re.Match[str]) -> tuple[str, int, int] | None:
+    """A value assigned to a key that names a secret (:func:`~assay.inspect.secret_keys.key_kind`),
+    when it is one (:func:`~assay.inspect.secret_keys.assigned_value`): the kind is the key's."""
+    kind = key_kind(match["key"])
+    if kind not in ASSIGNED_KINDS:
+        return None
+    name = "dq" if match["dq"] is not None else "sq" if match["sq"] is not None else "bare"
+    value = match[name]
+    literal = False
+    if name == "bare" and match["op"] == "=" and match.end("key") + 1 == match.start(name):
+        text, key_at = match.string, match.start("key")
+        before = text[key_at - 1] if key_at else "\n"
+        after = text[match.end()] if match.end() < len(text) else "\n"
+        line_at = text.rfind("\n", 0, key_at) + 1
+        literal = ((before in ";?&" or key_at == 0) and after in ";&\r\n") or (
+            match["key"].isupper() and _LINE_HEAD.fullmatch(text, line_at, key_at) is not None)
+    if not assigned_value(value, literal):
+        return None
+    start, end = match.span(name)
+    return kind, start, end
+
+
+_KEY_RUN: Final = re.compile(r"[A-Za-z0-9_.\-]{0,65}", re.ASCII)  # a key, read backwards
+
+
+def _key_start(text: str, hit: int) -> int:
+    """Where the key whose secret word is at ``hit`` starts: the run of key characters that
+    ends there (a match starts where the run does: its look-behind refuses a key character before
+    it), or -1 when the run is longer than a key (64 characters before the word)."""
+    run = _KEY_RUN.match(text[max(0, hit - 65):hit][::-1])
+    length = run.end() if run is not None else 0
+    return hit - length if length <= 64 else -1
+
+
+_RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
+
+
+def _scheme_start(text: str, colon: int) -> int:
+    """Where the scheme of the URL whose ``://`` is at ``colon`` starts, or -1 when it cannot be a
+    url_password match: the run of scheme characters before ``colon`` is empty or longer than
+    the pattern's 32 (a match starts where the run does: its look-behind refuses a scheme
+    character before it, so nowhere inside the run)."""
+    run = _RUN_BACK.match(text[max(0, colon - 33):colon][::-1])
+    length = run.end() if run is not None else 0
+    return colon - length if 0 < length <= 32 else -1
+
+
+class _OnePass:
+    """A finder of several alternatives that ``re`` would try at every position: RE2's automaton
+    finds the leftmost hit in one pass (compiled on first use); without google-re2, ``re`` with
+    one regex per alternative, each starting with its literal (the same hits, more passes)."""
+
+    __slots__ = ("_pattern", "_alternatives", "_search")
+
+    def __init__(self, pattern: bytes, alternatives: tuple[bytes, ...]) -> None:
+        self._pattern = pattern
+        self._alternatives = alternatives
+        self._search: Callable[[bytes, int], Any] | None = None
+
+    def search(self, haystack: bytes, at: int) -> Any:
+        if self._search is None:
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False
+                options.encoding = re2.Options.Encoding.LATIN1  # bytes, one character each
+                self._search = re2.compile(self._pattern, options).search
+            except Exception:  # noqa: BLE001 - re, one pass per alternative
+                finders = [re.compile(alternative) for alternative in self._alternatives]
+
+                def search(haystack: bytes, at: int) -> Any:
+                    hits = [hit for finder in finders if (hit := finder.search(haystack, at)) is not None]
+                    return min(hits, key=lambda hit: hit.start()) if hits else None
+
+                self._search = search
+        return self._search(haystack, at)
+
+
+def _compile(pattern: str) -> str:
+    """A rule's regex, compiled on first use with ``re.ASCII``: ``\\s`` is ASCII white space,
+    and ``(?i:...)`` folds ASCII letters only (so the lowercased-text hints of a
+    case-insensitive rule never miss a match)."""
+    return pattern
 
 
 def _fold(word: str) -> str:
     return literal(word, fold=True)
 
 
-def _at(*patterns: Any) -> tuple[re.Pattern[Any], ...]:
-    """Finders: regexes of literals (bytes for a case-insensitive rule: they search the
-    lowercased text)."""
-    return tuple(re.compile(pattern, re.ASCII) for pattern in patterns)
+class _Finder:
+    """A finder: a regex that starts with a literal (bytes for a case-insensitive rule: it
+    searches the lowercased text), compiled on first use."""
+
+    __slots__ = ("_source", "_search")
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._search: Callable[[Any, int], Any] | None = None
+
+    def search(self, haystack: Any, at: int) -> Any:
+        if self._search is None:
+            self._search = re.compile(self._source, re.ASCII).search
+        return self._search(haystack, at)
+
+
+def _at(*patterns: Any) -> tuple[_Finder, ...]:
+    """Finders (see :class:`_Finder`)."""
+    return tuple(_Finder(pattern) for pattern in patterns)
 
 
 _L = r"(?<![A-Za-z0-9])"  # not inside a longer word
 _PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+# the word a key that names a secret ends with (secret_keys.key_kind then judges the whole key)
+_KEY_WORD = r"(?:pass[_.\-]?(?:word|phrase)|passwd|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token|api[_.\-]?key)"
+_NOT_AN_EXPRESSION = r"(?![ \t]{0,8}+(?:[+%*\[(]|\.[A-Za-z_]))"  # "..." + x, "...".format(), "..."[0]
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule("private_key", _compile(
@@ -113,8 +251,12 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
     ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]"),
-          near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]{0,8}[:=]",)),
+          near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]*[:=]",)),
     Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
+    Rule("google_client_secret", _compile(_L + r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("GOCSPX-",),
+          finders=_at("GOCSPX-")),
+    Rule("google_oauth_token", _compile(r"(?<![A-Za-z0-9_\-.])ya29\.[A-Za-z0-9_\-]{30,2048}+"), ("ya29.",),
+          finders=_at(r"ya29\.")),
     Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
           ("accountkey=", "sharedaccesskey="), lower=True, group=1,
           finders=_at(b"accountkey=", b"sharedaccesskey=")),
@@ -124,6 +266,13 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), finders=_at("npm_")),
     Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
           ("pypi-AgE",)),
+    Rule("anthropic_api_key", _compile(r"(?<![A-Za-z0-9_\-])sk-ant-([A-Za-z0-9_\-]{32,1024}+)"), ("sk-ant-",),
+          check=_random_key, finders=_at("sk-ant-")),
+    Rule("openai_api_key", _compile(
+        r"(?<![A-Za-z0-9_\-])sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?([A-Za-z0-9_\-]{40,1024}+)"
+    ), ("sk-",), check=_random_key, finders=_at("sk-")),
+    Rule("huggingface_token", _compile(r"(?<![A-Za-z0-9_])(?:hf|api_org)_([A-Za-z]{34})(?![A-Za-z0-9_])"),
+          ("hf_", "api_org_"), check=_mixed_case, finders=_at("hf_", "api_org_")),
     Rule("slack_webhook", _compile(
         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
     ), ("hooks.slack.com/",)),
@@ -138,18 +287,32 @@ RULES: Final[tuple[Rule, ...]] = (
         _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
     ), ("authorization",), lower=True, group=2, check=_auth_value, backs=(6, 0),
-          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]"), near=(_fold("authorization") + r"[\"']?[ \t]{0,8}[:=]",)),
+          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]"), near=(_fold("authorization") + r"[\"']?[ \t]*[:=]",)),
     Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
           ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}"),
-          near=(_fold("bearer") + r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}",)),
+          near=(_fold("bearer") + r"[ \t]+[A-Za-z0-9\-._~+/]{16}",)),
     Rule("url_password", _compile(
-        # scheme://user:<password>@host: only the password
+        # scheme://user:<password>@host: only the password, which runs to the last "@" of the
+        # authority (as WHATWG and urllib read "p@ss@host")
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
-        r"([^\s/?#@\"'<>]{1,256}+)@"
-    ), ("://",), group=1, scheme=True,
-          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#@\"'<>]{1,256}+@"),
-          # "?" stands for any non-ASCII character in the prefilter's text: let it through
-          near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]{0,256}:[^ \t\n\r\f\v/#@\"'<>]{1,256}@",)),
+        r"((?:[^\s/?#@\"'<>]|@(?=[^\s/?#@\"'<>]{0,256}+@)){1,256}+)@"
+    ), ("://",), group=1, check=_url_password, start=_scheme_start, on_text=True,
+          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#\"'<>]{0,256}?@"),
+          near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]*:[^ \t\n\r\f\v/#\"'<>]+@",)),
+    Rule("password", _compile(
+        # KEY=value, "key": "value", key: value, ... (the kind is the key's: secret_keys.key_kind)
+        r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{0,64}?(?i:" + _KEY_WORD + r"))[\"']?[ \t]{0,8}+"
+        r"(?P<op>:=|=>|=(?!=)|:(?![:/]))[ \t]{0,8}+"
+        r"(?:\"(?P<dq>[^\"\\\s]{1,512}+)\"" + _NOT_AN_EXPRESSION + r"|'(?P<sq>[^'\\\s]{1,512}+)'" + _NOT_AN_EXPRESSION
+        + r"|(?P<bare>[^\s\"'`,;&<>(){}\[\]\\]{1,512}+)(?![(\[{<]))"
+    ), ("password",), lower=True, pick=_assignment, start=_key_start,
+          finders=(_OnePass(
+              rb"(?:pass(?:[_.\-]?(?:word|phrase)|wd)|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token|api[_.\-]?key)"
+              rb"[\"']?[ \t]{0,8}(?::=|=>|=|:)",
+              tuple(word + rb"[\"']?[ \t]{0,8}+(?::=|=>|=|:)" for word in (
+                  rb"pass(?:[_.\-]?(?:word|phrase)|wd)", rb"pwd", rb"secret(?:[_.\-]?(?:access[_.\-]?)?key)?",
+                  rb"token", rb"api[_.\-]?key"))),),
+          near=("(?i)" + _KEY_WORD + r"[\"']?[ \t]*[:=]",)),
 )
 
 KINDS: Final[dict[str, str]] = {
@@ -159,11 +322,16 @@ KINDS: Final[dict[str, str]] = {
     "aws_secret_access_key": "40 base64 characters labelled as a secret (access) key "
                              "(aws_secret_access_key=..., \"SecretAccessKey\": \"...\"): the value only",
     "gcp_api_key": "a Google API key: AIza and 35 characters",
+    "google_client_secret": "a Google OAuth client secret: GOCSPX- and 28 characters",
+    "google_oauth_token": "a Google OAuth access token: ya29. and 30+ characters",
     "azure_storage_key": "the value of AccountKey= or SharedAccessKey= (Azure connection strings)",
     "github_token": "a GitHub token: ghp_, gho_, ghu_, ghs_, ghr_ and 36+ characters, or github_pat_",
     "gitlab_token": "a GitLab personal access token: glpat- and 20+ characters",
     "npm_token": "an npm access token: npm_ and 36+ letters and digits",
-    "pypi_token": "a PyPI (or TestPyPI) API token: pypi-AgEIcHlwaS5vcmc...",
+    "pypi_token": "a PyPI (or TestPyPI) API token, pypi-AgEIcHlwaS5vcmc and more",
+    "anthropic_api_key": "an Anthropic API key: sk-ant- and 32+ random characters",
+    "openai_api_key": "an OpenAI API key: sk-, sk-proj-, sk-svcacct-, sk-admin- and 40+ random characters",
+    "huggingface_token": "a Hugging Face token: hf_ (or api_org_) and 34 letters of both cases",
     "slack_webhook": "a Slack webhook URL (https://hooks.slack.com/services/...)",
     "slack_token": "a Slack token: xoxa-, xoxb-, xoxe-, xoxp-, xoxr-, xoxs-",
     "stripe_key": "a Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_",
@@ -172,27 +340,19 @@ KINDS: Final[dict[str, str]] = {
                      "member, after its scheme (Basic, Bearer, ...)",
     "bearer_token": "the token after Bearer (16+ characters, not a word of letters only)",
     "url_password": "the password of a URL scheme://user:<password>@host (user and host are kept)",
+    "password": "a value assigned to a key that names a password (DB_PASSWORD=..., \"password\": \"...\")",
+    "secret": "a value assigned to a key that names a secret (CLIENT_SECRET=..., secret_key: ...)",
+    "token": "a value assigned to a key that names a token (GITHUB_TOKEN=..., \"access_token\": \"...\")",
+    "api_key": "a value assigned to a key that names an API key (API_KEY=..., \"x-api-key\": \"...\")",
 }
-"""kind -> what it covers, for every rule of :func:`find_secrets` (docs/inspect.md)."""
+"""kind -> what it covers, for every kind :func:`find_secrets` finds (docs/inspect.md)."""
 
-# two groups: the words of prose (secret, bearer, ://, ...), often there, and the token prefixes
-_WORDS: Final = [i for i, rule in enumerate(RULES) if rule.lower or rule.scheme]
-PREFILTER: Final = Prefilter([rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES],
-                             [_WORDS, [i for i in range(len(RULES)) if i not in _WORDS]])
+# one set per rule, and the default-ignorable characters (then the secrets are looked for in the
+# text without them: docs/inspect.md, "Normalization")
+PREFILTER: Final = Prefilter([*(rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES),
+                              [ignorable_class()]])
+IGNORABLE: Final = len(RULES)  # the index of the ignorable set in PREFILTER.which
 _NONE: Final = 1 << 62  # no hit
-_RUN_BACK: Final = re.compile(r"[A-Za-z0-9+.\-]{0,33}", re.ASCII)  # a URL scheme, read backwards
-
-
-def _scheme_start(text: str, colon: int) -> int:
-    """Where the scheme of the URL whose ``://`` is at ``colon`` starts, or -1 when it cannot be a
-    url_password match: the run of scheme characters before ``colon`` is empty or longer than
-    the pattern's 32 (a match starts where the run does: its look-behind refuses a scheme
-    character before it, so nowhere inside the run)."""
-    run = _RUN_BACK.match(text[max(0, colon - 33):colon][::-1])
-    length = run.end() if run is not None else 0
-    return colon - length if 0 < length <= 32 else -1
-
-
 def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Match[str]]:
     """What ``rule.pattern.finditer(text)`` yields, found by trying the pattern only where a
     finder says a match can start: the same leftmost, non-overlapping matches, since every
@@ -202,10 +362,10 @@ def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Ma
     if not rule.finders:
         yield from rule.pattern.finditer(text)
         return
-    haystack: str | bytes = lowered if rule.lower else text if rule.scheme else plain
-    match, backs, scheme = rule.pattern.match, rule.backs, rule.scheme
+    haystack: str | bytes = lowered if rule.lower else text if rule.on_text else plain
+    match, backs, start_of = rule.pattern.match, rule.backs, rule.start
     at = 0  # where finditer would go on searching
-    if len(rule.finders) == 1 and backs is _HERE and not scheme:  # the common case, short
+    if len(rule.finders) == 1 and backs is _HERE and start_of is None:  # the common case, short
         search = rule.finders[0].search
         while (hit := search(haystack, at)) is not None:
             if (found := match(text, hit.start())) is None:
@@ -225,8 +385,8 @@ def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Ma
         if pos == _NONE:
             return
         found = None
-        if scheme:
-            start = _scheme_start(text, pos)
+        if start_of is not None:
+            start = start_of(text, pos)
             if start >= at:
                 found = match(text, start)
         elif backs is _HERE:
@@ -240,5 +400,3 @@ def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Ma
         else:
             yield found
             at = found.end()
-
-

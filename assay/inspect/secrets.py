@@ -12,7 +12,12 @@ limit).
   secret-named key (:data:`SECRET_KEYS`) replaced whole, whatever its shape. Depth-bounded;
   never raises on content (lone surrogates, deep nesting, huge strings).
 
-Sans-IO and stateless; the standard library, and jsonschema-rs for the prefilter
+A key that names a secret (:mod:`assay.inspect.secret_keys`) counts alike in text
+(``DB_PASSWORD=...``) and in a JSON value (``{"password": ...}``). Secrets are looked for in
+the text without its default-ignorable code points (a key split by a zero-width space is found,
+and masked whole: docs/inspect.md, "Normalization").
+
+Sans-IO and stateless; the standard library, and google-re2 for the prefilter
 (:mod:`assay.inspect.prefilter`).
 """
 
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-from assay.inspect.secret_rules import KINDS, PREFILTER, RULES, matches
+from assay.inspect.normalize import without_ignorables
+from assay.inspect.secret_keys import KEY_KINDS, SECRET_KEYS, key_kind
+from assay.inspect.secret_rules import IGNORABLE, KINDS, PREFILTER, RULES, matches
 
 __all__ = [
     "KINDS",
@@ -68,39 +75,6 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-# redact_value: a value under one of these keys is replaced whole. A key is compared lowercased,
-# with "-", "_", "." and spaces taken out; it names a secret when it is one of the exact names, or
-# ends in one of the suffixes.
-_KEY_EXACT: Final[dict[str, str]] = {
-    "password": "password", "passwd": "password", "pwd": "password", "passphrase": "password",
-    "secret": "secret", "token": "token", "apikey": "api_key", "authorization": "authorization",
-    "proxyauthorization": "authorization", "cookie": "cookie", "setcookie": "cookie",
-    "privatekey": "private_key",
-}
-_KEY_SUFFIXES: Final[tuple[tuple[str, str], ...]] = (
-    ("password", "password"), ("passphrase", "password"), ("secret", "secret"), ("secretkey", "secret"),
-    ("secretaccesskey", "secret"), ("token", "token"), ("apikey", "api_key"), ("privatekey", "private_key"),
-)
-SECRET_KEYS: Final[dict[str, str]] = dict(_KEY_EXACT)
-"""Exact secret key names (normalized) -> kind; suffixes in docs/inspect.md."""
-KEY_KINDS: Final = ("password", "secret", "token", "api_key", "authorization", "cookie", "private_key")
-_KEY_STRIP: Final = str.maketrans("", "", "-_. ")
-
-
-def key_kind(key: str) -> str | None:
-    """The kind a value under ``key`` is redacted as, whatever it holds, or None."""
-    if len(key) > 128:
-        return None
-    norm = key.lower().translate(_KEY_STRIP)
-    kind = _KEY_EXACT.get(norm)
-    if kind is not None:
-        return kind
-    for suffix, kind in _KEY_SUFFIXES:
-        if norm.endswith(suffix):
-            return kind
-    return None
-
-
 _MARKER: Final = "[REDACTED:"  # what marker() writes: a value that starts with it is not looked at again
 
 
@@ -109,21 +83,36 @@ def find_secrets(text: str) -> list[Secret]:
     (a GitHub token in an Authorization header, after its Bearer scheme) they become one span of
     the kind that starts first (at one start: the longer, then the rule listed first in :data:`KINDS`). A value that
     is a redaction marker (``Authorization: Basic [REDACTED:authorization]``) is not a secret, so
-    a redacted text has no finding.
+    a redacted text has no finding. A text with default-ignorable characters is searched without
+    them, and each span covers the ones inside it.
 
     Only the rules the prefilter lets through run (one pass,
     :class:`~assay.inspect.prefilter.Prefilter`), each from the places where a match can start
     (docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
+    which = PREFILTER.which(text)
+    if which is None:
+        return []
+    if which[IGNORABLE]:
+        clean = without_ignorables(text)
+        if clean is not None:
+            return [Secret(kind, *clean.span(start, end)) for kind, start, end in _find(clean.text, None)]
+    return _find(text, which)
+
+
+def _find(text: str, which: list[bool] | None) -> list[Secret]:
+    """find_secrets over a text without default-ignorable characters (``which``: the
+    prefilter's answer for it, None to ask)."""
+    if which is None:
+        which = PREFILTER.which(text)
+        if which is None:
+            return []
     raw = b""
     plain = text
     if not text.isascii():  # one byte per character ("?" for the others): positions are the text's
         raw = text.encode("ascii", "replace")
         plain = raw.decode("ascii")
-    which = PREFILTER.which(plain)
-    if which is None:
-        return []
     lowered = b""
     found: list[tuple[int, int, int, str]] = []
     for order, rule in enumerate(RULES):
@@ -131,13 +120,20 @@ def find_secrets(text: str) -> list[Secret]:
             continue
         if rule.lower and not lowered:
             lowered = (raw or text.encode("ascii")).lower()
-        check, group = rule.check, rule.group
+        check, group, pick = rule.check, rule.group, rule.pick
         for match in matches(rule, text, plain, lowered):
-            if check is not None and not check(match):
-                continue
-            start, end = match.span(group)
+            if pick is not None:
+                picked = pick(match)
+                if picked is None:
+                    continue
+                kind, start, end = picked
+            else:
+                if check is not None and not check(match):
+                    continue
+                kind = rule.kind
+                start, end = match.span(group)
             if end > start and not text.startswith(_MARKER, start):  # a redaction is no secret
-                found.append((start, -end, order, rule.kind))
+                found.append((start, -end, order, kind))
     return merge_spans(found)
 
 

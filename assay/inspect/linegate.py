@@ -1,0 +1,62 @@
+"""Whether a server's line can hold anything the detectors find, from its bytes alone
+(docs/inspect.md, "Where wrap looks", "Speed").
+
+Most answers hold nothing to find, and saying so should cost one pass over the line, not a walk
+over its JSON value. :func:`quiet` runs the detectors' first look (the secret rules' prefilter
+and the injection rules' gate, one RE2 set) over the line as it came. That reads every string of
+the line exactly as the detectors would read it when
+
+- the line has no backslash: no JSON escape, so each string's text is in the line as it is (a
+  ``\\n``, ``\\u200b`` or ``\\"`` makes a character the bytes do not show), and
+- the line is valid UTF-8 (the caller's check): RE2 reads the same characters a decoder does,
+
+and the first look, being made of regexes that match wherever a rule could start in one string,
+matches in the line wherever it matches in one of its strings (the bytes around a string, its
+quotes, a member's name, only add matches, never take one away). So ``quiet`` is True only when
+no string of the line can hold a finding. It is False for a line with a ``"blob"`` member (a
+blob's text is looked at decoded, not as base64), and whenever it cannot tell: the caller then
+reads the line the long way.
+
+Sans-IO and stateless; google-re2 through :mod:`assay.inspect.prefilter` (without it, nothing is
+quiet).
+
+A line longer than 64 KiB is not looked at here (``quiet`` is False): its strings are few and
+long, reading them costs little next to the detectors' pass, which the line's one would only
+repeat when the line is not quiet.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from assay.inspect.prefilter import Prefilter
+
+__all__ = ["quiet"]
+
+_GATES: dict[tuple[bool, bool], Prefilter] = {}
+_ESCAPE: Final = b"\\"
+_BLOB: Final = b'"blob"'
+_LONGEST: Final = 64 << 10
+
+
+def _gate(secrets: bool, injection: bool) -> Prefilter:
+    gate = _GATES.get((secrets, injection))
+    if gate is None:
+        from assay.inspect.injection import GATE
+        from assay.inspect.secret_rules import PREFILTER
+
+        alternatives = (PREFILTER.alternatives if secrets else []) + (GATE.alternatives if injection else [])
+        gate = _GATES[secrets, injection] = Prefilter([alternatives])
+    return gate
+
+
+def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
+    """True when no string of the JSON text ``line`` (valid UTF-8) can hold a finding of the
+    secret rules (``secrets``) or the injection rules (``injection``); False when one can, or
+    when the line's bytes cannot tell (an escape, a blob), or it is longer than 64 KiB."""
+    if not (secrets or injection):
+        return True
+    if len(line) > _LONGEST or _ESCAPE in line or _BLOB in line:
+        return False
+    gate = _GATES.get((secrets, injection)) or _gate(secrets, injection)
+    return not gate.any(line)

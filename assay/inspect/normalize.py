@@ -1,0 +1,352 @@
+"""The text the detectors read, and the way back to the text as it was (docs/inspect.md,
+"Normalization").
+
+A hostile server hides a phrase from a pattern without hiding it from the model: one zero-width
+space, word joiner or soft hyphen inside a word, fullwidth or mathematical letters, a Cyrillic
+``і`` in place of a Latin ``i``. So the injection phrases are looked for in the text with
+
+- every *default-ignorable* code point removed (the Unicode property: zero-width characters,
+  joiners, soft hyphen, bidi marks and controls, variation selectors, tag characters, ...);
+- every character that NFKC (on its own) makes into text with an ASCII letter or digit in it
+  replaced by that text (``ｉ`` -> ``i``, ``𝐢`` -> ``i``, ``ﬁ`` -> ``fi``, ``™`` -> ``TM``);
+- every Latin, Greek or Cyrillic letter that looks like an ASCII letter (Unicode's confusables,
+  a skeleton restricted to those scripts) replaced by that letter (``і`` -> ``i``, ``ο`` -> ``o``).
+
+Each character of the normalized text comes from exactly one character of the original, so a span
+found in it maps back to a span of the original (:class:`Mapped`): what is masked or stripped is
+the original's characters, the invisible ones inside the span with them. Secrets are looked for in
+the text with only the default-ignorable code points removed (:func:`without_ignorables`).
+
+Normalizing costs a pass in Python, so the detectors ask first (in the one pass of their RE2 set,
+with the classes and regexes below) whether it can change what they find: whether the text holds
+an anchor of a rule in one of its spellings (:func:`anchor_regex`) and a character that
+normalization changes.
+
+Sans-IO and stateless; google-re2 finds the characters to change (Python's ``re`` when it is
+missing: the same result, slower). The table of characters NFKC changes is built from
+:mod:`unicodedata` on first use, over the blocks where such characters are
+(tests/inspect/test_normalize.py checks that no other block holds one).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any, Final
+
+__all__ = ["IGNORABLE", "LOOK_ALIKES", "Mapped", "anchor_regex", "for_phrases", "ignorable_class", "multi_class",
+           "replacement", "single_class", "strip_in_words", "table", "without_ignorables"]
+
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties), as ranges
+IGNORABLE: Final[tuple[tuple[int, int], ...]] = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+_IGNORABLE_SET: Final = frozenset(chr(cp) for lo, hi in IGNORABLE for cp in range(lo, hi + 1))
+_ZWSP: Final = "\u200b"  # a zero-width *space*: between two words it is a space too
+
+# Latin, Greek and Cyrillic letters that look like an ASCII letter, and that NFKC does not make
+# into one (Unicode's confusables, their single-letter prototypes in these scripts), each after the
+# letter it passes for. Capital I-like letters pass for "I" (the prototype is "l", which no word
+# of a phrase would read).
+_LOOK_ALIKES: Final = (
+    "a\u0251\u03b1\u0430" "A\u1d00\u0391\u0410" "b\u0184\u042c" "B\u0392\u0412\ua7b4" "c\u1d04\u03f2\u0441"
+    "C\u03f9\u0421" "d\u0501" "e\uab32\u0435\u04bd" "E\u0395\u0415" "f\uab35\ua799\u1e9d" "F\ua798\u03dc"
+    "g\u0261\u1d83\u018d" "G\u050c" "h\u04bb" "H\u0397\u041d" "i\u0131\u026a\u0269\u03b9\u0456\ua647\u04cf"
+    "I\u0196\u0399\u0406\u04c0" "j\u03f3\u0458" "J\u037f\u0408\ua7b2" "k\u1d0b\u0138\u03ba\u043a"
+    "K\u039a\u041a" "M\u039c\u03fa\u041c" "n\u043f" "N\u039d" "o\u1d0f\u1d11\uab3d\u03bf\u03c3\u043e"
+    "O\u039f\u041e" "p\u03c1\u0440" "P\u03a1\u0420" "q\u051b" "r\uab47\uab48\u1d26\u0433" "R\u01a6"
+    "s\ua731\u01bd\u0455" "S\u0405" "t\u1d1b\u03c4\u0442" "T\u03a4\u0422"
+    "u\ua79f\u1d1c\uab4e\uab52\u028b\u03c5\u0446" "v\u1d20\u03bd\u0475" "V\u0474" "w\u0461\u051d\u1d21"
+    "W\u051c" "x\u0445" "X\u03a7\u0425" "y\u0263\u1d8c\u028f\u1eff\uab5a\u03b3\u0443\u04af"
+    "Y\u03a5\u03d2\u04ae" "z\u1d22" "Z\u0396"
+)
+
+
+def _look_alikes() -> dict[str, str]:
+    out: dict[str, str] = {}
+    target = ""
+    for char in _LOOK_ALIKES:
+        if char.isascii():
+            target = char
+        else:
+            out[char] = target
+    return out
+
+
+LOOK_ALIKES: Final = _look_alikes()
+"""Each look-alike letter -> the ASCII letter it passes for."""
+
+# the 256-character blocks that hold every character NFKC turns into text with an ASCII letter or
+# digit, and every look-alike (tests/inspect/test_normalize.py checks both against unicodedata)
+_BLOCKS: Final = (
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x1D, 0x1E, 0x1F, 0x20, 0x21, 0x24, 0x2A, 0x2C, 0x30, 0x32, 0x33,
+    0xA6, 0xA7, 0xAB, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF, 0x107, 0x1D4, 0x1D5, 0x1D6, 0x1D7, 0x1F1, 0x1FB,
+)
+
+
+def replacement(char: str) -> str:
+    """What ``char`` is in the text the phrase rules read: nothing for a default-ignorable code
+    point, the ASCII text NFKC and the look-alikes make of it, or the character itself."""
+    if char in _IGNORABLE_SET:
+        return ""
+    if char in LOOK_ALIKES:
+        return LOOK_ALIKES[char]
+    if unicodedata.is_normalized("NFKC", char):
+        return char
+    out = "".join(LOOK_ALIKES.get(c, c) for c in unicodedata.normalize("NFKC", char) if c not in _IGNORABLE_SET)
+    if out == char or not any(c.isascii() and c.isalnum() for c in out):
+        return char  # no ASCII letter or digit comes of it (a space, a dot, "µ" -> "μ"): as it is
+    return out
+
+
+_TABLE: dict[str, str] = {}
+
+
+def table() -> dict[str, str]:
+    """Every character (not default-ignorable) that normalization replaces -> its replacement."""
+    if not _TABLE:
+        for block in _BLOCKS:
+            for cp in range(block << 8, (block + 1) << 8):
+                char = chr(cp)
+                if cp < 0x80 or 0xD800 <= cp <= 0xDFFF or char in _IGNORABLE_SET:
+                    continue
+                new = replacement(char)
+                if new != char:
+                    _TABLE[char] = new
+    return _TABLE
+
+
+def _class(ranges: Sequence[tuple[int, int]]) -> str:
+    """A regex character class (Python's ``re`` and RE2 alike) of the code point ``ranges``,
+    merged; the characters a class gives a meaning to escaped."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+
+    def one(cp: int) -> str:
+        char = chr(cp)
+        return "\\" + char if char in "\\]^-[" else char
+
+    return "[" + "".join(one(lo) if lo == hi else f"{one(lo)}-{one(hi)}" for lo, hi in merged) + "]"
+
+
+def _codes(chars: Sequence[str]) -> list[tuple[int, int]]:
+    return [(ord(c), ord(c)) for c in chars]
+
+
+def ignorable_class() -> str:
+    """A character class of the default-ignorable code points."""
+    return _class(IGNORABLE)
+
+
+def single_class() -> str:
+    """A character class of the characters normalization removes or replaces by one character."""
+    return _class([*IGNORABLE, *_codes([c for c, new in table().items() if len(new) == 1])])
+
+
+def multi_class() -> str:
+    """A character class of the characters normalization replaces by more than one (``ﬁ``,
+    ``™``, ``⒜``): whichever letters of a word they stand for, their presence is enough."""
+    return _class(_codes([c for c, new in table().items() if len(new) > 1]))
+
+
+def anchor_regex(anchor: str) -> str:
+    """A regex (RE2 and Python's ``re`` alike) of ``anchor`` (ASCII) in every spelling that
+    normalizes to it with one character for each of its own (a character that stands for several
+    is :func:`multi_class`'s), default-ignorable ones between them."""
+    if not _SPELLED:
+        for source, new in table().items():
+            if len(new) == 1:
+                _SPELLED.setdefault(new, []).append(source)
+    gap = ignorable_class() + "*"
+    classes = []
+    for char in anchor:
+        want = {char.lower(), char.upper()}
+        classes.append(_class(_codes(sorted(want | {c for w in want for c in _SPELLED.get(w, ())}))))
+    return gap.join(classes)
+
+
+_SPELLED: dict[str, list[str]] = {}  # a character -> those replaced by it alone
+
+
+_READINGS: list[tuple[dict[int, str], re.Pattern[str]]] = []
+
+
+def _reading(zwsp_as_space: bool) -> tuple[dict[int, str], re.Pattern[str]]:
+    """The ``str.translate`` table of a reading (a zero-width space as nothing, or as a space),
+    and a class of the characters it replaces by other than one character."""
+    if not _READINGS:
+        nothing = {ord(c): "" for c in _IGNORABLE_SET}
+        nothing.update((ord(c), new) for c, new in table().items())
+        multi = [c for c, new in table().items() if len(new) > 1]
+        space = {**nothing, ord(_ZWSP): " "}
+        _READINGS.append((nothing, re.compile(_class([*IGNORABLE, *_codes(multi)]))))
+        _READINGS.append((space, re.compile(_class([*(r for r in IGNORABLE if r != (0x200B, 0x200F)),
+                                                    (0x200C, 0x200F), *_codes(multi)]))))
+    return _READINGS[zwsp_as_space]
+
+
+class _Runs:
+    """Where the runs of a character class are in a text, as ``str`` spans: RE2 over the text's
+    UTF-8 (a DFA: a megabyte in a few milliseconds), or Python's ``re`` without google-re2."""
+
+    __slots__ = ("_class", "_re2", "_re")
+
+    def __init__(self, char_class: str) -> None:
+        self._class = char_class
+        self._re2: Any = None  # google-re2's compiled regex (untyped)
+        self._re: re.Pattern[str] | None = None
+
+    def __call__(self, text: str) -> list[tuple[int, int]]:
+        if self._re2 is None and self._re is None:
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False
+                self._re2 = re2.compile(self._class + "+", options)
+            except Exception:  # noqa: BLE001 - Python's re: the same spans, slower
+                self._re = re.compile(self._class + "+")
+        if self._re is not None:
+            return [match.span() for match in self._re.finditer(text)]
+        data = text.encode("utf-8", "surrogatepass")
+        out = []
+        byte_at = char_at = 0
+        for match in self._re2.finditer(data):
+            start, end = match.span()
+            first = char_at + len(data[byte_at:start].decode("utf-8", "surrogatepass"))
+            char_at = first + len(data[start:end].decode("utf-8", "surrogatepass"))
+            byte_at = end
+            out.append((first, char_at))
+        return out
+
+
+_IGNORABLE_RUNS: Final = _Runs(ignorable_class())
+_CHANGED_RUNS: list[_Runs] = []
+
+
+def _changed_runs(text: str) -> list[tuple[int, int]]:
+    if not _CHANGED_RUNS:
+        _CHANGED_RUNS.append(_Runs(_class([*IGNORABLE, *_codes(list(table()))])))
+    return _CHANGED_RUNS[0](text)
+
+
+class Mapped:
+    """A normalized text and the way back: ``span(i, j)`` is the span of the original that
+    ``text[i:j]`` came from (the characters removed inside it included, none at its ends).
+
+    The text is made of pieces: a run of the original's characters, each as it is or replaced by
+    one character (positions kept), or the replacement of one character (``_norm_at``: where each
+    piece starts in ``text``, ``_orig_at``: where it starts in the original, ``_copied``: which
+    kind it is)."""
+
+    __slots__ = ("text", "_norm_at", "_orig_at", "_copied")
+
+    def __init__(self, text: str, norm_at: list[int], orig_at: list[int], copied: list[bool]) -> None:
+        self.text = text
+        self._norm_at = norm_at
+        self._orig_at = orig_at
+        self._copied = copied
+
+    def start(self, i: int) -> int:
+        """Where the character ``text[i]`` comes from."""
+        k = bisect_right(self._norm_at, i) - 1
+        return self._orig_at[k] + (i - self._norm_at[k] if self._copied[k] else 0)
+
+    def span(self, i: int, j: int) -> tuple[int, int]:
+        """The span of the original that ``text[i:j]`` (``i < j``) came from."""
+        return self.start(i), self.start(j - 1) + 1
+
+
+class _Builder:
+    __slots__ = ("parts", "norm_at", "orig_at", "copied", "length")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.norm_at: list[int] = []
+        self.orig_at: list[int] = []
+        self.copied: list[bool] = []
+        self.length = 0
+
+    def add(self, piece: str, at: int, copied: bool) -> None:
+        if piece:
+            self.parts.append(piece)
+            self.norm_at.append(self.length)
+            self.orig_at.append(at)
+            self.copied.append(copied)
+            self.length += len(piece)
+
+    def done(self) -> Mapped:
+        if not self.parts:
+            return Mapped("", [0], [0], [True])
+        return Mapped("".join(self.parts), self.norm_at, self.orig_at, self.copied)
+
+
+def without_ignorables(text: str) -> Mapped | None:
+    """``text`` without its default-ignorable code points (what the secret rules read), or None
+    when it has none."""
+    runs = _IGNORABLE_RUNS(text)
+    if not runs:
+        return None
+    out = _Builder()
+    at = 0
+    for start, end in runs:
+        out.add(text[at:start], at, True)
+        at = end
+    out.add(text[at:], at, True)
+    return out.done()
+
+
+def for_phrases(text: str, drop: Sequence[tuple[int, int]] = (), zwsp_as_space: bool = False,
+                normalize: bool = True) -> Mapped:
+    """``text`` as the phrase rules read it: the spans ``drop`` (sorted, apart: the character
+    hits) taken out, and normalized (the module docstring; not when ``normalize`` is false: the
+    caller knows that no character of the text would change). With ``zwsp_as_space``, a
+    zero-width space becomes a space rather than nothing (a second reading, for a zero-width
+    space that stands between two words)."""
+    ords, uneven = _reading(zwsp_as_space)
+    runs = _changed_runs(text) if normalize else []
+    # the characters to change, outside the spans taken out: pieces of the text end at both
+    edits: list[tuple[int, int, bool]] = [(start, end, False) for start, end in drop]
+    edits += [(start, end, True) for start, end in runs]
+    edits.sort()
+    out = _Builder()
+    at = 0
+    for start, end, change in edits:
+        start = max(start, at)
+        if start >= end:
+            continue
+        out.add(text[at:start], at, True)
+        if change:
+            run = text[start:end]
+            if uneven.search(run) is None:
+                out.add(run.translate(ords), start, True)  # one character for one: the run's positions
+            else:
+                for i, char in enumerate(run):
+                    one = char.translate(ords)
+                    out.add(one, start + i, len(one) == 1)
+        at = end
+    out.add(text[at:], at, True)
+    return out.done()
+
+
+# a default-ignorable character between two letters or digits of a word (Latin, Greek,
+# Cyrillic, digits): it breaks the word for a pattern, not for a reader
+_WORD_CHAR: Final = "0-9A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u052f"
+_IN_WORD: Final = re.compile(f"(?<=[{_WORD_CHAR}])" + ignorable_class() + f"{{1,64}}(?=[{_WORD_CHAR}])")
+
+
+def strip_in_words(text: str) -> str:
+    """``text`` without the default-ignorable characters that sit inside a word of Latin, Greek
+    or Cyrillic letters and digits (what ``strip`` also removes: docs/inspect.md,
+    "Normalization"). Between letters of other scripts (a ZWNJ in Persian, a ZWJ in an emoji
+    sequence) they stay."""
+    return _IN_WORD.sub("", text)
