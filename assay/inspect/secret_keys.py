@@ -64,9 +64,11 @@ _PLACEHOLDER: Final = re.compile(
 _NOT_A_VALUE: Final = re.compile(
     r"[$<{\[]|%[A-Za-z_]|[*xX.\u2022\u2026#_\- ]++$"  # a reference, a placeholder, a mask
     r"|(?:/|~/|\.\.?/|[A-Za-z]:\\)"  # a path (PWD=/home/you is the working directory)
-    r"|[A-Za-z][A-Za-z0-9+.\-]*+://",  # a URL (its password, if any, is the url_password rule's)
+    r"|[A-Za-z][A-Za-z0-9+.\-]*+://"  # a URL (its password, if any, is the url_password rule's)
+    r"|(?i:urn):[A-Za-z0-9][A-Za-z0-9\-]{0,31}+:",  # a URN names a kind of thing (a token type), it holds none
     re.ASCII,
 )
+_CODE_CALL: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*+\(", re.ASCII)  # token = read_token(path): code
 _WORDLIKE: Final = re.compile(r"[A-Za-z_.\- ]++", re.ASCII)  # letters, and what joins words into a name
 _ELIDED: Final = re.compile(r"\.\.\.|\u2026|xxxx|XXXX|\*\*\*", re.ASCII)  # sk-..., hf_xxxx, ab***
 # a value of letters that says what it stands for: the placeholder of an example file
@@ -94,7 +96,7 @@ def assigned_value(value: str, literal: bool) -> bool:
     ``my-secret-name``: in code and YAML those are names and types)."""
     if len(value) < _MIN_VALUE or _NOT_A_VALUE.match(value) or _PLACEHOLDER.fullmatch(value) or placeholder(value):
         return False
-    return literal or not _WORDLIKE.fullmatch(value)
+    return literal or not (_WORDLIKE.fullmatch(value) or _CODE_CALL.match(value))
 
 
 def member_secret(key: str, value: object) -> str | None:

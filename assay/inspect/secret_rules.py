@@ -84,6 +84,9 @@ _PLACEHOLDER = re.compile(
 )
 
 
+_CODE_CALL: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*+\(", re.ASCII)
+
+
 def _auth_value(match: re.Match[str]) -> bool:
     """An ``Authorization`` value: after a scheme (``Basic``, ``Bearer``, ...) anything; without
     one, not a word of letters only. A reference to an environment variable (``${TOKEN}``,
@@ -91,6 +94,8 @@ def _auth_value(match: re.Match[str]) -> bool:
     place of a token) is no secret."""
     value = match.group(2)
     if _PLACEHOLDER.fullmatch(value) or _PLACEHOLDER.fullmatch(value.rstrip("`)]}>.")):  # quoted in prose too
+        return False
+    if match.group(1) is None and _CODE_CALL.match(value):  # authorization = any(...): code, not a header
         return False
     return match.group(1) is not None or not match.group(2).isalpha()
 

@@ -444,3 +444,19 @@ def test_an_environment_reference_in_an_authorization_header_is_no_secret() -> N
     token = "ab12" * 6
     assert [s.kind for s in find_secrets(f"Authorization: Bearer {token}")] == ["authorization"]
     assert [s.kind for s in find_secrets("Authorization: Bearer ABCD1234EFGH5678")] == ["authorization"]
+
+
+@pytest.mark.parametrize("text", [
+    "self.static_authorization = any(name.lower() == 'authorization' for name in static)",
+    'ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"',
+    "token = read_token(path_to_the_file)",
+    "Authorization = build_header(scheme, value)",
+])
+def test_code_that_names_a_secret_key_holds_no_secret(text):
+    # code and token-type URNs beside a key that names a secret (the project's own OAuth client
+    # is full of them): no finding (docs/inspect.md, "Keys that name a secret")
+    assert find_secrets(text) == []
+
+
+def test_a_value_in_an_env_line_is_a_secret_however_it_looks():
+    assert [s.kind for s in find_secrets("DB_PASSWORD=s3cr3tP4ss\n")] == ["password"]
