@@ -25,6 +25,7 @@ import trio
 
 from assay.remote.messages import Incoming, Outgoing, as_line, incoming, outgoing
 from assay.remote.params import header_map, param_headers
+from assay.remote.sockets import ack_promptly
 from assay.remote.sse import Event, SSEDecoder, TooLong
 from assay.remote.target import Target, shown_url
 from assay.remote.upstream import RemoteServer
@@ -156,6 +157,7 @@ class HttpServer(RemoteServer):
             return
         try:
             async with self.client.stream("POST", self.target.url, content=body, headers=self._headers(out)) as resp:
+                ack_promptly(resp)
                 status = resp.status_code
                 if first and not self.settled:
                     if status in FALLBACK_STATUS and not await self._is_jsonrpc(resp, key):
@@ -314,6 +316,7 @@ class HttpServer(RemoteServer):
                 headers["MCP-Protocol-Version"] = self.version
             try:
                 async with self.client.stream("GET", self.target.url, headers=headers) as resp:
+                    ack_promptly(resp)
                     if resp.status_code == 404 and self.session_id is not None:
                         self.fail("the server's session expired (HTTP 404)", {"status": 404})
                         return
@@ -350,6 +353,7 @@ class HttpServer(RemoteServer):
     async def _legacy_stream(self) -> None:
         try:
             async with self.client.stream("GET", self.target.url, headers={"Accept": "text/event-stream"}) as resp:
+                ack_promptly(resp)
                 if resp.status_code != 200:
                     self._endpoint_set.set()
                     self.fail(f"the server's event stream answered HTTP {resp.status_code}")
@@ -382,6 +386,7 @@ class HttpServer(RemoteServer):
         try:
             async with self.client.stream("POST", self.endpoint, content=body,
                                           headers={"Content-Type": "application/json"}) as resp:
+                ack_promptly(resp)
                 status = resp.status_code
                 if status >= 300:
                     await self._read_answer(resp, out, key)

@@ -219,6 +219,9 @@ def main() -> None:
     args = parser.parse_args()
     CALL_LOG = args.call_log
 
+    # proto 0, not IPPROTO_TCP, on purpose: asyncio then leaves Nagle's algorithm on for the
+    # connections (as behind a front end that does), and each answer's body waits for the
+    # client's acknowledgement of its head (tests/e2e/test_e2e_remote_stall.py relies on it)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
