@@ -67,6 +67,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         header_env: Annotated[tuple[str, ...], Parameter(name="--header-env", consume_multiple=False, negative="")] = (),
         ca_file: Annotated[str | None, Parameter(name="--ca-file")] = None,
         allow_insecure_http: Annotated[bool, Parameter(name="--allow-insecure-http", negative="")] = False,
+        connect_timeout: Annotated[float, Parameter(name="--connect-timeout")] = options.DEFAULT_CONNECT_TIMEOUT,
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

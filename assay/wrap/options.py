@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_SESSION_LOCK_TIMEOUT",
     "DEFAULT_LOG_ARGUMENTS_MAX",
     "DEFAULT_TRANSPORT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "TRANSPORTS",
     "URL_FLAG",
     "WrapOption",
@@ -60,6 +61,7 @@ DEFAULT_SHARED_SESSION = "client"
 DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
 DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
+DEFAULT_CONNECT_TIMEOUT = 15.0  # seconds (docs/remote.md, "Start")
 TRANSPORTS = ("auto", "streamable-http", "sse")
 URL_FLAG = "--url"  # a line with it has no `--` (docs/wrap.md, "Command line")
 
@@ -144,6 +146,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
     WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,
                "With --url: allow plain http:// to a host that is not loopback."),
+    WrapOption("--connect-timeout", "connect_timeout", "connect_timeout", float, DEFAULT_CONNECT_TIMEOUT,
+               "With --url: seconds to connect to the server, and at start for its first answer."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}
