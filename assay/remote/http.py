@@ -160,7 +160,8 @@ class HttpServer(RemoteServer):
             await self._post(body, out, key, first=True)
         finally:
             self._ready.set()
-            self._done(request)
+            if request:  # (a first message that is not a request took no place)
+                self._done(True)
 
     async def _post_later(self, body: bytes, out: Outgoing, key: Any, request: bool) -> None:
         scope = trio.CancelScope()
