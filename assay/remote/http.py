@@ -176,6 +176,7 @@ class HttpServer(RemoteServer):
                     # what the server sends on its own goes on that stream: not before it is open
                     with trio.move_on_after(self.connect_timeout):
                         await self.get_opened.wait()
+                    self.get_opened.set()  # waited once long enough: no request waits again
                 await self._post(body, out, key, first=False)
         finally:
             if key is not None:
