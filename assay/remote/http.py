@@ -318,7 +318,7 @@ class HttpServer(RemoteServer):
             return
         if end.too_long:
             self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
-        elif end.last_id is not None:
+        elif end.last_id is not None and header_safe(end.last_id):  # an id to resume from
             await resume.resume(self, out, key, end)
         elif end.broken:
             self.fail(f"connection to {shown_url(self.target.url)} lost (its event stream broke)")

@@ -29,7 +29,8 @@ the server never runs:
   the answer, a text of `size` bytes; `SENT big` is printed once it is handed to the connection.
 - `dropid`: a call of `dropid` is answered `200 text/event-stream` with one event that has an
   id and no answer, then the stream ends; the server keeps no events (a GET with
-  `Last-Event-ID` is answered 405: it cannot resume).
+  `Last-Event-ID` is answered 405: it cannot resume). With `dropbadid`, the same with an id that
+  is not ASCII (`\u00e91`, as UTF-8), which cannot be sent back in a header.
 
 `--resumable` gives the Streamable HTTP app an in-memory event store and a `retry` of 50 ms, so
 a stream that drops can be resumed with a GET carrying `Last-Event-ID` (the tool `drop` closes
@@ -188,7 +189,7 @@ def delete_all() -> str:
 # -- faults ----------------------------------------------------------------------------------
 
 FAULT_TOOL = {"500": "boom", "stall": "stall", "forget": "forget", "badsession": "", "badversion": "", "dropid": "dropid",
-              "fastbig": "big"}
+              "dropbadid": "dropid", "fastbig": "big"}
 
 
 class Faults:
@@ -213,7 +214,7 @@ class Faults:
         if session is not None and session in self.forgotten:
             await _plain(send, 404, b"session not found")
             return
-        if scope["method"] == "GET" and "last-event-id" in headers and "dropid" in self.faults:
+        if scope["method"] == "GET" and "last-event-id" in headers and self.faults & {"dropid", "dropbadid"}:
             print("FAULT resume refused", flush=True)
             await _plain(send, 405, b"no resumption")
             return
@@ -246,11 +247,13 @@ class Faults:
             await send({"type": "http.response.body", "body": b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"})
             print("SENT big", flush=True)
             return
-        if tool == "dropid" and "dropid" in self.faults:
+        if tool == "dropid" and self.faults & {"dropid", "dropbadid"}:
             print("FAULT dropid", flush=True)
+            event_id = "\u00e91".encode() if "dropbadid" in self.faults else b"e1"
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-            await send({"type": "http.response.body", "body": b"id: e1\nretry: 10\ndata: \n\n", "more_body": False})
+            await send({"type": "http.response.body", "body": b"id: " + event_id + b"\nretry: 10\ndata: \n\n",
+                        "more_body": False})
             return
         if _is_initialize(body) and self.faults & {"badsession", "badversion"}:
             await self.app(scope, _replay(body), _spoiled(send, self.faults))
