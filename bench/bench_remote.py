@@ -1,17 +1,31 @@
-"""What `assay mcp wrap --url` adds over a direct client (docs/wrap.md, remote servers). Not a test.
+"""What `assay mcp wrap --url` adds over a direct client (docs/remote.md). Not a test.
 
     .venv/bin/python bench/bench_remote.py [--runs 5] [--calls 300] [--inflight 200]
-                                           [--modes json,sse] [--json PATH] [--assay PATH]
+                                           [--servers NAME,...] [--stdio-ref] [--json PATH]
+                                           [--assay PATH]
 
-One real MCP server (bench/http_echo_server.py: the SDK's MCPServer with one `echo` tool) runs
-on 127.0.0.1 per answer mode: `json` (json_response: one JSON body per POST) and `sse` (each
-POST answered with an SSE stream). Against it, with the `mcp` Python SDK's ClientSession:
+One real MCP server per entry of the server matrix runs on 127.0.0.1 (each with one `echo`
+tool):
+
+  py sse             the SDK's MCPServer as `run("streamable-http")` serves it: uvicorn,
+                     sessions, each POST answered with an event stream (the SDK's default)
+  py json            the same with JSON answers (json_response)
+  py sse stateless   no sessions (stateless_http), event-stream answers
+  py json stateless  no sessions, JSON answers
+  ts sse             the TypeScript SDK v1 (StreamableHTTPServerTransport on node:http),
+                     sessions, event-stream answers (tests/e2e/ts_remote_server.mjs)
+  hypercorn sse      the SDK's MCPServer served by hypercorn, sessions, event-stream answers
+  py sse nagle       `py sse` with Nagle's algorithm left on for its connections (a socket
+                     without TCP_NODELAY: docs/remote.md, "Connections")
+
+(bench/http_echo_server.py serves the Python ones.) Against each, with the `mcp` Python SDK's
+ClientSession:
 
   direct     the SDK's streamable HTTP client, talking to the server itself (the baseline)
   wrap       the SDK's stdio client, talking to `assay mcp wrap --policy P --url URL` (a real
              process: the `assay` next to this Python, or --assay PATH); P allows `echo`
-  stdio ref  (reference, not a target) the SDK's stdio client to the same server over stdio,
-             so the cost of the client's transport can be told from wrap's
+  stdio ref  (with --stdio-ref; reference, not a target) the SDK's stdio client to the Python
+             server over stdio, so the cost of the client's transport can be told from wrap's
 
 Per setup and run, on one session: `--warmup` calls (not measured), then `--calls` sequential
 `tools/call`s (each timed: p50, p90), then one unmeasured batch and `--batches` batches of
@@ -23,7 +37,7 @@ first. Targets: wrap adds <= 1 ms to the p50 of a call; its throughput is >= 0.8
 
 Start-up (`--startup-runs`, default 10, rotating order after one unmeasured warm-up each): spawn
 until the answer to an `initialize` line, for `assay mcp wrap --policy P -- bench/echo_server.py`
-(stdio; echo_server.py alone is the floor) and for `wrap --url` against the `json` server. To see
+(stdio; echo_server.py alone is the floor) and for `wrap --url` against the `py json` server. To see
 whether stdio start-up grew, run the same script against an older checkout (`--assay`).
 
 A setup that fails (wrap exits, an answer is an error, a phase hangs for `--timeout` s) is
@@ -56,12 +70,22 @@ from mcp.client.streamable_http import streamable_http_client
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 SERVER = [PY, str(HERE / "http_echo_server.py")]
+TS_SERVER = ["node", str(HERE.parent / "tests" / "e2e" / "ts_remote_server.mjs")]
+SERVERS: dict[str, list[str]] = {  # the server matrix (see the docstring)
+    "py sse": [*SERVER, "--sse"],
+    "py json": SERVER,
+    "py sse stateless": [*SERVER, "--sse", "--stateless"],
+    "py json stateless": [*SERVER, "--stateless"],
+    "ts sse": TS_SERVER,
+    "hypercorn sse": [*SERVER, "--sse", "--hypercorn"],
+    "py sse nagle": [*SERVER, "--sse", "--nagle"],
+}
 ECHO = [PY, str(HERE / "echo_server.py")]
 POLICY = 'version: "2.0"\ntools:\n  allow: ["echo"]\n'
 INIT = (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                "clientInfo": {"name": "bench", "version": "0"}}}) + "\n").encode()
-SETUPS = ("direct", "wrap", "stdio ref")
+SETUPS = ("direct", "wrap", "stdio ref")  # stdio ref with --stdio-ref only
 
 
 class SetupFailed(Exception):
@@ -153,13 +177,13 @@ async def measure(setup: str, url: str, args: argparse.Namespace, policy: Path, 
             "client_cpu_us_per_call": mine}
 
 
-def start_server(mode: str) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen([*SERVER, *(["--sse"] if mode == "sse" else [])], stdout=subprocess.PIPE)
+def start_server(name: str) -> tuple[subprocess.Popen[bytes], str]:
+    proc = subprocess.Popen(SERVERS[name], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
     if len(line) != 2 or line[0] != b"PORT":
         proc.kill()
-        raise SystemExit(f"bench server ({mode}) did not start: {line!r}")
+        raise SystemExit(f"bench server ({name}) did not start: {line!r}")
     return proc, f"http://127.0.0.1:{int(line[1])}/mcp"
 
 
@@ -185,7 +209,7 @@ def startup(args: argparse.Namespace, policy: Path, env: dict[str, str], url: st
     commands = {
         "echo_server.py alone": ECHO,
         "wrap -- echo_server.py": [args.assay, "mcp", "wrap", "--policy", str(policy), "--", *ECHO],
-        "wrap --url (json)": [args.assay, "mcp", "wrap", "--policy", str(policy), "--url", url],
+        "wrap --url (py json)": [args.assay, "mcp", "wrap", "--policy", str(policy), "--url", url],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     failed: dict[str, str] = {}
@@ -211,9 +235,9 @@ def startup(args: argparse.Namespace, policy: Path, env: dict[str, str], url: st
                    else {"failed": failed.get(name, "no sample")}) for name, v in times.items()}
 
 
-def summarize(runs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+def summarize(runs: list[dict[str, dict[str, Any]]], setups: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for setup in SETUPS:
+    for setup in setups:
         per = [r[setup] for r in runs if setup in r and "failed" not in r[setup]]
         if not per:
             out[setup] = {"failed": next((r[setup]["failed"] for r in runs if setup in r), "not run")}
@@ -231,9 +255,9 @@ def summarize(runs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def print_mode(mode: str, summary: dict[str, Any]) -> list[str]:
-    print(f"\n{mode} answers: median of runs            p50 ms  p90 ms  +p50 ms    calls/s  vs direct  client/wrap cpu us/call")
-    for setup in SETUPS:
+def print_mode(mode: str, summary: dict[str, Any], setups: tuple[str, ...]) -> list[str]:
+    print(f"\n{mode}: median of runs{' ' * (26 - len(mode))}p50 ms  p90 ms  +p50 ms    calls/s  vs direct  client/wrap cpu us/call")
+    for setup in setups:
         row = summary[setup]
         if "failed" in row:
             print(f"  {setup:36} FAILED: {row['failed'][:300]}")
@@ -256,12 +280,12 @@ def print_mode(mode: str, summary: dict[str, Any]) -> list[str]:
 
 
 async def run_mode(mode: str, url: str, args: argparse.Namespace, policy: Path, env: dict[str, str],
-                   errlog: Any, log: Callable[[str], None]) -> list[dict[str, dict[str, Any]]]:
+                   errlog: Any, log: Callable[[str], None], setups: tuple[str, ...]) -> list[dict[str, dict[str, Any]]]:
     runs: list[dict[str, dict[str, Any]]] = []
     failed: dict[str, str] = {}
     for r in range(args.runs):
         row: dict[str, dict[str, Any]] = {}
-        for setup in SETUPS[r % len(SETUPS):] + SETUPS[:r % len(SETUPS)]:
+        for setup in setups[r % len(setups):] + setups[:r % len(setups)]:
             if setup in failed:
                 row[setup] = {"failed": failed[setup]}
                 continue
@@ -288,6 +312,12 @@ async def run_mode(mode: str, url: str, args: argparse.Namespace, policy: Path, 
     return runs
 
 
+def setups_of(server: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The setups measured against ``server``: the stdio reference only for a Python server."""
+    ref = args.stdio_ref and SERVERS[server][:2] == SERVER
+    return SETUPS if ref else SETUPS[:2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -295,7 +325,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--inflight", type=int, default=200, help="calls in flight at once")
     ap.add_argument("--batches", type=int, default=3)
-    ap.add_argument("--modes", default="json,sse")
+    ap.add_argument("--servers", default=",".join(SERVERS), help="which of the server matrix, comma-separated")
+    ap.add_argument("--stdio-ref", action="store_true", help="also the SDK's stdio client to the Python server over stdio")
     ap.add_argument("--startup-runs", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a setup's run counts as hung")
     ap.add_argument("--backend", default="trio", choices=("trio", "asyncio"))
@@ -304,7 +335,10 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write every figure and per-run value as JSON")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m.strip() for m in args.servers.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in SERVERS]
+    if unknown:
+        raise SystemExit(f"unknown server(s) {unknown}; the matrix: {', '.join(SERVERS)}")
     report: dict[str, Any] = {"args": vars(args), "load_before": os.getloadavg()[0], "modes": {}}
     misses: list[str] = []
     failed = False
@@ -317,10 +351,11 @@ def main() -> None:
                 def log(line: str) -> None:
                     print(line, file=sys.stderr, flush=True)
                 for mode in modes:
-                    runs = anyio.run(run_mode, mode, servers[mode][1], args, policy, env, errlog, log,
+                    setups = setups_of(mode, args)
+                    runs = anyio.run(run_mode, mode, servers[mode][1], args, policy, env, errlog, log, setups,
                                      backend=args.backend)
-                    report["modes"][mode] = summarize(runs)
-            url = servers["json"][1] if "json" in servers else servers[modes[0]][1]
+                    report["modes"][mode] = summarize(runs, setups)
+            url = servers["py json"][1] if "py json" in servers else servers[modes[0]][1]
             report["startup"] = startup(args, policy, env, url) if args.startup_runs else {}
         finally:
             for proc, _url in servers.values():
@@ -332,8 +367,8 @@ def main() -> None:
           f"{report['load_after']:.2f}")
     for mode in modes:
         summary = report["modes"][mode]
-        misses += print_mode(mode, summary)
-        failed = failed or any("failed" in summary[s] for s in SETUPS)
+        misses += print_mode(mode, summary, setups_of(mode, args))
+        failed = failed or any("failed" in summary[s] for s in setups_of(mode, args))
     if report.get("startup"):
         print(f"\nstart-up: spawn to the answer of initialize, median of {args.startup_runs} runs")
         for name, fig in report["startup"].items():

@@ -33,7 +33,7 @@ from assay.auth.record import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, ID_JAG_GRA
 from assay.auth.sources import read_key, read_value
 from assay.auth.web import Web, WebError
 from assay.remote import tokens as store
-from assay.remote.proxies import client_routing
+from assay.remote.client import http_client
 from assay.terminal import printable
 
 __all__ = ["LoginError", "LoginOptions", "login"]
@@ -178,7 +178,7 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
         err.flush()
 
     async def run(first: Refusal) -> str:
-        async with Web() as web:
+        async with Web(environ=environ) as web:
             ctx = flows.Context(web, environ, say=say, no_browser=opts.no_browser, timeout=opts.timeout)
             resource, server = await flows.locate(ctx, opts.url, first.resource_metadata, opts.issuer)
             target = resource.resource if resource is not None else canonical_resource(opts.url)
@@ -210,8 +210,7 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
     tools = -1
     try:
         with trio.fail_after(opts.timeout + 120):
-            async with httpx2.AsyncClient(auth=_Login(run), timeout=30.0, follow_redirects=False,
-                                          **client_routing()) as client:
+            async with http_client(environ, auth=_Login(run), timeout=30.0) as client:
                 tools = await list_tools(client, opts.url)
     except LoginError:
         raise

@@ -2,8 +2,8 @@
 
 One ``httpx2.AsyncClient`` of its own, apart from the MCP server's: no default headers (so no
 ``--header`` value ever reaches an authorization server), no auth, redirects not followed, the
-proxy rule of :func:`assay.remote.proxies.client_routing` (a loopback host is always reached
-directly), TLS verified against the system's store (and ``--ca-file`` where wrap has one).
+proxy and TLS rules of :func:`assay.remote.client.http_client` (a loopback host is always
+reached directly; TLS verified against the system's store, or ``--ca-file`` where wrap has one).
 Every body read is capped; a failure to connect is a :class:`WebError` (one line, naming the
 host, never a credential).
 """
@@ -11,7 +11,9 @@ host, never a credential).
 from __future__ import annotations
 
 import json
+import os
 import ssl
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,7 +21,7 @@ import httpx2
 import trio
 
 from assay._version import __version__
-from assay.remote.proxies import client_routing
+from assay.remote.client import http_client
 
 __all__ = ["DOC_CAP", "TOKEN_CAP", "Web", "WebError"]
 
@@ -42,15 +44,14 @@ def _host(url: str) -> str:
 
 
 class Web:
-    def __init__(self, *, ca_file: str | None = None) -> None:
-        verify: ssl.SSLContext | bool = True
+    def __init__(self, *, ca_file: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+        verify: ssl.SSLContext | None = None
         if ca_file is not None:
             verify = ssl.create_default_context()
             verify.load_verify_locations(cafile=ca_file)
-        self.client = httpx2.AsyncClient(
-            verify=verify, follow_redirects=False, headers={"User-Agent": f"assay/{__version__}"},
+        self.client = http_client(
+            os.environ if environ is None else environ, verify=verify, headers={"User-Agent": f"assay/{__version__}"},
             timeout=httpx2.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT, write=READ_TIMEOUT, pool=None),
-            **client_routing(),
         )
 
     async def aclose(self) -> None:

@@ -72,6 +72,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         header_env_if_set: Annotated[tuple[str, ...], Parameter(name="--header-env-if-set", consume_multiple=False,
                                                                 negative="")] = (),
         login: Annotated[str, Parameter(name="--login")] = options.DEFAULT_LOGIN,
+        connect_timeout: Annotated[float, Parameter(name="--connect-timeout")] = options.DEFAULT_CONNECT_TIMEOUT,
     ) -> int:
         given = locals()
         values = {opt.param: given[opt.param] for opt in options.WRAP_OPTIONS}

@@ -1,48 +1,52 @@
-"""The two HTTP transports of ``assay mcp wrap --url`` (docs/remote.md, "Transports").
+"""Streamable HTTP, the transport of ``assay mcp wrap --url`` (docs/remote.md, "Transports").
 
-Streamable HTTP: one POST per client frame, its bytes as the body; the answer comes as a JSON
-body or as an event stream (which may carry the server's requests and notifications first).
-In the 2025 era the ``initialize`` answer may bring an ``Mcp-Session-Id``, sent from then on
-with the negotiated ``MCP-Protocol-Version``, a GET stream carries what the server sends on its
-own, and the session is DELETEd at the end. In the 2026-07-28 era each request carries its own
-``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` (:func:`assay.remote.messages.
-outgoing`), and there is no session and no GET stream.
+One POST per client frame, its bytes as the body; the answer comes as a JSON body or as an
+event stream (which may carry the server's requests and notifications first:
+:mod:`assay.remote.streams`). In the 2025 era the ``initialize`` answer may bring an
+``Mcp-Session-Id``, sent from then on with the negotiated ``MCP-Protocol-Version``, a GET stream
+carries what the server sends on its own, and the session is DELETEd at the end. In the
+2026-07-28 era each request carries its own ``MCP-Protocol-Version``, ``Mcp-Method`` and
+``Mcp-Name`` (:func:`assay.remote.messages.outgoing`), and there is no session and no GET
+stream. A stream that ends before its answer is resumed when it can be
+(:mod:`assay.remote.resume`); a server that refuses the first POST the way an older one does is
+spoken to with the legacy HTTP+SSE transport (:mod:`assay.remote.legacy`).
 
-The legacy HTTP+SSE transport (``--transport sse``, or ``auto`` when the first POST gets a
-400, 404 or 405 that is not a JSON-RPC answer): a GET opens the event stream, whose
-``endpoint`` event names the URL to POST frames to (it must be on the same origin); every
-message of the server comes on that stream.
+At most :data:`MAX_INFLIGHT` requests are POSTed at once; more wait in a queue, bounded in bytes,
+and never hold up the reading of the client: its answers to the server's requests, its
+notifications and cancellations go out at once (at most :data:`MAX_SIDE` at a time).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import httpx2
 import trio
 
-from assay.remote.messages import Incoming, Outgoing, as_line, incoming, outgoing
+from assay.remote import legacy, resume
+from assay.remote.messages import Incoming, Outgoing, as_line, header_safe, incoming, outgoing, visible_ascii
 from assay.remote.params import header_map, param_headers
-from assay.remote.sse import Event, SSEDecoder, TooLong
+from assay.remote.sockets import ack_promptly
+from assay.remote.streams import StreamEnd, read_body, read_events
 from assay.remote.target import Target, shown_url
 from assay.remote.upstream import RemoteServer
 from assay.wrap.pending import id_key
 
-__all__ = ["ENDPOINT_TIMEOUT", "HttpServer", "MAX_INFLIGHT"]
+__all__ = ["HttpServer", "MAX_INFLIGHT", "MAX_SIDE", "WAITING_LIMIT", "status_text"]
 
-AFTER_ANSWER_S = 1.0  # how long a request's stream is read on after its answer came
-HELD_LIMIT = 256 << 20  # bytes of bodies and events held at once over all streams (or the cap)
 MAX_MARKED_TOOLS = 10000  # tools whose x-mcp-header marks are kept
-MAX_INFLIGHT = 48  # requests POSTed at once; more wait (answers and notifications never do)
-ENDPOINT_TIMEOUT = 15.0  # seconds the legacy stream gets to name its endpoint
-GET_RETRIES = 3  # the GET stream is reopened this many times in a row before it is given up
+MAX_INFLIGHT = 48  # requests POSTed at once; more wait in the queue
+WAITING_LIMIT = 16 << 20  # bytes of requests waiting for a place; a request past it is refused
+MAX_SIDE = 256  # answers and notifications POSTed at once (each finishes on its own)
 FALLBACK_STATUS = (400, 404, 405)
 ACCEPT_BOTH = "application/json, text/event-stream"
 
 
-def _status_text(status: int) -> str:
+def status_text(status: int) -> str:
+    """What an HTTP error status means to the user (the one place: docs/remote.md, "When the
+    server fails")."""
     if status == 401:
         return "the server refused the request (HTTP 401: authorization needed)"
     if status == 403:
@@ -51,30 +55,42 @@ def _status_text(status: int) -> str:
 
 
 class HttpServer(RemoteServer):
-    def __init__(self, target: Target, client: httpx2.AsyncClient, *,
-                 cap: int, warn: Callable[[str], None], needs_login: tuple[type[BaseException], ...] = ()) -> None:
+    def __init__(self, target: Target, client: httpx2.AsyncClient, *, cap: int, warn: Callable[[str], None],
+                 needs_login: tuple[type[BaseException], ...] = (), connect_timeout: float = 15.0) -> None:
         super().__init__(cap=cap, warn=warn)
         self.target = target
         self.client = client
         self.needs_login = needs_login
+        self.connect_timeout = connect_timeout  # also the legacy stream's wait for its endpoint
         self.mode = "sse" if target.transport == "sse" else "streamable"
         self.settled = target.transport != "auto"  # the transport is known
         self.session_id: str | None = None
         self.version: str | None = None  # the negotiated version (2025 era)
         self.endpoint: str | None = None  # where the legacy transport POSTs
+        self.endpoint_set = trio.Event()
         self._ready = trio.Event()  # the first request's answer has its headers (session id)
         self._first = True
-        self._slots = trio.Semaphore(MAX_INFLIGHT)
+        self._requests = 0  # requests POSTed and not done
+        self._waiting: deque[tuple[bytes, Outgoing, Any]] = deque()  # requests waiting for a place
+        self._waiting_bytes = 0
+        self._side = trio.Semaphore(MAX_SIDE)
         self._streams: dict[Any, list[trio.CancelScope]] = {}  # id key -> the POSTs of that request
         self._get_started = False
-        self._warned: set[str] = set()
-        self.held = 0  # bytes of bodies and events held now, over every stream
+        self.get_opened: trio.Event | None = None  # set once the session's GET stream has its head
         self.marks: dict[str, dict[tuple[str, ...], str]] = {}  # tool -> its x-mcp-header marks
 
-    def on_answer(self, method: str | None, seen: Incoming) -> None:
-        """Learn the ``x-mcp-header`` marks of the tools a ``tools/list`` answer lists."""
+    def on_answer(self, method: str | None, seen: Incoming) -> str | None:
+        """Learn the ``x-mcp-header`` marks of the tools a ``tools/list`` answer lists, and the
+        version an ``initialize`` answer negotiated (refused when it cannot be a header)."""
+        if method == "initialize":
+            version = seen.protocol_version
+            if version is not None:
+                if not header_safe(version):
+                    return ("the server's protocolVersion cannot be sent back in the MCP-Protocol-Version header "
+                            "(it is not printable ASCII)")
+                self.version = version
         if method != "tools/list" or not isinstance(seen.result, dict):
-            return
+            return None
         tools = seen.result.get("tools")
         for tool in tools if isinstance(tools, list) else ():
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
@@ -84,34 +100,83 @@ class HttpServer(RemoteServer):
                 self.marks[tool["name"]] = marks
             else:
                 self.marks.pop(tool["name"], None)
+        return None
 
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, line: bytes) -> None:
         out = outgoing(line)
-        key = self.sent(out.id, out.method) if out.kind == "request" else None
+        request = out.kind == "request"
+        key = self.sent(out.id, out.method) if request else None
         body = line.rstrip(b"\r\n")
         if self._first:
             self._first = False
-            self.start(self._post_first, body, out, key)
-            return
-        if out.kind == "request":
-            await self._slots.acquire()  # back-pressure on the client, as a full pipe
-        self.start(self._post_later, body, out, key)
+            self._requests += request
+            self.start(self._post_first, body, out, key, request)
+        elif request:
+            self._request(body, out, key)
+        elif out.method == "notifications/cancelled" and self._unqueue(out.arguments):
+            return  # the request never left: the server has nothing to cancel
+        else:
+            if out.method == "notifications/initialized" and self.get_opened is None:
+                self.get_opened = trio.Event()  # the requests after it wait for the GET stream
+            await self._side.acquire()
+            self.start(self._post_later, body, out, key, False)
 
-    async def _post_first(self, body: bytes, out: Outgoing, key: Any) -> None:
+    def _request(self, body: bytes, out: Outgoing, key: Any) -> None:
+        """POST a request now, or queue it behind the others (never waiting here)."""
+        if self._requests < MAX_INFLIGHT and not self._waiting:
+            self._requests += 1
+            self.start(self._post_later, body, out, key, True)
+        elif self._waiting_bytes + len(body) > WAITING_LIMIT:
+            self.warn_once("waiting", f"[assay] upstream: more than {WAITING_LIMIT} bytes of requests wait for the server; "
+                           "refusing more")
+            self.answer_error(key, f"assay: upstream error: more than {WAITING_LIMIT} bytes of requests already wait "
+                                   "for the server; this one was not sent")
+        else:
+            self._waiting.append((body, out, key))
+            self._waiting_bytes += len(body)
+
+    def _next_waiting(self) -> None:
+        while self._waiting and self._requests < MAX_INFLIGHT:
+            body, out, key = self._waiting.popleft()
+            self._waiting_bytes -= len(body)
+            self._requests += 1
+            self.start(self._post_later, body, out, key, True)
+
+    def _unqueue(self, request_id: Any) -> bool:
+        """Take a cancelled request out of the queue (True), if it is still there."""
+        key = id_key(request_id)
+        for i, (body, _out, waiting) in enumerate(self._waiting):
+            if key is not None and waiting == key:
+                del self._waiting[i]
+                self._waiting_bytes -= len(body)
+                self.answered(key)
+                return True
+        return False
+
+    async def _post_first(self, body: bytes, out: Outgoing, key: Any, request: bool) -> None:
         try:
             await self._post(body, out, key, first=True)
         finally:
             self._ready.set()
+            if request:  # (a first message that is not a request took no place)
+                self._done(True)
 
-    async def _post_later(self, body: bytes, out: Outgoing, key: Any) -> None:
+    async def _post_later(self, body: bytes, out: Outgoing, key: Any, request: bool) -> None:
         scope = trio.CancelScope()
         if key is not None:
             self._streams.setdefault(key, []).append(scope)
         try:
             with scope:
                 await self._ready.wait()
+                if out.method == "notifications/initialized":
+                    self._open_get_stream()
+                elif request and self.get_opened is not None:
+                    # what the server sends on its own goes on that stream: not before it is open
+                    with trio.move_on_after(self.connect_timeout):
+                        await self.get_opened.wait()
+                    self.get_opened.set()  # waited once long enough: no request waits again
                 await self._post(body, out, key, first=False)
         finally:
             if key is not None:
@@ -120,10 +185,16 @@ class HttpServer(RemoteServer):
                     scopes.remove(scope)
                 if not scopes:
                     self._streams.pop(key, None)
-            if out.kind == "request":
-                self._slots.release()
+            self._done(request)
         if out.method == "notifications/cancelled":
             self._cancelled(out.arguments)
+
+    def _done(self, request: bool) -> None:
+        if request:
+            self._requests -= 1
+            self._next_waiting()
+        else:
+            self._side.release()
 
     def _cancelled(self, request_id: Any) -> None:
         """The client cancelled a request and the server was told: its stream is closed (as the
@@ -137,11 +208,13 @@ class HttpServer(RemoteServer):
         while self.is_pending(key):
             self.answered(key)
 
-    def _headers(self, out: Outgoing) -> dict[str, str]:
-        headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
+    def headers(self, out: Outgoing | None) -> dict[str, str]:
+        """The headers of a request about ``out`` (None: a GET stream of the session)."""
+        headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"} if out is not None \
+            else {"Accept": "text/event-stream"}
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
-        if out.headers:
+        if out is not None and out.headers:
             headers.update(out.headers)
             marks = self.marks.get(out.name) if out.name is not None else None
             if marks:
@@ -152,244 +225,110 @@ class HttpServer(RemoteServer):
 
     async def _post(self, body: bytes, out: Outgoing, key: Any, *, first: bool) -> None:
         if self.mode == "sse":
-            await self._post_legacy(body, out, key)
+            await legacy.post(self, body, out, key)
             return
         try:
-            async with self.client.stream("POST", self.target.url, content=body, headers=self._headers(out)) as resp:
+            async with self.client.stream("POST", self.target.url, content=body, headers=self.headers(out)) as resp:
+                ack_promptly(resp)
                 status = resp.status_code
                 if first and not self.settled:
-                    if status in FALLBACK_STATUS and not await self._is_jsonrpc(resp, key):
-                        await self._fall_back(body, out, key)
+                    if status in FALLBACK_STATUS and not await self._is_jsonrpc(resp):
+                        await legacy.fall_back(self, body, out, key)
                         return
                     self.settled = True
-                sid = resp.headers.get("mcp-session-id")
-                if sid is not None and out.method == "initialize" and 200 <= status < 300:
-                    self.session_id = sid
+                if out.method == "initialize" and 200 <= status < 300 and not self._take_session(resp):
+                    return
                 if status == 404 and self.session_id is not None and out.method != "initialize":
                     self.fail("the server's session expired (HTTP 404)", {"status": 404})
                     return
-                await self._read_answer(resp, out, key)
+                end = await self.read_answer(resp, out, key)
         except self.needs_login as exc:
-            self._login_needed(str(exc), key)
+            self.login_needed(str(exc), key)
             return
         except httpx2.TransportError as exc:
             self.fail(f"connection to {shown_url(self.target.url)} lost ({type(exc).__name__})")
             return
-        if out.method == "notifications/initialized" and not self._get_started:
-            self._get_started = True
-            self.start(self._get_stream, counted=False)
+        if end is not None:
+            await self._after_stream(end, out, key)
 
-    async def _is_jsonrpc(self, resp: httpx2.Response, key: Any) -> bool:
+    def _open_get_stream(self) -> None:
+        """The client sent ``notifications/initialized``: open the session's GET stream now (the
+        requests the client sent after it wait until its head came, so that nothing the server
+        sends on its own is sent before that stream is there to take it)."""
+        if self._get_started:
+            return
+        self._get_started = True
+        if self.mode != "streamable":
+            if self.get_opened is not None:
+                self.get_opened.set()
+            return
+        self.start(resume.get_stream, self, counted=False)
+
+    def _take_session(self, resp: httpx2.Response) -> bool:
+        """Keep the session id of an ``initialize`` answer; False (and the run failed) for one
+        that cannot be sent back as it is."""
+        sid = resp.headers.get("mcp-session-id")
+        if sid is None:
+            return True
+        if not visible_ascii(sid):
+            self.fail("the server's Mcp-Session-Id header is not visible ASCII (0x21-0x7E), "
+                      "so wrap cannot send it back")
+            return False
+        self.session_id = sid
+        return True
+
+    async def _is_jsonrpc(self, resp: httpx2.Response) -> bool:
         """Whether a refused first POST carries a JSON-RPC answer (then it is relayed: the server
-        speaks Streamable HTTP). Reads the body (bounded) and keeps it for :meth:`_read_answer`."""
-        body = await self._read_body(resp)
+        speaks Streamable HTTP). Reads the body (bounded) and keeps it for :meth:`read_answer`."""
+        body = await read_body(self, resp)
         resp._assay_body = body  # type: ignore[attr-defined]
         if body is None:
             return False
         line = as_line(body)
         return line is not None and incoming(line).kind == "response"
 
-    def _over_budget(self) -> bool:
-        """Whether the bodies and events held at once, over every stream, pass the budget."""
-        return self.held > max(HELD_LIMIT, self.cap)
-
-    async def _read_body(self, resp: httpx2.Response) -> bytes | None:
-        """The whole body, or None when it is longer than the cap (or the held budget)."""
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                self.held += len(chunk)
-                if size > self.cap or self._over_budget():
-                    return None
-                chunks.append(chunk)
-            return b"".join(chunks)
-        finally:
-            self.held -= size
-
-    async def _read_answer(self, resp: httpx2.Response, out: Outgoing, key: Any) -> None:
+    async def read_answer(self, resp: httpx2.Response, out: Outgoing, key: Any) -> StreamEnd | None:
+        """Relay what a POST's answer carries; an event stream's end, for :meth:`_after_stream`."""
         status = resp.status_code
         kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream" and 200 <= status < 300:
-            dropped_long = await self._read_events(resp, key, out)
-            if self.is_pending(key) and dropped_long:
-                self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
-            elif self.is_pending(key):
-                self._warn_once("stream", "[assay] upstream: an event stream ended before its answer")
-                self.answer_error(key, "assay: upstream error: the server's event stream ended before its answer")
-            return
+            return await read_events(self, resp, key)
         body = getattr(resp, "_assay_body", None)
         if body is None:
-            body = await self._read_body(resp)
+            body = await read_body(self, resp)
         if body is None:
             self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
-            return
+            return None
         line = as_line(body) if kind == "application/json" or status >= 300 else None
         seen = incoming(line) if line is not None else None
         if line is not None and seen is not None and (seen.kind == "response" or 200 <= status < 300):
-            await self.emit(line, seen)
-            if out.method == "initialize" and not out.headers and seen.kind == "response":
-                self.version = seen.protocol_version or self.version
+            self.emit(line, seen)
         if self.is_pending(key) and status >= 300:
-            text = _status_text(status)
-            self._warn_once(f"http{status}", f"[assay] upstream: {text}")
+            text = status_text(status)
+            self.warn_once(f"http{status}", f"[assay] upstream: {text}")
             self.answer_error(key, f"assay: upstream error: {text}", {"status": status})
         elif self.is_pending(key) and kind not in ("application/json",):
             self.answer_error(key, f"assay: upstream error: the server answered {kind or 'no content'} without the answer")
+        return None
 
-    async def _read_events(self, resp: httpx2.Response, key: Any, out: Outgoing | None = None, *,
-                           legacy: bool = False) -> bool:
-        """Relay a stream's events until it ends or ``key``'s answer came; whether an event
-        longer than the cap was dropped."""
-        decoder = SSEDecoder(self.cap)
-        dropped: list[bool] = []
-        held = 0
-        chunks = resp.aiter_bytes()
-        # Once the answer came, the stream is read on to its end (a server ends it there) for at
-        # most AFTER_ANSWER_S, relaying what else comes, so that its connection can carry the
-        # next request instead of a new one being opened each time. Only the wait for the next
-        # chunk is bounded: a message being relayed is never cut off.
-        deadline = float("inf")
-        try:
-            while True:
-                with trio.move_on_at(deadline) as waiting:
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        break
-                if waiting.cancelled_caught:
-                    break
-                events = decoder.feed(chunk)
-                self.held += decoder.holding - held
-                held = decoder.holding
-                if self._over_budget():
-                    self._warn_once("budget", "[assay] upstream: more answers held at once than wrap keeps; a stream was dropped")
-                    self.answer_error(key, "assay: upstream error: the server's answers held at once are too large")
-                    break
-                if await self._events(events, key, out, legacy, dropped) and deadline == float("inf"):
-                    deadline = trio.current_time() + AFTER_ANSWER_S
-        finally:
-            self.held -= held
-        return bool(dropped)
-
-    async def _events(self, events: list[Event | TooLong], key: Any, out: Outgoing | None, legacy: bool,
-                      dropped: list[bool]) -> bool:
-        """Relay a stream's events; True once ``key`` is answered."""
-        for event in events:
-            if isinstance(event, TooLong):
-                self._warn_once("long", f"[assay] upstream: an event longer than {self.cap} bytes was dropped")
-                dropped.append(True)
-                continue
-            if legacy and event.type == "endpoint":
-                self._set_endpoint(event)
-                continue
-            if event.type != "message":
-                continue
-            line = as_line(event.data)
-            if line is not None:
-                seen = await self.emit(line)
-                if out is not None and out.method == "initialize" and not out.headers and seen.kind == "response":
-                    self.version = seen.protocol_version or self.version
-        return key is not None and not self.is_pending(key)
-
-    def _login_needed(self, text: str, key: Any) -> None:
-        self._warn_once("login", f"[assay] {text}")
-        self.answer_error(key, f"assay: upstream error: {text}")
-
-    def _warn_once(self, what: str, text: str) -> None:
-        if what not in self._warned:
-            self._warned.add(what)
-            self.warn(text)
-
-    # -- the GET stream (2025 era) ------------------------------------------------------------
-
-    async def _get_stream(self) -> None:
-        failures = 0
-        while failures < GET_RETRIES:
-            headers = {"Accept": "text/event-stream"}
-            if self.session_id is not None:
-                headers["Mcp-Session-Id"] = self.session_id
-            if self.version is not None:
-                headers["MCP-Protocol-Version"] = self.version
-            try:
-                async with self.client.stream("GET", self.target.url, headers=headers) as resp:
-                    if resp.status_code == 404 and self.session_id is not None:
-                        self.fail("the server's session expired (HTTP 404)", {"status": 404})
-                        return
-                    if resp.status_code != 200:
-                        return  # 405: the server has no GET stream
-                    failures = 0
-                    await self._read_events(resp, None)
-            except self.needs_login:
-                return
-            except httpx2.TransportError:
-                pass
-            failures += 1
-            await trio.sleep(0.2 * failures)
-
-    # -- the legacy HTTP+SSE transport --------------------------------------------------------
-
-    async def _fall_back(self, body: bytes, out: Outgoing, key: Any) -> None:
-        self.mode = "sse"
-        self.settled = True
-        self.warn("[assay] the server does not take Streamable HTTP; using the HTTP+SSE transport")
-        if not await self.open_legacy():
-            self.fail("the server speaks neither Streamable HTTP nor HTTP+SSE")
+    async def _after_stream(self, end: StreamEnd, out: Outgoing, key: Any) -> None:
+        """A request's event stream ended: resumed, or the request answered with wrap's error
+        (docs/remote.md, "When the server fails")."""
+        if not self.is_pending(key):
             return
-        await self._post_legacy(body, out, key)
-
-    async def open_legacy(self) -> bool:
-        """Open the legacy event stream and wait for its endpoint (bounded)."""
-        self._endpoint_set = trio.Event()
-        self.start(self._legacy_stream, counted=False)
-        with trio.move_on_after(ENDPOINT_TIMEOUT):
-            await self._endpoint_set.wait()
-        return self.endpoint is not None
-
-    async def _legacy_stream(self) -> None:
-        try:
-            async with self.client.stream("GET", self.target.url, headers={"Accept": "text/event-stream"}) as resp:
-                if resp.status_code != 200:
-                    self._endpoint_set.set()
-                    self.fail(f"the server's event stream answered HTTP {resp.status_code}")
-                    return
-                await self._read_events(resp, None, legacy=True)
-        except self.needs_login as exc:
-            self._endpoint_set.set()
-            self.fail(str(exc))
-            return
-        except httpx2.TransportError as exc:
-            self._endpoint_set.set()
-            self.fail(f"connection to {shown_url(self.target.url)} lost ({type(exc).__name__})")
-            return
-        self._endpoint_set.set()
-        self.fail("the server's event stream ended")
-
-    def _set_endpoint(self, event: Event) -> None:
-        if self.endpoint is not None:
-            return
-        url = urljoin(self.target.url, event.data.decode("utf-8", "replace").strip())
-        here, there = urlsplit(self.target.url), urlsplit(url)
-        if (here.scheme, here.netloc) != (there.scheme, there.netloc):
-            self.fail("the server's event stream named an endpoint on another origin")
+        if end.too_long:
+            self.answer_error(key, f"assay: upstream error: the server's answer is longer than {self.cap} bytes")
+        elif end.last_id is not None and header_safe(end.last_id):  # an id to resume from
+            await resume.resume(self, out, key, end)
+        elif end.broken:
+            self.fail(f"connection to {shown_url(self.target.url)} lost (its event stream broke)")
         else:
-            self.endpoint = url
-        self._endpoint_set.set()
+            self.warn_once("stream", "[assay] upstream: an event stream ended before its answer")
+            self.answer_error(key, "assay: upstream error: the server's event stream ended before its answer")
 
-    async def _post_legacy(self, body: bytes, out: Outgoing, key: Any) -> None:
-        assert self.endpoint is not None
-        try:
-            async with self.client.stream("POST", self.endpoint, content=body,
-                                          headers={"Content-Type": "application/json"}) as resp:
-                status = resp.status_code
-                if status >= 300:
-                    await self._read_answer(resp, out, key)
-                # 2xx: the answer comes on the event stream
-        except self.needs_login as exc:
-            self._login_needed(str(exc), key)
-        except httpx2.TransportError as exc:
-            self.fail(f"connection to {shown_url(self.target.url)} lost ({type(exc).__name__})")
+    def login_needed(self, text: str, key: Any) -> None:
+        self.warn_once("login", f"[assay] {text}")
+        self.answer_error(key, f"assay: upstream error: {text}")
 
     # -- the end -------------------------------------------------------------------------------
 

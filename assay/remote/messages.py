@@ -8,6 +8,8 @@
   and which; the negotiated version of an ``initialize`` answer.
 - :func:`error_line` is the answer wrap gives in the server's place when the server cannot.
 - :func:`as_line` turns a JSON body or an event's data into one line for the session.
+- :func:`visible_ascii` and :func:`header_safe` say whether a value the server gave (a session
+  id, a protocol version, an event id) can be sent back in a header as it is.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ __all__ = [
     "Outgoing",
     "as_line",
     "error_line",
+    "header_safe",
     "header_value",
     "incoming",
     "outgoing",
+    "visible_ascii",
 ]
 
 UPSTREAM_ERROR = -32000  # the code of wrap's answers for a request the server could not answer
@@ -36,6 +40,8 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _HEADER_SAFE = re.compile(r"[\x20-\x7e]*\Z")
 _B64 = re.compile(r"=\?base64\?.*\?=\Z")
+_VISIBLE = re.compile(r"[\x21-\x7e]+\Z")
+MAX_ECHOED = 4096  # characters of a server value wrap sends back in a header
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,7 @@ class Outgoing:
 class Incoming:
     kind: str  # request | notification | response | other
     id: Any
-    raw_result: bytes | None = None  # an answer's result, undecoded (most answers never need it)
+    raw_result: bytes | msgspec.Raw | None = None  # an answer's result, undecoded and uncopied (most answers never need it)
 
     @property
     def result(self) -> Any:
@@ -86,12 +92,25 @@ def header_value(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii") + "?="
 
 
-def _decode(line: bytes) -> Any:
+def visible_ascii(value: str) -> bool:
+    """Visible ASCII only (0x21 to 0x7E), at least one character and at most
+    :data:`MAX_ECHOED`: what an ``Mcp-Session-Id`` must be to be sent back."""
+    return len(value) <= MAX_ECHOED and _VISIBLE.match(value) is not None
+
+
+def header_safe(value: str) -> bool:
+    """Printable ASCII (spaces inside, none at the ends), 1 to :data:`MAX_ECHOED` characters:
+    a value that goes into a header field unchanged and is read back the same (a protocol
+    version, an event id)."""
+    return 0 < len(value) <= MAX_ECHOED and _HEADER_SAFE.match(value) is not None and value == value.strip(" \t")
+
+
+def _decode(line: bytes | msgspec.Raw) -> Any:
     try:
         return msgspec.json.decode(line)
     except (msgspec.DecodeError, ValueError):
         try:  # what msgspec refuses that JSON allows (a huge integer)
-            return json.loads(line)
+            return json.loads(line if isinstance(line, bytes) else bytes(line))
         except (ValueError, RecursionError):
             return None
 
@@ -145,7 +164,7 @@ def incoming(line: bytes) -> Incoming:
         return Incoming("request" if head.id is not msgspec.UNSET else "notification", None)
     if head.id is msgspec.UNSET:
         return Incoming("other", None)
-    return Incoming("response", head.id, bytes(head.result) or None)
+    return Incoming("response", head.id, head.result if len(head.result) else None)
 
 
 def error_line(request_id: Any, message: str, data: dict[str, Any] | None = None) -> bytes:

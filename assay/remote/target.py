@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -64,15 +65,39 @@ class Target:
         return argv
 
 
-def is_loopback(host: str) -> bool:
-    """``localhost`` (and names under it) or a loopback address."""
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
+_LEGACY_V4 = re.compile(r"[0-9a-fA-FxX.]+\Z")  # what inet_aton reads: 127.1, 0x7f.0.0.1, 2130706433
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a numeric host names, read as the system's resolver reads it (IPv4 in the
+    short and hexadecimal forms ``inet_aton`` takes too), or None for a name."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host)
     except ValueError:
+        pass
+    if _LEGACY_V4.match(host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    """A host whose connections stay on this machine (docs/remote.md, "Options", "Proxies"):
+    ``localhost`` and names under it, a loopback address (127.0.0.0/8, ``::1``, and either as an
+    IPv4-mapped IPv6 address), or a "this host" address (``0.0.0.0``, ``::``), in any numeric
+    form the resolver reads."""
+    host = host.strip("[]").lower()
+    name = host[:-1] if host.endswith(".") else host
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    address = _address(host)
+    if address is None:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 def shown_url(url: str) -> str:

@@ -3,11 +3,12 @@
 :class:`RemoteServer` is a :class:`assay.proc.ChildHandle` whose stdin takes the frames the
 session forwards and whose stdout gives the server's messages as lines, so the relay and the
 sans-IO session run exactly as for a command over stdio (docs/remote.md; docs/architecture.md,
-"Remote servers"). What it does with them is the transport's (:mod:`assay.remote.streamable`,
+"Remote servers"). What it does with them is the transport's (:mod:`assay.remote.http`,
 :mod:`assay.remote.legacy`); what is common lives here:
 
-- the server's messages, queued for the relay, bounded in bytes (a client that stops reading
-  slows the server's streams down, as a full pipe does);
+- the server's messages, queued for the relay and counted with what the streams hold in one
+  budget (:mod:`assay.remote.budget`): a client that stops reading stops the server's streams,
+  as a full pipe does;
 - the requests sent and not answered yet, so that whatever happens upstream each gets an answer:
   the server's, or wrap's JSON-RPC error (:func:`assay.remote.messages.error_line`);
 - the end: the input closed (the client's EOF) lets what is in flight finish; a signal from the
@@ -28,12 +29,14 @@ from typing import Any
 import trio
 
 from assay.framing import BoundedLineSplitter
+from assay.remote.budget import Budget
 from assay.remote.messages import Incoming, error_line, incoming
 from assay.wrap.pending import id_key
 
-__all__ = ["OUT_LIMIT", "RemoteServer"]
+__all__ = ["HELD_LIMIT", "OUT_BATCH", "RemoteServer"]
 
-OUT_LIMIT = 16 << 20  # bytes of server messages queued before the streams wait for the relay
+HELD_LIMIT = 256 << 20  # bytes held for the client at once over every stream (or the cap, if larger)
+OUT_BATCH = 1 << 20  # bytes of messages handed to the relay at once (at least one message)
 
 
 class _Input:
@@ -73,14 +76,14 @@ class RemoteServer(ABC):
         self.failure: str | None = None
         self._scope = trio.CancelScope()  # :meth:`host`'s: cancels every task of the transport
         self._out: deque[bytes] = deque()
-        self._out_bytes = 0
         self._out_wake = trio.Event()
-        self._room = trio.Event()
+        self.budget = Budget(max(HELD_LIMIT, cap))
         self._ended = False  # no more output: EOF once the queue is empty
         self._exited = trio.Event()
         self._input_closed = False
         self._stopped = False
         self.goodbye = True  # say goodbye upstream at the end (not after SIGKILL or a failure)
+        self._warned: set[str] = set()
         self._inflight = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -188,8 +191,10 @@ class RemoteServer(ABC):
             entry[1] += 1
         return key
 
-    def on_answer(self, method: str | None, seen: Incoming) -> None:
-        """A transport's look at an answer to a request of ``method`` (before it is relayed)."""
+    def on_answer(self, method: str | None, seen: Incoming) -> str | None:
+        """A transport's look at an answer to a request of ``method`` before it is relayed: why
+        the server cannot be used (then the run fails with that reason), or None."""
+        return None
 
     def answered(self, key: Any) -> None:
         entry = self.pending.get(key)
@@ -211,20 +216,21 @@ class RemoteServer(ABC):
 
     # -- the server's messages -----------------------------------------------------------------
 
-    async def emit(self, line: bytes, seen: Incoming | None = None) -> Incoming:
+    def emit(self, line: bytes, seen: Incoming | None = None) -> Incoming:
         """Queue one server message (a line) for the relay; what it answers is no longer
-        pending. Waits while the queue is over :data:`OUT_LIMIT`. Returns :func:`incoming`'s
-        reading of it (``seen``, when the caller read it already)."""
+        pending. It counts in the budget until the relay takes it (the streams wait, not this).
+        Returns :func:`incoming`'s reading of it (``seen``, when the caller read it already)."""
         if seen is None:
             seen = incoming(line)
         if seen.kind == "response":
             key = id_key(seen.id)
             entry = self.pending.get(key)
             if entry is not None:
-                self.on_answer(entry[2], seen)
+                refused = self.on_answer(entry[2], seen)
+                if refused is not None:
+                    self.fail(refused)
+                    return seen
             self.answered(key)
-        while self._out_bytes > OUT_LIMIT and not self._ended:
-            await self._room.wait()
         self._push(line)
         return seen
 
@@ -232,10 +238,12 @@ class RemoteServer(ABC):
         if self._ended:
             return
         self._out.append(line)
-        self._out_bytes += len(line)
+        self.budget.enqueue(len(line))
         self._out_wake.set()
 
     async def next_output(self) -> bytes:
+        """The next messages for the relay: those queued, up to :data:`OUT_BATCH` bytes (at
+        least one message), so that the relay never holds the whole budget at once."""
         while not self._out:
             if self._ended:
                 self.returncode = 1 if self.failure else 0
@@ -243,13 +251,24 @@ class RemoteServer(ABC):
                 return b""
             await self._out_wake.wait()
             self._out_wake = trio.Event()
-        count = len(self._out)
-        data = b"".join(self._out) if count > 1 else self._out[0]
-        self._out.clear()
-        self._out_bytes = 0
-        self._room.set()
-        self._room = trio.Event()
+        out = self._out
+        if len(out) == 1 or len(out[0]) >= OUT_BATCH:
+            data = out.popleft()
+        else:
+            taken = [out.popleft()]
+            size = len(taken[0])
+            while out and size + len(out[0]) <= OUT_BATCH:
+                size += len(out[0])
+                taken.append(out.popleft())
+            data = b"".join(taken)
+        self.budget.dequeue(len(data))
         return data
+
+    def warn_once(self, what: str, text: str) -> None:
+        """One stderr line per kind of trouble (``what``), however often it happens."""
+        if what not in self._warned:
+            self._warned.add(what)
+            self.warn(text)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -276,4 +295,4 @@ class RemoteServer(ABC):
         self.goodbye = goodbye
         self._scope.cancel()
         self._out_wake.set()
-        self._room.set()
+        self.budget.close()

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_LOG_ARGUMENTS_MAX",
     "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_TRANSPORT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "TRANSPORTS",
     "DEFAULT_LOGIN",
     "LOGIN_MODES",
@@ -64,6 +65,7 @@ DEFAULT_SESSION_LOCK_TIMEOUT = 2.0  # seconds
 DEFAULT_LOG_ARGUMENTS_MAX = 4096  # bytes (docs/wrap-records.md, "Logged arguments")
 DEFAULT_LOG_MAX_BYTES = 16 * 1024 * 1024  # a log's size before it is rotated (docs/wrap.md, "Log rotation")
 DEFAULT_TRANSPORT = "auto"  # docs/remote.md, "Transports"
+DEFAULT_CONNECT_TIMEOUT = 15.0  # seconds (docs/remote.md, "Start")
 TRANSPORTS = ("auto", "streamable-http", "sse")
 DEFAULT_LOGIN = "auto"  # docs/auth.md, "Logging in from wrap"
 LOGIN_MODES = ("auto", "never")
@@ -159,6 +161,8 @@ WRAP_OPTIONS: tuple[WrapOption, ...] = (
                "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable)."),
     WrapOption("--login", "login", "login", str, DEFAULT_LOGIN,
                "With --url: auto (log in through the browser when the server asks and one can be opened) or never."),
+    WrapOption("--connect-timeout", "connect_timeout", "connect_timeout", float, DEFAULT_CONNECT_TIMEOUT,
+               "With --url: seconds to connect to the server, and at start for its first answer."),
 )
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}

@@ -38,6 +38,7 @@ from assay.wrap.reports import (
 from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN_GRACE: older imports)
     APPEND,
     CREATE_NEW,
+    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LABEL,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_POLICY,
@@ -114,6 +115,7 @@ class WrapConfig:
     bearer_env: str | None = None
     header_env_if_set: tuple[str, ...] = ()
     login: str = DEFAULT_LOGIN
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -400,7 +402,7 @@ async def run_wrap(
                 raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
             result = await relay.run()
         else:
-            result, upstream_error = await remote.run(target, config, relay_for, warn, env)
+            result, upstream_error = await remote.run(target, config, relay_for, warn, env, client_in)
         if result.fatal:
             warn(f"fatal: {result.fatal}")
         code = result.exit_code

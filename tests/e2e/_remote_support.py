@@ -19,12 +19,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
 from _e2e_support import E2E, EVERYTHING_SERVER, RUN_TIMEOUT, WrapRun, recorded
 
 REMOTE_SERVER = E2E / "remote_server.py"
+REMOTE_PROXY = E2E / "remote_proxy.py"
 TS_REMOTE_CLIENT = E2E / "ts_remote_client.mjs"
 START_TIMEOUT = 60.0
 
@@ -33,7 +35,8 @@ REMOTE_POLICY = """\
 version: "2.0"
 name: e2e-remote
 tools:
-  allow: ["echo", "add", "slow", "release", "ask", "boom", "stall", "forget", "delete_all"]
+  allow: ["echo", "add", "slow", "release", "ask", "boom", "stall", "forget", "delete_all", "ask_client", "big",
+          "drop", "dropid"]
   deny: ["delete_*"]
 enforcement:
   unconstrained_tools: allow
@@ -159,16 +162,32 @@ async def _process(argv: list[str], env: dict[str, str], ready: str, tmp: Path, 
 
 @asynccontextmanager
 async def remote_server(tmp: Path, env: dict[str, str], mode: str = "streamable",
-                        faults: tuple[str, ...] = ()) -> AsyncIterator[Server]:
+                        faults: tuple[str, ...] = (), resumable: bool = False,
+                        nodelay: bool = False) -> AsyncIterator[Server]:
     """tests/e2e/remote_server.py on 127.0.0.1 (a free port), ready; `server.url` is its URL."""
-    call_log = tmp / f"calls-{mode}.ndjson"
+    call_log = tmp / f"calls-{mode}{'-nodelay' if nodelay else ''}.ndjson"
     argv = [sys.executable, str(REMOTE_SERVER), "--mode", mode, "--call-log", str(call_log)]
     for fault in faults:
         argv += ["--fault", fault]
-    async with _process(argv, env, "READY ", tmp, f"server-{mode}") as server:
+    if resumable:
+        argv.append("--resumable")
+    if nodelay:
+        argv.append("--nodelay")
+    async with _process(argv, env, "READY ", tmp, f"server-{mode}{'-nodelay' if nodelay else ''}") as server:
         server.url = server.url.split()[1]
         server.call_log = call_log
         yield server
+
+
+@asynccontextmanager
+async def recording_proxy(tmp: Path, env: dict[str, str], upstream: str) -> AsyncIterator[Server]:
+    """tests/e2e/remote_proxy.py on 127.0.0.1, forwarding to `upstream` (a URL whose host and
+    port are used); `server.url` is the proxy's URL, `server.lines` what reached it."""
+    parts = urlsplit(upstream)
+    argv = [sys.executable, str(REMOTE_PROXY), "--upstream", f"{parts.hostname}:{parts.port}"]
+    async with _process(argv, env, "READY ", tmp, "proxy") as proxy:
+        proxy.url = f"http://127.0.0.1:{int(proxy.url.split()[1])}"
+        yield proxy
 
 
 def free_port() -> int:

@@ -3,7 +3,7 @@
 uvicorn on 127.0.0.1.
 
     python remote_server.py [--mode streamable|stateless|sse] [--call-log FILE]
-                            [--fault 500|stall|forget]... [--port N]
+                            [--fault NAME]... [--resumable] [--nodelay] [--port N]
 
 It binds (port 0: a free port, unless `--port`), starts listening, then prints one line
 `READY <url>` on stdout, so a test waits on that line (never on a sleep). Every tool it runs is
@@ -22,6 +22,19 @@ the server never runs:
   nothing, ever (the stream stays open).
 - `forget`: a call of `forget` makes the server forget the session: that request and every later
   one carrying its `Mcp-Session-Id` are answered 404.
+- `badsession`, `badversion`: the `initialize` answer carries an `Mcp-Session-Id` that is not
+  visible ASCII (`sess ion-\u00e9`, sent as UTF-8), or a `protocolVersion` with a line break.
+- `fastbig`: a call of `big` is answered by this front at once (the tool is not run, so the
+  answers come as fast as the connection takes them): `200 text/event-stream`, one event with
+  the answer, a text of `size` bytes; `SENT big` is printed once it is handed to the connection.
+- `dropid`: a call of `dropid` is answered `200 text/event-stream` with one event that has an
+  id and no answer, then the stream ends; the server keeps no events (a GET with
+  `Last-Event-ID` is answered 405: it cannot resume). With `dropbadid`, the same with an id that
+  is not ASCII (`\u00e91`, as UTF-8), which cannot be sent back in a header.
+
+`--resumable` gives the Streamable HTTP app an in-memory event store and a `retry` of 50 ms, so
+a stream that drops can be resumed with a GET carrying `Last-Event-ID` (the tool `drop` closes
+its own stream after a progress notification, then answers).
 
 $E2E_EXPECT_AUTH, when set, is the `Authorization` header value every request must carry
 (else 401); $E2E_EXPECT_HEADER (`Name: value`), one more header every request must carry, and
@@ -42,7 +55,9 @@ import uvicorn
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+import mcp.types as types
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 server = MCPServer("assay-e2e-remote", version="1.0.0", log_level="WARNING")
 CALL_LOG = os.environ.get("E2E_CALL_LOG", "")
@@ -108,6 +123,64 @@ def ask(answer: Annotated[ElicitationResult[Name], Resolve(_ask_name)]) -> str:
 
 
 @server.tool()
+async def ask_client(ctx: Context, kind: str) -> str:
+    """Ask the client one thing in the middle of the call (`ping`, `elicit`, `sample`, `roots`),
+    then answer with what it said."""
+    _ran("ask_client", {"kind": kind})
+    session = ctx.session
+    if kind == "ping":
+        await session.send_ping()
+        return "pinged"
+    if kind == "roots":
+        return f"{len((await session.list_roots()).roots)} roots"
+    if kind == "sample":
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
+        result = await session.create_message([message], max_tokens=5, related_request_id=ctx.request_id)
+        return f"sampled {getattr(result.content, 'text', '')}"
+    answer = await ctx.elicit("What is your name?", Name)
+    return f"hello, {answer.data.name}" if answer.action == "accept" else f"no name ({answer.action})"
+
+
+@server.tool()
+def big(size: int) -> types.CallToolResult:
+    """An answer of about `size` bytes: one text of `size` bytes, no structured copy."""
+    _ran("big", {"size": size})
+    return types.CallToolResult(content=[types.TextContent(type="text", text="x" * size)])
+
+
+@server.tool()
+async def drop(ctx: Context) -> str:
+    """Report progress, close this call's event stream (with --resumable), then answer."""
+    _ran("drop", {})
+    await ctx.report_progress(1, 2, "before the drop")
+    await ctx.close_sse_stream()
+    return "answered after the drop"
+
+
+class MemoryEvents(EventStore):
+    """Every event kept, in order (the test server lives for one test)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[EventId, StreamId, types.JSONRPCMessage | None]] = []
+
+    async def store_event(self, stream_id: StreamId, message: types.JSONRPCMessage | None) -> EventId:
+        event_id = str(len(self.events) + 1)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        found = [i for i, (event_id, _, _) in enumerate(self.events) if event_id == last_event_id]
+        if not found:
+            return None
+        stream = self.events[found[0]][1]
+        print(f"RESUMED after {last_event_id}", flush=True)
+        for event_id, stream_id, message in self.events[found[0] + 1:]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
+
+
+@server.tool()
 def delete_all() -> str:
     """Delete everything (the tests' policy denies it: it must never run)."""
     _ran("delete_all", {})
@@ -116,7 +189,8 @@ def delete_all() -> str:
 
 # -- faults ----------------------------------------------------------------------------------
 
-FAULT_TOOL = {"500": "boom", "stall": "stall", "forget": "forget"}
+FAULT_TOOL = {"500": "boom", "stall": "stall", "forget": "forget", "badsession": "", "badversion": "", "dropid": "dropid",
+              "dropbadid": "dropid", "fastbig": "big"}
 
 
 class Faults:
@@ -151,6 +225,10 @@ class Faults:
         if session is not None and session in self.forgotten:
             await _plain(send, 404, b"session not found")
             return
+        if scope["method"] == "GET" and "last-event-id" in headers and self.faults & {"dropid", "dropbadid"}:
+            print("FAULT resume refused", flush=True)
+            await _plain(send, 405, b"no resumption")
+            return
         if scope["method"] != "POST" or not self.faults:
             await self.app(scope, receive, send)
             return
@@ -169,6 +247,27 @@ class Faults:
             if session is not None:
                 self.forgotten.add(session)
             await _plain(send, 404, b"session not found")
+            return
+        if tool == "big" and "fastbig" in self.faults:
+            frame = json.loads(body)
+            print("FAULT fastbig", flush=True)
+            answer = {"jsonrpc": "2.0", "id": frame["id"], "result": {
+                "content": [{"type": "text", "text": "x" * int(frame["params"]["arguments"]["size"])}]}}
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+            await send({"type": "http.response.body", "body": b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"})
+            print("SENT big", flush=True)
+            return
+        if tool == "dropid" and self.faults & {"dropid", "dropbadid"}:
+            print("FAULT dropid", flush=True)
+            event_id = "\u00e91".encode() if "dropbadid" in self.faults else b"e1"
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+            await send({"type": "http.response.body", "body": b"id: " + event_id + b"\nretry: 10\ndata: \n\n",
+                        "more_body": False})
+            return
+        if _is_initialize(body) and self.faults & {"badsession", "badversion"}:
+            await self.app(scope, _replay(body), _spoiled(send, self.faults))
             return
         if tool == "stall" and "stall" in self.faults:
             print("FAULT stall", flush=True)
@@ -189,6 +288,32 @@ def _called_tool(body: bytes) -> str | None:
         if isinstance(params, dict) and isinstance(params.get("name"), str):
             return params["name"]
     return None
+
+
+def _is_initialize(body: bytes) -> bool:
+    try:
+        frame = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(frame, dict) and frame.get("method") == "initialize"
+
+
+def _spoiled(send: Send, faults: set[str]) -> Send:
+    """`send` with the faults of an `initialize` answer: a session id that is not visible ASCII,
+    a protocol version with a line break."""
+
+    async def spoiled(message: Message) -> None:
+        if message["type"] == "http.response.start" and "badsession" in faults:
+            print("FAULT badsession", flush=True)
+            headers = [(k, v) for k, v in message["headers"] if k.lower() != b"mcp-session-id"]
+            message = {**message, "headers": [*headers, (b"mcp-session-id", "sess ion-\u00e9".encode())]}
+        if message["type"] == "http.response.body" and "badversion" in faults and b"protocolVersion" in message.get("body", b""):
+            print("FAULT badversion", flush=True)
+            body = message["body"].replace(b'"protocolVersion":"', b'"protocolVersion":"2025-11-25\\r\\nX-Evil: 1')
+            message = {**message, "body": body}
+        await send(message)
+
+    return spoiled
 
 
 def _replay(body: bytes) -> Receive:
@@ -214,10 +339,12 @@ async def _plain(send: Send, status: int, body: bytes, extra: list[tuple[bytes, 
 # -- running ---------------------------------------------------------------------------------
 
 
-def _app(mode: str) -> ASGIApp:
+def _app(mode: str, resumable: bool) -> ASGIApp:
     if mode == "sse":
         return server.sse_app()
-    return server.streamable_http_app(stateless_http=mode == "stateless", json_response=mode == "stateless")
+    store = MemoryEvents() if resumable else None
+    return server.streamable_http_app(stateless_http=mode == "stateless", json_response=mode == "stateless",
+                                      event_store=store, retry_interval=50 if resumable else None)
 
 
 def main() -> None:
@@ -226,16 +353,22 @@ def main() -> None:
     parser.add_argument("--mode", choices=["streamable", "stateless", "sse"], default="streamable")
     parser.add_argument("--call-log", default=CALL_LOG)
     parser.add_argument("--fault", action="append", choices=sorted(FAULT_TOOL), default=[])
+    parser.add_argument("--resumable", action="store_true")
+    parser.add_argument("--nodelay", action="store_true")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     CALL_LOG = args.call_log
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto 0, not IPPROTO_TCP, on purpose: asyncio then leaves Nagle's algorithm on for the
+    # connections (as behind a front end that does), and each answer's body waits for the
+    # client's acknowledgement of its head (tests/e2e/test_e2e_remote_stall.py relies on it);
+    # with --nodelay, IPPROTO_TCP: asyncio sets TCP_NODELAY on each connection
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP if args.nodelay else 0)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     port = sock.getsockname()[1]
-    app = Faults(_app(args.mode), set(args.fault), os.environ.get("E2E_EXPECT_AUTH"))
+    app = Faults(_app(args.mode, args.resumable), set(args.fault), os.environ.get("E2E_EXPECT_AUTH"))
     path = "/sse" if args.mode == "sse" else "/mcp"
     print(f"READY http://127.0.0.1:{port}{path}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from _e2e_support import MODERN, RUN_TIMEOUT, Call, WrapRun, assert_all_ended, assert_denied, assert_logs
 from _remote_support import EVERYTHING_POLICY, everything_server, remote_run, remote_server, run_ts
 
-TOOLS = {"echo", "add", "slow", "release", "ask", "delete_all"}
+TOOLS = {"echo", "add", "slow", "release", "ask", "delete_all", "ask_client", "big", "drop"}
 CALLS = [
     Call("echo", {"message": "hi"}),
     Call("delete_all", {}, "E_TOOL_DENIED"),

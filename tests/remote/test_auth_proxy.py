@@ -1,14 +1,15 @@
 """The OAuth requests follow the one routing rule of assay's HTTP clients (docs/auth.md, "What is
-sent where"; assay/remote/proxies.py): with HTTP_PROXY and HTTPS_PROXY set and no NO_PROXY, a
+sent where"; assay/remote/client.py): with HTTP_PROXY and HTTPS_PROXY set and no NO_PROXY, a
 login to a server on this machine reaches it directly, and the proxy (a real listener on
 loopback that records what reaches it) sees nothing; a host that is not loopback goes to it."""
 
 from __future__ import annotations
 
-import httpx2
+import os
+
 import trio
 
-from assay.remote.proxies import client_routing
+from assay.remote.client import http_client
 from tests.remote.conftest import assay
 
 
@@ -40,7 +41,7 @@ async def test_a_login_to_this_machine_never_goes_through_the_proxy(auth_server,
             monkeypatch.setenv(name, proxy)
         for name in ("NO_PROXY", "no_proxy"):
             monkeypatch.delenv(name, raising=False)
-        async with httpx2.AsyncClient(**client_routing()) as client:
+        async with http_client(dict(os.environ)) as client:
             assert (await client.get("http://mcp.example/x")).status_code == 502
         nursery.cancel_scope.cancel()
     assert seen == [b"GET http://mcp.example/x HTTP/1.1"]
