@@ -160,17 +160,20 @@ async def _probe(server: HttpServer, needs_login: tuple[type[BaseException], ...
             why = server.failure or f"its event stream named no endpoint within {timeout:g} s"
             raise RemoteStartError(f"cannot use {where}: {why}")
         return
-    status = None
-    with trio.move_on_after(timeout):
-        try:
-            async with server.client.stream("GET", target.url, headers={"Accept": "text/event-stream"}) as resp:
-                status = resp.status_code
-        except needs_login as exc:
-            raise RemoteStartError(str(exc)) from None
-        except httpx2.TransportError as exc:
-            raise RemoteStartError(f"cannot reach {where}: {_reason(exc, timeout)}") from None
-    if status is None:
-        raise RemoteStartError(f"cannot reach {where}: no answer within {timeout:g} s")
+    # The deadline is the request's own (connect, then the head of the answer), not a cancel
+    # scope around it: a login the server asks for (--login auto) runs inside this request, and
+    # the time a person takes in the browser is not the server's (docs/remote.md, "Start").
+    deadline = httpx2.Timeout(connect=timeout, read=timeout, write=timeout, pool=timeout)
+    try:
+        async with server.client.stream("GET", target.url, headers={"Accept": "text/event-stream"},
+                                        timeout=deadline) as resp:
+            status = resp.status_code
+    except needs_login as exc:
+        raise RemoteStartError(str(exc)) from None
+    except (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.PoolTimeout):
+        raise RemoteStartError(f"cannot reach {where}: no answer within {timeout:g} s") from None
+    except httpx2.TransportError as exc:
+        raise RemoteStartError(f"cannot reach {where}: {_reason(exc, timeout)}") from None
     if status == 401:
         raise RemoteStartError(
             f"{where} needs authorization (HTTP 401): run `assay mcp auth login {target.url}` first"

@@ -151,3 +151,22 @@ def test_where_a_browser_can_be_opened():
     assert commands(url, {"DISPLAY": ":0"}, "linux") == [["xdg-open", url]]
     assert commands(url, {}, "darwin") == [["open", url]]
     assert commands(url, {}, "linux") == []
+
+
+SLOW_BROWSER = f"""#!{sys.executable}
+import sys, time, urllib.request
+time.sleep(1.5)  # the person takes longer than --connect-timeout to log in
+with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
+    answer.read()
+"""
+
+
+async def test_a_login_at_start_is_not_cut_by_the_connect_timeout(auth_server, state, env, tmp_path):
+    """The start probe's deadline (--connect-timeout) is the server's, not the person's: a login
+    in the browser that takes longer still ends in a session (docs/remote.md, "Start")."""
+    browser = tmp_path / "slow-browser"
+    browser.write_text(SLOW_BROWSER)
+    browser.chmod(0o755)
+    params = _params(auth_server, state, {**env, "BROWSER": str(browser)}, tmp_path, "--connect-timeout", "0.5")
+    assert await _session(params, tmp_path / "err", "slow") == "echo:slow"
+    assert len(auth_server.stats()["authorize"]) == 1
