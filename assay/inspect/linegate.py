@@ -8,7 +8,7 @@ the line exactly as the detectors would read it when
 
 - the line has no backslash: no JSON escape, so each string's text is in the line as it is (a
   ``\\n``, ``\\u200b`` or ``\\"`` makes a character the bytes do not show), and
-- the line is valid UTF-8 (the caller's check): RE2 reads the same characters a decoder does,
+- the line is valid UTF-8 (``quiet`` checks it): RE2 reads the same characters a decoder does,
 
 and the first look, being made of regexes that match wherever a rule could start in one string,
 matches in the line wherever it matches in one of its strings (the bytes around a string, its
@@ -51,12 +51,16 @@ def _gate(secrets: bool, injection: bool) -> Prefilter:
 
 
 def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
-    """True when no string of the JSON text ``line`` (valid UTF-8) can hold a finding of the
-    secret rules (``secrets``) or the injection rules (``injection``); False when one can, or
-    when the line's bytes cannot tell (an escape, a blob), or it is longer than 64 KiB."""
+    """True when no string of the JSON text ``line`` can hold a finding of the secret rules
+    (``secrets``) or the injection rules (``injection``); False when one can, or when the line's
+    bytes cannot tell (an escape, a blob, not valid UTF-8), or it is longer than 64 KiB."""
     if not (secrets or injection):
         return True
     if len(line) > _LONGEST or _ESCAPE in line or _BLOB in line:
+        return False
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
         return False
     gate = _GATES.get((secrets, injection)) or _gate(secrets, injection)
     return not gate.any(line)

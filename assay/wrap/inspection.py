@@ -40,7 +40,7 @@ from assay.wrap.requests import (
     PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
     outbound_values,
 )
-from assay.wrap.verdicts import head_id, id_before, judge, names_a_method, read, rewritten, stricter, utf8
+from assay.wrap.verdicts import head_id, id_before, judge, names_a_method, read_checked, rewritten, stricter
 from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ class Inspector:
         blocked reply."""
         if len(line) > self.max_bytes:
             return self._oversize(watch, line, out)
-        message = read(line)
+        message, valid = read_checked(line)
         if message.__class__ is not dict:
             # held whole, and not readable as JSON within the work budget: not relayed unread
             return self._blocked(watch, _client_id(watch, None), [], 0, "the answer could not be read whole", out)
@@ -237,7 +237,7 @@ class Inspector:
             self._record(watch, rid, verdict.action, verdict.findings, found.total, out)
         if self.dry_run:
             return True
-        new = rewritten(line, message, found.changed)
+        new = rewritten(line, message, found.changed, valid)
         if new is None:
             return self._blocked(watch, rid, [], 0, "the answer could not be rewritten", out)
         return True if new is line else new
@@ -416,10 +416,8 @@ _LINEGATE: list[Callable[..., bool]] = []
 
 
 def _quiet(line: bytes, settings: Settings) -> bool:
-    """:func:`assay.inspect.linegate.quiet` over a line that is valid UTF-8 (docs/inspect.md,
-    "Speed"), imported on the first answer read."""
-    if not utf8(line):
-        return False
+    """:func:`assay.inspect.linegate.quiet` (docs/inspect.md, "Speed"), imported on the first
+    answer read."""
     if not _LINEGATE:
         from assay.inspect.linegate import quiet
 

@@ -29,7 +29,8 @@ from assay.wrap.requests import encode
 if TYPE_CHECKING:
     from assay.policy.inspecting import Settings
 
-__all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "read", "rewritten", "stricter", "utf8"]
+__all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "read", "read_checked", "rewritten", "stricter",
+           "utf8"]
 
 _decode = msgspec.json.Decoder().decode
 # how strict each action is, for :func:`stricter` (detect: what the flow rules' selectors need)
@@ -40,10 +41,17 @@ _INJECTION_ORDER = {"off": 0, "detect": 1, "flag": 2, "strip": 3, "block": 4}
 def read(line: bytes) -> Any:
     """The JSON value of a held server line (the usual line: strict and fast; anything else as
     leniently as the clients read it), or a :mod:`~assay.wrap.serverlines` marker."""
+    return read_checked(line)[0]
+
+
+def read_checked(line: bytes) -> tuple[Any, bool]:
+    """:func:`read`, and whether the line is known to be valid UTF-8: the strict reader
+    accepted it (it refuses a string that is not valid UTF-8, and JSON has nothing else
+    outside its strings than ASCII)."""
     try:
-        return _decode(line)
+        return _decode(line), True
     except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
-        return serverlines.read_line(line)
+        return serverlines.read_line(line), False
 
 
 class Verdict(NamedTuple):
@@ -114,11 +122,12 @@ def utf8(line: bytes) -> bool:
     return True
 
 
-def rewritten(line: bytes, message: Any, changed: dict[str, str]) -> bytes | None:
+def rewritten(line: bytes, message: Any, changed: dict[str, str], valid: bool = False) -> bytes | None:
     """``line`` with each string in ``changed`` replaced, every other byte as the server wrote
     it; written anew from ``message`` (the reading that was judged) when the line is not valid
-    UTF-8 or no token could be replaced. None when it cannot be written."""
-    if utf8(line):
+    UTF-8 or no token could be replaced. None when it cannot be written. ``valid``: the line is
+    known to be valid UTF-8 (:func:`read_checked`), not looked at again."""
+    if valid or utf8(line):
         if not changed:
             return line
         spliced = splice(line, changed)
