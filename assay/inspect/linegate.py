@@ -27,15 +27,14 @@ repeat when the line is not quiet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
-from assay.inspect.prefilter import Prefilter
+from assay.inspect.prefilter import Prefilter, literal
 
-__all__ = ["quiet"]
+__all__ = ["checker", "quiet"]
 
 _GATES: dict[tuple[bool, bool], Prefilter] = {}
-_ESCAPE: Final = b"\\"
-_BLOB: Final = b'"blob"'
 _LONGEST: Final = 64 << 10
 
 
@@ -46,8 +45,28 @@ def _gate(secrets: bool, injection: bool) -> Prefilter:
         from assay.inspect.secret_rules import PREFILTER
 
         alternatives = (PREFILTER.alternatives if secrets else []) + (GATE.alternatives if injection else [])
-        gate = _GATES[secrets, injection] = Prefilter([alternatives])
+        # and what the bytes cannot tell about: an escape, a blob (in the same pass)
+        gate = _GATES[secrets, injection] = Prefilter([alternatives + [r"\\", literal('"blob"')]])
     return gate
+
+
+def checker(secrets: bool, injection: bool) -> Callable[[bytes], bool]:
+    """:func:`quiet` for one choice of detectors, as one call."""
+    if not (secrets or injection):
+        return lambda line: True
+    gate = _gate(secrets, injection).any
+
+    def check(line: bytes) -> bool:
+        if len(line) > _LONGEST:
+            return False
+        if not line.isascii():
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+        return not gate(line)
+
+    return check
 
 
 def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
@@ -56,11 +75,12 @@ def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
     bytes cannot tell (an escape, a blob, not valid UTF-8), or it is longer than 64 KiB."""
     if not (secrets or injection):
         return True
-    if len(line) > _LONGEST or _ESCAPE in line or _BLOB in line:
+    if len(line) > _LONGEST:
         return False
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
     gate = _GATES.get((secrets, injection)) or _gate(secrets, injection)
-    return not gate.any(line)
+    return not gate.any(line)  # (an escape or a blob: not quiet, in the same pass)

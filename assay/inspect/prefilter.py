@@ -92,7 +92,7 @@ class _Engine:
         last = self._last
         if last is not None and last[0] is text:
             return last[1]
-        data, own = _encode(text)
+        data, own = (text, True) if isinstance(text, bytes) else _encode(text)
         found = match(data)
         hits = frozenset(found) if found else _NONE
         if len(text) <= _CACHE_MAX:
@@ -227,15 +227,20 @@ class Prefilter:
 
     def any(self, data: bytes) -> bool:
         """Whether any regex of any set matches somewhere in ``data`` (UTF-8): ``which`` for the
-        one answer a caller needs first, with the least work around the engine's pass. True when
-        the engine is missing or fails."""
+        one answer a caller needs first, with the least work around the engine's pass (the
+        answer is not kept for other questions about ``data``). True when the engine is missing
+        or fails."""
         if self._numbers is None:
             self._register()
         every = self._all
-        if every is None:
+        engine = self._engine
+        if engine._count != len(engine._regexes):
+            engine._compile()
+        match = engine._match
+        if every is None or match is None:
             return True
         try:
-            hits = self._engine.hits(data)
+            found = match(data)
         except Exception:  # noqa: BLE001 - fail towards more work
             return True
-        return hits is None or not hits.isdisjoint(every)
+        return found is not None and len(found) > 0 and not every.isdisjoint(found)
