@@ -92,7 +92,14 @@ class _Engine:
         last = self._last
         if last is not None and last[0] is text:
             return last[1]
-        data, own = (text, True) if isinstance(text, bytes) else _encode(text)
+        own = True
+        if isinstance(text, bytes):
+            data = text
+        else:  # _encode, inline: the usual short text costs this call and RE2's
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:  # a lone surrogate
+                data, own = _SURROGATE.sub("\ufffd", text).encode(), False
         found = match(data)
         hits = frozenset(found) if found else _NONE
         if len(text) <= _CACHE_MAX:
