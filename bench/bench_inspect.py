@@ -35,6 +35,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import select
 import shutil
 import statistics
@@ -137,11 +138,12 @@ def _call(i: int) -> bytes:
 class Wrap:
     """``assay mcp wrap --policy P -- python answer_server.py ANSWER``, talked to over pipes."""
 
-    def __init__(self, assay: str, policy: Path, answer: Path) -> None:
-        argv = [assay, "mcp", "wrap", "--policy", str(policy), "--", sys.executable, str(HERE / "answer_server.py"),
+    def __init__(self, assay: str, policy: Path, answer: Path, prefix: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        argv = [*prefix, assay, "mcp", "wrap", "--policy", str(policy), "--", sys.executable, str(HERE / "answer_server.py"),
                 str(answer)]
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  bufsize=0, env=CHILD_ENV)
+                                  bufsize=0, env=env or CHILD_ENV)
         assert self.p.stdin is not None and self.p.stdout is not None
         self.inp, self.out = self.p.stdin.fileno(), self.p.stdout.fileno()
         self.buf = b""
@@ -190,6 +192,48 @@ def whole_process(assay: str, policy: Path, answer: Path, calls: int) -> tuple[f
     return spent / calls / 1e9, start_up / 1e9
 
 
+def instructions(assay: str, policy: Path, answer: Path, calls: int, tmp: Path) -> int:
+    """Instructions of wrap's own process (callgrind) from its start to its exit, with
+    ``calls`` calls after ``initialize``; the hash seed fixed."""
+    out = tmp / "cg"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    env = {**CHILD_ENV, "PYTHONHASHSEED": "0"}
+    wrap = Wrap(assay, policy, answer, ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p"), env)
+    try:
+        wrap.round_trip(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                        b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+        os.write(wrap.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        for i in range(1, calls + 1):
+            wrap.round_trip(_call(i))
+    finally:
+        wrap.close()
+    files = sorted(glob.glob(f"{out}/cg.*"), key=lambda p: int(p.rsplit(".", 1)[1]))
+    if not files:
+        raise SystemExit("bench_inspect: valgrind wrote no profile (is valgrind installed?)")
+    found = re.search(r"^summary:\s+(\d+)", Path(files[0]).read_text(errors="replace"), re.M)  # the lowest pid: wrap
+    if found is None:
+        raise SystemExit(f"bench_inspect: no summary in {files[0]}")
+    return int(found.group(1))
+
+
+def instructions_main(args: argparse.Namespace, builds: list[tuple[str, str]], tmp: Path) -> None:
+    """Wrap's instructions per 1 KiB answer: the difference between ``--calls`` N1 and N2."""
+    n1, n2 = 100, 100 + args.calls
+    answer = tmp / "answer.json"
+    answer.write_bytes(answer_line(prose(1024)).replace(b'"id":1,', b'"id":0,', 1) + b"\n")
+    print(f"wrap's own instructions per 1 KiB answer (callgrind; calls {n1} -> {n2}; PYTHONHASHSEED=0)")
+    for tag, assay in builds:
+        per = {}
+        for name in ("baseline", "on"):
+            instructions(assay, tmp / f"{name}.yaml", answer, 1, tmp)  # bytecode caches written
+            a = instructions(assay, tmp / f"{name}.yaml", answer, n1, tmp)
+            b = instructions(assay, tmp / f"{name}.yaml", answer, n2, tmp)
+            per[name] = (b - a) / (n2 - n1)
+        print(f"1 KiB prose{tag:12} baseline {per['baseline']:9.0f}   on {per['on']:9.0f}   "
+              f"+{per['on'] - per['baseline']:.0f}")
+
+
 def process_main(args: argparse.Namespace) -> None:
     builds = [("", args.assay or str(Path(sys.executable).parent / "assay"))]
     if args.compare:
@@ -201,6 +245,9 @@ def process_main(args: argparse.Namespace) -> None:
     try:
         for name in names:
             (tmp / f"{name}.yaml").write_text(POLICIES[name])
+        if args.instructions:
+            instructions_main(args, builds, tmp)
+            return
         print("; ".join(f"wrap{tag}: {assay}" for tag, assay in builds))
         print(f"wrap's own CPU per call after a warm-up (the difference paired within each run), and from its start "
               f"to its first answer; median of {args.runs} runs")
@@ -231,6 +278,8 @@ def main() -> None:
     parser.add_argument("--process", action="store_true", help="through real processes: wrap's own CPU")
     parser.add_argument("--assay", help="the assay script to run (--process); default: the one next to this Python")
     parser.add_argument("--calls", type=int, default=2000, help="calls per run of the 1 KiB case (--process)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="with --process: wrap's instructions per 1 KiB answer under callgrind (--calls more calls)")
     parser.add_argument("--compare", metavar="ASSAY", help="another build's assay script, measured in the same runs (--process)")
     args = parser.parse_args()
     if args.process:

@@ -1,37 +1,44 @@
 """Instructions aimed at the model in what a server sends back (docs/inspect.md, "Injected
 instructions" and "Poisoned tool descriptions").
 
-A rule set written for this project, each rule a ``(kind, rule id)`` (the table :data:`RULES`,
-also in docs/inspect.md):
+The rules (:mod:`assay.inspect.injection_rules`, the table :data:`RULES`, also in
+docs/inspect.md) are character rules (invisible and terminal characters, over the ``str``) and
+phrase rules (over the text encoded as UTF-8 with ASCII letters lowercased), each phrase rule with
+anchors: words every match contains. A phrase rule runs only near its anchors, so ordinary text
+costs one pass of the detectors' RE2 set (which says which anchors it holds, and whether
+normalizing can change anything), and a text with anchors one more pass that says where they are
+(:mod:`assay.inspect.places`, shared with the secret rules).
 
-- character rules (kinds ``invisible`` and ``terminal``): a Python ``str`` expression over the
-  text: Unicode tag characters, runs of zero-width characters or variation selectors, bidi
-  controls, terminal escape sequences and control characters;
-- phrase rules (kinds ``phrase``, and for tool descriptions ``file_read``, ``exfiltration``,
-  ``secrecy``): a ``bytes`` expression over the text encoded as UTF-8 with ASCII letters
-  lowercased (case-insensitive, whitespace-flexible). Each has anchors, words every match
-  contains: a rule runs only near its anchors, so ordinary text costs one pass of
-  ``bytes.translate`` and a few substring searches.
+Phrases are looked for in the text with the invisible and terminal hits taken out and normalized
+(:mod:`assay.inspect.normalize`: invisible characters removed, NFKC, look-alike letters), so
+neither characters slipped into or between the words nor letters of other alphabets hide one; a
+hit's span is the original text's. Every rule's work is linear in the length of the text.
 
-Every expression has bounded repetitions only (possessive where more pattern follows), so the
-work is linear in the length of the text (tests/inspect/test_injection.py feeds each rule a
-megabyte of adversarial input under a time limit). Phrases are looked for in the text with the
-invisible and terminal hits taken out and normalized (:mod:`assay.inspect.normalize`: invisible
-characters removed, NFKC, look-alike letters), so neither characters slipped into or between the
-words nor letters of other alphabets hide one; a hit's span is the original text's.
-
-Sans-IO and stateless; the standard library only. Never raises on content.
+Sans-IO and stateless; google-re2 through the prefilter and the places (the standard library
+without it). Never raises on content.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import cached_property
+from bisect import bisect_right
 from typing import Final, NamedTuple
 
-from assay.inspect.normalize import anchor_regex, for_phrases, multi_class, single_class, strip_in_words
-from assay.inspect.prefilter import Prefilter, literal
+from assay.inspect.injection_rules import CHAR_ANY as _CHAR_ANY
+from assay.inspect.injection_rules import CHAR_KIND as _CHAR_KIND
+from assay.inspect.injection_rules import CHARS as _CHARS
+from assay.inspect.injection_rules import GATE_CHARS as _GATE_CHARS
+from assay.inspect.injection_rules import INJECTION as _INJECTION
+from assay.inspect.injection_rules import LOWER as _LOWER
+from assay.inspect.injection_rules import MARGIN as _MARGIN
+from assay.inspect.injection_rules import ORDER as _ORDER
+from assay.inspect.injection_rules import POISON as _POISON
+from assay.inspect.injection_rules import RULES
+from assay.inspect.injection_rules import Phrase as _Phrase
+from assay.inspect.normalize import anchor_regex, changed_class, changed_runs, multi_class, single_class, strip_in_words
+from assay.inspect.places import SHARED, Runs, Trigger, char_offsets, shared_numbers
+from assay.inspect.prefilter import Prefilter, encoded, literal, own_utf8
+from assay.inspect.spliced import splice
 
 __all__ = ["GATE", "MARKER", "RULES", "Hit", "find_injection", "find_poison", "strip_injection"]
 
@@ -47,184 +54,6 @@ class Hit(NamedTuple):
     end: int
 
 
-# ---------------------------------------------------------------- character rules (str)
-
-_CHAR_RULES: Final[tuple[tuple[str, str, str, str], ...]] = (
-    ("invisible", "tag_characters", "[\U000e0000-\U000e007f]{1,4096}+",
-     "Unicode tag characters U+E0000 to U+E007F (invisible ASCII), any"),
-    ("invisible", "zero_width_run", "[\u200b\u200c\u200d\u2060\ufeff]{2,4096}+",
-     "two or more zero-width characters in a row (U+200B, U+200C, U+200D, U+2060, U+FEFF)"),
-    ("invisible", "variation_selector_run", "[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,4096}+",
-     "two or more variation selectors in a row (one follows a character; more hide bytes)"),
-    ("invisible", "bidi_override", "[\u202a-\u202e\u2066-\u2069]{1,4096}+",
-     "bidi embedding, override and isolate controls U+202A to U+202E, U+2066 to U+2069"),
-    ("terminal", "ansi_escape",
-     "\x1b(?:\\[[\x30-\x3f]{0,64}+[\x20-\x2f]{0,16}+[\x40-\x7e]?"
-     "|[\\]PX^_][^\x07\x1b\x9c]{0,4096}+(?:\x07|\x1b\\\\|\x9c)?"
-     "|[\x20-\x2f]{0,16}+[\x30-\x7e]?)",
-     "ESC (U+001B) and the sequence it starts: CSI, OSC and other strings, other ESC x"),
-    ("terminal", "c1_csi", "\x9b[\x30-\x3f]{0,64}+[\x20-\x2f]{0,16}+[\x40-\x7e]?",
-     "the C1 control sequence introducer U+009B and its sequence"),
-    ("terminal", "c1_control", "[\x80-\x9a\x9c-\x9f]{1,4096}+", "other C1 controls U+0080 to U+009F"),
-    ("terminal", "control_character", "[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]{1,4096}+",
-     "C0 controls and DEL, except tab, line feed, carriage return and form feed"),
-)
-_CHARS: Final = re.compile("|".join(f"(?P<{rule}>{pattern})" for _k, rule, pattern, _d in _CHAR_RULES))
-# one character class of every character rule's first character: a quick look first
-_CHAR_ANY: Final = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff\ufe00-\ufe0f"
-                              "\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
-_CHAR_KIND: Final = {rule: kind for kind, rule, _p, _d in _CHAR_RULES}
-
-# ASCII letters lowercased; the controls of the character rules (and ESC) become NUL, so that
-# ``b"\0" in`` tells whether an ASCII text needs the character rules at all
-_FOLD = bytearray(range(256))
-for _c in range(0x41, 0x5B):
-    _FOLD[_c] = _c + 0x20
-for _c in (*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F):
-    _FOLD[_c] = 0
-_LOWER: Final = bytes(_FOLD)
-
-# ---------------------------------------------------------------- phrase rules (bytes)
-
-_WS = rb"(?:[ \t\n\r\x0c]|\xc2\xa0|\xe2\x80[\x80-\x8b\xa8\xa9\xaf]|\xe2\x81[\x9f\xa0]|\xe3\x80\x80)"
-S = _WS + rb"{1,8}+"  # whitespace between words: 1 to 8 spaces, tabs, line breaks, NBSP, ...
-W = rb"[a-z0-9'\-]{1,24}+"  # one word
-_INSTR = rb"instructions?\b"
-_NOT = rb"(?:do" + S + rb"not|don't|don\xe2\x80\x99t|dont|never)"
-_ARG = rb"(?:parameter|argument|field|param|arg)s?\b"
-_MARGIN: Final = 512  # more than any phrase match's bytes on either side of its anchor (a test checks)
-
-
-@dataclass(frozen=True)
-class _Phrase:
-    kind: str
-    rule: str
-    source: bytes
-    anchors: tuple[bytes, ...]  # every match contains one of these
-    gate: bytes = b""  # and this byte (a cheap look first)
-    before: int = _MARGIN  # a match starts at most this many bytes before its anchor
-    after: int = _MARGIN  # and ends (look-ahead included) at most this many after it
-
-    @cached_property
-    def pattern(self) -> re.Pattern[bytes]:
-        """The compiled rule (on first use: most texts never need most rules)."""
-        return re.compile(self.source, re.MULTILINE)
-
-
-def _p(kind: str, rule: str, pattern: bytes, anchors: tuple[bytes, ...], gate: bytes = b"",
-       before: int = _MARGIN, after: int = _MARGIN) -> _Phrase:
-    return _Phrase(kind, rule, pattern, anchors, gate, before, after)
-
-
-_INJECTION: Final[tuple[_Phrase, ...]] = (
-    _p("phrase", "ignore_previous",
-       rb"\b(?:ignore|disregard|skip|bypass|override)" + S + rb"(?:all" + S + rb")?(?:(?:of" + S + rb")?"
-       rb"(?:the|your|any|my|these|those)" + S + rb")?(?:previous|prior|above|earlier|preceding|foregoing|"
-       rb"former|original|initial|old|system)" + S + rb"(?:(?:system|developer|user)" + S + rb")?" + _INSTR,
-       (b"instruct",), before=200, after=40),
-    _p("phrase", "disregard_instructions", rb"\bdisregard" + S + rb"(?:" + W + S + rb"){0,6}?" + _INSTR,
-       (b"instruct",), before=340, after=40),
-    _p("phrase", "forget_instructions",
-       rb"\bforget" + S + rb"(?:(?:all|about|everything|any)" + S + rb")?(?:(?:of|about)" + S + rb")?"
-       rb"(?:(?:your|the|previous|prior|above|earlier|my|these|those|original)" + S + rb"){1,2}" + _INSTR,
-       (b"instruct",), before=160, after=40),
-    _p("phrase", "new_instructions",
-       rb"\b(?:new|updated|revised|real|actual|true|additional|secret)" + S
-       + rb"(?:(?:system|important)" + S + rb")?instructions?[ \t]{0,4}+:", (b"instruct",), b":", 80, 40),
-    _p("phrase", "you_are_now",
-       rb"\byou(?:" + S + rb"are|'re|\xe2\x80\x99re)" + S + rb"now" + S + rb"(?:"
-       rb"(?:a|an|the|my|your)" + S + rb"(?:" + W + S + rb"){0,3}?(?:ai|assistant|chatbot|persona|llm|"
-       rb"language" + S + rb"model|ai" + S + rb"model)\b"
-       rb"|(?:in" + S + rb")?(?:developer|god|jailbreak|jailbroken|dan|unrestricted|unfiltered|uncensored|evil)\b"
-       rb"|(?:acting|playing|roleplaying|role-playing|pretending)" + S + rb"(?:as|to)\b"
-       rb"|no" + S + rb"longer" + S + rb"(?:bound|restricted|limited|an?" + S + rb"ai)\b)", (b"now",), b"", 80, 240),
-    _p("phrase", "role_marker",
-       rb"^[ \t]{0,8}+(?:>[ \t]{0,4}+)?(?:\*\*|__)?(?:system|assistant)(?:\*\*|__)?[ \t]{0,4}+:(?:\*\*|__)?"
-       rb"(?=[ \t]{1,8}+(?:[a-z][a-z',.!?\-]{0,30}+[ \t]{1,4}+){2}[a-z])", (b"system", b"assistant"), b":", 40, 120),
-    _p("phrase", "role_marker",
-       rb"^#{1,6}+[ \t]{1,4}+(?:system|assistant)(?:[ \t]{1,4}+(?:prompt|message|instructions?))?[ \t]{0,4}+:"
-       rb"|^#{1,6}+[ \t]{1,4}+(?:system|assistant)[ \t]{1,4}+(?:prompt|message)[ \t]{0,4}+$", (b"system", b"assistant"), b"#", 40, 60),
-    _p("phrase", "chat_token",
-       rb"<\|(?:im_start|im_end|im_sep|endoftext|system|user|assistant|begin_of_text|start_header_id|"
-       rb"end_header_id|eot_id)\|>|<</?sys>>", (b"|>", b"sys>>"), b"<", 24, 24),
-    _p("phrase", "chat_token", rb"\[/?inst\]", (b"inst]",), b"[", 8, 8),
-    _p("phrase", "important_tag",
-       rb"</?(?:important|instructions?)(?:[ \t\r\n/][^<>]{0,200}+)?>"
-       rb"|<(?:system(?:[-_](?:prompt|message|reminder|instructions?))?|secret)(?:[ \t\r\n][^<>]{0,200}+)?>"
-       rb"(?![ \t]{0,4}+[a-z0-9_.\-]{1,40}+[ \t]{0,4}+</)", (b"important", b"instruct", b"system", b"secret"), b"<", 8, 320),
-    _p("phrase", "do_not_tell_user",
-       _NOT + S + rb"(?:tell|inform|(?:mention|reveal|disclose)(?:" + S + W + rb"){0,3}?" + S + rb"to)" + S
-       + rb"(?:the" + S + rb")?user\b(?!'|\xe2\x80\x99)", (b"user",), b"", 300, 16),
-)
-
-_PATHS = (rb"(?:~/\.ssh\b|\.ssh/|\bid_(?:rsa|ed25519|ecdsa|dsa)\b|(?<![a-z0-9_.\-])\.env\b|\.aws/(?:credentials|config)\b"
-          rb"|\.netrc\b|/etc/(?:passwd|shadow)\b|\.npmrc\b|\.pypirc\b|\.git-credentials\b|\.docker/config\.json"
-          rb"|\.kube/config\b|\b(?:your|the|the" + S + rb"user's|their|my)" + S + rb"(?:ssh" + S + rb")?private" + S + rb"keys?\b)")
-_OBJECT = (rb"(?:it|them|its" + S + rb"contents?|the" + S + rb"(?:contents?|key|keys|file" + S + rb"contents|credentials?"
-           rb"|tokens?|secrets?|passwords?|conversation(?:" + S + rb"history)?|chat" + S + rb"history|system" + S + rb"prompt)"
-           rb"(?:" + S + rb"of" + S + rb"[^\n<>]{1,60}?)?)")
-
-_POISON: Final[tuple[_Phrase, ...]] = (
-    _p("file_read", "read_sensitive_file",
-       rb"\b(?:read|open|cat|include|load|print|dump|output|attach|access|fetch|get|grab|copy|upload|send|"
-       rb"provide|return|base64)\b[^\n]{0,80}?" + _PATHS,
-       (b"ssh", b"id_", b".env", b".aws", b".netrc", b"passwd", b"shadow", b".npmrc", b".pypirc", b"credentials",
-        b".docker", b".kube", b"private")),
-    _p("exfiltration", "pass_it_as",
-       rb"\bpass" + S + _OBJECT + S + rb"(?:as|in|into|via|through)" + S + rb"(?:(?:the|a|an|your)" + S
-       + rb")?(?:[`'\"]?[a-z0-9_\-]{1,64}+[`'\"]?" + S + rb")?" + _ARG, (b"pass",)),
-    _p("exfiltration", "send_to",
-       rb"\bsend" + S + rb"(?:" + _OBJECT + rb"|everything|all" + S + rb"of" + S + rb"(?:it|this|them))" + S
-       + rb"(?:back" + S + rb")?to\b", (b"send",)),
-    _p("exfiltration", "include_in_argument",
-       rb"\binclude" + S + _OBJECT + S + rb"(?:verbatim" + S + rb")?(?:in|into|as|inside|within)" + S
-       + rb"(?:(?:the|a|an|your)" + S + rb")?(?:[`'\"]?[a-z0-9_\-]{1,64}+[`'\"]?" + S + rb")?" + _ARG,
-       (b"include",)),
-    _p("exfiltration", "content_as_argument",
-       rb"\b(?:it|them|contents?)" + S + rb"as" + S + rb"(?:the|a|an)" + S
-       + rb"[`'\"]?[a-z0-9_\-]{1,64}+[`'\"]?" + S + _ARG, (b"param", b"arg", b"field")),
-    _p("secrecy", "dont_mention",
-       _NOT + S + rb"(?:mention|reveal|disclose|tell|explain|acknowledge|share)" + S
-       + rb"(?:this|that|these|any" + S + rb"of" + S + rb"(?:this|these|it)|the" + S
-       + rb"(?:above|following|instructions?|note|notes|request|step|steps|fact|reason))\b",
-       (b"mention", b"reveal", b"disclose", b"tell", b"explain", b"acknowledge", b"share")),
-    _p("secrecy", "without_telling",
-       rb"\bwithout" + S + rb"(?:telling|informing)" + S + rb"(?:the" + S + rb")?user\b", (b"without",)),
-    _p("secrecy", "user_must_not_know",
-       rb"\buser" + S + rb"(?:must|should|shall|may|can|needs?" + S + rb"to)" + S + rb"(?:not|never)" + S
-       + rb"(?:know|notice|find" + S + rb"out|learn|be" + S + rb"(?:told|informed|aware))\b"
-       rb"|\b(?:keep|hide)" + S + rb"(?:this|it|these" + S + rb"instructions)" + S + rb"(?:secret" + S + rb")?from"
-       + S + rb"(?:the" + S + rb")?user\b", (b"user",)),
-)
-
-_DOCS: Final[dict[str, str]] = {
-    "ignore_previous": "ignore (all) (the) previous / prior / above ... instructions",
-    "disregard_instructions": "disregard, up to six words, instructions",
-    "forget_instructions": "forget (all) your / previous / the ... instructions",
-    "new_instructions": "new / updated / real ... instructions followed by a colon",
-    "you_are_now": "you are now + a new identity (an AI, an assistant, a persona), a mode (developer, DAN, "
-                   "unrestricted), acting as, no longer bound",
-    "role_marker": "a chat role at a line start: system or assistant and a colon and a sentence, or a "
-                   "Markdown heading of the role and a colon (or prompt / message)",
-    "chat_token": "a chat template token anywhere: im_start, im_end, endoftext, eot_id ... between <| and "
-                  "|>; INST or /INST in square brackets; SYS or /SYS in double angle brackets",
-    "important_tag": "an XML-ish tag important, instructions (open or close), system or secret (open; not "
-                     "around one short word)",
-    "do_not_tell_user": "do not / don't / never tell, inform, mention ... to the user",
-    "read_sensitive_file": "a sensitive path (~/.ssh, id_rsa, .env, .aws/credentials, .netrc, /etc/passwd, "
-                           ".npmrc, .pypirc, your private key, ...) after a verb on the same line: read / open / "
-                           "cat / include / load ...",
-    "pass_it_as": "pass it / its contents / the key ... as / in the ... parameter (argument, field)",
-    "send_to": "send it / the contents / the key / the conversation ... to",
-    "include_in_argument": "include it / the contents ... in the ... parameter (argument, field)",
-    "content_as_argument": "it / contents + as the + a name + parameter / argument / field",
-    "dont_mention": "do not / don't / never mention, reveal, tell ... this / these / the instructions",
-    "without_telling": "without telling / informing the user",
-    "user_must_not_know": "user + must / should + not / never + know / find out / be told; keep / hide + "
-                          "this + (secret) + from + the user",
-}
-
-
 def _plan(rules: tuple[_Phrase, ...]) -> dict[bytes, tuple[bytes, ...]]:
     """gate -> the anchors to look for when the gate is in the text (each anchor once)."""
     plan: dict[bytes, list[bytes]] = {gate: [] for gate in _GATES}
@@ -236,21 +65,14 @@ def _plan(rules: tuple[_Phrase, ...]) -> dict[bytes, tuple[bytes, ...]]:
 _GATES: Final = (b"", b":", b"#", b"<", b"[")
 _ALL: Final = _INJECTION + _POISON
 _PLANS: Final = {id(_INJECTION): _plan(_INJECTION), id(_ALL): _plan(_ALL)}
+# each anchor as a trigger in the shared table (assay.inspect.places), in any case; and the runs
+# of characters normalization changes
+_CHANGED: Final = SHARED.add(Runs("normalized", changed_class, changed_runs))
+_ANCHOR_NUMBERS: Final = {anchor: number for anchor, number in zip(
+    sorted({a for rule in _ALL for a in rule.anchors}),
+    shared_numbers(Trigger([a.decode("ascii")]) for a in sorted({a for rule in _ALL for a in rule.anchors})))}
 
 
-def _rule_table() -> tuple[tuple[str, str, str], ...]:
-    out = [(kind, rule, doc) for kind, rule, _p, doc in _CHAR_RULES]
-    seen = set()
-    for phrase in _INJECTION + _POISON:
-        if phrase.rule not in seen:
-            seen.add(phrase.rule)
-            out.append((phrase.kind, phrase.rule, _DOCS[phrase.rule]))
-    return tuple(out)
-
-
-RULES: Final = _rule_table()
-"""(kind, rule id, what it matches) of every rule; docs/inspect.md has the same table."""
-_ORDER: Final = {rule: i for i, (_k, rule, _d) in enumerate(RULES)}
 _INVISIBLE_KINDS: Final = frozenset(("invisible", "terminal"))
 
 
@@ -302,64 +124,96 @@ def _windows(size: int, rule: _Phrase, where: dict[bytes, list[int]]) -> list[tu
     return merged
 
 
-def _positions(folded: bytes, anchor: bytes) -> list[int]:
-    """Every position of ``anchor`` in ``folded`` (one pass)."""
-    out = []
-    find, n = folded.find, len(anchor)
-    at = find(anchor)
-    while at >= 0:
-        out.append(at)
-        at = find(anchor, at + n)
-    return out
-
-
-def _char_offsets(data: bytes, offsets: list[int]) -> dict[int, int]:
-    """UTF-8 byte offsets (at character boundaries) -> str indices, in one pass."""
-    out = {}
-    at = chars = 0
-    for offset in sorted(set(offsets)):
-        chars += len(data[at:offset].decode("utf-8", "surrogatepass"))
-        at = offset
-        out[offset] = chars
-    return out
-
-
-def _phrase_hits(text: str, rules: tuple[_Phrase, ...], folded: bytes | None = None,
-                 absent: frozenset[bytes] = frozenset()) -> list[Hit]:
-    """The phrase hits in ``text`` (``folded``: its UTF-8 with ASCII letters lowercased, when the
-    caller has it; ``absent``: anchors the gate found nowhere in it, not looked for again)."""
-    utf8 = b""
-    if folded is None:
-        if text.isascii():
-            folded = text.encode("ascii").translate(_LOWER)
-        else:
-            utf8 = text.encode("utf-8", "surrogatepass")
-            folded = utf8.translate(_LOWER)
-    elif len(folded) != len(text):
-        utf8 = text.encode("utf-8", "surrogatepass")
+def _wanted(data: bytes, rules: tuple[_Phrase, ...], absent: frozenset[bytes]) -> tuple[list[bytes], set[bytes]]:
+    """The gates open in ``data`` (a text's UTF-8: a gate is ASCII, not a letter), and the
+    anchors of ``rules`` looked for behind them, less ``absent``."""
     plan = _PLANS[id(rules)]
-    open_gates = [gate for gate in _GATES if gate in folded]
-    where: dict[bytes, list[int]] = {}
-    for gate in open_gates:
-        for anchor in plan[gate]:
-            if anchor not in where:
-                where[anchor] = [] if anchor in absent else _positions(folded, anchor)
+    open_gates = [gate for gate in _GATES if data.find(gate) >= 0]
+    return open_gates, {anchor for gate in open_gates for anchor in plan[gate]}.difference(absent)
+
+
+def _phrase_hits(text: str, rules: tuple[_Phrase, ...], absent: frozenset[bytes] = frozenset()) -> list[Hit]:
+    """The phrase hits in ``text`` (``absent``: anchors the gate found nowhere in it, not
+    looked for)."""
+    data = encoded(text)
+    open_gates, wanted = _wanted(data, rules, absent)
+    if not wanted:
+        return []
+    # where each anchor is: one pass for them all, over the text's UTF-8 (shared with the
+    # secret rules when they asked about this text)
+    found = SHARED.where(text, data, [_ANCHOR_NUMBERS[anchor] for anchor in wanted])
+    ascii_ = len(data) == len(text)
+    utf8 = data if ascii_ else own_utf8(text)
+    spans = _search(utf8, rules, {anchor: found[_ANCHOR_NUMBERS[anchor]] for anchor in wanted}, open_gates)
+    if not spans or ascii_:
+        return [Hit(kind, rule, start, end) for start, end, kind, rule in spans]
+    index = char_offsets(utf8, [s for span in spans for s in span[:2]])
+    return [Hit(kind, rule, index[start], index[end]) for start, end, kind, rule in spans]
+
+
+_BEHIND: Final = 8  # bytes before a stretch a rule may look at (\b, ^, a look-behind: a test checks)
+
+
+def _search(data: bytes, rules: tuple[_Phrase, ...], where: dict[bytes, list[int]],
+            open_gates: list[bytes]) -> list[tuple[int, int, str, str]]:
+    """``(start, end, kind, rule)`` of every phrase match in ``data`` (a reading's UTF-8;
+    offsets in it), each rule searched in the stretches around its anchors (``where``: each
+    anchor's offsets), in those stretches of ``data`` folded (ASCII letters lowercased)."""
     present = {anchor for anchor, positions in where.items() if positions}
     if not present:
         return []
+    size = len(data)
+    stretches = [(rule, _windows(size, rule, where)) for rule in rules
+                 if rule.gate in open_gates and not present.isdisjoint(rule.anchors)]
+    # the folded bytes of every stretch and what a rule looks at before it, each byte once
+    regions: list[tuple[int, int]] = []
+    for lo, hi in sorted(span for _rule, spans in stretches for span in spans):
+        lo = max(0, lo - _BEHIND)
+        if regions and lo <= regions[-1][1]:
+            if hi > regions[-1][1]:
+                regions[-1] = (regions[-1][0], hi)
+        else:
+            regions.append((lo, hi))
+    starts = [lo for lo, _hi in regions]
+    folded = [data[lo:hi].translate(_LOWER) for lo, hi in regions]
     spans: list[tuple[int, int, str, str]] = []
-    size = len(folded)
-    for rule in rules:
-        if rule.gate not in open_gates or present.isdisjoint(rule.anchors):
-            continue
-        for lo, hi in _windows(size, rule, where):
-            for match in rule.pattern.finditer(folded, lo, hi):
+    for rule, windows in stretches:
+        finditer, kind, name = rule.pattern.finditer, rule.kind, rule.rule
+        for lo, hi in windows:
+            k = bisect_right(starts, lo) - 1
+            base = starts[k]
+            for match in finditer(folded[k], lo - base, hi - base):
                 if match.end() > match.start():
-                    spans.append((match.start(), match.end(), rule.kind, rule.rule))
-    if not spans or not utf8:
-        return [Hit(kind, rule, start, end) for start, end, kind, rule in spans]
-    index = _char_offsets(utf8, [s for span in spans for s in span[:2]])
-    return [Hit(kind, rule, index[start], index[end]) for start, end, kind, rule in spans]
+                    spans.append((match.start() + base, match.end() + base, kind, name))
+    return spans
+
+
+def _normalized_hits(text: str, rules: tuple[_Phrase, ...], drop: list[tuple[int, int]], changed: bool,
+                     absent: frozenset[bytes]) -> list[Hit]:
+    """The phrase hits in the text with the spans ``drop`` taken out and (``changed``)
+    normalized, mapped back (docs/inspect.md, "Normalization"); ``absent``: anchors the gate
+    found nowhere in the text as it is. The reading is built from the text's UTF-8
+    (:mod:`assay.inspect.spliced`), and its anchors from where they are in the text, found in
+    one pass with the characters normalization changes."""
+    data = encoded(text)
+    numbers = [_ANCHOR_NUMBERS[anchor] for anchor in _ANCHORS_OF[id(rules)] if anchor not in absent]
+    found = SHARED.where(text, data, numbers + [_CHANGED] if changed else numbers)
+    in_text = {anchor: found[_ANCHOR_NUMBERS[anchor]] for anchor in _ANCHORS_OF[id(rules)] if anchor not in absent}
+    edges = found[_CHANGED] if changed else []
+    runs = list(zip(edges[::2], edges[1::2]))
+    utf8 = own_utf8(text)
+    out: list[Hit] = []
+    # a zero-width space is read both as nothing (inside a word) and as a space (between two)
+    for zwsp_as_space in (False, True) if changed and "\u200b" in text else (False,):
+        reading = splice(text, utf8, drop, runs, zwsp_as_space)
+        open_gates, wanted = _wanted(reading.data, rules, frozenset())
+        if not wanted:
+            continue
+        spans = _search(reading.data, rules, reading.anchors(in_text, wanted), open_gates)
+        if spans:
+            mapped = reading.spans([(start, end) for start, end, _kind, _rule in spans])
+            out.extend(Hit(kind, rule, start, end) for (start, end), (_s, _e, kind, rule) in zip(mapped, spans))
+    return out
 
 
 def _merge(hits: list[Hit]) -> list[Hit]:
@@ -403,14 +257,6 @@ def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
                               [anchor_regex(a) for a in anchors], [single_class()], [multi_class()]])
 
 
-# every character a character rule can start with (a superset: a single ZWJ in an emoji passes,
-# the full scan then finds no hit)
-_GATE_CHARS: Final = (  # the characters themselves: the dialect has no escape beyond U+FFFF
-    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff\ufe00-\ufe0f\u202a-\u202e\u2066-\u2069"
-    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
-)
-
-
 def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if not isinstance(text, str) or not text:
         return []
@@ -420,12 +266,7 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     names = _ANCHORS_OF[id(rules)]
     marks, spelled, singles, multis = which[len(names):]
     anchors = any(which[:len(names)])
-    folded: bytes | None = None
-    if text.isascii():
-        folded = text.encode("ascii").translate(_LOWER)
-        chars = _char_hits(text) if marks and b"\0" in folded else []
-    else:
-        chars = _char_hits(text) if marks else []
+    chars = _char_hits(text) if marks else []
     # normalizing can change what is found: a character it changes can make (or be inside) an
     # anchor, or stand inside a phrase around one; or what the character hits take out joins one
     changed = multis or (singles and (spelled or bool(chars)))
@@ -433,24 +274,37 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
         if not anchors:  # no anchor, and nothing to take out or replace that could hide one
             return []
         absent = frozenset(name for name, found in zip(names, which) if not found)
-        hits = _phrase_hits(text, rules, folded, absent)
+        hits = _phrase_hits(text, rules, absent)
         return _merge(hits) if hits else hits
-    # phrases in the text with the invisible and terminal hits taken out, normalized, mapped back;
-    # a zero-width space is read both as nothing (inside a word) and as a space (between two)
+    # phrases in the text with the invisible and terminal hits taken out, normalized, mapped back
     chars = _merge(chars)
     drop = [(hit.start, hit.end) for hit in chars]
-    found = list(chars)
-    for zwsp_as_space in (False, True) if changed and "\u200b" in text else (False,):
-        mapped = for_phrases(text, drop, zwsp_as_space, normalize=changed)
-        for hit in _phrase_hits(mapped.text, rules):
-            start, end = mapped.span(hit.start, hit.end)
-            found.append(hit._replace(start=start, end=end))
-    return _merge(found)
+    absent = frozenset(name for name, found in zip(names, which) if not found)
+    return _merge(chars + _normalized_hits(text, rules, drop, changed, absent))
 
 
 GATE: Final = _gate(_INJECTION)  # find_injection's first look (assay.inspect.scan asks it too)
 _GATES_OF: Final = {id(_INJECTION): GATE, id(_ALL): _gate(_ALL)}
 _ANCHORS_OF: Final = {id(_INJECTION): _anchors(_INJECTION), id(_ALL): _anchors(_ALL)}
+
+
+def wanted(text: str, poison: bool = False) -> list[int]:
+    """The triggers (:mod:`assay.inspect.places`) :func:`find_injection` (with ``poison``,
+    :func:`find_poison`) will ask about where ``text`` is read as it is: for a caller that
+    asks them together with another detector's, in one pass. Empty when the text is read
+    normalized (or holds nothing)."""
+    rules = _ALL if poison else _INJECTION
+    which = _GATES_OF[id(rules)].which(text) if isinstance(text, str) and text else None
+    if which is None:
+        return []
+    names = _ANCHORS_OF[id(rules)]
+    marks, spelled, singles, multis = which[len(names):]
+    absent = frozenset(name for name, found in zip(names, which) if not found)
+    if marks or multis or (singles and spelled):  # maybe read normalized: every anchor the text holds
+        present = [_ANCHOR_NUMBERS[anchor] for anchor in names if anchor not in absent]
+        return present + [_CHANGED] if multis or singles else present
+    _gates, anchors = _wanted(encoded(text), rules, absent)
+    return [_ANCHOR_NUMBERS[anchor] for anchor in anchors]
 
 
 def find_injection(text: str) -> list[Hit]:

@@ -36,8 +36,10 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any, Final
 
-__all__ = ["IGNORABLE", "LOOK_ALIKES", "Mapped", "anchor_regex", "for_phrases", "ignorable_class", "multi_class",
-           "replacement", "single_class", "strip_in_words", "table", "without_ignorables"]
+from assay.inspect.prefilter import encoded
+
+__all__ = ["IGNORABLE", "LOOK_ALIKES", "Mapped", "anchor_regex", "changed_class", "changed_runs", "for_phrases", "ignorable_class",
+           "multi_class", "reading", "replacement", "single_class", "strip_in_words", "table", "without_ignorables"]
 
 # Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties), as ranges
 IGNORABLE: Final[tuple[tuple[int, int], ...]] = (
@@ -180,7 +182,7 @@ _SPELLED: dict[str, list[str]] = {}  # a character -> those replaced by it alone
 _READINGS: list[tuple[dict[int, str], re.Pattern[str]]] = []
 
 
-def _reading(zwsp_as_space: bool) -> tuple[dict[int, str], re.Pattern[str]]:
+def reading(zwsp_as_space: bool) -> tuple[dict[int, str], re.Pattern[str]]:
     """The ``str.translate`` table of a reading (a zero-width space as nothing, or as a space),
     and a class of the characters it replaces by other than one character."""
     if not _READINGS:
@@ -206,37 +208,88 @@ class _Runs:
         self._re: re.Pattern[str] | None = None
 
     def __call__(self, text: str) -> list[tuple[int, int]]:
-        if self._re2 is None and self._re is None:
-            try:
-                import re2
-
-                options = re2.Options()
-                options.log_errors = False
-                self._re2 = re2.compile(self._class + "+", options)
-            except Exception:  # noqa: BLE001 - Python's re: the same spans, slower
-                self._re = re.compile(self._class + "+")
-        if self._re is not None:
+        if self._compile():
+            assert self._re is not None
             return [match.span() for match in self._re.finditer(text)]
-        data = text.encode("utf-8", "surrogatepass")
+        data = encoded(text)  # the prefilter's copy when it read this text
         out = []
         byte_at = char_at = 0
-        for match in self._re2.finditer(data):
-            start, end = match.span()
+        for start, end in self.in_bytes(data):
             first = char_at + len(data[byte_at:start].decode("utf-8", "surrogatepass"))
             char_at = first + len(data[start:end].decode("utf-8", "surrogatepass"))
             byte_at = end
             out.append((first, char_at))
         return out
 
+    def in_bytes(self, data: bytes) -> list[tuple[int, int]]:
+        """The runs in ``data`` (UTF-8), as spans of it."""
+        if self._compile():
+            pattern = self._re
+            assert pattern is not None
+            text = data.decode("utf-8", "surrogatepass")
+            out = []
+            byte_at = char_at = 0
+            for match in pattern.finditer(text):
+                first, last = match.span()
+                start = byte_at + len(text[char_at:first].encode("utf-8", "surrogatepass"))
+                byte_at = start + len(text[first:last].encode("utf-8", "surrogatepass"))
+                char_at = last
+                out.append((start, byte_at))
+            return out
+        out = []
+        search, anchor, end, at = self._re2.Match, _UNANCHORED[0], len(data), 0
+        while True:
+            span = search(anchor, data, at, end)[0]
+            if span[0] < 0:
+                return out
+            out.append(span)
+            at = span[1]
+
+    def _compile(self) -> bool:
+        """Compiled on first use; True when it is Python's ``re`` (no google-re2)."""
+        if self._re2 is None and self._re is None:
+            try:
+                import re2
+
+                options = re2.Options()
+                options.log_errors = False
+                options.never_capture = True
+                self._re2 = re2._re2.RE2((self._class + "+").encode("utf-8"), options)
+                if not self._re2.ok():
+                    raise ValueError("refused")
+                _UNANCHORED.append(re2._re2.RE2.Anchor.UNANCHORED)
+            except Exception:  # noqa: BLE001 - Python's re: the same spans, slower
+                self._re2 = None
+                self._re = re.compile(self._class + "+")
+        return self._re is not None
+
+
+_UNANCHORED: list[Any] = []  # RE2's unanchored search (its enum, once google-re2 is imported)
+
 
 _IGNORABLE_RUNS: Final = _Runs(ignorable_class())
 _CHANGED_RUNS: list[_Runs] = []
 
 
-def _changed_runs(text: str) -> list[tuple[int, int]]:
+def _changed() -> _Runs:
     if not _CHANGED_RUNS:
-        _CHANGED_RUNS.append(_Runs(_class([*IGNORABLE, *_codes(list(table()))])))
-    return _CHANGED_RUNS[0](text)
+        _CHANGED_RUNS.append(_Runs(changed_class()))
+    return _CHANGED_RUNS[0]
+
+
+def _changed_runs(text: str) -> list[tuple[int, int]]:
+    return _changed()(text)
+
+
+def changed_class() -> str:
+    """A character class of every character normalization removes or replaces."""
+    return _class([*IGNORABLE, *_codes(list(table()))])
+
+
+def changed_runs(data: bytes) -> list[tuple[int, int]]:
+    """The runs of characters normalization removes or replaces in ``data`` (a text's UTF-8,
+    :func:`~assay.inspect.prefilter.encode`'s), as spans of it."""
+    return _changed().in_bytes(data)
 
 
 class Mapped:
@@ -312,7 +365,7 @@ def for_phrases(text: str, drop: Sequence[tuple[int, int]] = (), zwsp_as_space: 
     caller knows that no character of the text would change). With ``zwsp_as_space``, a
     zero-width space becomes a space rather than nothing (a second reading, for a zero-width
     space that stands between two words)."""
-    ords, uneven = _reading(zwsp_as_space)
+    ords, uneven = reading(zwsp_as_space)
     runs = _changed_runs(text) if normalize else []
     # the characters to change, outside the spans taken out: pieces of the text end at both
     edits: list[tuple[int, int, bool]] = [(start, end, False) for start, end in drop]

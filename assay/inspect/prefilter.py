@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-__all__ = ["Prefilter", "literal"]
+__all__ = ["Prefilter", "encode", "encoded", "literal", "own_utf8"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SPECIAL: Final = frozenset("\\.^$|?*+()[]{}-/")
@@ -63,7 +63,9 @@ class _Engine:
         self._index: dict[str, int] = {}
         self._match: Callable[[bytes], list[int] | None] | None = None
         self._count = -1  # how many regexes the compiled set holds (-1: none compiled; -2: no engine)
-        self._last: tuple[object, frozenset[int]] | None = None  # one tuple: read and written whole
+        # the last text, its answer, its UTF-8 and whether that is its own (no lone surrogate
+        # replaced); one tuple: read and written whole
+        self._last: tuple[object, frozenset[int], bytes, bool] | None = None
 
     def add(self, regex: str) -> int | None:
         """The number of ``regex`` in the set, or None when RE2 refuses it (or is missing)."""
@@ -90,18 +92,28 @@ class _Engine:
         last = self._last
         if last is not None and last[0] is text:
             return last[1]
-        if isinstance(text, str):
+        own = True
+        if isinstance(text, bytes):
+            data = text
+        else:  # _encode, inline: the usual short text costs this call and RE2's
             try:
                 data = text.encode()
             except UnicodeEncodeError:  # a lone surrogate
-                data = _SURROGATE.sub("\ufffd", text).encode()
-        else:
-            data = text
+                data, own = _SURROGATE.sub("\ufffd", text).encode(), False
         found = match(data)
         hits = frozenset(found) if found else _NONE
         if len(text) <= _CACHE_MAX:
-            self._last = (text, hits)
+            self._last = (text, hits, data, own)
         return hits
+
+    def encoded(self, text: str, own: bool = False) -> bytes:
+        """``text`` as the set read it (UTF-8, a lone surrogate as U+FFFD; with ``own``, as it
+        is: ``surrogatepass``): kept with the last answer, so the detectors that go on to read
+        the same text need not encode it again."""
+        last = self._last
+        if last is not None and last[0] is text and (last[3] or not own):
+            return last[2]
+        return text.encode("utf-8", "surrogatepass") if own else _encode(text)[0]
 
     def _compile(self) -> None:
         self._last = None
@@ -119,6 +131,35 @@ class _Engine:
         except Exception:  # noqa: BLE001 - no fast path: every set counts as matching
             self._match = None
             self._count = len(self._regexes)
+
+
+def _encode(text: str | bytes) -> tuple[bytes, bool]:
+    """``text`` as UTF-8 (a lone surrogate as U+FFFD: one character, three bytes, as with
+    ``surrogatepass``), bytes as they are; and whether that is the text's own UTF-8 (no lone
+    surrogate)."""
+    if isinstance(text, bytes):
+        return text, True
+    try:
+        return text.encode(), True
+    except UnicodeEncodeError:  # a lone surrogate
+        return _SURROGATE.sub("\ufffd", text).encode(), False
+
+
+def encode(text: str | bytes) -> bytes:
+    """``text`` as the set reads it: UTF-8, a lone surrogate as U+FFFD (one character, three
+    bytes, as with ``surrogatepass``); bytes as they are."""
+    return _encode(text)[0]
+
+
+def encoded(text: str) -> bytes:
+    """:func:`encode` of ``text``, the set's own copy when it was the last text it read."""
+    return _SHARED.encoded(text)
+
+
+def own_utf8(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate as it is (``surrogatepass``): the set's own copy when
+    it was the last text it read and held none (the same offsets as :func:`encoded`)."""
+    return _SHARED.encoded(text, own=True)
 
 
 _NONE: Final[frozenset[int]] = frozenset()
@@ -193,15 +234,20 @@ class Prefilter:
 
     def any(self, data: bytes) -> bool:
         """Whether any regex of any set matches somewhere in ``data`` (UTF-8): ``which`` for the
-        one answer a caller needs first, with the least work around the engine's pass. True when
-        the engine is missing or fails."""
+        one answer a caller needs first, with the least work around the engine's pass (the
+        answer is not kept for other questions about ``data``). True when the engine is missing
+        or fails."""
         if self._numbers is None:
             self._register()
         every = self._all
-        if every is None:
+        engine = self._engine
+        if engine._count != len(engine._regexes):
+            engine._compile()
+        match = engine._match
+        if every is None or match is None:
             return True
         try:
-            hits = self._engine.hits(data)
+            found = match(data)
         except Exception:  # noqa: BLE001 - fail towards more work
             return True
-        return hits is None or not hits.isdisjoint(every)
+        return found is not None and len(found) > 0 and not every.isdisjoint(found)

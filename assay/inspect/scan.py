@@ -22,8 +22,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public in C
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from assay.inspect import secrets
-from assay.inspect.prefilter import Prefilter
+from assay.inspect import injection, places, secrets
+from assay.inspect.prefilter import Prefilter, encoded
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
@@ -128,11 +128,7 @@ def scan(
     if user is None:  # the usual answer: every string looked at in one pass per detector
         texts = _plain_strings(value)
         if texts is not None:
-            joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
-            if secrets_on and injection_on and not poison and joined.isascii() and _either().which(joined) is None:
-                clean = True  # the usual answer: one pass says neither detector can find anything
-            elif not (secrets_on and find_secrets(joined)) and not (injection_on and finder(joined)):
-                clean = True
+            clean = all(_nothing_in(group, secrets_on, injection_on, poison, finder) for group in _groups(texts))
             if clean and not (blobs and "blob" in texts):
                 return _NOTHING
     look = _Look(secrets_on, injection_on, mask, strip, user, finder, "descriptions" if poison else "injection")
@@ -256,6 +252,28 @@ def _blobs(value: Any, look: _Look, budget: int) -> None:
 # match (a secret's token, a phrase's line), so whatever is found in one string is found here
 # (a match across two strings is then looked for string by string, where it is not)
 _SEPARATOR = "\n\n"
+_ALONE = 4096  # a string this long is looked at on its own (not copied into the others')
+
+
+def _groups(texts: list[str]) -> list[str]:
+    """The strings of a value as the texts the fast look reads: the short ones joined, each long
+    one as it is (the same object: what the detectors keep about it serves the walk too)."""
+    short = [text for text in texts if len(text) < _ALONE]
+    groups = [text for text in texts if len(text) >= _ALONE]
+    if short:
+        groups.append(short[0] if len(short) == 1 else _SEPARATOR.join(short))
+    return groups
+
+
+def _nothing_in(text: str, secrets_on: bool, injection_on: bool, poison: bool,
+                finder: Callable[[str], list[Any]]) -> bool:
+    """Whether neither detector finds anything in ``text``."""
+    if secrets_on and injection_on and not poison and text.isascii() and _either().which(text) is None:
+        return True  # the usual answer: one pass says neither detector can find anything
+    if secrets_on and injection_on:  # where both detectors' literals are: one pass for both
+        both = secrets.wanted(text) + injection.wanted(text, poison)  # (the set's pass first)
+        places.SHARED.prime(text, encoded(text), both)
+    return not (secrets_on and find_secrets(text)) and not (injection_on and finder(text))
 
 
 _EITHER: list[Prefilter] = []

@@ -4,9 +4,10 @@
 Each rule has a ``kind`` (the table :data:`KINDS`) and one regular expression that runs in
 linear time: Python's ``re`` with bounded repetitions, possessive quantifiers where a repetition
 is followed by more pattern, and no nested quantifier that can backtrack. :func:`matches` yields
-what ``pattern.finditer(text)`` would, but tries the pattern only where the rule's finders say a
-match can start, and :data:`PREFILTER` (one pass of google-re2's set over the text) says which
-rules can match at all (docs/inspect.md, "Speed").
+what ``pattern.finditer(text)`` would, but tries the pattern only where the rule's trigger says a
+match can start (one pass for every rule's trigger: :mod:`assay.inspect.places`), and
+:data:`PREFILTER` (one pass of google-re2's set over the text) says which rules can match at all
+(docs/inspect.md, "Speed").
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from functools import cached_property
 from typing import Any, Final
 
 from assay.inspect.normalize import ignorable_class
+from assay.inspect.places import Trigger, shared_numbers
 from assay.inspect.prefilter import Prefilter, literal
 from assay.inspect.secret_keys import ASSIGNED_KINDS, assigned_value, key_kind, placeholder
 
-__all__ = ["IGNORABLE", "KINDS", "PREFILTER", "RULES", "Rule", "matches"]
+__all__ = ["IGNORABLE", "KINDS", "PREFILTER", "RULES", "TRIGGERS", "Rule", "matches"]
 
 _HERE: Final = (0,)  # a match starts where its finder's hit does
 
@@ -34,23 +36,20 @@ class Rule:
     kind: str
     source: str  # the regex (ASCII: \\s is ASCII white space, (?i:...) folds ASCII letters only)
     hints: tuple[str, ...]  # the rule can match only where one of these occurs
-    lower: bool = False  # the hints (and the finder) are ASCII case-insensitive
+    # Where a match can start (see matches): where the trigger matches the text's UTF-8 (every
+    # place the pattern matches is ``back`` characters before one of them, for a back in backs;
+    # their hits lie further apart than the largest back); with ``start``, a hit is somewhere
+    # in a match's first word and ``start(text, hit)`` says where that word (the only place a
+    # match can start) begins, or -1.
+    trigger: Trigger
+    lower: bool = False  # the hints are ASCII case-insensitive
     group: int = 0  # the group that is the secret (0: the whole match)
     check: Callable[[re.Match[str]], bool] | None = None
-    # Where a match can start (see matches): no finders, the pattern starts with a literal that
-    # re searches fast by itself; else regexes that start with a literal and match wherever the
-    # pattern does, ``back`` characters on, for a back in backs (their hits lie further apart
-    # than the largest back). They search the text with its non-ASCII characters as "?" (their
-    # classes hold neither), or its ASCII-lowercased bytes when ``lower``, or the text itself
-    # with ``on_text``; with ``start``, a hit is somewhere in a match's first word and
-    # ``start(text, hit)`` says where that word (the only place a match can start) begins, or -1.
-    finders: tuple[Any, ...] = ()  # each with re's search(haystack, at)
     # for the prefilter, when the hints let through too much: RE2 regexes, one of which matches
     # the text wherever this rule does (a superset: small for RE2's automaton)
     near: tuple[str, ...] = ()
     backs: tuple[int, ...] = _HERE
     start: Callable[[str, int], int] | None = None
-    on_text: bool = False
     # a rule whose kind depends on the match: (kind, start, end) of the secret, or None (no check,
     # no group then)
     pick: Callable[[re.Match[str]], tuple[str, int, int] | None] | None = None
@@ -174,38 +173,6 @@ def _scheme_start(text: str, colon: int) -> int:
     return colon - length if 0 < length <= 32 else -1
 
 
-class _OnePass:
-    """A finder of several alternatives that ``re`` would try at every position: RE2's automaton
-    finds the leftmost hit in one pass (compiled on first use); without google-re2, ``re`` with
-    one regex per alternative, each starting with its literal (the same hits, more passes)."""
-
-    __slots__ = ("_pattern", "_alternatives", "_search")
-
-    def __init__(self, pattern: bytes, alternatives: tuple[bytes, ...]) -> None:
-        self._pattern = pattern
-        self._alternatives = alternatives
-        self._search: Callable[[bytes, int], Any] | None = None
-
-    def search(self, haystack: bytes, at: int) -> Any:
-        if self._search is None:
-            try:
-                import re2
-
-                options = re2.Options()
-                options.log_errors = False
-                options.encoding = re2.Options.Encoding.LATIN1  # bytes, one character each
-                self._search = re2.compile(self._pattern, options).search
-            except Exception:  # noqa: BLE001 - re, one pass per alternative
-                finders = [re.compile(alternative) for alternative in self._alternatives]
-
-                def search(haystack: bytes, at: int) -> Any:
-                    hits = [hit for finder in finders if (hit := finder.search(haystack, at)) is not None]
-                    return min(hits, key=lambda hit: hit.start()) if hits else None
-
-                self._search = search
-        return self._search(haystack, at)
-
-
 def _compile(pattern: str) -> str:
     """A rule's regex, compiled on first use with ``re.ASCII``: ``\\s`` is ASCII white space,
     and ``(?i:...)`` folds ASCII letters only (so the lowercased-text hints of a
@@ -217,92 +184,79 @@ def _fold(word: str) -> str:
     return literal(word, fold=True)
 
 
-class _Finder:
-    """A finder: a regex that starts with a literal (bytes for a case-insensitive rule: it
-    searches the lowercased text), compiled on first use."""
-
-    __slots__ = ("_source", "_search")
-
-    def __init__(self, source: Any) -> None:
-        self._source = source
-        self._search: Callable[[Any, int], Any] | None = None
-
-    def search(self, haystack: Any, at: int) -> Any:
-        if self._search is None:
-            self._search = re.compile(self._source, re.ASCII).search
-        return self._search(haystack, at)
-
-
-def _at(*patterns: Any) -> tuple[_Finder, ...]:
-    """Finders (see :class:`_Finder`)."""
-    return tuple(_Finder(pattern) for pattern in patterns)
-
-
 _L = r"(?<![A-Za-z0-9])"  # not inside a longer word
 _PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 # the word a key that names a secret ends with (secret_keys.key_kind then judges the whole key)
 _KEY_WORD = r"(?:pass[_.\-]?(?:word|phrase)|passwd|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token|api[_.\-]?key)"
 _NOT_AN_EXPRESSION = r"(?![ \t]{0,8}+(?:[+%*\[(]|\.[A-Za-z_]))"  # "..." + x, "...".format(), "..."[0]
 
+# the triggers two rules share (their matches start at one literal)
+_ASSIGNED: Final = Trigger([  # a key's last word, then = or : (password; aws_secret_access_key, with a space)
+    ("pass", r"[_.\-]?(?:" + _fold("word") + "|" + _fold("phrase") + ")|" + _fold("wd")), "pwd",
+    ("secret", r"(?:[_.\- ]?(?:" + _fold("access") + r"[_.\- ]?)?" + _fold("key") + ")?"), "token",
+    ("api", r"[_.\-]?" + _fold("key")),
+], r"[\"']?[ \t]{0,8}[:=]")
+_SK: Final = Trigger(["sk-"], fold=False)  # openai_api_key, anthropic_api_key
+
 RULES: Final[tuple[Rule, ...]] = (
     Rule("private_key", _compile(
         # the body runs to the next "-----" (possessive: it never gives characters back); the
         # END line is optional so that a cut key is redacted too
         _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
-    ), ("PRIVATE KEY",)),
+    ), ("PRIVATE KEY",), Trigger(["-----BEGIN"], "[ A-Z0-9]{0,40}PRIVATE KEY", fold=False)),
     Rule("aws_access_key_id", _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-          ("AKIA", "ASIA", "ABIA", "ACCA"), finders=_at("AKIA|ASIA|ABIA|ACCA")),
+          ("AKIA", "ASIA", "ABIA", "ACCA"), Trigger(["AKIA", "ASIA", "ABIA", "ACCA"], "[A-Z0-9]{16}", fold=False)),
     Rule("aws_secret_access_key", _compile(
         r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), lower=True, group=1, finders=_at(rb"secret[_\-. ]?(?:access[_\-. ]?)?key[\"']?[ \t]{0,8}+[:=]"),
+    ), ("secret",), _ASSIGNED, lower=True, group=1,
           near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]*[:=]",)),
-    Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",)),
+    Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",),
+          Trigger(["AIza"], r"[0-9A-Za-z_\-]{35}", fold=False)),
     Rule("google_client_secret", _compile(_L + r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("GOCSPX-",),
-          finders=_at("GOCSPX-")),
+          Trigger(["GOCSPX-"], fold=False)),
     Rule("google_oauth_token", _compile(r"(?<![A-Za-z0-9_\-.])ya29\.[A-Za-z0-9_\-]{30,2048}+"), ("ya29.",),
-          finders=_at(r"ya29\.")),
+          Trigger(["ya29."], fold=False)),
     Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
-          ("accountkey=", "sharedaccesskey="), lower=True, group=1,
-          finders=_at(b"accountkey=", b"sharedaccesskey=")),
+          ("accountkey=", "sharedaccesskey="), Trigger(["accountkey=", "sharedaccesskey="]), lower=True, group=1),
     Rule("github_token", _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
-          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), finders=_at("gh[pousr]_|github_pat_")),
-    Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), finders=_at("glpat-")),
-    Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), finders=_at("npm_")),
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+          Trigger(["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"], fold=False)),
+    Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), Trigger(["glpat-"], fold=False)),
+    Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), Trigger(["npm_"], fold=False)),
     Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
-          ("pypi-AgE",)),
-    Rule("anthropic_api_key", _compile(r"(?<![A-Za-z0-9_\-])sk-ant-([A-Za-z0-9_\-]{32,1024}+)"), ("sk-ant-",),
-          check=_random_key, finders=_at("sk-ant-")),
+          ("pypi-AgE",), Trigger(["pypi-AgE"], fold=False)),
+    Rule("anthropic_api_key", _compile(r"(?<![A-Za-z0-9_\-])sk-ant-([A-Za-z0-9_\-]{32,1024}+)"), ("sk-ant-",), _SK,
+          check=_random_key),
     Rule("openai_api_key", _compile(
         r"(?<![A-Za-z0-9_\-])sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?([A-Za-z0-9_\-]{40,1024}+)"
-    ), ("sk-",), check=_random_key, finders=_at("sk-")),
+    ), ("sk-",), _SK, check=_random_key),
     Rule("huggingface_token", _compile(r"(?<![A-Za-z0-9_])(?:hf|api_org)_([A-Za-z]{34})(?![A-Za-z0-9_])"),
-          ("hf_", "api_org_"), check=_mixed_case, finders=_at("hf_", "api_org_")),
+          ("hf_", "api_org_"), Trigger(["hf_", "api_org_"], "[A-Za-z]{34}", fold=False), check=_mixed_case),
     Rule("slack_webhook", _compile(
         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
-    ), ("hooks.slack.com/",)),
+    ), ("hooks.slack.com/",), Trigger(["https://hooks.slack.com/"], fold=False)),
     Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",),
-          finders=_at("xox[abeprs]-")),
+          Trigger(["xox"], "[abeprs]-", fold=False)),
     Rule("stripe_key", _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
-          ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), finders=_at("k_(?:live|test)_"), backs=(1,)),
+          ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), Trigger(["k_live_", "k_test_"], fold=False), backs=(1,)),
     Rule("jwt", _compile(
         r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"
-    ), ("eyJ",), check=_jwt_header, finders=_at("eyJ")),
+    ), ("eyJ",), Trigger(["eyJ"], r"[A-Za-z0-9_\-]{5}", fold=False), check=_jwt_header),
     Rule("authorization", _compile(
         _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
         r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
-    ), ("authorization",), lower=True, group=2, check=_auth_value, backs=(6, 0),
-          finders=_at(rb"authorization[\"']?[ \t]{0,8}+[:=]"), near=(_fold("authorization") + r"[\"']?[ \t]*[:=]",)),
+    ), ("authorization",), Trigger(["authorization"], r"[\"']?[ \t]{0,8}[:=]"), lower=True, group=2,
+          check=_auth_value, backs=(6, 0), near=(_fold("authorization") + r"[\"']?[ \t]*[:=]",)),
     Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), lower=True, group=1, check=_not_a_word, finders=_at(rb"bearer[ \t]{1,8}+[a-z0-9\-._~+/]{16}"),
-          near=(_fold("bearer") + r"[ \t]+[A-Za-z0-9\-._~+/]{16}",)),
+          ("bearer",), Trigger(["bearer"], r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}"), lower=True, group=1,
+          check=_not_a_word, near=(_fold("bearer") + r"[ \t]+[A-Za-z0-9\-._~+/]{16}",)),
     Rule("url_password", _compile(
         # scheme://user:<password>@host: only the password, which runs to the last "@" of the
         # authority (as WHATWG and urllib read "p@ss@host")
         r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
         r"((?:[^\s/?#@\"'<>]|@(?=[^\s/?#@\"'<>]{0,256}+@)){1,256}+)@"
-    ), ("://",), group=1, check=_url_password, start=_scheme_start, on_text=True,
-          finders=_at(r"://[^\s/?#@:\"'<>\[\]]{0,256}+:[^\s/?#\"'<>]{0,256}?@"),
+    ), ("://",), Trigger(["://"], fold=False), group=1, check=_url_password, start=_scheme_start,
           near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]*:[^ \t\n\r\f\v/#\"'<>]+@",)),
     Rule("password", _compile(
         # KEY=value, "key": "value", key: value, ... (the kind is the key's: secret_keys.key_kind)
@@ -310,13 +264,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?P<op>:=|=>|=(?!=)|:(?![:/]))[ \t]{0,8}+"
         r"(?:\"(?P<dq>[^\"\\\s]{1,512}+)\"" + _NOT_AN_EXPRESSION + r"|'(?P<sq>[^'\\\s]{1,512}+)'" + _NOT_AN_EXPRESSION
         + r"|(?P<bare>[^\s\"'`,;&<>(){}\[\]\\]{1,512}+)(?![(\[{<]))"
-    ), ("password",), lower=True, pick=_assignment, start=_key_start,
-          finders=(_OnePass(
-              rb"(?:pass(?:[_.\-]?(?:word|phrase)|wd)|pwd|secret(?:[_.\-]?(?:access[_.\-]?)?key)?|token|api[_.\-]?key)"
-              rb"[\"']?[ \t]{0,8}(?::=|=>|=|:)",
-              tuple(word + rb"[\"']?[ \t]{0,8}+(?::=|=>|=|:)" for word in (
-                  rb"pass(?:[_.\-]?(?:word|phrase)|wd)", rb"pwd", rb"secret(?:[_.\-]?(?:access[_.\-]?)?key)?",
-                  rb"token", rb"api[_.\-]?key"))),),
+    ), ("password",), _ASSIGNED, lower=True, pick=_assignment, start=_key_start,
           near=("(?i)" + _KEY_WORD + r"[\"']?[ \t]*[:=]",)),
 )
 
@@ -357,38 +305,21 @@ KINDS: Final[dict[str, str]] = {
 PREFILTER: Final = Prefilter([*(rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES),
                               [ignorable_class()]])
 IGNORABLE: Final = len(RULES)  # the index of the ignorable set in PREFILTER.which
-_NONE: Final = 1 << 62  # no hit
-def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Match[str]]:
-    """What ``rule.pattern.finditer(text)`` yields, found by trying the pattern only where a
-    finder says a match can start: the same leftmost, non-overlapping matches, since every
-    position where the pattern matches is among those tried, in increasing order, from the end
-    of the last match on. The finders search ``plain`` (``text`` with every non-ASCII character
-    replaced by "?") or ``lowered`` (``plain`` lowercased, as bytes): same positions."""
-    if not rule.finders:
-        yield from rule.pattern.finditer(text)
-        return
-    haystack: str | bytes = lowered if rule.lower else text if rule.on_text else plain
+# each rule's trigger, numbered in the shared table of triggers (assay.inspect.places)
+TRIGGERS: Final[tuple[int, ...]] = tuple(shared_numbers(rule.trigger for rule in RULES))
+
+
+def matches(rule: Rule, text: str, hits: list[int]) -> Iterator[re.Match[str]]:
+    """What ``rule.pattern.finditer(text)`` yields, found by trying the pattern only where the
+    rule's trigger matches (``hits``: the positions in ``text``, increasing; see
+    :class:`Rule`): the same leftmost, non-overlapping matches, since every position where the
+    pattern matches is among those tried, in increasing order, from the end of the last match
+    on."""
     match, backs, start_of = rule.pattern.match, rule.backs, rule.start
     at = 0  # where finditer would go on searching
-    if len(rule.finders) == 1 and backs is _HERE and start_of is None:  # the common case, short
-        search = rule.finders[0].search
-        while (hit := search(haystack, at)) is not None:
-            if (found := match(text, hit.start())) is None:
-                at = hit.start() + 1
-            else:
-                yield found
-                at = found.end()
-        return
-    searches = [finder.search for finder in rule.finders]
-    nexts = [-1] * len(searches)  # each finder's first hit from ``at`` on (_NONE: none)
-    while True:
-        for i, search in enumerate(searches):
-            if nexts[i] < at:
-                hit = search(haystack, at)
-                nexts[i] = _NONE if hit is None else hit.start()
-        pos = min(nexts)
-        if pos == _NONE:
-            return
+    for pos in hits:
+        if pos < at:
+            continue
         found = None
         if start_of is not None:
             start = start_of(text, pos)
@@ -400,8 +331,6 @@ def matches(rule: Rule, text: str, plain: str, lowered: bytes) -> Iterator[re.Ma
             for back in backs:
                 if pos - back >= at and (found := match(text, pos - back)) is not None:
                     break
-        if found is None:
-            at = pos + 1
-        else:
+        if found is not None:
             yield found
             at = found.end()

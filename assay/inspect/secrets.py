@@ -27,7 +27,9 @@ from typing import Any, Final, NamedTuple
 
 from assay.inspect.normalize import without_ignorables
 from assay.inspect.secret_keys import KEY_KINDS, SECRET_KEYS, key_kind
-from assay.inspect.secret_rules import IGNORABLE, KINDS, PREFILTER, RULES, matches
+from assay.inspect.places import SHARED, char_offsets
+from assay.inspect.prefilter import encoded
+from assay.inspect.secret_rules import IGNORABLE, KINDS, PREFILTER, RULES, TRIGGERS, matches
 
 __all__ = [
     "KINDS",
@@ -88,7 +90,7 @@ def find_secrets(text: str) -> list[Secret]:
 
     Only the rules the prefilter lets through run (one pass,
     :class:`~assay.inspect.prefilter.Prefilter`), each from the places where a match can start
-    (docs/inspect.md, "Speed")."""
+    (one pass for all of them, :mod:`assay.inspect.places`; docs/inspect.md, "Speed")."""
     if len(text) < _MIN_SECRET_CHARS:
         return []
     which = PREFILTER.which(text)
@@ -101,6 +103,16 @@ def find_secrets(text: str) -> list[Secret]:
     return _find(text, which)
 
 
+def wanted(text: str) -> list[int]:
+    """The triggers (:mod:`assay.inspect.places`) :func:`find_secrets` will ask about for
+    ``text`` as it is: for a caller that asks them together with another detector's, in one
+    pass."""
+    which = PREFILTER.which(text) if len(text) >= _MIN_SECRET_CHARS else None
+    if which is None or which[IGNORABLE]:
+        return []
+    return [number for number, wanted in zip(TRIGGERS, which) if wanted]
+
+
 def _find(text: str, which: list[bool] | None) -> list[Secret]:
     """find_secrets over a text without default-ignorable characters (``which``: the
     prefilter's answer for it, None to ask)."""
@@ -108,20 +120,23 @@ def _find(text: str, which: list[bool] | None) -> list[Secret]:
         which = PREFILTER.which(text)
         if which is None:
             return []
-    raw = b""
-    plain = text
-    if not text.isascii():  # one byte per character ("?" for the others): positions are the text's
-        raw = text.encode("ascii", "replace")
-        plain = raw.decode("ascii")
-    lowered = b""
+    data = encoded(text)
+    places = SHARED.where(text, data, [number for number, wanted in zip(TRIGGERS, which) if wanted])
+    index: dict[int, int] | None = None  # byte offset -> character (a text that is not ASCII)
     found: list[tuple[int, int, int, str]] = []
     for order, rule in enumerate(RULES):
         if not which[order]:
             continue
-        if rule.lower and not lowered:
-            lowered = (raw or text.encode("ascii")).lower()
+        hits = places[TRIGGERS[order]]
+        if not hits:
+            continue
+        if len(data) != len(text):
+            if index is None:
+                index = char_offsets(data, (hit for number, wanted in zip(TRIGGERS, which) if wanted
+                                            for hit in places[number]))
+            hits = [index[hit] for hit in hits]
         check, group, pick = rule.check, rule.group, rule.pick
-        for match in matches(rule, text, plain, lowered):
+        for match in matches(rule, text, hits):
             if pick is not None:
                 picked = pick(match)
                 if picked is None:

@@ -40,7 +40,9 @@ from assay.wrap.requests import (
     PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
     outbound_values,
 )
-from assay.wrap.verdicts import head_id, id_before, judge, names_a_method, read, rewritten, stricter, utf8
+from assay.wrap.verdicts import (
+    head_id, id_before, judge, names_a_method, plain_result, read_checked, rewritten, stricter,
+)
 from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
 if TYPE_CHECKING:
@@ -113,6 +115,18 @@ class Inspector:
             self.messages = ServerMessages(self)
         self._input: bool | None = None  # whether an input_required answer's requests are read
 
+    @property
+    def guards_calls(self) -> bool:
+        """Whether the guard on outgoing calls (:class:`~assay.policy.outbound.OutboundGuard`)
+        can do anything under this policy: some tool's arguments are looked at, or a poisoned
+        definition denies its tool's calls (``descriptions: deny``). Without either it is left
+        out of the decision pipeline (a call costs nothing more than without ``inspect``)."""
+        inspect = self.inspect
+        if inspect is None:
+            return False
+        return any(entry.argument_secrets not in (None, "off") or entry.argument_tainted not in (None, "off")
+                   or entry.descriptions == "deny" for entry in (inspect.default, *inspect.entries))
+
     # -- settings ------------------------------------------------------------------------------
 
     def settings(self, name: str) -> Settings:
@@ -135,8 +149,8 @@ class Inspector:
     def watch(self, name: str, frame: dict[str, Any]) -> Watch | str:
         """What the pending table holds for a forwarded call of ``name``: a :class:`Watch` when
         its answer is read, else the plain method."""
-        settings = self.settings(name)
-        modern = replies.is_modern_request(frame)
+        settings = self._settings.get(name) or self.settings(name)
+        modern = _modern(frame)
         if not settings.results and not (modern and self.reads_input()):
             return _TOOLS_CALL
         return Watch(_TOOLS_CALL, name, settings, modern, frame.get("id"))
@@ -198,9 +212,10 @@ class Inspector:
 
     # -- answers ---------------------------------------------------------------------------------
 
-    def answer(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
+    def answer(self, watch: Watch, line: bytes, out: list[Effect], head: Any = None) -> bool | bytes:
         """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or
-        the bytes to relay instead (masked, stripped, or the blocked reply).
+        the bytes to relay instead (masked, stripped, or the blocked reply). ``head``: its
+        members as the server side read them, when it did (:func:`~assay.wrap.verdicts.plain_result`).
 
         An answer the clients read differently (docs/inspect.md, "Malformed answers": both a
         ``result`` and an ``error``, an ``error`` next to a ``method``, neither) is read whole
@@ -208,13 +223,18 @@ class Inspector:
         blocked reply."""
         if len(line) > self.max_bytes:
             return self._oversize(watch, line, out)
-        message = read(line)
+        settings = watch.settings
+        # the usual answer, relayed after one pass over its bytes (not read whole): a plain
+        # result the line gate calls quiet (docs/inspect.md, "Where wrap looks")
+        tried = self.user is None and not settings.taint and settings.results and plain_result(line, head)
+        if tried and _linegate(settings)(line):
+            return True
+        message, valid = read_checked(line)
         if message.__class__ is not dict:
             # held whole, and not readable as JSON within the work budget: not relayed unread
             return self._blocked(watch, _client_id(watch, None), [], 0, "the answer could not be read whole", out)
         rid = _client_id(watch, message.get("id"))
         malformed = _malformed(message)
-        settings = watch.settings
         if malformed is not None:
             value: Any = message  # every member: nothing of it is relayed, all of it is read
         else:
@@ -222,7 +242,7 @@ class Inspector:
             settings = self._with_input(value, settings)
             if not settings.results:  # watched for an input_required answer: this is none
                 return True
-            if self.user is None and not settings.taint and _quiet(line, settings):
+            if not tried and self.user is None and not settings.taint and _quiet(line, settings):
                 return True  # one pass over the line says that none of its strings holds a finding
         verdict = judge(value, settings, self.user, self.max_bytes)
         found = verdict.found
@@ -237,7 +257,7 @@ class Inspector:
             self._record(watch, rid, verdict.action, verdict.findings, found.total, out)
         if self.dry_run:
             return True
-        new = rewritten(line, message, found.changed)
+        new = rewritten(line, message, found.changed, valid)
         if new is None:
             return self._blocked(watch, rid, [], 0, "the answer could not be rewritten", out)
         return True if new is line else new
@@ -393,6 +413,17 @@ class Inspector:
         return hide
 
 
+def _modern(frame: dict[str, Any]) -> bool:
+    """:func:`~assay.wrap.replies.is_modern_request`, with the usual request (no ``_meta`` with
+    a protocol version) told at once."""
+    params = frame.get("params")
+    if params.__class__ is dict:
+        meta = params.get("_meta")
+        if meta is None or (meta.__class__ is dict and replies.PROTOCOL_VERSION_META not in meta):
+            return False
+    return replies.is_modern_request(frame)
+
+
 def _client_id(watch: Watch, server_id: Any) -> Any:
     """The id of the request as the client sent it (wrap's answer in its place carries it, so
     every client matches it whatever spelling the server used), else the server's."""
@@ -412,16 +443,20 @@ def _malformed(message: dict[str, Any]) -> str | None:
     return None
 
 
-_LINEGATE: list[Callable[..., bool]] = []
+_LINEGATES: dict[tuple[bool, bool], Callable[[bytes], bool]] = {}
 
 
 def _quiet(line: bytes, settings: Settings) -> bool:
-    """:func:`assay.inspect.linegate.quiet` over a line that is valid UTF-8 (docs/inspect.md,
-    "Speed"), imported on the first answer read."""
-    if not utf8(line):
-        return False
-    if not _LINEGATE:
-        from assay.inspect.linegate import quiet
+    """:func:`assay.inspect.linegate.quiet` (docs/inspect.md, "Speed"), imported on the first
+    answer read."""
+    return _linegate(settings)(line)
 
-        _LINEGATE.append(quiet)
-    return _LINEGATE[0](line, secrets=settings.secrets != "off", injection=settings.injection != "off")
+
+def _linegate(settings: Settings) -> Callable[[bytes], bool]:
+    which = (settings.secrets != "off", settings.injection != "off")
+    check = _LINEGATES.get(which)
+    if check is None:
+        from assay.inspect.linegate import checker
+
+        check = _LINEGATES[which] = checker(*which)
+    return check

@@ -224,7 +224,7 @@ class ServerSide:
         key, method = found
         if method.__class__ is Watch:  # an answer inspection reads before it is relayed
             assert self.inspector is not None
-            return self.inspector.answer(method, line, out)
+            return self.inspector.answer(method, line, out, head)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             message = read_message(line)
             if message.__class__ is dict:

@@ -178,7 +178,8 @@ class WrapSession:
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
-            guards.insert(0, OutboundGuard(inspector))
+            if inspector.guards_calls:  # else it has nothing to judge (docs/inspect.md, "Speed")
+                guards.insert(0, OutboundGuard(inspector))
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
         sharing: SharedSession | None = None

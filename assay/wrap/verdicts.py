@@ -5,7 +5,8 @@ The inspection room (:mod:`assay.wrap.inspection`) judges answers with it, the r
 server's own messages (:mod:`assay.wrap.server_messages`) requests and notifications:
 
 - :func:`read`: the JSON value of a line, strictly and fast, else as leniently as the clients
-  read it (:mod:`assay.wrap.serverlines`);
+  read it (:mod:`assay.wrap.serverlines`); :func:`plain_result`: whether an answer is one every
+  client reads alike, from its members alone;
 - :func:`judge`: what the detectors found in a value (:func:`assay.inspect.scan.scan`) and
   what the settings make of it: the reason it is blocked, or the action taken;
 - :func:`rewritten`: the line with the changed strings replaced (every other byte kept), or
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 
@@ -29,7 +30,8 @@ from assay.wrap.requests import encode
 if TYPE_CHECKING:
     from assay.policy.inspecting import Settings
 
-__all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "read", "rewritten", "stricter", "utf8"]
+__all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "plain_result", "read", "read_checked",
+           "rewritten", "stricter", "utf8"]
 
 _decode = msgspec.json.Decoder().decode
 # how strict each action is, for :func:`stricter` (detect: what the flow rules' selectors need)
@@ -40,10 +42,54 @@ _INJECTION_ORDER = {"off": 0, "detect": 1, "flag": 2, "strip": 3, "block": 4}
 def read(line: bytes) -> Any:
     """The JSON value of a held server line (the usual line: strict and fast; anything else as
     leniently as the clients read it), or a :mod:`~assay.wrap.serverlines` marker."""
+    return read_checked(line)[0]
+
+
+def read_checked(line: bytes) -> tuple[Any, bool]:
+    """:func:`read`, and whether the line is known to be valid UTF-8: the strict reader
+    accepted it (it refuses a string that is not valid UTF-8, and JSON has nothing else
+    outside its strings than ASCII)."""
     try:
-        return _decode(line)
+        return _decode(line), True
     except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
-        return serverlines.read_line(line)
+        return serverlines.read_line(line), False
+
+
+class _Result(msgspec.Struct):
+    resultType: Any = msgspec.UNSET
+
+
+class _Answer(msgspec.Struct):
+    """The members of an answer that say whether every client reads it alike (docs/inspect.md,
+    "Malformed answers") and whether its result asks for input."""
+
+    method: Any = msgspec.UNSET
+    result: _Result | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_read_answer = msgspec.json.Decoder(_Answer).decode
+_INPUT: Final = b"input_required"
+
+
+def plain_result(line: bytes, head: Any = None) -> bool:
+    """Whether ``line`` is an answer every client reads alike whose result asks for nothing: a
+    ``result`` object that is not ``input_required``, no ``error``, no ``method``. Read from
+    those members alone (the rest of the line is skipped, not built; its strings are not
+    checked as UTF-8 here), or from ``head``: the line's ``method``, ``result`` and ``error`` as
+    the server side read them (``msgspec.Raw``, or ``UNSET`` when absent). False when it cannot
+    tell."""
+    if head is not None:
+        result = head.result
+        return (result.__class__ is msgspec.Raw and head.error is msgspec.UNSET and head.method.__class__ is not str
+                and memoryview(result)[0] == 0x7B and line.find(_INPUT) < 0)  # "{"; (find: no int tried first)
+    try:
+        answer = _read_answer(line)
+    except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
+        return False
+    found = answer.result
+    return (isinstance(found, _Result) and answer.error is msgspec.UNSET and answer.method.__class__ is not str
+            and found.resultType != "input_required")
 
 
 class Verdict(NamedTuple):
@@ -114,11 +160,12 @@ def utf8(line: bytes) -> bool:
     return True
 
 
-def rewritten(line: bytes, message: Any, changed: dict[str, str]) -> bytes | None:
+def rewritten(line: bytes, message: Any, changed: dict[str, str], valid: bool = False) -> bytes | None:
     """``line`` with each string in ``changed`` replaced, every other byte as the server wrote
     it; written anew from ``message`` (the reading that was judged) when the line is not valid
-    UTF-8 or no token could be replaced. None when it cannot be written."""
-    if utf8(line):
+    UTF-8 or no token could be replaced. None when it cannot be written. ``valid``: the line is
+    known to be valid UTF-8 (:func:`read_checked`), not looked at again."""
+    if valid or utf8(line):
         if not changed:
             return line
         spliced = splice(line, changed)

@@ -108,7 +108,7 @@ def test_a_span_of_the_normalized_text_maps_back_to_what_it_came_from(text: str,
     assert mapped.text[i:j] in piece
     assert len(piece) - (j - i) <= 2 * max(len(v) for v in table().values())
     # nothing removed at the span's edges: it starts and ends on characters that are read
-    ords = normalize._reading(zwsp)[0]
+    ords = normalize.reading(zwsp)[0]
     assert text[start].translate(ords) and text[end - 1].translate(ords)
 
 
