@@ -12,8 +12,10 @@ the line exactly as the detectors would read it when
 
 and the first look, being made of regexes that match wherever a rule could start in one string,
 matches in the line wherever it matches in one of its strings (the bytes around a string, its
-quotes, a member's name, only add matches, never take one away). So ``quiet`` is True only when
-no string of the line can hold a finding. It is False for a line with a ``"blob"`` member (a
+quotes, a member's name, only add matches, never take one away). A member whose name names a
+secret (``"db_password": "..."``, with any JSON white space before the colon) is looked for too:
+its value is a secret whatever the text says. So ``quiet`` is True only when no string of the
+line can hold a finding. It is False for a line with a ``"blob"`` member (a
 blob's text is looked at decoded, not as base64), and whenever it cannot tell: the caller then
 reads the line the long way.
 
@@ -42,9 +44,12 @@ def _gate(secrets: bool, injection: bool) -> Prefilter:
     gate = _GATES.get((secrets, injection))
     if gate is None:
         from assay.inspect.injection import GATE
+        from assay.inspect.secret_keys import MEMBER_NAME
         from assay.inspect.secret_rules import PREFILTER
 
-        alternatives = (PREFILTER.alternatives if secrets else []) + (GATE.alternatives if injection else [])
+        # the secret rules' first look, and a member whose name names a secret (its value is one
+        # whatever the text around it: scan's member rule)
+        alternatives = (PREFILTER.alternatives + [MEMBER_NAME] if secrets else []) + (GATE.alternatives if injection else [])
         # and what the bytes cannot tell about: an escape, a blob (in the same pass)
         gate = _GATES[secrets, injection] = Prefilter([alternatives + [r"\\", literal('"blob"')]])
     return gate

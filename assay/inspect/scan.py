@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from assay.inspect import injection, places, secrets
 from assay.inspect.prefilter import Prefilter, encoded
+from assay.inspect.secret_keys import member_secret
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
@@ -33,6 +34,7 @@ MAX_DEPTH = 64  # a string nested deeper is not looked at: the scan says so (``d
 MAX_STRINGS = 200_000  # strings looked at in one value; the rest make a ``too_many_strings`` finding
 MAX_FINDINGS = 64  # findings kept per value (counted beyond)
 _MIN_SECRET = 8  # no secret rule matches fewer characters
+_MIN_VALUE = 6  # the shortest value a member that names a secret holds (secret_keys.assigned_value)
 
 
 
@@ -129,7 +131,7 @@ def scan(
         texts = _plain_strings(value)
         if texts is not None:
             clean = all(_nothing_in(group, secrets_on, injection_on, poison, finder) for group in _groups(texts))
-            if clean and not (blobs and "blob" in texts):
+            if clean and not (blobs and "blob" in texts) and not (secrets_on and _secret_members(value)):
                 return _NOTHING
     look = _Look(secrets_on, injection_on, mask, strip, user, finder, "descriptions" if poison else "injection")
     count = 0
@@ -143,6 +145,9 @@ def scan(
         new = look.text(text, pointer)
         if new is not text:
             look.changed[text] = new
+    if secrets_on:
+        for pointer, kind, text in _secret_members(value):
+            look.member(pointer, kind, text)
     if blobs:
         _blobs(value, look, blobs)
     return Scan(look.findings, look.total, frozenset(look.kinds), look.values, look.changed)
@@ -179,6 +184,15 @@ class _Look:
     def limit(self, kind: str, pointer: str) -> None:
         self.kinds.add("limits")
         self.found(Finding("limits", kind, "limits", pointer))
+
+    def member(self, pointer: str, kind: str, text: str) -> None:
+        """A member whose name names a secret and whose string value is one
+        (:func:`~assay.inspect.secret_keys.member_secret`): masked whole."""
+        self.kinds.add("secrets")
+        self.values.append(text)
+        self.found(Finding("secrets", kind, kind, pointer))
+        if self.mask:
+            self.changed[text] = secrets.marker(kind)
 
     def text(self, text: str, pointer: str) -> str:
         """One string looked at: what it becomes (``text`` itself when nothing changed)."""
@@ -321,6 +335,36 @@ def _plain_strings(value: Any) -> list[str] | None:
             if len(out) > MAX_STRINGS:
                 return None
     return out or [""]
+
+
+def _secret_members(value: Any) -> list[tuple[str, str, str]]:
+    """``(pointer, kind, value)`` of every member of ``value`` whose name names a secret and
+    whose string value is one (docs/inspect.md, "Keys that name a secret": a key counts alike in
+    a text and in a JSON value), within the walk's bounds (depth, strings)."""
+    out: list[tuple[str, str, str]] = []
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    seen = 0
+    while stack:
+        pointer, item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            continue
+        if item.__class__ is dict:
+            for k, v in item.items():
+                seen += 1
+                if v.__class__ is str:
+                    if len(v) >= _MIN_VALUE and k.__class__ is str:
+                        kind = member_secret(k, v)
+                        if kind is not None:
+                            out.append((f"{pointer}/{_escape(k)}", kind, v))
+                elif v.__class__ is dict or v.__class__ is list:
+                    stack.append((f"{pointer}/{_escape(str(k))}", v, depth + 1))
+        elif item.__class__ is list:
+            seen += len(item)
+            stack.extend((f"{pointer}/{i}", v, depth + 1) for i, v in enumerate(item)
+                         if v.__class__ is dict or v.__class__ is list)
+        if seen > MAX_STRINGS:
+            break
+    return out
 
 
 def _merged(a: list[secrets.Secret], b: list[secrets.Secret]) -> list[secrets.Secret]:

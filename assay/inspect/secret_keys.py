@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["ASSIGNED_KINDS", "KEY_KINDS", "SECRET_KEYS", "assigned_value", "key_kind", "member_secret", "placeholder"]
+__all__ = [
+    "ASSIGNED_KINDS", "KEY_KINDS", "MEMBER_NAME", "SECRET_KEYS", "assigned_value", "key_kind", "member_secret", "placeholder",
+]
 
 # A key is compared lowercased, with "-", "_", "." and spaces taken out; it names a secret when it
 # is one of the exact names, or ends in one of the suffixes, and is none of the handles below.
@@ -35,6 +37,18 @@ KEY_KINDS: Final = ("password", "secret", "token", "api_key", "authorization", "
 ASSIGNED_KINDS: Final = frozenset(("password", "secret", "token", "api_key"))
 """The key kinds whose assignments the text rule finds (the others have rules of their own)."""
 _KEY_STRIP: Final = str.maketrans("", "", "-_. ")
+
+
+def _member_name() -> str:
+    words = sorted({word for word, kind in (*_KEY_EXACT.items(), *_KEY_SUFFIXES) if kind in ASSIGNED_KINDS})
+    gap = "[-_. ]*"  # what key_kind takes out, anywhere in the key
+    return "(?i:" + "|".join(gap.join(word) for word in words) + ")" + gap + '"[ \\t\\r\\n]*:'
+
+
+MEMBER_NAME: Final = _member_name()
+"""A regex (Python's and RE2's) that matches where a JSON text, without escapes, has a member whose
+name :func:`member_secret` can take for a secret's: the name's last word, its closing quote, JSON
+white space and the colon (assay.inspect.linegate: a line with one is read whole)."""
 
 
 def key_kind(key: str) -> str | None:
