@@ -43,10 +43,13 @@ _FAILURES = (flows.FlowError, GrantError, WebError, DiscoveryError, ListingError
 
 
 class LoginError(Exception):
-    """The login did not work; ``str()`` is one line (exit 2), printable whatever a server sent."""
+    """The login did not work; ``str()`` is one line (exit 2), printable whatever a server sent.
+    ``usage``: the command line was at fault (a bad URL or option, a secret it names that cannot
+    be read), nothing was sent; else the work failed (docs/auth.md, "Exit codes")."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, usage: bool = False) -> None:
         super().__init__(printable(text))
+        self.usage = usage
 
 
 @dataclass
@@ -79,33 +82,33 @@ def grant_of(opts: LoginOptions) -> dict[str, Any]:
     error is a LoginError."""
     kind = _KINDS.get(opts.grant)
     if kind is None:
-        raise LoginError(f"--grant must be one of {', '.join(_KINDS)}")
+        raise LoginError(f"--grant must be one of {', '.join(_KINDS)}", usage=True)
     secrets_given = [f for f in ("client_secret_file", "client_secret_env", "private_key") if getattr(opts, f)]
     if len(secrets_given) > 1:
-        raise LoginError("give one of --client-secret-file, --client-secret-env and --private-key")
+        raise LoginError("give one of --client-secret-file, --client-secret-env and --private-key", usage=True)
     if secrets_given and not opts.client_id:
-        raise LoginError("a client secret or key needs --client-id")
+        raise LoginError("a client secret or key needs --client-id", usage=True)
     if kind == CLIENT_CREDENTIALS and not (opts.client_id and secrets_given):
         raise LoginError("--grant client-credentials needs --client-id and one of --client-secret-file, "
-                         "--client-secret-env, --private-key")
+                         "--client-secret-env, --private-key", usage=True)
     enterprise = ("id_token_file", "id_token_env", "idp_issuer", "idp_client_id", "idp_client_secret_file",
                   "idp_client_secret_env")
     if kind != ID_JAG_GRANT and any(getattr(opts, f) for f in enterprise):
-        raise LoginError("--id-token-*, --idp-* go with --grant id-jag")
+        raise LoginError("--id-token-*, --idp-* go with --grant id-jag", usage=True)
     if kind == ID_JAG_GRANT:
         if bool(opts.id_token_file) == bool(opts.id_token_env):
-            raise LoginError("--grant id-jag needs one of --id-token-file and --id-token-env")
+            raise LoginError("--grant id-jag needs one of --id-token-file and --id-token-env", usage=True)
         if not (opts.idp_issuer and opts.idp_client_id and opts.client_id):
-            raise LoginError("--grant id-jag needs --idp-issuer, --idp-client-id and --client-id")
+            raise LoginError("--grant id-jag needs --idp-issuer, --idp-client-id and --client-id", usage=True)
         if opts.idp_client_secret_file and opts.idp_client_secret_env:
-            raise LoginError("give one of --idp-client-secret-file and --idp-client-secret-env")
+            raise LoginError("give one of --idp-client-secret-file and --idp-client-secret-env", usage=True)
     for flag, value in (("--issuer", opts.issuer), ("--idp-issuer", opts.idp_issuer)):
         if value is not None and not endpoint_ok(value):
-            raise LoginError(f"{flag} must be an https URL (http only to this machine)")
+            raise LoginError(f"{flag} must be an https URL (http only to this machine)", usage=True)
     if opts.client_metadata_url:
         parts = urlsplit(opts.client_metadata_url)
         if parts.scheme != "https" or parts.path in ("", "/") or kind != AUTHORIZATION_CODE:
-            raise LoginError("--client-metadata-url must be an https URL with a path (authorization-code only)")
+            raise LoginError("--client-metadata-url must be an https URL with a path (authorization-code only)", usage=True)
     values = {
         "kind": kind, "client_id": opts.client_id, "secret_file": _abs(opts.client_secret_file),
         "secret_env": opts.client_secret_env, "private_key": _abs(opts.private_key), "scope": opts.scope,
@@ -131,7 +134,7 @@ def _preflight(grant: Mapping[str, Any], environ: Mapping[str, str]) -> str | No
             read_value(path=grant.get("id_token_file"), variable=grant.get("id_token_env"), environ=environ,
                        what="the ID token")
     except ValueError as exc:
-        raise LoginError(str(exc)) from None
+        raise LoginError(str(exc), usage=True) from None
     return secret if grant.get("kind") == AUTHORIZATION_CODE else None
 
 
@@ -163,7 +166,7 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
     try:
         key = store.normalize_url(opts.url)
     except ValueError as exc:
-        raise LoginError(str(exc)) from None
+        raise LoginError(str(exc), usage=True) from None
     grant = grant_of(opts)
     secret = _preflight(grant, environ)
     try:

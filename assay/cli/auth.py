@@ -1,7 +1,8 @@
 """`assay mcp auth login|list|logout` (docs/auth.md): OAuth logins to remote MCP servers.
 
-Errors are one `assay: error: ...` line: exit 1 for "not logged in" (logout of nothing), exit 2
-for a usage error or a login that did not work.
+A usage error (a bad URL or option) is one `assay: error: ...` line, exit 2; a failure of the
+work (a server that cannot be used, a flow that failed, a token file that cannot be read or
+removed) one `fatal: ...` line, exit 2, and "not logged in" (logout of nothing) exit 1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Literal
 import cyclopts
 from cyclopts import Parameter
 
-from assay.cli.errors import one_line
+from assay.cli.errors import fatal, one_line
 from assay.cli.output import printable as _safe
 from assay.cli.output import aligned, local_time, write_out
 
@@ -119,7 +120,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         try:
             line = trio.run(lambda: login(opts, state=_state(state_dir), environ=dict(os.environ)))
         except LoginError as exc:
-            return _error(str(exc), 2)
+            return _error(str(exc), 2) if exc.usage else fatal(str(exc), 2)
         write_out(_safe(line) + "\n")
         return 0
 
@@ -149,7 +150,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
                 else:
                     rows.append(summary(record, now))
         except TokenFileError as exc:
-            return _error(str(exc), 2)
+            return fatal(str(exc), 2)
         if json:
             import json as j
 
@@ -190,9 +191,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         try:
             done = delete(_state(state_dir), key)
         except TokenFileError as exc:
-            return _error(str(exc), 2)
+            return fatal(str(exc), 2)
         if not done:
-            return _error(f"not logged in to {_safe(url)}", 1)
+            return fatal(f"not logged in to {_safe(url)}", 1)
         write_out(f"logged out of {_safe(url)}\n")
         return 0
 

@@ -148,7 +148,7 @@ def test_list_and_logout(auth_server, state, env):
     res = assay("mcp", "auth", "logout", auth_server.url, "--state-dir", str(state), env=env)
     assert res.returncode == 0 and not _file(auth_server, state).exists()
     res = assay("mcp", "auth", "logout", auth_server.url, "--state-dir", str(state), env=env)
-    assert res.returncode == 1 and res.stderr == f"assay: error: not logged in to {auth_server.url}\n"
+    assert res.returncode == 1 and res.stderr == f"fatal: not logged in to {auth_server.url}\n"
 
 
 async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state, env):
@@ -169,7 +169,7 @@ async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state,
         bad = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "robot",
                     "--client-secret-env", "ROBOT_SECRET", "--state-dir", str(state),
                     env={**env, "ROBOT_SECRET": "wrong"})
-        assert bad.returncode == 2 and bad.stderr.startswith("assay: error: the authorization did not work")
+        assert bad.returncode == 2 and bad.stderr.startswith("fatal: the authorization did not work")
         assert len(bad.stderr.splitlines()) == 1 and "wrong" not in bad.stderr
     finally:
         server.proc.kill()
@@ -221,7 +221,7 @@ def test_a_server_that_is_down_is_one_line(state, env):
         port = s.getsockname()[1]
     res = assay("mcp", "auth", "login", f"http://127.0.0.1:{port}/mcp", "--state-dir", str(state), env=env)
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
-    assert res.stderr.startswith(f"assay: error: cannot use http://127.0.0.1:{port}/mcp")
+    assert res.stderr.startswith(f"fatal: cannot use http://127.0.0.1:{port}/mcp")  # the work failed, not the usage
     assert not os.path.exists(state / "oauth") or not os.listdir(state / "oauth")
 
 
