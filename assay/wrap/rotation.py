@@ -16,8 +16,10 @@ the file it is written to. The rules that keep every record in exactly one file:
   renamed file: readers read rotated files too (docs/log.md, "Following"), so it is not lost;
   that writer's next write goes into the new file.
 
-A lock another program holds is waited for briefly (:data:`LOCK_WAIT`), then the record is
-written anyway into the file the writer holds and the rotation waits for a later write. A path
+A lock another program holds is not waited for (the trio thread never sleeps here): the record
+is written into the file the writer holds and the rotation waits for a later write. Another wrap
+holds the lock only while it renames the file, and then the record lands, whole, at the end of
+the renamed file, as above. A path
 that is a symlink, a FIFO or a device is not rotated (a plain
 :class:`~assay.wrap.pipes.RecordSink`).
 """
@@ -35,10 +37,8 @@ from typing import IO
 from assay.logs.rotated import rotated_name
 from assay.wrap.pipes import RecordSink
 
-__all__ = ["RotatingSink", "LogOpenError", "LOCK_WAIT", "open_flags", "open_log"]
+__all__ = ["RotatingSink", "LogOpenError", "open_flags", "open_log"]
 
-LOCK_WAIT = 0.05  # seconds a rotating writer waits for the lock before it writes without rotating
-_LOCK_PAUSE = 0.0002
 _TRIES = 4  # reopen/rotate rounds per write before it is written into the file held
 _NAMES = 1000  # rotated names tried per second of the clock
 
@@ -113,9 +113,8 @@ class RotatingSink(RecordSink):
     def _rotate(self, size: int) -> bool:
         """Rename the log to a free rotated name, if it is still the file this sink holds and
         still full. True when the path may name another file now (open it again); False when
-        the exclusive lock was not to be had in :data:`LOCK_WAIT` (another program holds it)
-        or nothing could be renamed."""
-        if not _lock(self._fd, fcntl.LOCK_EX, LOCK_WAIT):
+        the exclusive lock is held elsewhere (not waited for) or nothing could be renamed."""
+        if not _lock(self._fd):
             return False
         try:
             st = os.lstat(self.path)
@@ -192,27 +191,14 @@ class RotatingSink(RecordSink):
 _NEVER = 1 << 62  # a limit no file reaches: rotation off
 
 
-def _lock(fd: int, kind: int, wait: float) -> bool:
-    """``flock(fd, kind)`` without blocking the trio thread for long: tried again for up to
-    ``wait`` seconds; False when not taken (or locks are not supported there)."""
-    deadline = None
-    while True:
-        try:
-            fcntl.flock(fd, kind | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                pass
-            else:
-                return False
-        now = time.monotonic()
-        if deadline is None:
-            deadline = now + wait
-        if now >= deadline:
-            return False
-        time.sleep(_LOCK_PAUSE)
+def _lock(fd: int) -> bool:
+    """The exclusive ``flock`` of ``fd`` if it is free now (never waited for: the trio thread
+    does not block); False when it is held elsewhere or locks are not supported there."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:  # EWOULDBLOCK: held; anything else: no lock to be had
+        return False
 
 
 def _unlock(fd: int) -> None:
