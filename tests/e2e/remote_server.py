@@ -56,6 +56,7 @@ from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import mcp.types as types
+from mcp import MCPError
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
@@ -123,9 +124,10 @@ def ask(answer: Annotated[ElicitationResult[Name], Resolve(_ask_name)]) -> str:
 
 
 @server.tool()
-async def ask_client(ctx: Context, kind: str) -> str:
+async def ask_client(ctx: Context, kind: str, text: str = "hi") -> str:
     """Ask the client one thing in the middle of the call (`ping`, `elicit`, `sample`, `roots`),
-    then answer with what it said."""
+    then answer with what it said (`sample`: a sampling request whose message is ``text``; an
+    error answer to it is said too)."""
     _ran("ask_client", {"kind": kind})
     session = ctx.session
     if kind == "ping":
@@ -134,8 +136,11 @@ async def ask_client(ctx: Context, kind: str) -> str:
     if kind == "roots":
         return f"{len((await session.list_roots()).roots)} roots"
     if kind == "sample":
-        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))
-        result = await session.create_message([message], max_tokens=5, related_request_id=ctx.request_id)
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+        try:
+            result = await session.create_message([message], max_tokens=5, related_request_id=ctx.request_id)
+        except MCPError as exc:
+            return f"sampling refused: {exc.error.code} {json.dumps(exc.error.data, sort_keys=True)}"
         return f"sampled {getattr(result.content, 'text', '')}"
     answer = await ctx.elicit("What is your name?", Name)
     return f"hello, {answer.data.name}" if answer.action == "accept" else f"no name ({answer.action})"
