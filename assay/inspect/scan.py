@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from assay.inspect import injection, places, secrets
 from assay.inspect.prefilter import Prefilter, encoded
-from assay.inspect.secret_keys import member_secret
+from assay.inspect.secret_keys import ASSIGNED_KINDS, key_kind, member_secret
 from assay.inspect.secrets import find_secrets
 from assay.inspect.injection import find_injection, find_poison, strip_injection
 
@@ -340,31 +340,54 @@ def _plain_strings(value: Any) -> list[str] | None:
 def _secret_members(value: Any) -> list[tuple[str, str, str]]:
     """``(pointer, kind, value)`` of every member of ``value`` whose name names a secret and
     whose string value is one (docs/inspect.md, "Keys that name a secret": a key counts alike in
-    a text and in a JSON value), within the walk's bounds (depth, strings)."""
+    a text and in a JSON value), within the walk's bounds (depth, strings). A pointer is built
+    only for a member found; what each name says is remembered (names repeat from value to
+    value: ``type``, ``text``, ``role``)."""
     out: list[tuple[str, str, str]] = []
-    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]  # (item, depth, its path: (parent's, key))
     seen = 0
+    names = _NAMES
     while stack:
-        pointer, item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if depth >= MAX_DEPTH:
             continue
         if item.__class__ is dict:
             for k, v in item.items():
                 seen += 1
                 if v.__class__ is str:
-                    if len(v) >= _MIN_VALUE and k.__class__ is str:
+                    if len(v) < _MIN_VALUE or k.__class__ is not str:
+                        continue
+                    named = names.get(k)
+                    if named is None:
+                        named = key_kind(k) in ASSIGNED_KINDS
+                        if len(names) < _NAMES_MAX and len(k) <= 128:  # (bounded in bytes too)
+                            names[k] = named
+                    if named:
                         kind = member_secret(k, v)
                         if kind is not None:
-                            out.append((f"{pointer}/{_escape(k)}", kind, v))
+                            out.append((_pointer((path, k)), kind, v))
                 elif v.__class__ is dict or v.__class__ is list:
-                    stack.append((f"{pointer}/{_escape(str(k))}", v, depth + 1))
+                    stack.append((v, depth + 1, (path, k)))
         elif item.__class__ is list:
             seen += len(item)
-            stack.extend((f"{pointer}/{i}", v, depth + 1) for i, v in enumerate(item)
-                         if v.__class__ is dict or v.__class__ is list)
+            for i, v in enumerate(item):
+                if v.__class__ is dict or v.__class__ is list:
+                    stack.append((v, depth + 1, (path, i)))
         if seen > MAX_STRINGS:
             break
     return out
+
+
+_NAMES: dict[str, bool] = {}  # member name -> whether it names a secret (bounded: _NAMES_MAX names)
+_NAMES_MAX = 4096
+
+
+def _pointer(path: Any) -> str:
+    parts: list[str] = []
+    while path is not None:
+        path, key = path
+        parts.append(_escape(str(key)))
+    return "/" + "/".join(reversed(parts))
 
 
 def _merged(a: list[secrets.Secret], b: list[secrets.Secret]) -> list[secrets.Secret]:
