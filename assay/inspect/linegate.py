@@ -69,7 +69,7 @@ def checker(secrets: bool, injection: bool) -> Callable[[bytes], bool]:
                 line.decode("utf-8")
             except UnicodeDecodeError:
                 return False
-        return not gate(line)
+        return not gate(line)  # (an escape or a blob: not quiet, in the same pass)
 
     return check
 
@@ -78,14 +78,10 @@ def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
     """True when no string of the JSON text ``line`` can hold a finding of the secret rules
     (``secrets``) or the injection rules (``injection``); False when one can, or when the line's
     bytes cannot tell (an escape, a blob, not valid UTF-8), or it is longer than 64 KiB."""
-    if not (secrets or injection):
-        return True
-    if len(line) > _LONGEST:
-        return False
-    if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-    gate = _GATES.get((secrets, injection)) or _gate(secrets, injection)
-    return not gate.any(line)  # (an escape or a blob: not quiet, in the same pass)
+    check = _CHECKERS.get((secrets, injection))
+    if check is None:
+        check = _CHECKERS[secrets, injection] = checker(secrets, injection)
+    return check(line)
+
+
+_CHECKERS: dict[tuple[bool, bool], Callable[[bytes], bool]] = {}
