@@ -11,7 +11,8 @@ open after one, and the next :meth:`~SqliteStore.begin` opens the file again.
 The file holds one row per session, per (session, part) and per (session, server), and the
 ``reset`` events (at most :data:`EVENTS_KEPT` per session): nothing grows with the number of
 calls. Sessions expire (:data:`NAMED_IDLE`): a client session when its client is gone, a named
-session after a week without calls.
+session after a week without calls, and so does a client session whose client this process
+cannot see (counted in another PID namespace: a container sharing the state directory).
 
 :func:`list_sessions` and :func:`reset` are ``assay mcp session list|reset``.
 """
@@ -152,10 +153,10 @@ class SqliteStore:
     """:class:`assay.policy.shared.Store` in the SQLite file ``path`` (its directory is created
     private, see :func:`assay.sessions.paths.ensure_state_dir`). ``timeout``: how long
     :meth:`begin` waits for another wrap's transaction. ``alive`` tells whether a client
-    session's process still runs (tests inject it)."""
+    session's process still runs, None when this process cannot tell (tests inject it)."""
 
     def __init__(
-        self, path: str, timeout: float = 2.0, *, alive: Callable[[SessionKey], bool] = client_alive
+        self, path: str, timeout: float = 2.0, *, alive: Callable[[SessionKey], bool | None] = client_alive
     ) -> None:
         self.path = path
         self.timeout = timeout
@@ -268,13 +269,16 @@ def _forget(conn: sqlite3.Connection, keys: list[str]) -> None:
         conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
 
 
-def _sweep(conn: sqlite3.Connection, now: float, alive: Callable[[SessionKey], bool]) -> None:
+def _sweep(conn: sqlite3.Connection, now: float, alive: Callable[[SessionKey], bool | None]) -> None:
     """Forget the sessions that expired: a client session whose client is gone, a named session
-    idle for more than :data:`NAMED_IDLE` (inside the caller's transaction)."""
+    idle for more than :data:`NAMED_IDLE`, and a client session this process cannot tell about
+    (``alive`` is None: its client is in another PID namespace) idle as long (inside the
+    caller's transaction)."""
     gone: list[str] = []
     for key, kind, pid, start, last in conn.execute("SELECT key, kind, pid, start, last FROM sessions"):
         if kind == "client":
-            if not alive(SessionKey(key=key, kind=kind, pid=pid, start=start)):
+            state = alive(SessionKey(key=key, kind=kind, pid=pid, start=start))
+            if state is False or (state is None and now - float(last) > NAMED_IDLE):
                 gone.append(key)
         elif now - float(last) > NAMED_IDLE:
             gone.append(key)
@@ -295,7 +299,8 @@ def _existing(path: str, timeout: float) -> sqlite3.Connection | None:
 
 def list_sessions(path: str, timeout: float = 2.0) -> list[dict[str, Any]]:
     """Every session of the database ``path`` (``assay mcp session list``), newest activity
-    first: key, kind, pid, process, name, alive, servers (server, calls, last, pid), calls,
+    first: key, kind, pid, process, name, alive (None: the client is in a PID namespace this
+    process cannot see), servers (server, calls, last, pid), calls,
     requests, tool_calls, armed (the rule ids armed in any part), last. Raises StoreError."""
     conn = _existing(path, timeout)
     if conn is None:

@@ -31,7 +31,8 @@ def test_parse_stat_takes_the_fields_after_the_last_parenthesis():
 
 @pytest.fixture
 def fake_proc(tmp_path, monkeypatch):
-    """A /proc of our own: ``write(pid, comm, ppid, start)``; os.getppid() is 500."""
+    """A /proc of our own: ``write(pid, comm, ppid, start)``; the wrap's parent is 500, its PID
+    namespace ``ns7``."""
     root = tmp_path / "proc"
     (root / "sys" / "kernel" / "random").mkdir(parents=True)
     (root / "sys" / "kernel" / "random" / "boot_id").write_text("0123abcd-0000-1111-2222-333344445555\n")
@@ -48,7 +49,9 @@ def fake_proc(tmp_path, monkeypatch):
         (root / str(pid) / "stat").write_text(_stat(pid, comm, ppid, start))
 
     monkeypatch.setattr(keys, "proc_info", info)
-    monkeypatch.setattr(keys.os, "getppid", lambda: 500)
+    monkeypatch.setattr(keys, "read_process", info)
+    monkeypatch.setattr(keys, "_first_parent", lambda: 500)
+    monkeypatch.setattr(keys, "_namespace", lambda: "ns7")
     return write
 
 
@@ -59,12 +62,12 @@ def test_shells_are_skipped_and_a_reused_pid_is_a_new_session(fake_proc):
     key = session_key("client", {})
     assert key is not None
     assert (key.key, key.kind, key.pid, key.start, key.process) == (
-        "client:400:111@boot", "client", 400, "111@boot", "my (client) app"
+        "client:400:111@boot:ns7", "client", 400, "111@boot", "my (client) app"
     )
     assert client_alive(key)
     fake_proc(400, "my (client) app", 1, 222)  # pid 400 reused by a later process
     again = session_key("client", {})
-    assert again is not None and again.key == "client:400:222@boot" != key.key
+    assert again is not None and again.key == "client:400:222@boot:ns7" != key.key
     assert not client_alive(key) and client_alive(again)
 
 
@@ -73,16 +76,16 @@ def test_launchers_are_skipped_but_node_and_python_are_clients(fake_proc):
     fake_proc(450, "uvx", 400, 20)
     fake_proc(400, "node", 1, 111)  # a TypeScript host is a node process: the client
     key = session_key("client", {})
-    assert key is not None and key.key == "client:400:111@boot"
+    assert key is not None and key.key == "client:400:111@boot:ns7"
     fake_proc(500, "python3", 1, 5)  # a Python host
-    assert session_key("client", {}).key == "client:500:5@boot"
+    assert session_key("client", {}).key == "client:500:5@boot:ns7"
 
 
 def test_all_shells_up_to_init_name_the_last_one(fake_proc):
     fake_proc(500, "sh", 450, 30)
     fake_proc(450, "bash", 1, 20)
     key = session_key(None, {})
-    assert key is not None and key.key == "client:450:20@boot"
+    assert key is not None and key.key == "client:450:20@boot:ns7"
 
 
 def test_a_looping_parent_chain_ends(fake_proc):
@@ -94,7 +97,7 @@ def test_a_looping_parent_chain_ends(fake_proc):
 
 def test_unknown_process_falls_back_to_its_pid(fake_proc):
     key = session_key(None, {})  # no /proc entry for 500
-    assert key is not None and key.key == "client:500:unknown"
+    assert key is not None and key.key == "client:500:unknown:ns7"
 
 
 def test_none_named_and_the_environment(monkeypatch):
@@ -138,7 +141,7 @@ def test_real_shells_between_the_client_and_the_wrap_are_skipped(tmp_path, base_
     pid, key = out.stdout.split()
     assert int(pid) == os.getpid()
     me = keys.proc_info(os.getpid())
-    assert me is not None and key == f"client:{os.getpid()}:{me.start}"
+    assert me is not None and key == f"client:{os.getpid()}:{me.start}:{keys._namespace()}"
     # control: a parent that is not a shell is the client itself
     via = textwrap.dedent(f"""\
         import subprocess, sys, os
