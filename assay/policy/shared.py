@@ -57,7 +57,8 @@ class SessionKey(msgspec.Struct, frozen=True, gc=False):
 
     ``key`` is the store's key and what records carry: ``client:<pid>:<start>:ns<inode>`` for
     the client process that started the wrap (its pid, its start time, so a reused pid is a new
-    session, and its PID namespace; docs/wrap.md, "Session keys") or ``name:<name>`` for a named session. ``kind`` is ``client`` or ``named``;
+    session, and its PID namespace; docs/wrap.md, "Session keys") or ``name:<name>`` for a named
+    session. ``kind`` is ``client`` or ``named``;
     ``pid``/``start`` are the client's (``None`` for a named session), ``name`` the name
     (``None`` for a client session), ``process`` the client's command name when known."""
 
