@@ -106,21 +106,33 @@ def _windows(size: int, rule: _Phrase, where: dict[bytes, list[int]]) -> list[tu
     each anchor's positions) where a match can be, merged."""
     before, after = rule.before, rule.after
     spans: list[tuple[int, int]] = []
+    sort = False
     for anchor in rule.anchors:
         positions = where.get(anchor)
         if positions:
-            n = len(anchor)
-            spans.extend((max(0, at - before), min(size, at + n + after)) for at in positions)
-    if len(spans) < 2:
+            n = len(anchor) + after
+            sort = bool(spans)  # one anchor's positions are in increasing order: so are its spans
+            spans += [(at - before, at + n) for at in positions]
+    if not spans:
         return spans
-    spans.sort()
+    if sort:
+        spans.sort()
     merged = [spans[0]]
-    for lo, hi in spans[1:]:
-        if lo <= merged[-1][1]:
-            if hi > merged[-1][1]:
+    last_hi = spans[0][1]
+    for lo, hi in spans:
+        if lo <= last_hi:
+            if hi > last_hi:
+                last_hi = hi
                 merged[-1] = (merged[-1][0], hi)
         else:
             merged.append((lo, hi))
+            last_hi = hi
+    # within the text: only the first can start before it, only the last end after it (a span
+    # starts before its anchor, which is in the text; clamped after merging, the same stretches)
+    if merged[0][0] < 0:
+        merged[0] = (0, merged[0][1])
+    if merged[-1][1] > size:
+        merged[-1] = (merged[-1][0], size)
     return merged
 
 

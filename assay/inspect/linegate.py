@@ -36,12 +36,12 @@ from assay.inspect.prefilter import Prefilter, literal
 
 __all__ = ["checker", "quiet"]
 
-_GATES: dict[tuple[bool, bool], Prefilter] = {}
+_GATES: dict[tuple[bool, bool, tuple[str, ...]], Prefilter] = {}
 _LONGEST: Final = 64 << 10
 
 
-def _gate(secrets: bool, injection: bool) -> Prefilter:
-    gate = _GATES.get((secrets, injection))
+def _gate(secrets: bool, injection: bool, also: tuple[str, ...] = ()) -> Prefilter:
+    gate = _GATES.get((secrets, injection, also))
     if gate is None:
         from assay.inspect.injection import GATE
         from assay.inspect.secret_keys import MEMBER_NAME
@@ -50,26 +50,45 @@ def _gate(secrets: bool, injection: bool) -> Prefilter:
         # the secret rules' first look, and a member whose name names a secret (its value is one
         # whatever the text around it: scan's member rule)
         alternatives = (PREFILTER.alternatives + [MEMBER_NAME] if secrets else []) + (GATE.alternatives if injection else [])
-        # and what the bytes cannot tell about: an escape, a blob (in the same pass)
-        gate = _GATES[secrets, injection] = Prefilter([alternatives + [r"\\", literal('"blob"')]])
+        # and what the bytes cannot tell about: an escape, a blob (in the same pass); and the
+        # caller's own literals
+        extra = [literal(word) for word in also]
+        gate = _GATES[secrets, injection, also] = Prefilter([alternatives + [r"\\", literal('"blob"')] + extra])
     return gate
 
 
-def checker(secrets: bool, injection: bool) -> Callable[[bytes], bool]:
-    """:func:`quiet` for one choice of detectors, as one call."""
-    if not (secrets or injection):
-        return lambda line: True
-    gate = _gate(secrets, injection).any
+def checker(secrets: bool, injection: bool, *, longest: int = _LONGEST,
+            also: tuple[str, ...] = ()) -> Callable[[bytes], bool]:
+    """:func:`quiet` for one choice of detectors, as one call. With ``longest``, a line longer
+    than that is not quiet either (64 KiB at most); with ``also``, nor is a line that holds one
+    of those literals (what the caller wants read the long way, told in the same pass)."""
+    longest = min(longest, _LONGEST)
+    if not (secrets or injection):  # nothing to find: only the length and the literals
+        words = [word.encode() for word in also]
+        return lambda line: len(line) <= longest and not any(word in line for word in words)
+    gate = _gate(secrets, injection, also)
+    match, every, count = gate.matcher()
+    regexes = gate.engine_regexes
 
     def check(line: bytes) -> bool:
-        if len(line) > _LONGEST:
+        nonlocal match, count
+        if len(line) > longest:
             return False
         if not line.isascii():
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError:
                 return False
-        return not gate(line)  # (an escape or a blob: not quiet, in the same pass)
+        if len(regexes) != count:  # regexes were added to the shared set since: compiled anew
+            match, _every, count = gate.matcher()
+        if match is None or every is None:  # no engine, or it refused a regex: cannot tell
+            return False
+        try:
+            found = match(line)
+        except Exception:  # noqa: BLE001 - cannot tell: the long way
+            return False
+        # (an escape, a blob or one of ``also``: not quiet, in the same pass)
+        return not found or every.isdisjoint(found)
 
     return check
 
@@ -78,6 +97,8 @@ def quiet(line: bytes, *, secrets: bool, injection: bool) -> bool:
     """True when no string of the JSON text ``line`` can hold a finding of the secret rules
     (``secrets``) or the injection rules (``injection``); False when one can, or when the line's
     bytes cannot tell (an escape, a blob, not valid UTF-8), or it is longer than 64 KiB."""
+    if not (secrets or injection):
+        return True
     check = _CHECKERS.get((secrets, injection))
     if check is None:
         check = _CHECKERS[secrets, injection] = checker(secrets, injection)

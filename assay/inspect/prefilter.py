@@ -232,6 +232,24 @@ class Prefilter:
         out = [refused or not hits.isdisjoint(mine) for mine, refused in zip(numbers, self._open)]
         return out if any(out) else None
 
+    def matcher(self) -> tuple[Callable[[bytes], list[int] | None] | None, frozenset[int] | None, int]:
+        """The engine's own match (its set compiled with every regex added so far; None without
+        an engine), the numbers of this prefilter's regexes in it (None: the engine refused
+        one), and how many regexes the set holds: for a caller that asks :meth:`any`'s question
+        itself, and asks again once :attr:`engine_regexes` holds more."""
+        if self._numbers is None:
+            self._register()
+        engine = self._engine
+        if engine._count != len(engine._regexes):
+            engine._compile()
+        return engine._match, self._all, engine._count
+
+    @property
+    def engine_regexes(self) -> list[str]:
+        """The regexes of the set this prefilter's are in (the list itself: it grows as
+        prefilters sharing the set add theirs)."""
+        return self._engine._regexes
+
     def any(self, data: bytes) -> bool:
         """Whether any regex of any set matches somewhere in ``data`` (UTF-8): ``which`` for the
         one answer a caller needs first, with the least work around the engine's pass (the

@@ -98,6 +98,7 @@ class Inspector:
         self.pipeline: Pipeline | None = None  # set by the session (for update and respond)
         self.tools: ToolBook | None = None  # set by the session (output schemas, hiding)
         self._settings: dict[str, Settings] = {}
+        self._watching: dict[str, tuple[Settings, bool, Callable[[bytes], bool] | None]] = {}  # settings, results, gate
         self.poisoned: dict[str, str] = {}  # tool name -> the action its definition got (hide, deny)
         self.flagged: list[tuple[Any, ...]] = []  # findings of a call's arguments, recorded after its decision
         self.max_bytes = self.inspect.max_bytes if self.inspect is not None else 8 << 20
@@ -148,12 +149,43 @@ class Inspector:
 
     def watch(self, name: str, frame: dict[str, Any]) -> Watch | str:
         """What the pending table holds for a forwarded call of ``name``: a :class:`Watch` when
-        its answer is read, else the plain method."""
-        settings = self._settings.get(name) or self.settings(name)
-        modern = _modern(frame)
-        if not settings.results and not (modern and self.reads_input()):
+        its answer is read, else the plain method. The watch carries the line gate the server
+        side asks first (:meth:`quiet_for`)."""
+        known = self._watching.get(name)
+        if known is None:
+            known = self._watching_of(name)
+        settings, results, quiet = known
+        params = frame.get("params")
+        # the usual call (params without _meta) told at once, else _modern
+        modern = False if params.__class__ is dict and "_meta" not in params else _modern(frame)
+        if not results and not (modern and self.reads_input()):
             return _TOOLS_CALL
-        return Watch(_TOOLS_CALL, name, settings, modern, frame.get("id"))
+        return Watch(_TOOLS_CALL, name, settings, modern, frame.get("id"), quiet)
+
+    def _watching_of(self, name: str) -> tuple[Settings, bool, Callable[[bytes], bool] | None]:
+        settings = self.settings(name)
+        known = (settings, settings.results, self.quiet_for(settings))
+        if len(self._watching) < _NAME_CACHE and len(name) <= 256:
+            self._watching[name] = known
+        return known
+
+    def quiet_for(self, settings: Settings) -> Callable[[bytes], bool] | None:
+        """The line gate (:func:`assay.inspect.linegate.checker`) that says an answer read under
+        ``settings`` is relayed at once when it is a plain result (the server side's reading of
+        its members: a ``result`` object, no ``error``, no ``method``) and the gate calls it
+        quiet: the line is no longer than ``max_bytes`` (nor 64 KiB) and does not say
+        ``input_required``. None when every answer is read the long way: nothing is read
+        (``settings``), the tool's text is remembered (``taint``), or the policy has secret
+        rules of its own (docs/inspect.md, "Where wrap looks")."""
+        if self.user is not None or settings.taint or not settings.results:
+            return None
+        which = (settings.secrets != "off", settings.injection != "off", self.max_bytes)
+        check = _QUIET.get(which)
+        if check is None:
+            from assay.inspect.linegate import checker
+
+            check = _QUIET[which] = checker(which[0], which[1], longest=self.max_bytes, also=(_INPUT_REQUIRED,))
+        return check
 
     def reads_input(self) -> bool:
         """Whether the requests an ``input_required`` answer carries are read (their methods'
@@ -189,7 +221,7 @@ class Inspector:
             settings = self.settings("*")  # the top level's (and what the response selectors need)
             modern = replies.is_modern_request(frame)
             if settings.secrets != "off" or settings.injection != "off" or (modern and self.reads_input()):
-                return Watch(judged.method, judged.target, settings, modern, frame.get("id"))
+                return Watch(judged.method, judged.target, settings, modern, frame.get("id"), self.quiet_for(settings))
         return judged.method
 
     def _outbound(self, frame: dict[str, Any], judged: Judged, out: list[Effect]) -> Judged:
@@ -212,10 +244,12 @@ class Inspector:
 
     # -- answers ---------------------------------------------------------------------------------
 
-    def answer(self, watch: Watch, line: bytes, out: list[Effect], head: Any = None) -> bool | bytes:
+    def answer(self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False) -> bool | bytes:
         """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or
         the bytes to relay instead (masked, stripped, or the blocked reply). ``head``: its
-        members as the server side read them, when it did (:func:`~assay.wrap.verdicts.plain_result`).
+        members as the server side read them, when it did (:func:`~assay.wrap.verdicts.plain_result`);
+        ``gated``: the server side found it a plain result and asked the watch's line gate,
+        which did not call it quiet (not asked again).
 
         An answer the clients read differently (docs/inspect.md, "Malformed answers": both a
         ``result`` and an ``error``, an ``error`` next to a ``method``, neither) is read whole
@@ -226,8 +260,8 @@ class Inspector:
         settings = watch.settings
         # the usual answer, relayed after one pass over its bytes (not read whole): a plain
         # result the line gate calls quiet (docs/inspect.md, "Where wrap looks")
-        tried = self.user is None and not settings.taint and settings.results and plain_result(line, head)
-        if tried and _linegate(settings)(line):
+        tried = gated or (self.user is None and not settings.taint and settings.results and plain_result(line, head))
+        if tried and not gated and _linegate(settings)(line):
             return True
         message, valid = read_checked(line)
         if message.__class__ is not dict:
@@ -444,6 +478,8 @@ def _malformed(message: dict[str, Any]) -> str | None:
 
 
 _LINEGATES: dict[tuple[bool, bool], Callable[[bytes], bool]] = {}
+_QUIET: dict[tuple[bool, bool, int], Callable[[bytes], bool]] = {}  # the watches' line gates (Inspector.quiet_for)
+_INPUT_REQUIRED = "input_required"
 
 
 def _quiet(line: bytes, settings: Settings) -> bool:

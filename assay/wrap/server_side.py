@@ -9,6 +9,7 @@ a tools/list answer feeds (:mod:`assay.wrap.toolbook`).
 from __future__ import annotations
 
 import enum
+import struct
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -29,6 +30,8 @@ _HEAD_BYTES = 64 << 10  # of a line over the hold limit, what is kept to find th
 
 _TOOLS_LIST = "tools/list"
 _UNSET: Any = msgspec.UNSET
+_RAW: Any = msgspec.Raw
+_first_byte = struct.Struct("B").unpack_from  # (of a Raw: cheaper than a memoryview)
 
 
 class _Head(msgspec.Struct):
@@ -223,8 +226,17 @@ class ServerSide:
             return False
         key, method = found
         if method.__class__ is Watch:  # an answer inspection reads before it is relayed
-            assert self.inspector is not None
-            return self.inspector.answer(method, line, out, head)
+            inspector = self.inspector
+            assert inspector is not None
+            quiet = method.quiet
+            if quiet is not None:
+                # a plain result (verdicts.plain_result from the members read: a result object,
+                # no error; no method either, as a line with one and no error object is a
+                # request) that the watch's line gate calls quiet is relayed at once
+                result: Any = head.result
+                if result.__class__ is _RAW and head.error is _UNSET and _first_byte(result)[0] == 0x7B:  # "{"
+                    return True if quiet(line) else inspector.answer(method, line, out, head, True)
+            return inspector.answer(method, line, out, head)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             message = read_message(line)
             if message.__class__ is dict:

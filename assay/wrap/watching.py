@@ -9,7 +9,10 @@ inspection room at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:
     from assay.inspect.taint import TaintSet
@@ -19,20 +22,23 @@ if TYPE_CHECKING:
 __all__ = ["TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
 
 
-class Watch:
+class Watch(msgspec.Struct, gc=False):
     """A forwarded request whose answer is read before it is relayed: the method, the tool
     name (or resource URI), the settings, whether the request is of the 2026-07-28 era, and
     its id as the client sent it (wrap's own answer in place of the server's carries it, so
-    every client matches it, whatever id spelling the server used)."""
+    every client matches it, whatever id spelling the server used); ``quiet``: the line gate
+    the server side asks first about an answer that is a plain result (None: it reads every
+    answer the long way; :meth:`assay.wrap.inspection.Inspector.watch`).
 
-    __slots__ = ("method", "target", "settings", "modern", "request_id")
+    A msgspec struct (made in C, and not tracked by the garbage collector: nothing it holds
+    refers back to it): one is made for every call whose answer is read."""
 
-    def __init__(self, method: str, target: str, settings: Settings, modern: bool, request_id: Any = None) -> None:
-        self.method = method
-        self.target = target
-        self.settings = settings
-        self.modern = modern
-        self.request_id = request_id
+    method: str
+    target: str
+    settings: Settings
+    modern: bool
+    request_id: Any = None
+    quiet: Callable[[bytes], bool] | None = None
 
 
 def needs_inspector(policy: Policy) -> bool:

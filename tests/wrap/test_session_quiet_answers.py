@@ -57,10 +57,13 @@ def test_the_guard_on_outgoing_calls_is_in_the_pipeline_only_when_it_can_judge()
     assert call(h, 1, "send", {"v": "AKIA" + "QWERTYUIOP123456"}).disposition == "blocked"
 
 
+# a text that says input_required (never a plain result's resultType: read the long way), and
+# one long enough to pass a small max_bytes (over it: oversize, never relayed unread)
+LONG = st.sampled_from(["see input_required below", "the step is input_required now", PROSE * 3])
 ANSWER = st.fixed_dictionaries({}, optional={
     "id": st.sampled_from([1, "1", None]),
     "result": st.one_of(
-        st.fixed_dictionaries({"content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}),
+        st.fixed_dictionaries({"content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT | LONG}),
                                                    max_size=3)},
                               optional={"resultType": st.sampled_from(["complete", "input_required"]),
                                         "inputRequests": st.just({"a": {"method": "elicitation/create",
@@ -80,7 +83,8 @@ def _outcome(text: str, line: bytes) -> tuple[bytes, list[dict]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(ANSWER, st.booleans(), st.sampled_from([ON, "inspect: {secrets: block}\n", "inspect: {injection: flag}\n"]))
+@given(ANSWER, st.booleans(), st.sampled_from([ON, "inspect: {secrets: block}\n", "inspect: {injection: flag}\n",
+                                               "inspect: {secrets: mask, injection: strip, max_bytes: 2048, oversize: pass}\n"]))
 def test_the_fast_way_gives_what_reading_every_answer_whole_gives(message: dict, ascii_: bool, text: str) -> None:
     if "result" not in message and "error" not in message and "method" not in message:
         message["result"] = {}
@@ -90,12 +94,13 @@ def test_the_fast_way_gives_what_reading_every_answer_whole_gives(message: dict,
     except UnicodeEncodeError:  # a lone surrogate
         return
     fast = _outcome(text, line)
-    original = inspection.plain_result
+    original, gate = inspection.plain_result, inspection.Inspector.quiet_for
     inspection.plain_result = lambda line, head=None: False  # every answer read whole
+    inspection.Inspector.quiet_for = lambda self, settings: None  # no line gate on the server side either
     try:
         slow = _outcome(text, line)
     finally:
-        inspection.plain_result = original
+        inspection.plain_result, inspection.Inspector.quiet_for = original, gate
     assert fast == slow
 
 
@@ -123,3 +128,17 @@ def test_the_records_of_a_quiet_answer_and_a_read_one_alike() -> None:
     call(h, 1, "read")
     out = h.server(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}).encode() + b"\n")
     assert out.records(Sink.DECISION_LOG) == []
+
+
+def test_an_input_required_answer_is_never_relayed_by_the_line_gate() -> None:
+    """The tool's settings read secrets only, so its line gate looks for none of the injection
+    rules; an input_required answer is read with the stricter settings of the request it carries
+    (injection: strip), so the gate must not call it quiet: the phrase is stripped."""
+    from tests.wrap.test_session_server_messages import PHRASE, input_required, modern_call, server
+
+    h = session("inspect:\n  secrets: mask\n  tools:\n    - {tool: sampling/createMessage, injection: strip}\n")
+    modern_call(h, 1, "plan")
+    got, _, inspected = server(h, input_required(1, PHRASE + " now"))
+    carried = json.loads(got)["result"]["inputRequests"]["s"]["params"]["messages"][0]["content"]["text"]
+    assert PHRASE not in carried and "[REMOVED:injection]" in carried
+    assert inspected[0]["action"] == "strip"
