@@ -58,6 +58,15 @@ async def _pipe(source: trio.SocketStream, sink: trio.SocketStream) -> None:
 
 
 async def handle(client: trio.SocketStream, upstream: tuple[str, int]) -> None:
+    """One client connection; a connection the client resets or drops ends here, never the
+    proxy (an HTTP client may reset a kept-alive connection it no longer needs)."""
+    try:
+        await _handle(client, upstream)
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):  # (raised in the nursery: a group)
+        pass
+
+
+async def _handle(client: trio.SocketStream, upstream: tuple[str, int]) -> None:
     buf = bytearray()
     try:
         server = await trio.open_tcp_stream(*upstream)
