@@ -5,7 +5,6 @@ characters, floats of every spelling, NaN and the infinities."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from hypothesis import given, settings
@@ -51,35 +50,9 @@ def test_spellings_pinned():
     assert dumps({"k": [{}, []]}) == '{"k":[{},[]]}' and pretty({}) == "{}"
 
 
-# --- against ujson, the encoder these functions replaced -----------------------------------------
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-@settings(max_examples=400, deadline=None)
-@given(JSON)
-def test_against_ujson(value):
-    ujson = pytest.importorskip("ujson")
-    try:
-        old = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
-    except OverflowError:
-        return
-    new = dumps(value)
-    if "e-" in old:  # ujson writes a negative exponent with one digit where json pads it to two
-        assert _same(json.loads(old), json.loads(new))
-    else:
-        assert new == old
-    # ujson's ASCII form left DEL (U+007F) raw; json escapes it like every other non-printable
-    old_ascii = ujson.dumps(value, ensure_ascii=True, escape_forward_slashes=False).replace("\x7f", "\\u007f")
-    if "e-" in old_ascii:
-        assert _same(json.loads(old_ascii), json.loads(dumps_ascii(value)))
-    else:
-        assert dumps_ascii(value) == old_ascii
+def test_what_changed_from_ujson():
+    """The encoder these functions replaced (ujson) spelled a negative exponent with one digit
+    and left DEL raw in an ASCII-escaped line; everything else was byte-identical (a hypothesis
+    comparison of the two, run before ujson went, found no other difference)."""
+    assert dumps([1e-7, 1e-5]) == "[1e-07,1e-05]"  # ujson: [1e-7,1e-5]
+    assert dumps_ascii(["\ud83d\x7f"]) == '["\\ud83d\\u007f"]'  # ujson: ["\\ud83d\x7f"]
