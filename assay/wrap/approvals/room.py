@@ -10,7 +10,6 @@ A held call's fate goes to ``settle`` (the call path: records, deny reply or for
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from assay.policy import Decision, NameMatcher, Policy
