@@ -112,7 +112,8 @@ def launch(config: WrapConfig) -> int:
     import trio
 
     from assay.cli.errors import fatal
-    from assay.wrap.run import WrapError, run_wrap
+    from assay.wrap.errors import WrapError
+    from assay.wrap.run import run_wrap
 
     try:
         return trio.run(run_wrap, config)
