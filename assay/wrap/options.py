@@ -18,10 +18,9 @@ the field's, its flag, help line, environment variable and output kind in the
 So a new option is one field here (tests/test_wrap_args.py shows it reaching all of them).
 
 A leaf module: nothing but the standard library, no trio; it is on the start-up path of every
-wrap run.
+wrap run (so its annotations are not strings: reading them costs nothing at import).
 """
 
-from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
@@ -102,7 +101,7 @@ class Option:
     output: str | None = None
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclasses.dataclass(kw_only=True, repr=False, eq=False)  # (WrapConfig has them: less to build at start-up)
 class WrapOptions:
     """THE declaration of wrap's options, one field each, in the order `--help` lists them (see
     the module docstring). :class:`assay.wrap.run.WrapConfig` adds the command and environment."""
@@ -266,7 +265,11 @@ def _kind(name: str, hint: Any, default: object) -> type:
 def table_of(cls: type) -> tuple[WrapOption, ...]:
     """The option table of ``cls`` (:class:`WrapOptions` or a subclass): a row for each field
     annotated with an :class:`Option`, in field order."""
-    hints = get_type_hints(cls, include_extras=True)
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        hints.update(klass.__dict__.get("__annotations__", {}))
+    if any(isinstance(hint, str) for hint in hints.values()):  # a declaration under `from __future__ import annotations`
+        hints = get_type_hints(cls, include_extras=True)
     rows: list[WrapOption] = []
     for f in dataclasses.fields(cls):
         meta = [m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Option)]
