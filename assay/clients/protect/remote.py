@@ -21,7 +21,6 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation, client_info

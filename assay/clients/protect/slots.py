@@ -7,7 +7,6 @@ from :mod:`assay.clients.protect.tomlspans`."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.clients.protect.jsonspans import _WS, _Node, _parse_json
