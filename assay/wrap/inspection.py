@@ -36,6 +36,7 @@ from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISON
 from assay.policy.outbound import OutboundGuard
 from assay.wrap import replies
 from assay.wrap.effects import Effect
+from assay.wrap.server_messages import ServerMessages
 from assay.wrap.requests import (
     PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
     outbound_values,
@@ -48,7 +49,6 @@ from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_in
 if TYPE_CHECKING:
     from assay.policy.model import Policy
     from assay.wrap.pending import PendingTable
-    from assay.wrap.server_messages import ServerMessages
     from assay.policy.pipeline import Pipeline
     from assay.wrap.ledger import Ledger
     from assay.wrap.toolbook import ToolBook
@@ -111,8 +111,6 @@ class Inspector:
         # what the server sends outside answers: its requests and notifications (None: relayed unread)
         self.messages: ServerMessages | None = None
         if (self.inspect is not None and self.inspect.any_results) or self._flow_secrets or self._flow_injection:
-            from assay.wrap.server_messages import ServerMessages
-
             self.messages = ServerMessages(self)
         self._input: bool | None = None  # whether an input_required answer's requests are read
 

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from assay.wrap import records, serverlines
 from assay.wrap.effects import Effect, ToClient, Warn
+from assay.wrap.heads import Head as _Head
+from assay.wrap.heads import read_head as _read_head
 from assay.wrap.watching import Watch
 from assay.wrap.pending import Key, PendingTable
 from assay.wrap.toolbook import ToolBook, read_message
 
 if TYPE_CHECKING:
-    from assay.wrap.inspection import Inspector
+    from assay.wrap.server_messages import ServerMessages
 
-__all__ = ["SERVER_HOLD_LIMIT", "ServerSide", "Stream"]
+__all__ = ["SERVER_HOLD_LIMIT", "AnswerReader", "ServerSide", "Stream"]
 
 SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read) up to this size
 _HEAD_BYTES = 64 << 10  # of a line over the hold limit, what is kept to find the id it answers
@@ -34,23 +36,28 @@ _RAW: Any = msgspec.Raw
 _first_byte = struct.Struct("B").unpack_from  # (of a Raw: cheaper than a memoryview)
 
 
-class _Head(msgspec.Struct):
-    """The members of a server line that decide whether it is relayed."""
-
-    id: Any = msgspec.UNSET
-    method: Any = msgspec.UNSET
-    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-_read_head = msgspec.json.Decoder(_Head).decode
-
-
 def _error_object(head: _Head) -> bool:
     """Whether the line's ``error`` is an object (next to a ``method`` and an ``id`` it makes
     the line the Python SDK's error answer)."""
     error = head.error
     return isinstance(error, msgspec.Raw) and memoryview(error)[:1].tobytes() == b"{"
+
+
+class AnswerReader(Protocol):
+    """What the server side asks of the inspection room (:class:`assay.wrap.inspection.Inspector`,
+    which imports what this module imports): the answers and messages it reads before they are
+    relayed."""
+
+    @property
+    def oversize(self) -> str: ...
+    @property
+    def messages(self) -> ServerMessages | None: ...
+
+    def too_long(self, head: bytes, pending: PendingTable, out: list[Effect]) -> bool: ...
+
+    def answer(
+        self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False
+    ) -> bool | bytes: ...
 
 
 class Stream(enum.Enum):
@@ -82,7 +89,7 @@ class ServerSide:
         self._tail = bytearray()  # a server line not yet ended
         self._held: list[bytes] = []  # wrap's replies waiting for a streamed line to end
         # the inspection room (docs/policy.md, "Inspecting what comes back"); None: nothing is read
-        self.inspector: Inspector | None = None
+        self.inspector: AnswerReader | None = None
 
     # -- what the client asked ---------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from assay.clients.protect.check import ABSENT, Expect, Members, check_edit, val
 from assay.clients.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
 from assay.clients.protect.remote import entry_value, fill_holes, is_remote, match_holes, wrap_remote
 from assay.clients.protect.slots import Slot, find_slots
-from assay.clients.protect.tomlspans import line_anchor
+from assay.clients.protect.tomltext import line_anchor
 from assay.clients.protect.wrapline import wrapped_args
 from assay.clients.wrapped import parse_wrapped
 
