@@ -62,7 +62,6 @@ from assay.wrap.lifecycle import SIGNAL_DRAIN_S as SIGNAL_DRAIN_S
 from assay.wrap.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide
-from assay.wrap.heads import read_head as _read_head
 from assay.wrap.watching import needs_inspector
 from assay.wrap.toolbook import ToolBook
 

@@ -19,7 +19,8 @@ from assay.clients.protect.edit import _Edit, _apply, _as_original, _as_written,
 from assay.clients.protect.forced import forced_unwrap
 from assay.clients.protect.model import Change, EntryRecord, Result
 from assay.clients.protect.owned import own_wrap_line
-from assay.clients.protect.remote import HOLE, entry_value, fill_holes
+from assay.clients.protect.model import HOLE
+from assay.clients.protect.remote import entry_value, fill_holes
 from assay.clients.protect.slots import find_slots
 from assay.clients.wrapped import parse_wrapped
 
