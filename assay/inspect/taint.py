@@ -394,11 +394,12 @@ class TaintSet:
     def export(self) -> bytes:
         """Fingerprints, pres and source labels (never the values), oldest first: at most
         ``EXPORT_BYTES_PER_ENTRY * capacity`` bytes plus the labels and 18 bytes."""
-        slots = self._slots()
-        fps = array.array("Q", [self._fp[s] for s in slots])
-        pres = tb.uint32s(b"")
-        pres.extend([self._pres[s] for s in slots])
-        metas = array.array("H", [self._meta[s] for s in slots])
+        live = len(self)
+        start = (self._next - live) % self.capacity  # the oldest slot: the ring in two slices
+        fps = self._fp[start:] + self._fp[:start]
+        pres = self._pres[start:] + self._pres[:start]
+        metas = self._meta[start:] + self._meta[:start]
+        slots = range(live)
         if not tb.LITTLE:  # pragma: no cover
             for part in (fps, pres, metas):
                 part.byteswap()
@@ -448,9 +449,35 @@ class TaintSet:
         if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
             metas.byteswap()
-        if any((meta >> 8) > WINDOW - _MIN_LEN or (meta & 0xFF) >= nsources for meta in metas):
+        raw = metas.tobytes() if tb.LITTLE else array.array("H", data[at + 12 * count:]).tobytes()
+        if count and (max(raw[1::2]) > WINDOW - _MIN_LEN or max(raw[0::2]) >= nsources):
             raise ValueError("bad entry")
+        if self._fast_load(fps, pres, metas, raw, labels):
+            return
         self._add_entries(fps.tolist(), pres.tolist(), metas.tolist(), labels)
+
+    def _fast_load(self, fps: array.array[int], pres: array.array[int], metas: array.array[int], raw: bytes,
+                   labels: list[str]) -> bool:
+        """An export into an empty set, as it is (the usual restore: the shared session's state
+        read again after another wrap saved it): the rings taken whole, the index built in one
+        C-level pass. False (nothing done) when the general path is needed: more entries than
+        the capacity, a pre held twice, or labels beyond the table."""
+        count = len(fps)
+        if self._next or count > self.capacity or len(labels) > MAX_SOURCES - 1 or len(set(labels)) != len(labels):
+            return False
+        index = dict(zip(pres.tolist(), range(count)))
+        if len(index) != count:
+            return False
+        self._fp, self._pres, self._meta = fps, pres, metas
+        self._index = index
+        self._next = count
+        for label in labels:
+            self._source(label)
+        for length, n in Counter(raw[1::2]).items():
+            self._lens[length] += n
+        for source, n in Counter(raw[0::2]).items():
+            self._source_refs[source] += n
+        return True
 
     def _add_entries(self, fps: list[int], pres: list[int], metas: list[int], labels: list[str]) -> None:
         """Entries of another set (or an export) whose source labels are ``labels``."""
