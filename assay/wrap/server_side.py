@@ -24,6 +24,7 @@ from assay.wrap.toolbook import ToolBook, read_message
 
 if TYPE_CHECKING:
     from assay.wrap.server_messages import ServerMessages
+    from assay.wrap.jobs import Job
 
 __all__ = ["SERVER_HOLD_LIMIT", "AnswerReader", "ServerSide", "Stream"]
 
@@ -52,6 +53,9 @@ class AnswerReader(Protocol):
     def oversize(self) -> str: ...
     @property
     def messages(self) -> ServerMessages | None: ...
+
+    # the merge of the answer just read, waiting for the line (docs/wrap.md, "Shared sessions")
+    parked: Job | None
 
     def too_long(self, head: bytes, pending: PendingTable, out: list[Effect]) -> bool: ...
 
@@ -242,8 +246,8 @@ class ServerSide:
                 # request) that the watch's line gate calls quiet is relayed at once
                 result: Any = head.result
                 if result.__class__ is _RAW and head.error is _UNSET and _first_byte(result)[0] == 0x7B:  # "{"
-                    return True if quiet(line) else inspector.answer(method, line, out, head, True)
-            return inspector.answer(method, line, out, head)
+                    return True if quiet(line) else self._merged(inspector.answer(method, line, out, head, True), line)
+            return self._merged(inspector.answer(method, line, out, head), line)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             message = read_message(line)
             if message.__class__ is dict:
@@ -266,7 +270,7 @@ class ServerSide:
             return False
         inspector = self.inspector
         if inspector is not None and inspector.messages is not None:
-            return inspector.messages.judge(method, line, out)
+            return self._merged(inspector.messages.judge(method, line, out), line)
         return True
 
     def _neither(self, request_id: Any, line: bytes, out: list[Effect]) -> bool | bytes:
@@ -279,7 +283,7 @@ class ServerSide:
             return True
         found = self.pending.answer(request_id)
         assert found is not None
-        return inspector.answer(found[1], line, out)
+        return self._merged(inspector.answer(found[1], line, out), line)
 
     def _message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`line` for a line read in full."""
@@ -300,10 +304,23 @@ class ServerSide:
         key, method = found
         if method.__class__ is Watch:
             assert self.inspector is not None
-            return self.inspector.answer(method, line, out)
+            return self._merged(self.inspector.answer(method, line, out), line)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             return self.tools.answer(key, message, line, self.pending, out)
         return True
+
+    def _merged(self, verdict: bool | bytes, line: bytes) -> bool | bytes:
+        """An inspected line whose findings wait to be merged into the shared session's store
+        (docs/wrap.md, "Shared sessions") is relayed once they are (the job's ``relay``, by
+        :meth:`reply`), not now; other lines go on meanwhile."""
+        inspector = self.inspector
+        job = inspector.parked if inspector is not None else None
+        if job is None:
+            return verdict
+        assert inspector is not None
+        inspector.parked = None
+        job.relay = line if verdict is True else verdict if verdict.__class__ is bytes else None
+        return False
 
     def owes(self, key: Key) -> bool:
         """Whether a forwarded request with this id key still awaits its answer."""
