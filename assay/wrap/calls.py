@@ -52,6 +52,7 @@ class CallPath:
     __slots__ = (
         "pipeline", "ledger", "server", "label", "dry_run", "clock", "can_elicit", "released",
         "room", "_asking", "inspector", "jobs", "busy", "_trailing", "on_idle",
+        "parked_bytes",
     )
 
     def __init__(
@@ -70,6 +71,7 @@ class CallPath:
         self.inspector: Inspector | None = None  # the inspection room (the policy asks for one)
         self.jobs: deque[Job] = deque()  # waiting for the store, in order (a shared session)
         self.busy: Job | None = None  # the job whose transaction is open or opening
+        self.parked_bytes = 0  # what the queued jobs hold: the shell stops reading the client past a bound
         self._trailing = 0  # client requests read since the last queued call (while jobs wait)
         self.on_idle: Callable[[list[Effect]], None] | None = None  # the session: the jobs are done
 
@@ -227,6 +229,7 @@ class CallPath:
 
     def _park(self, job: Job, out: list[Effect]) -> None:
         self.jobs.append(job)
+        self.parked_bytes += job.size
         if self.busy is None:
             self._next(out)
 
@@ -236,7 +239,8 @@ class CallPath:
         shared = self.pipeline.shared
         assert shared is not None
         if self.jobs:
-            self.busy = self.jobs.popleft()
+            self.busy = busy = self.jobs.popleft()
+            self.parked_bytes -= busy.size
             out.append(StoreBegin(shared.key, shared.part, shared.server, shared.clock()))
             return
         self.busy = None
@@ -384,6 +388,7 @@ class CallPath:
             job.cancelled = True
             if job is not self.busy:
                 self.jobs.remove(job)
+                self.parked_bytes -= job.size
                 if self.jobs:
                     self.jobs[0].before += job.before
                 else:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["Job", "ToolCall", "tool_call_of"]
 
 _CALL, _RECHECK, _MERGE = 1, 2, 3  # what a Job waits for the store to do
+# a waiting job's cost beyond its line (the decoded frame, the job): what the bound counts
+JOB_BASE_BYTES = 1024
 
 
 class ToolCall(Call, gc=False, repr_omit_defaults=True):
@@ -54,7 +56,7 @@ class Job:
     being saved)."""
 
     __slots__ = ("kind", "call", "held", "change", "relay", "before", "cancelled", "after", "decision", "saved",
-                 "entered")
+                 "entered", "size")
 
     def __init__(self, kind: int, call: ToolCall | None = None, held: HeldCall | None = None,
                  change: Callable[[float], bool] | None = None, before: int = 0) -> None:
@@ -69,3 +71,6 @@ class Job:
         self.decision: Decision | None = None
         self.saved: Any = None  # the Saved being committed
         self.entered = False
+        # what the job holds, counted against the bound on what waits (docs/wrap.md, "Shared sessions")
+        line = call.raw if call is not None else held.line if held is not None else None
+        self.size = JOB_BASE_BYTES + (len(line) if line is not None else 0)

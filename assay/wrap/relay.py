@@ -476,6 +476,9 @@ class Relay:
                 await self._run(effects)
             finally:
                 self._runner.release()
+            # the client pump may wait for calls queued behind the store to go (held_bytes)
+            self._out_progress.set()
+            self._out_progress = trio.Event()
 
     async def _signal_watch(self) -> None:
         import signal

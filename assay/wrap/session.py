@@ -446,9 +446,9 @@ class WrapSession:
 
     @property
     def held_bytes(self) -> int:
-        """wrap's replies held behind a streamed server line: the shell stops reading the
-        client past its queue bound."""
-        return self._server.held_bytes
+        """wrap's replies held behind a streamed server line, and the client's calls waiting for
+        the shared session's store: the shell stops reading the client past its queue bound."""
+        return self._server.held_bytes + self._calls.parked_bytes
 
     @property
     def dropped_responses(self) -> int:

@@ -188,3 +188,31 @@ async def test_a_commit_that_fails_denies_the_call_it_was_saving():
         assert denied["structuredContent"]["error_code"] == "E_SESSION_STATE"
         assert run.seen() == []
         await run.to_wrap.aclose()
+
+
+async def test_calls_waiting_for_the_store_are_bounded_in_bytes_then_all_go():
+    # a client that floods calls while another writer holds the store: wrap stops reading it past
+    # the client queue's bound (docs/wrap.md, "Shared sessions"), and every call goes once the
+    # store is free, each answered once
+    from assay.wrap.relay import REPLY_QUEUE_LIMIT
+
+    store = SlowStore(latency=0)
+    run = Run(store)
+    big = "x" * (64 << 10)
+    count = (REPLY_QUEUE_LIMIT // len(big)) * 3 // 2  # half again the bound
+    flood = b"".join(frame(i, "tools/call", name="work", arguments={"p": big}) for i in range(1, count + 1))
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await store.writer.acquire()
+        await run.to_wrap.send_all(flood)
+        await trio.testing.wait_all_tasks_blocked()
+        held = run.session.held_bytes
+        assert REPLY_QUEUE_LIMIT <= held <= REPLY_QUEUE_LIMIT + (1 << 20)  # it stopped reading
+        assert run.seen() == []
+        store.writer.release()
+        answered = [await run.answer(i) for i in range(1, count + 1)]
+        assert len(answered) == count
+        assert run.seen() == list(range(1, 11))  # max_tool_calls_total: 10, the rest denied
+        assert run.session.held_bytes == 0
+        await run.to_wrap.aclose()
+    assert run.result is not None and run.result.exit_code == 0
