@@ -12,9 +12,6 @@ SQLite store (tests/sessions/test_store_contract.py). The data model is
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
-
 import trio
 
 from assay.policy.shared import Alive, Loaded, MemoryStore, Saved, SessionKey, SessionRow, StoreError
@@ -28,12 +25,6 @@ class Backing:
         # the write lock: a semaphore of one, as trio.Lock's owner must be the task that took it and
         # a transaction may end in another task than it began
         self.lock = trio.Semaphore(1)
-
-
-async def _done(value: Any) -> Any:
-    """The value of a MemoryStore method whether it is sync or async (begin/commit/abort are
-    becoming async)."""
-    return await value if inspect.isawaitable(value) else value
 
 
 class SlowStore:
@@ -57,7 +48,7 @@ class SlowStore:
         await self.backing.lock.acquire()  # waits for another store object's transaction
         self._holding = True
         try:
-            loaded: Loaded = await _done(self._data.begin(session, part, server, now))
+            loaded = self._data.begin_blocking(session, part, server, now)
         except BaseException:
             self._release()
             raise
@@ -68,16 +59,16 @@ class SlowStore:
             raise RuntimeError("SlowStore: no transaction is open")
         try:
             await self._trip()
-            version: int = await _done(self._data.commit(saved, now))
+            version = self._data.commit_blocking(saved, now)
             return version
         except BaseException:
-            await _done(self._data.abort())
+            self._data.abort_blocking()
             raise
         finally:
             self._release()
 
     async def abort(self) -> None:
-        await _done(self._data.abort())
+        self._data.abort_blocking()
         self._release()
 
     def _release(self) -> None:

@@ -106,8 +106,8 @@ def test_a_sweep_keeps_a_session_it_cannot_see_until_it_is_idle(tmp_path):
         sweep(path, now, alive)  # a new wrap: it sweeps when it starts (assay.sessions.store.serving)
         store = SqliteStore(path, alive=alive)
         pid = int(key.split(":")[1])
-        store.begin(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
-        store.commit(Saved(b"s", 1, 1, True), now)
+        store.begin_blocking(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
+        store.commit_blocking(Saved(b"s", 1, 1, True), now)
         store.close()
 
     use("client:1:1@b:ns1", T0)

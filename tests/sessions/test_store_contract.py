@@ -6,7 +6,6 @@ takes the SQLite one: a new store is one class."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +19,6 @@ from tests.sessions.slowstore import Backing, SlowStore
 T0 = 1_800_000_000.0
 A = SessionKey(key="name:a", kind="named", name="a")
 B = SessionKey(key="name:b", kind="named", name="b")
-
-# begin/commit/abort are async in the interface; until the stores' are, those cases wait
-ASYNC_TXN = inspect.iscoroutinefunction(SqliteStore.begin)
-needs_async = pytest.mark.skipif(
-    not ASYNC_TXN, reason="begin/commit/abort are not async yet (the stores' transaction half is converted separately)"
-)
-
 
 def _told(key: SessionKey) -> bool | None:
     """The liveness the tests' stores are built with: what the key's pid says (1: alive, 2: gone,
@@ -58,22 +50,17 @@ def stores(request, tmp_path) -> Factory:
     return lambda: SlowStore(backing, latency=0.005)
 
 
-async def _done(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def use(store: Any, key: SessionKey, now: float, *, state: bytes | None = b"s", part: str = "p",
               server: str = "srv", armed: tuple[str, ...] = ("r",), entered: bool = True) -> int:
-    """One judged call: begin, count it, commit (sync or async begin/commit alike)."""
-    loaded = await _done(store.begin(key, part, server, now))
-    version: int = await _done(store.commit(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, entered, armed), now))
+    """One judged call: begin, count it, commit."""
+    loaded = await store.begin(key, part, server, now)
+    version: int = await store.commit(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, entered, armed), now)
     return version
 
 
 # -- begin / commit ------------------------------------------------------------------------------
 
 
-@needs_async
 async def test_a_commit_is_seen_by_another_store_object(stores) -> None:
     one, two = stores(), stores()
     assert await one.begin(A, "p", "s1", T0) == Loaded(0, None, 0, 0)
@@ -86,7 +73,6 @@ async def test_a_commit_is_seen_by_another_store_object(stores) -> None:
     await two.aclose()
 
 
-@needs_async
 async def test_an_abort_writes_nothing(stores) -> None:
     one, two = stores(), stores()
     await one.begin(A, "p", "s", T0)
@@ -100,7 +86,6 @@ async def test_an_abort_writes_nothing(stores) -> None:
     await one.abort()
 
 
-@needs_async
 async def test_a_second_writer_waits_for_the_first(stores, request) -> None:
     """Isolation: a begin while another store object's transaction is open returns after that
     commit, and reads what it wrote (MemoryStore is one process: it never waits)."""
@@ -160,10 +145,10 @@ async def test_reset_then_begin_sees_no_state(stores) -> None:
     version = await use(one, A, T0)
     await use(one, B, T0)
     assert await two.reset("name:a", "tester", T0 + 1) is True
-    assert await _done(one.begin(A, "p", "srv", T0 + 2)) == Loaded(version + 1, None, 0, 0)
-    await _done(one.abort())
-    assert await _done(one.begin(B, "p", "srv", T0 + 2)) == Loaded(1, b"s", 1, 1)  # untouched
-    await _done(one.abort())
+    assert await one.begin(A, "p", "srv", T0 + 2) == Loaded(version + 1, None, 0, 0)
+    await one.abort()
+    assert await one.begin(B, "p", "srv", T0 + 2) == Loaded(1, b"s", 1, 1)  # untouched
+    await one.abort()
     rows = {r.key: r for r in await one.sessions(T0 + 2)}
     assert rows["name:a"].armed == [] and (rows["name:a"].requests, rows["name:a"].calls) == (0, 1)
     assert rows["name:b"].armed == ["r"]
@@ -197,8 +182,8 @@ async def test_a_sweep_keeps_live_and_unseen_sessions(stores) -> None:
     assert set(seen) >= {live.key, gone.key, unseen.key, unseen_idle.key}
     assert await other.sweep(late, alive) == 0
     # a session swept away starts afresh
-    assert await _done(store.begin(idle_team, "p", "srv", late)) == Loaded(0, None, 0, 0)
-    await _done(store.abort())
+    assert await store.begin(idle_team, "p", "srv", late) == Loaded(0, None, 0, 0)
+    await store.abort()
     await store.aclose()
     await other.aclose()
 
