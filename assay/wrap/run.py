@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from assay import proc
+from assay.sessions.store import serving
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.effects import Sink
 from assay.wrap.records import stop_record
@@ -336,15 +337,18 @@ async def run_wrap(
             )
 
         upstream_error: str | None = None
-        if target is None:
-            relay = relay_for(None)
-            try:
-                relay.spawn()
-            except proc.SpawnError as exc:
-                raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
-            result = await relay.run()
-        else:
-            result, upstream_error = await remote.run(target, config, relay_for, warn, env, client_in)
+        # the shared sessions' store: swept now and every minute, closed at the end (docs/wrap.md,
+        # "The state directory and its database")
+        async with serving(None if shared is None else shared[0]):
+            if target is None:
+                relay = relay_for(None)
+                try:
+                    relay.spawn()
+                except proc.SpawnError as exc:
+                    raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
+                result = await relay.run()
+            else:
+                result, upstream_error = await remote.run(target, config, relay_for, warn, env, client_in)
         if result.fatal:
             warn(f"fatal: {result.fatal}")
         code = result.exit_code

@@ -12,7 +12,8 @@ import pytest
 from assay.policy.shared import Loaded, Saved, SessionKey, StoreError
 from assay.sessions import sqlite as store_mod
 from assay.sessions.paths import ensure_state_dir, state_dir
-from assay.sessions.sqlite import SqliteStore, list_sessions, reset
+from assay.sessions.sqlite import SqliteStore
+from tests.sessions.syncstore import list_sessions, reset
 
 A = SessionKey(key="name:a", kind="named", name="a")
 T0 = 1_800_000_000.0
