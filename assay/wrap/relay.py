@@ -153,13 +153,13 @@ class Relay:
         self._to_child = _Pipe(child.stdin) if child.stdin is not None else None
         try:
             async with trio.open_nursery() as nursery:
+                if self.handle_signals:  # before anything is relayed: the server may have answered already
+                    await nursery.start(self._signal_watch)
                 nursery.start_soon(self._output_writer)
                 nursery.start_soon(self._server_pump, child)
                 nursery.start_soon(self._client_pump)
                 nursery.start_soon(self._child_watch, child)
                 nursery.start_soon(self._timer)
-                if self.handle_signals:
-                    nursery.start_soon(self._signal_watch)
                 await self._finish_set.wait()
                 finish = self._finish
                 if finish is not None and finish.drain and not self._client_gone:
@@ -431,9 +431,10 @@ class Relay:
             if deadline is not None and trio.current_time() >= deadline:
                 await self._perform(session.timer())
 
-    async def _signal_watch(self) -> None:
+    async def _signal_watch(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         import signal
 
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 await self._perform(self.session.signal(signum))
