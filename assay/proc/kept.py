@@ -14,7 +14,7 @@ import trio
 from assay.proc.child import Child
 from assay.proc.handle import ChildHandle
 from assay.proc.keeper import Forked, fork_keeper, keeper_available
-from assay.proc.spawning import INHERIT, PIPE, ProgramNotFound, SpawnError, _candidate_exists, _prctl, spawn
+from assay.proc.spawning import INHERIT, PIPE, ProgramNotFound, SpawnError, _candidate_exists, spawn
 
 __all__ = ["KeptChild", "adopt_kept", "keeper_available", "spawn_kept"]
 
