@@ -140,7 +140,6 @@ def spawn_kept(
     (not Linux), falls back to :func:`spawn` with its own group and the parent-death signal.
     Raises :class:`ProgramNotFound` / :class:`SpawnError` like :func:`spawn`.
     """
-    import struct
 
     if not keeper_available():
         return spawn(argv, stdin=PIPE, stdout=PIPE, stderr=INHERIT, env=env, cwd=cwd,

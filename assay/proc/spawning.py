@@ -13,7 +13,6 @@ import errno
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
