@@ -426,3 +426,69 @@ def test_cyclopts_path_still_loads_cyclopts(tmp_path):
              "print('cyclopts' in sys.modules)\n")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
     assert res.stdout.split() == ["True"], res.stderr
+
+
+def test_wrap_starts_its_server_after_the_checks_and_before_trio(tmp_path):
+    """docs/testing.md, "Start-up of `assay mcp wrap`": the server starts once the policy is
+    loaded and the run checked, before trio, the relay and the session are imported (they load
+    while the server starts); cyclopts never."""
+    (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
+    probe = textwrap.dedent("""\
+        import json, sys
+        from assay.proc import keeper
+        real = keeper.fork_keeper
+        seen = []
+        def spy(*args, **kwargs):
+            seen.append(sorted(m for m in MODULES if m in sys.modules))
+            return real(*args, **kwargs)
+        keeper.fork_keeper = spy
+        from assay.cli import main
+        code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, "server.py"])
+        with open("seen.json", "w") as fh:
+            json.dump({"code": code, "seen": seen}, fh)
+    """).replace("MODULES", repr(("trio", "assay.wrap.relay", "assay.wrap.session", "cyclopts", "assay.policy")))
+    (tmp_path / "server.py").write_text(
+        "import sys\nsys.stdin.readline()\nprint('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}', flush=True)\n"
+    )
+    frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    res = subprocess.run([sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60,
+                         cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert b'"id":1' in res.stdout, (res.stdout, res.stderr)
+    # the policy is loaded at the fork (it is checked first), the relay and trio are not
+    assert json.loads((tmp_path / "seen.json").read_text()) == {"code": 0, "seen": [["assay.policy"]]}
+
+
+def test_a_run_refused_after_its_server_started_leaves_nothing_running(tmp_path):
+    """A run that fails after the server was started early (here: the relay refuses to start)
+    ends with the documented `fatal: ...` line and exit 2, and no process of the run is left
+    (the server, anything it started, its keeper) when wrap returns."""
+    (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
+    token = f"assay-early-{os.getpid()}-{id(tmp_path)}"
+    probe = textwrap.dedent("""\
+        import os, sys
+        from assay.wrap import run
+        async def refuse(prepared, **kwargs):
+            raise run.WrapError("refused after the start")
+        run.run_prepared = refuse
+        from assay.cli import main
+        code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, "-c",
+                     "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)", "TOKEN"])
+        left = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and int(pid) != os.getpid():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        cmdline = fh.read()
+                    with open(f"/proc/{pid}/stat") as fh:
+                        state = fh.read().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                if b"TOKEN" in cmdline and state != "Z":
+                    left.append(pid)
+        print(code, left)
+    """).replace("TOKEN", token)
+    res = subprocess.run([sys.executable, "-c", probe], input=b"", capture_output=True, timeout=60, cwd=tmp_path)
+    assert res.stdout.decode().split("\n")[0] == "2 []", res.stderr
+    assert res.stderr.decode().splitlines()[-1] == "fatal: refused after the start"

@@ -18,6 +18,7 @@ No heavy imports here: this module is on the start-up path of every wrap run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from assay.wrap import options
@@ -36,6 +37,7 @@ from assay.wrap.options import (  # noqa: F401  (re-exported: older imports)
 )
 
 if TYPE_CHECKING:
+    from assay.proc.keeper import Forked
     from assay.wrap.run import WrapConfig
 
 
@@ -73,8 +75,16 @@ def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | N
 
 def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig:
     """A :class:`~assay.wrap.run.WrapConfig` from parsed values; a bad value is a UsageError."""
-    from assay.cli.errors import UsageError
+    check_values(values, command)
     from assay.wrap.run import WrapConfig
+
+    fields = {opt.field: values[opt.param] for opt in options.WRAP_OPTIONS}
+    return WrapConfig(argv=list(command), **fields)  # type: ignore[arg-type]
+
+
+def check_values(values: dict[str, object], command: Sequence[str]) -> None:
+    """A bad value is a UsageError (nothing imported but the error type)."""
+    from assay.cli.errors import UsageError
 
     if values["url"] is not None and command:
         raise UsageError("--url and a command after -- exclude each other: give one")
@@ -101,25 +111,62 @@ def config_from(values: dict[str, object], command: Sequence[str]) -> WrapConfig
         raise UsageError("--log-max-bytes must be 0 (never rotate) or a positive integer")
     if not (shutdown_grace >= 0 and shutdown_grace != float("inf")):
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
-    fields = {opt.field: values[opt.param] for opt in options.WRAP_OPTIONS}
-    return WrapConfig(argv=list(command), **fields)  # type: ignore[arg-type]
 
 
 def launch(config: WrapConfig) -> int:
-    """Run one wrap session under trio; a fatal start-up error is one `fatal: ...` line, exit 2."""
-    import sys
+    """Run one wrap session under trio; a fatal start-up error is one `fatal: ...` line, exit 2.
 
-    import trio
+    For a command: the run is checked and its policy loaded (:func:`assay.wrap.run.prepare_wrap`),
+    its server started (:func:`start_early`), and then trio, the relay and the session are
+    imported while the server starts (docs/testing.md, "Start-up of `assay mcp wrap`"); the
+    run takes the server over, or it is ended here: nothing of it is left running when this
+    returns."""
+    import sys
 
     from assay.cli.errors import fatal
     from assay.wrap.errors import WrapError
-    from assay.wrap.run import run_wrap
+    from assay.wrap.run import prepare_wrap, run_prepared, run_wrap
 
+    early: Forked | None = None
     try:
-        return trio.run(run_wrap, config)
+        if config.url is not None:
+            import_trio()
+            import trio
+
+            return trio.run(run_wrap, config)
+        prepared = prepare_wrap(config)
+        try:
+            early = start_early(config)
+            import_trio()
+            import trio
+        except BaseException:
+            prepared.close()
+            raise
+        return trio.run(partial(run_prepared, prepared, early=early))
     except WrapError as exc:
         sys.stdout.flush()
         return fatal(str(exc))
+    finally:
+        if early is not None:
+            early.abandon()  # the run ended before it took the server over
+
+
+def start_early(config: WrapConfig) -> Forked | None:
+    """Start the server of a checked run under its keeper before trio, the relay and the
+    session are imported (docs/testing.md, "Start-up of `assay mcp wrap`"): the server starts
+    while wrap imports them. None for ``--url``, and where the keeper is not available (the
+    relay spawns the server then)."""
+    import os
+
+    from assay.proc import keeper
+
+    if config.url is not None or not keeper.keeper_available():
+        return None
+    from assay.wrap.run import child_environment
+
+    import subprocess  # noqa: F401  (the keeper starts the server with it: imported once, before the fork)
+
+    return keeper.fork_keeper(config.argv, child_environment(config, os.environ))
 
 
 def import_trio() -> None:
@@ -158,5 +205,4 @@ def import_trio() -> None:
 
 def run(values: dict[str, object], command: Sequence[str]) -> int:
     """Parse result -> exit status: the one place both parsers hand a wrap run to."""
-    import_trio()
     return launch(config_from(values, command))

@@ -15,19 +15,44 @@ docs/architecture.md, "Child processes"). One module per job:
 
 from __future__ import annotations
 
-from assay.proc.bounded import BoundedResult, read_capped, run_bounded
-from assay.proc.child import Child
-from assay.proc.handle import ByteReceiver, ByteSender, ChildHandle
-from assay.proc.kept import KeptChild, keeper_available, spawn_kept
-from assay.proc.spawning import (
-    DEVNULL,
-    INHERIT,
-    PIPE,
-    ProgramNotFound,
-    SpawnError,
-    _candidate_exists as _candidate_exists,  # tests check the not-found rule directly
-    spawn,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from assay.proc.bounded import BoundedResult, read_capped, run_bounded
+    from assay.proc.child import Child
+    from assay.proc.handle import ByteReceiver, ByteSender, ChildHandle
+    from assay.proc.kept import KeptChild, adopt_kept, keeper_available, spawn_kept
+    from assay.proc.spawning import (
+        DEVNULL,
+        INHERIT,
+        PIPE,
+        ProgramNotFound,
+        SpawnError,
+        _candidate_exists as _candidate_exists,  # tests check the not-found rule directly
+        spawn,
+    )
+
+# Each name is loaded from its module on first use: wrap forks the keeper
+# (:func:`assay.proc.keeper.fork_keeper`) before it imports trio, which every other module of
+# this package needs (docs/testing.md, "Start-up of `assay mcp wrap`").
+_WHERE = {
+    "BoundedResult": "bounded", "read_capped": "bounded", "run_bounded": "bounded",
+    "Child": "child",
+    "ByteReceiver": "handle", "ByteSender": "handle", "ChildHandle": "handle",
+    "KeptChild": "kept", "adopt_kept": "kept", "keeper_available": "kept", "spawn_kept": "kept",
+    "DEVNULL": "spawning", "INHERIT": "spawning", "PIPE": "spawning", "ProgramNotFound": "spawning",
+    "SpawnError": "spawning", "_candidate_exists": "spawning", "spawn": "spawning",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'assay.proc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"assay.proc.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ByteReceiver",
@@ -35,6 +60,7 @@ __all__ = [
     "Child",
     "ChildHandle",
     "KeptChild",
+    "adopt_kept",
     "ProgramNotFound",
     "SpawnError",
     "BoundedResult",

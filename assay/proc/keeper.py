@@ -15,17 +15,114 @@ knows when the server has been reaped, so a stale pid or group id is never signa
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 
-from assay.proc.spawning import _PR_SET_PDEATHSIG, _prctl
-
-__all__: list[str] = []  # the keeper is started by assay.proc.kept.spawn_kept only
+__all__: list[str] = []  # the keeper is started by assay.proc.kept.spawn_kept (or fork_keeper) only
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
+
+
+class SpawnError(OSError):
+    """The program exists (or might) but could not be started."""
+
+
+class ProgramNotFound(SpawnError):
+    """No file to execute: ENOENT at spawn time (docs/library.md, "Running child processes")."""
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_prctl = _load_prctl()
+
 _KEEPER_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
+
+
+def keeper_available() -> bool:
+    """The keeper needs Linux's child subreaper; elsewhere :func:`spawn_kept` falls back."""
+    return _prctl is not None and hasattr(os, "pidfd_open")
+
+
+class Forked:
+    """A keeper just forked (:func:`fork_keeper`), from our side: its pid, our ends of the
+    server's stdin and stdout and of the control and status pipes, the keeper's first report
+    (``P`` + the server's pid, maybe ``X`` + its status; or ``E`` + errno + message), and the
+    command and environment it was given. ``taken`` once :func:`assay.proc.kept.adopt_kept`
+    took it over; until then, :meth:`abandon` is ours to call."""
+
+    __slots__ = ("pid", "stdin", "stdout", "ctl", "status", "first", "args", "env", "taken")
+
+    def __init__(self, pid: int, fds: tuple[int, int, int, int], first: bytes, args: list[str],
+                 env: Mapping[str, str] | None) -> None:
+        self.pid = pid
+        self.stdin, self.stdout, self.ctl, self.status = fds
+        self.first = first
+        self.args = args
+        self.env = env
+        self.taken = False
+
+    def abandon(self) -> None:
+        """End the run before it started: close our ends (end of file on the control pipe: the
+        keeper kills every process of the run) and wait until the keeper has exited, so that
+        nothing of the run is left running when this returns. Once only."""
+        if self.taken:
+            return
+        self.taken = True
+        for fd in (self.stdin, self.stdout, self.ctl, self.status):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def fork_keeper(
+    args: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
+) -> Forked:
+    """Fork the keeper, which starts ``args``; wait for its first report. No trio: wrap calls
+    this before it imports trio (docs/wrap.md, "The keeper"), :func:`assay.proc.kept.spawn_kept`
+    from the trio thread (the only thread: a fork copies only the thread that forks)."""
+    argv = list(args)
+    in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    ctl_r, ctl_w = os.pipe2(os.O_CLOEXEC)
+    st_r, st_w = os.pipe2(os.O_CLOEXEC)
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the keeper
+        try:
+            for fd in (in_w, out_r, ctl_w, st_r):
+                os.close(fd)
+            _keeper_main(argv, env, cwd, in_r, out_w, ctl_r, st_w, parent)
+        finally:
+            os._exit(70)
+    for fd in (in_r, out_w, ctl_r, st_w):
+        os.close(fd)
+    first = b""
+    try:
+        first = os.read(st_r, 512)  # "P"+pid, or "E"+errno+message (the keeper writes it at once)
+    except OSError:
+        pass
+    return Forked(pid, (in_w, out_r, ctl_w, st_r), first, argv, env)
 
 
 def _subtree(root: int) -> list[int]:

@@ -13,10 +13,10 @@ import trio
 
 from assay.proc.child import Child
 from assay.proc.handle import ChildHandle
-from assay.proc.keeper import _keeper_main
-from assay.proc.spawning import INHERIT, PIPE, ProgramNotFound, SpawnError, _candidate_exists, _prctl, spawn
+from assay.proc.keeper import Forked, fork_keeper, keeper_available
+from assay.proc.spawning import INHERIT, PIPE, ProgramNotFound, SpawnError, _candidate_exists, spawn
 
-__all__ = ["KeptChild", "keeper_available", "spawn_kept"]
+__all__ = ["KeptChild", "adopt_kept", "keeper_available", "spawn_kept"]
 
 
 class KeptChild:
@@ -128,11 +128,6 @@ class KeptChild:
                     await stream.aclose()
 
 
-def keeper_available() -> bool:
-    """The keeper needs Linux's child subreaper; elsewhere :func:`spawn_kept` falls back."""
-    return _prctl is not None and hasattr(os, "pidfd_open")
-
-
 def spawn_kept(
     argv: Sequence[str | os.PathLike[str]],
     *,
@@ -145,40 +140,26 @@ def spawn_kept(
     (not Linux), falls back to :func:`spawn` with its own group and the parent-death signal.
     Raises :class:`ProgramNotFound` / :class:`SpawnError` like :func:`spawn`.
     """
-    import struct
 
     if not keeper_available():
         return spawn(argv, stdin=PIPE, stdout=PIPE, stderr=INHERIT, env=env, cwd=cwd,
                      own_group=True, die_with_parent=True)
     args = [os.fspath(a) for a in argv]
-    child_env = dict(env) if env is not None else None
-    in_r, in_w = os.pipe2(os.O_CLOEXEC)
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    ctl_r, ctl_w = os.pipe2(os.O_CLOEXEC)
-    st_r, st_w = os.pipe2(os.O_CLOEXEC)
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the keeper
-        try:
-            for fd in (in_w, out_r, ctl_w, st_r):
-                os.close(fd)
-            _keeper_main(args, child_env, cwd, in_r, out_w, ctl_r, st_w, parent)
-        finally:
-            os._exit(70)
-    for fd in (in_r, out_w, ctl_r, st_w):
-        os.close(fd)
-    first = b""
-    try:
-        first = os.read(st_r, 512)  # "P"+pid, or "E"+errno+message (the keeper writes it at once)
-    except OSError:
-        pass
+    return adopt_kept(fork_keeper(args, dict(env) if env is not None else None, cwd), cwd=cwd)
+
+
+def adopt_kept(forked: Forked, *, cwd: str | os.PathLike[str] | None = None) -> KeptChild:
+    """The :class:`KeptChild` of a keeper :func:`~assay.proc.keeper.fork_keeper` started (with
+    ``cwd``), from the trio thread; or, when the server could not be started,
+    :class:`ProgramNotFound` / :class:`SpawnError` (the keeper reaped)."""
+    import struct
+
+    if forked.taken:
+        raise RuntimeError("this keeper was taken over or abandoned already")
+    pid, in_w, out_r, ctl_w, st_r = forked.pid, forked.stdin, forked.stdout, forked.ctl, forked.status
+    first, args, env = forked.first, forked.args, forked.env
     if first[:1] != b"P" or len(first) < 5:
-        for fd in (in_w, out_r, ctl_w, st_r):
-            os.close(fd)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        forked.abandon()
         err = struct.unpack("!i", first[1:5])[0] if first[:1] == b"E" and len(first) >= 5 else errno.EIO
         text = first[5:].decode("utf-8", "replace") or os.strerror(err)
         program = args[0] if args else ""
@@ -189,6 +170,7 @@ def spawn_kept(
                 raise SpawnError(errno.ENOEXEC, "cannot execute (interpreter not found)", program)
             raise ProgramNotFound(err, text, program)
         raise SpawnError(err, text, program)
+    forked.taken = True
     server_pid = struct.unpack("!i", first[1:5])[0]
     os.set_blocking(st_r, False)
     child = KeptChild(pid, server_pid, ctl_w, st_r,

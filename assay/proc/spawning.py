@@ -9,51 +9,23 @@ pidfd (:mod:`assay.proc.child`), which keeps waiting cancellable without a threa
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from assay.proc.child import Child
+from assay.proc.keeper import _PR_SET_PDEATHSIG, ProgramNotFound, SpawnError, _prctl
 
 __all__ = ["DEVNULL", "INHERIT", "PIPE", "ProgramNotFound", "SpawnError", "spawn"]
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 INHERIT = None
-
-_PR_SET_PDEATHSIG = 1
-
-
-class SpawnError(OSError):
-    """The program exists (or might) but could not be started."""
-
-
-class ProgramNotFound(SpawnError):
-    """No file to execute: ENOENT at spawn time (docs/library.md, "Running child processes")."""
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_prctl = _load_prctl()
-
 
 def _make_preexec(parent_pid: int) -> Callable[[], None]:
     """Child-side setup between fork and exec: die with the parent (docs/wrap.md, "Lifecycle and exit status").

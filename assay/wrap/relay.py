@@ -161,6 +161,8 @@ class Relay:
         self._to_child = _Pipe(child.stdin) if child.stdin is not None else None
         try:
             async with trio.open_nursery() as nursery:
+                if self.handle_signals:  # before anything is relayed: the server may have answered already
+                    await nursery.start(self._signal_watch)
                 nursery.start_soon(self._output_writer)
                 nursery.start_soon(self._server_pump, child)
                 nursery.start_soon(self._client_pump)
@@ -168,8 +170,6 @@ class Relay:
                 nursery.start_soon(self._timer)
                 if session.store is not None:
                     nursery.start_soon(self._store_task)
-                if self.handle_signals:
-                    nursery.start_soon(self._signal_watch)
                 await self._finish_set.wait()
                 finish = self._finish
                 if finish is not None and finish.drain and not self._client_gone:
@@ -480,9 +480,10 @@ class Relay:
             self._out_progress.set()
             self._out_progress = trio.Event()
 
-    async def _signal_watch(self) -> None:
+    async def _signal_watch(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         import signal
 
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            task_status.started()
             async for signum in signals:
                 await self._perform(self.session.signal(signum))

@@ -19,14 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from assay import proc
-from assay.sessions.store import serving
 from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.wrap.effects import Sink
-from assay.wrap.records import stop_record
-from assay.wrap.relay import Relay, RecordSink, open_stdio
 from assay.wrap.reports import (
     coverage_report,
     declared_tools_of,
@@ -45,11 +40,17 @@ from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN
     WRAP_OPTIONS,
     WrapOptions,
 )
-from assay.wrap.session import SessionOptions, WrapSession
 from assay.wrap.sharing import SharingError, shared_for
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the relay, the session and trio are imported when the run starts (run_prepared)
+    import trio
+
     from assay.policy import Policy
+    from assay.policy.shared import SessionKey, Store
+    from assay.proc.keeper import Forked
+    from assay.remote.target import Target
+    from assay.wrap.pipes import RecordSink
+    from assay.wrap.session import SessionOptions, WrapSession
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
@@ -82,6 +83,8 @@ class WrapConfig(WrapOptions):
             sink for sink, path in ((Sink.DECISION_LOG, self.decision_log), (Sink.DECISION_LOG_NEW, self.decision_log_new))
             if path
         )
+        from assay.wrap.session import SessionOptions
+
         return SessionOptions(
             dry_run=self.dry_run,
             verbose=self.verbose,
@@ -225,21 +228,35 @@ def command_banner(argv: list[str]) -> str:
     return f"[assay] wrapping command: {argv[0]} {args}"
 
 
-async def run_wrap(
-    config: WrapConfig,
-    *,
-    client_in: trio.abc.ReceiveStream | None = None,
-    client_out: trio.abc.SendStream | None = None,
-    warn: Callable[[str], None] = _stderr,
-    handle_signals: bool = True,
-    environ: Mapping[str, str] | None = None,
-) -> int:
-    """Run one wrap session; returns the exit status (docs/wrap.md, "Exit status").
+@dataclass
+class Prepared:
+    """A wrap run that passed every check made before the server starts (:func:`prepare_wrap`):
+    the policy and what was read with it, and the append logs, opened (closed by
+    :func:`run_prepared`, or by :meth:`close`)."""
 
-    Raises :class:`WrapError` on a fatal startup error (nothing spawned then). Without streams it
-    relays this process's stdin/stdout. ``environ`` (default ``os.environ``) is read, never
-    written: ``ASSAY_STRICT_DEPRECATIONS`` and ``ASSAY_MCP_MAX_POLICY_BYTES``, and the wrapped
-    server's environment when ``config.env`` is None."""
+    config: WrapConfig
+    environ: Mapping[str, str]
+    target: Target | None
+    policy: Policy
+    declared: dict[str, Any] | None
+    source: str | None
+    key: SessionKey | None
+    shared: tuple[Store, SessionKey] | None
+    session_id: str
+    context_bytes: bytes
+    sinks: dict[Sink, RecordSink]
+
+    def close(self) -> None:
+        for sink in self.sinks.values():
+            sink.close()
+
+
+def prepare_wrap(config: WrapConfig, *, warn: Callable[[str], None] = _stderr,
+                 environ: Mapping[str, str] | None = None) -> Prepared:
+    """Every check of a wrap run before its server starts, and the policy loaded (docs/wrap.md,
+    "Startup"); raises :class:`WrapError`. No trio (for a command): `assay mcp wrap` calls this
+    before it imports trio, starts the server, and imports the relay while the server starts
+    (docs/testing.md, "Start-up of `assay mcp wrap`")."""
     if config.url is not None and config.argv:
         raise WrapError("--url and a command after -- exclude each other: give one")
     if not config.argv and config.url is None:
@@ -288,18 +305,69 @@ async def run_wrap(
             context_bytes = pretty_json(session_context(argv, dry_run=config.dry_run))
         except ValueError as exc:
             raise WrapError(f"--session-context-out: {exc}") from None
+    prepared = Prepared(config, env, target, policy, declared, source, key, shared, session_id, context_bytes, {})
+    try:
+        if config.decision_log:
+            prepared.sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log", config.log_max_bytes)
+        if config.audit_log:
+            prepared.sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log", config.log_max_bytes)
+    except BaseException:
+        prepared.close()
+        raise
+    if config.dry_run:
+        warn("[assay] DRY RUN MODE: No actions will be blocked.")
+    warn(command_banner(config.argv) if target is None else remote.banner(target))
+    return prepared
 
-    sinks: dict[Sink, RecordSink] = {}
+
+async def run_wrap(
+    config: WrapConfig,
+    *,
+    client_in: trio.abc.ReceiveStream | None = None,
+    client_out: trio.abc.SendStream | None = None,
+    warn: Callable[[str], None] = _stderr,
+    handle_signals: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run one wrap session; returns the exit status (docs/wrap.md, "Exit status").
+
+    Raises :class:`WrapError` on a fatal startup error (nothing spawned then). Without streams it
+    relays this process's stdin/stdout. ``environ`` (default ``os.environ``) is read, never
+    written: ``ASSAY_STRICT_DEPRECATIONS`` and ``ASSAY_MCP_MAX_POLICY_BYTES``, and the wrapped
+    server's environment when ``config.env`` is None."""
+    prepared = prepare_wrap(config, warn=warn, environ=environ)
+    return await run_prepared(prepared, client_in=client_in, client_out=client_out, warn=warn,
+                              handle_signals=handle_signals)
+
+
+async def run_prepared(
+    prepared: Prepared,
+    *,
+    client_in: trio.abc.ReceiveStream | None = None,
+    client_out: trio.abc.SendStream | None = None,
+    warn: Callable[[str], None] = _stderr,
+    handle_signals: bool = True,
+    early: Forked | None = None,
+) -> int:
+    """Start the server of a :func:`prepare_wrap`-ed run and relay until the run ends; the exit
+    status. ``early``: that server, already started under its keeper for ``config.argv`` and
+    its environment (:func:`assay.cli.wrap_args.start_early`); taken over here (the caller
+    abandons it if this raises before)."""
+    import trio
+
+    from assay.wrap.records import stop_record
+    from assay.wrap.relay import Relay, RecordSink
+    from assay.wrap.session import WrapSession
+
+    config, env, target, policy = prepared.config, prepared.environ, prepared.target, prepared.policy
+    source, session_id, context_bytes = prepared.source, prepared.session_id, prepared.context_bytes
+    sinks = prepared.sinks
     one_run: dict[Sink, RecordSink] = {}
     restore: Callable[[], None] | None = None
     try:
-        if config.decision_log:
-            sinks[Sink.DECISION_LOG] = _open_append(config.decision_log, "decision log", config.log_max_bytes)
-        if config.audit_log:
-            sinks[Sink.AUDIT_LOG] = _open_append(config.audit_log, "audit log", config.log_max_bytes)
-        options = config.session_options(event_source=source, declared_manifest=declared)
-        options.shared_session_key = None if key is None else key.key
-        session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
+        options = config.session_options(event_source=source, declared_manifest=prepared.declared)
+        options.shared_session_key = None if prepared.key is None else prepared.key.key
+        session = WrapSession(policy, options, clock=trio.current_time, shared=prepared.shared)
         plan = OneRunPlan(
             decision_log_new=config.decision_log_new,
             request_receipts=config.request_receipts_out,
@@ -315,10 +383,9 @@ async def run_wrap(
                     one_run[sink].write(context_bytes)
             return {k: v for k, v in one_run.items() if k in (Sink.DECISION_LOG_NEW, Sink.RECEIPTS)}
 
-        if config.dry_run:
-            warn("[assay] DRY RUN MODE: No actions will be blocked.")
-        warn(command_banner(config.argv) if target is None else remote.banner(target))
         if client_in is None or client_out is None:
+            from assay.wrap.relay import open_stdio
+
             std_in, std_out, restore = await open_stdio()
             client_in = client_in or std_in
             client_out = client_out or std_out
@@ -337,17 +404,25 @@ async def run_wrap(
             )
 
         upstream_error: str | None = None
+        from assay.sessions.store import serving
+
         # the shared sessions' store: swept now and every minute, closed at the end (docs/wrap.md,
         # "The state directory and its database")
-        async with serving(None if shared is None else shared[0]):
+        async with serving(None if prepared.shared is None else prepared.shared[0]):
             if target is None:
-                relay = relay_for(None)
+                if early is not None and (early.args != config.argv or early.env != child_environment(config, env)):
+                    early.abandon()  # started for another command line (a library caller's): start anew
+                    early = None
                 try:
-                    relay.spawn()
+                    relay = relay_for(None if early is None else proc.adopt_kept(early))
+                    if early is None:
+                        relay.spawn()
                 except proc.SpawnError as exc:
                     raise WrapError(f"cannot start {config.argv[0]}: {exc.strerror or exc}") from None
                 result = await relay.run()
             else:
+                from assay.wrap import remote
+
                 result, upstream_error = await remote.run(target, config, relay_for, warn, env, client_in)
         if result.fatal:
             warn(f"fatal: {result.fatal}")

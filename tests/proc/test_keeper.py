@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from assay import proc
+from assay.proc import keeper
 
 pytestmark = pytest.mark.skipif(not proc.keeper_available(), reason="the keeper needs Linux")
 
@@ -124,3 +125,37 @@ async def test_no_descriptor_leak_across_runs():
         await child.stop()
         await child.aclose_streams()
     assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+def test_a_keeper_forked_before_trio_and_abandoned_leaves_nothing_running():
+    """wrap forks the keeper before it imports trio (assay.proc.keeper.fork_keeper, no trio in
+    the probe at the fork); a run that ends before it took the server over abandons it, and
+    when abandon returns the server and every process it started are gone."""
+    probe = textwrap.dedent("""\
+        import sys
+        from assay.proc import keeper
+        forked = keeper.fork_keeper([sys.executable, "-c",
+            "import subprocess, sys, time; p = subprocess.Popen(['sleep', '100']); print(p.pid, flush=True); time.sleep(100)"])
+        assert forked.first[:1] == b"P", forked.first
+        server = int.from_bytes(forked.first[1:5], "big")
+        import os
+        grandchild = int(os.read(forked.stdout, 100).split()[0])
+        loaded = "trio" in sys.modules
+        forked.abandon()
+        forked.abandon()  # once only
+        print(loaded, forked.pid, server, grandchild)
+    """)
+    import subprocess
+
+    res = subprocess.run([PY, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    loaded, *pids = res.stdout.split()
+    assert loaded == "False"
+    assert [pid for pid in map(int, pids) if alive(pid)] == []
+
+
+async def test_an_abandoned_keeper_is_not_taken_over():
+    forked = keeper.fork_keeper(["true"])
+    forked.abandon()
+    with pytest.raises(RuntimeError):
+        proc.adopt_kept(forked)

@@ -191,7 +191,7 @@ def test_the_layers_hold():
 def test_every_shell_and_core_package_exists():
     known = modules()
     for prefix in (*CORE, *RUNTIME, *_all_shells()):
-        assert prefix in known, f"{prefix}: in the rule table of tests/test_layout.py but not in the package"
+        assert prefix in known, f"{prefix}: in the rule table of tests/test_import_layers.py but not in the package"
 
 
 # -- the checks themselves, on a made-up package ---------------------------------------------------
