@@ -11,7 +11,7 @@ replies", says what a denied call gets back.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.policy import Decision
 from assay.policy.decision import Outcome
@@ -23,11 +23,10 @@ from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
 if TYPE_CHECKING:
-    from assay.wrap.approvals.room import ApprovalRoom
     from assay.wrap.records.clients import ClientNotes
     from assay.wrap.inspection import Inspector
 
-__all__ = ["CallPath", "ToolCall", "tool_call_of"]
+__all__ = ["Asking", "CallPath", "ToolCall", "tool_call_of"]
 
 _TOOLS_CALL = "tools/call"
 _CANCELLED = "notifications/cancelled"
@@ -59,6 +58,19 @@ def tool_call_of(raw: bytes | None, frame: dict[str, Any], server: str) -> ToolC
     return ToolCall("", None, server, frame, raw, params, False)
 
 
+class Asking(Protocol):
+    """What the call path needs of the approvals room (:class:`assay.wrap.approvals.room.ApprovalRoom`;
+    asking itself is the pipeline's step, :meth:`Pipeline.ask`): whether it asks, the answers
+    and cancellations that concern its requests, and an approved retry to forward."""
+
+    @property
+    def asks(self) -> bool: ...
+    def owns(self, request_id: Any) -> bool: ...
+    def answer(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> None: ...
+    def cancel(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool: ...
+    def take_retry(self) -> bytes | None: ...
+
+
 class CallPath:
     """Judges admitted frames in order; holds what a judgement needs."""
 
@@ -78,13 +90,13 @@ class CallPath:
         self.clock = clock
         self.can_elicit = False  # the client's last initialize declared form-mode elicitation
         self.released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
-        self.room: ApprovalRoom | None = None  # approvals (the policy asks for some)
-        self._asking: ApprovalRoom | None = None  # the same, when it asks (not a dry run)
+        self.room: Asking | None = None  # approvals (the policy asks for some)
+        self._asking: Asking | None = None  # the same, when it asks (not a dry run)
         self.inspector: Inspector | None = None  # the inspection room (the policy asks for one)
 
-    def attach(self, room: ApprovalRoom) -> None:
+    def attach(self, room: Asking) -> None:
         self.room = room
-        self._asking = room if room.table is not None else None
+        self._asking = room if room.asks else None
 
     def judge(self, frame: dict[str, Any], out: list[Effect], raw: bytes | None) -> bool:
         """One admitted frame: True when it is to be forwarded. ``raw`` (the line as read,
@@ -153,16 +165,11 @@ class CallPath:
     def _tool_call(self, call: ToolCall, decision: Decision, out: list[Effect]) -> bool:
         frame = call.frame
         pipeline = self.pipeline
-        retry = None
-        if decision.outcome is not _DENY and decision.approval_state is not None and not self.dry_run:
-            room = self.room
-            if room is None:  # not reached: a policy that asks has a room
-                raise RuntimeError("an approval without approvals")
-            held = room.ask(call, decision, self.can_elicit, out)
-            if held is None:  # held until the person answers: nothing recorded yet
-                return False
-            decision = held
-            retry = room.take_retry()
+        asked = pipeline.ask(call, decision, out)  # the asking step (docs/wrap.md, "Approvals")
+        if asked is None:  # held until the person answers: nothing recorded yet
+            return False
+        decision = asked
+        retry = None if self._asking is None else self._asking.take_retry()
         if decision.outcome is not _DENY and pipeline.guarded:
             problem = pipeline.enter(call)
             if problem is not None:  # a shared session's store failed to save it: not counted
