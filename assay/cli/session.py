@@ -1,5 +1,6 @@
 """`assay mcp session list|reset` (docs/wrap.md, "Shared sessions"): the shared sessions of this
-machine, from the database in the state directory.
+machine, from the store of the state directory (:func:`assay.sessions.store.open_store`, the one
+wrap uses), through the store's interface alone (:meth:`Store.sessions`, :meth:`Store.reset`).
 
 Failures print one ``fatal: ...`` line and exit 2; nothing is created (no state directory, no
 database) by either command.
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+import time
+from typing import TYPE_CHECKING, Annotated, Any
 
 import cyclopts
 from cyclopts import Parameter
@@ -18,12 +20,41 @@ from assay.cli.errors import fatal
 from assay.cli.output import printable as _safe
 from assay.cli.output import aligned, local_time, write_out
 
+if TYPE_CHECKING:
+    from assay.policy.shared import Store
 
-def _db(state_dir: str | None) -> str:
-    from assay.sessions.paths import db_path
+
+def _store(state_dir: str | None) -> Store:
     from assay.sessions.paths import state_dir as resolve
+    from assay.sessions.store import open_store
 
-    return db_path(resolve(state_dir, os.environ))
+    return open_store(resolve(state_dir, os.environ))
+
+
+def _rows(store: Store) -> list[dict[str, Any]]:
+    """The store's sessions as plain values (what --json prints, what the table shows)."""
+    import msgspec
+    import trio
+
+    async def read() -> list[dict[str, Any]]:
+        try:
+            return [msgspec.to_builtins(row) for row in await store.sessions(time.time())]
+        finally:
+            await store.aclose()
+
+    return trio.run(read)
+
+
+def _reset(store: Store, key: str, who: str) -> bool:
+    import trio
+
+    async def reset() -> bool:
+        try:
+            return await store.reset(key, who, time.time())
+        finally:
+            await store.aclose()
+
+    return trio.run(reset)
 
 
 def _out(text: str) -> int:
@@ -66,11 +97,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             One JSON object per line instead of the table.
         """
         from assay.policy.shared import StoreError
-        from assay.sessions.sqlite import list_sessions
 
-        path = _db(state_dir)
+        store = _store(state_dir)
+        path = store.where
         try:
-            rows = list_sessions(path)
+            rows = _rows(store)
         except StoreError as exc:
             return fatal(exc.cause)
         if json:
@@ -101,15 +132,15 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         import getpass
 
         from assay.policy.shared import StoreError
-        from assay.sessions.sqlite import reset
 
-        path = _db(state_dir)
+        store = _store(state_dir)
+        path = store.where
         try:
             user = getpass.getuser()
         except (KeyError, OSError, ImportError):
             user = str(os.getuid()) if hasattr(os, "getuid") else "?"
         try:
-            done = reset(path, key, f"assay mcp session reset by {user} (pid {os.getpid()})")
+            done = _reset(store, key, f"assay mcp session reset by {user} (pid {os.getpid()})")
         except StoreError as exc:
             return fatal(exc.cause)
         if not done:

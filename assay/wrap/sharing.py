@@ -2,7 +2,8 @@
 
 The shell side of :mod:`assay.policy.shared`: reads ``--shared-session`` (or
 ``ASSAY_SHARED_SESSION``; default ``client``), ``--state-dir`` (or ``ASSAY_STATE_DIR``) and
-``--session-lock-timeout``, and builds the session key and the SQLite store. A policy without
+``--session-lock-timeout``, and builds the session key and the store of the state directory
+(:func:`assay.sessions.store.open_store`, the one ``assay mcp session`` uses). A policy without
 flow rules, rate limits or session totals never opens the database (it is not even created).
 """
 
@@ -49,10 +50,9 @@ def shared_for(
 
     if key is None or not shares_state(policy):
         return key, None
-    from assay.sessions.paths import db_path
     from assay.sessions.paths import state_dir as resolve
-    from assay.sessions.sqlite import SqliteStore
+    from assay.sessions.store import open_store
 
     # the store creates the directory (0700) when it first opens the file; a directory it cannot
     # use is a StoreError then: the calls that need it are denied, with one stderr line
-    return key, (SqliteStore(db_path(resolve(state_dir, env)), timeout=lock_timeout), key)
+    return key, (open_store(resolve(state_dir, env), timeout=lock_timeout), key)

@@ -98,13 +98,29 @@ def wrap(policy: Any, store: MemoryStore, label: str = "s1") -> tuple[Pipeline, 
     return Pipeline(policy, state, built.checks, built.approvals, clock=lambda: 1.0, shared=shared), built
 
 
+PROBLEMS: list[str] = []  # the store's failures judge() met, in order
+
+
 def judge(pipeline: Pipeline, name: str, now: float) -> str | None:
-    decision = pipeline.decide(Call(name, {}, "s1"), now)
-    if decision.outcome == "deny":
-        pipeline.release()
-    else:
-        assert pipeline.enter(Call(name, {}, "s1"), now) is None
-    return decision.reason_code if decision.outcome == "deny" else None
+    """One call as wrap's call path decides it in a shared session: the store's transaction
+    loaded, the decision, the call entered (or not), the state saved. The deny's code, or None."""
+    shared = pipeline.shared
+    assert shared is not None
+    store = shared.store
+    assert isinstance(store, MemoryStore)
+    problem = shared.loaded(store.begin_blocking(shared.key, shared.part, shared.server, now))
+    call = Call(name, {}, "s1")
+    decision = pipeline.decide(call, now, problem)
+    if problem is not None:  # the state could not be read: the transaction ends unsaved
+        PROBLEMS.append(problem)
+        store.abort_blocking()
+        return decision.reason_code
+    entered = decision.outcome != "deny"
+    if entered:
+        pipeline.enter(call, now)
+    saved = shared.saving(entered)
+    assert shared.committed(saved, store.commit_blocking(saved, now)) is None
+    return None if entered else decision.reason_code
 
 
 @settings(max_examples=60, deadline=None)
@@ -161,8 +177,8 @@ def test_a_state_in_the_earlier_layout_still_loads() -> None:
         row.state, row.version = blob, row.version + 1
         new, _ = wrap(policy, store)
         assert judge(new, "send_mail", 3.0) == "E_SEQUENCE_VIOLATION"  # read_file came before
-        assert new.notices == []
+        assert PROBLEMS == []
     row.state, row.version = msgspec.msgpack.encode(([9, "x"], None)), row.version + 1
     broken, _ = wrap(policy, store)
     assert judge(broken, "echo", 4.0) == "E_SESSION_STATE"  # flows that do not fit: refused, said
-    assert broken.notices and "session reset" in broken.notices[0]
+    assert len(PROBLEMS) == 1 and "session reset" in PROBLEMS.pop()

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from assay.sessions import keys
-from assay.sessions.sqlite import list_sessions
+from tests.sessions.syncstore import list_sessions
 from tests.conftest import ASSAY, REPO
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -183,16 +183,19 @@ def test_a_pid_1_agent_has_one_session_across_its_servers(tmp_path, base_env):
     assert sorted(s["server"] for s in rows[0]["servers"]) == ["files", "web"]
 
 
-# a wrap's use of the store: its client's session, counted once (the store sweeps when opened)
+# a wrap's use of the store: it sweeps when it starts (assay.sessions.store.serving), then its
+# client's session, counted once
 USE = textwrap.dedent("""\
     import sys, time
+    import trio
     from assay.policy.shared import Saved
-    from assay.sessions.keys import session_key
+    from assay.sessions.keys import client_alive, session_key
     from assay.sessions.sqlite import SqliteStore
     store = SqliteStore(sys.argv[1])
+    trio.run(store.sweep, time.time(), client_alive)
     key = session_key(None, {})
-    store.begin(key, "p", "srv", time.time())
-    store.commit(Saved(b"s", 1, 1, True), time.time())
+    store.begin_blocking(key, "p", "srv", time.time())
+    store.commit_blocking(Saved(b"s", 1, 1, True), time.time())
     store.close()
     print(key.key, flush=True)
 """)
@@ -216,7 +219,7 @@ def test_wraps_in_two_pid_namespaces_keep_each_others_sessions(tmp_path, base_en
         assert proc.stdout is not None
         return proc, proc.stdout.readline().strip()
 
-    def sweep() -> str:  # a wrap of this test process opens the store (and sweeps)
+    def sweep() -> str:  # a wrap of this test process starts (and sweeps)
         return subprocess.run([sys.executable, "-c", USE, db], capture_output=True, text=True, env=env,
                               timeout=30, check=True).stdout.strip()
 
@@ -225,7 +228,7 @@ def test_wraps_in_two_pid_namespaces_keep_each_others_sessions(tmp_path, base_en
     try:
         assert outside_key.startswith(f"client:{outside.pid}:"), outside_key
         assert inside_key.startswith("client:1:"), inside_key
-        # the wrap inside swept when it opened the store: the outside session is still there
+        # the wrap inside swept when it started: the outside session is still there
         alive = {r["key"]: r["alive"] for r in list_sessions(db)}
         assert set(alive) == {outside_key, inside_key}
         assert alive[outside_key] is True and alive[inside_key] is None  # not seen from here

@@ -10,7 +10,8 @@ import pytest
 from assay.policy.shared import Saved, SessionKey
 from assay.sessions import keys
 from assay.sessions.keys import ProcInfo, client_alive, find_client, identity, key_namespace
-from assay.sessions.sqlite import NAMED_IDLE, SqliteStore, list_sessions
+from assay.sessions.sqlite import NAMED_IDLE, SqliteStore
+from tests.sessions.syncstore import list_sessions, sweep
 
 T0 = 1_800_000_000.0
 
@@ -102,10 +103,11 @@ def test_a_sweep_keeps_a_session_it_cannot_see_until_it_is_idle(tmp_path):
         return told.get(key.key, True)
 
     def use(key: str, now: float) -> None:
-        store = SqliteStore(path, alive=alive)  # a new process: it sweeps at its first call
+        sweep(path, now, alive)  # a new wrap: it sweeps when it starts (assay.sessions.store.serving)
+        store = SqliteStore(path, alive=alive)
         pid = int(key.split(":")[1])
-        store.begin(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
-        store.commit(Saved(b"s", 1, 1, True), now)
+        store.begin_blocking(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
+        store.commit_blocking(Saved(b"s", 1, 1, True), now)
         store.close()
 
     use("client:1:1@b:ns1", T0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import trio
 from hypothesis import given, settings, strategies as st
 
 from assay.policy import load_policy
@@ -146,7 +147,7 @@ def test_a_reset_clears_the_trigger_for_every_wrap() -> None:
     store, _clock, (fs, web) = wraps(POLICY, ["filesystem", "fetch"])
     assert fs.handle(frame(1, "read_text_file", {"path": "/s"})).disposition == "forwarded"
     assert web.handle(frame(1, "fetch", {"url": "http://x"})).disposition == "blocked"
-    store.reset(KEY.key)
+    trio.run(store.reset, KEY.key, "t", 0.0)
     assert web.handle(frame(2, "fetch", {"url": "http://x"})).disposition == "forwarded"
 
 

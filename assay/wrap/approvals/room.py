@@ -64,7 +64,8 @@ class AskedCall(Protocol):
 class CallSide(Protocol):
     """What the room needs of the call path (:class:`assay.wrap.calls.CallPath`): the clock,
     whether the client can be asked, the server side (replies), the ledger (receipts), the
-    pipeline (re-check, defer), the label, and where a held call's fate goes."""
+    pipeline (defer), the label, where an accepted held call is judged again, and where a held
+    call's fate goes."""
 
     clock: Callable[[], float]
     can_elicit: bool
@@ -73,6 +74,7 @@ class CallSide(Protocol):
     pipeline: Pipeline
     label: str
 
+    def accepted(self, call: HeldCall, out: list[Effect]) -> None: ...
     def settle(self, call: HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None: ...
 
 
@@ -252,10 +254,9 @@ class ApprovalRoom:
         if call.deadline <= now:  # too late, whatever it says (the prompt is closed)
             decision = self.denied(call.decision, _S.TIMED_OUT, timeout_reason(table.timeout))
         elif answer == "accept":
-            # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
-            # the engine and the session's checks run again
-            again = Call(call.name, call.arguments, calls.label, call.frame)
-            decision = calls.pipeline.recheck(again, call.decision).replace(approval_state=_S.APPROVED.value)
+            # judged again (in the shared session's store when there is one), then settled
+            calls.accepted(call, out)
+            return
         else:
             which = WHICH[answer]
             decision = self.denied(call.decision, _S(which), REASONS["error" if "error" in frame else which])
