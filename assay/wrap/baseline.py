@@ -21,7 +21,6 @@ from typing import Any
 
 from assay.manifest.digests import tool_digest
 from assay.policy import Decision
-from assay.policy.pipeline import Call
 
 __all__ = ["RULE", "REASONS", "Baseline"]
 
@@ -128,18 +127,3 @@ class Baseline:
             matched_rule=RULE,
             typed_decision="deny_with_alert",
         )
-
-
-class BaselineGuard:
-    """The declared baseline as a guard of the decision pipeline (:mod:`assay.policy.pipeline`)."""
-
-    __slots__ = ("baseline",)
-
-    def __init__(self, baseline: Baseline) -> None:
-        self.baseline = baseline
-
-    def check(self, call: Call, decision: Decision, now: float) -> Decision | None:
-        return self.baseline.check(call.name, decision)
-
-    def enter(self, call: Call, now: float) -> None:
-        pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.policy import Decision
 from assay.policy.decision import Outcome
@@ -27,16 +27,28 @@ from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide
 
 if TYPE_CHECKING:
-    from assay.wrap.approvals.room import ApprovalRoom
     from assay.wrap.records.clients import ClientNotes
     from assay.wrap.inspection import Inspector
 
-__all__ = ["CallPath"]
+__all__ = ["Asking", "CallPath"]
 
 _TOOLS_CALL = "tools/call"
 _CANCELLED = "notifications/cancelled"
 _DENY = Outcome.DENY
 _APPROVED = "approved"  # the approval_state of a held call a person accepted
+
+
+class Asking(Protocol):
+    """What the call path needs of the approvals room (:class:`assay.wrap.approvals.room.ApprovalRoom`;
+    asking itself is the pipeline's step, :meth:`Pipeline.ask`): whether it asks, the answers
+    and cancellations that concern its requests, and an approved retry to forward."""
+
+    @property
+    def asks(self) -> bool: ...
+    def owns(self, request_id: Any) -> bool: ...
+    def answer(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> None: ...
+    def cancel(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool: ...
+    def take_retry(self) -> bytes | None: ...
 
 
 class CallPath:
@@ -66,8 +78,8 @@ class CallPath:
         self.clock = clock
         self.can_elicit = False  # the client's last initialize declared form-mode elicitation
         self.released: list[bytes] = []  # accepted held calls to forward now (lines without LF)
-        self.room: ApprovalRoom | None = None  # approvals (the policy asks for some)
-        self._asking: ApprovalRoom | None = None  # the same, when it asks (not a dry run)
+        self.room: Asking | None = None  # approvals (the policy asks for some)
+        self._asking: Asking | None = None  # the same, when it asks (not a dry run)
         self.inspector: Inspector | None = None  # the inspection room (the policy asks for one)
         self.jobs: deque[Job] = deque()  # waiting for the store, in order (a shared session)
         self.busy: Job | None = None  # the job whose transaction is open or opening
@@ -75,9 +87,9 @@ class CallPath:
         self._trailing = 0  # client requests read since the last queued call (while jobs wait)
         self.on_idle: Callable[[list[Effect]], None] | None = None  # the session: the jobs are done
 
-    def attach(self, room: ApprovalRoom) -> None:
+    def attach(self, room: Asking) -> None:
         self.room = room
-        self._asking = room if room.table is not None else None
+        self._asking = room if room.asks else None
 
     def judge(self, frame: dict[str, Any], out: list[Effect], raw: bytes | None) -> bool:
         """One admitted frame: True when it is to be forwarded. ``raw`` (the line as read,
@@ -150,14 +162,10 @@ class CallPath:
             notices.clear()
 
     def _asked(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None:
-        """A fresh call that needs a person's approval is asked first: None when it is held
-        until the person answers (nothing recorded yet), else the decision to go on with."""
-        if decision.outcome is not _DENY and decision.approval_state is not None and not self.dry_run:
-            room = self.room
-            if room is None:  # not reached: a policy that asks has a room
-                raise RuntimeError("an approval without approvals")
-            return room.ask(call, decision, self.can_elicit, out)
-        return decision
+        """A fresh call that needs a person's approval is asked first, by the pipeline's asking
+        step (docs/wrap.md, "Approvals"): None when it is held until the person answers
+        (nothing recorded yet), else the decision to go on with."""
+        return self.pipeline.ask(call, decision, out)
 
     def _after(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *,
                answer: bool = True) -> bool:

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from assay.policy import Policy, SessionState
-from assay.policy.pipeline import FlowGuard, Guard, Pipeline, RateGuard
+from assay.policy.guards import GuardContext, Surface, build_guards
+from assay.policy.pipeline import Pipeline
 from assay.policy.shared import Loaded, SessionKey, SharedSession, Store, StoreError, part_of, shares_state
-from assay.policy.rates import RateTracker, tracker_for
 from assay.wrap import approvals, records
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
 from assay.wrap.approvals.room import ApprovalRoom
@@ -69,6 +69,7 @@ from assay.wrap.toolbook import ToolBook
 
 if TYPE_CHECKING:
     from assay.policy.flows import FlowTracker
+    from assay.policy.rates import RateTracker
     from assay.wrap.baseline import Baseline
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
@@ -135,27 +136,11 @@ class WrapSession:
             arguments_max=options.log_arguments_max,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
-        # the decision pipeline's guards after the engine, in order (docs/policy.md, "Evaluation
-        # and reason codes"): the declared baseline, per-tool rate limits, flow rules
-        guards: list[Guard] = []
         baseline: Baseline | None = None
         if options.declared_manifest is not None:  # assay.manifest is loaded only when asked
-            from assay.wrap.baseline import Baseline, BaselineGuard
+            from assay.wrap.baseline import Baseline
 
             baseline = Baseline(options.declared_manifest)
-            guards.append(BaselineGuard(baseline))
-        self._rates: RateTracker | None = tracker_for(policy)  # None: no per-tool rate rules
-        if self._rates is not None:
-            guards.append(RateGuard(self._rates))
-        self._flows: FlowTracker | None = None  # set when the policy has flow rules
-        if policy.sequences:
-            from assay.policy.flow_ends import ALONE, reset_hint
-            from assay.policy.flows import FlowTracker  # loaded only for a policy that uses it
-
-            reset = options.shared_session_key  # how a deny ends: docs/policy.md, "How a deny ends"
-            self._flows = FlowTracker(policy.sequences, policy.aliases, server=options.label,
-                                      reset=ALONE if reset is None else reset_hint(reset))
-            guards.append(FlowGuard(self._flows))
         tools = ToolBook(
             policy, self.state, options.label, verbose=options.verbose,
             hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
@@ -167,7 +152,6 @@ class WrapSession:
         taint = None
         if needs_inspector(policy):
             from assay.policy.shared import uses_taint
-            from assay.policy.outbound import OutboundGuard
             from assay.wrap.inspection import Inspector
             from assay.wrap.watching import TaintState
 
@@ -179,21 +163,34 @@ class WrapSession:
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
-            if inspector.guards_calls:  # else it has nothing to judge (docs/inspect.md, "Speed")
-                guards.insert(0, OutboundGuard(inspector))
+        self._room = ApprovalRoom(policy, dry_run=options.dry_run, token=approval_token, key=approval_key)
+        # the decision pipeline's guards after the engine, in the registry's order
+        # (assay.policy.guards; docs/policy.md, "Evaluation and reason codes")
+        built = build_guards(GuardContext(
+            policy, Surface.WRAP, options.label, self.state, clock,
+            session_key=options.shared_session_key,
+            baseline=baseline,
+            # the inspection room judges what a call sends out, when it has calls to judge
+            # (docs/inspect.md, "Speed")
+            outbound=inspector if inspector is not None and inspector.guards_calls else None,
+            taint=taint,
+            asker=self._room if self._room.asks else None,
+        ))
+        self._guards = built
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
         sharing: SharedSession | None = None
         if shared is not None and shares_state(policy):
             store, key = shared
-            sharing = SharedSession(store, key, part_of(policy), options.label, self.state, self._flows, self._rates,
-                                    wall_clock, taint)
-        pipeline = Pipeline(policy, self.state, guards, clock=clock if sharing is None else wall_clock, shared=sharing)
+            sharing = SharedSession(store, key, part_of(policy), options.label, self.state, built.parts, wall_clock)
+        pipeline = Pipeline(policy, self.state, built.checks, built.approvals,
+                            clock=clock if sharing is None else wall_clock, shared=sharing)
         self._calls = CallPath(pipeline, self._ledger, self._server, options.label, options.dry_run, clock)
+        self._room.attach(self._calls)
+        self._calls.attach(self._room)
         if inspector is not None:
             inspector.pipeline = pipeline
             self._calls.inspector = inspector
-        self._room = ApprovalRoom(policy, self._calls, dry_run=options.dry_run, token=approval_token, key=approval_key)
         self._server.prefix = self._room.prefix
         self._client = ClientSide(self._calls.judge, self._server.reply, self._calls.released, self._ledger,
                                   options.max_frame_bytes)
@@ -472,6 +469,18 @@ class WrapSession:
     @_pipeline.setter
     def _pipeline(self, pipeline: Pipeline) -> None:
         self._calls.pipeline = pipeline
+
+    @property
+    def _flows(self) -> FlowTracker | None:
+        """The flow rules' tracker (None: the policy has none)."""
+        flows: FlowTracker | None = self._guards.tracker("flows")
+        return flows
+
+    @property
+    def _rates(self) -> RateTracker | None:
+        """The per-tool rate limits' tracker (None: the policy has none)."""
+        rates: RateTracker | None = self._guards.tracker("rates")
+        return rates
 
     @property
     def _approvals(self) -> approvals.Approvals | None:

@@ -1,7 +1,11 @@
 """Approvals in a session: asking, the answer, a cancel, a timeout, the end (sans-IO).
 
 A call the decision pipeline allows with ``approval_state`` ``required`` comes here (enforce
-mode). 2025-era clients are asked with wrap's own ``elicitation/create`` and the call is held
+mode), in two steps of the pipeline (:mod:`assay.policy.guards.approvals`): :meth:`ApprovalRoom.settle`
+is the settling guard (last in the pipeline: a call that cannot be asked gets the fallback, an
+``approval_timeout`` of 0 denies, a 2026-07-28-era retry carries its answer), and
+:meth:`ApprovalRoom.ask` the asking step (the effects that ask the person; the call is held).
+2025-era clients are asked with wrap's own ``elicitation/create`` and the call is held
 (:class:`~assay.wrap.approvals.held.Approvals`); 2026-07-28-era requests are answered with an
 ``input_required`` result and the retry carries the answer
 (:class:`~assay.wrap.approvals.offers.Offers`). docs/wrap.md, "Approvals", describes both.
@@ -10,10 +14,12 @@ A held call's fate goes to ``settle`` (the call path: records, deny reply or for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from assay.policy import Decision, NameMatcher, Policy
 from assay.policy.decision import ApprovalState
+from assay.policy.pipeline import Call, Pipeline
 from assay.wrap import replies
 from assay.wrap.approvals.held import (
     CANCEL_REASONS,
@@ -29,27 +35,58 @@ from assay.wrap.approvals.held import (
 )
 from assay.wrap.approvals.offers import Offers, input_required_reply, modern_can_elicit, read_input_response, rewrite_retry
 from assay.wrap.effects import Effect
+from assay.wrap.ledger import Ledger
 from assay.wrap.pending import id_key
+from assay.wrap.server_side import ServerSide
 
-if TYPE_CHECKING:
-    from assay.wrap.calls import CallPath
-    from assay.wrap.jobs import ToolCall
-
-__all__ = ["ApprovalRoom"]
+__all__ = ["ApprovalRoom", "AskedCall", "CallSide"]
 
 _S = ApprovalState
 
 
+class AskedCall(Protocol):
+    """The call a person is asked about (the call path's ``ToolCall``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> Any: ...
+    @property
+    def frame(self) -> dict[str, Any]: ...
+    @property
+    def raw(self) -> bytes | None: ...
+    @property
+    def params(self) -> Any: ...
+    @property
+    def valid(self) -> bool: ...
+
+
+class CallSide(Protocol):
+    """What the room needs of the call path (:class:`assay.wrap.calls.CallPath`): the clock,
+    whether the client can be asked, the server side (replies), the ledger (receipts), the
+    pipeline (defer), the label, where an accepted held call is judged again, and where a held
+    call's fate goes."""
+
+    clock: Callable[[], float]
+    can_elicit: bool
+    server: ServerSide
+    ledger: Ledger
+    pipeline: Pipeline
+    label: str
+
+    def accepted(self, call: HeldCall, out: list[Effect]) -> None: ...
+    def settle(self, call: HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None: ...
+
+
 class ApprovalRoom:
     """The approvals of one session. ``table`` and ``offers`` are None when nobody is asked
-    (the policy asks for no approval, or a dry run)."""
+    (the policy asks for no approval, or a dry run): then the pipeline has no approval step
+    (:attr:`asks` is False). The call path is attached (:meth:`attach`) once it is built."""
 
-    __slots__ = ("calls", "table", "offers", "fallback", "names", "_retry")
+    __slots__ = ("_calls", "table", "offers", "fallback", "names", "_retry")
 
-    def __init__(
-        self, policy: Policy, calls: CallPath, *, dry_run: bool, token: str | None = None, key: bytes | None = None
-    ) -> None:
-        self.calls = calls
+    def __init__(self, policy: Policy, *, dry_run: bool, token: str | None = None, key: bytes | None = None) -> None:
+        self._calls: CallSide | None = None
         self.table: Approvals | None = None
         self.offers: Offers | None = None  # 2026-07-28-era approvals asked, not answered
         self.fallback = "deny"
@@ -63,7 +100,21 @@ class ApprovalRoom:
                 timeout = tools.approval_timeout
                 self.table = Approvals(DEFAULT_TIMEOUT_S if timeout is None else timeout, token=token)
                 self.offers = Offers(key)
-        calls.attach(self)
+
+    @property
+    def asks(self) -> bool:
+        """Whether the room asks (and so is the pipeline's approval step)."""
+        return self.table is not None
+
+    def attach(self, calls: CallSide) -> None:
+        self._calls = calls
+
+    @property
+    def calls(self) -> CallSide:
+        calls = self._calls
+        if calls is None:
+            raise RuntimeError("ApprovalRoom: no call path attached")
+        return calls
 
     @property
     def prefix(self) -> str | None:
@@ -82,63 +133,31 @@ class ApprovalRoom:
 
     # -- asking ------------------------------------------------------------------------------
 
-    def ask(self, call: ToolCall, decision: Decision, can_elicit: bool, out: list[Effect]) -> Decision | None:
-        """An allowed call that needs a person's approval (enforce mode). None: it is held and
-        wrap's ``elicitation/create`` goes to the client. Otherwise the decision to go on with:
-        the fallback (a client that cannot be asked) or a deny (too many approvals pending)."""
+    def settle(self, call: Call, decision: Decision) -> Decision | None:
+        """The settling guard (enforce mode): an allowed call that needs a person's approval and
+        cannot be asked gets its decision now: the fallback (a client that cannot be asked, a
+        notification of the 2026-07-28 era), a deny (``approval_timeout: 0``), or, for a
+        2026-07-28-era retry that carries the person's answer, that answer (an accepted retry
+        is forwarded rewritten: :meth:`take_retry`). None: the call is to be asked (:meth:`ask`)."""
         table = self.table
-        frame = call.frame
-        if table is not None and replies.is_modern_request(frame):
-            return self._ask_modern(call, decision, out)
-        if table is None or not can_elicit:
-            return self._fallback(decision)
-        if table.timeout <= 0:  # approval_timeout: 0 denies without asking
-            return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
-        raw = call.raw or b""
-        if table.full:
-            return self.denied(decision, _S.FAILED, REASONS["full"])
-        if not table.fits(len(raw)):
-            return self.denied(decision, _S.FAILED, REASONS["too_large"])
-        approval_id = table.next_id()
-        table.hold(HeldCall(
-            approval_id=approval_id,
-            raw=raw,
-            line=raw[:-1] if raw.endswith(b"\n") else raw,
-            frame=frame,
-            params=call.params,
-            name=call.name,
-            arguments=call.arguments,
-            valid=call.valid,
-            decision=decision,
-            deadline=self.calls.clock() + table.timeout,
-            request_key=id_key(frame["id"]) if "id" in frame else None,
-        ))
-        self.calls.server.reply(elicitation_request(approval_id, call.name, call.arguments), out)
-        return None
-
-    def _fallback(self, decision: Decision) -> Decision:
-        """``tools.approval_fallback`` for a call whose client cannot be asked."""
-        if self.fallback == "allow":
-            return decision.replace(approval_state=_S.NOT_ASKED.value)
-        return self.denied(decision, _S.UNAVAILABLE, REASONS["unavailable"])
-
-    def _ask_modern(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None:
-        """:meth:`ask` for a 2026-07-28-era request: no initialize and no requests of wrap's
-        own, so the call is answered with an ``input_required`` result asking the person (None:
-        answered so, nothing recorded), and its retry carries the answer. An accepted retry has
-        passed the decision pipeline again (this round's); it is forwarded rewritten
-        (:meth:`take_retry`)."""
         offers = self.offers
-        table = self.table
-        if offers is None or table is None:  # not reached: both exist whenever approvals ask
+        if table is None or offers is None:  # not reached: the room is a step only when it asks
             return self._fallback(decision)
-        params, name, arguments, frame = call.params, call.name, call.arguments, call.frame
-        now = self.calls.clock()
+        frame = call.frame or {}
+        if not replies.is_modern_request(frame):
+            if not self.calls.can_elicit:
+                return self._fallback(decision)
+            if table.timeout <= 0:  # approval_timeout: 0 denies without asking
+                return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
+            return None
+        # 2026-07-28 era: no initialize and no requests of wrap's own; the call is answered with
+        # an input_required result asking the person, and its retry carries the answer
+        params: Any = frame.get("params")
         if offers.claims(params):  # a retry answering one of wrap's approvals
-            offer = offers.redeem(params.get("requestState"), name, arguments)
+            offer = offers.redeem(params.get("requestState"), call.name, call.arguments)
             if offer is None:
                 return self.denied(decision, _S.FAILED, REASONS["state"])
-            if now >= offer.issued + table.timeout:
+            if self.calls.clock() >= offer.issued + table.timeout:
                 return self.denied(decision, _S.TIMED_OUT, timeout_reason(table.timeout))
             answer = read_input_response(params)
             if answer is None:
@@ -155,17 +174,60 @@ class ApprovalRoom:
             return self._fallback(decision)  # a notification gets no reply to ask with
         if table.timeout <= 0:  # approval_timeout: 0 denies without asking
             return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
-        state = offers.issue(name, arguments, params, now)
-        if state is None:
-            return self.denied(decision, _S.FAILED, REASONS["too_large"])
-        self.calls.server.reply(input_required_reply(frame["id"], name, arguments, state), out)
-        # one call in two rounds counts once against limits.max_tool_calls_total: at its retry
-        # (the first round stays a request for limits.max_requests_total)
-        self.calls.pipeline.defer()
-        ledger = self.calls.ledger
-        if ledger.receipting:
-            ledger.receipt(call.raw, frame, False, None, out, disposition="consumed")
         return None
+
+    def ask(self, call: AskedCall, decision: Decision, out: list[Effect]) -> Decision | None:
+        """The asking step: a call :meth:`settle` left ``required``. None: the person is asked
+        (the effects are in ``out``) and the call is held (2025 era: wrap's
+        ``elicitation/create``) or answered (2026-07-28 era: an ``input_required`` result; its
+        retry passes the pipeline again), nothing recorded yet. Otherwise the deny to go on with
+        (too many approvals pending, a call too large to hold)."""
+        table = self.table
+        offers = self.offers
+        if table is None or offers is None:  # not reached: the room is a step only when it asks
+            return self._fallback(decision)
+        frame = call.frame
+        calls = self.calls
+        if replies.is_modern_request(frame):
+            name, arguments = call.name, call.arguments
+            state = offers.issue(name, arguments, call.params, calls.clock())
+            if state is None:
+                return self.denied(decision, _S.FAILED, REASONS["too_large"])
+            calls.server.reply(input_required_reply(frame["id"], name, arguments, state), out)
+            # one call in two rounds counts once against limits.max_tool_calls_total: at its
+            # retry (the first round stays a request for limits.max_requests_total)
+            calls.pipeline.defer()
+            ledger = calls.ledger
+            if ledger.receipting:
+                ledger.receipt(call.raw, frame, False, None, out, disposition="consumed")
+            return None
+        raw = call.raw or b""
+        if table.full:
+            return self.denied(decision, _S.FAILED, REASONS["full"])
+        if not table.fits(len(raw)):
+            return self.denied(decision, _S.FAILED, REASONS["too_large"])
+        approval_id = table.next_id()
+        table.hold(HeldCall(
+            approval_id=approval_id,
+            raw=raw,
+            line=raw[:-1] if raw.endswith(b"\n") else raw,
+            frame=frame,
+            params=call.params,
+            name=call.name,
+            arguments=call.arguments,
+            valid=call.valid,
+            decision=decision,
+            deadline=calls.clock() + table.timeout,
+            request_key=id_key(frame["id"]) if "id" in frame else None,
+        ))
+        calls.server.reply(elicitation_request(approval_id, call.name, call.arguments), out)
+        return None
+
+    def _fallback(self, decision: Decision) -> Decision:
+        """``tools.approval_fallback`` for a call whose client cannot be asked."""
+        if self.fallback == "allow":
+            return decision.replace(approval_state=_S.NOT_ASKED.value)
+        return self.denied(decision, _S.UNAVAILABLE, REASONS["unavailable"])
 
     def denied(self, decision: Decision, which: ApprovalState, reason: str) -> Decision:
         """The deny of a call whose approval was not given (``approval`` says why)."""
