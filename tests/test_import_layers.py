@@ -4,8 +4,7 @@ Every import statement counts: at the top of a module, inside a function, under
 ``if TYPE_CHECKING:``. A dependency that is only hidden is still a dependency, so the rules below
 hold for all of them:
 
-- no import cycle between modules (:data:`CYCLES_BEING_REMOVED` lists the one pair another
-  change removes);
+- no import cycle between modules;
 - :data:`RULES`: the sans-IO core imports no shell and no I/O library; a shell imports no other
   shell; the process runtime imports no shell.
 """
@@ -58,9 +57,6 @@ RULES: list[Rule] = [
       for name, members in SHELLS.items()),
 ]
 
-#: Import cycles another change is removing (the coordinator drops an entry once it is merged):
-#: helper "guards" takes the approvals room out of the call path's imports.
-CYCLES_BEING_REMOVED: list[frozenset[str]] = [frozenset({"assay.wrap.approvals.room", "assay.wrap.calls"})]
 
 
 # -- the import graph ------------------------------------------------------------------------------
@@ -180,7 +176,7 @@ GRAPH, EXTERNAL = import_graph()
 
 
 def test_no_import_cycles():
-    found = {c for c in cycles(GRAPH) if c not in CYCLES_BEING_REMOVED}
+    found = set(cycles(GRAPH))
     assert not found, "import cycles: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
