@@ -81,7 +81,7 @@ def db_size(calls: int) -> tuple[int, float]:
     from assay.policy.rates import tracker_for
     from assay.policy.shared import SessionKey, SharedSession, part_of
     from assay.policy.state import SessionState
-    from assay.sessions.sqlite import SqliteStore
+    from assay.store.sqlite import SqliteStore
 
     policy = load_policy(POLICY.encode())
     tmp = Path(tempfile.mkdtemp(prefix="assay-bench-db-"))

@@ -88,7 +88,7 @@ class Pipeline:
     (:class:`assay.policy.shared.SharedSession`, docs/wrap.md, "Shared sessions"): then the
     caller has loaded the session's state into the trackers and counters (the store's
     transaction is open) before :meth:`decide` or :meth:`recheck`, and saves it after
-    :meth:`enter` (the wrap's call path: :mod:`assay.wrap.calls`); the pipeline itself never
+    :meth:`enter` (the wrap's call path: :mod:`assay.session.calls`); the pipeline itself never
     speaks to the store. ``problem`` (the store's failure to open) denies the call
     (``E_SESSION_STATE``); each new cause is put in :attr:`notices` once (:meth:`told`), for the
     caller's stderr line. The clock is then the wall clock (the session's windows are compared

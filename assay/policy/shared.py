@@ -8,7 +8,7 @@ trackers of one set of shared rules, named by :func:`part_of`); :meth:`Store.com
 the decision changed and ends it. A call is decided inside that transaction (read the state,
 decide, record the call), so two wraps deciding at the same moment see each other's calls, and a
 wrap killed mid-decision leaves the store as it was. The SQLite store of one machine is
-:mod:`assay.sessions.sqlite`; a networked store for a gateway on several machines would be
+:mod:`assay.store.sqlite`; a networked store for a gateway on several machines would be
 another implementation of the same interface. Besides the transaction, the interface lists the
 sessions (:meth:`Store.sessions`, what ``assay mcp session list`` shows, as :class:`SessionRow`),
 resets one (:meth:`Store.reset`), forgets the expired ones (:meth:`Store.sweep`, with the caller's
@@ -134,7 +134,7 @@ class StoreError(Exception):
 
 Alive: TypeAlias = "Callable[[SessionKey], bool | None]"
 """Whether a client session's process still runs: True, False, or None when the caller cannot
-tell (the key names a PID namespace it cannot see). :func:`assay.sessions.keys.client_alive`
+tell (the key names a PID namespace it cannot see). :func:`assay.store.keys.client_alive`
 is the wrap's and the CLI's."""
 
 

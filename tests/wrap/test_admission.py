@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.wrap import admission as _adm
-from assay.wrap.admission import Admitted, LineSplitter, Rejected, admit, frame_digest
+from assay.session import admission as _adm
+from assay.session.admission import Admitted, LineSplitter, Rejected, admit, frame_digest
 
 # (line, expected reason) for every rejection reason, several spellings each.
 BAD = [

@@ -11,14 +11,14 @@ from assay.policy import SessionState, load_policy
 from assay.policy.decision import ApprovalState, Outcome
 from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
-from assay.wrap import approvals, records
-from assay.wrap.approvals.room import ApprovalRoom
-from assay.wrap.calls import CallPath
-from assay.wrap.jobs import tool_call_of
-from assay.wrap.effects import Effect, Record, Sink, ToClient
-from assay.wrap.ledger import Ledger
-from assay.wrap.server_side import ServerSide
-from assay.wrap.toolbook import ToolBook
+from assay.session import approvals, records
+from assay.session.approvals.room import ApprovalRoom
+from assay.session.calls import CallPath
+from assay.session.jobs import tool_call_of
+from assay.session.effects import Effect, Record, Sink, ToClient
+from assay.session.ledger import Ledger
+from assay.session.server_side import ServerSide
+from assay.session.toolbook import ToolBook
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 POLICY_TEXT = (

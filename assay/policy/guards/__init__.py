@@ -2,7 +2,7 @@
 (docs/architecture.md, "Adding a guard").
 
 Every surface that judges a ``tools/call`` builds its guards here, from the policy and what the
-surface knows (a :class:`GuardContext`): wrap's session (:mod:`assay.wrap.session`),
+surface knows (a :class:`GuardContext`): wrap's session (:mod:`assay.session.session`),
 ``assay mcp policy explain`` (:mod:`assay.policy.explain`) and the server's ``assay_check_args``
 (:mod:`assay.server.tools.check_args`). :data:`REGISTRY` names one module per guard, in the
 pipeline's order (docs/policy.md, "Evaluation and reason codes"); each module has

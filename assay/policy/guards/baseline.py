@@ -1,5 +1,5 @@
 """The declared baseline (``assay mcp wrap --declared-manifest``, docs/wrap.md, "Declared
-baseline") as a guard: wrap's :class:`~assay.wrap.baseline.Baseline` (what the client was
+baseline") as a guard: wrap's :class:`~assay.session.baseline.Baseline` (what the client was
 shown) judges each call. Only wrap has one."""
 
 from __future__ import annotations
