@@ -94,10 +94,14 @@ def db_size(calls: int) -> tuple[int, float]:
                                flows, rates, time.time)
         pipeline = Pipeline(policy, state, [RateGuard(rates), FlowGuard(flows)], clock=time.time, shared=shared)
         t = time.perf_counter()
-        for i in range(calls):
+        for i in range(calls):  # what wrap's call path does around each decision (docs/architecture.md)
             call = Call("read_file", {"path": f"/ws/{i}"}, "bench")
-            pipeline.decide(call)
-            pipeline.enter(call)
+            now = time.time()
+            shared.loaded(store.begin_blocking(shared.key, shared.part, shared.server, now))
+            pipeline.decide(call, now)
+            pipeline.enter(call, now)
+            saved = shared.saving(True)
+            shared.committed(saved, store.commit_blocking(saved, now))
         took = time.perf_counter() - t
         store.close()
         size = sum(p.stat().st_size for p in tmp.iterdir())

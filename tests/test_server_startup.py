@@ -60,7 +60,7 @@ def test_missing_root_exits_1_with_strerror(tmp_path, base_env):
     res = run(["--policy-root", str(tmp_path / "nope")], base_env)
     assert res.returncode == 1
     assert fatal_text(res) == "assay-mcp-server: invalid --policy-root: No such file or directory\n"
-    events = [json.loads(l) for l in res.stderr.decode().splitlines() if l.startswith("{")]
+    events = [json.loads(ln) for ln in res.stderr.decode().splitlines() if ln.startswith("{")]
     assert [e["fields"].get("event") for e in events][:1] == ["server_start"]  # C4: logged before the root check
 
 

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Annotated, get_args
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -160,79 +161,94 @@ def test_table_defaults_are_wrap_config_defaults():
         assert defaults[opt.field] == opt.default, opt.flag
 
 
-def test_cyclopts_command_is_checked_against_the_table(monkeypatch):
+def test_the_cyclopts_command_is_built_from_the_table():
     from assay.cli import wrap as wrap_cli
 
-    app.build()  # the real command matches (build would raise otherwise)
-    changed = list(options.WRAP_OPTIONS)
-    changed[0] = changed[0]._replace(default="other.yaml")
-    monkeypatch.setattr(options, "WRAP_OPTIONS", tuple(changed))
-    with pytest.raises(RuntimeError, match="disagree"):
-        app.build()
-    monkeypatch.setattr(options, "WRAP_OPTIONS", tuple(changed[1:]))
-    with pytest.raises(RuntimeError, match="disagree"):
-        wrap_cli.register(*_apps())
+    signature, annotations = wrap_cli.command_signature(options.WRAP_OPTIONS)
+    params = list(signature.parameters.values())
+    assert params[0].name == "command" and params[0].kind is params[0].VAR_POSITIONAL
+    assert [(p.name, p.default) for p in params[1:]] == [(opt.param, opt.default) for opt in options.WRAP_OPTIONS]
+    assert all(p.kind is p.KEYWORD_ONLY for p in params[1:])
+    for opt in options.WRAP_OPTIONS:
+        hint, parameter = get_args(annotations[opt.param])
+        assert hint == opt.hint and parameter.name == (opt.flag,), opt.flag
 
 
-NEW_OPTION = options.WrapOption("--new-thing", "new_thing", "new_thing", str, None, "Something new.")
+def test_wrap_config_is_the_declared_options_plus_the_command():
+    declared = [f.name for f in dataclasses.fields(options.WrapOptions)]
+    assert declared == [opt.field for opt in options.WRAP_OPTIONS]
+    assert [f.name for f in dataclasses.fields(WrapConfig)] == [*declared, "argv", "env"]
+    assert options.BY_FLAG["--policy"].param == "policy" and options.BY_FLAG["--policy"].field == "policy_path"
 
 
-def test_an_option_added_to_the_table_only_fails(monkeypatch):
-    """The table, WrapConfig and the cyclopts command: an option in one of them only is refused."""
-    monkeypatch.setattr(options, "WRAP_OPTIONS", (*options.WRAP_OPTIONS, NEW_OPTION))
-    with pytest.raises(RuntimeError, match="disagree"):
-        app.build()
-    with pytest.raises(RuntimeError, match="disagree"):
-        options.check_config_fields(_config_fields(WrapConfig), options.WRAP_OPTIONS)
+# A test-only declaration: wrap's options and two more, each declared once (a field with its
+# Option), as a new option would be declared in assay.wrap.options.WrapOptions.
+@dataclasses.dataclass(kw_only=True)
+class _BiggerConfig(WrapConfig):
+    new_thing: Annotated[str | None, options.Option("--new-thing", "Something new, declared once.")] = None
+    new_count: Annotated[int, options.Option("--new-count", "How many new things.")] = 3
+    new_flag: Annotated[bool, options.Option("--new-flag", "A new flag.", env="ASSAY_NEW_FLAG")] = False
 
 
-def test_a_field_added_to_wrap_config_only_fails():
-    options.check_config_fields(_config_fields(WrapConfig))  # the real one matches
-    bigger = dataclasses.make_dataclass("Bigger", [("new_thing", "str | None", dataclasses.field(default=None))],
-                                        bases=(WrapConfig,))
-    with pytest.raises(RuntimeError, match="disagree"):
-        options.check_config_fields(_config_fields(bigger))
-    for name, value in (("label", "other"), ("max_frame_bytes", 1), ("dry_run", True)):
-        changed = [(n, t, value if n == name else d) for n, t, d in _config_fields(WrapConfig)]
-        with pytest.raises(RuntimeError, match="disagree"):
-            options.check_config_fields(changed)
-    retyped = [(n, "str | None" if n == "max_frame_bytes" else t, d) for n, t, d in _config_fields(WrapConfig)]
-    with pytest.raises(RuntimeError, match="disagree"):
-        options.check_config_fields(retyped)
-    without_env = [row for row in _config_fields(WrapConfig) if row[0] != "env"]
-    with pytest.raises(RuntimeError, match="disagree"):
-        options.check_config_fields(without_env)
+def _declare(monkeypatch, config: type) -> None:
+    """Derive everything from ``config``'s declaration, as assay.wrap.options does from its own."""
+    from assay.wrap import run
+
+    table = options.table_of(config)
+    monkeypatch.setattr(options, "WRAP_OPTIONS", table)
+    monkeypatch.setattr(options, "BY_FLAG", {opt.flag: opt for opt in table})
+    monkeypatch.setattr(options, "BY_FIELD", {opt.field: opt for opt in table})
+    monkeypatch.setattr(run, "WrapConfig", config)
 
 
-def test_a_parameter_added_to_the_cyclopts_command_only_fails(monkeypatch):
-    import inspect
-    from typing import Annotated, get_type_hints
+def test_an_option_declared_once_reaches_the_cli_help_fast_parser_and_config(monkeypatch):
+    _declare(monkeypatch, _BiggerConfig)
+    new = options.BY_FLAG["--new-thing"]
+    assert (new.param, new.field, new.kind, new.default) == ("new_thing", "new_thing", str, None)
+    assert (options.BY_FLAG["--new-count"].kind, options.BY_FLAG["--new-flag"].env) == (int, "ASSAY_NEW_FLAG")
+    # the help
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert app.main(["mcp", "wrap", "--help"], fast_wrap=False) == 0
+    shown = " ".join(out.getvalue().replace("│", " ").split())
+    for flag, text in (("--new-thing", "Something new, declared once."), ("--new-count", "How many new things."),
+                       ("--new-flag", "A new flag.")):
+        assert flag in shown and text in shown
+    assert "[default: 3]" in shown
+    # the fast parser
+    tokens = ["--new-thing", "x", "--new-count", "7", "--new-flag", "--label", "L", "--", "srv", "-a"]
+    values, command = wrap_args.parse_fast(tokens)
+    assert (values["new_thing"], values["new_count"], values["new_flag"], command) == ("x", 7, True, ["srv", "-a"])
+    assert wrap_args.parse_fast(["--new-count", "x", "--", "srv"]) is None  # not a plain number: cyclopts says
+    # the config, through either parser (the cyclopts command's parameters included)
+    for fast in (True, False):
+        code, _, err, runs = outcome(monkeypatch, tokens, fast)
+        assert code == 0, err
+        (config,) = runs
+        assert isinstance(config, _BiggerConfig)
+        assert (config.new_thing, config.new_count, config.new_flag, config.label) == ("x", 7, True, "L")
+        assert config.argv == ["srv", "-a"]
+    code, _, err, runs = outcome(monkeypatch, ["--", "srv"], False)
+    assert code == 0 and (runs[0].new_thing, runs[0].new_count, runs[0].new_flag) == (None, 3, False)
+    code, _, err, _ = outcome(monkeypatch, ["--new-count", "x", "--", "srv"], False)
+    assert code != 0 and "--new-count" in err
+    # protect's reader of wrap lines reads it as wrap does
+    from assay.clients.wrapped import parse_wrap_options
 
-    from cyclopts import Parameter
-
-    from assay.cli import wrap as wrap_cli
-
-    check = wrap_cli.check_against_table
-    captured: list = []
-    monkeypatch.setattr(wrap_cli, "check_against_table", captured.append)
-    wrap_cli.register(*_apps())
-    (real,) = captured
-    check(real)
-
-    def bigger(*args, **kwargs):
-        return real(*args, **kwargs)
-
-    signature = inspect.signature(real)
-    extra = inspect.Parameter("new_thing", inspect.Parameter.KEYWORD_ONLY, default=None)
-    bigger.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])
-    bigger.__annotations__ = {**get_type_hints(real, include_extras=True),
-                              "new_thing": Annotated[str | None, Parameter(name="--new-thing")]}
-    with pytest.raises(RuntimeError, match="disagree"):
-        check(bigger)
+    parsed = parse_wrap_options(["--new-thing", "x", "--new-flag", "--", "srv"])
+    assert parsed is not None and parsed[0] == {"new_thing": "x", "new_flag": True}
 
 
-def _config_fields(cls) -> list[tuple[str, object, object]]:
-    return [(f.name, f.type, f.default) for f in dataclasses.fields(cls)]
+@pytest.mark.parametrize("annotation, default", [
+    ("list[str]", None), ("bool", True), ("str", None), ("int | None", None), ("tuple[int, ...]", ()), ("float", 1),
+])
+def test_a_declaration_wrap_cannot_read_is_refused(annotation, default):
+    hint = eval(annotation)
+    odd = dataclasses.make_dataclass(
+        "Odd", [("odd", Annotated[hint, options.Option("--odd", "Odd.")], dataclasses.field(default=default))],
+        bases=(options.WrapOptions,), kw_only=True)
+    with pytest.raises(TypeError, match="odd"):
+        options.table_of(odd)
 
 
 def test_help_comes_from_the_table():

@@ -26,7 +26,7 @@ from assay.auth.callback import Callback
 from assay.auth.discovery import (
     DiscoveryError, Resource, Server, as_urls, check_resource, check_server, issuers_match, prm_urls,
 )
-from assay.auth.grants import GrantError, Tokens
+from assay.auth.grants import Tokens
 from assay.auth.record import CLIENT_CREDENTIALS, ID_JAG_GRANT
 from assay.auth.sources import read_key, read_source
 from assay.auth.web import Web, WebError

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import cyclopts
-from cyclopts import Parameter
+from cyclopts import Parameter, Token
 
 from assay.cli.errors import fatal
 
 SHIM_WARNING = "warning: `assay kill` is deprecated; use `assay mcp kill` instead"
 
 
-def _grace_converter(type_, tokens) -> float:
+def _grace_converter(type_: type, tokens: Sequence[str | Token]) -> float:
     """Parse --grace in the parser, so a bad value is a usage error without the shim warning."""
     from assay.kill import parse_grace
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import UsageError, fatal
+from assay.clients.table import ConfigLocation
 
 EXIT_REFUSED = 1
 
@@ -22,7 +24,7 @@ _PROJECT_SCOPE = (
 )
 
 
-def _location(label: str, scope: str, config: str | None):
+def _location(label: str, scope: str, config: str | None) -> ConfigLocation:
     from assay import clients
 
     if config is not None and not config.strip():
@@ -117,7 +119,7 @@ def protect_command(
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
 
-        def edit(text, loc, record):
+        def edit(text: str, loc: ConfigLocation, record: Sequence[p.model.EntryRecord] | None) -> p.Result:
             return p.undo_text(text, loc, record, force=force)
     else:
         if force:
@@ -162,7 +164,7 @@ def protect_command(
                                 hide_denied_tools=hide_denied_tools, declared_manifest=manifest_path,
                                 log_arguments=log_arguments)
 
-        def edit(text, loc, record):
+        def edit(text: str, loc: ConfigLocation, record: Sequence[p.model.EntryRecord] | None) -> p.Result:
             return p.protect_text(text, loc, options, record)
 
     try:

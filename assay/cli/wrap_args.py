@@ -1,9 +1,9 @@
 """`assay mcp wrap`'s fast command-line parser, used on the start-up path.
 
-The options are :data:`assay.wrap.options.WRAP_OPTIONS`, the one table of wrap's options
-(flag, parameter name of the cyclopts command in :mod:`assay.cli.wrap`, the
-:class:`~assay.wrap.run.WrapConfig` field, value kind, default, help text); its names are
-re-exported here for older imports.
+The options are :data:`assay.wrap.options.WRAP_OPTIONS`, the table derived from the one
+declaration of wrap's options (:class:`assay.wrap.options.WrapOptions`: flag, parameter name of
+the cyclopts command in :mod:`assay.cli.wrap`, the :class:`~assay.wrap.run.WrapConfig` field,
+value kind, default, help text); its names are re-exported here for older imports.
 
 :func:`parse_fast` reads the plain, well-formed command lines (every token before ``--`` a known
 option given once, with a plain value) without importing cyclopts, which costs ~100 ms of
@@ -112,7 +112,8 @@ def launch(config: WrapConfig) -> int:
     import trio
 
     from assay.cli.errors import fatal
-    from assay.wrap.run import WrapError, run_wrap
+    from assay.wrap.errors import WrapError
+    from assay.wrap.run import run_wrap
 
     try:
         return trio.run(run_wrap, config)

@@ -161,7 +161,7 @@ def _load_toml(text: str) -> Any:
     return tomllib.loads(text)
 
 
-def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[dict]]:
+def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[dict[str, Any]]]:
     """A config file's bytes read as its client reads them (JSON, JSON with comments, TOML):
     ``(document, [])``, or ``(None, [the file's error])``."""
     try:
@@ -191,7 +191,7 @@ def config_document(data: bytes, location: ConfigLocation) -> tuple[Any, list[di
     return doc, []
 
 
-def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict], list[dict]]:
+def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Parse one config file's bytes into ``(servers, errors)`` (docs/discover.md, 'Config files').
 
     A file without the server map holds no servers and is not an error (Claude Desktop, Gemini
@@ -204,8 +204,8 @@ def parse_config_file(data: bytes, location: ConfigLocation) -> tuple[list[dict]
     doc, problems = config_document(data, location)
     if doc is None:
         return [], problems
-    servers: list[dict] = []
-    errors: list[dict] = []
+    servers: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
     for path, table in server_maps(doc, location):
         if table is None:
             continue

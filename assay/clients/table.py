@@ -15,7 +15,7 @@ import ntpath
 import os
 import posixpath
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +121,7 @@ def current_platform() -> str:
     return sys.platform
 
 
-def _join(platform: str):
+def _join(platform: str) -> Callable[..., str]:
     return ntpath.join if platform == "windows" else posixpath.join
 
 

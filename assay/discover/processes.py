@@ -98,7 +98,7 @@ def _process_entry(p: ProcInfo, wrapped: bool) -> dict[str, Any]:
     }
 
 
-def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -> list[dict]:
+def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None) -> list[dict[str, Any]]:
     """Running MCP servers of a snapshot, ascending pid (docs/discover.md).
 
     A running `assay mcp wrap` is listed as wrapped; the server it runs (its child, and that
@@ -107,7 +107,7 @@ def classify_processes(procs: Iterable[ProcInfo], *, self_pid: int | None = None
     """
     snapshot = sorted(procs, key=lambda p: p.pid)
     found = _wraps(snapshot)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for p in snapshot:
         if p.pid == self_pid or not p.argv or p.pid in found.under or p.pid in found.launchers:
             continue

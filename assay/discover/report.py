@@ -67,7 +67,7 @@ def format_table_time(ns: int) -> str:
 
 
 def build_document(
-    servers: Sequence[dict], errors: Sequence[dict], *, generated_at_ns: int, host: Mapping[str, str]
+    servers: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]], *, generated_at_ns: int, host: Mapping[str, str]
 ) -> dict[str, Any]:
     """The inventory document, ``errors`` last (docs/discover.md, 'Output')."""
     return {
@@ -92,7 +92,8 @@ def render_yaml(doc: Mapping[str, Any]) -> str:
 def _client_of(server: Mapping[str, Any]) -> str:
     source = server["source"]
     if source["type"] == "config_file":
-        return source["client"]
+        client: str = source["client"]
+        return client
     if source["type"] == "running_process":
         return "process"
     return "network"

@@ -9,6 +9,7 @@ import socket
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.clients.configs import _error, parse_config_file
@@ -76,10 +77,10 @@ def read_config_file(path: str) -> bytes | None | str:
         os.close(fd)
 
 
-def scan_config_files(locations: Sequence[ConfigLocation]) -> tuple[list[dict], list[dict]]:
+def scan_config_files(locations: Sequence[ConfigLocation]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Read and parse every location in order; one physical file is read once."""
-    servers: list[dict] = []
-    errors: list[dict] = []
+    servers: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
     seen: set[tuple[int, int]] = set()
     for location in locations:
         try:
@@ -104,8 +105,8 @@ def scan_config_files(locations: Sequence[ConfigLocation]) -> tuple[list[dict], 
 
 @dataclass
 class DiscoveryResult:
-    servers: list[dict] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)
+    servers: list[dict[str, Any]] = field(default_factory=list[Any])
+    errors: list[dict[str, Any]] = field(default_factory=list[Any])
     warnings: list[str] = field(default_factory=list)
 
 

@@ -30,7 +30,6 @@ from assay.inspect.injection_rules import CHARS as _CHARS
 from assay.inspect.injection_rules import GATE_CHARS as _GATE_CHARS
 from assay.inspect.injection_rules import INJECTION as _INJECTION
 from assay.inspect.injection_rules import LOWER as _LOWER
-from assay.inspect.injection_rules import MARGIN as _MARGIN
 from assay.inspect.injection_rules import ORDER as _ORDER
 from assay.inspect.injection_rules import POISON as _POISON
 from assay.inspect.injection_rules import RULES

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Final
+from typing import Final
 
 from assay.inspect.normalize import ignorable_class
 from assay.inspect.places import Trigger, shared_numbers
@@ -113,7 +113,7 @@ def _random_key(match: re.Match[str]) -> bool:
 
 def _mixed_case(match: re.Match[str]) -> bool:
     """A Hugging Face token is 34 letters of both cases (a name of letters is one case, or words)."""
-    body = match.group(1)
+    body: str = match.group(1)
     return sum(c.isupper() for c in body) >= 3 and sum(c.islower() for c in body) >= 3
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "MIN_VALUE_CHARS",
     "STRIDE",
     "WINDOW",
+    "Prepared",
     "Taint",
     "TaintSet",
 ]
@@ -71,6 +72,15 @@ _VALUE_DISTINCT: Final = 4  # a value (or a window of one) with fewer distinct b
 _MAGIC: Final = b"ATS\x01"
 _HEAD: Final = struct.Struct("<4s8sH")  # magic, key check, number of sources
 _CHUNK: Final = 4096  # pres looked up per isdisjoint call in find
+
+
+class Prepared(NamedTuple):
+    """Entries computed for a set but not added yet (:meth:`TaintSet.prepare_text`,
+    :meth:`TaintSet.prepare_value`): pres, fingerprints and window length codes, in order."""
+
+    pres: list[int]
+    fps: list[int]
+    lengths: list[int]
 
 
 class Taint(NamedTuple):
@@ -213,10 +223,10 @@ class TaintSet:
             self._lens[meta >> 8] += sign * n
             self._source_refs[meta & 0xFF] += sign * n
 
-    def _add_windows(self, data: bytes, starts: list[int], source: str) -> int:
-        """The windows of ``data`` at ``starts`` (ascending, lively ones only)."""
+    def _windows(self, data: bytes, starts: list[int]) -> Prepared:
+        """The entries of the windows of ``data`` at ``starts`` (ascending, lively ones only)."""
         if not starts:
-            return 0
+            return Prepared([], [], [])
         first = starts[0]
         folded = tb.fold(data[first: starts[-1] + WINDOW], WINDOW, self._sbox)
         windows = [data[start: start + WINDOW] for start in starts]
@@ -224,43 +234,60 @@ class TaintSet:
         fps = array.array("Q", b"".join(map(tb.digest, map(tb.blake2s8, map(self._key.__add__, windows)))))
         if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
-        meta = (WINDOW - _MIN_LEN) << 8 | self._source(source)
-        return self._insert(pres, fps.tolist(), [meta] * len(pres))
+        return Prepared(pres, fps.tolist(), [WINDOW - _MIN_LEN] * len(pres))
 
-    def add_text(self, text: str, source: str) -> int:
-        """Remember a tainted text: every run of ``MIN_RUN`` bytes of it (but low-information
-        ones) is found by :meth:`find` from now on. Returns the fingerprints added."""
+    def prepare_text(self, text: str, limit: int | None = None) -> Prepared:
+        """The entries :meth:`add_text` adds for ``text`` (its newest ``limit`` windows, at most
+        the capacity), computed without changing the set: :meth:`add_prepared` adds them (to
+        this set or to any set made under the same key)."""
         data = text.encode("utf-8", "surrogatepass")
         if len(data) < MIN_RUN:
-            return 0
+            return Prepared([], [], [])
+        cap = self.capacity if limit is None else min(limit, self.capacity)
         starts = range(0, len(data) - WINDOW + 1, STRIDE)
         chosen: list[int] = []
-        end, chunk = len(starts), self.capacity + self.capacity // 4 + 64
-        while end > 0 and len(chosen) < self.capacity:  # the newest windows first
+        end, chunk = len(starts), cap + cap // 4 + 64
+        while end > 0 and len(chosen) < cap:  # the newest windows first
             begin = max(0, end - chunk)
             region = data[starts[begin]: starts[end - 1] + WINDOW]
             chosen[:0] = compress(starts[begin:end], tb.lively(region)[::STRIDE])
             end, chunk = begin, chunk * 2
-        return self._add_windows(data, chosen[-self.capacity:], source)
+        return self._windows(data, chosen[-cap:] if cap else [])
+
+    def prepare_value(self, value: str) -> Prepared:
+        """The entries :meth:`add_value` adds for ``value``, computed without changing the set."""
+        if len(value) < MIN_VALUE_CHARS:
+            return Prepared([], [], [])
+        data = value.encode("utf-8", "surrogatepass")
+        if len(data) <= WINDOW:
+            if len(set(data)) < _VALUE_DISTINCT:
+                return Prepared([], [], [])
+            pre = int.from_bytes(tb.fold(data, len(data), self._sbox)[:4], "little")
+            return Prepared([pre], [self._fingerprint(data)], [len(data) - _MIN_LEN])
+        starts = list(range(0, len(data) - WINDOW + 1, STRIDE))
+        if starts[-1] != len(data) - WINDOW:
+            starts.append(len(data) - WINDOW)
+        starts = [s for s in starts if len(set(data[s: s + WINDOW])) >= _VALUE_DISTINCT]
+        return self._windows(data, starts)
+
+    def add_prepared(self, prepared: Prepared, source: str) -> int:
+        """Remember entries :meth:`prepare_text` or :meth:`prepare_value` computed (under this
+        set's key), from ``source``. Returns the fingerprints added."""
+        if not prepared.pres:
+            return 0
+        index = self._source(source)
+        return self._insert(prepared.pres, prepared.fps, [code << 8 | index for code in prepared.lengths])
+
+    def add_text(self, text: str, source: str) -> int:
+        """Remember a tainted text: every run of ``MIN_RUN`` bytes of it (but low-information
+        ones) is found by :meth:`find` from now on. Returns the fingerprints added."""
+        return self.add_prepared(self.prepare_text(text), source)
 
     def add_value(self, value: str, source: str) -> int:
         """Remember a secret value (of at least ``MIN_VALUE_CHARS`` characters): the whole value
         is found by :meth:`find`, and so is any run of ``MIN_RUN`` bytes of a longer one.
         Returns the fingerprints added."""
-        if len(value) < MIN_VALUE_CHARS:
-            return 0
-        data = value.encode("utf-8", "surrogatepass")
-        if len(data) <= WINDOW:
-            if len(set(data)) < _VALUE_DISTINCT:
-                return 0
-            meta = (len(data) - _MIN_LEN) << 8 | self._source(source)
-            pre = int.from_bytes(tb.fold(data, len(data), self._sbox)[:4], "little")
-            return self._insert([pre], [self._fingerprint(data)], [meta])
-        starts = list(range(0, len(data) - WINDOW + 1, STRIDE))
-        if starts[-1] != len(data) - WINDOW:
-            starts.append(len(data) - WINDOW)
-        starts = [s for s in starts if len(set(data[s: s + WINDOW])) >= _VALUE_DISTINCT]
-        return self._add_windows(data, starts, source)
+        return self.add_prepared(self.prepare_value(value), source)
 
     # ---- finding ------------------------------------------------------------------------
 
@@ -367,11 +394,12 @@ class TaintSet:
     def export(self) -> bytes:
         """Fingerprints, pres and source labels (never the values), oldest first: at most
         ``EXPORT_BYTES_PER_ENTRY * capacity`` bytes plus the labels and 18 bytes."""
-        slots = self._slots()
-        fps = array.array("Q", [self._fp[s] for s in slots])
-        pres = tb.uint32s(b"")
-        pres.extend([self._pres[s] for s in slots])
-        metas = array.array("H", [self._meta[s] for s in slots])
+        live = len(self)
+        start = (self._next - live) % self.capacity  # the oldest slot: the ring in two slices
+        fps = self._fp[start:] + self._fp[:start]
+        pres = self._pres[start:] + self._pres[:start]
+        metas = self._meta[start:] + self._meta[:start]
+        slots = range(live)
         if not tb.LITTLE:  # pragma: no cover
             for part in (fps, pres, metas):
                 part.byteswap()
@@ -421,9 +449,35 @@ class TaintSet:
         if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
             metas.byteswap()
-        if any((meta >> 8) > WINDOW - _MIN_LEN or (meta & 0xFF) >= nsources for meta in metas):
+        raw = metas.tobytes() if tb.LITTLE else array.array("H", data[at + 12 * count:]).tobytes()
+        if count and (max(raw[1::2]) > WINDOW - _MIN_LEN or max(raw[0::2]) >= nsources):
             raise ValueError("bad entry")
+        if self._fast_load(fps, pres, metas, raw, labels):
+            return
         self._add_entries(fps.tolist(), pres.tolist(), metas.tolist(), labels)
+
+    def _fast_load(self, fps: array.array[int], pres: array.array[int], metas: array.array[int], raw: bytes,
+                   labels: list[str]) -> bool:
+        """An export into an empty set, as it is (the usual restore: the shared session's state
+        read again after another wrap saved it): the rings taken whole, the index built in one
+        C-level pass. False (nothing done) when the general path is needed: more entries than
+        the capacity, a pre held twice, or labels beyond the table."""
+        count = len(fps)
+        if self._next or count > self.capacity or len(labels) > MAX_SOURCES - 1 or len(set(labels)) != len(labels):
+            return False
+        index = dict(zip(pres.tolist(), range(count)))
+        if len(index) != count:
+            return False
+        self._fp, self._pres, self._meta = fps, pres, metas
+        self._index = index
+        self._next = count
+        for label in labels:
+            self._source(label)
+        for length, n in Counter(raw[1::2]).items():
+            self._lens[length] += n
+        for source, n in Counter(raw[0::2]).items():
+            self._source_refs[source] += n
+        return True
 
     def _add_entries(self, fps: list[int], pres: list[int], metas: list[int], labels: list[str]) -> None:
         """Entries of another set (or an export) whose source labels are ``labels``."""

@@ -118,7 +118,7 @@ def text_lines(info: ToolInfo, policy: dict[str, Any] | None) -> list[str]:
 
 def policy_text(p: dict[str, Any]) -> str:
     """``allow (tools.allow); path-confined: path; rate rules: r1`` and the like."""
-    verdict = p["verdict"]
+    verdict: str = p["verdict"]
     code = p.get("reason_code")
     text = verdict + (f" {code}" if code and verdict == "deny" else "")
     if verdict == "allow with warning":

@@ -22,12 +22,10 @@ This is the only module of :mod:`assay.policy` that touches the file system (thr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from assay.inputs import InputFileError, policy_byte_limit, read_fd, read_input_file
-
-if TYPE_CHECKING:
-    from assay.policy.model import Policy
+from assay.policy.loader import load_policy
+from assay.policy.model import Policy
 
 __all__ = ["PolicyFileError", "policy_ceiling", "read_policy_file", "read_policy_fd", "load_policy_file", "user_home"]
 
@@ -87,8 +85,6 @@ def load_policy_file(
     its ``[assay] loading policy from <path>`` line there: docs/wrap.md, "Startup").
     ``strict_deprecations`` and ``warn`` are :func:`~assay.policy.loader.load_policy`'s.
     """
-    from assay.policy.loader import load_policy  # the loader imports this module
-
     ceiling = policy_ceiling(limit)
     data = read_policy_file(path, limit=ceiling)
     if on_read is not None:

@@ -7,7 +7,7 @@ and about schema references that can never resolve, merge legacy root ``allow``/
 v1 ``constraints`` into schemas, validate pins, path confinement and kill-switch triggers (class
 ``validation``), and compute ``policy_digest`` over the JCS form of the normalized model.
 ``load_policy`` does no I/O; a policy *file* is read by :mod:`assay.policy.files`
-(:func:`load_policy_file`, the one entry every command uses), whose names are re-exported here.
+(:func:`load_policy_file`, the one entry every command uses), which calls this module.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from assay.policy.convert import STRICT_V1_MESSAGE, V1_DEPRECATION_WARNING, convert
 from assay.policy.engine import compile_policy
 from assay.policy.errors import PolicyError
-from assay.policy.files import PolicyFileError, load_policy_file, read_policy_fd, read_policy_file
 from assay.policy.model import Policy
 from assay.policy.reader import Structure
 from assay.policy.sections import MAX_WINDOW_CALLS
@@ -25,10 +24,6 @@ from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSy
 
 __all__ = [
     "load_policy",
-    "load_policy_file",
-    "read_policy_file",
-    "read_policy_fd",
-    "PolicyFileError",
     "V1_DEPRECATION_WARNING",
     "STRICT_V1_MESSAGE",
     "MAX_WINDOW_CALLS",

@@ -80,14 +80,14 @@ class Pipeline:
     some guard runs (``guarded``), so a session without guards never reads it.
 
     ``shared`` (or ``None``) is the wrap's side of a shared agent session
-    (:class:`assay.policy.shared.SharedSession`, docs/wrap.md, "Shared sessions"): then
-    :meth:`decide` and :meth:`recheck` open the store's transaction and load the session's state
-    into the trackers and counters before the engine runs, :meth:`enter` saves it with the call,
-    and :meth:`release` ends a transaction no call entered (a deny, a held call). Every caller
-    of ``decide`` or ``recheck`` calls ``enter`` or ``release`` after it. The clock is then the
-    wall clock (the session's windows are compared across processes). A store that fails denies
-    the call (``E_SESSION_STATE``); each new cause is put in :attr:`notices` once, for the
-    caller's stderr line.
+    (:class:`assay.policy.shared.SharedSession`, docs/wrap.md, "Shared sessions"): then the
+    caller has loaded the session's state into the trackers and counters (the store's
+    transaction is open) before :meth:`decide` or :meth:`recheck`, and saves it after
+    :meth:`enter` (the wrap's call path: :mod:`assay.wrap.calls`); the pipeline itself never
+    speaks to the store. ``problem`` (the store's failure to open) denies the call
+    (``E_SESSION_STATE``); each new cause is put in :attr:`notices` once (:meth:`told`), for the
+    caller's stderr line. The clock is then the wall clock (the session's windows are compared
+    across processes).
     """
 
     __slots__ = ("policy", "state", "guards", "approvals", "clock", "guarded", "_all", "shared", "notices", "_said")
@@ -119,28 +119,24 @@ class Pipeline:
             raise TypeError("Pipeline: a time is needed (no now given and no clock)")
         return clock()
 
-    def decide(self, call: Call, now: float | None = None) -> Decision:
-        """Judge one call: the engine (which counts it), then every guard until one denies."""
+    def decide(self, call: Call, now: float | None = None, problem: str | None = None) -> Decision:
+        """Judge one call: the engine (which counts it), then every guard until one denies.
+        ``problem``: the shared session's store could not be opened (the call is denied)."""
         if self.shared is not None:
-            return self._shared_decide(call, self._now() if now is None else now)
+            return self._shared_decide(call, self._now() if now is None else now, problem)
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
         if decision.outcome is _DENY or not self.guarded:
             return decision
         return _through(self._all, call, decision, self._now() if now is None else now)
 
-    def recheck(self, call: Call, held: Decision, now: float | None = None) -> Decision:
+    def recheck(self, call: Call, held: Decision, now: float | None = None, problem: str | None = None) -> Decision:
         """A held call a person accepted, judged again at the moment of the answer: what the
         engine reads (pins, symlinks) and other calls may have changed meanwhile. The engine runs
         on a view of the state with its counters at zero (the call was counted when it was
         asked and keeps its place: neither counted twice nor denied for requests that came
         after it); then the guards, from ``held`` (the allow the call was held with). The
-        approval guard does not run again. Nothing of the session's state changes here."""
-        shared = self.shared
-        problem = None
-        if shared is not None:
-            if now is None:
-                now = self._now()
-            problem = self._begin(now)
+        approval guard does not run again. Nothing of the session's state changes here.
+        ``problem``: as for :meth:`decide`."""
         state = self.state
         view = None if state is None else state.uncounted()
         fresh = evaluate(self.policy, call.name, call.arguments, view, server_id=call.server)
@@ -152,45 +148,27 @@ class Pipeline:
             return held
         return _through(self.guards, call, held, self._now() if now is None else now)
 
-    def enter(self, call: Call, now: float | None = None) -> str | None:
+    def enter(self, call: Call, now: float | None = None) -> None:
         """A call the pipeline let through goes to the server (in a dry run too: it then
-        predicts what enforcing would do): every guard records it, and a shared session saves
-        it. The store's failure (the call must then be denied: it was not counted), or None."""
-        if not self.guarded:
-            return None
+        predicts what enforcing would do): every guard records it (a shared session's caller
+        then saves the state)."""
+        if not self._all:
+            return
         if now is None:
             now = self._now()
         for guard in self._all:
             guard.enter(call, now)
-        shared = self.shared
-        if shared is not None and shared.open:
-            return self._told(shared.commit(True, now))
-        return None
 
-    def release(self) -> None:
-        """End the shared session's transaction of a call that did not enter (denied, held,
-        or its retry sent later): the counters are saved, nothing else. Without a shared
-        session, or with nothing open, nothing happens."""
-        shared = self.shared
-        if shared is not None and shared.open:
-            self._told(shared.commit(False, self._now()))
-
-    def _begin(self, now: float) -> str | None:
-        shared = self.shared
-        assert shared is not None
-        if shared.open:  # a caller that did not release: what it did is saved first
-            shared.commit(False, now)
-        return self._told(shared.begin(now))
-
-    def _told(self, problem: str | None) -> str | None:
+    def told(self, problem: str | None) -> str | None:
+        """``problem`` (the shared session's store's failure, or None), put in
+        :attr:`notices` when it is a new cause."""
         if problem != self._said:
             self._said = problem
             if problem is not None:
                 self.notices.append(problem)
         return problem
 
-    def _shared_decide(self, call: Call, now: float) -> Decision:
-        problem = self._begin(now)
+    def _shared_decide(self, call: Call, now: float, problem: str | None) -> Decision:
         decision = evaluate(self.policy, call.name, call.arguments, self.state, server_id=call.server)
         if problem is not None:
             return store_failed(decision, call.name, problem)
@@ -198,28 +176,12 @@ class Pipeline:
             return decision
         return _through(self._all, call, decision, now)
 
-    def update(self, change: Callable[[float], bool], now: float | None = None) -> str | None:
+    def update(self, change: Callable[[float], bool], now: float | None = None) -> bool:
         """Change the session's state outside a call: when a result came back, ``change(now)``
         moves the trackers (flow rules with a response selector, the value taint) and says
-        whether anything changed. A shared session runs it inside the store's transaction
-        (loading the session's state first, saving it after); the store's failure, or None
-        (then nothing was changed: what came back is not remembered, and the caller fails
-        closed)."""
-        if now is None:
-            now = self._now()
-        shared = self.shared
-        if shared is None:
-            change(now)
-            return None
-        problem = self._begin(now)
-        if problem is not None:
-            return problem
-        try:
-            changed = change(now)
-        except BaseException:
-            shared.abort()
-            raise
-        return self._told(shared.commit(False, now, save=changed))
+        whether anything changed. A shared session's caller runs it inside the store's
+        transaction (loading the session's state first, saving it after)."""
+        return change(self._now() if now is None else now)
 
     def note_request(self) -> None:
         """A client request that is not ``tools/call`` (counted for ``limits.max_requests_total``)."""

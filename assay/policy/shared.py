@@ -103,20 +103,25 @@ class StoreError(Exception):
 
 
 class Store(Protocol):
-    """The shared state of sessions. One transaction at a time per store object."""
+    """The shared state of sessions. One transaction at a time per store object.
 
-    def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+    The methods are coroutines (trio): a store does its I/O, and waits for another writer, off
+    the event loop (the SQLite store in a worker thread), so a wrap waiting for the store still
+    relays every other frame (docs/wrap.md, "Shared sessions"). A cancelled :meth:`begin`
+    leaves no transaction open."""
+
+    async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         """Open one write transaction (waiting for another writer at most the store's deadline)
         and read the session's totals and the state of ``part``. ``server`` is the wrap's
         ``--label``; ``now`` a wall-clock time (seconds since the epoch). Raises
         :class:`StoreError`; then no transaction is open."""
 
-    def commit(self, saved: Saved, now: float) -> int:
+    async def commit(self, saved: Saved, now: float) -> int:
         """Write ``saved`` and end the transaction; the part's version now (the store counts it
         up on every commit that writes a state). Raises :class:`StoreError` (then nothing of
         ``saved`` was written and no transaction is open)."""
 
-    def abort(self) -> None:
+    async def abort(self) -> None:
         """End the transaction without writing. Never raises."""
 
 
@@ -137,7 +142,17 @@ class MemoryStore:
         self.fail: str | None = None
         self._open: tuple[str, str, str] | None = None
 
-    def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+    async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+        return self.begin_blocking(session, part, server, now)
+
+    async def commit(self, saved: Saved, now: float) -> int:
+        return self.commit_blocking(saved, now)
+
+    async def abort(self) -> None:
+        self.abort_blocking()
+
+    def begin_blocking(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+        """:meth:`begin` without an event loop (tests that drive a session by hand)."""
         if self._open is not None:
             raise RuntimeError("MemoryStore: a transaction is already open")
         if self.fail is not None:
@@ -147,7 +162,8 @@ class MemoryStore:
         row = self.parts.get((session.key, part)) or _Row()
         return Loaded(row.version, row.state, totals[0], totals[1])
 
-    def commit(self, saved: Saved, now: float) -> int:
+    def commit_blocking(self, saved: Saved, now: float) -> int:
+        """:meth:`commit` without an event loop."""
         if self._open is None:
             raise RuntimeError("MemoryStore: no transaction is open")
         key, part, server = self._open
@@ -164,7 +180,8 @@ class MemoryStore:
             self.servers[(key, server)] = self.servers.get((key, server), 0) + 1
         return row.version
 
-    def abort(self) -> None:
+    def abort_blocking(self) -> None:
+        """:meth:`abort` without an event loop."""
         self._open = None
 
     def reset(self, key: str) -> None:
@@ -213,10 +230,12 @@ class SharedSession:
     """One wrap's side of a shared session: the store, the session key, this wrap's part and
     server, and the trackers and counters the pipeline decides with.
 
-    Around each judged call: :meth:`begin` (the store's state into the trackers and counters;
-    a cause string when the store failed, then the call is denied and nothing is open),
-    :meth:`commit` (after the call went to the server, or was denied: the state back) or
-    :meth:`abort`. Requests that are not ``tools/call`` are counted in ``state`` only and reach
+    It does no I/O: the wrap's shell awaits the store (docs/architecture.md, "The shared
+    session's store"), and this object is told what it gave. Around each judged call:
+    :meth:`loaded` (the store's state into the trackers and counters; a cause string when the
+    store failed, then the call is denied and nothing is open), :meth:`saving` (after the call
+    went to the server, or was denied: what to write back) and :meth:`committed`, or
+    :meth:`aborting`. Requests that are not ``tools/call`` are counted in ``state`` only and reach
     the store with the next judged call (they are never blocked, so they need no decision).
     """
 
@@ -258,27 +277,27 @@ class SharedSession:
     def open(self) -> bool:
         return self._open
 
-    def begin(self, now: float) -> str | None:
-        """Open the store's transaction and load the shared state; the failure's cause, or
-        None."""
-        try:
-            loaded = self.store.begin(self.key, self.part, self.server, now)
-        except StoreError as exc:
-            self.problem = exc.cause
-            return exc.cause
+    def loaded(self, got: Loaded | StoreError) -> str | None:
+        """What the store's :meth:`Store.begin` gave (the caller awaited it): the shared state
+        into the trackers and counters; the failure's cause, or None. After a cause no
+        transaction is open (a state that cannot be read ends it: :meth:`aborting` is due, the
+        caller's ``abort`` effect)."""
+        if isinstance(got, StoreError):
+            self.problem = got.cause
+            return got.cause
         self._open = True
         state = self.state
-        state.requests_count = loaded.requests + (state.requests_count - self._requests)
-        state.tool_calls_count = loaded.tool_calls + (state.tool_calls_count - self._calls)
-        if loaded.version != self._version:
+        state.requests_count = got.requests + (state.requests_count - self._requests)
+        state.tool_calls_count = got.tool_calls + (state.tool_calls_count - self._calls)
+        if got.version != self._version:
             try:
-                self._restore(loaded.state)
+                self._restore(got.state)
             except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, IndexError) as exc:
-                self.abort()
+                self.aborting()
                 cause = f"the shared session's state could not be read ({exc}); reset it with assay mcp session reset"
                 self.problem = cause
                 return cause
-            self._version = loaded.version
+            self._version = got.version
         self.problem = None
         return None
 
@@ -309,30 +328,30 @@ class SharedSession:
             return msgspec.msgpack.encode((flows, rates)), armed
         return msgspec.msgpack.encode((flows, rates, self.taint.export_state())), armed
 
-    def commit(self, entered: bool, now: float, *, save: bool = False) -> str | None:
-        """Save the state (``entered``: a call went to the server; ``save``: the trackers
-        changed without a call, when a result came back) and end the transaction; the failure's
-        cause, or None. After a failure the trackers are read again from the store at the next
-        call (what they hold may not have been saved)."""
-        if not self._open:
-            return None
+    def saving(self, entered: bool, *, save: bool = False) -> Saved:
+        """What to commit (``entered``: a call went to the server; ``save``: the trackers
+        changed without a call, when a result came back); the transaction is no longer this
+        session's to use (the caller commits it and hands the outcome to :meth:`committed`)."""
         self._open = False
         state = self.state
         blob, armed = self._export() if entered or save else (None, ())
-        try:
-            version = self.store.commit(Saved(blob, state.requests_count, state.tool_calls_count, entered, armed), now)
-        except StoreError as exc:
+        return Saved(blob, state.requests_count, state.tool_calls_count, entered, armed)
+
+    def committed(self, saved: Saved, got: int | StoreError) -> str | None:
+        """What the store's :meth:`Store.commit` of ``saved`` gave: the failure's cause, or
+        None. After a failure the trackers are read again from the store at the next call (what
+        they hold may not have been saved)."""
+        if isinstance(got, StoreError):
             self._version = -1
-            self.problem = exc.cause
-            return exc.cause
-        self._requests, self._calls = state.requests_count, state.tool_calls_count
-        if blob is not None:
-            self._version = version
+            self.problem = got.cause
+            return got.cause
+        self._requests, self._calls = saved.requests, saved.tool_calls
+        if saved.state is not None:
+            self._version = got
         return None
 
-    def abort(self) -> None:
-        """End the transaction without saving; the trackers are read again at the next call."""
-        if self._open:
-            self._open = False
-            self._version = -1
-            self.store.abort()
+    def aborting(self) -> None:
+        """The transaction ends without saving (the caller aborts it); the trackers are read
+        again at the next call."""
+        self._open = False
+        self._version = -1

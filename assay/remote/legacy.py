@@ -22,12 +22,12 @@ from assay.remote.streams import read_events
 from assay.remote.target import shown_url
 
 if TYPE_CHECKING:
-    from assay.remote.http import HttpServer
+    from assay.remote.httpsession import HttpSession
 
 __all__ = ["fall_back", "open_legacy", "post"]
 
 
-async def fall_back(server: HttpServer, body: bytes, out: Outgoing, key: Any) -> None:
+async def fall_back(server: HttpSession, body: bytes, out: Outgoing, key: Any) -> None:
     """The first POST was refused as by a server of the legacy transport: speak that."""
     server.mode = "sse"
     server.settled = True
@@ -38,7 +38,7 @@ async def fall_back(server: HttpServer, body: bytes, out: Outgoing, key: Any) ->
     await post(server, body, out, key)
 
 
-async def open_legacy(server: HttpServer) -> bool:
+async def open_legacy(server: HttpSession) -> bool:
     """Open the legacy event stream and wait for its endpoint (at most ``--connect-timeout``)."""
     server.start(_stream, server, counted=False)
     with trio.move_on_after(server.connect_timeout):
@@ -46,7 +46,7 @@ async def open_legacy(server: HttpServer) -> bool:
     return server.endpoint is not None
 
 
-async def _stream(server: HttpServer) -> None:
+async def _stream(server: HttpSession) -> None:
     url = server.target.url
     try:
         async with server.client.stream("GET", url, headers={"Accept": "text/event-stream"}) as resp:
@@ -69,7 +69,7 @@ async def _stream(server: HttpServer) -> None:
                 else "the server's event stream ended")
 
 
-def _set_endpoint(server: HttpServer, event: Event) -> None:
+def _set_endpoint(server: HttpSession, event: Event) -> None:
     if server.endpoint is not None:
         return
     url = urljoin(server.target.url, event.data.decode("utf-8", "replace").strip())
@@ -81,7 +81,7 @@ def _set_endpoint(server: HttpServer, event: Event) -> None:
     server.endpoint_set.set()
 
 
-async def post(server: HttpServer, body: bytes, out: Outgoing, key: Any) -> None:
+async def post(server: HttpSession, body: bytes, out: Outgoing, key: Any) -> None:
     """POST one frame to the endpoint; its answer comes on the event stream (an error status is
     the request's answer)."""
     assert server.endpoint is not None

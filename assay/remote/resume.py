@@ -23,7 +23,7 @@ from assay.remote.sockets import ack_promptly
 from assay.remote.streams import StreamEnd, read_events
 
 if TYPE_CHECKING:
-    from assay.remote.http import HttpServer
+    from assay.remote.httpsession import HttpSession
 
 __all__ = ["DEFAULT_RETRY_MS", "GET_RETRIES", "MAX_RETRY_MS", "RESUME_ATTEMPTS", "get_stream", "resume"]
 
@@ -37,7 +37,7 @@ def _wait_s(retry_ms: int | None) -> float:
     return min(DEFAULT_RETRY_MS if retry_ms is None else retry_ms, MAX_RETRY_MS) / 1000
 
 
-async def resume(server: HttpServer, out: Outgoing, key: Any, end: StreamEnd) -> None:
+async def resume(server: HttpSession, out: Outgoing, key: Any, end: StreamEnd) -> None:
     """Resume the stream of request ``key``, which ended before its answer (see the module
     docstring); the request is answered by the server, or with wrap's error."""
     last_id, retry_ms = end.last_id, end.retry_ms
@@ -78,7 +78,7 @@ async def resume(server: HttpServer, out: Outgoing, key: Any, end: StreamEnd) ->
                                  f"and could not be resumed{refused}")
 
 
-async def get_stream(server: HttpServer) -> None:
+async def get_stream(server: HttpSession) -> None:
     """The session's own stream (2025 era): what the server sends outside any request. A server
     without one answers 405, and that is fine; a stream that drops is opened again (with
     ``Last-Event-ID`` when its events had ids), :data:`GET_RETRIES` times in a row at most
@@ -90,7 +90,7 @@ async def get_stream(server: HttpServer) -> None:
             server.get_opened.set()
 
 
-async def _get_stream(server: HttpServer) -> None:
+async def _get_stream(server: HttpSession) -> None:
     failures = 0
     last_id: str | None = None
     retry_ms: int | None = None

@@ -1,41 +1,24 @@
-"""JSON text as the standard library spells it, made faster with ujson where the two agree.
+"""JSON text as the standard library spells it (computed by msgspec where the two agree, see
+:mod:`assay.jsonwrite`).
 
 A leaf module shared by the protocol (reply lines, CallToolResult text) and the tools (the
 compact form whose byte length a field limit counts).
-
-ujson and :mod:`json` agree on everything the server writes except floats in exponent form
-(`1e-7` against `1e-07`), which always contain `e-` or `e+`; output containing either (or a
-value ujson refuses: NaN, infinities, integers beyond 64 bits) is left to the standard library.
-So the text is always exactly the standard library's; a false alarm only costs speed.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import ujson
+from assay.jsonwrite import dumps, pretty
 
-__all__ = ["fast_dumps", "compact_json", "compact_size", "measured_size", "pretty_json", "plain_json", "FixedPayload"]
+__all__ = ["compact_json", "compact_size", "measured_size", "pretty_json", "plain_json", "FixedPayload"]
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def fast_dumps(value: Any, indent: int) -> str | None:
-    """ujson's text when it is exactly the standard library's, else None."""
-    try:
-        text = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False, indent=indent)
-    except (OverflowError, TypeError, ValueError, UnicodeError):
-        return None
-    if "e-" in text or "e+" in text:
-        return None
-    return text
-
-
 def compact_json(value: Any) -> str:
     """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``."""
-    text = fast_dumps(value, 0)
-    return text if text is not None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return dumps(value)
 
 
 _measured: tuple[Any, int] = (None, -1)
@@ -63,8 +46,7 @@ def measured_size(value: Any) -> int | None:
 
 def pretty_json(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False)``."""
-    text = fast_dumps(value, 2)
-    return text if text is not None else json.dumps(value, indent=2, ensure_ascii=False)
+    return pretty(value)
 
 
 def plain_json(value: Any) -> str | None:
@@ -73,8 +55,9 @@ def plain_json(value: Any) -> str | None:
     ASCII string without quote or backslash. None for anything else."""
     kind = type(value)
     if kind is str:
-        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-            return '"' + value + '"'
+        text: str = value
+        if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+            return '"' + text + '"'
         return None
     if kind is int:
         return str(value) if _I64_MIN <= value <= _I64_MAX else None
@@ -87,7 +70,7 @@ def plain_json(value: Any) -> str | None:
     return None
 
 
-class FixedPayload(dict):
+class FixedPayload(dict[str, Any]):
     """A tool payload many calls share (e.g. a plain allow), read-only, with its CallToolResult
     text (:func:`pretty_json`) computed once."""
 

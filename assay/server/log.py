@@ -13,8 +13,7 @@ import time
 from datetime import datetime
 from typing import Any, BinaryIO
 
-import ujson
-
+from assay.jsonwrite import dumps
 from assay.server.jsontext import plain_json
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -65,9 +64,9 @@ def parse_filter(spec: str | None) -> tuple[int, tuple[tuple[str, int], ...]]:
 
 def _dumps(obj: Any) -> str:
     try:
-        return ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
-    except (OverflowError, TypeError, ValueError, UnicodeError):
-        # Lone surrogates or huge integers: the standard library escapes what ujson refuses.
+        return dumps(obj)  # a lone surrogate stays in the text: encode_event escapes it
+    except (OverflowError, TypeError, ValueError, RecursionError):
+        # A value JSON cannot hold: written with its str().
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
@@ -101,15 +100,15 @@ class Preencoded:
     """A field value with its JSON text computed once (e.g. a decision record used by many calls).
 
     ``text`` is what :func:`encode_event` writes for ``value`` on a line that needs no fallback
-    encoding, or None when ujson refuses the value (such a line takes the generic path)."""
+    encoding, or None when the value is not plain JSON (such a line takes the generic path)."""
 
     __slots__ = ("value", "text")
 
     def __init__(self, value: Any) -> None:
         self.value = value
         try:
-            self.text: str | None = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
-        except (OverflowError, TypeError, ValueError, UnicodeError):
+            self.text: str | None = dumps(value)
+        except (OverflowError, TypeError, ValueError, RecursionError):
             self.text = None
 
 

@@ -10,6 +10,8 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
 
 from assay._version import __version__
 from assay.server.info import PROG
@@ -33,14 +35,15 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         raise _UsageError(message)
 
 
 class _Once(argparse.Action):
     """A value option that may be given only once (a repeated --policy-root is a usage error)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         if getattr(namespace, "_seen_" + self.dest, False):
             raise argparse.ArgumentError(self, f"{option_string} given more than once")
         setattr(namespace, "_seen_" + self.dest, True)
@@ -64,7 +67,7 @@ def _parser() -> _Parser:
     return parser
 
 
-def auth_variables(environ) -> list[str]:
+def auth_variables(environ: Iterable[str]) -> list[str]:
     """Names of ASSAY_AUTH_* variables (prefix matched case-insensitively), sorted."""
     return sorted(name for name in environ if name.upper().startswith("ASSAY_AUTH_"))
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import errno
 import os
 import time
+from typing import Any
 
 import trio
 
+from assay.server.config import ServerConfig, config_from_env
 from assay.server.context import NeedsWorker
 from assay.server.framing import LineFramer
-from assay.server.log import TARGET_SERVER
+from assay.server.log import TARGET_SERVER, Logger
 from assay.server.protocol import PendingCall, ServerProtocol
 
 __all__ = ["serve_stdio", "serve"]
@@ -77,7 +79,7 @@ def _run_inline(proto: ServerProtocol, call: PendingCall) -> bytes | None:
 
 async def serve(proto: ServerProtocol, read_fd: int = 0, write_fd: int = 1, log_fd: int = 2) -> int:
     framer = LineFramer(proto.config.max_msg_bytes)
-    send, receive = trio.open_memory_channel[list](0)
+    send, receive = trio.open_memory_channel[list[Any]](0)
     read_limiter = trio.CapacityLimiter(1)  # stdin never waits behind tool workers
     tool_limiter = trio.CapacityLimiter(64)
     pollable = True
@@ -158,10 +160,8 @@ async def serve(proto: ServerProtocol, read_fd: int = 0, write_fd: int = 1, log_
     return 0
 
 
-def serve_stdio(policy_root: str, config=None, logger=None) -> int:
+def serve_stdio(policy_root: str, config: ServerConfig | None = None, logger: Logger | None = None) -> int:
     """Serve MCP on stdin/stdout with ``policy_root`` (canonical) as the jail; return the exit code."""
-    from assay.server.config import config_from_env
-    from assay.server.log import Logger
 
     if config is None:
         config = config_from_env(os.environ)

@@ -23,10 +23,13 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
+
+import trio
 
 from assay.policy.shared import Loaded, Saved, SessionKey, StoreError
 from assay.sessions.keys import client_alive
@@ -123,8 +126,9 @@ def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
     return conn
 
 
-def _until_free(step: Callable[[], object], timeout: float) -> None:
-    """``step`` again while the database is locked, for at most ``timeout`` seconds. Turning a
+def _until_free(step: Callable[[], object], timeout: float, stop: threading.Event | None = None) -> None:
+    """``step`` again while the database is locked, for at most ``timeout`` seconds (or until
+    ``stop`` is set: then the last "locked" is raised). Turning a
     new database to WAL needs the file to itself, and SQLite answers "locked" at once, without
     its busy wait, while another connection holds a write lock on it: two wraps creating the
     database at the same instant would otherwise see a spurious failure."""
@@ -135,9 +139,13 @@ def _until_free(step: Callable[[], object], timeout: float) -> None:
             step()
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                 raise
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        wait = min(pause, max(0.0, deadline - time.monotonic()))
+        if stop is not None:
+            stop.wait(wait)
+        else:
+            time.sleep(wait)
         pause = min(pause * 2, 0.1)
 
 
@@ -149,11 +157,21 @@ def _rollback(conn: sqlite3.Connection) -> None:
         pass
 
 
+_LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
+
+
 class SqliteStore:
     """:class:`assay.policy.shared.Store` in the SQLite file ``path`` (its directory is created
     private, see :func:`assay.sessions.paths.ensure_state_dir`). ``timeout``: how long
     :meth:`begin` waits for another wrap's transaction. ``alive`` tells whether a client
-    session's process still runs, None when this process cannot tell (tests inject it)."""
+    session's process still runs, None when this process cannot tell (tests inject it).
+
+    The coroutines run the SQLite work in a worker thread (``trio.to_thread``), one at a time
+    on one connection, so the event loop never waits for the file or for another writer's lock.
+    The wait for the lock is cut in steps of :data:`_LOCK_STEP_MS` up to ``timeout``: a
+    cancelled :meth:`begin` stops waiting within one step and leaves no transaction open. The
+    ``*_blocking`` methods are the same work on the calling thread (tests, and scripts without
+    an event loop)."""
 
     def __init__(
         self, path: str, timeout: float = 2.0, *, alive: Callable[[SessionKey], bool | None] = client_alive
@@ -165,10 +183,34 @@ class SqliteStore:
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._next_sweep: float | None = None  # None: sweep at the next begin (the file was opened)
+        self._lock = threading.Lock()  # one thread at a time on the connection
         try:
             self._kill_at = int(os.environ.get(_KILL_ENV, "0"))
         except ValueError:
             self._kill_at = 0
+
+    # -- the Store interface (off the event loop) ------------------------------------------------
+
+    async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+        stop = threading.Event()
+        try:
+            return await trio.to_thread.run_sync(self.begin_blocking, session, part, server, now, stop,
+                                                 abandon_on_cancel=True)
+        except trio.Cancelled:
+            stop.set()  # the thread stops waiting for the lock; what it opened is rolled back
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.abort_blocking)
+            raise
+
+    async def commit(self, saved: Saved, now: float) -> int:
+        # not abandoned on cancel: the write is short (the lock is held) and either all of it is
+        # committed or none, never left open
+        return await trio.to_thread.run_sync(self.commit_blocking, saved, now)
+
+    async def abort(self) -> None:
+        await trio.to_thread.run_sync(self.abort_blocking)
+
+    # -- the same work on the calling thread -----------------------------------------------------
 
     def _fail(self, exc: BaseException) -> StoreError:
         """Roll back, drop the connection (the next begin opens the file again), and the error."""
@@ -184,79 +226,89 @@ class SqliteStore:
             return exc
         return StoreError(_cause(exc, self.path, self.timeout))
 
-    def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
-        if self._open is not None:
-            raise RuntimeError("SqliteStore: a transaction is already open")
-        try:
+    def begin_blocking(
+        self, session: SessionKey, part: str, server: str, now: float, stop: threading.Event | None = None
+    ) -> Loaded:
+        """:meth:`begin` on the calling thread; ``stop`` set: give up waiting for the lock."""
+        with self._lock:
+            if self._open is not None:
+                raise RuntimeError("SqliteStore: a transaction is already open")
+            try:
+                conn = self._conn
+                if conn is None:
+                    ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
+                    conn = self._conn = _connect(self.path, self.timeout, create=True)
+                    conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
+                    self._next_sweep = None
+                _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+                self._open = (session.key, part, server)
+                if self._next_sweep is None or now >= self._next_sweep:
+                    _sweep(conn, now, self.alive)
+                    self._next_sweep = now + SWEEP_EVERY
+                row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
+                        (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+                    )
+                    row = (0, 0)
+                got = conn.execute("SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)).fetchone()
+                version, state = (0, None) if got is None else (int(got[0]), got[1])
+                if state is not None and not isinstance(state, bytes):
+                    state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
+                self._version = version
+                return Loaded(version, state, int(row[0]), int(row[1]))
+            except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+
+    def commit_blocking(self, saved: Saved, now: float) -> int:
+        """:meth:`commit` on the calling thread."""
+        with self._lock:
+            if self._open is None or self._conn is None:
+                raise RuntimeError("SqliteStore: no transaction is open")
+            key, part, server = self._open
             conn = self._conn
-            if conn is None:
-                ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
-                conn = self._conn = _connect(self.path, self.timeout, create=True)
-                self._next_sweep = None
-            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout)
-            self._open = (session.key, part, server)
-            if self._next_sweep is None or now >= self._next_sweep:
-                _sweep(conn, now, self.alive)
-                self._next_sweep = now + SWEEP_EVERY
-            row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
-            if row is None:
+            entered = 1 if saved.entered else 0
+            try:
                 conn.execute(
-                    "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
-                    (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+                    "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
+                    (saved.requests, saved.tool_calls, now, entered, key),
                 )
-                row = (0, 0)
-            got = conn.execute("SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)).fetchone()
-            version, state = (0, None) if got is None else (int(got[0]), got[1])
-            if state is not None and not isinstance(state, bytes):
-                state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
-            self._version = version
-            return Loaded(version, state, int(row[0]), int(row[1]))
-        except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
-            raise self._fail(exc) from None
-
-    def commit(self, saved: Saved, now: float) -> int:
-        if self._open is None or self._conn is None:
-            raise RuntimeError("SqliteStore: no transaction is open")
-        key, part, server = self._open
-        conn = self._conn
-        entered = 1 if saved.entered else 0
-        try:
-            conn.execute(
-                "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
-                (saved.requests, saved.tool_calls, now, entered, key),
-            )
-            conn.execute(
-                "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
-                "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
-                (key, server, entered, now, os.getpid()),
-            )
-            version = self._version
-            if saved.state is not None:
-                version += 1
                 conn.execute(
-                    "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
-                    "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
-                    (key, part, version, saved.state, json.dumps(list(saved.armed))),
+                    "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
+                    "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
+                    (key, server, entered, now, os.getpid()),
                 )
-            if self._kill_at:
-                _commits_done[0] += 1
-                if _commits_done[0] == self._kill_at:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            conn.execute("COMMIT")
-        except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
-            raise self._fail(exc) from None
-        self._open = None
-        return version
+                version = self._version
+                if saved.state is not None:
+                    version += 1
+                    conn.execute(
+                        "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
+                        "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
+                        (key, part, version, saved.state, json.dumps(list(saved.armed))),
+                    )
+                if self._kill_at:
+                    _commits_done[0] += 1
+                    if _commits_done[0] == self._kill_at:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                conn.execute("COMMIT")
+            except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+            self._open = None
+            return version
 
-    def abort(self) -> None:
-        self._open = None
-        if self._conn is not None:
-            _rollback(self._conn)
+    def abort_blocking(self) -> None:
+        """:meth:`abort` on the calling thread."""
+        with self._lock:
+            self._open = None
+            if self._conn is not None:
+                _rollback(self._conn)
 
     def close(self) -> None:
         """Close the file (an open transaction is rolled back). Never raises."""
-        self.abort()
-        conn, self._conn = self._conn, None
+        self.abort_blocking()
+        with self._lock:
+            conn, self._conn = self._conn, None
         if conn is not None:
             try:
                 conn.close()

@@ -17,12 +17,16 @@ How the shell performs a list (docs/architecture.md, "One frame's way through wr
 - a record that cannot be written whole is reported with ``WrapSession.output_failed``, and
   nothing else gathered with it takes effect (fail closed);
 - :class:`StartSession` creates the one-run outputs; when that fails the shell reports it with
-  ``WrapSession.start_failed`` and performs nothing after it.
+  ``WrapSession.start_failed`` and performs nothing after it;
+- :class:`StoreBegin`, :class:`StoreCommit` and :class:`StoreAbort` go, in order, to the shell's
+  one store task, which awaits the shared session's store and feeds what it gave back to the
+  session as an event (``store_begun``, ``store_committed``): the list goes on at once.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import msgspec
 
@@ -37,6 +41,9 @@ __all__ = [
     "Sink",
     "StartSession",
     "StopCause",
+    "StoreAbort",
+    "StoreBegin",
+    "StoreCommit",
     "StopClient",
     "ToClient",
     "ToServer",
@@ -137,6 +144,30 @@ class AdmitLine(_Effect, frozen=True, gc=False):
     line: bytes
 
 
+class StoreBegin(_Effect, frozen=True, gc=False):
+    """Open the shared session's store transaction (``Store.begin(key, part, server, now)``) off
+    the event loop and hand what it gave (a ``Loaded`` or the ``StoreError``) to
+    ``WrapSession.store_begun``. The session goes on meanwhile: every other frame flows; the
+    calls of this wrap queue behind it (docs/wrap.md, "Shared sessions")."""
+
+    key: Any  # the SessionKey
+    part: str
+    server: str
+    now: float
+
+
+class StoreCommit(_Effect, frozen=True, gc=False):
+    """Commit the open transaction (``Store.commit(saved, now)``) and hand what it gave (the
+    version or the ``StoreError``) to ``WrapSession.store_committed``."""
+
+    saved: Any  # the Saved
+    now: float
+
+
+class StoreAbort(_Effect, frozen=True, gc=False):
+    """End the open transaction without writing (``Store.abort()``); nothing is handed back."""
+
+
 class CloseServerInput(_Effect, frozen=True, gc=False):
     """Close the child's stdin."""
 
@@ -160,4 +191,7 @@ class Finish(_Effect, frozen=True, gc=False):
     deadline: float | None = None
 
 
-Effect = ToServer | ToClient | Record | Warn | StartSession | AdmitLine | CloseServerInput | StopClient | SignalChild | Finish
+Effect = (
+    ToServer | ToClient | Record | Warn | StartSession | AdmitLine | StoreBegin | StoreCommit | StoreAbort
+    | CloseServerInput | StopClient | SignalChild | Finish
+)

@@ -36,6 +36,7 @@ from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISON
 from assay.policy.outbound import OutboundGuard
 from assay.wrap import replies
 from assay.wrap.effects import Effect
+from assay.wrap.server_messages import ServerMessages
 from assay.wrap.requests import (
     PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
     outbound_values,
@@ -47,8 +48,8 @@ from assay.wrap.watching import TaintState, Watch, flow_response_kinds, needs_in
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
+    from assay.wrap.jobs import Job
     from assay.wrap.pending import PendingTable
-    from assay.wrap.server_messages import ServerMessages
     from assay.policy.pipeline import Pipeline
     from assay.wrap.ledger import Ledger
     from assay.wrap.toolbook import ToolBook
@@ -96,6 +97,10 @@ class Inspector:
         self._flow_secrets = bool(flow_kinds & {"secrets", "findings"})
         self._flow_injection = bool(flow_kinds & {"injection", "findings"})
         self.pipeline: Pipeline | None = None  # set by the session (for update and respond)
+        # a shared session's merge of what came back (CallPath.merge), set by the session; the
+        # job of the answer just read waits in ``parked`` for the server side to hand it the line
+        self.merge: Callable[[Callable[[float], bool], list[Effect]], Job | None] | None = None
+        self.parked: Job | None = None
         self.tools: ToolBook | None = None  # set by the session (output schemas, hiding)
         self._settings: dict[str, Settings] = {}
         self._watching: dict[str, tuple[Settings, bool, Callable[[bytes], bool] | None]] = {}  # settings, results, gate
@@ -111,8 +116,6 @@ class Inspector:
         # what the server sends outside answers: its requests and notifications (None: relayed unread)
         self.messages: ServerMessages | None = None
         if (self.inspect is not None and self.inspect.any_results) or self._flow_secrets or self._flow_injection:
-            from assay.wrap.server_messages import ServerMessages
-
             self.messages = ServerMessages(self)
         self._input: bool | None = None  # whether an input_required answer's requests are read
 
@@ -322,6 +325,14 @@ class Inspector:
         if pipeline is None or not (respond or add):
             return
         source = f"{self.label}/{watch.target}"[:200]
+        prepared = None
+        if add and taint is not None:  # computed now, outside the shared session's transaction
+            texts: list[str] = []
+            if tainted is not None:
+                from assay.inspect.scan import strings
+
+                texts = [text for _pointer, text in strings(tainted) if text]
+            prepared = taint.prepare(values, texts)
 
         def change(now: float) -> bool:
             changed = False
@@ -330,26 +341,15 @@ class Inspector:
                     responder = getattr(guard, "respond", None)
                     if responder is not None and responder(watch.target, flow_kinds, now):
                         changed = True
-            if add and taint is not None:
-                added = 0
-                for value in values:
-                    added += taint.set.add_value(value, source)
-                if tainted is not None:
-                    from assay.inspect.scan import strings
-
-                    for _pointer, text in strings(tainted):
-                        if text:
-                            added += taint.set.add_text(text, source)
-                if added:
-                    taint.changed()
-                    changed = True
+            if prepared and taint is not None and taint.add(prepared, source):
+                changed = True
             return changed
 
-        problem = pipeline.update(change)
-        if problem is not None:
-            from assay.wrap.effects import Warn
-
-            out.append(Warn(f"assay: shared session: {problem}; what came back is not remembered"))
+        merge = self.merge
+        if merge is None:
+            pipeline.update(change)
+        else:  # a shared session: merged in the store's transaction; the answer waits for it
+            self.parked = merge(change, out)
 
     def too_long(self, head: bytes, pending: PendingTable, out: list[Effect]) -> bool:
         """A server line longer than wrap holds while answers that must be read are awaited:

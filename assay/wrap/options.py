@@ -1,26 +1,30 @@
-"""`assay mcp wrap`'s options: the one table (docs/wrap.md, "Options").
+"""`assay mcp wrap`'s options: each declared once (docs/wrap.md, "Options").
 
-Every reader of wrap's options reads :data:`WRAP_OPTIONS`:
+:class:`WrapOptions` is the declaration: one dataclass field per option, its type and default
+the field's, its flag, help line, environment variable and output kind in the
+:class:`Option` of its ``Annotated`` type. Everything else is derived from it:
 
-- the fast parser of plain command lines (:func:`assay.cli.wrap_args.parse_fast`) takes its
-  flags, kinds and defaults from it;
-- the cyclopts command (:mod:`assay.cli.wrap`) is checked against it when the command tree is
-  built (flags, parameter names, kinds, defaults), and its help text comes from it;
-- :class:`assay.wrap.run.WrapConfig` is checked against it when :mod:`assay.wrap.run` is
-  imported (:func:`check_config_fields`): one field per option, same name, type and default;
-- `assay mcp protect` and `assay mcp config-path` write wrap lines with its flags and
-  :func:`option_tokens`, and protect reads them back with :data:`BY_FLAG`.
+- :data:`WRAP_OPTIONS` (with :data:`BY_FLAG`, :data:`BY_FIELD`), the table read by the rest;
+- :class:`assay.wrap.run.WrapConfig`, the config of a run: these fields plus the command and
+  the server's environment (a subclass, so attribute access stays typed);
+- the cyclopts command (:mod:`assay.cli.wrap`): its parameters and help text are built from
+  the table;
+- the fast parser of plain command lines (:func:`assay.cli.wrap_args.parse_fast`) and the one
+  walk over a wrap line's options (:func:`read_option_tokens`), which protect's reader of wrap
+  lines (:mod:`assay.clients.wrapped`) uses too;
+- `assay mcp protect` and `assay mcp config-path` write wrap lines with the table's flags and
+  :func:`option_tokens`.
 
-So an option added in one place only fails at once (tests/test_wrap_args.py shows it).
+So a new option is one field here (tests/test_wrap_args.py shows it reaching all of them).
 
 A leaf module: nothing but the standard library, no trio; it is on the start-up path of every
-wrap run.
+wrap run (so its annotations are not strings: reading them costs nothing at import).
 """
 
-from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+import dataclasses
+from collections.abc import Sequence
+from typing import Annotated, Any, NamedTuple, get_args, get_type_hints
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -40,7 +44,12 @@ __all__ = [
     "DEFAULT_LOGIN",
     "LOGIN_MODES",
     "URL_FLAG",
+    "APPEND",
+    "CREATE_NEW",
+    "Option",
+    "WrapOptions",
     "WrapOption",
+    "table_of",
     "WRAP_OPTIONS",
     "BY_FLAG",
     "BY_FIELD",
@@ -50,7 +59,6 @@ __all__ = [
     "plain_float",
     "option_tokens",
     "defaults",
-    "check_config_fields",
 ]
 
 DEFAULT_POLICY = "assay.yaml"
@@ -75,101 +83,210 @@ APPEND = "append"  # an append log: docs/wrap.md, "Logs"
 CREATE_NEW = "create-new"  # a one-run output: docs/wrap.md, "One-run outputs and session reports"
 
 
-class WrapOption(NamedTuple):
-    flag: str  # "--policy"
-    param: str  # the cyclopts command's parameter name
-    field: str  # the WrapConfig field it fills
-    kind: type  # str, bool (a flag without a value), int, float, or tuple (a str option given
-    # any number of times, in order; default ()); str options may default to None
-    default: object
-    help: str  # the option's line in `assay mcp wrap --help`
-    env: str | None = None  # the environment variable the option sets or stands for, if any
-    output: str | None = None  # APPEND or CREATE_NEW for an option naming an output file
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """What a :class:`WrapOptions` field says of its option, next to its type and default:
+    ``flag`` (``--policy``; the cyclopts parameter is its name with ``_`` for ``-``), ``help``
+    (its line in `assay mcp wrap --help`), ``env`` (the environment variable it sets or stands
+    for, if any), ``output`` (:data:`APPEND` or :data:`CREATE_NEW` for an option naming an
+    output file).
+
+    A field's type is one of ``str``, ``str | None`` (default None), ``bool`` (a flag without a
+    value, default False), ``int``, ``float``, or ``tuple[str, ...]`` (a str option given any
+    number of times, in order, default ``()``)."""
+
+    flag: str
+    help: str
+    env: str | None = None
+    output: str | None = None
 
 
-WRAP_OPTIONS: tuple[WrapOption, ...] = (
-    WrapOption("--policy", "policy", "policy_path", str, DEFAULT_POLICY,
-               "MCP policy file (YAML). Missing or invalid is fatal: never allow-all."),
-    WrapOption("--dry-run", "dry_run", "dry_run", bool, False,
-               "Evaluate and log every decision, but block nothing."),
-    WrapOption("--verbose", "verbose", "verbose", bool, False,
-               "Print one line per decision (and per newly seen tool) to stderr."),
-    WrapOption("--label", "label", "label", str, DEFAULT_LABEL,
-               "Server id used in tool identities and pins."),
-    WrapOption("--event-source", "event_source", "event_source", str, None,
-               "CloudEvents source URI (scheme://...); default assay://local/<label> with a log option."),
-    WrapOption("--decision-log", "decision_log", "decision_log", str, None,
-               "Append assay.tool.decision events (NDJSON) to this file.", output=APPEND),
-    WrapOption("--audit-log", "audit_log", "audit_log", str, None,
-               "Append audit records (NDJSON) to this file.", output=APPEND),
-    WrapOption("--deny-deprecations", "deny_deprecations", "deny_deprecations", bool, False,
-               "Refuse deprecated (v1) policy formats.", env=STRICT_DEPRECATIONS_ENV),
-    WrapOption("--max-frame-bytes", "max_frame_bytes", "max_frame_bytes", int, DEFAULT_MAX_FRAME_BYTES,
-               "Largest client frame in bytes; longer ones are rejected (frame_too_large)."),
-    WrapOption("--shutdown-grace", "shutdown_grace", "shutdown_grace", float, DEFAULT_SHUTDOWN_GRACE,
-               "Seconds the server gets after client EOF before it is terminated."),
-    WrapOption("--decision-log-new", "decision_log_new", "decision_log_new", str, None,
-               "This session's decision events in a new file (create-new, one run).", output=CREATE_NEW),
-    WrapOption("--request-receipts-out", "request_receipts_out", "request_receipts_out", str, None,
-               "One receipt per client frame of the session (create-new, one run).", output=CREATE_NEW),
-    WrapOption("--session-context-out", "session_context_out", "session_context_out", str, None,
-               "Mode and command digest of the session (create-new, one run).", output=CREATE_NEW),
-    WrapOption("--session-stop-out", "session_stop_out", "session_stop_out", str, None,
-               "How the session ended (create-new, one run).", output=CREATE_NEW),
-    WrapOption("--coverage-out", "coverage_out", "coverage_out", str, None,
-               "coverage_report_v1 of this session, written at its end (create-new).", output=CREATE_NEW),
-    WrapOption("--state-window-out", "state_window_out", "state_window_out", str, None,
-               "session_state_window_v1, written at session end (create-new).", output=CREATE_NEW),
-    WrapOption("--observed-manifest-out", "observed_manifest_out", "observed_manifest_out", str, None,
-               "The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).", output=CREATE_NEW),
-    WrapOption("--declared-manifest", "declared_manifest", "declared_manifest", str, None,
-               "Approved tools (assay mcp manifest promote): deny undeclared or changed tools."),
-    WrapOption("--hide-denied-tools", "hide_denied_tools", "hide_denied_tools", bool, False,
-               "Leave tools the policy denies by name or class out of tools/list answers."),
-    WrapOption("--shared-session", "shared_session", "shared_session", str, None,
-               "Agent session shared with the client's other wraps: client (default), a name, or none.",
-               env=SHARED_SESSION_ENV),
-    WrapOption("--state-dir", "state_dir", "state_dir", str, None,
-               "Directory of assay's state (the shared sessions' database); default $XDG_STATE_HOME/assay.",
-               env=STATE_DIR_ENV),
-    WrapOption("--session-lock-timeout", "session_lock_timeout", "session_lock_timeout", float,
-               DEFAULT_SESSION_LOCK_TIMEOUT,
-               "Seconds a call waits for the shared session's database before it is denied."),
-    WrapOption("--log-arguments", "log_arguments", "log_arguments", bool, False,
-               "Put each call's arguments, secrets redacted, in its decision event and audit record."),
-    WrapOption("--log-arguments-max", "log_arguments_max", "log_arguments_max", int, DEFAULT_LOG_ARGUMENTS_MAX,
-               "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments)."),
-    WrapOption("--log-max-bytes", "log_max_bytes", "log_max_bytes", int, DEFAULT_LOG_MAX_BYTES,
-               "Rotate --decision-log and --audit-log files at this size in bytes (0: never; default 16 MiB)."),
+@dataclasses.dataclass(kw_only=True, repr=False, eq=False)  # (WrapConfig has them: less to build at start-up)
+class WrapOptions:
+    """THE declaration of wrap's options, one field each, in the order `--help` lists them (see
+    the module docstring). :class:`assay.wrap.run.WrapConfig` adds the command and environment."""
+
+    policy_path: Annotated[str, Option(
+        "--policy", "MCP policy file (YAML). Missing or invalid is fatal: never allow-all.",
+    )] = DEFAULT_POLICY
+    dry_run: Annotated[bool, Option(
+        "--dry-run", "Evaluate and log every decision, but block nothing.",
+    )] = False
+    verbose: Annotated[bool, Option(
+        "--verbose", "Print one line per decision (and per newly seen tool) to stderr.",
+    )] = False
+    label: Annotated[str, Option(
+        "--label", "Server id used in tool identities and pins.",
+    )] = DEFAULT_LABEL
+    event_source: Annotated[str | None, Option(
+        "--event-source", "CloudEvents source URI (scheme://...); default assay://local/<label> with a log option.",
+    )] = None
+    decision_log: Annotated[str | None, Option(
+        "--decision-log", "Append assay.tool.decision events (NDJSON) to this file.", output=APPEND,
+    )] = None
+    audit_log: Annotated[str | None, Option(
+        "--audit-log", "Append audit records (NDJSON) to this file.", output=APPEND,
+    )] = None
+    deny_deprecations: Annotated[bool, Option(
+        "--deny-deprecations", "Refuse deprecated (v1) policy formats.", env=STRICT_DEPRECATIONS_ENV,
+    )] = False
+    max_frame_bytes: Annotated[int, Option(
+        "--max-frame-bytes", "Largest client frame in bytes; longer ones are rejected (frame_too_large).",
+    )] = DEFAULT_MAX_FRAME_BYTES
+    shutdown_grace: Annotated[float, Option(
+        "--shutdown-grace", "Seconds the server gets after client EOF before it is terminated.",
+    )] = DEFAULT_SHUTDOWN_GRACE
+    # create-new outputs: docs/wrap.md, "One-run outputs and session reports"
+    decision_log_new: Annotated[str | None, Option(
+        "--decision-log-new", "This session's decision events in a new file (create-new, one run).", output=CREATE_NEW,
+    )] = None
+    request_receipts_out: Annotated[str | None, Option(
+        "--request-receipts-out",
+        "One receipt per client frame of the session (create-new, one run).",
+        output=CREATE_NEW,
+    )] = None
+    session_context_out: Annotated[str | None, Option(
+        "--session-context-out", "Mode and command digest of the session (create-new, one run).", output=CREATE_NEW,
+    )] = None
+    session_stop_out: Annotated[str | None, Option(
+        "--session-stop-out", "How the session ended (create-new, one run).", output=CREATE_NEW,
+    )] = None
+    coverage_out: Annotated[str | None, Option(
+        "--coverage-out", "coverage_report_v1 of this session, written at its end (create-new).", output=CREATE_NEW,
+    )] = None
+    state_window_out: Annotated[str | None, Option(
+        "--state-window-out", "session_state_window_v1, written at session end (create-new).", output=CREATE_NEW,
+    )] = None
+    observed_manifest_out: Annotated[str | None, Option(
+        "--observed-manifest-out",
+        "The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).",
+        output=CREATE_NEW,
+    )] = None
+    # the declared baseline and hidden tools: docs/wrap.md, "Declared baseline", "Hiding denied tools"
+    declared_manifest: Annotated[str | None, Option(
+        "--declared-manifest", "Approved tools (assay mcp manifest promote): deny undeclared or changed tools.",
+    )] = None
+    hide_denied_tools: Annotated[bool, Option(
+        "--hide-denied-tools", "Leave tools the policy denies by name or class out of tools/list answers.",
+    )] = False
+    # one agent session across the client's wraps: docs/wrap.md, "Shared sessions"
+    shared_session: Annotated[str | None, Option(
+        "--shared-session",
+        "Agent session shared with the client's other wraps: client (default), a name, or none.",
+        env=SHARED_SESSION_ENV,
+    )] = None
+    state_dir: Annotated[str | None, Option(
+        "--state-dir",
+        "Directory of assay's state (the shared sessions' database); default $XDG_STATE_HOME/assay.",
+        env=STATE_DIR_ENV,
+    )] = None
+    session_lock_timeout: Annotated[float, Option(
+        "--session-lock-timeout", "Seconds a call waits for the shared session's database before it is denied.",
+    )] = DEFAULT_SESSION_LOCK_TIMEOUT
+    # arguments in the records: docs/wrap-records.md, "Logged arguments"
+    log_arguments: Annotated[bool, Option(
+        "--log-arguments", "Put each call's arguments, secrets redacted, in its decision event and audit record.",
+    )] = False
+    log_arguments_max: Annotated[int, Option(
+        "--log-arguments-max", "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments).",
+    )] = DEFAULT_LOG_ARGUMENTS_MAX
+    # log rotation: docs/wrap.md, "Log rotation"
+    log_max_bytes: Annotated[int, Option(
+        "--log-max-bytes",
+        "Rotate --decision-log and --audit-log files at this size in bytes (0: never; default 16 MiB).",
+    )] = DEFAULT_LOG_MAX_BYTES
     # a remote server instead of a command: docs/remote.md
-    WrapOption(URL_FLAG, "url", "url", str, None,
-               "Relay to this remote MCP server (https://...) instead of a command after --."),
-    WrapOption("--transport", "transport", "transport", str, DEFAULT_TRANSPORT,
-               "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse."),
-    WrapOption("--header", "header", "header", tuple, (),
-               "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment)."),
-    WrapOption("--header-env", "header_env", "header_env", tuple, (),
-               "With --url: 'Name=VAR' sends header Name with the value of environment variable VAR (repeatable)."),
-    WrapOption("--ca-file", "ca_file", "ca_file", str, None,
-               "With --url: PEM file of the certificate authorities to trust (default: the system's)."),
-    WrapOption("--allow-insecure-http", "allow_insecure_http", "allow_insecure_http", bool, False,
-               "With --url: allow plain http:// to a host that is not loopback."),
+    url: Annotated[str | None, Option(
+        URL_FLAG, "Relay to this remote MCP server (https://...) instead of a command after --.",
+    )] = None
+    transport: Annotated[str, Option(
+        "--transport", "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse.",
+    )] = DEFAULT_TRANSPORT
+    header: Annotated[tuple[str, ...], Option(
+        "--header", "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment).",
+    )] = ()
+    header_env: Annotated[tuple[str, ...], Option(
+        "--header-env",
+        "With --url: 'Name=VAR' sends header Name with the value of environment variable VAR (repeatable).",
+    )] = ()
+    ca_file: Annotated[str | None, Option(
+        "--ca-file", "With --url: PEM file of the certificate authorities to trust (default: the system's).",
+    )] = None
+    allow_insecure_http: Annotated[bool, Option(
+        "--allow-insecure-http", "With --url: allow plain http:// to a host that is not loopback.",
+    )] = False
     # Codex's bearer_token_env_var and env_http_headers, as protect carries them (docs/remote.md)
-    WrapOption("--bearer-env", "bearer_env", "bearer_env", str, None,
-               "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal)."),
-    WrapOption("--header-env-if-set", "header_env_if_set", "header_env_if_set", tuple, (),
-               "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable)."),
-    WrapOption("--login", "login", "login", str, DEFAULT_LOGIN,
-               "With --url: auto (log in through the browser when the server asks and one can be opened) or never."),
-    WrapOption("--connect-timeout", "connect_timeout", "connect_timeout", float, DEFAULT_CONNECT_TIMEOUT,
-               "With --url: seconds to connect to the server, and at start for its first answer."),
-)
+    bearer_env: Annotated[str | None, Option(
+        "--bearer-env",
+        "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal).",
+    )] = None
+    header_env_if_set: Annotated[tuple[str, ...], Option(
+        "--header-env-if-set",
+        "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable).",
+    )] = ()
+    login: Annotated[str, Option(
+        "--login", "With --url: auto (log in through the browser when the server asks and one can be opened) or never.",
+    )] = DEFAULT_LOGIN
+    connect_timeout: Annotated[float, Option(
+        "--connect-timeout", "With --url: seconds to connect to the server, and at start for its first answer.",
+    )] = DEFAULT_CONNECT_TIMEOUT
+
+
+class WrapOption(NamedTuple):
+    """One option as the table gives it, derived from its :class:`WrapOptions` field."""
+
+    flag: str  # "--policy"
+    param: str  # the cyclopts command's parameter name ("policy")
+    field: str  # the WrapOptions field it fills ("policy_path")
+    kind: type  # str, bool, int, float or tuple (see Option)
+    default: object
+    help: str
+    env: str | None = None
+    output: str | None = None
+    hint: Any = None  # the field's type (``str | None``), what the cyclopts parameter is annotated with
+
+
+_KINDS = (str, bool, int, float)
+
+
+def _kind(name: str, hint: Any, default: object) -> type:
+    """The kind of a field's option (see :class:`Option`); a type or default wrap cannot read on
+    a command line is a programming error (TypeError, when the table is built)."""
+    if hint in _KINDS and isinstance(default, hint) and (hint is not bool or default is False):
+        return hint  # type: ignore[no-any-return]
+    args = get_args(hint)
+    if args == (str, type(None)) and default is None:
+        return str
+    if args == (str, ...) and default == ():
+        return tuple
+    raise TypeError(f"wrap option field {name}: {hint!r} = {default!r} is not an option wrap can read")
+
+
+def table_of(cls: type) -> tuple[WrapOption, ...]:
+    """The option table of ``cls`` (:class:`WrapOptions` or a subclass): a row for each field
+    annotated with an :class:`Option`, in field order."""
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        hints.update(klass.__dict__.get("__annotations__", {}))
+    if any(isinstance(hint, str) for hint in hints.values()):  # a declaration under `from __future__ import annotations`
+        hints = get_type_hints(cls, include_extras=True)
+    rows: list[WrapOption] = []
+    for f in dataclasses.fields(cls):
+        meta = [m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Option)]
+        if not meta:
+            continue
+        (opt,) = meta
+        hint = get_args(hints[f.name])[0]
+        if not opt.flag.startswith("--"):
+            raise TypeError(f"wrap option field {f.name}: its flag {opt.flag!r} does not start with --")
+        rows.append(WrapOption(opt.flag, opt.flag[2:].replace("-", "_"), f.name, _kind(f.name, hint, f.default),
+                               f.default, opt.help, opt.env, opt.output, hint))
+    return tuple(rows)
+
+
+WRAP_OPTIONS: tuple[WrapOption, ...] = table_of(WrapOptions)
 BY_FLAG: dict[str, WrapOption] = {opt.flag: opt for opt in WRAP_OPTIONS}
 BY_FIELD: dict[str, WrapOption] = {opt.field: opt for opt in WRAP_OPTIONS}
-
-# WrapConfig fields that are not options: the command after `--`, and the server's environment
-# (library callers only).
-CONFIG_ONLY_FIELDS = {"argv": "list[str]", "env": "dict[str, str] | None"}
 
 
 _DIGITS = frozenset("0123456789")
@@ -244,23 +361,3 @@ def option_tokens(flag: str, value: str) -> list[str]:
 def defaults() -> dict[str, object]:
     """param -> default of every option."""
     return {opt.param: opt.default for opt in WRAP_OPTIONS}
-
-
-def type_text(opt: WrapOption) -> str:
-    """The annotation of ``opt``'s WrapConfig field, as written there (``str | None``)."""
-    if opt.kind is tuple:
-        return "tuple[str, ...]"
-    return opt.kind.__name__ + (" | None" if opt.default is None else "")
-
-
-def check_config_fields(fields: Iterable[tuple[str, object, object]], options: Iterable[WrapOption] = WRAP_OPTIONS) -> None:
-    """``fields`` (name, annotation, default of each WrapConfig field, in order) are the table's:
-    one per option, in table order, with the option's type and default, plus
-    :data:`CONFIG_ONLY_FIELDS`. A mismatch is a programming error (RuntimeError), raised when
-    :mod:`assay.wrap.run` is imported."""
-    rows = [(name, str(annotation), default) for name, annotation, default in fields]
-    found = [row for row in rows if row[0] not in CONFIG_ONLY_FIELDS]
-    want = [(opt.field, type_text(opt), opt.default) for opt in options]
-    others = {name: annotation for name, annotation, _ in rows if name in CONFIG_ONLY_FIELDS}
-    if found != want or others != CONFIG_ONLY_FIELDS:
-        raise RuntimeError(f"WrapConfig and assay.wrap.options.WRAP_OPTIONS disagree: {found} != {want}")

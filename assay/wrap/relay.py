@@ -29,11 +29,14 @@ How each path ends is the session's decision (docs/wrap.md, "Lifecycle").
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
+
+from assay.policy.shared import Loaded, StoreError
 
 from assay import proc
 from assay.proc import ByteReceiver, ByteSender, ChildHandle
@@ -48,6 +51,9 @@ from assay.wrap.effects import (
     Sink,
     StartSession,
     StopClient,
+    StoreAbort,
+    StoreBegin,
+    StoreCommit,
     ToClient,
     ToServer,
     Warn,
@@ -137,6 +143,8 @@ class Relay:
         self._timer_target: float | None = None
         self._finish: Finish | None = None
         self._finish_set = trio.Event()
+        # the shared session's store work, in order, for the store task (docs/wrap.md, "Shared sessions")
+        self._store_send, self._store_receive = trio.open_memory_channel[StoreBegin | StoreCommit | StoreAbort](math.inf)
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -158,6 +166,8 @@ class Relay:
                 nursery.start_soon(self._client_pump)
                 nursery.start_soon(self._child_watch, child)
                 nursery.start_soon(self._timer)
+                if session.store is not None:
+                    nursery.start_soon(self._store_task)
                 if self.handle_signals:
                     nursery.start_soon(self._signal_watch)
                 await self._finish_set.wait()
@@ -245,6 +255,8 @@ class Relay:
                         finally:
                             await self._take_back()
                         todo.extendleft(reversed(session.admitted(verdict)))
+                    case StoreBegin() | StoreCommit() | StoreAbort():
+                        self._store_send.send_nowait(effect)  # the store task; the list goes on
                     case CloseServerInput():
                         if not await self._settle(batch, todo, effect):
                             continue
@@ -430,6 +442,43 @@ class Relay:
             self._timer_wake = trio.Event()
             if deadline is not None and trio.current_time() >= deadline:
                 await self._perform(session.timer())
+
+    async def _store_task(self) -> None:
+        """The shared session's store: each :class:`StoreBegin` and :class:`StoreCommit` is
+        awaited here (the store does its I/O and lock waits off the event loop) and what it gave
+        goes back to the session as an event, whose effects the runner performs; every other
+        task goes on meanwhile. A result is handed to the session even when the run is being
+        cancelled at that moment (the runner is taken back shielded), so a call the store
+        counted is recorded."""
+        session = self.session
+        store = session.store
+        assert store is not None
+        async for effect in self._store_receive:
+            if isinstance(effect, StoreAbort):
+                await store.abort()
+                continue
+            begun: Loaded | StoreError | None = None
+            committed: int | StoreError = 0
+            try:
+                if isinstance(effect, StoreBegin):
+                    begun = await store.begin(effect.key, effect.part, effect.server, effect.now)
+                else:
+                    committed = await store.commit(effect.saved, effect.now)
+            except StoreError as exc:
+                begun = committed = exc
+            await self._take_back()  # shielded: a result the store gave is always told
+            try:
+                if isinstance(effect, StoreBegin):
+                    assert begun is not None
+                    effects = session.store_begun(begun)
+                else:
+                    effects = session.store_committed(committed)
+                await self._run(effects)
+            finally:
+                self._runner.release()
+            # the client pump may wait for calls queued behind the store to go (held_bytes)
+            self._out_progress.set()
+            self._out_progress = trio.Event()
 
     async def _signal_watch(self) -> None:
         import signal

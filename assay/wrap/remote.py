@@ -16,7 +16,8 @@ import trio
 from assay import proc
 from assay.remote.target import Target
 from assay.wrap.relay import Relay, RunResult
-from assay.wrap.run import WrapConfig, WrapError
+from assay.wrap.errors import WrapError
+from assay.wrap.options import TRANSPORTS, WrapOptions
 
 if TYPE_CHECKING:
     from assay.remote.http import HttpServer
@@ -24,10 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["banner", "input_ended", "run", "target_of"]
 
 
-def target_of(config: WrapConfig, environ: Mapping[str, str]) -> Target:
+def target_of(config: WrapOptions, environ: Mapping[str, str]) -> Target:
     """The checked ``--url`` target (docs/remote.md, "Options"); a bad one is a WrapError."""
     from assay.remote.target import TargetError, target_from
-    from assay.wrap.options import TRANSPORTS
 
     if config.transport not in TRANSPORTS:
         raise WrapError(f"--transport must be one of {', '.join(TRANSPORTS)}")
@@ -80,7 +80,7 @@ async def input_ended(stream: object) -> None:
 
 async def run(
     target: Target,
-    config: WrapConfig,
+    config: WrapOptions,
     relay_for: Callable[[proc.ChildHandle], Relay],
     warn: Callable[[str], None],
     environ: Mapping[str, str],

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import date
 from typing import Any, Final
 
-import ujson
+from assay.jsonwrite import dumps, dumps_ascii, dumps_utf8
 
 __all__ = [
     "DENY_TEXT",
@@ -31,11 +31,10 @@ def _line(obj: Any) -> bytes:
     """One compact JSON line, written the way wrap writes its records (docs/wrap-records.md):
     UTF-8 without ASCII escaping, ``/`` left alone; a lone surrogate (a client's ``"\\ud83d"``)
     is kept as an escape, which turns the whole line into ASCII escapes."""
-    text = ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
     try:
-        return text.encode("utf-8") + b"\n"
+        return dumps_utf8(obj) + b"\n"
     except UnicodeEncodeError:
-        return ujson.dumps(obj, ensure_ascii=True, escape_forward_slashes=False).encode("ascii") + b"\n"
+        return dumps_ascii(obj).encode("ascii") + b"\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -47,7 +46,7 @@ DENY_TEXT: Final = "Content blocked by policy"
 
 def deny_payload_text(contract: Mapping[str, Any]) -> str:
     """The deny payload as compact JSON text: the second ``content`` item of a deny result."""
-    return ujson.dumps(contract, ensure_ascii=False, escape_forward_slashes=False)
+    return dumps(contract)
 
 
 def deny_reply(

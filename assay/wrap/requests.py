@@ -157,12 +157,13 @@ def contract_of(judged: Judged) -> dict[str, Any]:
 def decision_of(policy: Policy, judged: Judged) -> Decision:
     """The decision recorded for the request: its tool is ``<method> <target>``."""
     tool = f"{judged.method} {shown(judged.target)}"[:300]
-    common = dict(matched_rule=judged.section, policy_version=policy.version_label, policy_digest=policy.digest)
     if judged.code is None:
-        return Decision("allow", tool, **common)  # type: ignore[arg-type]
+        return Decision("allow", tool, matched_rule=judged.section, policy_version=policy.version_label,
+                        policy_digest=policy.digest)
     contract = contract_of(judged)
     return Decision("deny", tool, reason_code=judged.code, reason=contract["reason"], contract=contract,
-                    typed_decision="deny", **common)  # type: ignore[arg-type]
+                    typed_decision="deny", matched_rule=judged.section, policy_version=policy.version_label,
+                    policy_digest=policy.digest)
 
 
 def error_line(rid: Any, contract: dict[str, Any]) -> bytes:

@@ -10,7 +10,6 @@ the child is spawned, so a refused run leaves no child and no output behind.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -35,22 +34,15 @@ from assay.wrap.reports import (
     session_context,
     state_window,
 )
+from assay.wrap.errors import WrapError as WrapError  # (re-exported: the library's error)
 from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN_GRACE: older imports)
     APPEND,
     CREATE_NEW,
-    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LABEL,
-    DEFAULT_MAX_FRAME_BYTES,
-    DEFAULT_POLICY,
-    DEFAULT_LOG_ARGUMENTS_MAX,
-    DEFAULT_LOG_MAX_BYTES,
-    DEFAULT_SESSION_LOCK_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_LOGIN,
-    DEFAULT_TRANSPORT,
     STRICT_DEPRECATIONS_ENV,
     WRAP_OPTIONS,
-    check_config_fields,
+    WrapOptions,
 )
 from assay.wrap.session import SessionOptions, WrapSession
 from assay.wrap.sharing import SharingError, shared_for
@@ -61,61 +53,14 @@ if TYPE_CHECKING:
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
 
-class WrapError(Exception):
-    """A fatal wrap error: reported as one `fatal: ...` line, exit 2.
-
-    See docs/wrap.md, "Exit status"."""
-
-
-@dataclass
-class WrapConfig:
-    """Everything one wrap run needs. ``argv`` is the command after ``--``, untouched.
-
-    One field per option of :data:`assay.wrap.options.WRAP_OPTIONS`, in its order, with its
-    type and default (checked below, when this module is imported), plus ``argv`` and ``env``."""
+@dataclass(kw_only=True)
+class WrapConfig(WrapOptions):
+    """Everything one wrap run needs: every option of :class:`assay.wrap.options.WrapOptions`
+    (declared there, once), plus ``argv``, the command after ``--``, untouched, and ``env``, the
+    server's environment (library callers only; None: wrap's own)."""
 
     argv: list[str]
-    policy_path: str = DEFAULT_POLICY
-    dry_run: bool = False
-    verbose: bool = False
-    label: str = DEFAULT_LABEL
-    event_source: str | None = None
-    decision_log: str | None = None
-    audit_log: str | None = None
-    deny_deprecations: bool = False
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     env: dict[str, str] | None = None
-    # create-new outputs: docs/wrap.md, "One-run outputs and session reports"
-    decision_log_new: str | None = None
-    request_receipts_out: str | None = None
-    session_context_out: str | None = None
-    session_stop_out: str | None = None
-    coverage_out: str | None = None
-    state_window_out: str | None = None
-    observed_manifest_out: str | None = None
-    # the declared baseline and hidden tools: docs/wrap.md, "Declared baseline", "Hiding denied tools"
-    declared_manifest: str | None = None
-    hide_denied_tools: bool = False
-    # one agent session across the client's wraps: docs/wrap.md, "Shared sessions"
-    shared_session: str | None = None
-    state_dir: str | None = None
-    session_lock_timeout: float = DEFAULT_SESSION_LOCK_TIMEOUT
-    # arguments in the records: docs/wrap-records.md, "Logged arguments"
-    log_arguments: bool = False
-    log_arguments_max: int = DEFAULT_LOG_ARGUMENTS_MAX
-    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # docs/wrap.md, "Log rotation"
-    # a remote server instead of a command: docs/remote.md
-    url: str | None = None
-    transport: str = DEFAULT_TRANSPORT
-    header: tuple[str, ...] = ()
-    header_env: tuple[str, ...] = ()
-    ca_file: str | None = None
-    allow_insecure_http: bool = False
-    bearer_env: str | None = None
-    header_env_if_set: tuple[str, ...] = ()
-    login: str = DEFAULT_LOGIN
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     def create_new_outputs(self) -> dict[str, str]:
         """flag -> path of every create-new output that was asked for."""
@@ -152,9 +97,6 @@ class WrapConfig:
             log_arguments_max=self.log_arguments_max if self.log_arguments else None,
             announce_exit=self.url is None,
         )
-
-
-check_config_fields((f.name, f.type, f.default) for f in dataclasses.fields(WrapConfig))
 
 
 def default_event_source(label: str) -> str:

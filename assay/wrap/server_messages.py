@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.wrap.effects import Effect, ToServer
 from assay.wrap.requests import error_line
@@ -23,12 +24,35 @@ from assay.wrap.verdicts import head_id, id_before, judge, read, rewritten
 from assay.wrap.watching import Watch
 
 if TYPE_CHECKING:
-    from assay.wrap.inspection import Inspector
+    from assay.policy.inspecting import Settings
+    from assay.wrap.ledger import Ledger
 
-__all__ = ["BLOCKED", "ServerMessages"]
+__all__ = ["BLOCKED", "Room", "ServerMessages"]
 
 BLOCKED = "E_RESPONSE_BLOCKED"  # what came from the server is blocked, in an answer or outside one
 _METHOD = re.compile(rb'"method"\s*:\s*("(?:[^"\\]|\\.){0,256}")')
+
+
+class Room(Protocol):
+    """What the server's messages need of the inspection room they are part of
+    (:class:`assay.wrap.inspection.Inspector`, which imports this module)."""
+
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def oversize(self) -> str: ...
+    @property
+    def user(self) -> Callable[[str], Any] | None: ...
+
+    def settings(self, name: str) -> Settings: ...
+
+    def remember(
+        self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]
+    ) -> None: ...
 
 
 class ServerMessages:
@@ -36,7 +60,7 @@ class ServerMessages:
 
     __slots__ = ("inspector",)
 
-    def __init__(self, inspector: Inspector) -> None:
+    def __init__(self, inspector: Room) -> None:
         self.inspector = inspector
 
     def judge(self, method: str, line: bytes, out: list[Effect]) -> bool | bytes:

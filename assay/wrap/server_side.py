@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from assay.wrap import records, serverlines
 from assay.wrap.effects import Effect, ToClient, Warn
+from assay.wrap.heads import Head as _Head
+from assay.wrap.heads import read_head as _read_head
 from assay.wrap.watching import Watch
 from assay.wrap.pending import Key, PendingTable
 from assay.wrap.toolbook import ToolBook, read_message
 
 if TYPE_CHECKING:
-    from assay.wrap.inspection import Inspector
+    from assay.wrap.server_messages import ServerMessages
+    from assay.wrap.jobs import Job
 
-__all__ = ["SERVER_HOLD_LIMIT", "ServerSide", "Stream"]
+__all__ = ["SERVER_HOLD_LIMIT", "AnswerReader", "ServerSide", "Stream"]
 
 SERVER_HOLD_LIMIT = 64 << 20  # a server line is held whole (and read) up to this size
 _HEAD_BYTES = 64 << 10  # of a line over the hold limit, what is kept to find the id it answers
@@ -34,23 +37,31 @@ _RAW: Any = msgspec.Raw
 _first_byte = struct.Struct("B").unpack_from  # (of a Raw: cheaper than a memoryview)
 
 
-class _Head(msgspec.Struct):
-    """The members of a server line that decide whether it is relayed."""
-
-    id: Any = msgspec.UNSET
-    method: Any = msgspec.UNSET
-    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-_read_head = msgspec.json.Decoder(_Head).decode
-
-
 def _error_object(head: _Head) -> bool:
     """Whether the line's ``error`` is an object (next to a ``method`` and an ``id`` it makes
     the line the Python SDK's error answer)."""
     error = head.error
     return isinstance(error, msgspec.Raw) and memoryview(error)[:1].tobytes() == b"{"
+
+
+class AnswerReader(Protocol):
+    """What the server side asks of the inspection room (:class:`assay.wrap.inspection.Inspector`,
+    which imports what this module imports): the answers and messages it reads before they are
+    relayed."""
+
+    @property
+    def oversize(self) -> str: ...
+    @property
+    def messages(self) -> ServerMessages | None: ...
+
+    # the merge of the answer just read, waiting for the line (docs/wrap.md, "Shared sessions")
+    parked: Job | None
+
+    def too_long(self, head: bytes, pending: PendingTable, out: list[Effect]) -> bool: ...
+
+    def answer(
+        self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False
+    ) -> bool | bytes: ...
 
 
 class Stream(enum.Enum):
@@ -82,7 +93,7 @@ class ServerSide:
         self._tail = bytearray()  # a server line not yet ended
         self._held: list[bytes] = []  # wrap's replies waiting for a streamed line to end
         # the inspection room (docs/policy.md, "Inspecting what comes back"); None: nothing is read
-        self.inspector: Inspector | None = None
+        self.inspector: AnswerReader | None = None
 
     # -- what the client asked ---------------------------------------------------------------
 
@@ -235,8 +246,8 @@ class ServerSide:
                 # request) that the watch's line gate calls quiet is relayed at once
                 result: Any = head.result
                 if result.__class__ is _RAW and head.error is _UNSET and _first_byte(result)[0] == 0x7B:  # "{"
-                    return True if quiet(line) else inspector.answer(method, line, out, head, True)
-            return inspector.answer(method, line, out, head)
+                    return True if quiet(line) else self._merged(inspector.answer(method, line, out, head, True), line)
+            return self._merged(inspector.answer(method, line, out, head), line)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             message = read_message(line)
             if message.__class__ is dict:
@@ -259,7 +270,7 @@ class ServerSide:
             return False
         inspector = self.inspector
         if inspector is not None and inspector.messages is not None:
-            return inspector.messages.judge(method, line, out)
+            return self._merged(inspector.messages.judge(method, line, out), line)
         return True
 
     def _neither(self, request_id: Any, line: bytes, out: list[Effect]) -> bool | bytes:
@@ -272,7 +283,7 @@ class ServerSide:
             return True
         found = self.pending.answer(request_id)
         assert found is not None
-        return inspector.answer(found[1], line, out)
+        return self._merged(inspector.answer(found[1], line, out), line)
 
     def _message(self, message: Any, line: bytes, out: list[Effect]) -> bool | bytes:
         """:meth:`line` for a line read in full."""
@@ -293,10 +304,23 @@ class ServerSide:
         key, method = found
         if method.__class__ is Watch:
             assert self.inspector is not None
-            return self.inspector.answer(method, line, out)
+            return self._merged(self.inspector.answer(method, line, out), line)
         if method == _TOOLS_LIST or key in self.tools.pending_lists:
             return self.tools.answer(key, message, line, self.pending, out)
         return True
+
+    def _merged(self, verdict: bool | bytes, line: bytes) -> bool | bytes:
+        """An inspected line whose findings wait to be merged into the shared session's store
+        (docs/wrap.md, "Shared sessions") is relayed once they are (the job's ``relay``, by
+        :meth:`reply`), not now; other lines go on meanwhile."""
+        inspector = self.inspector
+        job = inspector.parked if inspector is not None else None
+        if job is None:
+            return verdict
+        assert inspector is not None
+        inspector.parked = None
+        job.relay = line if verdict is True else verdict if verdict.__class__ is bytes else None
+        return False
 
     def owes(self, key: Key) -> bool:
         """Whether a forwarded request with this id key still awaits its answer."""

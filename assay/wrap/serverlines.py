@@ -6,13 +6,19 @@ line the TypeScript SDK (``JSON.parse`` over the UTF-8 text, invalid bytes repla
 or the Python SDK (pydantic's JSON reader) would read, and more:
 
 - member names with JSON escapes (``"t\\u006fols"``) are decoded like any string;
-- invalid UTF-8 is replaced by U+FFFD, as Node does (surrogates written as UTF-8 bytes too,
-  which ujson alone would read as lone surrogates);
+- invalid UTF-8 is replaced by U+FFFD, as Node does (surrogates written as UTF-8 bytes too);
 - lone surrogates (``"\\ud83d"``) are kept as they are;
 - integers of any size and ``NaN``/``Infinity`` are read (huge integers beyond Python's
   digit limit are kept as :class:`RawNumber`);
 - nesting of any depth is read by an iterative parser (no recursion limit), within a work
-  budget: a line that would exceed it is :data:`TOO_HARD` and the caller fails closed.
+  budget: a line that would exceed it is :data:`TOO_HARD` and the caller fails closed;
+- in a line that is valid UTF-8 without NUL bytes and nested at most 1,024 deep, numbers are
+  also read in the looser spellings ``01``, ``1.``, ``-.5`` and ``-`` (read as 0), as wrap's
+  reader read them before it was msgspec (ujson's grammar), so that no line reads otherwise
+  than it did (docs/wrap.md, "Tool pins").
+
+msgspec reads every strict JSON line (the usual case, at C speed); what it refuses goes to the
+standard library's reader and then to the iterative one.
 
 It also holds the id equivalence of the SDKs (docs/wrap.md, "Dropped server responses"): the
 Python SDK turns a string id that ``int()`` accepts into that integer; the TypeScript SDK looks
@@ -28,7 +34,7 @@ from collections.abc import Callable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public in CPython, missing from typeshed
 from typing import Any, Final, cast
 
-import ujson
+import msgspec
 
 __all__ = [
     "NOT_JSON",
@@ -84,32 +90,27 @@ class RawNumber:
         return f"RawNumber({self.json_number_text[:20]}...)"
 
 
-def _surrogate_bytes(line: bytes) -> bool:
-    """Whether ``line`` holds a surrogate written as UTF-8 bytes (``ED A0..BF xx``, CESU-8):
-    invalid UTF-8 that ujson reads as a lone surrogate, a string no client sees (Node reads
-    U+FFFD for each byte, a strict Python client refuses the line). Only lines with an ``ED``
-    byte are decoded to check (C speed)."""
-    if b"\xed" not in line:
-        return False
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
+_decode: Final = msgspec.json.Decoder().decode
 
 
 def read_line(line: bytes, budget: int = DEEP_PARSE_BUDGET) -> Any:
-    """The JSON value of one server line, :data:`NOT_JSON` or :data:`TOO_HARD`. Never raises."""
-    if not _surrogate_bytes(line):
-        try:
-            return ujson.loads(line)
-        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-            pass
+    """The JSON value of one server line, :data:`NOT_JSON` or :data:`TOO_HARD`. Never raises.
+
+    msgspec refuses invalid UTF-8 (a surrogate written as UTF-8 bytes too: Node reads U+FFFD
+    for each byte, a strict Python client refuses the line), so such a line is decoded with
+    replacement characters and read by the fallbacks."""
     try:
-        text = line.decode("utf-8", "replace")
+        return _decode(line)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+        pass  # msgspec.DecodeError is a ValueError
+    try:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return read_text(line.decode("utf-8", "replace"), budget)
     except MemoryError:  # pragma: no cover - a line the relay already holds
         return TOO_HARD
-    return read_text(text, budget)
+    return read_text(text, budget, loose_numbers=b"\x00" not in line)
 
 
 def _parse_int(text: str) -> Any:
@@ -119,18 +120,28 @@ def _parse_int(text: str) -> Any:
         return RawNumber(text)
 
 
-def read_text(text: str, budget: int = DEEP_PARSE_BUDGET) -> Any:
-    """Like :func:`read_line` for decoded text (the standard library first, then iterative)."""
+def read_text(text: str, budget: int = DEEP_PARSE_BUDGET, *, loose_numbers: bool = False) -> Any:
+    """Like :func:`read_line` for decoded text (the standard library first, then iterative).
+    ``loose_numbers``: a line the standard library refuses is read once more with the looser
+    number spellings (see the module's docstring), nested at most :data:`LOOSE_MAX_DEPTH` deep."""
+    deep = False
     try:
         return json.loads(text, strict=False, parse_int=_parse_int)
     except RecursionError:
-        pass
+        deep = True
     except (ValueError, TypeError, OverflowError, MemoryError):
-        return NOT_JSON
+        if not loose_numbers:
+            return NOT_JSON
     collecting = gc.isenabled()
     gc.disable()  # millions of fresh containers would trigger full collections over and over
     try:
-        return _parse_iterative(text, budget)
+        if deep:
+            try:
+                return _parse_iterative(text, budget)
+            except (ValueError, TypeError, OverflowError, IndexError):
+                if not loose_numbers:
+                    raise
+        return _parse_iterative(text, budget, loose=True)
     except _TooHard:
         return TOO_HARD
     except (ValueError, TypeError, OverflowError, IndexError, MemoryError):
@@ -148,15 +159,37 @@ _WS = re.compile(r"[ \t\n\r]*")
 # the pattern matches everywhere (possibly empty), so its match is never None
 _skip_ws = cast("Callable[[str, int], re.Match[str]]", _WS.match)
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+# ujson's number grammar, which wrap read server lines with before msgspec: leading zeros, a
+# point without digits after it, a fraction without digits before it, and a lone minus (0)
+_LOOSE_NUMBER = re.compile(r"-?(?:(?:[0-9]+(\.[0-9]*)?|(\.)[0-9]+)([eE][-+]?[0-9]+)?)?")
+LOOSE_MAX_DEPTH: Final = 1024
+_I64_MAGNITUDE: Final = 1 << 63
+_U64_MAX: Final = (1 << 64) - 1
 _LITERALS: Final = (("true", True), ("false", False), ("null", None), ("NaN", float("nan")),
                     ("Infinity", float("inf")), ("-Infinity", float("-inf")))
 
 
-def _parse_iterative(text: str, budget: int) -> Any:
-    """A JSON parser with an explicit stack: any depth, linear time, ``budget`` values."""
+def _loose_int(token: str) -> int:
+    """An integer in ujson's reading: any leading zeros while the value fits 64 bits, else at
+    most 4,300 digits (the zeros counted)."""
+    negative = token[:1] == "-"
+    digits = token[1:] if negative else token
+    significant = digits.lstrip("0")
+    if len(significant) <= 20:
+        value = int(significant or "0")
+        if value <= (_I64_MAGNITUDE if negative else _U64_MAX):
+            return -value if negative else value
+    if len(digits) > 4300:
+        raise ValueError("integer too long")
+    return int(token)
+
+
+def _parse_iterative(text: str, budget: int, loose: bool = False) -> Any:
+    """A JSON parser with an explicit stack: any depth, linear time, ``budget`` values.
+    ``loose``: numbers in ujson's grammar, nesting at most :data:`LOOSE_MAX_DEPTH`."""
     n = len(text)
     ws = _skip_ws
-    number = _NUMBER.match
+    number = (_LOOSE_NUMBER if loose else _NUMBER).match
     stack: list[list[Any]] = []  # [container, pending key]
     i = ws(text, 0).end()
     steps = 0
@@ -175,6 +208,8 @@ def _parse_iterative(text: str, budget: int) -> Any:
             else:
                 key, i = _key(text, i, n)
                 stack.append([{}, key])
+                if loose and len(stack) > LOOSE_MAX_DEPTH:
+                    raise ValueError("too deep")
                 i = ws(text, i).end()
                 continue
         elif c == "[":
@@ -183,6 +218,8 @@ def _parse_iterative(text: str, budget: int) -> Any:
                 value, i = [], i + 1
             else:
                 stack.append([[], None])
+                if loose and len(stack) > LOOSE_MAX_DEPTH:
+                    raise ValueError("too deep")
                 continue
         elif c == '"':
             value, i = scanstring(text, i + 1, False)
@@ -193,11 +230,14 @@ def _parse_iterative(text: str, budget: int) -> Any:
                     break
             else:
                 m = number(text, i)
-                if m is None:
+                if m is None or (loose and c not in "-0123456789"):
                     raise ValueError("unexpected character")
                 token = m.group()
                 i = m.end()
-                value = float(token) if m.group(1) or m.group(2) else _parse_int(token)
+                if loose:
+                    value = float(token) if m.group(1) or m.group(2) or m.group(3) else _loose_int(token)
+                else:
+                    value = float(token) if m.group(1) or m.group(2) else _parse_int(token)
         # attach the value and close every container that ends here
         while True:
             if not stack:

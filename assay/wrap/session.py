@@ -13,6 +13,8 @@ bytes from the client                  :meth:`receive_client_data`
 the client's end of file               :meth:`client_closed`
 the client stopped reading (EPIPE)     :meth:`client_lost`
 the verdict of an :class:`AdmitLine`   :meth:`admitted`
+what a :class:`StoreBegin` gave        :meth:`store_begun`
+what a :class:`StoreCommit` gave       :meth:`store_committed`
 bytes from the child's stdout          :meth:`receive_server_data`
 the child's stdout closed              :meth:`server_closed`
 the child stopped reading (EPIPE)      :meth:`server_input_closed`
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.policy import Policy, SessionState
 from assay.policy.pipeline import FlowGuard, Guard, Pipeline, RateGuard
-from assay.policy.shared import SessionKey, SharedSession, Store, part_of, shares_state
+from assay.policy.shared import Loaded, SessionKey, SharedSession, Store, StoreError, part_of, shares_state
 from assay.policy.rates import RateTracker, tracker_for
 from assay.wrap import approvals, records
 from assay.wrap.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
@@ -62,7 +64,6 @@ from assay.wrap.lifecycle import SIGNAL_DRAIN_S as SIGNAL_DRAIN_S
 from assay.wrap.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.wrap.listing import ListChain, tool_definition_digest
 from assay.wrap.server_side import SERVER_HOLD_LIMIT, ServerSide
-from assay.wrap.server_side import _read_head as _read_head
 from assay.wrap.watching import needs_inspector
 from assay.wrap.toolbook import ToolBook
 
@@ -197,6 +198,14 @@ class WrapSession:
         self._client = ClientSide(self._calls.judge, self._server.reply, self._calls.released, self._ledger,
                                   options.max_frame_bytes)
         self._life = Lifecycle(clock(), options.shutdown_grace)
+        # a shared session's calls and merges wait for the store (docs/wrap.md, "Shared
+        # sessions"): the client's end, and the server's, are taken once none waits
+        self._eof_due = False
+        self._server_eof_due = False
+        if sharing is not None:
+            self._calls.on_idle = self._store_idle
+            if inspector is not None:
+                inspector.merge = self._calls.merge
 
     # -- client -> server --------------------------------------------------------------------
 
@@ -223,8 +232,47 @@ class WrapSession:
         return out
 
     def _end_of_client(self, out: list[Effect]) -> None:
+        if self._calls.waiting:  # a call waits for the store: it is sent (or denied) first
+            self._eof_due = True
+            return
         self._client.end(out)
         self._fire(LifeEvent.CLIENT_EOF, out)
+
+    # -- the shared session's store (docs/wrap.md, "Shared sessions") ---------------------------
+
+    @property
+    def store(self) -> Store | None:
+        """The shared session's store the shell performs :class:`StoreBegin` and the rest
+        with (None: the session is not shared)."""
+        shared = self._calls.pipeline.shared
+        return None if shared is None else shared.store
+
+    def store_begun(self, got: Loaded | StoreError) -> list[Effect]:
+        """What the store's ``begin`` of the last :class:`StoreBegin` gave (the ``Loaded``, or
+        the ``StoreError`` it raised). A call that waited is decided now unless the run
+        stopped meanwhile (then it is never sent, nothing of it counted)."""
+        out: list[Effect] = []
+        if self._life.phase is not Phase.RUNNING:
+            self._calls.drop_calls()
+        self._calls.begun(got, out)
+        return out
+
+    def store_committed(self, got: int | StoreError) -> list[Effect]:
+        """What the store's ``commit`` of the last :class:`StoreCommit` gave (the version, or
+        the ``StoreError`` it raised): the call's forward or deny, an answer's relay."""
+        out: list[Effect] = []
+        self._calls.committed(got, out)
+        return out
+
+    def _store_idle(self, out: list[Effect]) -> None:
+        """Nothing waits for the store any more: an end that came meanwhile is taken now."""
+        if self._eof_due and not self._calls.waiting:
+            self._eof_due = False
+            if self._life.phase is Phase.RUNNING:
+                self._end_of_client(out)
+        if self._server_eof_due and self._calls.busy is None:
+            self._server_eof_due = False
+            self._server_end(out)
 
     def client_lost(self) -> list[Effect]:
         """Writing to the client failed: nobody reads replies any more. The run ends now.
@@ -248,9 +296,15 @@ class WrapSession:
         """The child's stdout reached end of file."""
         out: list[Effect] = []
         self._server.closed(out)
+        if self._calls.busy is not None:  # an answer (or a call) waits for the store: it goes first
+            self._server_eof_due = True
+            return out
+        self._server_end(out)
+        return out
+
+    def _server_end(self, out: list[Effect]) -> None:
         self._life.server_eof = True
         self._fire(LifeEvent.SERVER_EOF, out)
-        return out
 
     def server_input_closed(self) -> list[Effect]:
         """Writing to the child failed (EPIPE): the child-exit path. The client is no longer
@@ -392,9 +446,9 @@ class WrapSession:
 
     @property
     def held_bytes(self) -> int:
-        """wrap's replies held behind a streamed server line: the shell stops reading the
-        client past its queue bound."""
-        return self._server.held_bytes
+        """wrap's replies held behind a streamed server line, and the client's calls waiting for
+        the shared session's store: the shell stops reading the client past its queue bound."""
+        return self._server.held_bytes + self._calls.parked_bytes
 
     @property
     def dropped_responses(self) -> int:

@@ -8,7 +8,7 @@ responses" describe what is read and when.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay.policy import Policy, SessionState, tool_identity
 from assay.wrap import records, serverlines
@@ -18,12 +18,18 @@ from assay.wrap.pending import Key, PendingTable
 
 if TYPE_CHECKING:
     from assay.wrap.baseline import Baseline
-    from assay.wrap.inspection import Inspector
 
-__all__ = ["ToolBook"]
+__all__ = ["ListedTools", "ToolBook"]
 
 # (tool definition, tool-definition digest, schema hash, meta hash, effects): Ledger.tool_listed
 OnSeen = Callable[[dict[str, Any], "str | None", str, str, list[Effect]], None]
+
+
+class ListedTools(Protocol):
+    """What the tool book asks of the inspection room (:class:`assay.wrap.inspection.Inspector`,
+    which imports this module): the names a ``tools/list`` answer's definitions leave out."""
+
+    def listed(self, tools: list[Any], out: list[Effect]) -> set[str]: ...
 
 
 def read_message(line: bytes) -> Any:
@@ -57,7 +63,7 @@ class ToolBook:
         # with a decision log: records each newly seen tool (docs/wrap-records.md, "Tools seen")
         self.on_seen = on_seen
         # the inspection room: reads tool definitions (docs/policy.md, "Inspecting what comes back")
-        self.inspector: Inspector | None = None
+        self.inspector: ListedTools | None = None
 
     def listed(self, key: Key, params: Any) -> None:
         """The client sent a tools/list request with id ``key``. It continues the last chain

@@ -25,6 +25,7 @@ import msgspec
 
 from assay.inspect.scan import NOTHING, Scan, scan, splice
 from assay.wrap import serverlines
+from assay.wrap.heads import read_head
 from assay.wrap.requests import encode
 
 if TYPE_CHECKING:
@@ -193,10 +194,8 @@ def _replace_strings(value: Any, changed: dict[str, str], depth: int = 0) -> Any
 
 def head_id(line: bytes) -> Any:
     """The top-level ``id`` of a line (an integer or a string), or None."""
-    from assay.wrap.server_side import _read_head
-
     try:
-        head = _read_head(line)
+        head = read_head(line)
     except Exception:  # noqa: BLE001 - any line: the id is only for the reply
         return None
     return None if head.id.__class__ not in (int, str) else head.id

@@ -15,11 +15,17 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from assay.inspect.taint import TaintSet
+    from assay.inspect.taint import Prepared, TaintSet
     from assay.policy.inspecting import Settings
     from assay.policy.model import Policy
 
-__all__ = ["TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
+__all__ = ["ANSWER_TAINT_BYTES", "ANSWER_TAINT_ENTRIES", "TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
+
+# what one answer (or server message) adds to the value taint at most (docs/inspect.md, "Value
+# taint"): its fingerprints are computed before the shared session's transaction, and merging
+# them is then quick whatever the answer holds
+ANSWER_TAINT_BYTES = 1 << 20  # bytes of secret values and tainted text fingerprinted
+ANSWER_TAINT_ENTRIES = 8192  # fingerprints
 
 
 class Watch(msgspec.Struct, gc=False):
@@ -77,6 +83,38 @@ class TaintState:
 
     def changed(self) -> None:
         self._export = None
+
+    def prepare(self, values: list[str], texts: list[str]) -> list[Prepared]:
+        """The fingerprints of one answer's secret ``values``, then its tainted ``texts``, in
+        that order, computed now (outside any transaction), at most :data:`ANSWER_TAINT_BYTES`
+        bytes and :data:`ANSWER_TAINT_ENTRIES` fingerprints of them (the rest is not remembered)."""
+        out: list[Prepared] = []
+        budget, entries = ANSWER_TAINT_BYTES, ANSWER_TAINT_ENTRIES
+        taint = self.set
+        for text, is_value in [*((v, True) for v in values), *((t, False) for t in texts)]:
+            if budget <= 0 or entries <= 0:
+                break
+            if not text:
+                continue
+            if len(text) > budget:
+                text = text[:budget]
+            budget -= len(text)
+            got = taint.prepare_value(text) if is_value else taint.prepare_text(text, entries)
+            if got.pres:
+                if len(got.pres) > entries:
+                    got = got._replace(pres=got.pres[:entries], fps=got.fps[:entries], lengths=got.lengths[:entries])
+                entries -= len(got.pres)
+                out.append(got)
+        return out
+
+    def add(self, prepared: list[Prepared], source: str) -> int:
+        """Add what :meth:`prepare` computed (to the set as the store has it now)."""
+        added = 0
+        for got in prepared:
+            added += self.set.add_prepared(got, source)
+        if added:
+            self._export = None
+        return added
 
     def export_state(self) -> bytes:
         if self._export is None:

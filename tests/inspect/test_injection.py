@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.inspect import injection
+from assay.inspect import injection, injection_rules
 from assay.inspect.injection import MARKER, RULES, Hit, find_injection, find_poison, strip_injection
 
 REPO = Path(__file__).resolve().parents[2]
@@ -264,7 +264,7 @@ def test_no_phrase_match_reaches_the_margin() -> None:
             data = text.encode("utf-8", "surrogatepass").translate(injection._LOWER)[:200_000]
             for match in rule.pattern.finditer(data):
                 longest = max(longest, match.end() - match.start())
-    assert longest < injection._MARGIN // 2
+    assert longest < injection_rules.MARGIN // 2
 
 
 def test_the_patterns_have_only_bounded_repetitions() -> None:

@@ -5,13 +5,11 @@ every rule runs in linear time; redact_value never raises on content."""
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import re
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings

@@ -6,7 +6,6 @@ SDK, then the table, the JSON lines and the counts show exactly the calls that w
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys

@@ -7,7 +7,6 @@ a write and a read it never saw."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import mcp.types as types

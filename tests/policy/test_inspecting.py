@@ -112,14 +112,36 @@ def test_update_runs_in_the_shared_transaction_and_the_other_wrap_sees_it() -> N
         shared = SharedSession(store, key, part_of(p), label, state, flows, None, lambda: 1.0)
         wraps.append(Pipeline(p, state, [FlowGuard(flows)], clock=lambda: 1.0, shared=shared))
     a, b = wraps
-    a.decide(Call("read_file", {}, "files"))
-    assert a.enter(Call("read_file", {}, "files")) is None
-    assert a.update(lambda now: a.guards[0].respond("read_file", frozenset({"secrets"}), now)) is None
-    got = b.decide(Call("fetch", {}, "web"))
-    b.release()
+
+    def transaction(pipe, work, entered=False, save=False):  # what wrap's call path does around a decision
+        shared = pipe.shared
+        problem = shared.loaded(_got(lambda: store.begin_blocking(shared.key, shared.part, shared.server, 1.0)))
+        if problem is not None:
+            return problem, None
+        result = work()
+        saved = shared.saving(entered, save=save)
+        return shared.committed(saved, store.commit_blocking(saved, 1.0)), result
+
+    def enter_read():
+        a.decide(Call("read_file", {}, "files"))
+        a.enter(Call("read_file", {}, "files"))
+
+    assert transaction(a, enter_read, entered=True)[0] is None
+    assert transaction(a, lambda: a.update(lambda now: a.guards[0].respond("read_file", frozenset({"secrets"}), now)),
+                       save=True) == (None, True)
+    _problem, got = transaction(b, lambda: b.decide(Call("fetch", {}, "web")))
     assert got.reason_code == "E_SEQUENCE_VIOLATION"
     store.fail = "disk full"
-    assert a.update(lambda now: True) == "disk full"
+    assert transaction(a, lambda: True)[0] == "disk full"
+
+
+def _got(begin):
+    from assay.policy.shared import StoreError
+
+    try:
+        return begin()
+    except StoreError as exc:
+        return exc
 
 
 def test_value_taint_shares_state_and_has_its_own_part() -> None:

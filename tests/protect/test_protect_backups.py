@@ -26,8 +26,8 @@ def test_the_first_and_the_newest_five_backups_of_each_config_are_kept(tmp_path)
     made: dict[str, list[str]] = {str(x): [] for x in paths}
     for i in range(7):
         for path in paths:
-            edit = (lambda t, l, r: p.protect_text(t, l, OPTS, r)) if i % 2 == 0 else (
-                lambda t, l, r: p.undo_text(t, l, r))
+            edit = (lambda t, ln, r: p.protect_text(t, ln, OPTS, r)) if i % 2 == 0 else (
+                lambda t, ln, r: p.undo_text(t, ln, r))
             out = p.apply_to_file(str(path), loc, edit, now=1000.0 + i, state=str(state))
             made[str(path)].append(out.backup)
             assert stat.S_IMODE(os.stat(out.backup).st_mode) == 0o600

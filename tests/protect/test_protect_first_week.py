@@ -73,7 +73,7 @@ def test_the_starter_policy_logs_no_call_as_a_warning_and_points_into_no_docs_di
                       '"r": {"url": "https://h/mcp", "headers": {"A": "a"}}}}\n')
     state = tmp_path / "state"
     loc = clients.pick_location("cursor", "user", str(config), "linux", "/h", {}, "/w")
-    out = p.apply_to_file(str(config), loc, lambda t, l, r: p.protect_text(t, l, OPTS, r), state=str(state))
+    out = p.apply_to_file(str(config), loc, lambda t, ln, r: p.protect_text(t, ln, OPTS, r), state=str(state))
     for path in (config, out.record_path):
         assert "docs/" not in open(path).read()
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.cli.app import main
-from assay.clients.protect.tomlspans import toml_string
+from assay.clients.protect.tomltext import toml_string
 
 HEAD, TAIL = "Qz7head", "Qz7tail"
 

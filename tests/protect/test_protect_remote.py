@@ -168,7 +168,7 @@ _VALUES = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist
 def test_hostile_header_names_and_values_round_trip_and_stay_out_of_args(headers, label):
     loc = location(label)
     if label == "codex":
-        from assay.clients.protect.tomlspans import toml_string
+        from assay.clients.protect.tomltext import toml_string
         pairs = ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in headers.items())
         text = f'[mcp_servers.r]\nurl = "https://h/mcp"\nhttp_headers = {{ {pairs} }}\n'
     else:

@@ -31,8 +31,8 @@ def _fill(state) -> tuple[str, SessionKey]:
     store = SqliteStore(path)
     now = time.time()
     for key, server in ((TEAM, "github"), (TEAM, "files"), (TEAM, "files"), (client, "web\x1b[2J")):
-        loaded = store.begin(key, "p", server, now)
-        store.commit(Saved(b"s", loaded.requests + 1, loaded.tool_calls + 1, True, ("exfil",)), now)
+        loaded = store.begin_blocking(key, "p", server, now)
+        store.commit_blocking(Saved(b"s", loaded.requests + 1, loaded.tool_calls + 1, True, ("exfil",)), now)
     store.close()
     return path, client
 
@@ -62,8 +62,8 @@ def test_reset_then_wraps_read_it_again(tmp_path, base_env):
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("\n") == 1 and "name:team" in res.stdout
     store = SqliteStore(path)
-    assert store.begin(TEAM, "p", "files", time.time()) == Loaded(4, None, 0, 0)
-    store.abort()
+    assert store.begin_blocking(TEAM, "p", "files", time.time()) == Loaded(4, None, 0, 0)
+    store.abort_blocking()
     rows = {r["key"]: r for r in map(json.loads, run(base_env, "list", "--json", "--state-dir", str(tmp_path / "state")).stdout.splitlines())}
     assert rows["name:team"]["armed"] == [] and rows["name:team"]["tool_calls"] == 0
 
@@ -104,8 +104,8 @@ def test_a_reader_that_goes_away_gets_no_traceback(tmp_path, base_env):
     store = SqliteStore(str(tmp_path / "state" / "sessions.db"))
     for i in range(1500):
         key = SessionKey(key=f"name:s{i}", kind="named", name=f"s{i}")
-        store.begin(key, "p", "a-long-server-label-" * 4, time.time())
-        store.commit(Saved(None, 1, 1, True), time.time())
+        store.begin_blocking(key, "p", "a-long-server-label-" * 4, time.time())
+        store.commit_blocking(Saved(None, 1, 1, True), time.time())
     store.close()
     for args in (("list", "--json"), ("list",)):
         child = subprocess.Popen(

@@ -191,8 +191,8 @@ USE = textwrap.dedent("""\
     from assay.sessions.sqlite import SqliteStore
     store = SqliteStore(sys.argv[1])
     key = session_key(None, {})
-    store.begin(key, "p", "srv", time.time())
-    store.commit(Saved(b"s", 1, 1, True), time.time())
+    store.begin_blocking(key, "p", "srv", time.time())
+    store.commit_blocking(Saved(b"s", 1, 1, True), time.time())
     store.close()
     print(key.key, flush=True)
 """)

@@ -17,8 +17,8 @@ OTHER = SessionKey(key="name:other", kind="named", name="other")
 
 
 def _use(store: SqliteStore, key: SessionKey, now: float) -> None:
-    store.begin(key, "p", "srv", now)
-    store.commit(Saved(b"state", 1, 1, True, ("r",)), now)
+    store.begin_blocking(key, "p", "srv", now)
+    store.commit_blocking(Saved(b"state", 1, 1, True, ("r",)), now)
 
 
 def _keys(path: str) -> set[str]:
@@ -61,8 +61,8 @@ def test_named_sessions_expire_when_idle(tmp_path):
     assert _keys(path) == {OTHER.key}
     assert _counts(path) == (1, 1, 1, 0)
     # an expired session used again starts afresh
-    assert store.begin(team, "p", "srv", T0 + NAMED_IDLE + 2) == Loaded(0, None, 0, 0)
-    store.abort()
+    assert store.begin_blocking(team, "p", "srv", T0 + NAMED_IDLE + 2) == Loaded(0, None, 0, 0)
+    store.abort_blocking()
 
 
 def test_sweeps_inside_one_process_at_most_every_minute(tmp_path):

@@ -20,7 +20,7 @@ T0 = 1_800_000_000.0
 
 def _fails(store: SqliteStore, *words: str) -> str:
     with pytest.raises(StoreError) as info:
-        store.begin(A, "p", "s", T0)
+        store.begin_blocking(A, "p", "s", T0)
     cause = info.value.cause
     assert "\n" not in cause and cause
     for word in words:
@@ -30,8 +30,8 @@ def _fails(store: SqliteStore, *words: str) -> str:
 
 def _made(path: str) -> None:
     s = SqliteStore(path)
-    s.begin(A, "p", "s", T0)
-    s.commit(Saved(b"x", 1, 1, True), T0)
+    s.begin_blocking(A, "p", "s", T0)
+    s.commit_blocking(Saved(b"x", 1, 1, True), T0)
     s.close()
 
 
@@ -136,8 +136,8 @@ def test_corrupt_page_inside_a_database(tmp_path):
     os.unlink(path + "-wal") if os.path.exists(path + "-wal") else None
     s = SqliteStore(path)
     with pytest.raises(StoreError) as info:
-        s.begin(A, "p", "s", T0)
-        s.commit(Saved(b"y" * 5000, 2, 2, True), T0)
+        s.begin_blocking(A, "p", "s", T0)
+        s.commit_blocking(Saved(b"y" * 5000, 2, 2, True), T0)
     assert "\n" not in info.value.cause and path in info.value.cause
 
 
@@ -151,8 +151,8 @@ def test_locked_database(tmp_path):
     cause = _fails(s, "database is locked", "0.2 s", path)
     assert time.monotonic() - t < 1.5, cause
     holder.execute("COMMIT")
-    assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # opened again after the failure
-    s.abort()
+    assert s.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # opened again after the failure
+    s.abort_blocking()
 
 
 def test_locked_at_the_very_first_open(tmp_path):
@@ -179,12 +179,12 @@ def test_disk_full(tmp_path, monkeypatch):
 
     monkeypatch.setattr(store_mod, "_connect", small)
     s = SqliteStore(path)
-    assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)
+    assert s.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)
     with pytest.raises(StoreError) as info:
-        s.commit(Saved(os.urandom(200_000), 2, 2, True), T0)
+        s.commit_blocking(Saved(os.urandom(200_000), 2, 2, True), T0)
     assert info.value.cause == f"disk full, the shared session could not be saved: {path}"
-    assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # nothing of it was written
-    s.commit(Saved(b"small", 2, 2, True), T0)
+    assert s.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # nothing of it was written
+    s.commit_blocking(Saved(b"small", 2, 2, True), T0)
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -213,19 +213,19 @@ def test_empty_file_gets_the_schema(tmp_path):
     d = tmp_path / "s"
     d.mkdir(mode=0o700)
     (d / "sessions.db").write_bytes(b"")
-    assert SqliteStore(str(d / "sessions.db")).begin(A, "p", "s", T0) == Loaded(0, None, 0, 0)
+    assert SqliteStore(str(d / "sessions.db")).begin_blocking(A, "p", "s", T0) == Loaded(0, None, 0, 0)
 
 
 def test_values_sqlite_cannot_hold(tmp_path):
     path = str(tmp_path / "s" / "sessions.db")
     _made(path)
     s = SqliteStore(path)
-    s.begin(A, "p", "s", T0)
+    s.begin_blocking(A, "p", "s", T0)
     with pytest.raises(StoreError) as info:
-        s.commit(Saved(b"y", 2**64, 1, True), T0)
+        s.commit_blocking(Saved(b"y", 2**64, 1, True), T0)
     assert "\n" not in info.value.cause and path in info.value.cause
-    assert s.begin(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # rolled back, opened again
-    s.abort()
+    assert s.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)  # rolled back, opened again
+    s.abort_blocking()
 
 
 def test_two_wraps_creating_the_database_at_once_wait_for_each_other(tmp_path, monkeypatch):
@@ -247,8 +247,8 @@ def test_two_wraps_creating_the_database_at_once_wait_for_each_other(tmp_path, m
 
     monkeypatch.setattr(store_mod.time, "sleep", sleep)
     store = SqliteStore(path, timeout=5)
-    loaded = store.begin(A, "p", "s", T0)
-    store.commit(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), T0)
+    loaded = store.begin_blocking(A, "p", "s", T0)
+    store.commit_blocking(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), T0)
     store.close()
     assert waited
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)

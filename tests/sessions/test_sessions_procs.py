@@ -22,12 +22,12 @@ key = SessionKey(key="name:race", kind="named", name="race")
 sys.stdin.read(1)  # wait for the start signal, so all processes run at once
 counted = 0
 for _ in range(200):
-    loaded = store.begin(key, "p", "srv" + sys.argv[2], time.time())
+    loaded = store.begin_blocking(key, "p", "srv" + sys.argv[2], time.time())
     if loaded.tool_calls < 50:
-        store.commit(Saved(None, loaded.requests + 1, loaded.tool_calls + 1, True), time.time())
+        store.commit_blocking(Saved(None, loaded.requests + 1, loaded.tool_calls + 1, True), time.time())
         counted += 1
     else:
-        store.commit(Saved(None, loaded.requests + 1, loaded.tool_calls, False), time.time())
+        store.commit_blocking(Saved(None, loaded.requests + 1, loaded.tool_calls, False), time.time())
 print(counted)
 """
 
@@ -38,9 +38,9 @@ from assay.sessions.sqlite import SqliteStore
 store = SqliteStore(sys.argv[1], timeout=30)
 key = SessionKey(key="name:crash", kind="named", name="crash")
 for i in range(int(sys.argv[2])):
-    loaded = store.begin(key, "p", "srv", 1.8e9 + i)
+    loaded = store.begin_blocking(key, "p", "srv", 1.8e9 + i)
     state = (b"%d;" % (loaded.tool_calls + 1)) * 300
-    store.commit(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, True, ("r",)), 1.8e9 + i)
+    store.commit_blocking(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, True, ("r",)), 1.8e9 + i)
     sys.stdout.write("ok\\n")
     sys.stdout.flush()
 """

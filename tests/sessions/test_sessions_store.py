@@ -51,13 +51,13 @@ def test_same_results_as_memory_store(sequence):
         committed = set()
         for i, (key, part, server, state, req, calls, entered, armed, abort) in enumerate(sequence):
             now = T0 + i
-            assert sql.begin(key, part, server, now) == memory.begin(key, part, server, now)
+            assert sql.begin_blocking(key, part, server, now) == memory.begin_blocking(key, part, server, now)
             if abort:
-                sql.abort()
-                memory.abort()
+                sql.abort_blocking()
+                memory.abort_blocking()
                 continue
             saved = Saved(state, req, calls, entered, armed)
-            assert sql.commit(saved, now) == memory.commit(saved, now)
+            assert sql.commit_blocking(saved, now) == memory.commit_blocking(saved, now)
             committed.add(key.key)
         sql.close()
         listed = {r["key"]: r for r in list_sessions(path)}
@@ -80,26 +80,26 @@ def test_same_results_as_memory_store(sequence):
 def test_one_transaction_at_a_time(tmp_path):
     s = SqliteStore(_db(tmp_path))
     with pytest.raises(RuntimeError):
-        s.commit(Saved(None, 0, 0, False), T0)
-    s.begin(A, "p", "s", T0)
+        s.commit_blocking(Saved(None, 0, 0, False), T0)
+    s.begin_blocking(A, "p", "s", T0)
     with pytest.raises(RuntimeError):
-        s.begin(A, "p", "s", T0)
-    s.abort()
-    s.abort()  # twice: never raises
-    assert s.begin(A, "p", "s", T0) == Loaded(0, None, 0, 0)
-    s.commit(Saved(None, 1, 1, True), T0)
+        s.begin_blocking(A, "p", "s", T0)
+    s.abort_blocking()
+    s.abort_blocking()  # twice: never raises
+    assert s.begin_blocking(A, "p", "s", T0) == Loaded(0, None, 0, 0)
+    s.commit_blocking(Saved(None, 1, 1, True), T0)
 
 
 def test_abort_releases_the_lock_and_writes_nothing(tmp_path):
     one, two = SqliteStore(_db(tmp_path), timeout=0.2), SqliteStore(_db(tmp_path), timeout=0.2)
-    one.begin(A, "p", "s", T0)
-    one.abort()
-    assert two.begin(A, "p", "s", T0) == Loaded(0, None, 0, 0)
-    assert two.commit(Saved(b"x", 3, 2, True), T0) == 1
-    one.begin(A, "p", "s", T0)
-    one.abort()
-    assert one.begin(A, "p", "s", T0) == Loaded(1, b"x", 3, 2)
-    one.abort()
+    one.begin_blocking(A, "p", "s", T0)
+    one.abort_blocking()
+    assert two.begin_blocking(A, "p", "s", T0) == Loaded(0, None, 0, 0)
+    assert two.commit_blocking(Saved(b"x", 3, 2, True), T0) == 1
+    one.begin_blocking(A, "p", "s", T0)
+    one.abort_blocking()
+    assert one.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 3, 2)
+    one.abort_blocking()
 
 
 def test_the_file_does_not_grow_with_calls(tmp_path):
@@ -111,8 +111,8 @@ def test_the_file_does_not_grow_with_calls(tmp_path):
 
     def run(n: int, start: int) -> None:
         for i in range(start, start + n):
-            loaded = s.begin(A if i % 3 else B, "p" if i % 2 else "q", f"s{i % 4}", T0 + i)
-            s.commit(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, True, ("r1", "r2")), T0 + i)
+            loaded = s.begin_blocking(A if i % 3 else B, "p" if i % 2 else "q", f"s{i % 4}", T0 + i)
+            s.commit_blocking(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, True, ("r1", "r2")), T0 + i)
 
     def size() -> int:
         return sum(os.path.getsize(path + ext) for ext in ("", "-wal", "-shm") if os.path.exists(path + ext))
@@ -130,15 +130,15 @@ def test_the_file_does_not_grow_with_calls(tmp_path):
 def test_reset_forgets_trackers_and_totals(tmp_path):
     path = _db(tmp_path)
     s = SqliteStore(path)
-    s.begin(A, "p", "s", T0)
-    assert s.commit(Saved(b"state", 5, 4, True, ("r1",)), T0) == 1
-    s.begin(B, "p", "s", T0)
-    s.commit(Saved(b"other", 1, 1, True, ("r2",)), T0)
+    s.begin_blocking(A, "p", "s", T0)
+    assert s.commit_blocking(Saved(b"state", 5, 4, True, ("r1",)), T0) == 1
+    s.begin_blocking(B, "p", "s", T0)
+    s.commit_blocking(Saved(b"other", 1, 1, True, ("r2",)), T0)
     assert reset(path, "name:a", "tester", now=T0 + 1)
-    assert s.begin(A, "p", "s", T0 + 2) == Loaded(2, None, 0, 0)  # a new version: wraps read it again
-    s.abort()
-    assert s.begin(B, "p", "s", T0 + 2) == Loaded(1, b"other", 1, 1)  # another session untouched
-    s.abort()
+    assert s.begin_blocking(A, "p", "s", T0 + 2) == Loaded(2, None, 0, 0)  # a new version: wraps read it again
+    s.abort_blocking()
+    assert s.begin_blocking(B, "p", "s", T0 + 2) == Loaded(1, b"other", 1, 1)  # another session untouched
+    s.abort_blocking()
     rows = {r["key"]: r for r in list_sessions(path)}
     assert rows["name:a"]["armed"] == [] and rows["name:b"]["armed"] == ["r2"]
     conn = sqlite3.connect(path)
@@ -150,8 +150,8 @@ def test_reset_events_are_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(store_mod, "EVENTS_KEPT", 5)
     path = _db(tmp_path)
     s = SqliteStore(path)
-    s.begin(A, "p", "s", T0)
-    s.commit(Saved(b"x", 1, 1, True), T0)
+    s.begin_blocking(A, "p", "s", T0)
+    s.commit_blocking(Saved(b"x", 1, 1, True), T0)
     s.close()
     for i in range(12):
         assert reset(path, "name:a", f"r{i}", now=T0 + i)
@@ -169,8 +169,8 @@ def test_nothing_is_created_by_list_or_reset(tmp_path):
 def test_files_are_private(tmp_path):
     path = _db(tmp_path)
     s = SqliteStore(path)
-    s.begin(A, "p", "s", T0)
-    s.commit(Saved(b"x", 1, 1, True), T0)
+    s.begin_blocking(A, "p", "s", T0)
+    s.commit_blocking(Saved(b"x", 1, 1, True), T0)
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
     for ext in ("-wal", "-shm"):

@@ -104,8 +104,8 @@ def test_a_sweep_keeps_a_session_it_cannot_see_until_it_is_idle(tmp_path):
     def use(key: str, now: float) -> None:
         store = SqliteStore(path, alive=alive)  # a new process: it sweeps at its first call
         pid = int(key.split(":")[1])
-        store.begin(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
-        store.commit(Saved(b"s", 1, 1, True), now)
+        store.begin_blocking(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)
+        store.commit_blocking(Saved(b"s", 1, 1, True), now)
         store.close()
 
     use("client:1:1@b:ns1", T0)

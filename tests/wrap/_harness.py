@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from assay.policy.shared import StoreError
 from assay.wrap.admission import admit
-from assay.wrap.effects import AdmitLine, Effect, Record, Sink, ToClient, ToServer, Warn
+from assay.wrap.effects import AdmitLine, Effect, Record, Sink, StoreAbort, StoreBegin, StoreCommit, ToClient, ToServer, Warn
 from assay.wrap.session import SessionOptions, WrapSession
 
 
@@ -73,18 +74,36 @@ class Harness:
     def __init__(self, policy: Any, options: SessionOptions | None = None, **kwargs: Any) -> None:
         self.clock = FakeClock()
         self.session = WrapSession(policy, options or SessionOptions(), clock=self.clock, **kwargs)
+        shared = kwargs.get("shared")
+        self.store = shared[0] if shared is not None else None
 
     def __getattr__(self, name: str) -> Any:  # policy, state, dropped_responses, last_chain, ...
         return getattr(self.session, name)
 
     def _run(self, effects: list[Effect]) -> Effects:
-        """Perform AdmitLine in place (the relay runs it in a thread), keep everything else."""
+        """Perform AdmitLine in place (the relay runs it in a thread), and the shared session's
+        store effects with the store's blocking methods (the relay awaits them in its store
+        task); keep everything else."""
         out = Effects()
         todo = list(effects)
         while todo:
             effect = todo.pop(0)
             if isinstance(effect, AdmitLine):
                 todo[0:0] = self.session.admitted(admit(effect.line))
+            elif isinstance(effect, StoreBegin):
+                try:
+                    got: Any = self.store.begin_blocking(effect.key, effect.part, effect.server, effect.now)
+                except StoreError as exc:
+                    got = exc
+                todo[0:0] = self.session.store_begun(got)
+            elif isinstance(effect, StoreCommit):
+                try:
+                    got = self.store.commit_blocking(effect.saved, effect.now)
+                except StoreError as exc:
+                    got = exc
+                todo[0:0] = self.session.store_committed(got)
+            elif isinstance(effect, StoreAbort):
+                self.store.abort_blocking()
             else:
                 out.append(effect)
         return out

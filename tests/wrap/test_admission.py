@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time as _time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assay.wrap import admission as _adm
 from assay.wrap.admission import Admitted, LineSplitter, Rejected, admit, frame_digest
 
 # (line, expected reason) for every rejection reason, several spellings each.
@@ -192,11 +194,6 @@ def test_splitter_matches_reference_split(parts, chunk, cap):
 
 # -- nesting depth is decided in linear time (docs/wrap.md, "Admission") -----------------------
 
-import time as _time
-
-from hypothesis import given, settings, strategies as st
-
-from assay.wrap import admission as _adm
 
 
 def _reference_depth(content: bytes) -> int:

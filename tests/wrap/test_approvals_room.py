@@ -12,7 +12,8 @@ from assay.policy.decision import ApprovalState, Outcome
 from assay.policy.pipeline import Pipeline
 from assay.wrap import approvals, records
 from assay.wrap.approvals.room import ApprovalRoom
-from assay.wrap.calls import CallPath, tool_call_of
+from assay.wrap.calls import CallPath
+from assay.wrap.jobs import tool_call_of
 from assay.wrap.effects import Effect, Record, Sink, ToClient
 from assay.wrap.ledger import Ledger
 from assay.wrap.server_side import ServerSide

@@ -23,7 +23,6 @@ from tests.wrap.conftest import (
     call,
     exchange,
     pid_alive,
-    read_line,
     read_pid,
     request,
     wait_dead,
@@ -58,7 +57,7 @@ def test_child_exit_first_ends_wrap_without_client_eof(wrapper: Wrapper):
         assert proc.wait(timeout=60) == 5
         assert time.monotonic() - started < 30
         out = proc.stdout.read()
-        assert [json.loads(l)["id"] for l in out.splitlines()] == [1, 2]
+        assert [json.loads(ln)["id"] for ln in out.splitlines()] == [1, 2]
         assert not pid_alive(read_pid(pidfile))
     finally:
         stop_and_close(proc)

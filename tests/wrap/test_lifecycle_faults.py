@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ASSAY
-from tests.wrap.conftest import call, read_line, read_pid, request, stop_and_close, wait_dead
+from tests.wrap.conftest import call, read_line, request, stop_and_close, wait_dead
 
 POLICY = 'version: "2.0"\ntools:\n  deny: ["exec"]\nenforcement:\n  unconstrained_tools: allow\n'
 

@@ -112,7 +112,7 @@ def test_session_creates_every_output(wrapper: Wrapper):
     window = json.loads((wrapper.tmp / "window.json").read_text())
     assert window["session"]["event_source"] == "assay://org/app"
     for name in ("coverage.json", "window.json", "observed.json"):
-        assert f"Wrote " in run.stderr.decode() and name in run.stderr.decode()
+        assert "Wrote " in run.stderr.decode() and name in run.stderr.decode()
 
 
 def test_dry_run_context_mode_and_would_deny_receipt(wrapper: Wrapper):

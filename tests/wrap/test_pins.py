@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
-import ujson
 
 from assay.policy import load_policy, tool_identity
 from assay.wrap.session import SessionOptions
@@ -117,9 +117,9 @@ TRICKS = {
     # the client sees both entries; wrap used to keep the last
     "duplicate name, malicious first": lambda: answer(3, [EVIL, HONEST]),
     "duplicate name, honest first": lambda: answer(3, [HONEST, HONEST]),
-    # ujson stops at 1,024 levels, Node does not
+    # the fast readers stop at about 1,000 levels, Node does not
     "deep nesting": lambda: deep(evil_line()),
-    # ujson refuses invalid UTF-8, Node substitutes U+FFFD
+    # msgspec refuses invalid UTF-8, Node substitutes U+FFFD
     "invalid UTF-8": lambda: evil_line().replace(b"Before answering", b"Before \xff answering"),
     # what JSON.stringify writes for a string cut mid-emoji
     "lone surrogate": lambda: evil_line().replace(b"Before answering", b"Before \\ud83d answering"),
@@ -296,12 +296,12 @@ def test_tool_definition_digest_never_raises_on_content():
         assert tool_identity(tool)[0] != tool_identity({"inputSchema": {"a": 1}})[0]
 
 
-def test_ujson_reading_equals_the_lenient_reading_for_plain_lines():
+def test_msgspec_reading_equals_the_lenient_reading_for_plain_lines():
     """Both readers give the same identity for what both can read (no pin flips with the path)."""
     from assay.wrap.serverlines import read_text
 
     line = answer(1, [HONEST, EVIL])
-    assert read_text(line.decode()) == ujson.loads(line)
+    assert read_text(line.decode()) == msgspec.json.decode(line)
 
 
 def test_observed_manifest_never_fails_on_undigestible_tools():

@@ -25,7 +25,6 @@ from assay.wrap.records import (
     encode_line,
     merge_obligations,
     obligation_outcomes,
-    rejection_warning,
     rfc3339_utc,
     tool_call_id_for,
     tool_identity_line,

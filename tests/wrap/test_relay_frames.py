@@ -28,8 +28,8 @@ def test_frames_reach_a_real_child_byte_for_byte(wrapper: Wrapper, dry_run):
     assert run.returncode == 0, run.stderr
     assert run.record == b"".join(good[:3]) + (denied if dry_run else b"") + b"".join(good[3:]) + allowed
     out = run.stdout.splitlines(keepends=True)
-    rejections = [l for l in out if l.startswith(b'{"jsonrpc":"2.0","id":null,"error"')]
-    assert [json.loads(l)["error"]["data"]["reason"] for l in rejections] == [reason for _, reason in BAD]
+    rejections = [ln for ln in out if ln.startswith(b'{"jsonrpc":"2.0","id":null,"error"')]
+    assert [json.loads(ln)["error"]["data"]["reason"] for ln in rejections] == [reason for _, reason in BAD]
     answers = {r["id"]: r["result"] for r in map(json.loads, out) if "result" in r}
     if dry_run:
         assert answers[7]["content"] == [{"type": "text", "text": "ok"}]  # the child answered it

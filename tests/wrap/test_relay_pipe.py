@@ -62,7 +62,7 @@ async def test_a_cancelled_scope_is_noticed_even_when_data_is_ready():
 
 async def test_an_always_ready_pipe_does_not_starve_other_tasks():
     r, w = pipe_pair()
-    reader, writer = _Pipe(r), _Pipe(w)
+    reader, _writer = _Pipe(r), _Pipe(w)  # the writing end stays open
     os.write(w.fileno(), b"z" * 60000)
     ticks = 0
 

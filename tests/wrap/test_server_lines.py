@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.wrap.serverlines import NOT_JSON, TOO_HARD, js_number, python_id, read_line
-from tests.wrap.test_pins import EVIL, HONEST, answer, call, frame, new_session, outcome_of, request, unreadable_line
+from tests.wrap.test_pins import EVIL, HONEST, answer, call, frame, new_session, request, unreadable_line
 
 DENY_EXEC = None
 
@@ -231,7 +231,7 @@ def tools_answers(draw):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(line=tools_answers())
 def test_property_any_spelling_of_a_rug_pull_is_denied(line):
-    from tests.wrap.test_pins import honest_session, listed, assert_denied
+    from tests.wrap.test_pins import honest_session, assert_denied
 
     session = honest_session(verbose=True)
     session.handle(request(3, "tools/list"))

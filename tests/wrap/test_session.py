@@ -15,14 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.wrap import admission, client_side as client_side_mod, session as session_mod
+from assay.wrap import client_side as client_side_mod, session as session_mod
 from assay.wrap.admission import Admitted, admit, admit_region
 from assay.wrap.effects import (
     AdmitLine,
     CloseServerInput,
     Finish,
     Phase,
-    Record,
     SignalChild,
     Sink,
     StartSession,
@@ -32,9 +31,9 @@ from assay.wrap.effects import (
     ToServer,
     Warn,
 )
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.wrap.session import SessionOptions
 
-from tests.wrap._harness import FakeClock, Harness
+from tests.wrap._harness import Harness
 
 POLICY = load_policy(
     b'version: "2.0"\ntools:\n  allow: ["echo", "search"]\n  deny: ["exec"]\n'

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from assay.policy import Decision, PolicyError, load_policy
 from assay.policy.pipeline import Call
 from assay.wrap import approvals
-from assay.wrap.effects import CloseServerInput, Phase, Sink, ToClient, ToServer
+from assay.wrap.effects import CloseServerInput, Phase, Sink
 from assay.wrap.session import SessionOptions, WrapSession
 
 from tests.docs_examples import policy_example

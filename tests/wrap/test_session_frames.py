@@ -140,7 +140,7 @@ def test_every_bad_frame_is_rejected_locally_and_never_forwarded(dry_run, reads)
     stream = good[0] + b"".join(line for line, _ in BAD) + b"\n  \t\r\n" + good[1]
     cuts = {
         "one_read": [],
-        "line_by_line": list(itertools.accumulate(len(l) for l in lines(stream))),
+        "line_by_line": list(itertools.accumulate(len(ln) for ln in lines(stream))),
         "byte_by_byte": list(range(len(stream))),
     }[reads]
     h = harness(dry_run=dry_run)
@@ -340,7 +340,7 @@ def test_only_tools_call_is_evaluated():
         + request(4, "server/discover", {"_meta": {}})
         + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
     )
-    for cuts in ([], list(itertools.accumulate(len(l) for l in lines(frames)))):
+    for cuts in ([], list(itertools.accumulate(len(ln) for ln in lines(frames)))):
         h = logged()
         effects = feed(h, frames, cuts)
         assert effects.to_server == frames

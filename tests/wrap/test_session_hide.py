@@ -169,7 +169,7 @@ def test_a_line_too_deep_to_read_is_relayed_unchanged():
 
 
 def test_deep_but_readable_lines_are_cut():
-    deep = b"[" * 5_000 + b"]" * 5_000  # deeper than ujson reads: the iterative reader's case
+    deep = b"[" * 5_000 + b"]" * 5_000  # deeper than msgspec and json read: the iterative reader's case
     line = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
     seen = client_sees(session(), 1, line)
     assert seen == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 
-from assay.wrap.session import SessionOptions, _read_head
+from assay.wrap.heads import read_head as _read_head
+from assay.wrap.session import SessionOptions
 
 from tests.wrap._harness import Harness
 from tests.wrap.test_pins import EVIL, HONEST, answer, call, pinned_policy, request

@@ -3,12 +3,14 @@ wrap` (docs/protect.md).
 
 One job a module:
 
-- :mod:`~assay.clients.protect.model`: ProtectError, WrapOptions, Change, Result, and the record's
-  MemberEdit and EntryRecord;
+- :mod:`~assay.clients.protect.model`: ProtectError, WrapOptions, Change, Result, the record's
+  MemberEdit and EntryRecord, Slot (with Adder, Member) and Remote: the types every module below
+  shares, so none imports another for its types;
 - :mod:`~assay.clients.protect.wrapline`: the wrap line of a protected entry, written and read back
   with wrap's one option table (:mod:`assay.wrap.options`);
 - :mod:`~assay.clients.protect.jsonspans` and :mod:`~assay.clients.protect.tomlspans`: where the values sit in
-  JSON and TOML text; :mod:`~assay.clients.protect.slots`: the entries and their value spans;
+  JSON and TOML text (:mod:`~assay.clients.protect.tomltext`: TOML strings and comments);
+  :mod:`~assay.clients.protect.slots`: the entries and their value spans;
 - :mod:`~assay.clients.protect.arrays`: the text of the values protect writes;
 - :mod:`~assay.clients.protect.edit`: the sans-IO edit :func:`protect_text` (text and record in;
   new text, one Change per server and the record to keep out); :mod:`~assay.clients.protect.undo`:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from assay.clients.protect.tomlspans import toml_string
+from assay.clients.protect.tomltext import toml_string
 
 __all__ = ["render_string", "array_items", "prepend_items", "render_array"]
 

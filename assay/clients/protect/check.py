@@ -43,7 +43,13 @@ def _map(doc: Any, path: tuple[str, ...]) -> Any:
     return doc
 
 
-def check_edit(before: str, after: str, location: ConfigLocation, expect: dict) -> None:
+Members = dict[tuple[str, ...], Any]
+"""An entry's members as set by an edit: ``{key path: value or ABSENT}`` (``()``: the whole entry)."""
+Expect = dict[tuple[tuple[str, ...], str], Members]
+"""The edits of one file: ``{(map path, entry name): members}``."""
+
+
+def check_edit(before: str, after: str, location: ConfigLocation, expect: Expect) -> None:
     """ProtectError unless ``after`` reads as ``before`` with, for every ``(map, name)`` of
     ``expect``, the members ``{key path: value or ABSENT}`` set as given (key ``()``: the whole
     entry)."""

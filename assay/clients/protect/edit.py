@@ -20,11 +20,11 @@ from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.clients.protect.arrays import prepend_items, render_array, render_string
-from assay.clients.protect.check import ABSENT, check_edit, value_of
+from assay.clients.protect.check import ABSENT, Expect, Members, check_edit, value_of
 from assay.clients.protect.model import Change, EntryRecord, MemberEdit, ProtectError, Result, WrapOptions
 from assay.clients.protect.remote import entry_value, fill_holes, is_remote, match_holes, wrap_remote
 from assay.clients.protect.slots import Slot, find_slots
-from assay.clients.protect.tomlspans import line_anchor
+from assay.clients.protect.tomltext import line_anchor
 from assay.clients.protect.wrapline import wrapped_args
 from assay.clients.wrapped import parse_wrapped
 
@@ -89,7 +89,7 @@ def _keys(holder: Path) -> tuple[Path, Path]:
 
 
 def _wrap(text: str, scan: str, slot: Slot, holder: Path, command: str, args: list[str],
-          options: WrapOptions, location: ConfigLocation) -> tuple[list[_Edit], EntryRecord, dict, str] | str:
+          options: WrapOptions, location: ConfigLocation) -> tuple[list[_Edit], EntryRecord, Members, str] | str:
     """The edits that wrap one entry, its record, the values expected after them, and a note
     (or the reason it cannot be wrapped in place)."""
     cmd_key, args_key = _keys(holder)
@@ -131,7 +131,7 @@ def _anchor(text: str, slot: Slot, edit: MemberEdit) -> int | None:
     return span[1] if edit.after == "value" else line_anchor(text, span[1])[0]
 
 
-def _as_written(text: str, slot: Slot, record: EntryRecord, toml: bool) -> tuple[list[_Edit], dict] | None:
+def _as_written(text: str, slot: Slot, record: EntryRecord, toml: bool) -> tuple[list[_Edit], Members] | None:
     """The edits that put back the original text of a recorded entry and the values they put
     back, or None when its values are no longer exactly what protect wrote. A remote entry
     (``key`` ``()``, the whole entry) is matched with its header values cut out
@@ -189,12 +189,12 @@ def _original_values(record: EntryRecord, toml: bool) -> dict[Path, Any]:
     return {m.key: ABSENT if m.original is None else value_of(m.original, toml) for m in record.edits}
 
 
-def _restore(text: str, location: ConfigLocation, record: Sequence[EntryRecord]) -> tuple[str, set]:
+def _restore(text: str, location: ConfigLocation, record: Sequence[EntryRecord]) -> tuple[str, set[tuple[tuple[str, ...], str]]]:
     """``text`` with every recorded entry that is still exactly as protect wrote it put back;
     and the keys of those entries."""
     _, slots = find_slots(text, location)
     edits: list[_Edit] = []
-    expect: dict = {}
+    expect: Expect = {}
     done = set()
     by_key = {r.key: r for r in record}
     for slot in slots:
@@ -228,8 +228,8 @@ def protect_text(
     scan, slots = find_slots(base, location)
     edits: list[_Edit] = []
     changes: list[Change] = []
-    expect: dict = {}
-    kept: dict = {}
+    expect: Expect = {}
+    kept: dict[tuple[tuple[str, ...], str], EntryRecord] = {}
     for slot in slots:
         key = (slot.map, slot.name)
         where = ".".join(slot.map)

@@ -10,11 +10,12 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.clients.protect.model import ProtectError, Result
+from assay.clients.protect.model import EntryRecord, ProtectError, Result
 from assay.clients.protect.starter import STARTER_POLICY
 from assay.clients.protect.state import fill as _fill
 
@@ -76,8 +77,12 @@ def _state(path: str) -> str:
     return path
 
 
+Edit = Callable[[str, ConfigLocation, "Sequence[EntryRecord] | None"], Result]
+"""What :func:`apply_to_file` computes: the new text from the text, its location and protect's record."""
+
+
 def apply_to_file(
-    path: str, location: ConfigLocation, edit, *, dry_run: bool = False, now: float | None = None,
+    path: str, location: ConfigLocation, edit: Edit, *, dry_run: bool = False, now: float | None = None,
     state: str | None = None,
 ) -> FileOutcome:
     """Read ``path`` and protect's record of it, compute ``edit(text, location, record)``, and
@@ -148,7 +153,7 @@ def apply_to_file(
     return outcome
 
 
-def _forget(rec_path: str, entries: list, client: str, path: str) -> None:
+def _forget(rec_path: str, entries: list[Any], client: str, path: str) -> None:
     """Write a record that only lost entries (removed from the file, or put back by hand)."""
     from assay.clients.protect.state import dump_record, write_private
 

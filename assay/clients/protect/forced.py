@@ -24,7 +24,8 @@ from assay.clients.protect.arrays import render_array, render_string
 from assay.clients.protect.edit import _Edit, _classify, _keys
 from assay.clients.protect.jsonspans import _parse_json
 from assay.clients.protect.model import EntryRecord
-from assay.clients.protect.remote import HOLE, URL_KEYS, _colon, _joined, entry_value, fill_holes, read_remote
+from assay.clients.protect.model import HOLE
+from assay.clients.protect.remote import URL_KEYS, _colon, _joined, entry_value, fill_holes, read_remote
 from assay.clients.protect.slots import Member, Slot
 from assay.clients.wrapped import WrappedLine, parse_wrapped
 

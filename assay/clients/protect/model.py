@@ -1,12 +1,17 @@
 """The values of `assay mcp protect` (docs/protect.md): the error, the options of a protected
-entry, what happened to each server, and protect's record of what it wrote (docs/protect.md,
-"The record"). A leaf module."""
+entry, what happened to each server, protect's record of what it wrote (docs/protect.md,
+"The record"), where the values it edits sit in a config's text (:class:`Slot`, found by
+:mod:`assay.clients.protect.slots`) and a remote entry as read (:class:`Remote`, by
+:mod:`assay.clients.protect.remote`). A leaf module: the JSON and TOML readers and writers all
+build on it, none on another's types."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["ProtectError", "WrapOptions", "Change", "Result", "MemberEdit", "EntryRecord"]
+__all__ = ["ProtectError", "WrapOptions", "Change", "Result", "MemberEdit", "EntryRecord", "Slot", "Adder", "Member",
+           "Remote", "HOLE"]
 
 
 class ProtectError(Exception):
@@ -91,3 +96,72 @@ class Result:
     @property
     def changed(self) -> bool:
         return any(c.changed for c in self.changes)
+
+
+# -- where the values protect edits sit (found by assay.clients.protect.slots) ---------------
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Adder:
+    """How to add an ``args`` member that is not there: insert ``prefix + array + suffix`` at
+    ``at``; ``after`` is ``value`` (right after the command value) or ``line`` (at the end of
+    the command's line); ``indent`` is the items' indentation of a multi-line array (None: one
+    line) and ``close`` the indentation of its closing bracket."""
+
+    at: int
+    prefix: str
+    suffix: str
+    after: str
+    indent: str | None = None
+    close: str = ""
+    eol: str = "\n"
+
+
+@dataclass
+class Slot:
+    map: Path
+    name: str
+    raw: Any
+    spans: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    adders: dict[Path, Adder] = field(default_factory=dict)
+    members: list[Member] | None = None  # the entry's members (JSON objects): a remote entry is rewritten whole
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a server entry: where its key starts and its value sits; for an object
+    value, its own members (``headers``)."""
+
+    key: str
+    start: int
+    value: tuple[int, int]
+    inner: tuple["Member", ...] | None = None
+
+
+# -- a remote entry, read (assay.clients.protect.remote) -------------------------------------
+
+HOLE = "\x00"
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A remote entry, read: the member holding the URL, the URL, whether it names the legacy
+    HTTP+SSE transport, and its headers (name, value) in file order. Codex only: the headers
+    whose values it reads from its own environment (``env_http_headers``: name, variable) and
+    the variable of its bearer token (``bearer_token_env_var``)."""
+
+    url_key: str
+    url: str
+    sse: bool
+    headers: tuple[tuple[str, str], ...]
+    env_headers: tuple[tuple[str, str], ...] = ()
+    bearer_env: str | None = None
+
+    @property
+    def forwarded(self) -> list[str]:
+        """The variables the wrapped entry must be given from the client's environment (Codex's
+        ``env_vars``), each once, in the order of the wrap line."""
+        names = [var for _, var in self.env_headers] + ([self.bearer_env] if self.bearer_env else [])
+        return list(dict.fromkeys(names))

@@ -21,13 +21,12 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from assay.clients import ConfigLocation, client_info
 from assay.clients.protect.arrays import _string_end, render_array, render_string
-from assay.clients.protect.model import EntryRecord, MemberEdit, ProtectError, WrapOptions
-from assay.clients.protect.slots import Member, Slot
+from assay.clients.protect.model import HOLE, EntryRecord, Member, MemberEdit, ProtectError, Remote, Slot, WrapOptions
+from assay.clients.protect.tomlremote import toml_entry
 from assay.clients.protect.wrapline import header_env, wrapped_url_args
 
 __all__ = ["URL_KEYS", "Remote", "is_remote", "read_remote", "wrap_remote", "match_holes", "fill_holes"]
@@ -36,31 +35,6 @@ URL_KEYS = ("url", "serverUrl", "httpUrl")
 _TYPE_KEYS = ("type", "transport")
 _HTTP = ("http", "streamable-http", "streamablehttp", "streamable_http")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an HTTP header name (RFC 9110 token)
-HOLE = "\x00"
-
-
-@dataclass(frozen=True)
-class Remote:
-    """A remote entry, read: the member holding the URL, the URL, whether it names the legacy
-    HTTP+SSE transport, and its headers (name, value) in file order. Codex only: the headers
-    whose values it reads from its own environment (``env_http_headers``: name, variable) and
-    the variable of its bearer token (``bearer_token_env_var``)."""
-
-    url_key: str
-    url: str
-    sse: bool
-    headers: tuple[tuple[str, str], ...]
-    env_headers: tuple[tuple[str, str], ...] = ()
-    bearer_env: str | None = None
-
-    @property
-    def forwarded(self) -> list[str]:
-        """The variables the wrapped entry must be given from the client's environment (Codex's
-        ``env_vars``), each once, in the order of the wrap line."""
-        names = [var for _, var in self.env_headers] + ([self.bearer_env] if self.bearer_env else [])
-        return list(dict.fromkeys(names))
-
-
 def is_remote(raw: Any) -> bool:
     """An entry without ``command`` that has a URL member (docs/discover.md, "Config files")."""
     return isinstance(raw, dict) and raw.get("command") is None and any(isinstance(raw.get(k), str) for k in URL_KEYS)
@@ -257,8 +231,6 @@ def wrap_remote(text: str, scan: str, slot: Slot, options: WrapOptions, location
     if isinstance(remote, str):
         return remote
     if location.toml:
-        from assay.clients.protect.tomlremote import toml_entry
-
         got = toml_entry(text, slot, remote)
         if isinstance(got, str):
             return got

@@ -7,54 +7,13 @@ from :mod:`assay.clients.protect.tomlspans`."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.clients.protect.jsonspans import _WS, _Node, _parse_json
-from assay.clients.protect.model import ProtectError
+from assay.clients.protect.model import Adder, Member, Path, ProtectError, Slot
+from assay.clients.protect.tomlspans import toml_slots
 
-__all__ = ["Slot", "Adder", "Member", "find_slots"]
-
-Path = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Adder:
-    """How to add an ``args`` member that is not there: insert ``prefix + array + suffix`` at
-    ``at``; ``after`` is ``value`` (right after the command value) or ``line`` (at the end of
-    the command's line); ``indent`` is the items' indentation of a multi-line array (None: one
-    line) and ``close`` the indentation of its closing bracket."""
-
-    at: int
-    prefix: str
-    suffix: str
-    after: str
-    indent: str | None = None
-    close: str = ""
-    eol: str = "\n"
-
-
-@dataclass
-class Slot:
-    map: Path
-    name: str
-    raw: Any
-    spans: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    adders: dict[Path, Adder] = field(default_factory=dict)
-    members: list[Member] | None = None  # the entry's members (JSON objects): a remote entry is rewritten whole
-
-
-@dataclass(frozen=True)
-class Member:
-    """One member of a server entry: where its key starts and its value sits; for an object
-    value, its own members (``headers``)."""
-
-    key: str
-    start: int
-    value: tuple[int, int]
-    inner: tuple["Member", ...] | None = None
-
+__all__ = ["Slot", "Adder", "Member", "find_slots"]  # the types are assay.clients.protect.model's
 
 def _dump(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
@@ -141,7 +100,5 @@ def find_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
     """``(scan, slots)``: ``scan`` is ``text`` with comments blanked (same length, so spans
     index both); ProtectError when the file cannot be read as the client reads it."""
     if location.toml:
-        from assay.clients.protect.tomlspans import toml_slots
-
         return toml_slots(text, location)
     return _json_slots(text, location)

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from assay.clients.protect.arrays import _string_end, render_array
-from assay.clients.protect.remote import HOLE, Remote
-from assay.clients.protect.slots import Slot
-from assay.clients.protect.tomlspans import blank_toml_comments, toml_string
+from assay.clients.protect.model import HOLE, Remote, Slot
+from assay.clients.protect.tomltext import blank_toml_comments, toml_string
 from assay.clients.protect.wrapline import header_env
 
 __all__ = ["toml_entry", "body_span"]

@@ -11,74 +11,13 @@ import secrets
 from typing import Any
 
 from assay.clients import ConfigLocation
-from assay.clients.protect.model import ProtectError
-from assay.clients.protect.slots import Adder, Slot
+from assay.clients.protect.model import Adder, ProtectError, Slot
+from assay.clients.protect.tomlremote import body_span
+from assay.clients.protect.tomltext import blank_toml_comments, line_anchor
 
-__all__ = ["toml_slots", "blank_toml_comments", "line_anchor", "toml_string"]
+__all__ = ["toml_slots"]
 
 _KEY_LINE = re.compile(r"([ \t]*(?:[^\n]*\.[ \t]*)?)(command|\"command\"|'command')([ \t]*=[ \t]*)\Z")
-
-
-def toml_string(value: str) -> str:
-    """``value`` as a TOML basic string (control characters and DEL escaped)."""
-    out = ['"']
-    for ch in value:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch in "\b\t\n\f\r":
-            out.append({"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def blank_toml_comments(text: str) -> str:
-    """``text`` with its ``#`` comments turned into spaces (strings kept), same length."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in "\"'":
-            triple = text.startswith(c * 3, i)
-            quote = c * 3 if triple else c
-            j = i + len(quote)
-            while j < n and not text.startswith(quote, j):
-                if c == '"' and text[j] == "\\":
-                    j += 1
-                elif not triple and text[j] == "\n":
-                    break
-                j += 1
-            j = min(n, j + len(quote))
-            while triple and j < n and text[j] == c:  # """a"""" ends with a quote inside
-                j += 1
-            out.append(text[i:j])
-            i = j
-            continue
-        if c == "#":
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def line_anchor(text: str, end: int) -> tuple[int, str]:
-    """Where a member added after the line of a value ending at ``end`` goes (before that
-    line's end of line), and the end of line to put before it."""
-    j = text.find("\n", end)
-    if j < 0:
-        return len(text), "\r\n" if "\r\n" in text else "\n"
-    if j > 0 and text[j - 1] == "\r":
-        return j - 1, "\r\n"
-    return j, "\n"
 
 
 def _adder(text: str, entry: Any, span: tuple[int, int]) -> Adder | None:
@@ -167,8 +106,6 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
     scan = blank_toml_comments(text)
     for slot in slots:
         if isinstance(slot.raw, dict) and isinstance(table[slot.name], dict) and not isinstance(table[slot.name], InlineTable):
-            from assay.clients.protect.tomlremote import body_span
-
             body = body_span(text, scan, location.servers_key, slot.name)
             if body is not None:
                 slot.spans[()] = body  # a remote entry is rewritten whole (docs/protect.md, "Remote servers")

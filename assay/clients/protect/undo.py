@@ -14,12 +14,13 @@ from typing import Any
 
 from assay.clients import ConfigLocation
 from assay.clients.protect.arrays import render_array, render_string
-from assay.clients.protect.check import ABSENT, check_edit, value_of
+from assay.clients.protect.check import ABSENT, Expect, check_edit, value_of
 from assay.clients.protect.edit import _Edit, _apply, _as_original, _as_written, _classify, _is_remote_record, _keys, _runs_wrap
 from assay.clients.protect.forced import forced_unwrap
 from assay.clients.protect.model import Change, EntryRecord, Result
 from assay.clients.protect.owned import own_wrap_line
-from assay.clients.protect.remote import HOLE, entry_value, fill_holes
+from assay.clients.protect.model import HOLE
+from assay.clients.protect.remote import entry_value, fill_holes
 from assay.clients.protect.slots import find_slots
 from assay.clients.wrapped import parse_wrapped
 
@@ -63,7 +64,7 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
     by_key = {r.key: r for r in record}
     edits: list[_Edit] = []
     changes: list[Change] = []
-    expect: dict = {}
+    expect: Expect = {}
     left: list[EntryRecord] = []
     seen = set()
     for slot in slots:
@@ -124,7 +125,7 @@ def _undo_without_record(text: str, location: ConfigLocation) -> Result:
     scan, slots = find_slots(text, location)
     edits: list[_Edit] = []
     changes: list[Change] = []
-    expect: dict = {}
+    expect: Expect = {}
     for slot in slots:
         where = ".".join(slot.map)
         got = _classify(slot.raw, location)

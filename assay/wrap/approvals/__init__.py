@@ -64,6 +64,11 @@ from assay.wrap.approvals.offers import (
 
 __all__ = [
     "ANSWERS",
+    "ID_PREFIX",
+    "MAX_NAME_TEXT",
+    "MAX_OFFERS",
+    "MAX_OFFER_BYTES",
+    "STATE_PREFIX",
     "CLIENT_CAPABILITIES_META",
     "CANCEL_REASONS",
     "DEFAULT_TIMEOUT_S",

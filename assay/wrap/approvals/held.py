@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import ujson
+from assay.jsonwrite import dumps, dumps_ascii, dumps_utf8
 
-from assay.policy import Decision
 
 
 DEFAULT_TIMEOUT_S: Final = 120.0  # tools.approval_timeout when the policy does not set it
@@ -131,8 +130,8 @@ def _bounded(text: str, limit: int) -> str:
 
 def _json(value: Any) -> str:
     try:
-        return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
-    except (TypeError, OverflowError, ValueError):  # not reached for admitted frames
+        return dumps(value)
+    except (TypeError, OverflowError, ValueError, RecursionError):  # not reached for admitted frames
         return repr(value)
 
 
@@ -153,11 +152,10 @@ def approval_text(name: str, arguments: Any) -> str:
 def _line(obj: Any) -> bytes:
     """One compact JSON line (a lone surrogate in the arguments: the whole line in ASCII
     escapes, as wrap's other lines, see :mod:`assay.wrap.replies`)."""
-    text = ujson.dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
     try:
-        return text.encode("utf-8") + b"\n"
+        return dumps_utf8(obj) + b"\n"
     except UnicodeEncodeError:
-        return ujson.dumps(obj, ensure_ascii=True, escape_forward_slashes=False).encode("ascii") + b"\n"
+        return dumps_ascii(obj).encode("ascii") + b"\n"
 
 
 def elicitation_request(approval_id: str, name: str, arguments: Any) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -12,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from assay.canonical import inexact_number, jcs_bytes
-import ujson
-
 from assay.wrap.approvals.held import ANSWERS, MAX_HELD_BYTES, MAX_PENDING, _json, _line, approval_text, can_elicit
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +103,7 @@ def rewrite_retry(frame: Mapping[str, Any], restore: Mapping[str, Any]) -> bytes
     expected = {k: (new_params if k == "params" else v) for k, v in frame.items()}
     try:
         line = _line(expected)
-        back = ujson.loads(line)
+        back = json.loads(line)
     except (TypeError, ValueError, OverflowError, RecursionError, UnicodeError):
         return None
     return line[:-1] if _same(back, expected) else None

@@ -10,12 +10,10 @@ A held call's fate goes to ``settle`` (the call path: records, deny reply or for
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from assay.policy import Decision, NameMatcher, Policy
 from assay.policy.decision import ApprovalState
-from assay.policy.pipeline import Call
 from assay.wrap import replies
 from assay.wrap.approvals.held import (
     CANCEL_REASONS,
@@ -34,7 +32,8 @@ from assay.wrap.effects import Effect
 from assay.wrap.pending import id_key
 
 if TYPE_CHECKING:
-    from assay.wrap.calls import CallPath, ToolCall
+    from assay.wrap.calls import CallPath
+    from assay.wrap.jobs import ToolCall
 
 __all__ = ["ApprovalRoom"]
 
@@ -193,10 +192,9 @@ class ApprovalRoom:
         if call.deadline <= now:  # too late, whatever it says (the prompt is closed)
             decision = self.denied(call.decision, _S.TIMED_OUT, timeout_reason(table.timeout))
         elif answer == "accept":
-            # what the engine reads (pins, symlinks) and other calls may have changed meanwhile:
-            # the engine and the session's checks run again
-            again = Call(call.name, call.arguments, calls.label, call.frame)
-            decision = calls.pipeline.recheck(again, call.decision).replace(approval_state=_S.APPROVED.value)
+            # judged again (in the shared session's store when there is one), then settled
+            calls.accepted(call, out)
+            return
         else:
             which = WHICH[answer]
             decision = self.denied(call.decision, _S(which), REASONS["error" if "error" in frame else which])

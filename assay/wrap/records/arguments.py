@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import ujson
-
 from assay.inspect.secrets import redact_head
+from assay.jsonwrite import dumps
 from assay.wrap.options import DEFAULT_LOG_ARGUMENTS_MAX
 
 __all__ = ["DEFAULT_MAX_BYTES", "logged_arguments", "is_cut"]
@@ -21,8 +20,8 @@ DEFAULT_MAX_BYTES: Final = DEFAULT_LOG_ARGUMENTS_MAX
 def _size(value: Any) -> int | None:
     """Bytes of ``value`` as compact JSON in UTF-8 (a lone surrogate counted as 3), or None."""
     try:
-        text: str = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
-    except (OverflowError, TypeError, ValueError):
+        text = dumps(value)
+    except (OverflowError, TypeError, ValueError, RecursionError):
         return None
     return len(text.encode("utf-8", "surrogatepass"))
 
@@ -40,8 +39,8 @@ def logged_arguments(arguments: Any, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         if size is not None and size <= max_bytes:
             return redacted
     try:
-        text: str = ujson.dumps(redacted, ensure_ascii=False, escape_forward_slashes=False)
-    except (OverflowError, TypeError, ValueError):
+        text = dumps(redacted)
+    except (OverflowError, TypeError, ValueError, RecursionError):
         text = ""
     head = text.encode("utf-8", "surrogatepass")[:max_bytes].decode("utf-8", "ignore")
     return {"_truncated": True, "bytes": _size(arguments), "head": head}

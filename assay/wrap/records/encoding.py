@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import ujson
+from assay.jsonwrite import dumps_ascii, dumps_utf8
 
 __all__ = ["ABSENT", "OUTCOMES", "ascii_piece", "encode_line", "event_line", "has_id", "inner", "piece"]
 
@@ -35,20 +35,15 @@ ABSENT: Final = _Absent()
 
 OUTCOMES: Final = ("allow", "allow_with_warning", "deny")
 
-_dumps: Final = ujson.dumps
-
-
 def encode_line(obj: Any) -> bytes:
     """One compact JSON line (UTF-8, no ASCII escaping, ``/`` left alone) ending in ``\\n``.
 
-    ujson writes our own records. For strings, integers of any size, booleans and null its
-    bytes equal ``json.dumps(separators=(",", ":"), ensure_ascii=False)``; floats may differ in
-    exponent spelling (``1e-7`` vs ``1e-07``) but parse back equal. A lone surrogate (a client's
-    ``"\\ud83d"`` escape) cannot be UTF-8: the whole line is then written with ASCII escapes.
+    The bytes are exactly ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)`` in
+    UTF-8 (:mod:`assay.jsonwrite`). A lone surrogate (a client's ``"\\ud83d"`` escape) cannot be
+    UTF-8: the whole line is then written with ASCII escapes.
     """
-    text = _dumps(obj, ensure_ascii=False, escape_forward_slashes=False)
     try:
-        return text.encode("utf-8") + b"\n"
+        return dumps_utf8(obj) + b"\n"
     except UnicodeEncodeError:
         return ascii_piece(obj) + b"\n"
 
@@ -64,7 +59,7 @@ def piece(value: Any) -> bytes | None:
     """``value`` as it appears inside an :func:`encode_line` line, or None when it holds a lone
     surrogate (that line is then all ASCII escapes: see :func:`ascii_piece`)."""
     try:
-        return _dumps(value, ensure_ascii=False, escape_forward_slashes=False).encode("utf-8")
+        return dumps_utf8(value)
     except UnicodeEncodeError:
         return None
 
@@ -73,8 +68,7 @@ def ascii_piece(value: Any) -> bytes:
     """``value`` as it appears inside a line that holds a lone surrogate somewhere: every
     non-ASCII character escaped. A compact object's bytes are its members' bytes joined, so a
     line made of these pieces is the line :func:`encode_line` writes for the whole record."""
-    text: str = _dumps(value, ensure_ascii=True, escape_forward_slashes=False)
-    return text.encode("ascii")
+    return dumps_ascii(value).encode("ascii")
 
 
 def inner(encoded: bytes | None) -> bytes | None:
