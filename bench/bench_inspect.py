@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from assay.policy import load_policy
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.session import SessionOptions, WrapSession
 
 REPO = Path(__file__).resolve().parent.parent
 HEAD = 'version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'

@@ -32,8 +32,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_relay import ECHO, POLICY, Proc, cpu_ns, frame  # noqa: E402
 
-from assay.wrap.pipes import RecordSink  # noqa: E402
-from assay.wrap.rotation import RotatingSink  # noqa: E402
+from assay.shells.stdio.pipes import RecordSink  # noqa: E402
+from assay.shells.stdio.rotation import RotatingSink  # noqa: E402
 
 RECORD = b'{"specversion":"1.0","id":"evt_decision_' + b"x" * 2000 + b'"}\n' + b'{"timestamp":"' + b"y" * 280 + b'"}\n'
 CASES = {"never rotates (0)": "0", "default (16 MiB)": None, "64 KiB": "65536"}

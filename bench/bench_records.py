@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' re
 from bench_relay import POLICY  # noqa: E402
 
 from assay.policy import SessionState, evaluate, load_policy  # noqa: E402
-from assay.wrap import records  # noqa: E402
+from assay.session import records  # noqa: E402
 from tests.wrap import records_oracle as oracle  # noqa: E402
 
 ARGS = {"query": "policy guard benchmark q000001", "limit": 10, "lang": "en", "safe": True, "cursor": "abc123def456"}

@@ -60,7 +60,7 @@ CASES = {
 
 def per_line(policy_text: str, kind: str, line: bytes, n: int) -> float:
     from assay.policy import load_policy
-    from assay.wrap.session import SessionOptions, WrapSession
+    from assay.session.session import SessionOptions, WrapSession
 
     session = WrapSession(load_policy(policy_text.encode()), SessionOptions(), clock=lambda: 1000.0)
     session.receive_client_data(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')

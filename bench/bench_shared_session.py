@@ -76,11 +76,12 @@ def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> l
 def db_size(calls: int) -> tuple[int, float]:
     from assay.policy import load_policy
     from assay.policy.flows import FlowTracker
+    from assay.policy.guards import Part
     from assay.policy.pipeline import Call, FlowGuard, Pipeline, RateGuard
     from assay.policy.rates import tracker_for
     from assay.policy.shared import SessionKey, SharedSession, part_of
     from assay.policy.state import SessionState
-    from assay.sessions.sqlite import SqliteStore
+    from assay.store.sqlite import SqliteStore
 
     policy = load_policy(POLICY.encode())
     tmp = Path(tempfile.mkdtemp(prefix="assay-bench-db-"))
@@ -90,8 +91,10 @@ def db_size(calls: int) -> tuple[int, float]:
         flows = FlowTracker(policy.sequences, policy.aliases, server="bench")
         rates = tracker_for(policy)
         assert rates is not None
+        parts = [Part("flows", flows.export_state, flows.restore_state, flows.armed),
+                 Part("rates", rates.export_state, rates.restore_state)]
         shared = SharedSession(store, SessionKey("name:bench", "named", name="bench"), part_of(policy), "bench", state,
-                               flows, rates, time.time)
+                               parts, time.time)
         pipeline = Pipeline(policy, state, [RateGuard(rates), FlowGuard(flows)], clock=time.time, shared=shared)
         t = time.perf_counter()
         for i in range(calls):  # what wrap's call path does around each decision (docs/architecture.md)

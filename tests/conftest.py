@@ -26,9 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 def base_env() -> dict[str, str]:
     """The current environment without any ASSAY_* variable that could change behaviour, and
     without what says a browser can be opened (docs/auth.md, "Where a browser can be opened"):
-    a wrap a test starts never opens one unless the test gives it $BROWSER."""
+    a wrap a test starts never opens one unless the test gives it $BROWSER. Nor COLUMNS and LINES:
+    the width of the terminal running the tests (pytest-xdist workers have COLUMNS=80) must not
+    change what a command prints."""
     return {k: v for k, v in os.environ.items()
-            if not k.upper().startswith("ASSAY_") and k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
+            if not k.upper().startswith("ASSAY_")
+            and k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY", "COLUMNS", "LINES")}
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from assay.framing import BoundedLineSplitter
 from assay.server.framing import LineFramer, Oversize
-from assay.wrap.admission import FRAME_TOO_LARGE, LineSplitter, Rejected
+from assay.session.admission import FRAME_TOO_LARGE, LineSplitter, Rejected
 
 
 def _long(n: int, digest: str | None) -> tuple[str, int, str | None]:

@@ -20,7 +20,7 @@ from assay.strictjson import (
     refuse_constant,
     unique_pairs,
 )
-from assay.wrap import admission
+from assay.session import admission
 
 
 def test_unique_pairs_names_the_first_repeat():

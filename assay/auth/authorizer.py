@@ -26,7 +26,7 @@ from assay.auth.lines import NeedsLogin, login_command, static_refused, unadvert
 from assay.auth.record import AUTHORIZATION_CODE, ID_JAG_GRANT, IssuerChanged, RecordError, Stored, check_binding, read
 from assay.auth.sources import read_source
 from assay.auth.web import Web, WebError
-from assay.remote import tokens as store
+from assay.shells.upstream_http import tokens as store
 
 __all__ = ["Authorizer"]
 

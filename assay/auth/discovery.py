@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from assay.remote.target import is_loopback
+from assay.shells.upstream_http.target import is_loopback
 from assay.terminal import printable
 
 __all__ = [

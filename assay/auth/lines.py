@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from assay.remote.target import shown_url
+from assay.shells.upstream_http.target import shown_url
 from assay.terminal import printable
 
 __all__ = ["NeedsLogin", "login_command", "static_refused", "unadvertised"]

@@ -4,7 +4,7 @@
 The conversation a client has with a Streamable HTTP server, and no more: ``initialize`` (its
 ``Mcp-Session-Id`` and protocol version kept), ``notifications/initialized``, ``tools/list``
 (each page), then the session DELETEd. An answer is a JSON body or an event stream (read with
-:class:`assay.remote.sse.SSEDecoder`); every body is capped. The first refused request is where
+:class:`assay.shells.upstream_http.sse.SSEDecoder`); every body is capped. The first refused request is where
 the OAuth flow starts: the client's auth does it (a login needed is its exception).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 
 from assay._version import __version__
-from assay.remote.sse import Event, SSEDecoder
+from assay.shells.upstream_http.sse import Event, SSEDecoder
 
 __all__ = ["CAP", "ListingError", "list_tools"]
 

@@ -32,8 +32,8 @@ from assay.auth.listing import ListingError, list_tools
 from assay.auth.record import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, ID_JAG_GRANT, RecordError, Stored, read
 from assay.auth.sources import read_key, read_value
 from assay.auth.web import Web, WebError
-from assay.remote import tokens as store
-from assay.remote.client import http_client
+from assay.shells.upstream_http import tokens as store
+from assay.shells.upstream_http.client import http_client
 from assay.terminal import printable
 
 __all__ = ["LoginError", "LoginOptions", "login"]

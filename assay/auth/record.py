@@ -1,7 +1,7 @@
 """A stored login and what binds it (sans-IO; docs/auth.md, "Where tokens live", "The
 authorization server a login belongs to").
 
-A record (the JSON of :mod:`assay.remote.tokens`) holds the tokens, the client registration and
+A record (the JSON of :mod:`assay.shells.upstream_http.tokens`) holds the tokens, the client registration and
 the authorization-server metadata of ONE issuer, named by its ``issuer`` member: every stored
 credential (client id and secret, refresh and access tokens, the sources of a secret or a key)
 belongs to that server and is sent to no other. :func:`read` checks a record and gives a

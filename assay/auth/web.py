@@ -2,7 +2,7 @@
 
 One ``httpx2.AsyncClient`` of its own, apart from the MCP server's: no default headers (so no
 ``--header`` value ever reaches an authorization server), no auth, redirects not followed, the
-proxy and TLS rules of :func:`assay.remote.client.http_client` (a loopback host is always
+proxy and TLS rules of :func:`assay.shells.upstream_http.client.http_client` (a loopback host is always
 reached directly; TLS verified against the system's store, or ``--ca-file`` where wrap has one).
 Every body read is capped; a failure to connect is a :class:`WebError` (one line, naming the
 host, never a credential).
@@ -21,7 +21,7 @@ import httpx2
 import trio
 
 from assay._version import __version__
-from assay.remote.client import http_client
+from assay.shells.upstream_http.client import http_client
 
 __all__ = ["DOC_CAP", "TOKEN_CAP", "Web", "WebError"]
 

@@ -28,7 +28,7 @@ def _error(message: str, code: int) -> int:
 
 
 def _state(state_dir: str | None) -> str:
-    from assay.sessions.paths import state_dir as resolve
+    from assay.statedir import state_dir as resolve
 
     return resolve(state_dir, os.environ)
 
@@ -139,7 +139,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         json
             One JSON object per line instead of the table.
         """
-        from assay.remote.tokens import TokenFileError, records, summary
+        from assay.shells.upstream_http.tokens import TokenFileError, records, summary
 
         now = time.time()
         rows: list[dict[str, Any]] = []
@@ -182,7 +182,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         state_dir
             {state}
         """
-        from assay.remote.tokens import TokenFileError, delete, normalize_url
+        from assay.shells.upstream_http.tokens import TokenFileError, delete, normalize_url
 
         try:
             key = normalize_url(url)

@@ -1,5 +1,5 @@
 """`assay mcp session list|reset` (docs/wrap.md, "Shared sessions"): the shared sessions of this
-machine, from the store of the state directory (:func:`assay.sessions.store.open_store`, the one
+machine, from the store of the state directory (:func:`assay.store.store.open_store`, the one
 wrap uses), through the store's interface alone (:meth:`Store.sessions`, :meth:`Store.reset`).
 
 Failures print one ``fatal: ...`` line and exit 2; nothing is created (no state directory, no
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def _store(state_dir: str | None) -> Store:
-    from assay.sessions.paths import state_dir as resolve
-    from assay.sessions.store import open_store
+    from assay.statedir import state_dir as resolve
+    from assay.store.store import open_store
 
     return open_store(resolve(state_dir, os.environ))
 

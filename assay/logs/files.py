@@ -77,7 +77,7 @@ def log_paths(given: list[str], state_dir: str | None, environ: Mapping[str, str
     one error both commands word the same way."""
     if given:
         return given
-    from assay.sessions.paths import state_dir as resolve
+    from assay.statedir import state_dir as resolve
 
     directory = resolve(state_dir, environ)
     if not os.path.isdir(directory):

@@ -42,7 +42,7 @@ import msgspec
 from assay.logs.entries import Entry
 from assay.logs.suggest_text import Plan, Unwritable, printable, quoted, render
 from assay.policy.paths import PathRefused, is_inside, normalize_path, path_from_argument
-from assay.wrap.records.arguments import is_cut
+from assay.session.records.arguments import is_cut
 
 __all__ = ["Observed", "Suggestion", "SuggestError", "client_record", "directories", "suggest", "replay"]
 

@@ -2,8 +2,8 @@
 codes", one line each, in the pipeline's order (docs/policy-tools.md, "assay mcp policy explain").
 
 The decision itself is never computed here: :func:`explain` runs the real
-:class:`~assay.policy.pipeline.Pipeline` (the engine, then the guards wrap builds from the
-policy: per-tool rate limits, flow rules) on a fresh session, and takes its :class:`Decision`.
+:class:`~assay.policy.pipeline.Pipeline` (the engine, then the guards of a fresh session, built
+by the one registry every surface builds them from: :mod:`assay.policy.guards`) on a fresh session, and takes its :class:`Decision`.
 The per-step lines read the same compiled objects the pipeline uses (the name's
 :class:`~assay.policy.plans.Plan` and its schema validator and path rules, a fresh
 :class:`~assay.policy.rates.RateTracker` and :class:`~assay.policy.flows.FlowTracker`), and the
@@ -30,7 +30,8 @@ from assay.policy.engine import DEFAULT_SERVER_ID
 from assay.policy.paths import confinement_violation
 from assay.policy.patterns import pattern_matches
 from assay.policy.plans import Plan, compile_policy
-from assay.policy.pipeline import Call, FlowGuard, Guard, Pipeline, RateGuard
+from assay.policy.guards import GuardContext, Guards, Surface, build_guards
+from assay.policy.pipeline import Call, Pipeline
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
@@ -154,33 +155,20 @@ def _matching(patterns: Any, name: str) -> list[str]:
     return [p for p in (patterns or ()) if pattern_matches(name, p)]
 
 
-def _guards(policy: Policy, server: str) -> tuple[list[Guard], Any, Any]:
-    """The guards wrap builds from the policy alone (docs/wrap.md; assay.wrap.session), fresh."""
-    from assay.policy.rates import tracker_for
-
-    guards: list[Guard] = []
-    if policy.inspect is not None:  # what a call sends out (docs/policy.md, "Inspecting what comes back")
-        from assay.policy.outbound import OutboundGuard, PolicyOutbound
-
-        guards.append(OutboundGuard(PolicyOutbound(policy, server)))
-    rates = tracker_for(policy)
-    if rates is not None:
-        guards.append(RateGuard(rates))
-    flows = None
-    if policy.sequences:
-        from assay.policy.flows import FlowTracker
-
-        flows = FlowTracker(policy.sequences, policy.aliases, server=server)
-        guards.append(FlowGuard(flows))
-    return guards, rates, flows
+def _guards(policy: Policy, server: str) -> Guards:
+    """The guards of a fresh session, built as every surface builds them (the registry,
+    :func:`assay.policy.guards.build_guards`)."""
+    return build_guards(GuardContext(policy, Surface.EXPLAIN, server))
 
 
 def explain(policy: Policy, tool: str, arguments: Any = None, *, server: str = DEFAULT_SERVER_ID) -> Explanation:
     """The decision of the first call of a fresh session (no pins compared, no declared
     baseline, no person asked) and the steps that explain it."""
-    guards, _, _ = _guards(policy, server)
-    decision = Pipeline(policy, None, guards, clock=lambda: 0.0).decide(Call(tool, arguments, server), 0.0)
-    _, rates, flows = _guards(policy, server)  # fresh trackers for the trace (the pipeline's are used)
+    guards = _guards(policy, server)
+    pipeline = Pipeline(policy, None, guards.checks, guards.approvals, clock=lambda: 0.0)
+    decision = pipeline.decide(Call(tool, arguments, server), 0.0)
+    fresh = _guards(policy, server)  # fresh trackers for the trace (the pipeline's are used)
+    rates, flows = fresh.tracker("rates"), fresh.tracker("flows")
     steps = _engine_steps(policy, tool, arguments, server) + _guard_steps(policy, tool, arguments, server, rates, flows)
     return Explanation(tool, server, arguments, decision, tuple(_reached(steps)))
 

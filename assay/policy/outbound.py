@@ -9,7 +9,7 @@ back"): the decision pipeline's guard for ``inspect``'s outbound checks (sans-IO
 
 A ``flag`` is noted in the state's ``flagged`` list (the session records it after the call's
 decision), not denied. The state (:class:`Outbound`) is wrap's inspection room
-(:class:`assay.wrap.inspection.Inspector`), or :class:`PolicyOutbound` for a policy alone (the
+(:class:`assay.session.inspection.Inspector`), or :class:`PolicyOutbound` for a policy alone (the
 first call of a fresh session, as ``assay mcp policy explain`` shows it).
 """
 

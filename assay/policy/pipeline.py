@@ -10,9 +10,13 @@ and reason codes", describes:
 1. the policy engine (:func:`assay.policy.engine.evaluate`: pins, session limits, deny, allow,
    schemas, paths); it counts the call in the session's counters (the only place that does);
 2. each guard in turn, each seeing only a decision every check before it let through;
-3. the approval guard last (when the policy asks for approvals): it settles a call that needs a
-   person's approval but cannot be asked, or leaves ``approval_state`` ``required`` for the
-   session to ask.
+3. the approval guard last (when the policy asks for approvals and a person can be asked): it
+   settles a call that needs a person's approval but cannot be asked, or leaves
+   ``approval_state`` ``required``; then :meth:`Pipeline.ask`, the asking step, asks (the
+   effects that ask go to the caller's list) and holds the call.
+
+The guards of each surface are built by one function, :func:`assay.policy.guards.build_guards`
+(the registry: one module per guard).
 
 A guard has one shape (:class:`Guard`): ``check`` looks at a call and the decision so far and
 returns the decision to go on with (``None``: no objection); ``enter`` is told that a call went
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from assay.policy.decision import Decision, Outcome
+from assay.policy.decision import ApprovalState, Decision, Outcome
 from assay.policy.engine import DEFAULT_SERVER_ID, SessionState, evaluate
 
 if TYPE_CHECKING:
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["Call", "FlowGuard", "Guard", "Pipeline", "RateGuard", "store_failed"]
 
 _DENY = Outcome.DENY  # bound once: an enum's class attribute costs more than the compare
+_REQUIRED = ApprovalState.REQUIRED
 
 
 class Call(msgspec.Struct, gc=False, repr_omit_defaults=True):
@@ -83,7 +88,7 @@ class Pipeline:
     (:class:`assay.policy.shared.SharedSession`, docs/wrap.md, "Shared sessions"): then the
     caller has loaded the session's state into the trackers and counters (the store's
     transaction is open) before :meth:`decide` or :meth:`recheck`, and saves it after
-    :meth:`enter` (the wrap's call path: :mod:`assay.wrap.calls`); the pipeline itself never
+    :meth:`enter` (the wrap's call path: :mod:`assay.session.calls`); the pipeline itself never
     speaks to the store. ``problem`` (the store's failure to open) denies the call
     (``E_SESSION_STATE``); each new cause is put in :attr:`notices` once (:meth:`told`), for the
     caller's stderr line. The clock is then the wall clock (the session's windows are compared
@@ -147,6 +152,21 @@ class Pipeline:
         if not self.guards:
             return held
         return _through(self.guards, call, held, self._now() if now is None else now)
+
+    def ask(self, call: Call, decision: Decision, out: list[Any]) -> Decision | None:
+        """The asking step after :meth:`decide`: a call the approval guard left ``required``
+        is asked (the approval guard's ``ask``: the effects that ask are appended to ``out``).
+        None: the call is held until the person answers (nothing entered, nothing recorded);
+        else the decision to go on with (``decision`` itself when nobody is asked: no approval
+        step, a deny, or an approval already settled)."""
+        approvals = self.approvals
+        if approvals is None or decision.approval_state is not _REQUIRED or decision.outcome is _DENY:
+            return decision
+        asking = getattr(approvals, "ask", None)
+        if asking is None:
+            return decision
+        got: Decision | None = asking(call, decision, out)
+        return got
 
     def enter(self, call: Call, now: float | None = None) -> None:
         """A call the pipeline let through goes to the server (in a dry run too: it then

@@ -8,7 +8,7 @@ trackers of one set of shared rules, named by :func:`part_of`); :meth:`Store.com
 the decision changed and ends it. A call is decided inside that transaction (read the state,
 decide, record the call), so two wraps deciding at the same moment see each other's calls, and a
 wrap killed mid-decision leaves the store as it was. The SQLite store of one machine is
-:mod:`assay.sessions.sqlite`; a networked store for a gateway on several machines would be
+:mod:`assay.store.sqlite`; a networked store for a gateway on several machines would be
 another implementation of the same interface. Besides the transaction, the interface lists the
 sessions (:meth:`Store.sessions`, what ``assay mcp session list`` shows, as :class:`SessionRow`),
 resets one (:meth:`Store.reset`), forgets the expired ones (:meth:`Store.sweep`, with the caller's
@@ -19,8 +19,13 @@ memory (one process; tests and library callers).
 :class:`SharedSession` is the part of one wrap's decision pipeline that speaks to the store: it
 loads the shared state into the wrap's own trackers and counters before the engine judges a call,
 and saves them after (:class:`assay.policy.pipeline.Pipeline` calls it). Its state is the
-trackers' own state (``export_state``/``restore_state``), so a session shared by N wraps decides
-exactly as one wrap would over the merged order of their calls.
+trackers' own state, so a session shared by N wraps decides exactly as one wrap would over the
+merged order of their calls. What is shared is what the guards declare (:mod:`assay.policy.guards`:
+each stateful guard's :class:`~assay.policy.guards.Part`, a codec under the guard's stable name):
+the stored state is a msgpack map from those names to their values. A wrap keeps the entries of
+guards it does not have as it read them, so wraps with different guards over the same part lose
+nothing of each other's. A state written before this layout (the array ``[flows, rates]`` or
+``[flows, rates, taint]``) is still read, by position.
 
 Plain code over values: no I/O here (the store does it), and time is the ``now`` given.
 """
@@ -28,15 +33,13 @@ Plain code over values: no I/O here (the store does it), and time is the ``now``
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 import msgspec
 
 if TYPE_CHECKING:
-    from assay.policy.flows import FlowTracker
     from assay.policy.model import Policy
-    from assay.policy.rates import RateTracker
     from assay.policy.state import SessionState
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "Alive",
     "Loaded",
     "MemoryStore",
+    "Part",
     "Saved",
     "ServerRow",
     "SessionKey",
@@ -60,6 +64,22 @@ __all__ = [
 
 SESSION_STATE = "E_SESSION_STATE"  # the reason code of a call denied because the store failed
 NAMED_IDLE = 7 * 86400.0  # a session without a call for 7 days whose liveness no one can tell is forgotten
+
+# the names of the entries of a state stored as an array (the layout before the guards declared
+# their state): position i is the state of the guard named _OLD_LAYOUT[i]
+_OLD_LAYOUT = ("flows", "rates", "taint")
+
+
+class Part(NamedTuple):
+    """The shared state one guard keeps (docs/wrap.md, "Shared sessions"): ``export`` gives it
+    as a msgpack-able value, ``restore`` takes such a value (or ``None``: the fresh state) and
+    raises ValueError or TypeError when it does not fit; ``armed`` (optional) the ids of the
+    rules under way, for ``assay mcp session list``. ``name`` is the guard's ``NAME`` (:mod:`assay.policy.guards`)."""
+
+    name: str
+    export: Callable[[], Any]
+    restore: Callable[[Any], None]
+    armed: Callable[[], tuple[str, ...]] | None = None
 
 
 class SessionKey(msgspec.Struct, frozen=True, gc=False):
@@ -114,7 +134,7 @@ class StoreError(Exception):
 
 Alive: TypeAlias = "Callable[[SessionKey], bool | None]"
 """Whether a client session's process still runs: True, False, or None when the caller cannot
-tell (the key names a PID namespace it cannot see). :func:`assay.sessions.keys.client_alive`
+tell (the key names a PID namespace it cannot see). :func:`assay.store.keys.client_alive`
 is the wrap's and the CLI's."""
 
 
@@ -417,8 +437,8 @@ class SharedSession:
     """
 
     __slots__ = (
-        "store", "key", "part", "server", "flows", "rates", "taint", "state", "clock",
-        "_version", "_requests", "_calls", "_open", "problem",
+        "store", "key", "part", "server", "parts", "state", "clock",
+        "_version", "_requests", "_calls", "_open", "_others", "problem",
     )
 
     def __init__(
@@ -428,21 +448,21 @@ class SharedSession:
         part: str,
         server: str,
         state: SessionState,
-        flows: FlowTracker | None,
-        rates: RateTracker | None,
+        parts: Sequence[Part],
         clock: Callable[[], float],
-        taint: Any = None,
     ) -> None:
         self.store = store
         self.key = key
         self.part = part
         self.server = server
         self.state = state
-        self.flows = flows
-        self.rates = rates
-        # the value taint of the session (docs/inspect.md, "Value taint"): an object with
-        # export_state() -> bytes and restore_state(bytes | None); None when the policy has none
-        self.taint = taint
+        # the shared state of this wrap's stateful guards (flow rules, rate windows, the value
+        # taint ...), each under its guard's name (assay.policy.guards)
+        self.parts: tuple[Part, ...] = tuple(parts)
+        names = [p.name for p in self.parts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"SharedSession: two parts share a name ({names})")
+        self._others: dict[str, Any] = {}  # the stored entries of guards this wrap does not have
         self.clock = clock  # wall clock: the windows of a session are compared across processes
         self._version = -1  # the part's version this wrap's trackers hold (-1: none yet)
         self._requests = 0  # the counters as last saved: what was counted since is this wrap's
@@ -479,31 +499,24 @@ class SharedSession:
         return None
 
     def _restore(self, blob: bytes | None) -> None:
-        taint = None
-        if blob is None:
-            flows = rates = None
-        else:  # (flows, rates), and the value taint's bytes third when the policy has one
-            got = msgspec.msgpack.decode(blob, type=list[Any])
-            if len(got) not in (2, 3) or (len(got) == 3 and got[2].__class__ not in (bytes, type(None))):
-                raise ValueError("the shared state is not (flows, rates[, taint])")
-            flows, rates = got[0], got[1]
-            taint = got[2] if len(got) == 3 else None
-        if self.flows is not None:
-            self.flows.restore_state(flows)
-        if self.rates is not None:
-            self.rates.restore_state(rates)
-        if self.taint is not None:
-            self.taint.restore_state(taint)
+        entries = _entries(blob)
+        mine = self.parts
+        values = [entries.pop(p.name, None) for p in mine]
+        for p, value in zip(mine, values):
+            p.restore(value)
+        self._others = entries
 
     def _export(self) -> tuple[bytes | None, tuple[str, ...]]:
-        if self.flows is None and self.rates is None and self.taint is None:
+        parts = self.parts
+        if not parts:
             return None, ()
-        flows = None if self.flows is None else self.flows.export_state()
-        rates = None if self.rates is None else self.rates.export_state()
-        armed = () if self.flows is None else self.flows.armed()
-        if self.taint is None:
-            return msgspec.msgpack.encode((flows, rates)), armed
-        return msgspec.msgpack.encode((flows, rates, self.taint.export_state())), armed
+        entries = dict(self._others)
+        armed: tuple[str, ...] = ()
+        for p in parts:
+            entries[p.name] = p.export()
+            if p.armed is not None:
+                armed += p.armed()
+        return msgspec.msgpack.encode(entries), armed
 
     def saving(self, entered: bool, *, save: bool = False) -> Saved:
         """What to commit (``entered``: a call went to the server; ``save``: the trackers
@@ -532,3 +545,20 @@ class SharedSession:
         again at the next call."""
         self._open = False
         self._version = -1
+
+
+def _entries(blob: bytes | None) -> dict[str, Any]:
+    """The entries of a stored state by guard name: a map (this layout), or an array of the
+    layout before it (``[flows, rates]`` or ``[flows, rates, taint]``, read by position). Raises
+    ValueError (or msgspec's DecodeError) when it is neither."""
+    if blob is None:
+        return {}
+    got = msgspec.msgpack.decode(blob)
+    if got.__class__ is dict:
+        if any(k.__class__ is not str for k in got):
+            raise ValueError("the shared state's names are not strings")
+        entries: dict[str, Any] = got
+        return entries
+    if got.__class__ is list and len(got) in (2, 3):
+        return {name: value for name, value in zip(_OLD_LAYOUT, got) if value is not None}
+    raise ValueError("the shared state is neither a map of guard states nor (flows, rates[, taint])")

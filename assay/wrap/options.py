@@ -63,7 +63,7 @@ __all__ = [
 
 DEFAULT_POLICY = "assay.yaml"
 DEFAULT_LABEL = "default-mcp-server"
-DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # the same as assay.wrap.admission's (a test checks)
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024  # the same as assay.session.admission's (a test checks)
 DEFAULT_SHUTDOWN_GRACE = 1.0  # seconds
 STRICT_DEPRECATIONS_ENV = "ASSAY_STRICT_DEPRECATIONS"  # docs/wrap.md, "Options" (--deny-deprecations)
 SHARED_SESSION_ENV = "ASSAY_SHARED_SESSION"  # docs/wrap.md, "Shared sessions"

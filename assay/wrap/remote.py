@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING
 import trio
 
 from assay import proc
-from assay.remote.target import Target
-from assay.wrap.relay import Relay, RunResult
+from assay.shells.upstream_http.target import Target
+from assay.shells.stdio.relay import Relay, RunResult
 from assay.wrap.errors import WrapError
 from assay.wrap.options import TRANSPORTS, WrapOptions
 
 if TYPE_CHECKING:
-    from assay.remote.http import HttpServer
+    from assay.shells.upstream_http.http import HttpServer
 
 __all__ = ["banner", "input_ended", "run", "target_of"]
 
 
 def target_of(config: WrapOptions, environ: Mapping[str, str]) -> Target:
     """The checked ``--url`` target (docs/remote.md, "Options"); a bad one is a WrapError."""
-    from assay.remote.target import TargetError, target_from
+    from assay.shells.upstream_http.target import TargetError, target_from
 
     if config.transport not in TRANSPORTS:
         raise WrapError(f"--transport must be one of {', '.join(TRANSPORTS)}")
@@ -47,7 +47,7 @@ def target_of(config: WrapOptions, environ: Mapping[str, str]) -> Target:
 
 def banner(target: Target) -> str:
     """`[assay] wrapping remote server: <URL without its query> (<transport>)`."""
-    from assay.remote.target import shown_url
+    from assay.shells.upstream_http.target import shown_url
 
     return f"[assay] wrapping remote server: {shown_url(target.url)} ({target.transport})"
 
@@ -90,8 +90,8 @@ async def run(
     server that cannot be used is a WrapError before the client is read), then the run; the
     second value is why the server was lost, if it was. ``client_in`` is the client's input,
     watched for its end during the probe."""
-    from assay.remote.auth_hook import auth_for
-    from assay.remote.connect import RemoteStartError, run_remote
+    from assay.shells.upstream_http.auth_hook import auth_for
+    from assay.shells.upstream_http.connect import RemoteStartError, run_remote
 
     async def body(server: HttpServer) -> tuple[RunResult, str | None]:
         return await relay_for(server).run(), server.failure

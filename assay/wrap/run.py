@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from assay import proc
-from assay.wrap.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
-from assay.wrap.effects import Sink
-from assay.wrap.reports import (
+from assay.shells.stdio.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
+from assay.session.effects import Sink
+from assay.session.reports import (
     coverage_report,
     declared_tools_of,
     new_session_id,
@@ -48,9 +48,9 @@ if TYPE_CHECKING:  # the relay, the session and trio are imported when the run s
     from assay.policy import Policy
     from assay.policy.shared import SessionKey, Store
     from assay.proc.keeper import Forked
-    from assay.remote.target import Target
-    from assay.wrap.pipes import RecordSink
-    from assay.wrap.session import SessionOptions, WrapSession
+    from assay.shells.upstream_http.target import Target
+    from assay.shells.stdio.pipes import RecordSink
+    from assay.session.session import SessionOptions, WrapSession
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
@@ -83,7 +83,7 @@ class WrapConfig(WrapOptions):
             sink for sink, path in ((Sink.DECISION_LOG, self.decision_log), (Sink.DECISION_LOG_NEW, self.decision_log_new))
             if path
         )
-        from assay.wrap.session import SessionOptions
+        from assay.session.session import SessionOptions
 
         return SessionOptions(
             dry_run=self.dry_run,
@@ -206,7 +206,7 @@ def load_declared_manifest(path: str, label: str) -> dict[str, Any]:
 
 
 def _open_append(path: str, what: str, max_bytes: int) -> RecordSink:
-    from assay.wrap.rotation import LogOpenError, open_log
+    from assay.shells.stdio.rotation import LogOpenError, open_log
 
     try:
         return open_log(path, what, max_bytes)
@@ -355,9 +355,9 @@ async def run_prepared(
     abandons it if this raises before)."""
     import trio
 
-    from assay.wrap.records import stop_record
-    from assay.wrap.relay import Relay, RecordSink
-    from assay.wrap.session import WrapSession
+    from assay.session.records import stop_record
+    from assay.shells.stdio.relay import Relay, RecordSink
+    from assay.session.session import WrapSession
 
     config, env, target, policy = prepared.config, prepared.environ, prepared.target, prepared.policy
     source, session_id, context_bytes = prepared.source, prepared.session_id, prepared.context_bytes
@@ -384,7 +384,7 @@ async def run_prepared(
             return {k: v for k, v in one_run.items() if k in (Sink.DECISION_LOG_NEW, Sink.RECEIPTS)}
 
         if client_in is None or client_out is None:
-            from assay.wrap.relay import open_stdio
+            from assay.shells.stdio.relay import open_stdio
 
             std_in, std_out, restore = await open_stdio()
             client_in = client_in or std_in
@@ -404,7 +404,7 @@ async def run_prepared(
             )
 
         upstream_error: str | None = None
-        from assay.sessions.store import serving
+        from assay.store.store import serving
 
         # the shared sessions' store: swept now and every minute, closed at the end (docs/wrap.md,
         # "The state directory and its database")

@@ -3,7 +3,7 @@
 The shell side of :mod:`assay.policy.shared`: reads ``--shared-session`` (or
 ``ASSAY_SHARED_SESSION``; default ``client``), ``--state-dir`` (or ``ASSAY_STATE_DIR``) and
 ``--session-lock-timeout``, and builds the session key and the store of the state directory
-(:func:`assay.sessions.store.open_store`, the one ``assay mcp session`` uses). A policy without
+(:func:`assay.store.store.open_store`, the one ``assay mcp session`` uses). A policy without
 flow rules, rate limits or session totals never opens the database (it is not even created).
 """
 
@@ -40,7 +40,7 @@ def shared_for(
         raise SharingError("--session-lock-timeout must be a non-negative number of seconds")
     if spec is None:
         spec = env.get(SHARED_SESSION_ENV) or DEFAULT_SHARED_SESSION
-    from assay.sessions.keys import session_key
+    from assay.store.keys import session_key
 
     try:
         key = session_key(spec, env)
@@ -50,8 +50,8 @@ def shared_for(
 
     if key is None or not shares_state(policy):
         return key, None
-    from assay.sessions.paths import state_dir as resolve
-    from assay.sessions.store import open_store
+    from assay.statedir import state_dir as resolve
+    from assay.store.store import open_store
 
     # the store creates the directory (0700) when it first opens the file; a directory it cannot
     # use is a StoreError then: the calls that need it are denied, with one stderr line

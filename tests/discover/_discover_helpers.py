@@ -63,6 +63,10 @@ def make_env(home: Path, **extra: str) -> dict[str, str]:
     """A child environment with a private HOME and XDG dirs (and no ASSAY_* variables)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("ASSAY_", "XDG_"))}
     env.pop("SOURCE_DATE_EPOCH", None)
+    # The width of the terminal running the tests (pytest-xdist workers have COLUMNS=80) must
+    # not change what a command prints; a test that wants a width sets COLUMNS itself.
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
     env["HOME"] = str(home)
     env["XDG_CONFIG_HOME"] = str(home / ".config")
     env["XDG_DATA_HOME"] = str(home / ".local" / "share")

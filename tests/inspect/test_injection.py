@@ -249,10 +249,11 @@ ADVERSARIAL = {
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_rules_run_in_linear_time(name: str) -> None:
     text = ADVERSARIAL[name]
-    start = time.perf_counter()
+    # CPU time of this process: the other test worker or another job on the machine does not count
+    start = time.process_time()
     find_poison(text)
     strip_injection(text)
-    assert time.perf_counter() - start < 6.0  # well under a second here; backtracking takes minutes
+    assert time.process_time() - start < 6.0  # well under a second here; backtracking takes minutes
 
 
 def test_no_phrase_match_reaches_the_margin() -> None:

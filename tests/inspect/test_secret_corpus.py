@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from assay.inspect.secrets import find_secrets, redact_text, redact_value
-from assay.wrap.records.arguments import logged_arguments
+from assay.session.records.arguments import logged_arguments
 
 _RNG = random.Random(20260728)
 ALNUM = string.ascii_letters + string.digits

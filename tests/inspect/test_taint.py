@@ -264,9 +264,9 @@ def test_find_is_linear_time() -> None:
     taint.add_text(LOREM * 1000, "fs/read")
     rng = random.Random(4)
     argument = b64(rng.randbytes(300_000)) + rng.randbytes(100_000).hex() + "%41" * 30_000
-    start = time.perf_counter()
+    start = time.process_time()
     assert taint.find(argument) is None
-    assert time.perf_counter() - start < 5.0  # about 0.2 s here; generous for a loaded machine
-    start = time.perf_counter()
+    assert time.process_time() - start < 5.0  # about 0.2 s of CPU (process time: no other process counts)
+    start = time.process_time()
     assert taint.find("        " * 100_000) is None
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0

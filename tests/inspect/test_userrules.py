@@ -142,12 +142,13 @@ def test_spans_are_those_of_trying_every_word(text: str, regex: str) -> None:
 
 
 def test_linear_time() -> None:
-    start = time.perf_counter()
+    # CPU time of this process: the other test worker or another job on the machine does not count
+    start = time.process_time()
     UserRules([UserRule("ab", "ab")]).find("ab " * 300_000)  # every word masked
     UserRules([UserRule("five", "a{5}")]).find("a" * 1_000_000)  # one huge word
     UserRules([UserRule("spread", "x y")]).find("x y " * 200_000)  # across white space: the whole text
     UserRules([UserRule("edge", "^ab")]).find("ab " * 300_000)  # word by word
-    assert time.perf_counter() - start < 10.0
+    assert time.process_time() - start < 10.0
 
 
 def test_chunks_cover_every_word_once() -> None:

@@ -139,9 +139,9 @@ def test_directories_of_many_paths_are_quick():
     import time
 
     values = [f"/srv/p{i % 97}/d{i % 13}/f{i}.txt" for i in range(50_000)]
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time of this process: no other process counts
     assert len(directories(values)) == 97 * 13
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 def normalize(path: str) -> str:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from assay.policy import evaluate, load_policy
 from assay.policy.fileuri import FileUriRefused, is_file_uri, read_file_uri
 from assay.policy.paths import confinement_violation
-from assay.wrap.requests import judge_request
+from assay.session.requests import judge_request
 
 
 @pytest.mark.parametrize(("uri", "path"), [

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from assay.policy import evaluate, load_policy
 from assay.policy.paths import PathRefused, confinement_violation, path_from_argument
-from assay.wrap.requests import judge_request
+from assay.session.requests import judge_request
 from tests.policy._url_oracle import NodeReader, node_reader  # noqa: F401 (a fixture)
 
 

@@ -11,6 +11,7 @@ from assay.policy.decision import Decision
 from assay.policy.errors import PolicyError
 from assay.policy.flows import FlowTracker
 from assay.policy.inspecting import Settings
+from assay.policy.guards import Part
 from assay.policy.pipeline import Call, FlowGuard, Pipeline
 from assay.policy.shared import MemoryStore, SessionKey, SharedSession, part_of, shares_state, uses_taint
 
@@ -109,7 +110,8 @@ def test_update_runs_in_the_shared_transaction_and_the_other_wrap_sees_it() -> N
 
         state = SessionState()
         flows = FlowTracker(p.sequences, p.aliases, server=label)
-        shared = SharedSession(store, key, part_of(p), label, state, flows, None, lambda: 1.0)
+        parts = [Part("flows", flows.export_state, flows.restore_state, flows.armed)]
+        shared = SharedSession(store, key, part_of(p), label, state, parts, lambda: 1.0)
         wraps.append(Pipeline(p, state, [FlowGuard(flows)], clock=lambda: 1.0, shared=shared))
     a, b = wraps
 

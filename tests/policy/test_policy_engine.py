@@ -28,7 +28,7 @@ def P(text: str):
 
 def wire(d: Decision, id_=7) -> str:
     """The wrap's deny line (W1), built by wrap's records from the decision's contract."""
-    from assay.wrap.replies import deny_reply
+    from assay.session.replies import deny_reply
 
     return deny_reply(id_, d.contract).decode("utf-8").rstrip("\n")
 

@@ -15,7 +15,7 @@ from assay.policy.explain import explain
 from assay.policy.pipeline import Call, Pipeline, RateGuard
 from assay.policy.rates import tracker_for
 from assay.policy.toolview import tool_summary
-from assay.wrap.reports import declared_tools_of
+from assay.session.reports import declared_tools_of
 
 
 def exact_pattern(name: str) -> str:

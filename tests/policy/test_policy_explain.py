@@ -79,7 +79,7 @@ arguments = st.sampled_from([None, {}, {"path": "/w/a"}, {"path": "/etc/passwd"}
 def test_the_steps_give_the_pipelines_decision(doc, tool, args):
     policy = load_policy(yaml.safe_dump(doc).encode(), warn=lambda _line: None)
     got = explain(policy, tool, args, server="s1")
-    # an independent pipeline, built as wrap builds its guards (assay.wrap.session)
+    # an independent pipeline, built as wrap builds its guards (assay.session.session)
     guards = []
     rates = tracker_for(policy)
     if rates is not None:

@@ -179,10 +179,11 @@ def test_an_array_argument_matches_when_any_element_does(value, denied):
 def test_a_long_array_is_read_in_linear_time():
     t = tracker(ARRAYS)
     for n in (10_000, 100_000):
-        start = time.perf_counter()
+        # CPU time of this process: the other test worker or another job on the machine does not count
+        start = time.process_time()
         assert t.violation("fetch", {"urls": [{"k": i} for i in range(n)]}) is None
         assert t.violation("fetch", {"urls": ["x" * 10] * n + ["https://evil"]}) is not None
-        took = time.perf_counter() - start
+        took = time.process_time() - start
     assert took < 5.0
 
 

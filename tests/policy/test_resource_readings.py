@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from assay.policy import load_policy
 from assay.policy.inspecting import ListRules
 from assay.policy.urinames import readings, standard_reading
-from assay.wrap.requests import judge_request
+from assay.session.requests import judge_request
 from tests.docs_examples import policy_example
 from tests.policy._url_oracle import NodeReader, node_reader  # noqa: F401 (a fixture)
 
@@ -121,7 +121,7 @@ def test_the_issue_escapes_do_not_pass_resources_allow(uri: str) -> None:
 
 
 def test_records_show_the_reading_with_secrets_redacted() -> None:
-    from assay.wrap.requests import decision_of
+    from assay.session.requests import decision_of
 
     p = rules('{deny: ["*token=*"]}')
     secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -11,7 +11,7 @@ import pytest
 
 from assay import clients
 from assay.clients import protect as p
-from assay.sessions.paths import state_dir
+from assay.statedir import state_dir
 from tests.conftest import ASSAY
 from tests.discover._discover_helpers import make_env, run_assay
 from tests.protect._configs import CLAUDE_DESKTOP, CODEX, CURSOR, VSCODE

@@ -13,7 +13,7 @@ import pytest
 
 from assay import clients
 from assay.clients import protect as p
-from assay.sessions.paths import state_dir
+from assay.statedir import state_dir
 from tests.discover._discover_helpers import make_env, run_assay
 from tests.protect._configs import CASES, CLAUDE_DESKTOP, REMOTE_LEFT
 

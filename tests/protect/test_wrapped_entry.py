@@ -117,7 +117,9 @@ def test_the_reader_reads_back_exactly_what_wrapped_args_wrote(name, policy, log
         assert [flag, value] in pairs or f"{flag}={value}" in options
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# 120 examples (was 250): each starts a real wrap; the reader and wrap read the one option
+# declaration, and the pinned examples below keep the edge spellings
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(command_lines(), plain_lines()))
 @example(["--label=--", "--", "x"])
 @example(["--label", "", "--", "x"])

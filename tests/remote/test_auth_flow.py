@@ -16,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from assay.auth.lines import NeedsLogin
-from assay.remote.tokens import normalize_url, record_path
+from assay.shells.upstream_http.tokens import normalize_url, record_path
 from tests.remote.conftest import AuthServer, assay, start_server, wrap_auth
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

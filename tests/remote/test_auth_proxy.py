@@ -1,5 +1,5 @@
 """The OAuth requests follow the one routing rule of assay's HTTP clients (docs/auth.md, "What is
-sent where"; assay/remote/client.py): with HTTP_PROXY and HTTPS_PROXY set and no NO_PROXY, a
+sent where"; assay/shells/upstream_http/client.py): with HTTP_PROXY and HTTPS_PROXY set and no NO_PROXY, a
 login to a server on this machine reaches it directly, and the proxy (a real listener on
 loopback that records what reaches it) sees nothing; a host that is not loopback goes to it."""
 
@@ -9,7 +9,7 @@ import os
 
 import trio
 
-from assay.remote.client import http_client
+from assay.shells.upstream_http.client import http_client
 from tests.remote.conftest import assay
 
 

@@ -7,7 +7,7 @@ import base64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.remote.params import header_map, param_headers
+from assay.shells.upstream_http.params import header_map, param_headers
 
 
 def _prop(token, kind="string"):

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.remote.messages import header_safe, visible_ascii
-from assay.remote.proxies import ProxyError, no_proxy_matches, proxy_for
-from assay.remote.target import is_loopback
+from assay.shells.upstream_http.messages import header_safe, visible_ascii
+from assay.shells.upstream_http.proxies import ProxyError, no_proxy_matches, proxy_for
+from assay.shells.upstream_http.target import is_loopback
 
 PROXY = "http://proxy.example.test:3128"
 EVERY = {var: PROXY for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.remote.sse import Event, SSEDecoder, TooLong
+from assay.shells.upstream_http.sse import Event, SSEDecoder, TooLong
 
 EOLS = [b"\n", b"\r\n", b"\r"]
 text = st.binary(max_size=40).filter(lambda b: b"\n" not in b and b"\r" not in b)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.remote.messages import as_line, error_line, header_value, incoming, outgoing
-from assay.remote.target import TargetError, is_loopback, shown_url, target_from
+from assay.shells.upstream_http.messages import as_line, error_line, header_value, incoming, outgoing
+from assay.shells.upstream_http.target import TargetError, is_loopback, shown_url, target_from
 
 
 def _target(url="https://mcp.example.test/mcp", headers=(), environ=None, **kw):

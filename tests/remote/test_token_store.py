@@ -12,7 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.remote import tokens
+from assay.shells.upstream_http import tokens
 from assay.auth.callback import Callback
 from assay.auth.lines import NeedsLogin
 from tests.remote.conftest import assay, wrap_auth

@@ -11,8 +11,8 @@ import msgspec
 import trio
 
 from assay.policy.shared import Alive
-from assay.sessions.keys import client_alive
-from assay.sessions.sqlite import SqliteStore
+from assay.store.keys import client_alive
+from assay.store.sqlite import SqliteStore
 
 
 def list_sessions(path: str, timeout: float = 2.0) -> list[dict[str, Any]]:

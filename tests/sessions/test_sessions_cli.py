@@ -8,8 +8,8 @@ import subprocess
 import time
 
 from assay.policy.shared import Loaded, Saved, SessionKey
-from assay.sessions.keys import proc_info
-from assay.sessions.sqlite import SqliteStore
+from assay.store.keys import proc_info
+from assay.store.sqlite import SqliteStore
 from tests.conftest import ASSAY, REPO
 
 TEAM = SessionKey(key="name:team", kind="named", name="team")

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from assay.sessions import keys
+from assay.store import keys
 from tests.sessions.syncstore import list_sessions
 from tests.conftest import ASSAY, REPO
 
@@ -25,7 +25,7 @@ RECORDER = REPO / "tests" / "wrap" / "fixtures" / "recording_server.py"
 # the key a wrap would take, and what its parent is (so a test shows its set-up is what it says)
 SHOW = textwrap.dedent("""\
     import os
-    from assay.sessions.keys import proc_info, session_key
+    from assay.store.keys import proc_info, session_key
     try:
         os.readlink(f"/proc/{os.getppid()}/exe")
         exe = "exe"
@@ -183,14 +183,14 @@ def test_a_pid_1_agent_has_one_session_across_its_servers(tmp_path, base_env):
     assert sorted(s["server"] for s in rows[0]["servers"]) == ["files", "web"]
 
 
-# a wrap's use of the store: it sweeps when it starts (assay.sessions.store.serving), then its
+# a wrap's use of the store: it sweeps when it starts (assay.store.store.serving), then its
 # client's session, counted once
 USE = textwrap.dedent("""\
     import sys, time
     import trio
     from assay.policy.shared import Saved
-    from assay.sessions.keys import client_alive, session_key
-    from assay.sessions.sqlite import SqliteStore
+    from assay.store.keys import client_alive, session_key
+    from assay.store.sqlite import SqliteStore
     store = SqliteStore(sys.argv[1])
     trio.run(store.sweep, time.time(), client_alive)
     key = session_key(None, {})

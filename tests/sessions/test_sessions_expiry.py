@@ -12,9 +12,9 @@ import sys
 import trio
 
 from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey
-from assay.sessions.keys import proc_info
-from assay.sessions.sqlite import NAMED_IDLE, SqliteStore
-from assay.sessions.store import SWEEP_EVERY, serving
+from assay.store.keys import proc_info
+from assay.store.sqlite import NAMED_IDLE, SqliteStore
+from assay.store.store import SWEEP_EVERY, serving
 from tests.sessions.syncstore import list_sessions, reset, sweep
 
 T0 = 1_800_000_000.0

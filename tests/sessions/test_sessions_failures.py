@@ -10,9 +10,9 @@ import time
 import pytest
 
 from assay.policy.shared import Loaded, Saved, SessionKey, StoreError
-from assay.sessions import sqlite as store_mod
-from assay.sessions.paths import ensure_state_dir, state_dir
-from assay.sessions.sqlite import SqliteStore
+from assay.store import sqlite as store_mod
+from assay.statedir import ensure_state_dir, state_dir
+from assay.store.sqlite import SqliteStore
 from tests.sessions.syncstore import list_sessions, reset
 
 A = SessionKey(key="name:a", kind="named", name="a")

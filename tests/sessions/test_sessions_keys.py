@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from assay.sessions import keys
-from assay.sessions.keys import client_alive, parse_stat, session_key
+from assay.store import keys
+from assay.store.keys import client_alive, parse_stat, session_key
 from tests.conftest import REPO
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -118,7 +118,7 @@ def test_bad_names_are_one_line_value_errors(bad):
 
 
 SHOW = textwrap.dedent("""\
-    from assay.sessions.keys import session_key
+    from assay.store.keys import session_key
     key = session_key(None, {})
     print(key.pid, key.key)
 """)

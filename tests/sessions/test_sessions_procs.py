@@ -16,7 +16,7 @@ from tests.conftest import REPO
 RACE = """
 import sys, time
 from assay.policy.shared import Saved, SessionKey
-from assay.sessions.sqlite import SqliteStore
+from assay.store.sqlite import SqliteStore
 store = SqliteStore(sys.argv[1], timeout=30)
 key = SessionKey(key="name:race", kind="named", name="race")
 sys.stdin.read(1)  # wait for the start signal, so all processes run at once
@@ -34,7 +34,7 @@ print(counted)
 CRASH = """
 import sys
 from assay.policy.shared import Saved, SessionKey
-from assay.sessions.sqlite import SqliteStore
+from assay.store.sqlite import SqliteStore
 store = SqliteStore(sys.argv[1], timeout=30)
 key = SessionKey(key="name:crash", kind="named", name="crash")
 for i in range(int(sys.argv[2])):

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey
-from assay.sessions import sqlite as store_mod
-from assay.sessions.sqlite import SqliteStore
+from assay.store import sqlite as store_mod
+from assay.store.sqlite import SqliteStore
 from tests.sessions.syncstore import list_sessions, reset
 
 A = SessionKey(key="name:a", kind="named", name="a")

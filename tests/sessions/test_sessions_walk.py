@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from assay.policy.shared import Saved, SessionKey
-from assay.sessions import keys
-from assay.sessions.keys import ProcInfo, client_alive, find_client, identity, key_namespace
-from assay.sessions.sqlite import NAMED_IDLE, SqliteStore
+from assay.store import keys
+from assay.store.keys import ProcInfo, client_alive, find_client, identity, key_namespace
+from assay.store.sqlite import NAMED_IDLE, SqliteStore
 from tests.sessions.syncstore import list_sessions, sweep
 
 T0 = 1_800_000_000.0
@@ -103,7 +103,7 @@ def test_a_sweep_keeps_a_session_it_cannot_see_until_it_is_idle(tmp_path):
         return told.get(key.key, True)
 
     def use(key: str, now: float) -> None:
-        sweep(path, now, alive)  # a new wrap: it sweeps when it starts (assay.sessions.store.serving)
+        sweep(path, now, alive)  # a new wrap: it sweeps when it starts (assay.store.store.serving)
         store = SqliteStore(path, alive=alive)
         pid = int(key.split(":")[1])
         store.begin_blocking(SessionKey(key=key, kind="client", pid=pid, start=key.split(":")[2]), "p", "srv", now)

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from assay.policy.shared import NAMED_IDLE, Loaded, MemoryStore, Saved, SessionKey, StoreError
-from assay.sessions.sqlite import SqliteStore
+from assay.store.sqlite import SqliteStore
 from tests.sessions.slowstore import Backing, SlowStore
 
 T0 = 1_800_000_000.0
@@ -217,7 +217,7 @@ def test_session_list_and_reset_take_any_store(monkeypatch, capsys, tmp_path) ->
     """`assay mcp session list|reset` through the slow store: open_store is the one place that
     names the store class."""
     from assay.cli.app import main
-    from assay.sessions import store as store_mod
+    from assay.store import store as store_mod
 
     backing = Backing(_told)
     store = SlowStore(backing)

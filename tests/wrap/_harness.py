@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.policy.shared import StoreError
-from assay.wrap.admission import admit
-from assay.wrap.effects import AdmitLine, Effect, Record, Sink, StoreAbort, StoreBegin, StoreCommit, ToClient, ToServer, Warn
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.admission import admit
+from assay.session.effects import AdmitLine, Effect, Record, Sink, StoreAbort, StoreBegin, StoreCommit, ToClient, ToServer, Warn
+from assay.session.session import SessionOptions, WrapSession
 
 
 class FakeClock:

@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from assay.policy import load_policy
-from assay.wrap.admission import admit
-from assay.wrap.effects import AdmitLine, Sink
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.admission import admit
+from assay.session.effects import AdmitLine, Sink
+from assay.session.session import SessionOptions, WrapSession
 
 POLICY = load_policy(
     b'version: "2.0"\ntools:\n  deny: ["exec"]\n'

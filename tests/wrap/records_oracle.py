@@ -2,8 +2,8 @@
 "Decision event", "Audit record" and "Session reports").
 
 wrap writes every decision event and audit line by assembling encoded parts
-(:class:`assay.wrap.records.Recorder`); these build the whole record as one dict, in key order,
-for :func:`assay.wrap.records.encode_line` to encode at once. The differential tests assert the
+(:class:`assay.session.records.Recorder`); these build the whole record as one dict, in key order,
+for :func:`assay.session.records.encode_line` to encode at once. The differential tests assert the
 two give the same bytes. ``coverage_report_of_events`` is coverage as it was computed from the
 session's kept events, for the tests of the coverage aggregate.
 """
@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any, Final
 
 from assay.policy.decision import Decision
-from assay.wrap.records import ABSENT, OUTCOMES, Coverage, audit_decision, new_event_id
-from assay.wrap.records.encoding import has_id
-from assay.wrap.records.ids import stamp as _stamp
-from assay.wrap.records.values import data_head, data_verdict
-from assay.wrap.reports import coverage_report
+from assay.session.records import ABSENT, OUTCOMES, Coverage, audit_decision, new_event_id
+from assay.session.records.encoding import has_id
+from assay.session.records.ids import stamp as _stamp
+from assay.session.records.values import data_head, data_verdict
+from assay.session.reports import coverage_report
 
 DEFAULT_SERVER: Final = "default-mcp-server"  # wrap's --label default
 

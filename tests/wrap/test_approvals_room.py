@@ -9,15 +9,16 @@ from typing import Any
 
 from assay.policy import SessionState, load_policy
 from assay.policy.decision import ApprovalState, Outcome
+from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
-from assay.wrap import approvals, records
-from assay.wrap.approvals.room import ApprovalRoom
-from assay.wrap.calls import CallPath
-from assay.wrap.jobs import tool_call_of
-from assay.wrap.effects import Effect, Record, Sink, ToClient
-from assay.wrap.ledger import Ledger
-from assay.wrap.server_side import ServerSide
-from assay.wrap.toolbook import ToolBook
+from assay.session import approvals, records
+from assay.session.approvals.room import ApprovalRoom
+from assay.session.calls import CallPath
+from assay.session.jobs import tool_call_of
+from assay.session.effects import Effect, Record, Sink, ToClient
+from assay.session.ledger import Ledger
+from assay.session.server_side import ServerSide
+from assay.session.toolbook import ToolBook
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 POLICY_TEXT = (
@@ -56,8 +57,11 @@ def rooms(policy=POLICY, *, dry_run: bool = False) -> tuple[CallPath, ApprovalRo
                                 audit_log=False, keep_events=False, verbose=False)
     ledger = KeepingLedger(recorder)
     server = ServerSide(ToolBook(policy, state, "srv", verbose=False, hide=False, baseline=None), 1 << 20, None)
-    calls = CallPath(Pipeline(policy, state), ledger, server, "srv", dry_run, clock)
-    room = ApprovalRoom(policy, calls, dry_run=dry_run, token=TOKEN, key=b"k" * 32)
+    room = ApprovalRoom(policy, dry_run=dry_run, token=TOKEN, key=b"k" * 32)
+    guards = build_guards(GuardContext(policy, Surface.WRAP, "srv", state, clock, asker=room if room.asks else None))
+    calls = CallPath(Pipeline(policy, state, guards.checks, guards.approvals, clock=clock), ledger, server, "srv", dry_run, clock)
+    room.attach(calls)
+    calls.attach(room)
     server.prefix = room.prefix
     return calls, room, clock
 

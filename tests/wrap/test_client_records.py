@@ -10,8 +10,8 @@ import pytest
 
 from assay.logs.entries import OTHER, parse_line
 from assay.policy import load_policy
-from assay.wrap.effects import Sink
-from assay.wrap.session import SessionOptions
+from assay.session.effects import Sink
+from assay.session.session import SessionOptions
 from tests.wrap._harness import Harness
 
 POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["*"]\n  approval_required: ["deploy"]\n'
@@ -68,7 +68,7 @@ def test_an_initialize_records_what_the_client_declared(capabilities, mode):
 
 
 def test_a_later_initialize_is_recorded_again_and_the_records_are_bounded():
-    from assay.wrap.records.clients import EVENTS_MAX
+    from assay.session.records.clients import EVENTS_MAX
 
     h = logged()
     kinds = []

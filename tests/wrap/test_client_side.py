@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assay.wrap import records
-from assay.wrap.admission import RejectReason, admit
-from assay.wrap.client_side import BIG_CLIENT_LINE, ClientSide, Reading, Start
-from assay.wrap.effects import AdmitLine, Effect, StartSession, ToClient, ToServer, Warn
-from assay.wrap.ledger import Ledger
+from assay.session import records
+from assay.session.admission import RejectReason, admit
+from assay.session.client_side import BIG_CLIENT_LINE, ClientSide, Reading, Start
+from assay.session.effects import AdmitLine, Effect, StartSession, ToClient, ToServer, Warn
+from assay.session.ledger import Ledger
 
 
 class Judge:

@@ -7,10 +7,10 @@ import json
 
 from assay.policy import SessionState, load_policy
 from assay.policy.pipeline import Call, Pipeline
-from assay.wrap import records
-from assay.wrap.admission import RejectReason, Rejected
-from assay.wrap.effects import Effect, Record, Sink
-from assay.wrap.ledger import Ledger
+from assay.session import records
+from assay.session.admission import RejectReason, Rejected
+from assay.session.effects import Effect, Record, Sink
+from assay.session.ledger import Ledger
 
 POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["echo"]\n')
 

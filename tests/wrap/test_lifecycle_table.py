@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.wrap.effects import CloseServerInput, Finish, Phase, SignalChild, StopCause, StopClient
-from assay.wrap.lifecycle import (
+from assay.session.effects import CloseServerInput, Finish, Phase, SignalChild, StopCause, StopClient
+from assay.session.lifecycle import (
     FATAL_FLUSH_S,
     KILL_AFTER_TERM_S,
     SIGNAL_DRAIN_S,
@@ -22,7 +22,7 @@ from assay.wrap.lifecycle import (
     Lifecycle,
     exit_status,
 )
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.session import SessionOptions, WrapSession
 
 P, E = Phase, LifeEvent
 ORDER = list(Phase)  # the phases in the order a run goes through them

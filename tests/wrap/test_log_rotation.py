@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from assay.logs.rotated import is_rotated_of, sequence_key
-from assay.wrap.pipes import RecordSink
-from assay.wrap.rotation import RotatingSink, open_log
+from assay.shells.stdio.pipes import RecordSink
+from assay.shells.stdio.rotation import RotatingSink, open_log
 from tests.conftest import ASSAY
 from tests.wrap.conftest import call
 

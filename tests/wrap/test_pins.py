@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from assay.policy import load_policy, tool_identity
-from assay.wrap.session import SessionOptions
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 
@@ -221,7 +221,7 @@ def test_unreadable_line_with_no_tools_list_pending_changes_nothing():
 
 
 def test_deep_line_over_the_parse_budget_counts_as_unreadable(monkeypatch):
-    from assay.wrap import serverlines
+    from assay.session import serverlines
 
     monkeypatch.setattr(serverlines, "DEEP_PARSE_BUDGET", 100)
     monkeypatch.setattr(serverlines.read_text, "__defaults__", (100,))
@@ -284,8 +284,8 @@ def test_verbose_tool_line_is_quoted_for_a_hostile_name():
 
 
 def test_tool_definition_digest_never_raises_on_content():
-    from assay.wrap.session import tool_definition_digest
-    from assay.wrap.serverlines import read_line
+    from assay.session.session import tool_definition_digest
+    from assay.session.serverlines import read_line
 
     for raw in (b'{"name":"t","inputSchema":{"a":"\\ud83d"}}', b'{"name":"t","inputSchema":{"a":1' + b"0" * 400 + b"}}",
                 b'{"name":"t","inputSchema":{"a":' + b"[" * 1500 + b"]" * 1500 + b"}}",
@@ -298,7 +298,7 @@ def test_tool_definition_digest_never_raises_on_content():
 
 def test_msgspec_reading_equals_the_lenient_reading_for_plain_lines():
     """Both readers give the same identity for what both can read (no pin flips with the path)."""
-    from assay.wrap.serverlines import read_text
+    from assay.session.serverlines import read_text
 
     line = answer(1, [HONEST, EVIL])
     assert read_text(line.decode()) == msgspec.json.decode(line)

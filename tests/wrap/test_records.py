@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.canonical import jcs_bytes
-from assay.wrap import records
+from assay.session import records
 from assay.policy import Decision, SessionState, evaluate, load_policy
 from assay.policy.decision import ApprovalState
-from assay.wrap.records import (
+from assay.session.records import (
     ABSENT,
     audit_decision,
     delegation_of,
@@ -32,7 +32,7 @@ from assay.wrap.records import (
     verbose_line,
     wrap_reason_code,
 )
-from assay.wrap.reports import (
+from assay.session.reports import (
     coverage_report,
     declared_tools_of,
     new_session_id,
@@ -41,7 +41,7 @@ from assay.wrap.reports import (
     state_window,
 )
 
-from assay.wrap.records.arguments import logged_arguments
+from assay.session.records.arguments import logged_arguments
 
 from tests.wrap.records_oracle import (
     audit_record,

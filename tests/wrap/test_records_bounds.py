@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import Decision, load_policy
-from assay.wrap import records
-from assay.wrap.effects import Sink
-from assay.wrap.records import Coverage, coverage_name
-from assay.wrap.records.coverage import NAME_MAX_LEN, ROUTES_MAX, TOOLS_MAX
-from assay.wrap.reports import coverage_report
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session import records
+from assay.session.effects import Sink
+from assay.session.records import Coverage, coverage_name
+from assay.session.records.coverage import NAME_MAX_LEN, ROUTES_MAX, TOOLS_MAX
+from assay.session.reports import coverage_report
+from assay.session.session import SessionOptions, WrapSession
 
 from tests.wrap.records_oracle import coverage_of_events, decision_event, events_coverage_report
 from tests.wrap.test_records import WILD_TEXT, _expected, calls, decisions
@@ -259,7 +259,7 @@ def test_every_record_names_its_session_and_server(label, session):
 def test_session_and_server_are_encoded_once_per_template_not_per_call(monkeypatch):
     """The members are part of the template: a later call of the same decision encodes
     neither (the per-call work stays the ids and the time)."""
-    from assay.wrap.records import parts
+    from assay.session.records import parts
 
     made = []
     real = parts.origin_members

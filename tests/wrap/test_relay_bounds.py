@@ -13,9 +13,9 @@ import trio
 import trio.testing
 
 from assay.policy import load_policy
-from assay.wrap import relay as relay_mod
-from assay.wrap.relay import Relay
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.shells.stdio import relay as relay_mod
+from assay.shells.stdio.relay import Relay
+from assay.session.session import SessionOptions, WrapSession
 
 HOLD = 4096  # a server line longer than this is streamed through
 QUEUE = 8192  # wrap's replies held beyond this stop the client pump

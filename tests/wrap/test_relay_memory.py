@@ -17,9 +17,9 @@ import trio
 import trio.testing
 
 from assay.policy import load_policy
-from assay.wrap.effects import Sink
-from assay.wrap.relay import Relay, RelayFatal, RunResult
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.effects import Sink
+from assay.shells.stdio.relay import Relay, RelayFatal, RunResult
+from assay.session.session import SessionOptions, WrapSession
 
 POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["echo"]\n  deny: ["exec"]\n')
 

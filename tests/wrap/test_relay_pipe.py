@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from assay.wrap.relay import _Pipe
+from assay.shells.stdio.relay import _Pipe
 
 
 def pipe_pair() -> tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream]:

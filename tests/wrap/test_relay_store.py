@@ -14,9 +14,9 @@ import trio.testing
 
 from assay.policy import load_policy
 from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey, StoreError
-from assay.wrap.effects import Sink
-from assay.wrap.relay import Relay, RunResult
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session.effects import Sink
+from assay.shells.stdio.relay import Relay, RunResult
+from assay.session.session import SessionOptions, WrapSession
 
 from tests.wrap.test_relay_memory import MemoryChild
 
@@ -194,7 +194,7 @@ async def test_calls_waiting_for_the_store_are_bounded_in_bytes_then_all_go():
     # a client that floods calls while another writer holds the store: wrap stops reading it past
     # the client queue's bound (docs/wrap.md, "Shared sessions"), and every call goes once the
     # store is free, each answered once
-    from assay.wrap.relay import REPLY_QUEUE_LIMIT
+    from assay.shells.stdio.relay import REPLY_QUEUE_LIMIT
 
     store = SlowStore(latency=0)
     run = Run(store)

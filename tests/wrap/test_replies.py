@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import SessionState, evaluate, load_policy
-from assay.wrap.records import ABSENT, rejection_warning
-from assay.wrap.replies import REJECTION_REASONS, deny_reply, is_modern_request, rejection_reply
+from assay.session.records import ABSENT, rejection_warning
+from assay.session.replies import REJECTION_REASONS, deny_reply, is_modern_request, rejection_reply
 
 DENIED_BY_NAME = "Tool is explicitly denylisted by name"
 EXEC_CONTRACT = {"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec", "reason": DENIED_BY_NAME}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.wrap.serverlines import NOT_JSON, TOO_HARD, js_number, python_id, read_line
+from assay.session.serverlines import NOT_JSON, TOO_HARD, js_number, python_id, read_line
 from tests.wrap.test_pins import EVIL, HONEST, answer, call, frame, new_session, request, unreadable_line
 
 DENY_EXEC = None

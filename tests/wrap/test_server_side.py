@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from assay.policy import SessionState, load_policy
-from assay.wrap.effects import Effect, ToClient, Warn
-from assay.wrap.server_side import ServerSide, Stream
-from assay.wrap.toolbook import ToolBook
+from assay.session.effects import Effect, ToClient, Warn
+from assay.session.server_side import ServerSide, Stream
+from assay.session.toolbook import ToolBook
 
 POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["echo"]\n  deny: ["exec"]\n')
 PREFIX = "assay-approval-0123456789abcdef0123456789abcdef-"

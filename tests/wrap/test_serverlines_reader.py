@@ -1,5 +1,5 @@
 """wrap reads every server line with msgspec first and the lenient readers after it
-(assay/wrap/serverlines.py): the values are those the reader before it (ujson, then the same
+(assay/session/serverlines.py): the values are those the reader before it (ujson, then the same
 fallbacks) read; the looser number spellings ujson read are kept."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.wrap.serverlines import NOT_JSON, TOO_HARD, RawNumber, read_line
+from assay.session.serverlines import NOT_JSON, TOO_HARD, RawNumber, read_line
 
 TEXT = st.text(st.characters(blacklist_categories=()), max_size=6) | st.sampled_from(
     ["", "\u2028", "\x00", "\x1f", "\ud83d", "😀", "é", '"', "\\"])

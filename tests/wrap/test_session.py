@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.wrap import client_side as client_side_mod, session as session_mod
-from assay.wrap.admission import Admitted, admit, admit_region
-from assay.wrap.effects import (
+from assay.session import client_side as client_side_mod, session as session_mod
+from assay.session.admission import Admitted, admit, admit_region
+from assay.session.effects import (
     AdmitLine,
     CloseServerInput,
     Finish,
@@ -31,7 +31,7 @@ from assay.wrap.effects import (
     ToServer,
     Warn,
 )
-from assay.wrap.session import SessionOptions
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 
@@ -430,7 +430,7 @@ def test_the_end_of_a_stdio_server_is_one_line_unless_wrap_or_the_client_ended_i
 
 
 def test_the_exit_line_names_every_end():
-    from assay.wrap.records import server_exit_line
+    from assay.session.records import server_exit_line
 
     assert server_exit_line(None, stopped=False, unanswered=0) == "[assay] the server ended (its exit status is unknown)"
     assert server_exit_line(-200, stopped=False, unanswered=0) == "[assay] the server died of signal 200 (unknown)"

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from assay.policy import Decision, PolicyError, load_policy
 from assay.policy.pipeline import Call
-from assay.wrap import approvals
-from assay.wrap.effects import CloseServerInput, Phase, Sink
-from assay.wrap.session import SessionOptions, WrapSession
+from assay.session import approvals
+from assay.session.effects import CloseServerInput, Phase, Sink
+from assay.session.session import SessionOptions, WrapSession
 
 from tests.docs_examples import policy_example
 from tests.wrap._harness import EntrySpy, Harness, add_guard

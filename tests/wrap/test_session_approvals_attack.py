@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy, tool_identity
-from assay.wrap import approvals
-from assay.wrap.effects import Sink
-from assay.wrap.session import SessionOptions
+from assay.session import approvals
+from assay.session.effects import Sink
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 from tests.wrap.test_session_approvals import (  # the helpers of the approval tests

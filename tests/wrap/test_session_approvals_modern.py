@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.wrap import approvals
-from assay.wrap.effects import Sink
-from assay.wrap.session import SessionOptions
+from assay.session import approvals
+from assay.session.effects import Sink
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 

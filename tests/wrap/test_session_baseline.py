@@ -20,11 +20,11 @@ from assay.manifest.core import render_document
 from assay.manifest.declared import parse_declared
 from assay.manifest.digests import tool_digest
 from assay.policy import load_policy
-from assay.wrap.baseline import REASONS
-from assay.wrap.effects import Sink
-from assay.wrap.reports import pretty_json
+from assay.session.baseline import REASONS
+from assay.session.effects import Sink
+from assay.session.reports import pretty_json
 from assay.wrap.run import observed_manifest
-from assay.wrap.session import SessionOptions
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from assay.policy import load_policy
 from assay.policy.flows import FlowTracker
-from assay.wrap.session import SessionOptions
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import EntrySpy, Harness, add_guard
 
@@ -133,7 +133,7 @@ def test_a_require_and_a_sequence_are_not_met_by_notifications():
 
 
 def test_a_dry_run_logs_the_notification_as_a_would_deny_and_keeps_it_out_of_the_history():
-    from assay.wrap.effects import Sink
+    from assay.session.effects import Sink
 
     h = Harness(load_policy(BEFORE), SessionOptions(dry_run=True, decision_sinks=(Sink.DECISION_LOG,)))
     h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
@@ -354,7 +354,7 @@ def test_a_two_round_call_enters_once_at_its_retry_and_a_replay_never():
     accepted retry is judged by the flow rules again and enters once; replaying it enters nothing."""
     import copy
 
-    from assay.wrap import approvals
+    from assay.session import approvals
 
     policy = load_policy(
         (

@@ -1,6 +1,6 @@
 """Client frames through the wrap session, in memory: admission, enforcement, records, session start.
 
-Each test drives a :class:`~assay.wrap.session.WrapSession` through ``tests/wrap/_harness.py``:
+Each test drives a :class:`~assay.session.session.WrapSession` through ``tests/wrap/_harness.py``:
 client and server bytes in, effects out, no process. "The frame never reached the server" reads
 here as "its bytes are in no ToServer effect"; the shell that turns effects into writes has its
 own smoke test in ``tests/wrap/test_relay_frames.py``.
@@ -26,10 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy, tool_identity
-from assay.wrap.admission import Admitted, admit
-from assay.wrap.effects import CloseServerInput, Record, Sink, StartSession, ToClient, ToServer
-from assay.wrap.records import tool_identity_line
-from assay.wrap.session import SessionOptions
+from assay.session.admission import Admitted, admit
+from assay.session.effects import CloseServerInput, Record, Sink, StartSession, ToClient, ToServer
+from assay.session.records import tool_identity_line
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Effects, Harness
 from tests.wrap.conftest import ALLOWLIST, DENY_EXEC, call, request

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from assay.policy import load_policy
 from assay.policy.engine import identity_bytes
-from assay.wrap import listing, serverlines
-from assay.wrap.listing import denied_by_name, hide_tools
-from assay.wrap.session import SessionOptions
+from assay.session import listing, serverlines
+from assay.session.listing import denied_by_name, hide_tools
+from assay.session.session import SessionOptions
 
 from tests.docs_examples import policy_example
 from tests.wrap._harness import Harness

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from assay.inspect.secrets import find_secrets
 from assay.policy import load_policy
 from assay.policy.shared import MemoryStore, SessionKey
-from assay.wrap.effects import Sink
-from assay.wrap.session import SessionOptions
+from assay.session.effects import Sink
+from assay.session.session import SessionOptions
 
 from tests.inspect.test_secrets import FILLER, SHAPES
 from tests.wrap._harness import Harness

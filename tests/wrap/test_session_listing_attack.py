@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from assay.wrap.heads import read_head as _read_head
-from assay.wrap.session import SessionOptions
+from assay.session.heads import read_head as _read_head
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 from tests.wrap.test_pins import EVIL, HONEST, answer, call, pinned_policy, request
@@ -312,7 +312,7 @@ def test_what_the_client_reads_is_what_the_declared_baseline_saw(data, tools, hi
 # ---------------------------------------------------------------------------------------------
 
 from assay.policy import load_policy  # noqa: E402
-from assay.wrap import serverlines  # noqa: E402
+from assay.session import serverlines  # noqa: E402
 
 
 def test_surrogate_bytes_read_as_node_reads_them():

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.wrap.effects import Sink
+from assay.session.effects import Sink
 
 from tests.wrap._harness import Harness
 from tests.wrap.test_session_inspect import AWS, TOKEN, answer, call, deny_payload, policy, session

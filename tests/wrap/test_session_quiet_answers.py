@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy.outbound import OutboundGuard
-from assay.wrap import inspection, verdicts
-from assay.wrap.effects import Sink
-from assay.wrap.server_side import _read_head
+from assay.session import inspection, verdicts
+from assay.session.effects import Sink
+from assay.session.server_side import _read_head
 
 from tests.inspect.test_linegate import TEXT
 from tests.wrap.test_session_inspect import answer, call, session

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from assay.policy import load_policy
-from assay.wrap.effects import Sink
-from assay.wrap.session import SessionOptions
+from assay.session.effects import Sink
+from assay.session.session import SessionOptions
 
 from tests.docs_examples import policy_example
 from tests.wrap._harness import Harness

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from assay.wrap.effects import Sink
+from assay.session.effects import Sink
 
 from tests.wrap._harness import Harness
 from tests.wrap.test_session_inspect import AWS, TOKEN, answer, call, deny_payload, policy, session
@@ -145,7 +145,7 @@ def test_oversize_server_messages() -> None:
     got, _, inspected = server(h, big)
     assert got == big + b"\n" and inspected[0]["action"] == "pass"
     # longer than wrap holds: dropped to its end, the server answered from the line's first bytes
-    from assay.wrap.session import SessionOptions
+    from assay.session.session import SessionOptions
 
     h = Harness(policy("inspect: {secrets: mask}\n"), SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t", server_hold_limit=4096))
     huge = sampling(4, "y" * 10_000)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from assay.policy import load_policy
 from assay.policy.shared import MemoryStore, SessionKey
-from assay.wrap.session import SessionOptions
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 
@@ -238,7 +238,7 @@ def test_a_held_call_is_judged_again_in_the_shared_session_when_accepted() -> No
 
 
 def test_the_sqlite_store_in_process_shares_like_the_memory_store(tmp_path) -> None:
-    from assay.sessions.sqlite import SqliteStore
+    from assay.store.sqlite import SqliteStore
 
     stores = [SqliteStore(str(tmp_path / "state" / "sessions.db")) for _ in range(2)]
     fs = Harness(POLICY, SessionOptions(label="filesystem"), shared=(stores[0], KEY), wall_clock=Clock())

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.wrap.effects import Sink
-from assay.wrap.records.listed import PROPERTIES_MAX
-from assay.wrap.session import SessionOptions
+from assay.session.effects import Sink
+from assay.session.records.listed import PROPERTIES_MAX
+from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness
 

@@ -68,7 +68,7 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
 
 def _state(path: str) -> str:
     from assay.policy.shared import StoreError
-    from assay.sessions.paths import ensure_state_dir
+    from assay.statedir import ensure_state_dir
 
     try:
         ensure_state_dir(path)
@@ -93,7 +93,7 @@ def apply_to_file(
     A symlinked config (a dotfiles repository) is edited where the link points, so the link
     stays a link (docs/protect.md, "Safety of the write")."""
     from assay.clients.protect import state as st_
-    from assay.sessions.paths import state_dir
+    from assay.statedir import state_dir
 
     path = os.path.realpath(path)
     data, st = _read(path)

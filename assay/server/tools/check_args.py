@@ -2,7 +2,9 @@
 never running it (docs/server.md, "assay_check_args"; docs/policy.md).
 
 The call is judged by the one decision pipeline (:class:`assay.policy.pipeline.Pipeline`) with no
-session state and no guards: evaluation starts from fresh session state for each call
+session state, its guards built by the one registry (:mod:`assay.policy.guards`; the session's
+guards, rate limits, flow rules and inspection, build nothing for a call with no session):
+evaluation starts from fresh session state for each call
 (docs/policy.md) and passes no runtime identity, so limits bite only at 0 and E_TOOL_DRIFT cannot
 occur. The pipeline is built once per loaded policy (it is cached with it).
 """
@@ -46,6 +48,7 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         # the engine is imported on first use (it loads after start-up)
         from assay.policy import PolicyError, load_policy
         from assay.policy.files import user_home
+        from assay.policy.guards import GuardContext, Surface, build_guards
         from assay.policy.pipeline import Pipeline
 
         warnings: list[str] = []
@@ -56,7 +59,10 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
             )
         except PolicyError as exc:
             raise _Refused({"allowed": False, "error": exc.server_error()}) from None
-        return Pipeline(loaded), tuple(warnings)
+        # the guards every surface builds from the registry: here one call with no session
+        # (assay.policy.guards; the session's guards need a session and build nothing here)
+        guards = build_guards(GuardContext(loaded, Surface.CHECK))
+        return Pipeline(loaded, None, guards.checks, guards.approvals, clock=_zero), tuple(warnings)
 
     try:
         pipeline, warnings = ctx.load(policy, "mcp", parse)
@@ -68,6 +74,11 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
 
 
 _CALL: list[Any] = []
+
+
+def _zero() -> float:
+    """The time of the server's check: a fresh session's first call (never compared)."""
+    return 0.0
 
 
 def _call() -> Any:

@@ -1,0 +1,1 @@
+"""The trio shells around the sans-IO session core (docs/architecture.md)."""

@@ -1,0 +1,432 @@
+"""The shared sessions of one machine in one SQLite file (docs/wrap.md, "Shared sessions").
+
+:class:`SqliteStore` is the :class:`assay.policy.shared.Store` of every wrap on the machine:
+:meth:`~SqliteStore.begin` takes the database's write lock (``BEGIN IMMEDIATE``, so it is held
+*before* anything is read: two wraps can never both pass a ``max: 1``) and reads the session's
+totals and one part's state; :meth:`~SqliteStore.commit` writes them back and ends the
+transaction. A wrap killed in between leaves the database as it was (the transaction never
+committed). Every failure is a :class:`StoreError` with a one-line cause; no transaction stays
+open after one, and the next :meth:`~SqliteStore.begin` opens the file again.
+
+The file holds one row per session, per (session, part) and per (session, server), and the
+``reset`` events (at most :data:`EVENTS_KEPT` per session): nothing grows with the number of
+calls. Sessions expire (:func:`assay.policy.shared.expired`) when the wrap sweeps
+(:meth:`~SqliteStore.sweep`, :func:`assay.store.store.keep_swept`).
+
+:meth:`~SqliteStore.sessions`, :meth:`~SqliteStore.reset` and :meth:`~SqliteStore.sweep` are
+transactions of their own, on a connection of their own, in a worker thread (never on the trio
+thread); on a database that does not exist they create nothing. ``assay mcp session list|reset``
+is them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import TypeVar
+
+import trio
+
+from assay.policy.shared import (
+    NAMED_IDLE,
+    Alive,
+    Loaded,
+    Saved,
+    ServerRow,
+    SessionKey,
+    SessionRow,
+    StoreError,
+    expired,
+)
+from assay.store.keys import client_alive
+from assay.statedir import ensure_state_dir
+
+__all__ = ["EVENTS_KEPT", "NAMED_IDLE", "SCHEMA_VERSION", "SqliteStore"]
+
+SCHEMA_VERSION = 1
+EVENTS_KEPT = 1000  # the newest events kept per session
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions(
+    key TEXT PRIMARY KEY, kind TEXT NOT NULL, pid INTEGER, start TEXT, name TEXT, process TEXT,
+    created REAL NOT NULL, last REAL NOT NULL,
+    requests INTEGER NOT NULL DEFAULT 0, tool_calls INTEGER NOT NULL DEFAULT 0, calls INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS parts(
+    key TEXT NOT NULL, part TEXT NOT NULL, version INTEGER NOT NULL, state BLOB, armed TEXT,
+    PRIMARY KEY(key, part));
+CREATE TABLE IF NOT EXISTS servers(
+    key TEXT NOT NULL, server TEXT NOT NULL, calls INTEGER NOT NULL, last REAL NOT NULL, pid INTEGER,
+    PRIMARY KEY(key, server));
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL, time REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
+CREATE INDEX IF NOT EXISTS events_key ON events(key, id);
+"""
+
+# Test hook (tests/sessions/test_crash.py): ASSAY_TEST_KILL_IN_COMMIT=N makes the Nth commit of
+# this process SIGKILL itself after its UPDATEs and before COMMIT. Read once per store.
+_KILL_ENV = "ASSAY_TEST_KILL_IN_COMMIT"
+_commits_done = [0]
+
+
+def _cause(exc: BaseException, path: str, timeout: float) -> str:
+    """One line for the user: what happened, and the file."""
+    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
+        return f"{exc.strerror or exc}: {path}"
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    low = text.lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
+        return f"database is locked (another wrap held it for more than {timeout:g} s): {path}"
+    if name.startswith("SQLITE_FULL") or "full" in low:
+        return f"disk full, the shared session could not be saved: {path}"
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in low or "malformed" in low:
+        return f"not a database (corrupt?): {path}: remove it (its shared sessions are forgotten)"
+    if name.startswith("SQLITE_READONLY") or "readonly" in low or "read-only" in low:
+        return f"read-only, the shared session could not be saved: {path}"
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
+        return f"cannot open the database (a missing or unreadable directory?): {path}"
+    return f"{text}: {path}"
+
+
+def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
+    """A connection in autocommit mode (the store manages its transactions) with WAL, the busy
+    deadline and the schema. ``create``: the file is created (mode 0600) when absent."""
+    if create:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
+        os.close(fd)
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    else:
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+        conn = sqlite3.connect(uri, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
+        _until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), timeout)
+        # WAL with synchronous=NORMAL: a crash (a killed wrap, even the OS) leaves the database
+        # consistent, as the WAL is synced at each checkpoint; only a power loss may lose the
+        # last commits (calls counted since), never corrupt what is there.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA journal_size_limit = 4194304")  # the WAL file shrinks back to 4 MiB
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        elif version != SCHEMA_VERSION:
+            raise StoreError(
+                f"the database was written by another assay version (schema {version}, this one reads "
+                f"{SCHEMA_VERSION}): {path}"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _until_free(step: Callable[[], object], timeout: float, stop: threading.Event | None = None) -> None:
+    """``step`` again while the database is locked, for at most ``timeout`` seconds (or until
+    ``stop`` is set: then the last "locked" is raised). Turning a
+    new database to WAL needs the file to itself, and SQLite answers "locked" at once, without
+    its busy wait, while another connection holds a write lock on it: two wraps creating the
+    database at the same instant would otherwise see a spurious failure."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                raise
+        wait = min(pause, max(0.0, deadline - time.monotonic()))
+        if stop is not None:
+            stop.wait(wait)
+        else:
+            time.sleep(wait)
+        pause = min(pause * 2, 0.1)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+_LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
+
+
+class SqliteStore:
+    """:class:`assay.policy.shared.Store` in the SQLite file ``path`` (its directory is created
+    private, see :func:`assay.statedir.ensure_state_dir`). ``timeout``: how long
+    :meth:`begin` waits for another wrap's transaction. ``alive`` fills
+    :attr:`SessionRow.alive` in :meth:`sessions` (whether a client session's process still
+    runs, None when this process cannot tell; tests inject it).
+
+    The coroutines run the SQLite work in a worker thread (``trio.to_thread``), one at a time
+    on one connection, so the event loop never waits for the file or for another writer's lock.
+    The wait for the lock is cut in steps of :data:`_LOCK_STEP_MS` up to ``timeout``: a
+    cancelled :meth:`begin` stops waiting within one step and leaves no transaction open. The
+    ``*_blocking`` methods are the same work on the calling thread (tests, and scripts without
+    an event loop)."""
+
+    def __init__(self, path: str, timeout: float = 2.0, *, alive: Alive = client_alive) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.alive = alive
+        self._conn: sqlite3.Connection | None = None
+        self._open: tuple[str, str, str] | None = None
+        self._version = 0
+        self._lock = threading.Lock()  # one thread at a time on the connection
+        try:
+            self._kill_at = int(os.environ.get(_KILL_ENV, "0"))
+        except ValueError:
+            self._kill_at = 0
+
+    # -- the Store interface (off the event loop) ------------------------------------------------
+
+    async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
+        stop = threading.Event()
+        try:
+            return await trio.to_thread.run_sync(self.begin_blocking, session, part, server, now, stop,
+                                                 abandon_on_cancel=True)
+        except trio.Cancelled:
+            stop.set()  # the thread stops waiting for the lock; what it opened is rolled back
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.abort_blocking)
+            raise
+
+    async def commit(self, saved: Saved, now: float) -> int:
+        # not abandoned on cancel: the write is short (the lock is held) and either all of it is
+        # committed or none, never left open
+        return await trio.to_thread.run_sync(self.commit_blocking, saved, now)
+
+    async def abort(self) -> None:
+        await trio.to_thread.run_sync(self.abort_blocking)
+
+    # -- the same work on the calling thread -----------------------------------------------------
+
+    def _fail(self, exc: BaseException) -> StoreError:
+        """Roll back, drop the connection (the next begin opens the file again), and the error."""
+        self._open = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            _rollback(conn)
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        if isinstance(exc, StoreError):
+            return exc
+        return StoreError(_cause(exc, self.path, self.timeout))
+
+    def begin_blocking(
+        self, session: SessionKey, part: str, server: str, now: float, stop: threading.Event | None = None
+    ) -> Loaded:
+        """:meth:`begin` on the calling thread; ``stop`` set: give up waiting for the lock."""
+        with self._lock:
+            if self._open is not None:
+                raise RuntimeError("SqliteStore: a transaction is already open")
+            try:
+                conn = self._conn
+                if conn is None:
+                    ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
+                    conn = self._conn = _connect(self.path, self.timeout, create=True)
+                    conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
+                _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+                self._open = (session.key, part, server)
+                row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
+                        (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+                    )
+                    row = (0, 0)
+                got = conn.execute("SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)).fetchone()
+                version, state = (0, None) if got is None else (int(got[0]), got[1])
+                if state is not None and not isinstance(state, bytes):
+                    state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
+                self._version = version
+                return Loaded(version, state, int(row[0]), int(row[1]))
+            except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+
+    def commit_blocking(self, saved: Saved, now: float) -> int:
+        """:meth:`commit` on the calling thread."""
+        with self._lock:
+            if self._open is None or self._conn is None:
+                raise RuntimeError("SqliteStore: no transaction is open")
+            key, part, server = self._open
+            conn = self._conn
+            entered = 1 if saved.entered else 0
+            try:
+                conn.execute(
+                    "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
+                    (saved.requests, saved.tool_calls, now, entered, key),
+                )
+                conn.execute(
+                    "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
+                    "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
+                    (key, server, entered, now, os.getpid()),
+                )
+                version = self._version
+                if saved.state is not None:
+                    version += 1
+                    conn.execute(
+                        "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
+                        "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
+                        (key, part, version, saved.state, json.dumps(list(saved.armed))),
+                    )
+                if self._kill_at:
+                    _commits_done[0] += 1
+                    if _commits_done[0] == self._kill_at:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                conn.execute("COMMIT")
+            except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+            self._open = None
+            return version
+
+    def abort_blocking(self) -> None:
+        """:meth:`abort` on the calling thread."""
+        with self._lock:
+            self._open = None
+            if self._conn is not None:
+                _rollback(self._conn)
+
+    def close(self) -> None:
+        """Close the file (an open transaction is rolled back). Never raises."""
+        self.abort_blocking()
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    @property
+    def where(self) -> str:
+        return self.path
+
+    async def aclose(self) -> None:
+        await trio.to_thread.run_sync(self.close)
+
+    async def _read(self, work: Callable[[sqlite3.Connection], T], absent: T) -> T:
+        """``work`` on a connection of its own in a worker thread (so it never waits for, nor
+        runs inside, this object's transaction), closed after; ``absent`` when there is no
+        database (nothing is created, the state directory neither)."""
+        path, timeout = self.path, self.timeout
+
+        def run() -> T:
+            if not os.path.exists(path):
+                return absent
+            try:
+                conn = _connect(path, timeout, create=False)
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreError(_cause(exc, path, timeout)) from None
+            try:
+                return work(conn)
+            except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
+                _rollback(conn)
+                raise StoreError(_cause(exc, path, timeout)) from None
+            finally:
+                conn.close()
+
+        return await trio.to_thread.run_sync(run)
+
+    async def sessions(self, now: float) -> list[SessionRow]:
+        alive = self.alive
+        return await self._read(lambda conn: _rows(conn, alive), [])
+
+    async def reset(self, key: str, who: str, now: float) -> bool:
+        timeout = self.timeout
+
+        def work(conn: sqlite3.Connection) -> bool:
+            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
+            if conn.execute("SELECT 1 FROM sessions WHERE key = ?", (key,)).fetchone() is None:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute("UPDATE parts SET state = NULL, armed = '[]', version = version + 1 WHERE key = ?", (key,))
+            conn.execute("UPDATE sessions SET requests = 0, tool_calls = 0 WHERE key = ?", (key,))
+            conn.execute("INSERT INTO events(key, time, kind, detail) VALUES (?,?,?,?)", (key, now, "reset", who))
+            conn.execute(
+                "DELETE FROM events WHERE key = ? AND id <= "
+                "(SELECT id FROM events WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (key, key, EVENTS_KEPT),
+            )
+            conn.execute("COMMIT")
+            return True
+
+        return await self._read(work, False)
+
+    async def sweep(self, now: float, alive: Alive) -> int:
+        timeout = self.timeout
+
+        def work(conn: sqlite3.Connection) -> int:
+            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
+            gone = _sweep(conn, now, alive)
+            conn.execute("COMMIT")
+            return gone
+
+        return await self._read(work, 0)
+
+
+def _forget(conn: sqlite3.Connection, keys: list[str]) -> None:
+    for table in ("parts", "servers", "events", "sessions"):
+        conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
+
+
+def _sweep(conn: sqlite3.Connection, now: float, alive: Alive) -> int:
+    """Forget the sessions :func:`assay.policy.shared.expired` at ``now`` (inside the caller's
+    transaction); how many."""
+    gone: list[str] = []
+    for key, kind, pid, start, last in conn.execute("SELECT key, kind, pid, start, last FROM sessions").fetchall():
+        if expired(SessionKey(key=key, kind=kind, pid=pid, start=start), float(last), now, alive):
+            gone.append(key)
+    if gone:
+        _forget(conn, gone)
+    return len(gone)
+
+
+def _rows(conn: sqlite3.Connection, alive: Alive) -> list[SessionRow]:
+    """Every session of the database, the most recent activity first (then by key)."""
+    servers: dict[str, list[ServerRow]] = {}
+    for key, server, calls, last, pid in conn.execute(
+        "SELECT key, server, calls, last, pid FROM servers ORDER BY key, server"
+    ):
+        servers.setdefault(key, []).append(ServerRow(str(server), int(calls), float(last), pid))
+    armed: dict[str, set[str]] = {}
+    for key, text in conn.execute("SELECT key, armed FROM parts WHERE state IS NOT NULL"):
+        try:
+            ids = json.loads(text) if text else []
+        except ValueError:
+            ids = []
+        armed.setdefault(key, set()).update(str(i) for i in ids if isinstance(ids, list))
+    out = []
+    for key, kind, pid, start, name, process, created, last, requests, tool_calls, calls in conn.execute(
+        "SELECT key, kind, pid, start, name, process, created, last, requests, tool_calls, calls "
+        "FROM sessions ORDER BY last DESC, key"
+    ):
+        session = SessionKey(key=key, kind=kind, pid=pid, start=start, name=name, process=process)
+        out.append(SessionRow(
+            key, kind, pid, process, name, alive(session), servers.get(key, []), int(calls), int(requests),
+            int(tool_calls), sorted(armed.get(key, ())), float(created), float(last),
+        ))
+    return out
