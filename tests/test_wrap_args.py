@@ -370,6 +370,7 @@ HEAVY = (
     "httpx2", "anyio", "mcp", "joserfc", "assay.shells.upstream_http", "assay.auth",  # a remote server's (docs/remote.md):
     # never for a command
     "re2", "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
+    "fractions",  # a rate window's exact tie only (assay.policy.rates)
 )
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import deque
-from fractions import Fraction
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -92,8 +91,13 @@ class RateTracker:
         # resolution), and a window standing still would then admit any number of calls
         while window:
             age = now - window[0]  # rounding never moves it across ``per``, only onto it
-            if age < per or (age == per and Fraction(now) - Fraction(window[0]) < Fraction(per)):
+            if age < per:
                 break
+            if age == per:  # rare: fractions is loaded only here (wrap's start-up does without it)
+                from fractions import Fraction
+
+                if Fraction(now) - Fraction(window[0]) < Fraction(per):
+                    break
             window.popleft()
         return len(window) < rule.max_calls
 

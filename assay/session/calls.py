@@ -144,10 +144,13 @@ class CallPath:
             self._declared(call, notes, out)
         pipeline = self.pipeline
         if pipeline.shared is None:
-            decision = self._asked(call, pipeline.decide(call), out)
-            if decision is None:
-                return False
-            if decision.outcome is not _DENY:
+            decision = pipeline.decide(call)
+            if decision.approval_state is not None:  # most calls need no approval: no call to _asked
+                asked = self._asked(call, decision, out)
+                if asked is None:
+                    return False
+                decision = asked
+            if pipeline.guarded and decision.outcome is not _DENY:  # no guard: nothing to enter
                 pipeline.enter(call)
             return self._after(call, decision, out)
         self._park(Job(_CALL, call=call, before=self._trailing), out)

@@ -102,6 +102,12 @@ class PendingTable:
         """The pending request this response id answers for some official client, removed
         from the table; None when it answers nothing."""
         pending = self._pending
+        methods = pending.get(request_id) if request_id.__class__ is int else None
+        if methods is not None:  # the usual answer: an int id, pending as it is (no alias)
+            method = methods.pop(0)
+            if not methods:
+                del pending[request_id]
+            return request_id, method
         key = self._find(request_id)
         if key is None:
             return None
