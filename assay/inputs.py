@@ -43,9 +43,7 @@ _CHUNK = 1 << 16
 class InputFileError(OSError):
     """An input file that cannot be used; ``str(e)`` is ``<what> <path>: <reason>``."""
 
-    def __init__(
-        self, what: str, path: str, reason: str, code: int = errno.EINVAL, *, too_large: bool = False
-    ) -> None:
+    def __init__(self, what: str, path: str, reason: str, code: int = errno.EINVAL, *, too_large: bool = False) -> None:
         super().__init__(code, reason)
         self.what = what
         self.path = path

@@ -159,7 +159,6 @@ class PreflightReport:
     actual_version: str | None = None
     installed_at: str | None = None  # phase missing only: an assay-mcp-server off PATH
 
-
     @property
     def ready(self) -> bool:
         return self.phase is Phase.READY
@@ -229,8 +228,9 @@ def root_is_directory(policy_root: str | bytes | os.PathLike[str] | os.PathLike[
         return False
 
 
-def _report(phase: Phase, expected: str, root: str, actual: str | None,
-            installed_at: str | None = None) -> PreflightReport:
+def _report(
+    phase: Phase, expected: str, root: str, actual: str | None, installed_at: str | None = None
+) -> PreflightReport:
     message, next_step = _texts(phase, expected, actual, installed_at)
     return PreflightReport(phase, message, next_step, expected, root, actual, installed_at)
 

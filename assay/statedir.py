@@ -65,7 +65,9 @@ def ensure_state_dir(path: str) -> None:
         try:
             st = os.stat(path)
         except OSError as exc:
-            raise StoreError(f"the state directory {path} is a symlink that cannot be followed: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"the state directory {path} is a symlink that cannot be followed: {exc.strerror or exc}"
+            ) from None
         where = f"{path} (a symlink to {os.path.realpath(path)})"
     if not stat.S_ISDIR(st.st_mode):
         raise StoreError(f"the state directory {where} exists and is not a directory")

@@ -12,8 +12,9 @@ def printable(text: object) -> str:
     value = "" if text is None else str(text)
     if value.isprintable():
         return value
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in value)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii") for c in value
+    )
 
 
 def printable_json(text: str) -> str:

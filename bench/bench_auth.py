@@ -30,13 +30,27 @@ import sys, urllib.request
 with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
     answer.read()
 """
-INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}) + "\n"
+INIT = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+    )
+    + "\n"
+)
 
 
 def env_for(checkout: str | None, browser: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_") and k not in ("DISPLAY",
-                                                                                         "WAYLAND_DISPLAY")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("ASSAY_") and k not in ("DISPLAY", "WAYLAND_DISPLAY")
+    }
     env["BROWSER"] = str(browser)
     if checkout:
         env["PYTHONPATH"] = checkout
@@ -48,9 +62,13 @@ def env_for(checkout: str | None, browser: Path) -> dict[str, str]:
 def one_run(url: str, state: Path, policy: Path, env: dict[str, str]) -> tuple[float, float]:
     """(ms from spawn to the initialize answer, CPU ms of the whole wrap process)."""
     start = time.perf_counter()
-    proc = subprocess.Popen([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-                             "--url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--url", url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(INIT.encode())
     proc.stdin.flush()
@@ -74,26 +92,37 @@ def main() -> None:
     browser.chmod(0o755)
     policy = work / "assay.yaml"
     policy.write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests/remote/authserver.py")], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/remote/authserver.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}/mcp"
         checkouts = {"this": None} | ({"compare": args.compare} if args.compare else {})
         for name, checkout in checkouts.items():
-            done = subprocess.run([str(ASSAY), "mcp", "auth", "login", url, "--state-dir", str(work / name)],
-                                  env=env_for(checkout, browser), capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                [str(ASSAY), "mcp", "auth", "login", url, "--state-dir", str(work / name)],
+                env=env_for(checkout, browser),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 0, done.stderr
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in checkouts}
         for name, checkout in checkouts.items():
             one_run(url, work / name, policy, env_for(checkout, browser))  # warm-up
         names = list(checkouts)
         for i in range(args.runs):
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 figures[name].append(one_run(url, work / name, policy, env_for(checkouts[name], browser)))
         load = os.getloadavg()
-        print(f"wrap --url with a stored login, spawn to the initialize answer; {args.runs} runs, median "
-              f"(load average {load[0]:.1f}; children's CPU {resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime:.1f} s)")
+        print(
+            f"wrap --url with a stored login, spawn to the initialize answer; {args.runs} runs, median "
+            f"(load average {load[0]:.1f}; children's CPU {resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime:.1f} s)"
+        )
         for name in names:
             wall = statistics.median(f[0] for f in figures[name])
             cpu = statistics.median(f[1] for f in figures[name])

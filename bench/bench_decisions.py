@@ -78,7 +78,13 @@ def bench_a(seconds: float) -> float:
 
 def bench_b(seconds: float) -> float:
     policy = load_policy(_POLICY_B)
-    args = {"repo": "acme/widgets", "title": "Crash on start", "body": "Steps: ...", "labels": ["bug", "p1"], "priority": 2}
+    args = {
+        "repo": "acme/widgets",
+        "title": "Crash on start",
+        "body": "Steps: ...",
+        "labels": ["bug", "p1"],
+        "priority": 2,
+    }
     state = SessionState()
     assert evaluate(policy, "create_issue", args, state).outcome == "allow"
 
@@ -184,11 +190,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0)
     opts = ap.parse_args()
-    for label, fn, target in (("a) name-only, 50 patterns", bench_a, 300_000), ("b) 5-property schema", bench_b, 150_000)):
+    for label, fn, target in (
+        ("a) name-only, 50 patterns", bench_a, 300_000),
+        ("b) 5-property schema", bench_b, 150_000),
+    ):
         rates = [fn(opts.seconds) for _ in range(opts.runs)]
         med = statistics.median(rates)
         runs = ", ".join(f"{r:,.0f}" for r in rates)
-        print(f"{label}: median {med:,.0f} decisions/s (target {target:,}) {'OK' if med >= target else 'BELOW'} [{runs}]")
+        print(
+            f"{label}: median {med:,.0f} decisions/s (target {target:,}) {'OK' if med >= target else 'BELOW'} [{runs}]"
+        )
     c = bench_c(max(opts.runs, 1) * 3)
     target = 100_000
     med = statistics.median(c["flows"])

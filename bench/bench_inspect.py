@@ -53,7 +53,8 @@ HEAD = 'version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools
 POLICIES = {
     "baseline": HEAD,
     "on": HEAD + "inspect: {secrets: mask, injection: strip}\n",
-    "not named": HEAD + "inspect:\n  secrets: mask\n  injection: strip\n  tools:\n    - {tool: read, secrets: off, injection: off}\n",
+    "not named": HEAD
+    + "inspect:\n  secrets: mask\n  injection: strip\n  tools:\n    - {tool: read, secrets: off, injection: off}\n",
 }
 
 
@@ -91,8 +92,10 @@ def per_answer(policy_text: str, line: bytes, n: int) -> float:
     session = WrapSession(policy, SessionOptions(), clock=lambda: 1000.0)
     session.receive_client_data(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')
     session.receive_server_data(b'{"jsonrpc":"2.0","id":0,"result":{}}\n')
-    calls = [b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{}}}\n' % i
-             for i in range(1, n + 1)]
+    calls = [
+        b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{}}}\n' % i
+        for i in range(1, n + 1)
+    ]
     answers = [line.replace(b'"id":1,', b'"id":%d,' % i, 1) + b"\n" for i in range(1, n + 1)]
     assert all(b'"id":%d,' % i in a for i, a in zip(range(1, n + 1), answers))
     clock = time.perf_counter
@@ -107,8 +110,9 @@ def per_answer(policy_text: str, line: bytes, n: int) -> float:
 
 
 def answer_line(text: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}, separators=(",", ":")
+    ).encode()
 
 
 # -- whole process (--process) --------------------------------------------------------------------
@@ -138,12 +142,29 @@ def _call(i: int) -> bytes:
 class Wrap:
     """``assay mcp wrap --policy P -- python answer_server.py ANSWER``, talked to over pipes."""
 
-    def __init__(self, assay: str, policy: Path, answer: Path, prefix: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
-        argv = [*prefix, assay, "mcp", "wrap", "--policy", str(policy), "--", sys.executable, str(HERE / "answer_server.py"),
-                str(answer)]
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  bufsize=0, env=env or CHILD_ENV)
+    def __init__(
+        self, assay: str, policy: Path, answer: Path, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> None:
+        argv = [
+            *prefix,
+            assay,
+            "mcp",
+            "wrap",
+            "--policy",
+            str(policy),
+            "--",
+            sys.executable,
+            str(HERE / "answer_server.py"),
+            str(answer),
+        ]
+        self.p = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            env=env or CHILD_ENV,
+        )
         assert self.p.stdin is not None and self.p.stdout is not None
         self.inp, self.out = self.p.stdin.fileno(), self.p.stdout.fileno()
         self.buf = b""
@@ -151,7 +172,7 @@ class Wrap:
     def round_trip(self, line: bytes) -> bytes:
         view = memoryview(line)
         while view:
-            view = view[os.write(self.inp, view):]
+            view = view[os.write(self.inp, view) :]
         while b"\n" not in self.buf:
             if not select.select([self.out], [], [], STALL_S)[0]:
                 self.p.kill()
@@ -174,8 +195,10 @@ def whole_process(assay: str, policy: Path, answer: Path, calls: int) -> tuple[f
     its start to the end of the first answer)."""
     wrap = Wrap(assay, policy, answer)
     try:
-        wrap.round_trip(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-                        b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+        wrap.round_trip(
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n'
+        )
         os.write(wrap.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         first = json.loads(wrap.round_trip(_call(1)))
         if "result" not in first or first["result"].get("isError"):
@@ -201,8 +224,10 @@ def instructions(assay: str, policy: Path, answer: Path, calls: int, tmp: Path) 
     env = {**CHILD_ENV, "PYTHONHASHSEED": "0"}
     wrap = Wrap(assay, policy, answer, ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p"), env)
     try:
-        wrap.round_trip(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-                        b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n')
+        wrap.round_trip(
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            b'"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}\n'
+        )
         os.write(wrap.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         for i in range(1, calls + 1):
             wrap.round_trip(_call(i))
@@ -230,16 +255,22 @@ def instructions_main(args: argparse.Namespace, builds: list[tuple[str, str]], t
             a = instructions(assay, tmp / f"{name}.yaml", answer, n1, tmp)
             b = instructions(assay, tmp / f"{name}.yaml", answer, n2, tmp)
             per[name] = (b - a) / (n2 - n1)
-        print(f"1 KiB prose{tag:12} baseline {per['baseline']:9.0f}   on {per['on']:9.0f}   "
-              f"+{per['on'] - per['baseline']:.0f}")
+        print(
+            f"1 KiB prose{tag:12} baseline {per['baseline']:9.0f}   on {per['on']:9.0f}   "
+            f"+{per['on'] - per['baseline']:.0f}"
+        )
 
 
 def process_main(args: argparse.Namespace) -> None:
     builds = [("", args.assay or str(Path(sys.executable).parent / "assay"))]
     if args.compare:
         builds.append((" @cmp", args.compare))
-    cases = [("1 KiB prose", prose(1024), args.calls, 1e6, "µs"), ("1 MiB prose", prose(1 << 20), 20, 1e3, "ms"),
-             ("1 MiB stdlib code", stdlib_code(1 << 20), 20, 1e3, "ms"), ("1 MiB docs+code", corpus(1 << 20), 20, 1e3, "ms")]
+    cases = [
+        ("1 KiB prose", prose(1024), args.calls, 1e6, "µs"),
+        ("1 MiB prose", prose(1 << 20), 20, 1e3, "ms"),
+        ("1 MiB stdlib code", stdlib_code(1 << 20), 20, 1e3, "ms"),
+        ("1 MiB docs+code", corpus(1 << 20), 20, 1e3, "ms"),
+    ]
     names = ("baseline", "on")
     tmp = Path(tempfile.mkdtemp())
     try:
@@ -249,8 +280,10 @@ def process_main(args: argparse.Namespace) -> None:
             instructions_main(args, builds, tmp)
             return
         print("; ".join(f"wrap{tag}: {assay}" for tag, assay in builds))
-        print(f"wrap's own CPU per call after a warm-up (the difference paired within each run), and from its start "
-              f"to its first answer; median of {args.runs} runs")
+        print(
+            f"wrap's own CPU per call after a warm-up (the difference paired within each run), and from its start "
+            f"to its first answer; median of {args.runs} runs"
+        )
         for label, text, n, scale, unit in cases:
             answer = tmp / "answer.json"
             answer.write_bytes(answer_line(text).replace(b'"id":1,', b'"id":0,', 1) + b"\n")
@@ -258,16 +291,18 @@ def process_main(args: argparse.Namespace) -> None:
             per: dict[tuple[str, str], list[float]] = {(tag, name): [] for tag, _a, name in setups}
             first: dict[tuple[str, str], list[float]] = {(tag, name): [] for tag, _a, name in setups}
             for run in range(args.runs):
-                for tag, assay, name in setups[run % len(setups):] + setups[:run % len(setups)]:  # rotate the order
+                for tag, assay, name in setups[run % len(setups) :] + setups[: run % len(setups)]:  # rotate the order
                     cost, start_up = whole_process(assay, tmp / f"{name}.yaml", answer, n)
                     per[tag, name].append(cost * scale)
                     first[tag, name].append(start_up * 1e3)
             for tag, _assay in builds:
                 base, on = per[tag, "baseline"], per[tag, "on"]
                 diff = statistics.median([a - b for a, b in zip(on, base)])
-                print(f"{label + tag:23} baseline {statistics.median(base):9.2f} {unit}   on {statistics.median(on):9.2f} "
-                      f"{unit}   +{diff:.2f} {unit}   lowest {min(base):.2f} / {min(on):.2f}   first answer "
-                      f"{statistics.median(first[tag, 'baseline']):.0f} / {statistics.median(first[tag, 'on']):.0f} ms")
+                print(
+                    f"{label + tag:23} baseline {statistics.median(base):9.2f} {unit}   on {statistics.median(on):9.2f} "
+                    f"{unit}   +{diff:.2f} {unit}   lowest {min(base):.2f} / {min(on):.2f}   first answer "
+                    f"{statistics.median(first[tag, 'baseline']):.0f} / {statistics.median(first[tag, 'on']):.0f} ms"
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -278,9 +313,14 @@ def main() -> None:
     parser.add_argument("--process", action="store_true", help="through real processes: wrap's own CPU")
     parser.add_argument("--assay", help="the assay script to run (--process); default: the one next to this Python")
     parser.add_argument("--calls", type=int, default=2000, help="calls per run of the 1 KiB case (--process)")
-    parser.add_argument("--instructions", action="store_true",
-                        help="with --process: wrap's instructions per 1 KiB answer under callgrind (--calls more calls)")
-    parser.add_argument("--compare", metavar="ASSAY", help="another build's assay script, measured in the same runs (--process)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="with --process: wrap's instructions per 1 KiB answer under callgrind (--calls more calls)",
+    )
+    parser.add_argument(
+        "--compare", metavar="ASSAY", help="another build's assay script, measured in the same runs (--process)"
+    )
     args = parser.parse_args()
     if args.process:
         process_main(args)
@@ -298,8 +338,10 @@ def main() -> None:
                 figures[name].append(per_answer(text, line, n) * scale)
         med = {k: statistics.median(v) for k, v in figures.items()}
         base = med["baseline"]
-        print(f"{label:18} baseline {base:9.2f} {unit}   on {med['on']:9.2f} {unit} (+{med['on'] - base:.2f})"
-              f"   not named {med['not named']:9.2f} {unit} (+{med['not named'] - base:.2f})")
+        print(
+            f"{label:18} baseline {base:9.2f} {unit}   on {med['on']:9.2f} {unit} (+{med['on'] - base:.2f})"
+            f"   not named {med['not named']:9.2f} {unit} (+{med['not named'] - base:.2f})"
+        )
 
 
 if __name__ == "__main__":

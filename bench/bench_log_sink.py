@@ -64,9 +64,20 @@ def wrap_cpu(root: Path, assay: str, rounds: int) -> dict[str, float]:
     out = {}
     for name, limit in CASES.items():
         scratch = Path(tempfile.mkdtemp(dir=root))
-        argv = [assay, "mcp", "wrap", "--policy", str(policy), "--decision-log", str(scratch / "d.ndjson"),
-                "--audit-log", str(scratch / "a.ndjson"), *(["--log-max-bytes", limit] if limit else []), "--",
-                *ECHO]
+        argv = [
+            assay,
+            "mcp",
+            "wrap",
+            "--policy",
+            str(policy),
+            "--decision-log",
+            str(scratch / "d.ndjson"),
+            "--audit-log",
+            str(scratch / "a.ndjson"),
+            *(["--log-max-bytes", limit] if limit else []),
+            "--",
+            *ECHO,
+        ]
         proc = Proc(argv, scratch, name)
         for i in range(20):
             proc.round_trip(frame(i))

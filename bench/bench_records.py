@@ -92,8 +92,13 @@ def main() -> None:
     for label, make in _cases():
         calls = [make(i) for i in range(opts.calls)]
         recorder = records.Recorder(
-            source=source, label="default-mcp-server", dry_run=False, decision_log=True, audit_log=True,
-            keep_events=False, verbose=False,
+            source=source,
+            label="default-mcp-server",
+            dry_run=False,
+            decision_log=True,
+            audit_log=True,
+            keep_events=False,
+            verbose=False,
         )
 
         def generic(*call):

@@ -84,6 +84,8 @@ CMP = " @cmp"  # suffix of the wrap setups run with --compare's assay
 def base_of(name: str) -> str:
     """The setup kind of a row name ("wrap enforce @cmp" -> "wrap enforce")."""
     return name.split(" @")[0]
+
+
 # The issue's targets (2-core dev machine), checked in the summary.
 TARGET_CPU_US = 5.0
 TARGET_CPU_LOGS_US = 15.0
@@ -101,8 +103,13 @@ def frame(i: int) -> bytes:
         "method": "tools/call",
         "params": {
             "name": "search",
-            "arguments": {"query": "policy guard relay benchmark, q%06d" % i, "limit": 10, "lang": "en", "safe": True,
-                          "cursor": "abc123def4567"},
+            "arguments": {
+                "query": "policy guard relay benchmark, q%06d" % i,
+                "limit": 10,
+                "lang": "en",
+                "safe": True,
+                "cursor": "abc123def4567",
+            },
         },
     }
     return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
@@ -134,8 +141,17 @@ class Setup:
         if self.base == "wrap dry-run":
             return [*wrap, "--dry-run", "--", *ECHO]
         if self.base == "wrap + logs":
-            return [*wrap, "--event-source", EVENT_SOURCE, "--decision-log", str(scratch / "decisions.ndjson"),
-                    "--audit-log", str(scratch / "audit.ndjson"), "--", *ECHO]
+            return [
+                *wrap,
+                "--event-source",
+                EVENT_SOURCE,
+                "--decision-log",
+                str(scratch / "decisions.ndjson"),
+                "--audit-log",
+                str(scratch / "audit.ndjson"),
+                "--",
+                *ECHO,
+            ]
         raise ValueError(self.name)
 
 
@@ -180,8 +196,9 @@ class Proc:
         self.err_path = scratch / "stderr.txt"
         self._err = open(self.err_path, "wb")
         self.t_spawn = time.perf_counter()
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, bufsize=0,
-                                  env=CHILD_ENV)
+        self.p = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, bufsize=0, env=CHILD_ENV
+        )
         self.pid = self.p.pid
         self.out = self.p.stdout.fileno()
         self.inp = self.p.stdin.fileno()
@@ -234,7 +251,7 @@ class Proc:
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _scratch(root: Path) -> Path:
@@ -286,8 +303,11 @@ def latency(setup: Setup, root: Path, lines: list[bytes]) -> dict[str, float]:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     samples.sort()
-    return {"p50": samples[len(samples) // 2] * 1e6, "p99": samples[int(len(samples) * 0.99)] * 1e6,
-            "startup_ms": startup * 1e3}
+    return {
+        "p50": samples[len(samples) // 2] * 1e6,
+        "p99": samples[int(len(samples) * 0.99)] * 1e6,
+        "startup_ms": startup * 1e3,
+    }
 
 
 def eof_drain(assay: str, policy: Path, root: Path, mode: str) -> dict[str, float]:
@@ -344,8 +364,9 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str],
-              names: list[str]) -> dict[str, dict[str, float]]:
+def summarize(
+    runs: list[dict[str, dict[str, float]]], failed: dict[str, str], names: list[str]
+) -> dict[str, dict[str, float]]:
     """Medians over runs; ratios and differences are formed within each run, then the median.
     A setup that failed in any run is left out."""
     out: dict[str, dict[str, float]] = {}
@@ -373,15 +394,18 @@ def summarize(runs: list[dict[str, dict[str, float]]], failed: dict[str, str],
     return out
 
 
-def targets(s: dict[str, dict[str, float]], startup_over_ms: float | None,
-            drains: list[dict]) -> list[tuple[str, str, str, bool]]:
+def targets(
+    s: dict[str, dict[str, float]], startup_over_ms: float | None, drains: list[dict]
+) -> list[tuple[str, str, str, bool]]:
     """(figure, value, target, met) for each of wrap's speed goals; a goal whose setup failed is
     not met."""
     nan = float("nan")
     e = s.get("wrap enforce", {})
     logs = s.get("wrap + logs", {})
-    e = {k: e.get(k, nan) for k in ("cpu_us_per_frame", "vs_direct_json", "vs_direct_raw",
-                                       "added_p50_over_byte_relay_us")}
+    e = {
+        k: e.get(k, nan)
+        for k in ("cpu_us_per_frame", "vs_direct_json", "vs_direct_raw", "added_p50_over_byte_relay_us")
+    }
     logs = {"cpu_us_per_frame": logs.get("cpu_us_per_frame", nan)}
     rss = max((s[w]["rss_mb_max"] for w in WRAPS if w in s), default=nan)
     if any(w not in s for w in WRAPS):
@@ -390,20 +414,48 @@ def targets(s: dict[str, dict[str, float]], startup_over_ms: float | None,
         startup_over_ms = nan
     worst = min(d["delivered"] for d in drains)
     return [
-        ("relay CPU per frame (wrap enforce)", f"{e['cpu_us_per_frame']:.1f} us", f"<= {TARGET_CPU_US:g} us",
-         e["cpu_us_per_frame"] <= TARGET_CPU_US),
-        ("throughput vs direct json (wrap enforce)", f"{e['vs_direct_json']:.2f}", f">= {TARGET_VS_JSON:g}",
-         e["vs_direct_json"] >= TARGET_VS_JSON),
-        ("throughput vs direct raw (wrap enforce)", f"{e['vs_direct_raw']:.0%}", f">= {TARGET_VS_RAW:.0%}",
-         e["vs_direct_raw"] >= TARGET_VS_RAW),
-        ("added p50 over the byte relay's (wrap enforce)", f"{e['added_p50_over_byte_relay_us']:+.0f} us",
-         f"<= +{TARGET_OVER_RELAY_US:g} us", e["added_p50_over_byte_relay_us"] <= TARGET_OVER_RELAY_US),
-        ("relay CPU per frame (wrap + logs)", f"{logs['cpu_us_per_frame']:.1f} us", f"<= {TARGET_CPU_LOGS_US:g} us",
-         logs["cpu_us_per_frame"] <= TARGET_CPU_LOGS_US),
-        ("startup over the child's own (wrap enforce)", f"{startup_over_ms:+.0f} ms", f"<= +{TARGET_STARTUP_MS:g} ms",
-         startup_over_ms <= TARGET_STARTUP_MS),
-        ("RSS under load (highest of the wrap setups)", f"{rss:.1f} MB", f"<= {TARGET_RSS_MB:g} MB",
-         rss <= TARGET_RSS_MB),
+        (
+            "relay CPU per frame (wrap enforce)",
+            f"{e['cpu_us_per_frame']:.1f} us",
+            f"<= {TARGET_CPU_US:g} us",
+            e["cpu_us_per_frame"] <= TARGET_CPU_US,
+        ),
+        (
+            "throughput vs direct json (wrap enforce)",
+            f"{e['vs_direct_json']:.2f}",
+            f">= {TARGET_VS_JSON:g}",
+            e["vs_direct_json"] >= TARGET_VS_JSON,
+        ),
+        (
+            "throughput vs direct raw (wrap enforce)",
+            f"{e['vs_direct_raw']:.0%}",
+            f">= {TARGET_VS_RAW:.0%}",
+            e["vs_direct_raw"] >= TARGET_VS_RAW,
+        ),
+        (
+            "added p50 over the byte relay's (wrap enforce)",
+            f"{e['added_p50_over_byte_relay_us']:+.0f} us",
+            f"<= +{TARGET_OVER_RELAY_US:g} us",
+            e["added_p50_over_byte_relay_us"] <= TARGET_OVER_RELAY_US,
+        ),
+        (
+            "relay CPU per frame (wrap + logs)",
+            f"{logs['cpu_us_per_frame']:.1f} us",
+            f"<= {TARGET_CPU_LOGS_US:g} us",
+            logs["cpu_us_per_frame"] <= TARGET_CPU_LOGS_US,
+        ),
+        (
+            "startup over the child's own (wrap enforce)",
+            f"{startup_over_ms:+.0f} ms",
+            f"<= +{TARGET_STARTUP_MS:g} ms",
+            startup_over_ms <= TARGET_STARTUP_MS,
+        ),
+        (
+            "RSS under load (highest of the wrap setups)",
+            f"{rss:.1f} MB",
+            f"<= {TARGET_RSS_MB:g} MB",
+            rss <= TARGET_RSS_MB,
+        ),
         ("EOF drain (worst run)", f"{worst}/{DRAIN_CALLS}", f"{DRAIN_CALLS}/{DRAIN_CALLS}", worst == DRAIN_CALLS),
     ]
 
@@ -414,8 +466,10 @@ def fmt(value: float | None, spec: str) -> str:
 
 def print_table(s: dict[str, dict[str, float]], failed: dict[str, str], names: list[str]) -> None:
     w = max(map(len, names))
-    head = (f"{'setup':{w}} {'frames/s':>9} {'vs json':>7} {'vs raw':>6} {'p50 us':>7} {'p99 us':>7} "
-            f"{'+p50 us':>7} {'-relay':>6} {'cpu us/fr':>9} {'RSS MB':>6} {'start ms':>8}")
+    head = (
+        f"{'setup':{w}} {'frames/s':>9} {'vs json':>7} {'vs raw':>6} {'p50 us':>7} {'p99 us':>7} "
+        f"{'+p50 us':>7} {'-relay':>6} {'cpu us/fr':>9} {'RSS MB':>6} {'start ms':>8}"
+    )
     print(head)
     print("-" * len(head))
     for name in names:
@@ -423,11 +477,13 @@ def print_table(s: dict[str, dict[str, float]], failed: dict[str, str], names: l
             print(f"{name:{w}} FAILED (below)")
             continue
         m = s[name]
-        print(f"{name:{w}} {m['frames_per_s']:9.0f} {m['vs_direct_json']:7.2f} {m['vs_direct_raw']:6.0%} "
-              f"{m['p50_us']:7.0f} {m['p99_us']:7.0f} {m['added_p50_us']:+7.0f} "
-              f"{fmt(m.get('added_p50_over_byte_relay_us'), '+6.0f'):>6} "
-              f"{fmt(m.get('cpu_us_per_frame'), '9.1f'):>9} {fmt(m.get('rss_mb'), '6.1f'):>6} "
-              f"{m['startup_ms']:8.0f}")
+        print(
+            f"{name:{w}} {m['frames_per_s']:9.0f} {m['vs_direct_json']:7.2f} {m['vs_direct_raw']:6.0%} "
+            f"{m['p50_us']:7.0f} {m['p99_us']:7.0f} {m['added_p50_us']:+7.0f} "
+            f"{fmt(m.get('added_p50_over_byte_relay_us'), '+6.0f'):>6} "
+            f"{fmt(m.get('cpu_us_per_frame'), '9.1f'):>9} {fmt(m.get('rss_mb'), '6.1f'):>6} "
+            f"{m['startup_ms']:8.0f}"
+        )
 
 
 def find_assay(explicit: str | None) -> str:
@@ -457,8 +513,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a short smoke run: 2000 frames, 200 rounds, 1 run")
     ap.add_argument("--json", metavar="PATH", help="also write every figure (and the per-run values) as JSON")
     ap.add_argument("--assay", metavar="PATH", help="the assay script to run (default: the one next to this Python)")
-    ap.add_argument("--compare", metavar="PATH",
-                    help="another assay script: its three wrap setups run next to ours in every run (rows '@cmp')")
+    ap.add_argument(
+        "--compare",
+        metavar="PATH",
+        help="another assay script: its three wrap setups run next to ours in every run (rows '@cmp')",
+    )
     ap.add_argument("--no-silent-drain", action="store_true", help="skip the informational silent-server drain")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # the table before the progress lines on stderr
@@ -483,8 +542,10 @@ def main() -> int:
     lines = [frame(i) for i in range(rounds + WARMUP_ROUNDS)]
     load0 = loadavg()
     print(f"assay: {assay}" + (f"; compared with {args.compare} (rows '{CMP.strip()}')" if args.compare else ""))
-    print(f"frame {len(frame(12345))} bytes; {n} pipelined frames, {rounds} round trips, median of {nruns} run(s); "
-          f"{os.cpu_count()} CPUs, load average {load0} at start")
+    print(
+        f"frame {len(frame(12345))} bytes; {n} pipelined frames, {rounds} round trips, median of {nruns} run(s); "
+        f"{os.cpu_count()} CPUs, load average {load0} at start"
+    )
     t_start = time.perf_counter()
     runs: list[dict[str, dict]] = []
     drains: list[dict] = []
@@ -520,23 +581,38 @@ def main() -> int:
     print_table(s, failed, names)
     startup_raw = s["direct raw"]["startup_ms"]
     startup_wrap = s["wrap enforce"]["startup_ms"] if "wrap enforce" in s else None
-    startup_over = None if startup_wrap is None else med(
-        [w - r for run in runs for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])])
+    startup_over = (
+        None
+        if startup_wrap is None
+        else med(
+            [w - r for run in runs for w, r in zip(run["wrap enforce"]["startup_ms"], run["direct raw"]["startup_ms"])]
+        )
+    )
     nsamples = 2 * nruns
-    lowest = ", ".join(f"{name} {s[name]['cpu_us_per_frame_min']:.1f}" for name in names if base_of(name) in RELAYS and name in s)
+    lowest = ", ".join(
+        f"{name} {s[name]['cpu_us_per_frame_min']:.1f}" for name in names if base_of(name) in RELAYS and name in s
+    )
     print(f"\nrelay CPU us per frame, lowest run: {lowest}")
     if startup_wrap is None or startup_over is None:
-        print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms; wrap enforce failed")
+        print(
+            f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms; wrap enforce failed"
+        )
     else:
-        print(f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms, "
-              f"wrap enforce {startup_wrap:.0f} ms; over the child's own {startup_over:+.0f} ms")
+        print(
+            f"startup (spawn to first reply, median of {nsamples}): direct raw {startup_raw:.0f} ms, "
+            f"wrap enforce {startup_wrap:.0f} ms; over the child's own {startup_over:+.0f} ms"
+        )
     counts = ", ".join(f"{d['delivered']}" for d in drains)
-    print(f"EOF drain: {min(d['delivered'] for d in drains)}/{DRAIN_CALLS} replies delivered in the worst run "
-          f"[{counts}] (slow echo answering over 2 s, default --shutdown-grace; "
-          f"median {med([d['seconds'] for d in drains]):.1f} s to EOF)")
+    print(
+        f"EOF drain: {min(d['delivered'] for d in drains)}/{DRAIN_CALLS} replies delivered in the worst run "
+        f"[{counts}] (slow echo answering over 2 s, default --shutdown-grace; "
+        f"median {med([d['seconds'] for d in drains]):.1f} s to EOF)"
+    )
     if silent is not None:
-        print(f"EOF drain, server silent 2 s (> the 1 s grace; stopped by design): "
-              f"{silent['delivered']}/{DRAIN_CALLS} delivered, exit {silent['exit']}, {silent['seconds']:.1f} s")
+        print(
+            f"EOF drain, server silent 2 s (> the 1 s grace; stopped by design): "
+            f"{silent['delivered']}/{DRAIN_CALLS} delivered, exit {silent['exit']}, {silent['seconds']:.1f} s"
+        )
     checks = targets(s, startup_over, drains)
     print()
     print("targets:")
@@ -553,15 +629,21 @@ def main() -> int:
             "assay": assay,
             "compare": args.compare,
             "frame_bytes": len(frame(12345)),
-            "frames": n, "rounds": rounds, "runs": nruns,
-            "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": load1, "seconds": total,
+            "frames": n,
+            "rounds": rounds,
+            "runs": nruns,
+            "cpus": os.cpu_count(),
+            "loadavg_start": load0,
+            "loadavg_end": load1,
+            "seconds": total,
             "setups": s,
             "startup_ms": {"direct_raw": startup_raw, "wrap_enforce": startup_wrap, "over_child": startup_over},
             "eof_drain": drains,
             "eof_drain_silent": silent,
             "failed": failed,
-            "targets": [{"figure": label, "value": value, "target": target, "ok": ok}
-                        for label, value, target, ok in checks],
+            "targets": [
+                {"figure": label, "value": value, "target": target, "ok": ok} for label, value, target, ok in checks
+            ],
             "per_run": runs,
         }
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")

@@ -82,9 +82,21 @@ SERVERS: dict[str, list[str]] = {  # the server matrix (see the docstring)
 }
 ECHO = [PY, str(HERE / "echo_server.py")]
 POLICY = 'version: "2.0"\ntools:\n  allow: ["echo"]\n'
-INIT = (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                               "clientInfo": {"name": "bench", "version": "0"}}}) + "\n").encode()
+INIT = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        }
+    )
+    + "\n"
+).encode()
 SETUPS = ("direct", "wrap", "stdio ref")  # stdio ref with --stdio-ref only
 
 
@@ -117,8 +129,9 @@ def wrap_pid() -> int | None:
 
 
 @asynccontextmanager
-async def connect(setup: str, url: str, assay: str, policy: Path, env: dict[str, str],
-                  errlog: Any, profile: str | None = None) -> AsyncIterator[ClientSession]:
+async def connect(
+    setup: str, url: str, assay: str, policy: Path, env: dict[str, str], errlog: Any, profile: str | None = None
+) -> AsyncIterator[ClientSession]:
     if setup == "direct":
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             yield session
@@ -142,8 +155,9 @@ async def call(session: ClientSession, text: str) -> None:
         raise SetupFailed(f"echo({text!r}) answered {result!r:.300}")
 
 
-async def measure(setup: str, url: str, args: argparse.Namespace, policy: Path, env: dict[str, str],
-                  errlog: Any) -> dict[str, Any]:
+async def measure(
+    setup: str, url: str, args: argparse.Namespace, policy: Path, env: dict[str, str], errlog: Any
+) -> dict[str, Any]:
     """One setup, one run: latency of sequential calls, then pipelined throughput."""
     with anyio.fail_after(args.timeout):
         async with connect(setup, url, args.assay, policy, env, errlog, args.profile) as session:
@@ -172,9 +186,13 @@ async def measure(setup: str, url: str, args: argparse.Namespace, policy: Path, 
             mine = (time.process_time() - mine0) * 1e6 / (args.batches * args.inflight)
             cpu = (cpu_ns(pid) - cpu0) / 1e3 / (args.batches * args.inflight) if pid else None
     lat.sort()
-    return {"p50_ms": 1e3 * statistics.median(lat), "p90_ms": 1e3 * lat[int(0.9 * (len(lat) - 1))],
-            "calls_per_s": args.batches * args.inflight / took, "cpu_us_per_call": cpu,
-            "client_cpu_us_per_call": mine}
+    return {
+        "p50_ms": 1e3 * statistics.median(lat),
+        "p90_ms": 1e3 * lat[int(0.9 * (len(lat) - 1))],
+        "calls_per_s": args.batches * args.inflight / took,
+        "cpu_us_per_call": cpu,
+        "client_cpu_us_per_call": mine,
+    }
 
 
 def start_server(name: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -227,12 +245,18 @@ def startup(args: argparse.Namespace, policy: Path, env: dict[str, str], url: st
     for name in names:  # page cache and .pyc files, unmeasured
         once(name)
     for r in range(args.startup_runs):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             took = once(name)
             if took is not None:
                 times[name].append(took)
-    return {name: ({"ms": 1e3 * statistics.median(v), "runs_ms": [1e3 * x for x in v]} if v and name not in failed
-                   else {"failed": failed.get(name, "no sample")}) for name, v in times.items()}
+    return {
+        name: (
+            {"ms": 1e3 * statistics.median(v), "runs_ms": [1e3 * x for x in v]}
+            if v and name not in failed
+            else {"failed": failed.get(name, "no sample")}
+        )
+        for name, v in times.items()
+    }
 
 
 def summarize(runs: list[dict[str, dict[str, Any]]], setups: tuple[str, ...]) -> dict[str, Any]:
@@ -242,8 +266,10 @@ def summarize(runs: list[dict[str, dict[str, Any]]], setups: tuple[str, ...]) ->
         if not per:
             out[setup] = {"failed": next((r[setup]["failed"] for r in runs if setup in r), "not run")}
             continue
-        row = {k: statistics.median(p[k] for p in per)
-               for k in ("p50_ms", "p90_ms", "calls_per_s", "client_cpu_us_per_call")}
+        row = {
+            k: statistics.median(p[k] for p in per)
+            for k in ("p50_ms", "p90_ms", "calls_per_s", "client_cpu_us_per_call")
+        }
         cpus = [p["cpu_us_per_call"] for p in per if p["cpu_us_per_call"] is not None]
         row["cpu_us_per_call"] = statistics.median(cpus) if cpus else None
         if setup != "direct":
@@ -256,7 +282,9 @@ def summarize(runs: list[dict[str, dict[str, Any]]], setups: tuple[str, ...]) ->
 
 
 def print_mode(mode: str, summary: dict[str, Any], setups: tuple[str, ...]) -> list[str]:
-    print(f"\n{mode}: median of runs{' ' * (26 - len(mode))}p50 ms  p90 ms  +p50 ms    calls/s  vs direct  client/wrap cpu us/call")
+    print(
+        f"\n{mode}: median of runs{' ' * (26 - len(mode))}p50 ms  p90 ms  +p50 ms    calls/s  vs direct  client/wrap cpu us/call"
+    )
     for setup in setups:
         row = summary[setup]
         if "failed" in row:
@@ -265,27 +293,40 @@ def print_mode(mode: str, summary: dict[str, Any], setups: tuple[str, ...]) -> l
         added = f"{row['added_p50_ms']:+8.3f}" if "added_p50_ms" in row else " " * 8
         ratio = f"{row['vs_direct']:9.2f}" if "vs_direct" in row else " " * 9
         cpu = f"{row['client_cpu_us_per_call']:8.0f}" + (
-            f" /{row['cpu_us_per_call']:5.0f}" if row["cpu_us_per_call"] is not None else "")
-        print(f"  {setup:36} {row['p50_ms']:7.3f} {row['p90_ms']:7.3f} {added} {row['calls_per_s']:10.0f} {ratio}  {cpu}")
+            f" /{row['cpu_us_per_call']:5.0f}" if row["cpu_us_per_call"] is not None else ""
+        )
+        print(
+            f"  {setup:36} {row['p50_ms']:7.3f} {row['p90_ms']:7.3f} {added} {row['calls_per_s']:10.0f} {ratio}  {cpu}"
+        )
     wrap = summary["wrap"]
     if "failed" in wrap:
         return [f"{mode}: wrap failed"]
     misses = []
-    for label, ok, figure in (("added p50 <= 1 ms", wrap["added_p50_ms"] <= 1.0, f"{wrap['added_p50_ms']:+.3f} ms"),
-                              ("throughput >= 0.8 of direct", wrap["vs_direct"] >= 0.8, f"{wrap['vs_direct']:.2f}")):
+    for label, ok, figure in (
+        ("added p50 <= 1 ms", wrap["added_p50_ms"] <= 1.0, f"{wrap['added_p50_ms']:+.3f} ms"),
+        ("throughput >= 0.8 of direct", wrap["vs_direct"] >= 0.8, f"{wrap['vs_direct']:.2f}"),
+    ):
         print(f"  target {label:30} {figure:>12}  {'ok' if ok else 'MISS'}")
         if not ok:
             misses.append(f"{mode}: {label}")
     return misses
 
 
-async def run_mode(mode: str, url: str, args: argparse.Namespace, policy: Path, env: dict[str, str],
-                   errlog: Any, log: Callable[[str], None], setups: tuple[str, ...]) -> list[dict[str, dict[str, Any]]]:
+async def run_mode(
+    mode: str,
+    url: str,
+    args: argparse.Namespace,
+    policy: Path,
+    env: dict[str, str],
+    errlog: Any,
+    log: Callable[[str], None],
+    setups: tuple[str, ...],
+) -> list[dict[str, dict[str, Any]]]:
     runs: list[dict[str, dict[str, Any]]] = []
     failed: dict[str, str] = {}
     for r in range(args.runs):
         row: dict[str, dict[str, Any]] = {}
-        for setup in setups[r % len(setups):] + setups[:r % len(setups)]:
+        for setup in setups[r % len(setups) :] + setups[: r % len(setups)]:
             if setup in failed:
                 row[setup] = {"failed": failed[setup]}
                 continue
@@ -307,8 +348,12 @@ async def run_mode(mode: str, url: str, args: argparse.Namespace, policy: Path, 
                 if setup == "direct":
                     raise SystemExit(f"the baseline failed: {failed[setup]}") from exc
         runs.append(row)
-        log(f"{mode} run {r + 1}/{args.runs}: " + ", ".join(
-            f"{s} {v['p50_ms']:.2f} ms {v['calls_per_s']:.0f}/s" for s, v in row.items() if "failed" not in v))
+        log(
+            f"{mode} run {r + 1}/{args.runs}: "
+            + ", ".join(
+                f"{s} {v['p50_ms']:.2f} ms {v['calls_per_s']:.0f}/s" for s, v in row.items() if "failed" not in v
+            )
+        )
     return runs
 
 
@@ -326,7 +371,9 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=200, help="calls in flight at once")
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--servers", default=",".join(SERVERS), help="which of the server matrix, comma-separated")
-    ap.add_argument("--stdio-ref", action="store_true", help="also the SDK's stdio client to the Python server over stdio")
+    ap.add_argument(
+        "--stdio-ref", action="store_true", help="also the SDK's stdio client to the Python server over stdio"
+    )
     ap.add_argument("--startup-runs", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a setup's run counts as hung")
     ap.add_argument("--backend", default="trio", choices=("trio", "asyncio"))
@@ -348,12 +395,15 @@ def main() -> None:
         servers = {mode: start_server(mode) for mode in modes}
         try:
             with open(Path(tmp, "stderr.log"), "w+") as errlog:
+
                 def log(line: str) -> None:
                     print(line, file=sys.stderr, flush=True)
+
                 for mode in modes:
                     setups = setups_of(mode, args)
-                    runs = anyio.run(run_mode, mode, servers[mode][1], args, policy, env, errlog, log, setups,
-                                     backend=args.backend)
+                    runs = anyio.run(
+                        run_mode, mode, servers[mode][1], args, policy, env, errlog, log, setups, backend=args.backend
+                    )
                     report["modes"][mode] = summarize(runs, setups)
             url = servers["py json"][1] if "py json" in servers else servers[modes[0]][1]
             report["startup"] = startup(args, policy, env, url) if args.startup_runs else {}
@@ -362,9 +412,11 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(timeout=30)
     report["load_after"] = os.getloadavg()[0]
-    print(f"assay: {args.assay}; {args.runs} runs x ({args.calls} sequential + {args.batches} x {args.inflight} "
-          f"in flight) per setup; client backend {args.backend}; load {report['load_before']:.2f} -> "
-          f"{report['load_after']:.2f}")
+    print(
+        f"assay: {args.assay}; {args.runs} runs x ({args.calls} sequential + {args.batches} x {args.inflight} "
+        f"in flight) per setup; client backend {args.backend}; load {report['load_before']:.2f} -> "
+        f"{report['load_after']:.2f}"
+    )
     for mode in modes:
         summary = report["modes"][mode]
         misses += print_mode(mode, summary, setups_of(mode, args))

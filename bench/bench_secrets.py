@@ -81,8 +81,10 @@ def measure(root: Path, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, text in texts.items():
         calls = 2000 if len(text) <= KIB else 3
-        out[name] = {"runs": [per_call(find_secrets, text, calls) for _ in range(runs)],
-                     "found": len(find_secrets(text))}
+        out[name] = {
+            "runs": [per_call(find_secrets, text, calls) for _ in range(runs)],
+            "found": len(find_secrets(text)),
+        }
     return out
 
 
@@ -90,17 +92,20 @@ def baseline(commit: str, runs: int) -> dict[str, Any] | None:
     """``measure`` of ``commit``'s implementation, in a child process on an export of its
     ``assay`` package (the inputs are this checkout's)."""
     try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "assay"], capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", commit, "assay"], capture_output=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         print(f"baseline {commit}: not available ({exc}); new figures only", file=sys.stderr)
         return None
     tree = Path(tempfile.mkdtemp())
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(tree, filter="data")
-    code = (f"import sys; sys.path.insert(0, {str(tree)!r}); sys.argv = ['x', '--measure']; "
-            f"sys.path.insert(1, {str(ROOT / 'bench')!r}); import bench_secrets, json; "
-            f"print(json.dumps(bench_secrets.measure(__import__('pathlib').Path({str(ROOT)!r}), {runs})))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tree)!r}); sys.argv = ['x', '--measure']; "
+        f"sys.path.insert(1, {str(ROOT / 'bench')!r}); import bench_secrets, json; "
+        f"print(json.dumps(bench_secrets.measure(__import__('pathlib').Path({str(ROOT)!r}), {runs})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
         print(f"baseline {commit}: failed:\n{done.stderr[-2000:]}", file=sys.stderr)

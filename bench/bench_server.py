@@ -46,8 +46,13 @@ BLOCK_POLICY = "blocklist: [exec, rm, dangerous_tool, drop_table]\n"
 def check_args_frame(i: int) -> bytes:
     arguments = {
         "tool": "search",
-        "arguments": {"query": "policy guard benchmark q%06d" % i, "limit": 10, "lang": "en", "safe": True,
-                      "cursor": "abc123def456"},
+        "arguments": {
+            "query": "policy guard benchmark q%06d" % i,
+            "limit": 10,
+            "lang": "en",
+            "safe": True,
+            "cursor": "abc123def456",
+        },
         "policy": "check.yaml",
     }
     return _frame(i, "assay_check_args", arguments)
@@ -159,8 +164,10 @@ def main() -> int:
         base_env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (tree, env.get("PYTHONPATH")) if p))
         setups["check_args@base"] = (serve, check_args_frame, base_env)
         setups["policy_decide@base"] = (serve, policy_decide_frame, base_env)
-    print(f"{args.frames} pipelined calls, {args.rounds} round trips, median of {args.runs} runs; "
-          f"check_args frame {len(check_args_frame(12345))} bytes")
+    print(
+        f"{args.frames} pipelined calls, {args.rounds} round trips, median of {args.runs} runs; "
+        f"check_args frame {len(check_args_frame(12345))} bytes"
+    )
     results = {k: {"tput": [], "cpu": [], "p50": [], "p99": []} for k in setups}
     for _ in range(args.runs):
         for name, (cmd, make, setup_env) in setups.items():
@@ -170,12 +177,16 @@ def main() -> int:
                 results[name][key].append(value)
     med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in results.items()}
     base = med["echo"]
-    print(f"{'setup':19} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12} "
-          f"{'calls/cpu-s':>12}")
+    print(
+        f"{'setup':19} {'calls/s':>9} {'vs echo':>8} {'p50 us':>8} {'p99 us':>8} {'cpu us/call':>12} "
+        f"{'calls/cpu-s':>12}"
+    )
     for name, m in med.items():
         per_cpu = f"{1e6 / m['cpu']:12.0f}" if m["cpu"] > 0 else f"{'-':>12}"
-        print(f"{name:19} {m['tput']:9.0f} {m['tput'] / base['tput']:8.1%} {m['p50']:8.0f} {m['p99']:8.0f} "
-              f"{m['cpu']:12.1f} {per_cpu}")
+        print(
+            f"{name:19} {m['tput']:9.0f} {m['tput'] / base['tput']:8.1%} {m['p50']:8.0f} {m['p99']:8.0f} "
+            f"{m['cpu']:12.1f} {per_cpu}"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -48,13 +48,50 @@ def answer(result: dict) -> bytes:
 CASES = {
     "answer 1 KiB": ("answer", answer({"content": [{"type": "text", "text": prose(1024)}]}), 3000),
     "answer 1 MiB": ("answer", answer({"content": [{"type": "text", "text": prose(1 << 20)}]}), 8),
-    "progress note": ("note", json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
-        "progressToken": 1, "progress": 1, "total": 10, "message": "Copied 10 of 100 files"}}).encode(), 5000),
-    "sampling 1 KiB": ("note", json.dumps({"jsonrpc": "2.0", "id": "s", "method": "sampling/createMessage", "params": {
-        "messages": [{"role": "user", "content": {"type": "text", "text": prose(1024)}}], "maxTokens": 10}}).encode(), 3000),
-    "blob 64 KiB": ("answer", answer({"content": [{"type": "resource", "resource": {
-        "uri": "file:///a.txt", "mimeType": "text/plain", "blob": base64.b64encode(prose(64 << 10).encode()).decode()}}]}),
-        300),
+    "progress note": (
+        "note",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 1, "progress": 1, "total": 10, "message": "Copied 10 of 100 files"},
+            }
+        ).encode(),
+        5000,
+    ),
+    "sampling 1 KiB": (
+        "note",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": "s",
+                "method": "sampling/createMessage",
+                "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prose(1024)}}],
+                    "maxTokens": 10,
+                },
+            }
+        ).encode(),
+        3000,
+    ),
+    "blob 64 KiB": (
+        "answer",
+        answer(
+            {
+                "content": [
+                    {
+                        "type": "resource",
+                        "resource": {
+                            "uri": "file:///a.txt",
+                            "mimeType": "text/plain",
+                            "blob": base64.b64encode(prose(64 << 10).encode()).decode(),
+                        },
+                    }
+                ]
+            }
+        ),
+        300,
+    ),
 }
 
 
@@ -68,7 +105,8 @@ def per_line(policy_text: str, kind: str, line: bytes, n: int) -> float:
     if kind == "answer":
         for i in range(1, n + 1):
             session.receive_client_data(
-                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{}}}\n' % i)
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{}}}\n' % i
+            )
         lines = [line.replace(b'"id":1,', b'"id":%d,' % i, 1) + b"\n" for i in range(1, n + 1)]
     else:
         lines = [line + b"\n"] * n
@@ -82,8 +120,14 @@ def per_line(policy_text: str, kind: str, line: bytes, n: int) -> float:
 
 
 def worker() -> None:
-    print(json.dumps({case: {name: per_line(text, kind, line, n) for name, text in POLICIES.items()}
-                      for case, (kind, line, n) in CASES.items()}))
+    print(
+        json.dumps(
+            {
+                case: {name: per_line(text, kind, line, n) for name, text in POLICIES.items()}
+                for case, (kind, line, n) in CASES.items()
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -98,8 +142,14 @@ def main() -> None:
         order = list(impls) if i % 2 == 0 else list(reversed(impls))
         for name in order:
             env = {**os.environ, "PYTHONPATH": impls[name]}
-            out = subprocess.run([sys.executable, __file__, "--baseline", str(args.baseline), "--worker"], env=env,
-                                 cwd=impls[name], capture_output=True, check=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--baseline", str(args.baseline), "--worker"],
+                env=env,
+                cwd=impls[name],
+                capture_output=True,
+                check=True,
+                text=True,
+            ).stdout
             runs[name].append(json.loads(out))
     for case in CASES:
         med = {(impl, pol): statistics.median(r[case][pol] for r in runs[impl]) for impl in impls for pol in POLICIES}

@@ -51,8 +51,20 @@ def frame(rid: int, method: str) -> bytes:
 
 
 def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> list[float]:
-    argv = [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--shared-session", session,
-            "--", sys.executable, str(HERE / "echo_server.py")]
+    argv = [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(policy),
+        "--state-dir",
+        str(state),
+        "--shared-session",
+        session,
+        "--",
+        sys.executable,
+        str(HERE / "echo_server.py"),
+    ]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
     assert proc.stdin is not None and proc.stdout is not None
     out: list[float] = []
@@ -91,10 +103,13 @@ def db_size(calls: int) -> tuple[int, float]:
         flows = FlowTracker(policy.sequences, policy.aliases, server="bench")
         rates = tracker_for(policy)
         assert rates is not None
-        parts = [Part("flows", flows.export_state, flows.restore_state, flows.armed),
-                 Part("rates", rates.export_state, rates.restore_state)]
-        shared = SharedSession(store, SessionKey("name:bench", "named", name="bench"), part_of(policy), "bench", state,
-                               parts, time.time)
+        parts = [
+            Part("flows", flows.export_state, flows.restore_state, flows.armed),
+            Part("rates", rates.export_state, rates.restore_state),
+        ]
+        shared = SharedSession(
+            store, SessionKey("name:bench", "named", name="bench"), part_of(policy), "bench", state, parts, time.time
+        )
         pipeline = Pipeline(policy, state, [RateGuard(rates), FlowGuard(flows)], clock=time.time, shared=shared)
         t = time.perf_counter()
         for i in range(calls):  # what wrap's call path does around each decision (docs/architecture.md)
@@ -133,10 +148,14 @@ def main() -> None:
                 rows.setdefault(f"{method} added", []).append(rows[f"{method} bench"][-1] - rows[f"{method} none"][-1])
         print(f"assay: {ASSAY}; {args.runs} runs x {args.calls} requests, one at a time; load {os.getloadavg()[0]:.2f}")
         for name, values in rows.items():
-            print(f"  {name:22} p50 {statistics.median(values) * 1e6:8.1f} us   (runs: {', '.join(f'{v * 1e6:.0f}' for v in values)})")
+            print(
+                f"  {name:22} p50 {statistics.median(values) * 1e6:8.1f} us   (runs: {', '.join(f'{v * 1e6:.0f}' for v in values)})"
+            )
     if args.db_calls:
         size, per = db_size(args.db_calls)
-        print(f"  database after {args.db_calls:,} calls: {size / 1e6:.2f} MB on disk ({per * 1e6:.1f} us a call in process)")
+        print(
+            f"  database after {args.db_calls:,} calls: {size / 1e6:.2f} MB on disk ({per * 1e6:.1f} us a call in process)"
+        )
 
 
 if __name__ == "__main__":

@@ -44,19 +44,34 @@ sys.path.insert(0, str(HERE))
 from bench_relay import POLICY as SCHEMA  # noqa: E402  (the relay bench's policy: allowlist + schema)
 
 ALLOWLIST = SCHEMA[: SCHEMA.index("schemas:")]
-FRAME = (json.dumps({
-    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-    "params": {"name": "search", "arguments": {"query": "policy guard start-up", "limit": 10, "lang": "en",
-                                               "safe": True, "cursor": "abc123def456"}},
-}, separators=(",", ":")) + "\n").encode()
+FRAME = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "search",
+                "arguments": {
+                    "query": "policy guard start-up",
+                    "limit": 10,
+                    "lang": "en",
+                    "safe": True,
+                    "cursor": "abc123def456",
+                },
+            },
+        },
+        separators=(",", ":"),
+    )
+    + "\n"
+).encode()
 
 
 def first_reply(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
     """Seconds from spawn until the reply line to FRAME arrived (the process is then ended by
     EOF), and the CPU seconds of the whole run (the process and every descendant it reaped)."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                         env=env)
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
     assert p.stdin is not None and p.stdout is not None
     p.stdin.write(FRAME)
     p.stdin.flush()
@@ -75,8 +90,9 @@ def to_exit(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, floa
     """Seconds from spawn until the process exited (its stdout read to the end), and its CPU
     seconds."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=cwd, env=env)
+    p = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env
+    )
     assert p.stdout is not None and p.stderr is not None
     p.stdout.read()
     _pid, status, usage = os.wait4(p.pid, 0)
@@ -131,7 +147,7 @@ def main() -> None:
         for name in every:  # warm the page cache and .pyc files once, unmeasured
             measure(name)
         for r in range(args.runs):
-            for name in every[r % len(every):] + every[:r % len(every)]:
+            for name in every[r % len(every) :] + every[: r % len(every)]:
                 wall, used = measure(name)
                 times[name].append(wall)
                 cpu[name].append(used)
@@ -144,17 +160,22 @@ def main() -> None:
     for name in names:
         med, used = statistics.median(times[name]), statistics.median(cpu[name])
         extra = "" if name == "echo alone" else f"   added {1000 * (med - base):+7.1f} ms"
-        extra += f"   CPU {1000 * used:6.1f} ms" + ("" if name == "echo alone" else f" ({1000 * (used - base_cpu):+6.1f})")
+        extra += f"   CPU {1000 * used:6.1f} ms" + (
+            "" if name == "echo alone" else f" ({1000 * (used - base_cpu):+6.1f})"
+        )
         print(f"  {name:34s} {1000 * med:7.1f} ms{extra}")
     for name in names[1:]:
         paired = statistics.median(w - e for w, e in zip(times[name], times["echo alone"]))
         print(f"  {name:34s} paired added median {1000 * paired:+7.1f} ms (target <= +200 ms)")
     py = statistics.median(times["python -c pass"])
     print(f"command line start-up, median of {args.runs} runs, against `python -c pass` (target <= +150 ms)")
-    for name, label in (("python -c pass", "python -c pass"), ("assay --version", "assay --version"),
-                        ("assay --help", "assay --help"),
-                        ("wrap allowlist", "assay mcp wrap, first reply"),
-                        ("wrap allowlist+schema", "assay mcp wrap (schema), first reply")):
+    for name, label in (
+        ("python -c pass", "python -c pass"),
+        ("assay --version", "assay --version"),
+        ("assay --help", "assay --help"),
+        ("wrap allowlist", "assay mcp wrap, first reply"),
+        ("wrap allowlist+schema", "assay mcp wrap (schema), first reply"),
+    ):
         med = statistics.median(times[name])
         over = "" if name == "python -c pass" else f"   over {1000 * (med - py):+7.1f} ms"
         verdict = "" if name == "python -c pass" else ("   ok" if med - py <= 0.150 else "   MISS")

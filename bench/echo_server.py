@@ -34,7 +34,9 @@ def regex_replies(lines: list[bytes]) -> list[bytes]:
     for line in lines:
         m = ID.search(line)
         if m:
-            replies.append(b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}\n' % m.group(1))
+            replies.append(
+                b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}\n' % m.group(1)
+            )
     return replies
 
 

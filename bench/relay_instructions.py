@@ -50,9 +50,18 @@ def instructions(tree: Path, frames: Path, extra: list[str], tmp: Path) -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONHASHSEED="0", PYTHONPATH=str(tree))
     argv = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p",
-        str(Path(sys.executable).parent / "assay"), "mcp", "wrap", "--policy", str(tmp / "policy.yaml"),
-        *(a.format(tmp=tmp) for a in extra), "--", sys.executable, str(HERE / "echo_server.py"),
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}/cg.%p",
+        str(Path(sys.executable).parent / "assay"),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(tmp / "policy.yaml"),
+        *(a.format(tmp=tmp) for a in extra),
+        "--",
+        sys.executable,
+        str(HERE / "echo_server.py"),
     ]
     with open(frames, "rb") as stdin:
         subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)

@@ -37,7 +37,7 @@ def main() -> None:
     per = -(-len(replies) // BURSTS) or 1
     for start in range(0, len(replies), per):
         time.sleep(opts.seconds / BURSTS)
-        out.write(b"".join(replies[start:start + per]))
+        out.write(b"".join(replies[start : start + per]))
         out.flush()
 
 

@@ -26,8 +26,7 @@ def best(fn, rounds=7):
 
 def main() -> None:
     rng = random.Random(7)
-    words = [("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))))
-             for _ in range(5000)]
+    words = [("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))) for _ in range(5000)]
 
     def prose(n: int) -> str:
         out, size = [], 0
@@ -46,9 +45,11 @@ def main() -> None:
     taint.add_value("hunter2pw", "db/q")
     taint.add_value("ghp_" + "0123456789abcdefghij" * 2, "gh/get")  # built: no secret in this file
     size, peak = tracemalloc.get_traced_memory()
-    print(f"full set: {len(taint)} fingerprints, nbytes {taint.nbytes} "
-          f"({taint.nbytes / len(taint):.0f}/entry), traced {size} ({size / len(taint):.0f}/entry), "
-          f"export {len(taint.export())} bytes")
+    print(
+        f"full set: {len(taint)} fingerprints, nbytes {taint.nbytes} "
+        f"({taint.nbytes / len(taint):.0f}/entry), traced {size} ({size / len(taint):.0f}/entry), "
+        f"export {len(taint.export())} bytes"
+    )
     tracemalloc.stop()
     texts = [prose(1 << 20) for _ in range(7)]
     print(f"add_text 1 MiB (full set): {best(lambda: taint.add_text(texts.pop(), 'x')) * 1e3:.1f} ms")
@@ -57,7 +58,9 @@ def main() -> None:
     args = {
         "1 KiB JSON": kib,
         "1 MiB prose": prose(1 << 20),
-        "1 MiB JSON, base64 half": json.dumps({"a": prose(1 << 19), "b": base64.b64encode(rng.randbytes(3 << 17)).decode()}),
+        "1 MiB JSON, base64 half": json.dumps(
+            {"a": prose(1 << 19), "b": base64.b64encode(rng.randbytes(3 << 17)).decode()}
+        ),
         "1 MiB base64": base64.b64encode(rng.randbytes(3 << 18)).decode(),
         "1 MiB hex": rng.randbytes(1 << 19).hex(),
     }
@@ -65,8 +68,11 @@ def main() -> None:
         assert taint.find(text) is None
         rounds = 200 if len(text) < 10000 else 5
         t = best(lambda: taint.find(text), rounds)
-        print(f"find {name} ({len(text)} chars): {t * 1e6:.0f} us" if t < 1e-2 else
-              f"find {name} ({len(text)} chars): {t * 1e3:.1f} ms")
+        print(
+            f"find {name} ({len(text)} chars): {t * 1e6:.0f} us"
+            if t < 1e-2
+            else f"find {name} ({len(text)} chars): {t * 1e3:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -29,9 +29,11 @@ def base_env() -> dict[str, str]:
     a wrap a test starts never opens one unless the test gives it $BROWSER. Nor COLUMNS and LINES:
     the width of the terminal running the tests (pytest-xdist workers have COLUMNS=80) must not
     change what a command prints."""
-    return {k: v for k, v in os.environ.items()
-            if not k.upper().startswith("ASSAY_")
-            and k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY", "COLUMNS", "LINES")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("ASSAY_") and k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY", "COLUMNS", "LINES")
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -22,15 +22,22 @@ def render(tokens: Sequence[str]) -> tuple[int, str, str]:
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[1])
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
-                        "NO_COLOR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR")
+    }
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONIOENCODING"] = "utf-8"
-    code = ("import sys; from assay.cli.app import main; "
-            "sys.exit(main(sys.argv[1:], fast_help=False))")
-    done = subprocess.run([sys.executable, "-c", code, *tokens], stdin=subprocess.DEVNULL,
-                          capture_output=True, env=env, timeout=120, start_new_session=True)
+    code = "import sys; from assay.cli.app import main; sys.exit(main(sys.argv[1:], fast_help=False))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *tokens],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        start_new_session=True,
+    )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
@@ -59,6 +66,8 @@ if __name__ == "__main__":  # pragma: no cover - the maintainer's regeneration e
     from pathlib import Path
 
     if sys.argv[1:] == ["--write"]:
-        (Path(__file__).resolve().parents[1] / "assay" / "cli" / "_helptext.py").write_text(generate(), encoding="utf-8")
+        (Path(__file__).resolve().parents[1] / "assay" / "cli" / "_helptext.py").write_text(
+            generate(), encoding="utf-8"
+        )
     else:
         sys.stdout.write(generate())

@@ -49,14 +49,18 @@ def test_a_failure_of_the_work_is_fatal_not_a_usage_error(tmp_path):
     os.mkfifo(unreadable)
     out_dir = tmp_path / "no-such-dir" / "p.yaml"
     empty = tmp_path / "empty.ndjson"
-    empty.write_text('{"specversion": "1.0", "type": "assay.tool.decision", "time": "2026-08-22T10:15:02.123456+00:00", '
-                     '"data": {"tool": "read", "decision": "allow", "server": "fs", "session": null, '
-                     '"reason_code": "P_POLICY_ALLOW"}}\n')
-    for args in (("mcp", "policy", "check", str(bad)),
-                 ("mcp", "policy", "explain", str(bad), "--tool", "x"),
-                 ("mcp", "tools", "--policy", str(bad), "--", "true"),
-                 ("mcp", "log", str(unreadable)),
-                 ("mcp", "policy", "suggest", str(unreadable))):
+    empty.write_text(
+        '{"specversion": "1.0", "type": "assay.tool.decision", "time": "2026-08-22T10:15:02.123456+00:00", '
+        '"data": {"tool": "read", "decision": "allow", "server": "fs", "session": null, '
+        '"reason_code": "P_POLICY_ALLOW"}}\n'
+    )
+    for args in (
+        ("mcp", "policy", "check", str(bad)),
+        ("mcp", "policy", "explain", str(bad), "--tool", "x"),
+        ("mcp", "tools", "--policy", str(bad), "--", "true"),
+        ("mcp", "log", str(unreadable)),
+        ("mcp", "policy", "suggest", str(unreadable)),
+    ):
         res = run(*args)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.startswith("fatal: ") and res.stderr.count("\n") == 1, (args, res.stderr)

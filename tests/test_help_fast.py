@@ -17,15 +17,19 @@ from tests.conftest import ASSAY, REPO
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
 def assay(*tokens: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    done = subprocess.run([str(ASSAY), *tokens], stdin=subprocess.DEVNULL, capture_output=True,
-                          env=env or clean_env(), timeout=120)
+    done = subprocess.run(
+        [str(ASSAY), *tokens], stdin=subprocess.DEVNULL, capture_output=True, env=env or clean_env(), timeout=120
+    )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
@@ -36,19 +40,23 @@ def test_committed_pages_are_what_cyclopts_renders_now():
     assert committed == helptext.generate()
 
 
-@pytest.mark.parametrize("tokens", [list(t) for t in help_fast.LINES] + [["--version"]],
-                         ids=lambda t: " ".join(t) or "(none)")
+@pytest.mark.parametrize(
+    "tokens", [list(t) for t in help_fast.LINES] + [["--version"]], ids=lambda t: " ".join(t) or "(none)"
+)
 def test_fast_line_prints_what_cyclopts_prints(tokens):
     assert assay(*tokens) == helptext.render(tokens)
 
 
 def test_fast_lines_import_neither_cyclopts_nor_rich():
-    code = ("import sys; from assay.cli.app import main\n"
-            "for line in ([], ['--help'], ['-h'], ['mcp'], ['mcp', '--help'], ['--version']):\n"
-            "    assert main(line) == 0\n"
-            "assert 'cyclopts' not in sys.modules and 'rich' not in sys.modules, 'imported'\n")
-    done = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                          capture_output=True, env=clean_env(), timeout=120)
+    code = (
+        "import sys; from assay.cli.app import main\n"
+        "for line in ([], ['--help'], ['-h'], ['mcp'], ['mcp', '--help'], ['--version']):\n"
+        "    assert main(line) == 0\n"
+        "assert 'cyclopts' not in sys.modules and 'rich' not in sys.modules, 'imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, env=clean_env(), timeout=120
+    )
     assert done.returncode == 0, done.stderr.decode()
 
 
@@ -74,19 +82,22 @@ class _Stream(io.StringIO):
         return self._encoding
 
 
-@pytest.mark.parametrize(("environ", "stream", "width"), [
-    ({}, _Stream(False), 80),
-    ({"COLUMNS": "80"}, _Stream(False), 80),
-    ({"COLUMNS": "132"}, _Stream(False), 132),
-    ({"COLUMNS": "wide"}, _Stream(False), 80),
-    ({}, _Stream(True), None),
-    ({"COLUMNS": "120"}, _Stream(True), 80),  # a wide terminal: the 80-column page as it is
-    ({"COLUMNS": "80"}, _Stream(True), 80),
-    ({"COLUMNS": "60"}, _Stream(True), None),  # a narrow one: cyclopts wraps it
-    ({"FORCE_COLOR": "1"}, _Stream(False), None),
-    ({"TTY_COMPATIBLE": "1"}, _Stream(False), None),
-    ({}, _Stream(False, "ascii"), None),
-])
+@pytest.mark.parametrize(
+    ("environ", "stream", "width"),
+    [
+        ({}, _Stream(False), 80),
+        ({"COLUMNS": "80"}, _Stream(False), 80),
+        ({"COLUMNS": "132"}, _Stream(False), 132),
+        ({"COLUMNS": "wide"}, _Stream(False), 80),
+        ({}, _Stream(True), None),
+        ({"COLUMNS": "120"}, _Stream(True), 80),  # a wide terminal: the 80-column page as it is
+        ({"COLUMNS": "80"}, _Stream(True), 80),
+        ({"COLUMNS": "60"}, _Stream(True), None),  # a narrow one: cyclopts wraps it
+        ({"FORCE_COLOR": "1"}, _Stream(False), None),
+        ({"TTY_COMPATIBLE": "1"}, _Stream(False), None),
+        ({}, _Stream(False, "ascii"), None),
+    ],
+)
 def test_plain_width_follows_rich(environ, stream, width):
     """Under pytest no standard stream is a terminal (stdin is captured), so the width comes
     from COLUMNS or the default."""
@@ -103,11 +114,13 @@ def test_a_wide_terminal_gets_the_page_without_cyclopts():
     import termios
     import fcntl
 
-    probe = ("import sys, runpy; sys.argv = ['assay', '--help']\n"
-             "from assay.cli.app import main\n"
-             "code = main(['--help'])\n"
-             "sys.stdout.flush()\n"
-             "print('LOADED', 'cyclopts' in sys.modules, 'rich' in sys.modules)\n")
+    probe = (
+        "import sys, runpy; sys.argv = ['assay', '--help']\n"
+        "from assay.cli.app import main\n"
+        "code = main(['--help'])\n"
+        "sys.stdout.flush()\n"
+        "print('LOADED', 'cyclopts' in sys.modules, 'rich' in sys.modules)\n"
+    )
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal of 100 columns on every standard stream
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))

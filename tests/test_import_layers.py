@@ -60,11 +60,16 @@ RULES: list[Rule] = [
     Rule(RUNTIME, _all_shells(), (), "the process runtime imports no shell"),
     Rule(_all_shells(), ENTRIES, (), "no shell imports what puts a run together or the command line"),
     Rule(CORE, ENTRIES, (), "the sans-IO core imports nothing that puts a run together"),
-    *(Rule(members, tuple(m for other, others in SHELLS.items() if other != name for m in others), (),
-           f"the {name} shell imports no other shell")
-      for name, members in SHELLS.items()),
+    *(
+        Rule(
+            members,
+            tuple(m for other, others in SHELLS.items() if other != name for m in others),
+            (),
+            f"the {name} shell imports no other shell",
+        )
+        for name, members in SHELLS.items()
+    ),
 ]
-
 
 
 # -- the import graph ------------------------------------------------------------------------------
@@ -108,8 +113,9 @@ def import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], dict[str, set[
                     module = node.module or ""
                 # ``from package import module`` imports that module; ``from module import name``
                 # the module itself
-                targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
-                           for alias in node.names]
+                targets = [
+                    f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module for alias in node.names
+                ]
             for target in targets:
                 owner = _owner(target, known)
                 if owner is not None:
@@ -174,8 +180,11 @@ def violations(graph: dict[str, set[str]], external: dict[str, set[str]], rules:
         for name in sorted(graph):
             if not _under(name, rule.importers):
                 continue
-            out += [f"{name} -> {target} ({rule.why})" for target in sorted(graph[name])
-                    if _under(target, rule.forbidden) and not _under(target, rule.importers)]
+            out += [
+                f"{name} -> {target} ({rule.why})"
+                for target in sorted(graph[name])
+                if _under(target, rule.forbidden) and not _under(target, rule.importers)
+            ]
             out += [f"{name} -> {lib} ({rule.why})" for lib in sorted(external[name]) if lib in rule.libraries]
     return out
 
@@ -211,14 +220,17 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_hidden_imports_count(tmp_path):
-    root = _package(tmp_path, {
-        "__init__.py": "",
-        "core/__init__.py": "",
-        "core/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from assay.core.b import B\n",
-        "core/b.py": "def f():\n    from . import a\n    import trio\n",
-        "core/c.py": "from assay.core import a\n",
-        "shell.py": "import assay.core.c\n",
-    })
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "core/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from assay.core.b import B\n",
+            "core/b.py": "def f():\n    from . import a\n    import trio\n",
+            "core/c.py": "from assay.core import a\n",
+            "shell.py": "import assay.core.c\n",
+        },
+    )
     graph, external = import_graph(root)
     assert graph["assay.core.a"] == {"assay.core.b"} and graph["assay.core.b"] == {"assay.core.a"}
     assert graph["assay.shell"] == {"assay.core.c"} and external["assay.core.b"] == {"trio"}
@@ -227,4 +239,3 @@ def test_hidden_imports_count(tmp_path):
     assert violations(graph, external, rules) == ["assay.core.b -> trio (core)"]
     graph["assay.core.c"].add("assay.shell")
     assert "assay.core.c -> assay.shell (core)" in violations(graph, external, rules)
-

@@ -79,8 +79,13 @@ def test_loads_strict_reads_what_json_writes(value):
 
 @pytest.mark.parametrize(
     "text, reason",
-    [('{"a":1,"a":2}', "duplicate_member"), ('{"x":[{"b":1,"b":1}]}', "duplicate_member"),
-     ("[NaN]", "malformed_json"), ("1e999", "malformed_json"), ('{"a":-Infinity}', "malformed_json")],
+    [
+        ('{"a":1,"a":2}', "duplicate_member"),
+        ('{"x":[{"b":1,"b":1}]}', "duplicate_member"),
+        ("[NaN]", "malformed_json"),
+        ("1e999", "malformed_json"),
+        ('{"a":-Infinity}', "malformed_json"),
+    ],
 )
 def test_canonical_and_admission_refuse_alike(text, reason):
     with pytest.raises(StrictJSONError) as info:

@@ -29,12 +29,63 @@ from assay.wrap.run import WrapConfig
 FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS]
 VALUE_FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS if opt.kind is not bool]
 BOOL_FLAGS = [opt.flag for opt in wrap_args.WRAP_OPTIONS if opt.kind is bool]
-NOT_FLAGS = ["--verbos", "--polic", "-v", "-p", "--no-dry-run", "--Policy", "---policy", "-", "--policy-file",
-             "--dry_run", "--max-frame-byte"]
-VALUES = ["a.yaml", "p", "", " ", "None", "none", "null", "-x", "--", "---", "-1", "+5", "0", "1", "2", "007",
-          "1_000", "10", "65536", "99999999999999999999", "1e3", "1.5", "0.5", ".5", "5.", "inf", "nan", "-0",
-          "０", "١٢", " 5", "5 ", "x y", "ü", "true", "false", "assay://org/app", "--policy", "=", "a=b",
-          "\t", "1.0000000001"]
+NOT_FLAGS = [
+    "--verbos",
+    "--polic",
+    "-v",
+    "-p",
+    "--no-dry-run",
+    "--Policy",
+    "---policy",
+    "-",
+    "--policy-file",
+    "--dry_run",
+    "--max-frame-byte",
+]
+VALUES = [
+    "a.yaml",
+    "p",
+    "",
+    " ",
+    "None",
+    "none",
+    "null",
+    "-x",
+    "--",
+    "---",
+    "-1",
+    "+5",
+    "0",
+    "1",
+    "2",
+    "007",
+    "1_000",
+    "10",
+    "65536",
+    "99999999999999999999",
+    "1e3",
+    "1.5",
+    "0.5",
+    ".5",
+    "5.",
+    "inf",
+    "nan",
+    "-0",
+    "０",
+    "١٢",
+    " 5",
+    "5 ",
+    "x y",
+    "ü",
+    "true",
+    "false",
+    "assay://org/app",
+    "--policy",
+    "=",
+    "a=b",
+    "\t",
+    "1.0000000001",
+]
 
 
 @contextlib.contextmanager
@@ -71,8 +122,10 @@ junk = st.one_of(
 # Mostly well-formed pieces, so that a line is often valid but for one odd value or piece:
 # that is where the two parsers could disagree.
 option = st.one_of(pair, pair, pair, joined, flag, flag, junk)
-server = st.lists(st.one_of(st.sampled_from(["python3", "srv.py", "--policy", "x", "--", "-v", "--dry-run"]),
-                            st.text(max_size=4)), max_size=4)
+server = st.lists(
+    st.one_of(st.sampled_from(["python3", "srv.py", "--policy", "x", "--", "-v", "--dry-run"]), st.text(max_size=4)),
+    max_size=4,
+)
 
 
 @st.composite
@@ -149,7 +202,7 @@ def test_plain_lines_take_the_fast_path_and_mean_the_same(monkeypatch, tokens):
     fast = outcome(monkeypatch, tokens, fast=True)
     assert fast == outcome(monkeypatch, tokens, fast=False)
     values, command = parsed
-    assert command == (tokens[tokens.index("--") + 1:] if "--" in tokens else [])
+    assert command == (tokens[tokens.index("--") + 1 :] if "--" in tokens else [])
     if fast[0] == 0:
         (config,) = fast[3]
         assert config.argv == command
@@ -213,8 +266,11 @@ def test_an_option_declared_once_reaches_the_cli_help_fast_parser_and_config(mon
     with contextlib.redirect_stdout(out):
         assert app.main(["mcp", "wrap", "--help"], fast_wrap=False) == 0
     shown = " ".join(out.getvalue().replace("│", " ").split())
-    for flag, text in (("--new-thing", "Something new, declared once."), ("--new-count", "How many new things."),
-                       ("--new-flag", "A new flag.")):
+    for flag, text in (
+        ("--new-thing", "Something new, declared once."),
+        ("--new-count", "How many new things."),
+        ("--new-flag", "A new flag."),
+    ):
         assert flag in shown and text in shown
     assert "[default: 3]" in shown
     # the fast parser
@@ -241,14 +297,25 @@ def test_an_option_declared_once_reaches_the_cli_help_fast_parser_and_config(mon
     assert parsed is not None and parsed[0] == {"new_thing": "x", "new_flag": True}
 
 
-@pytest.mark.parametrize("annotation, default", [
-    ("list[str]", None), ("bool", True), ("str", None), ("int | None", None), ("tuple[int, ...]", ()), ("float", 1),
-])
+@pytest.mark.parametrize(
+    "annotation, default",
+    [
+        ("list[str]", None),
+        ("bool", True),
+        ("str", None),
+        ("int | None", None),
+        ("tuple[int, ...]", ()),
+        ("float", 1),
+    ],
+)
 def test_a_declaration_wrap_cannot_read_is_refused(annotation, default):
     hint = eval(annotation)
     odd = dataclasses.make_dataclass(
-        "Odd", [("odd", Annotated[hint, options.Option("--odd", "Odd.")], dataclasses.field(default=default))],
-        bases=(options.WrapOptions,), kw_only=True)
+        "Odd",
+        [("odd", Annotated[hint, options.Option("--odd", "Odd.")], dataclasses.field(default=default))],
+        bases=(options.WrapOptions,),
+        kw_only=True,
+    )
     with pytest.raises(TypeError, match="odd"):
         options.table_of(odd)
 
@@ -272,17 +339,36 @@ def test_table_defaults_are_the_session_defaults():
 
     assert options.DEFAULT_MAX_FRAME_BYTES == DEFAULT_MAX_FRAME_BYTES
     session = SessionOptions()
-    for name in ("dry_run", "verbose", "label", "event_source", "max_frame_bytes", "shutdown_grace",
-                 "hide_denied_tools"):
+    for name in (
+        "dry_run",
+        "verbose",
+        "label",
+        "event_source",
+        "max_frame_bytes",
+        "shutdown_grace",
+        "hide_denied_tools",
+    ):
         assert getattr(session, name) == options.BY_FIELD[name].default, name
 
 
 def test_session_options_from_the_config():
     from assay.session.effects import Sink
 
-    config = WrapConfig(argv=["srv"], dry_run=True, verbose=True, label="L", decision_log="d", audit_log="a",
-                        decision_log_new="n", coverage_out="c", request_receipts_out="r", max_frame_bytes=7,
-                        shutdown_grace=2.5, hide_denied_tools=True, event_source=" assay://x ")
+    config = WrapConfig(
+        argv=["srv"],
+        dry_run=True,
+        verbose=True,
+        label="L",
+        decision_log="d",
+        audit_log="a",
+        decision_log_new="n",
+        coverage_out="c",
+        request_receipts_out="r",
+        max_frame_bytes=7,
+        shutdown_grace=2.5,
+        hide_denied_tools=True,
+        event_source=" assay://x ",
+    )
     got = config.session_options(event_source="assay://x", declared_manifest={"tools": []})
     assert (got.dry_run, got.verbose, got.label, got.event_source) == (True, True, "L", "assay://x")
     assert got.decision_sinks == (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW)
@@ -298,8 +384,13 @@ def test_outputs_are_the_table_rows():
     config = WrapConfig(argv=["srv"], **every)
     assert config.append_outputs() == {"--decision-log": "/o/decision_log", "--audit-log": "/o/audit_log"}
     assert list(config.create_new_outputs()) == [
-        "--decision-log-new", "--request-receipts-out", "--session-context-out", "--session-stop-out",
-        "--coverage-out", "--state-window-out", "--observed-manifest-out",
+        "--decision-log-new",
+        "--request-receipts-out",
+        "--session-context-out",
+        "--session-stop-out",
+        "--coverage-out",
+        "--state-window-out",
+        "--observed-manifest-out",
     ]
     assert WrapConfig(argv=["srv"], coverage_out="").create_new_outputs() == {}
 
@@ -307,7 +398,9 @@ def test_outputs_are_the_table_rows():
 def test_deny_deprecations_names_its_variable():
     assert options.BY_FLAG["--deny-deprecations"].env == "ASSAY_STRICT_DEPRECATIONS"
     assert [opt.flag for opt in options.WRAP_OPTIONS if opt.env] == [
-        "--deny-deprecations", "--shared-session", "--state-dir",
+        "--deny-deprecations",
+        "--shared-session",
+        "--state-dir",
     ]
     assert options.BY_FLAG["--shared-session"].env == "ASSAY_SHARED_SESSION"
     assert options.BY_FLAG["--state-dir"].env == "ASSAY_STATE_DIR"
@@ -315,11 +408,15 @@ def test_deny_deprecations_names_its_variable():
 
 # The lines assay writes into client configs (protect, config-path) are read back by both
 # parsers the same way, and mean what was written.
-names = st.one_of(st.sampled_from(["fs", "GitHub", "my server", "--", "-x", "", "a=b", "--policy", "ü"]),
-                  st.text(max_size=6))
-paths = st.one_of(st.sampled_from(["/p/assay.yaml", "-p.yaml", "/a b/p.yaml", "--", "/x=y"]), st.text(min_size=1, max_size=6))
-commands = st.lists(st.one_of(st.sampled_from(["npx", "-y", "--", "--policy", "srv"]), st.text(max_size=4)),
-                    min_size=1, max_size=4)
+names = st.one_of(
+    st.sampled_from(["fs", "GitHub", "my server", "--", "-x", "", "a=b", "--policy", "ü"]), st.text(max_size=6)
+)
+paths = st.one_of(
+    st.sampled_from(["/p/assay.yaml", "-p.yaml", "/a b/p.yaml", "--", "/x=y"]), st.text(min_size=1, max_size=6)
+)
+commands = st.lists(
+    st.one_of(st.sampled_from(["npx", "-y", "--", "--policy", "srv"]), st.text(max_size=4)), min_size=1, max_size=4
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -363,13 +460,33 @@ def _apps():
 
 
 HEAVY = (
-    "cyclopts", "cryptography", "tomlkit", "jsonschema_rs", "rich",
-    "assay.cli.wrap", "assay.cli._families", "assay.signing", "assay.discover", "assay.clients", "assay.clients.protect",
-    "assay.preflight", "assay.kill", "assay.manifest", "assay.server", "assay.policy.sequence",
-    "sqlite3", "assay.store.sqlite",  # a policy that shares nothing never opens the session store
-    "httpx2", "anyio", "mcp", "joserfc", "assay.shells.upstream_http", "assay.auth",  # a remote server's (docs/remote.md):
+    "cyclopts",
+    "cryptography",
+    "tomlkit",
+    "jsonschema_rs",
+    "rich",
+    "assay.cli.wrap",
+    "assay.cli._families",
+    "assay.signing",
+    "assay.discover",
+    "assay.clients",
+    "assay.clients.protect",
+    "assay.preflight",
+    "assay.kill",
+    "assay.manifest",
+    "assay.server",
+    "assay.policy.sequence",
+    "sqlite3",
+    "assay.store.sqlite",  # a policy that shares nothing never opens the session store
+    "httpx2",
+    "anyio",
+    "mcp",
+    "joserfc",
+    "assay.shells.upstream_http",
+    "assay.auth",  # a remote server's (docs/remote.md):
     # never for a command
-    "re2", "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
+    "re2",
+    "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
     "fractions",  # a rate window's exact tie only (assay.policy.rates)
 )
 
@@ -380,14 +497,17 @@ def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
     and starts no process of its own but the keeper and the server."""
     (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
     server = tmp_path / "server.py"
-    server.write_text(textwrap.dedent("""\
+    server.write_text(
+        textwrap.dedent("""\
         import sys
         line = sys.stdin.readline()
         sys.stdout.write('{"jsonrpc":"2.0","id":1,"result":{"content":[]}}\\n')
         sys.stdout.flush()
         sys.stdin.read()
-    """))
-    probe = textwrap.dedent("""\
+    """)
+    )
+    probe = (
+        textwrap.dedent("""\
         import json, subprocess, sys
         started = []  # processes this process starts itself (the server is started by the keeper)
         popen_init = subprocess.Popen.__init__
@@ -402,11 +522,15 @@ def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
         with open("loaded.json", "w") as fh:
             json.dump({"code": code, "loaded": loaded, "trio": "trio" in sys.modules, "started": started,
                        "thread_names": cache.set_os_thread_name is not None}, fh)
-    """).replace("SERVER", repr(str(server))).replace("HEAVY", repr(HEAVY))
+    """)
+        .replace("SERVER", repr(str(server)))
+        .replace("HEAVY", repr(HEAVY))
+    )
     frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
-    res = subprocess.run([sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60,
-                         cwd=tmp_path, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60, cwd=tmp_path, env=env
+    )
     assert res.returncode == 0, res.stderr
     assert b'"id":1' in res.stdout, (res.stdout, res.stderr)
     report = json.loads((tmp_path / "loaded.json").read_text())
@@ -415,18 +539,22 @@ def test_wrap_run_loads_no_module_it_does_not_use(tmp_path):
 
 
 def test_import_trio_restores_find_library():
-    probe = ("import ctypes.util\nreal = ctypes.util.find_library\n"
-             "from assay.cli.wrap_args import import_trio\nimport_trio()\n"
-             "print(ctypes.util.find_library is real, 'trio' in __import__('sys').modules)")
+    probe = (
+        "import ctypes.util\nreal = ctypes.util.find_library\n"
+        "from assay.cli.wrap_args import import_trio\nimport_trio()\n"
+        "print(ctypes.util.find_library is real, 'trio' in __import__('sys').modules)"
+    )
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
     assert res.stdout.split() == ["True", "True"], res.stderr
 
 
 def test_cyclopts_path_still_loads_cyclopts(tmp_path):
     """The probe above can see a heavy module: `--help` goes through cyclopts."""
-    probe = ("import sys, contextlib, io\nfrom assay.cli import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['mcp', 'wrap', '--help'])\n"
-             "print('cyclopts' in sys.modules)\n")
+    probe = (
+        "import sys, contextlib, io\nfrom assay.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['mcp', 'wrap', '--help'])\n"
+        "print('cyclopts' in sys.modules)\n"
+    )
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
     assert res.stdout.split() == ["True"], res.stderr
 
@@ -449,14 +577,17 @@ def test_wrap_starts_its_server_after_the_checks_and_before_trio(tmp_path):
         code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, "server.py"])
         with open("seen.json", "w") as fh:
             json.dump({"code": code, "seen": seen}, fh)
-    """).replace("MODULES", repr(("trio", "assay.shells.stdio.relay", "assay.session.session", "cyclopts", "assay.policy")))
+    """).replace(
+        "MODULES", repr(("trio", "assay.shells.stdio.relay", "assay.session.session", "cyclopts", "assay.policy"))
+    )
     (tmp_path / "server.py").write_text(
-        "import sys\nsys.stdin.readline()\nprint('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}', flush=True)\n"
+        'import sys\nsys.stdin.readline()\nprint(\'{"jsonrpc":"2.0","id":1,"result":{}}\', flush=True)\n'
     )
     frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
-    res = subprocess.run([sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60,
-                         cwd=tmp_path, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60, cwd=tmp_path, env=env
+    )
     assert res.returncode == 0, res.stderr
     assert b'"id":1' in res.stdout, (res.stdout, res.stderr)
     # the policy is loaded at the fork (it is checked first), the relay and trio are not

@@ -35,9 +35,18 @@ _FAILURES = (flows.FlowError, GrantError, WebError, DiscoveryError)
 
 
 class Authorizer:
-    def __init__(self, url: str, state: str, environ: Mapping[str, str], *, interactive: bool = False,
-                 static: Sequence[tuple[str, str | None]] = (), ca_file: str | None = None,
-                 say: Callable[[str], None] = lambda _line: None, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        url: str,
+        state: str,
+        environ: Mapping[str, str],
+        *,
+        interactive: bool = False,
+        static: Sequence[tuple[str, str | None]] = (),
+        ca_file: str | None = None,
+        say: Callable[[str], None] = lambda _line: None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
         self.shown = url
         self.url = store.normalize_url(url)
         self.state = state
@@ -77,8 +86,9 @@ class Authorizer:
             return read(record, self.url)
         except RecordError as exc:
             path = store.record_path(self.state, self.url)
-            raise NeedsLogin(f"the token file {path} cannot be used: {exc}; remove it and run: "
-                             f"{login_command(self.shown)}") from None
+            raise NeedsLogin(
+                f"the token file {path} cannot be used: {exc}; remove it and run: {login_command(self.shown)}"
+            ) from None
 
     def _save(self, stored: Stored) -> None:
         try:
@@ -121,8 +131,12 @@ class Authorizer:
             if self.changed is not None:
                 self._after_change()
             stored = self.stored
-            if (stored is not None and not refusal.step_up and stored.access_token != used
-                    and stored.token(self.now()) is not None):
+            if (
+                stored is not None
+                and not refusal.step_up
+                and stored.access_token != used
+                and stored.token(self.now()) is not None
+            ):
                 return str(stored.access_token)  # renewed meanwhile by another request
             if self.static_authorization or stored is None:
                 resource = await self._resource(refusal)
@@ -170,8 +184,11 @@ class Authorizer:
         try:
             check_binding(self.stored, resource)
         except IssuerChanged as exc:
-            self.changed = (self.stored.issuer, f"the authorization server of {self.shown} has changed ({exc}); "
-                            f"the stored login was not used; run: {self._command()}")
+            self.changed = (
+                self.stored.issuer,
+                f"the authorization server of {self.shown} has changed ({exc}); "
+                f"the stored login was not used; run: {self._command()}",
+            )
             raise NeedsLogin(self.changed[1]) from None
 
     def _after_change(self) -> None:
@@ -191,8 +208,9 @@ class Authorizer:
         elif self.interactive:
             await self._locked(lambda: self._login(refusal, None, scope=scope), wanted=scope)
         else:
-            raise NeedsLogin(f"{self.shown} asks for more scope than the stored login holds; run: "
-                             f"{self._command(scope)}")
+            raise NeedsLogin(
+                f"{self.shown} asks for more scope than the stored login holds; run: {self._command(scope)}"
+            )
 
     async def _renew(self, *, expired: bool) -> None:
         assert self.stored is not None
@@ -214,19 +232,21 @@ class Authorizer:
         usable token (with the scope ``wanted``) meanwhile: that one is taken instead."""
         before = None if self.stored is None else self.stored.access_token
         self._directory()
-        path = store.record_path(self.state, self.url)[:-len(".json")] + ".lock"
+        path = store.record_path(self.state, self.url)[: -len(".json")] + ".lock"
         try:
             async with locks.held(path, wait=LOCK_WAIT, what=f"renewing the login for {self.url}"):
                 fresh = self._load()
                 if fresh is None and before is not None:  # logged out meanwhile (auth logout): not undone
                     self.stored = None
-                    raise NeedsLogin(f"the stored login for {self.shown} was removed; run: "
-                                     f"{login_command(self.shown)}")
+                    raise NeedsLogin(f"the stored login for {self.shown} was removed; run: {login_command(self.shown)}")
                 if fresh is not None:
                     self.stored = fresh
                     held = set((fresh.scope or "").split())
-                    if (fresh.access_token != before and fresh.token(self.now()) is not None
-                            and set((wanted or "").split()) <= held):
+                    if (
+                        fresh.access_token != before
+                        and fresh.token(self.now()) is not None
+                        and set((wanted or "").split()) <= held
+                    ):
                         return
                 await work()
         except locks.LockTimeout as exc:
@@ -239,11 +259,13 @@ class Authorizer:
         async with Web(ca_file=self.ca_file) as web:
             try:
                 creds = flows.credentials(stored.client, stored.grant, self.environ)
-                tokens = await flows.machine_tokens(self._context(web), stored.server, creds, stored.grant,
-                                                    stored.resource, scope)
+                tokens = await flows.machine_tokens(
+                    self._context(web), stored.server, creds, stored.grant, stored.resource, scope
+                )
             except _FAILURES as exc:
-                raise NeedsLogin(f"a new token for {self.shown} could not be had ({exc}); run: "
-                                 f"{self._command(scope)}") from None
+                raise NeedsLogin(
+                    f"a new token for {self.shown} could not be had ({exc}); run: {self._command(scope)}"
+                ) from None
         self._take(tokens, stored)
 
     async def _refresh(self, expired: bool) -> None:
@@ -255,15 +277,20 @@ class Authorizer:
             async with Web(ca_file=self.ca_file) as web:
                 try:
                     creds = flows.credentials(stored.client, stored.grant, self.environ)
-                    tokens = await flows.refresh(self._context(web), stored.server, creds, stored.refresh_token,
-                                                 stored.resource, stored.scope)
+                    tokens = await flows.refresh(
+                        self._context(web), stored.server, creds, stored.refresh_token, stored.resource, stored.scope
+                    )
                 except GrantError as exc:
                     if not self.interactive:
-                        raise NeedsLogin(f"the stored login for {self.shown} {why} and its refresh was refused "
-                                         f"({exc.reason}); run: {self._command()}") from None
+                        raise NeedsLogin(
+                            f"the stored login for {self.shown} {why} and its refresh was refused "
+                            f"({exc.reason}); run: {self._command()}"
+                        ) from None
                 except _FAILURES as exc:
-                    raise NeedsLogin(f"the stored login for {self.shown} {why} and its refresh did not work "
-                                     f"({exc}); run: {self._command()}") from None
+                    raise NeedsLogin(
+                        f"the stored login for {self.shown} {why} and its refresh did not work "
+                        f"({exc}); run: {self._command()}"
+                    ) from None
         if tokens is not None:
             self._take(tokens, stored)
         elif self.interactive:
@@ -278,8 +305,9 @@ class Authorizer:
         the stored login's issuer with its client, or (no login) to the server the resource
         names. One browser login at a time across the wraps of the state directory."""
         try:
-            async with locks.held(f"{self._directory()}/browser.lock", wait=LOCK_WAIT,
-                                  what=f"logging in to {self.url}"):
+            async with locks.held(
+                f"{self._directory()}/browser.lock", wait=LOCK_WAIT, what=f"logging in to {self.url}"
+            ):
                 self.say(f"[assay] logging in to {self.shown}: a person is needed in the browser")
                 async with Web(ca_file=self.ca_file) as web:
                     await self._browser(self._context(web), refusal, resource, scope)
@@ -288,8 +316,9 @@ class Authorizer:
         except _FAILURES as exc:
             raise NeedsLogin(f"the login to {self.shown} did not work ({exc}); run: {self._command(scope)}") from None
 
-    async def _browser(self, ctx: flows.Context, refusal: Refusal | None, resource: Resource | None,
-                       scope: str | None) -> None:
+    async def _browser(
+        self, ctx: flows.Context, refusal: Refusal | None, resource: Resource | None, scope: str | None
+    ) -> None:
         stored = self.stored
         if stored is not None:  # a new login of the stored one: its issuer, its client
             server, target, client, grant = stored.server, stored.resource, dict(stored.client) or None, stored.grant
@@ -297,14 +326,22 @@ class Authorizer:
             scope = select_scope(scope, None, server)  # offline_access as the server lists it
         else:
             if resource is None:
-                resource, server = await flows.locate(ctx, self.url, refusal.resource_metadata if refusal else None,
-                                                      None)
+                resource, server = await flows.locate(
+                    ctx, self.url, refusal.resource_metadata if refusal else None, None
+                )
             else:
                 server = await flows.find_server(ctx, resource.authorization_servers[0])
             target = resource.resource if resource is not None else canonical_resource(self.url)
             client, grant, doc = None, {"kind": AUTHORIZATION_CODE}, resource.doc if resource is not None else None
             scope = select_scope(refusal.scope if refusal else None, resource, server)
         tokens, client = await flows.browser_login(ctx, server, target, scope, client, grant)
-        fresh = Stored(url=self.url, issuer=server.issuer, server=server, resource=target, grant=dict(grant),
-                       client=client, resource_doc=doc)
+        fresh = Stored(
+            url=self.url,
+            issuer=server.issuer,
+            server=server,
+            resource=target,
+            grant=dict(grant),
+            client=client,
+            resource_doc=doc,
+        )
         self._take(tokens, fresh)

@@ -68,8 +68,9 @@ async def open_url(url: str, environ: Mapping[str, str], platform: str) -> bool:
 
     for argv in commands(url, environ, platform):
         try:
-            child = proc.spawn(argv, stdin=proc.DEVNULL, stdout=proc.DEVNULL, stderr=proc.DEVNULL,
-                               env=dict(environ), own_group=True)
+            child = proc.spawn(
+                argv, stdin=proc.DEVNULL, stdout=proc.DEVNULL, stderr=proc.DEVNULL, env=dict(environ), own_group=True
+            )
         except proc.SpawnError:
             continue
         with trio.move_on_after(OPENER_WAIT):

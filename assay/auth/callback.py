@@ -14,8 +14,7 @@ import trio
 
 __all__ = ["Callback"]
 
-_PAGE = ("<!doctype html><meta charset=utf-8><title>assay</title>"
-         "<p>{text}</p><p>You can close this window.</p>")
+_PAGE = "<!doctype html><meta charset=utf-8><title>assay</title><p>{text}</p><p>You can close this window.</p>"
 
 
 class Callback:
@@ -88,8 +87,10 @@ class Callback:
     async def _reply(stream: trio.SocketStream, status: int, text: str) -> None:
         body = _PAGE.format(text=text).encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n")
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+        )
         try:
             await stream.send_all(head.encode() + body)
         except trio.BrokenResourceError:

@@ -56,7 +56,7 @@ class _Scanner:
         start = self.i
         while self.i < len(self.text) and self.text[self.i] in alphabet:
             self.i += 1
-        return self.text[start:self.i]
+        return self.text[start : self.i]
 
     def peek(self) -> str:
         return self.text[self.i] if self.i < len(self.text) else ""

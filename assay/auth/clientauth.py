@@ -26,8 +26,18 @@ from urllib.parse import quote_plus
 from assay.auth.discovery import Server
 
 __all__ = [
-    "BASIC", "JWT", "NONE", "POST", "ASSERTION_TYPE", "ClientAuthError", "Credentials", "Signer", "authenticate",
-    "basic_header", "choose_method", "load_key",
+    "BASIC",
+    "JWT",
+    "NONE",
+    "POST",
+    "ASSERTION_TYPE",
+    "ClientAuthError",
+    "Credentials",
+    "Signer",
+    "authenticate",
+    "basic_header",
+    "choose_method",
+    "load_key",
 ]
 
 NONE = "none"
@@ -99,16 +109,20 @@ def choose_method(creds: Credentials, server: Server) -> str:
     offered = server.auth_methods
     if creds.signer is not None:
         if offered is not None and JWT not in offered:
-            raise ClientAuthError(f"the authorization server {server.issuer} does not take private_key_jwt "
-                                  f"(it offers {', '.join(offered) or 'nothing'})")
+            raise ClientAuthError(
+                f"the authorization server {server.issuer} does not take private_key_jwt "
+                f"(it offers {', '.join(offered) or 'nothing'})"
+            )
         return JWT
     if creds.secret is not None:
         if offered is None or BASIC in offered:
             return BASIC
         if POST in offered:
             return POST
-        raise ClientAuthError(f"the authorization server {server.issuer} takes neither client_secret_basic nor "
-                              f"client_secret_post (it offers {', '.join(offered) or 'nothing'})")
+        raise ClientAuthError(
+            f"the authorization server {server.issuer} takes neither client_secret_basic nor "
+            f"client_secret_post (it offers {', '.join(offered) or 'nothing'})"
+        )
     return NONE
 
 
@@ -125,8 +139,10 @@ def _algorithm(signer: Signer, server: Server) -> str:
     for alg in signer.algorithms:
         if alg in offered:
             return alg
-    raise ClientAuthError(f"the authorization server {server.issuer} takes no signing algorithm of "
-                          f"{signer.kind} ({', '.join(signer.algorithms)}; it offers {', '.join(offered)})")
+    raise ClientAuthError(
+        f"the authorization server {server.issuer} takes no signing algorithm of "
+        f"{signer.kind} ({', '.join(signer.algorithms)}; it offers {', '.join(offered)})"
+    )
 
 
 def assertion(signer: Signer, client_id: str, audience: str, algorithm: str, *, now: float, jti: str) -> str:
@@ -134,15 +150,22 @@ def assertion(signer: Signer, client_id: str, audience: str, algorithm: str, *, 
     from joserfc import jwt
 
     issued = int(now)
-    claims = {"iss": client_id, "sub": client_id, "aud": audience, "iat": issued, "exp": issued + ASSERTION_LIFETIME,
-              "jti": jti}
+    claims = {
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": issued,
+        "exp": issued + ASSERTION_LIFETIME,
+        "jti": jti,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # joserfc warns of EdDSA, which servers still take
         return jwt.encode({"alg": algorithm, "typ": "JWT"}, claims, signer.key, algorithms=[algorithm])
 
 
-def authenticate(creds: Credentials, server: Server, form: dict[str, str], *, now: float,
-                 jti: str) -> tuple[dict[str, str], dict[str, str]]:
+def authenticate(
+    creds: Credentials, server: Server, form: dict[str, str], *, now: float, jti: str
+) -> tuple[dict[str, str], dict[str, str]]:
     """(the form, the headers) of a token request to ``server`` by ``creds``."""
     method = choose_method(creds, server)
     form = dict(form)
@@ -159,8 +182,11 @@ def authenticate(creds: Credentials, server: Server, form: dict[str, str], *, no
         if creds.signer is None:
             raise ClientAuthError("the client was registered for private_key_jwt but has no key")
         alg = _algorithm(creds.signer, server)
-        form.update(client_id=creds.client_id, client_assertion_type=ASSERTION_TYPE,
-                    client_assertion=assertion(creds.signer, creds.client_id, server.issuer, alg, now=now, jti=jti))
+        form.update(
+            client_id=creds.client_id,
+            client_assertion_type=ASSERTION_TYPE,
+            client_assertion=assertion(creds.signer, creds.client_id, server.issuer, alg, now=now, jti=jti),
+        )
     elif method == NONE:
         form["client_id"] = creds.client_id
     else:

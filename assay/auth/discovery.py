@@ -20,8 +20,21 @@ from assay.shells.upstream_http.target import is_loopback
 from assay.terminal import printable
 
 __all__ = [
-    "OFFLINE_ACCESS", "DiscoveryError", "is_local", "Resource", "Server", "as_urls", "canonical_resource", "check_resource",
-    "check_server", "endpoint_ok", "issuers_match", "prm_urls", "resource_allowed", "select_scope", "union_scopes",
+    "OFFLINE_ACCESS",
+    "DiscoveryError",
+    "is_local",
+    "Resource",
+    "Server",
+    "as_urls",
+    "canonical_resource",
+    "check_resource",
+    "check_server",
+    "endpoint_ok",
+    "issuers_match",
+    "prm_urls",
+    "resource_allowed",
+    "select_scope",
+    "union_scopes",
 ]
 
 OFFLINE_ACCESS = "offline_access"
@@ -103,7 +116,9 @@ def prm_urls(server_url: str, resource_metadata: str | None) -> list[str]:
     ``resource_metadata``, then the well-known URL with the server's path, then the root one."""
     parts = urlsplit(server_url)
     base = f"{parts.scheme}://{parts.netloc}"
-    urls = [resource_metadata] if resource_metadata and endpoint_ok(resource_metadata, local=is_local(server_url)) else []
+    urls = (
+        [resource_metadata] if resource_metadata and endpoint_ok(resource_metadata, local=is_local(server_url)) else []
+    )
     if parts.path and parts.path != "/":
         urls.append(f"{base}/.well-known/oauth-protected-resource{parts.path}")
     urls.append(f"{base}/.well-known/oauth-protected-resource")
@@ -117,9 +132,11 @@ def as_urls(issuer: str) -> list[str]:
     base = f"{parts.scheme}://{parts.netloc}"
     path = parts.path.rstrip("/")
     if path:
-        return [f"{base}/.well-known/oauth-authorization-server{path}",
-                f"{base}/.well-known/openid-configuration{path}",
-                f"{base}{path}/.well-known/openid-configuration"]
+        return [
+            f"{base}/.well-known/oauth-authorization-server{path}",
+            f"{base}/.well-known/openid-configuration{path}",
+            f"{base}{path}/.well-known/openid-configuration",
+        ]
     return [f"{base}/.well-known/oauth-authorization-server", f"{base}/.well-known/openid-configuration"]
 
 
@@ -127,8 +144,11 @@ def _strings(doc: dict[str, Any], key: str, where: str) -> tuple[str, ...] | Non
     value = doc.get(key)
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) > MAX_ITEMS
-            or not all(isinstance(v, str) and 0 < len(v) <= MAX_URL for v in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_ITEMS
+        or not all(isinstance(v, str) and 0 < len(v) <= MAX_URL for v in value)
+    ):
         raise DiscoveryError(f"{where}: {key} is not a list of strings")
     return tuple(value)
 
@@ -152,15 +172,18 @@ def check_resource(doc: Any, server_url: str, where: str) -> Resource:
     if not isinstance(resource, str) or not endpoint_ok(resource, local=local):
         raise DiscoveryError(f"the protected-resource metadata at {_shown(where)} names no valid resource")
     if not resource_allowed(server_url, resource):
-        raise DiscoveryError(f"the protected-resource metadata at {_shown(where)} is for another resource "
-                             f"({_shown(resource)})")
+        raise DiscoveryError(
+            f"the protected-resource metadata at {_shown(where)} is for another resource ({_shown(resource)})"
+        )
     servers = _strings(doc, "authorization_servers", f"the protected-resource metadata at {_shown(where)}") or ()
     if not servers:
         raise DiscoveryError(f"the protected-resource metadata at {_shown(where)} names no authorization server")
     for issuer in servers:
         if not endpoint_ok(issuer, local=local) or urlsplit(issuer).query:
-            raise DiscoveryError(f"the protected-resource metadata at {_shown(where)} names an authorization "
-                                 f"server that is not an https URL ({_shown(issuer)})")
+            raise DiscoveryError(
+                f"the protected-resource metadata at {_shown(where)} names an authorization "
+                f"server that is not an https URL ({_shown(issuer)})"
+            )
     scopes = _strings(doc, "scopes_supported", f"the protected-resource metadata at {_shown(where)}")
     return Resource(resource, servers, scopes, doc)
 
@@ -204,7 +227,9 @@ def check_server(doc: Any, issuer: str, where: str) -> Server:
     flag = doc.get("authorization_response_iss_parameter_supported")
     documents = doc.get("client_id_metadata_document_supported")
     return Server(  # the issuer as the server writes it: an authorization response's iss is compared to it
-        issuer=found, token_endpoint=token_endpoint, authorization_endpoint=endpoints["authorization_endpoint"],
+        issuer=found,
+        token_endpoint=token_endpoint,
+        authorization_endpoint=endpoints["authorization_endpoint"],
         registration_endpoint=endpoints["registration_endpoint"],
         scopes_supported=_strings(doc, "scopes_supported", name),
         auth_methods=_strings(doc, "token_endpoint_auth_methods_supported", name),
@@ -212,7 +237,9 @@ def check_server(doc: Any, issuer: str, where: str) -> Server:
         pkce_methods=_strings(doc, "code_challenge_methods_supported", name),
         grant_types=_strings(doc, "grant_types_supported", name),
         grant_profiles=_strings(doc, "authorization_grant_profiles_supported", name),
-        iss_parameter=flag is True, metadata_documents=documents is True, doc=doc,
+        iss_parameter=flag is True,
+        metadata_documents=documents is True,
+        doc=doc,
     )
 
 
@@ -222,8 +249,14 @@ def union_scopes(first: str | None, second: str | None) -> str | None:
     return " ".join(seen) or None
 
 
-def select_scope(challenged: str | None, resource: Resource | None, server: Server | None, *,
-                 asked: str | None = None, refresh: bool = True) -> str | None:
+def select_scope(
+    challenged: str | None,
+    resource: Resource | None,
+    server: Server | None,
+    *,
+    asked: str | None = None,
+    refresh: bool = True,
+) -> str | None:
     """The scope a login asks for: the challenge's, else the resource's ``scopes_supported``
     (else none), with ``asked`` (``--scope``) added; ``offline_access`` added when the server
     lists it and the client uses refresh tokens (unless no scope is asked for at all: the

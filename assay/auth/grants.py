@@ -20,8 +20,20 @@ from assay.auth.discovery import Server
 from assay.terminal import printable
 
 __all__ = [
-    "CLIENT_NAME", "ID_JAG", "ID_JAG_PROFILE", "ID_TOKEN", "JWT_BEARER", "TOKEN_EXCHANGE", "GrantError", "Pkce",
-    "Tokens", "authorization_url", "check_callback", "read_json", "read_tokens", "registration_body",
+    "CLIENT_NAME",
+    "ID_JAG",
+    "ID_JAG_PROFILE",
+    "ID_TOKEN",
+    "JWT_BEARER",
+    "TOKEN_EXCHANGE",
+    "GrantError",
+    "Pkce",
+    "Tokens",
+    "authorization_url",
+    "check_callback",
+    "read_json",
+    "read_tokens",
+    "registration_body",
 ]
 
 CLIENT_NAME = "assay"
@@ -58,16 +70,26 @@ class Pkce:
         return cls(verifier, base64.urlsafe_b64encode(digest).decode("ascii").rstrip("="))
 
 
-def authorization_url(server: Server, *, client_id: str, redirect_uri: str, scope: str | None, state: str,
-                      pkce: Pkce, resource: str) -> str:
+def authorization_url(
+    server: Server, *, client_id: str, redirect_uri: str, scope: str | None, state: str, pkce: Pkce, resource: str
+) -> str:
     """The URL the browser opens. The server must offer PKCE with S256."""
     if server.authorization_endpoint is None:
         raise GrantError(f"the authorization server {server.issuer} names no authorization endpoint")
     if server.pkce_methods is None or "S256" not in server.pkce_methods:
-        raise GrantError(f"the authorization server {server.issuer} does not say it supports PKCE with S256; "
-                         "assay does not log in without it")
-    params = {"response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri, "state": state,
-              "code_challenge": pkce.challenge, "code_challenge_method": "S256", "resource": resource}
+        raise GrantError(
+            f"the authorization server {server.issuer} does not say it supports PKCE with S256; "
+            "assay does not log in without it"
+        )
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": pkce.challenge,
+        "code_challenge_method": "S256",
+        "resource": resource,
+    }
     if scope:
         params["scope"] = scope
     parts = urlsplit(server.authorization_endpoint)
@@ -81,8 +103,9 @@ def check_callback(query: dict[str, str], server: Server) -> str:
     one is refused where the server says it sends it), or a refusal."""
     iss = query.get("iss")
     if iss is not None and iss != server.issuer:
-        raise GrantError(f"the authorization response came from another issuer ({printable(iss[:200])}); "
-                         "it was not used")
+        raise GrantError(
+            f"the authorization response came from another issuer ({printable(iss[:200])}); it was not used"
+        )
     if iss is None and server.iss_parameter:
         raise GrantError("the authorization response lacks the issuer its server says it sends; it was not used")
     if "error" in query or not query.get("code"):
@@ -94,8 +117,11 @@ def check_callback(query: dict[str, str], server: Server) -> str:
 def registration_body(*, redirect_uris: list[str], scope: str | None, method: str) -> dict[str, Any]:
     """A dynamic registration's request: a native client, the code and refresh grants."""
     body: dict[str, Any] = {
-        "client_name": CLIENT_NAME, "redirect_uris": redirect_uris, "application_type": "native",
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+        "client_name": CLIENT_NAME,
+        "redirect_uris": redirect_uris,
+        "application_type": "native",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
         "token_endpoint_auth_method": method,
     }
     if scope:
@@ -138,8 +164,9 @@ class Tokens:
         return out
 
 
-def read_tokens(status: int, body: bytes, *, what: str, asked_scope: str | None,
-                issued_type: str | None = None) -> Tokens:
+def read_tokens(
+    status: int, body: bytes, *, what: str, asked_scope: str | None, issued_type: str | None = None
+) -> Tokens:
     """A token endpoint's answer to the request ``what`` ("the refresh", ...). ``issued_type``
     is the token type a token exchange must have issued (its token is then no bearer token)."""
     doc = read_json(body)
@@ -156,8 +183,9 @@ def read_tokens(status: int, body: bytes, *, what: str, asked_scope: str | None,
         if doc.get("issued_token_type") != issued_type:
             raise GrantError(f"the authorization server's answer to {what} is not a {issued_type}")
     elif not isinstance(kind, str) or kind.lower() != "bearer":
-        raise GrantError(f"the authorization server's answer to {what} is not a bearer token "
-                         f"({printable(str(kind)[:40])})")
+        raise GrantError(
+            f"the authorization server's answer to {what} is not a bearer token ({printable(str(kind)[:40])})"
+        )
     refresh = doc.get("refresh_token")
     if refresh is not None and not _vschar(refresh):
         raise GrantError(f"the authorization server's answer to {what} holds an unusable refresh token")
@@ -169,6 +197,10 @@ def read_tokens(status: int, body: bytes, *, what: str, asked_scope: str | None,
         lifetime = int(lifetime)
     if lifetime is not None and (isinstance(lifetime, bool) or not isinstance(lifetime, int) or lifetime < 0):
         raise GrantError(f"the authorization server's answer to {what} holds an unusable expires_in")
-    return Tokens(doc["access_token"], "Bearer" if issued_type is None else str(kind), refresh,
-                  scope if scope is not None else asked_scope,
-                  None if lifetime is None else min(lifetime, MAX_LIFETIME))
+    return Tokens(
+        doc["access_token"],
+        "Bearer" if issued_type is None else str(kind),
+        refresh,
+        scope if scope is not None else asked_scope,
+        None if lifetime is None else min(lifetime, MAX_LIFETIME),
+    )

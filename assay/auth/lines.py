@@ -30,10 +30,17 @@ class NeedsLogin(Exception):
 
 
 _FLAGS = (
-    ("client_id", "--client-id"), ("secret_file", "--client-secret-file"), ("secret_env", "--client-secret-env"),
-    ("private_key", "--private-key"), ("client_metadata_url", "--client-metadata-url"), ("issuer", "--issuer"),
-    ("id_token_file", "--id-token-file"), ("id_token_env", "--id-token-env"), ("idp_issuer", "--idp-issuer"),
-    ("idp_client_id", "--idp-client-id"), ("idp_secret_file", "--idp-client-secret-file"),
+    ("client_id", "--client-id"),
+    ("secret_file", "--client-secret-file"),
+    ("secret_env", "--client-secret-env"),
+    ("private_key", "--private-key"),
+    ("client_metadata_url", "--client-metadata-url"),
+    ("issuer", "--issuer"),
+    ("id_token_file", "--id-token-file"),
+    ("id_token_env", "--id-token-env"),
+    ("idp_issuer", "--idp-issuer"),
+    ("idp_client_id", "--idp-client-id"),
+    ("idp_secret_file", "--idp-client-secret-file"),
     ("idp_secret_env", "--idp-client-secret-env"),
 )
 _GRANTS = {"client_credentials": "client-credentials", "id_jag": "id-jag"}
@@ -80,5 +87,7 @@ def static_refused(url: str, headers: Sequence[tuple[str, str | None]], *, oauth
 
 def unadvertised(url: str) -> str:
     """A 401 from a server that advertises no OAuth (no protected-resource metadata)."""
-    return (f"{shown_url(url)} refused the request (HTTP 401) and advertises no OAuth login (no protected-resource "
-            "metadata): it needs a credential; give it with --header-env Name=VARIABLE")
+    return (
+        f"{shown_url(url)} refused the request (HTTP 401) and advertises no OAuth login (no protected-resource "
+        "metadata): it needs a credential; give it with --header-env Name=VARIABLE"
+    )

@@ -110,10 +110,14 @@ async def list_tools(client: httpx2.AsyncClient, url: str) -> int:
     """How many tools the server at ``url`` lists to ``client`` (whose auth logs in)."""
     session = _Session(client, url)
     try:
-        result = await session.request("initialize", {
-            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "assay", "version": __version__}})
+        result = await session.request(
+            "initialize",
+            {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "assay", "version": __version__}},
+        )
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        session.version = version if isinstance(version, str) and version.isascii() and version.isprintable() else VERSION
+        session.version = (
+            version if isinstance(version, str) and version.isascii() and version.isprintable() else VERSION
+        )
         await session.notify("notifications/initialized")
         count = 0
         cursor: Any = None

@@ -62,7 +62,9 @@ async def held(path: str, *, wait: float, what: str) -> AsyncIterator[None]:
                 break
             except BlockingIOError:
                 if trio.current_time() >= deadline:
-                    raise LockTimeout(f"{_holder(fd)} held {os.path.basename(path)} for longer than {wait:g} s") from None
+                    raise LockTimeout(
+                        f"{_holder(fd)} held {os.path.basename(path)} for longer than {wait:g} s"
+                    ) from None
                 await trio.sleep(POLL)
         try:  # who holds it, for the others' message: a note, not needed for the lock
             os.ftruncate(fd, 0)

@@ -89,10 +89,19 @@ def grant_of(opts: LoginOptions) -> dict[str, Any]:
     if secrets_given and not opts.client_id:
         raise LoginError("a client secret or key needs --client-id", usage=True)
     if kind == CLIENT_CREDENTIALS and not (opts.client_id and secrets_given):
-        raise LoginError("--grant client-credentials needs --client-id and one of --client-secret-file, "
-                         "--client-secret-env, --private-key", usage=True)
-    enterprise = ("id_token_file", "id_token_env", "idp_issuer", "idp_client_id", "idp_client_secret_file",
-                  "idp_client_secret_env")
+        raise LoginError(
+            "--grant client-credentials needs --client-id and one of --client-secret-file, "
+            "--client-secret-env, --private-key",
+            usage=True,
+        )
+    enterprise = (
+        "id_token_file",
+        "id_token_env",
+        "idp_issuer",
+        "idp_client_id",
+        "idp_client_secret_file",
+        "idp_client_secret_env",
+    )
     if kind != ID_JAG_GRANT and any(getattr(opts, f) for f in enterprise):
         raise LoginError("--id-token-*, --idp-* go with --grant id-jag", usage=True)
     if kind == ID_JAG_GRANT:
@@ -108,13 +117,23 @@ def grant_of(opts: LoginOptions) -> dict[str, Any]:
     if opts.client_metadata_url:
         parts = urlsplit(opts.client_metadata_url)
         if parts.scheme != "https" or parts.path in ("", "/") or kind != AUTHORIZATION_CODE:
-            raise LoginError("--client-metadata-url must be an https URL with a path (authorization-code only)", usage=True)
+            raise LoginError(
+                "--client-metadata-url must be an https URL with a path (authorization-code only)", usage=True
+            )
     values = {
-        "kind": kind, "client_id": opts.client_id, "secret_file": _abs(opts.client_secret_file),
-        "secret_env": opts.client_secret_env, "private_key": _abs(opts.private_key), "scope": opts.scope,
-        "issuer": opts.issuer, "client_metadata_url": opts.client_metadata_url,
-        "id_token_file": _abs(opts.id_token_file), "id_token_env": opts.id_token_env, "idp_issuer": opts.idp_issuer,
-        "idp_client_id": opts.idp_client_id, "idp_secret_file": _abs(opts.idp_client_secret_file),
+        "kind": kind,
+        "client_id": opts.client_id,
+        "secret_file": _abs(opts.client_secret_file),
+        "secret_env": opts.client_secret_env,
+        "private_key": _abs(opts.private_key),
+        "scope": opts.scope,
+        "issuer": opts.issuer,
+        "client_metadata_url": opts.client_metadata_url,
+        "id_token_file": _abs(opts.id_token_file),
+        "id_token_env": opts.id_token_env,
+        "idp_issuer": opts.idp_issuer,
+        "idp_client_id": opts.idp_client_id,
+        "idp_secret_file": _abs(opts.idp_client_secret_file),
         "idp_secret_env": opts.idp_client_secret_env,
     }
     return {k: v for k, v in values.items() if v}
@@ -128,11 +147,19 @@ def _preflight(grant: Mapping[str, Any], environ: Mapping[str, str]) -> str | No
             read_key(str(grant["private_key"]))
         secret = None
         if grant.get("secret_file") or grant.get("secret_env"):
-            secret = read_value(path=grant.get("secret_file"), variable=grant.get("secret_env"), environ=environ,
-                                what="the client secret")
+            secret = read_value(
+                path=grant.get("secret_file"),
+                variable=grant.get("secret_env"),
+                environ=environ,
+                what="the client secret",
+            )
         if grant.get("kind") == ID_JAG_GRANT:
-            read_value(path=grant.get("id_token_file"), variable=grant.get("id_token_env"), environ=environ,
-                       what="the ID token")
+            read_value(
+                path=grant.get("id_token_file"),
+                variable=grant.get("id_token_env"),
+                environ=environ,
+                what="the ID token",
+            )
     except ValueError as exc:
         raise LoginError(str(exc), usage=True) from None
     return secret if grant.get("kind") == AUTHORIZATION_CODE else None
@@ -185,8 +212,9 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
             ctx = flows.Context(web, environ, say=say, no_browser=opts.no_browser, timeout=opts.timeout)
             resource, server = await flows.locate(ctx, opts.url, first.resource_metadata, opts.issuer)
             target = resource.resource if resource is not None else canonical_resource(opts.url)
-            scope = select_scope(first.scope, resource, server, asked=opts.scope,
-                                 refresh=grant["kind"] == AUTHORIZATION_CODE)
+            scope = select_scope(
+                first.scope, resource, server, asked=opts.scope, refresh=grant["kind"] == AUTHORIZATION_CODE
+            )
             if done:  # a step-up in the same login: keep what was granted
                 scope = union_scopes(done[-1].scope, scope)
             client: dict[str, Any] | None = None
@@ -194,7 +222,11 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
                 client = {"client_id": opts.client_id, "registered": "pre"}
                 if secret is not None:
                     client["client_secret"] = secret
-            elif earlier is not None and earlier.issuer == server.issuer and earlier.client.get("registered") == "dynamic":
+            elif (
+                earlier is not None
+                and earlier.issuer == server.issuer
+                and earlier.client.get("registered") == "dynamic"
+            ):
                 client = dict(earlier.client)  # the registration stored for this server
             tokens: Tokens
             if grant["kind"] == AUTHORIZATION_CODE:
@@ -203,8 +235,15 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
                 assert client is not None
                 creds = flows.credentials(client, grant, environ)
                 tokens = await flows.machine_tokens(ctx, server, creds, grant, target, scope)
-            stored = Stored(url=key, issuer=server.issuer, server=server, resource=target, grant=grant,
-                            client=client, resource_doc=resource.doc if resource is not None else None)
+            stored = Stored(
+                url=key,
+                issuer=server.issuer,
+                server=server,
+                resource=target,
+                grant=grant,
+                client=client,
+                resource_doc=resource.doc if resource is not None else None,
+            )
             stored.tokens = tokens.as_record()
             stored.expires_at = None if tokens.expires_in is None else time.time() + tokens.expires_in
             done.append(stored)
@@ -219,7 +258,9 @@ async def login(opts: LoginOptions, *, state: str, environ: Mapping[str, str], e
         raise
     except _FAILURES as exc:
         flow = done or isinstance(exc, (flows.FlowError, GrantError))
-        raise LoginError(f"the authorization did not work: {exc}" if flow else f"cannot use {opts.url}: {exc}") from None
+        raise LoginError(
+            f"the authorization did not work: {exc}" if flow else f"cannot use {opts.url}: {exc}"
+        ) from None
     except trio.TooSlowError:
         raise LoginError(f"cannot use {opts.url}: no answer in time") from None
     except httpx2.TransportError as exc:

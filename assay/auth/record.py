@@ -18,8 +18,17 @@ from typing import Any
 
 from assay.auth.discovery import DiscoveryError, Resource, Server, check_resource, check_server, issuers_match
 
-__all__ = ["EARLY", "AUTHORIZATION_CODE", "CLIENT_CREDENTIALS", "ID_JAG_GRANT", "IssuerChanged", "RecordError",
-           "Stored", "check_binding", "read"]
+__all__ = [
+    "EARLY",
+    "AUTHORIZATION_CODE",
+    "CLIENT_CREDENTIALS",
+    "ID_JAG_GRANT",
+    "IssuerChanged",
+    "RecordError",
+    "Stored",
+    "check_binding",
+    "read",
+]
 
 EARLY = 30.0  # seconds before its expiry a token is renewed
 AUTHORIZATION_CODE = "authorization_code"
@@ -81,9 +90,17 @@ class Stored:
 
     def as_record(self) -> dict[str, Any]:
         """The record to store (the store adds ``version`` and ``saved``)."""
-        return {"url": self.url, "issuer": self.issuer, "resource": self.resource, "grant": self.grant,
-                "client_info": self.client or None, "tokens": self.tokens, "expires_at": self.expires_at,
-                "oauth_metadata": self.server.doc, "resource_metadata": self.resource_doc}
+        return {
+            "url": self.url,
+            "issuer": self.issuer,
+            "resource": self.resource,
+            "grant": self.grant,
+            "client_info": self.client or None,
+            "tokens": self.tokens,
+            "expires_at": self.expires_at,
+            "oauth_metadata": self.server.doc,
+            "resource_metadata": self.resource_doc,
+        }
 
 
 def read(record: dict[str, Any], url: str) -> Stored:
@@ -120,9 +137,17 @@ def read(record: dict[str, Any], url: str) -> Stored:
         prm = record.get("resource_metadata")
         resource = prm.get("resource") if isinstance(prm, dict) and isinstance(prm.get("resource"), str) else None
         resource = resource or canonical_resource(url)
-    return Stored(url=url, issuer=server.issuer, server=server, resource=resource, grant=grant, client=client,
-                  tokens=tokens, expires_at=expires_at,
-                  resource_doc=record.get("resource_metadata"))
+    return Stored(
+        url=url,
+        issuer=server.issuer,
+        server=server,
+        resource=resource,
+        grant=grant,
+        client=client,
+        tokens=tokens,
+        expires_at=expires_at,
+        resource_doc=record.get("resource_metadata"),
+    )
 
 
 def _vschar(value: object) -> bool:

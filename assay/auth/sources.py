@@ -60,8 +60,7 @@ def _read_file(path: str) -> bytes:
 
 def read_source(grant: Mapping[str, Any], prefix: str, environ: Mapping[str, str], what: str) -> str:
     """The value a grant names with ``<prefix>_file`` or ``<prefix>_env``."""
-    return read_value(path=grant.get(f"{prefix}_file"), variable=grant.get(f"{prefix}_env"), environ=environ,
-                      what=what)
+    return read_value(path=grant.get(f"{prefix}_file"), variable=grant.get(f"{prefix}_env"), environ=environ, what=what)
 
 
 def read_key(path: str) -> Signer:

@@ -50,7 +50,9 @@ class Web:
             verify = ssl.create_default_context()
             verify.load_verify_locations(cafile=ca_file)
         self.client = http_client(
-            os.environ if environ is None else environ, verify=verify, headers={"User-Agent": f"assay/{__version__}"},
+            os.environ if environ is None else environ,
+            verify=verify,
+            headers={"User-Agent": f"assay/{__version__}"},
             timeout=httpx2.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT, write=READ_TIMEOUT, pool=None),
         )
 
@@ -94,8 +96,9 @@ class Web:
             return status, None
 
     async def post_form(self, url: str, form: dict[str, str], headers: dict[str, str]) -> tuple[int, bytes]:
-        status, body = await self._request("POST", url, TOKEN_CAP, data=form,
-                                           headers={"Accept": "application/json", **headers})
+        status, body = await self._request(
+            "POST", url, TOKEN_CAP, data=form, headers={"Accept": "application/json", **headers}
+        )
         return status, body or b""
 
     async def post_json(self, url: str, doc: dict[str, Any]) -> tuple[int, bytes]:

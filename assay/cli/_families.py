@@ -1,5 +1,19 @@
 """Registry of command families, in the order `assay mcp --help` lists them (the command table of README.md)."""
 
-from assay.cli import auth, config_path, discover, kill, log, manifest, policy, preflight, protect, session, tool, tools, wrap
+from assay.cli import (
+    auth,
+    config_path,
+    discover,
+    kill,
+    log,
+    manifest,
+    policy,
+    preflight,
+    protect,
+    session,
+    tool,
+    tools,
+    wrap,
+)
 
 FAMILIES = (wrap, preflight, manifest, discover, kill, config_path, protect, tool, session, auth, log, tools, policy)

@@ -57,12 +57,14 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
     ``fast_help=False`` does the same for `--version` and the committed help pages
     (tests/test_help_fast.py)."""
     tokens = sys.argv[1:] if argv is None else argv
-    if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2:_dash(tokens)]):
+    if tokens[:2] == ["mcp", "wrap"] and not {"-h", "--help"} & set(tokens[2 : _dash(tokens)]):
         # docs/wrap.md, "Command line": every token before `--` is a wrap option or its value,
         # and the server command comes after it, so nothing of it is ever taken for the other.
         if "--" not in tokens and not any(t == "--url" or t.startswith("--url=") for t in tokens[2:]):
-            sys.stderr.write("assay: error: give the MCP server command after -- (or a remote server with --url): "
-                             "assay mcp wrap [OPTIONS] -- <command> [args...]\n")
+            sys.stderr.write(
+                "assay: error: give the MCP server command after -- (or a remote server with --url): "
+                "assay mcp wrap [OPTIONS] -- <command> [args...]\n"
+            )
             return 2
         from assay.cli import wrap_args
 
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         sys.stderr.flush()
     from assay.cli import dash
 
-    dash.AFTER = tokens[_dash(tokens) + 1:] if "--" in tokens else None
+    dash.AFTER = tokens[_dash(tokens) + 1 :] if "--" in tokens else None
     import cyclopts
 
     app = build()

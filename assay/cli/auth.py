@@ -41,8 +41,9 @@ def _when(stamp: Any, now: float) -> str:
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
-    auth = cyclopts.App(name="auth", help="Log in to remote MCP servers that need OAuth (docs/auth.md).",
-                        help_format="plaintext")
+    auth = cyclopts.App(
+        name="auth", help="Log in to remote MCP servers that need OAuth (docs/auth.md).", help_format="plaintext"
+    )
     mcp.command(auth)
 
     @auth.command(name="login")
@@ -57,7 +58,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         private_key: Annotated[str | None, Parameter(name="--private-key")] = None,
         client_metadata_url: Annotated[str | None, Parameter(name="--client-metadata-url")] = None,
         grant: Annotated[Literal["authorization-code", "client-credentials", "id-jag"], Parameter(name="--grant")] = (
-            "authorization-code"),
+            "authorization-code"
+        ),
         issuer: Annotated[str | None, Parameter(name="--issuer")] = None,
         id_token_file: Annotated[str | None, Parameter(name="--id-token-file")] = None,
         id_token_env: Annotated[str | None, Parameter(name="--id-token-env")] = None,
@@ -111,12 +113,24 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
 
         from assay.auth.login import LoginError, LoginOptions, login
 
-        opts = LoginOptions(url=url, scope=scope, client_id=client_id, client_secret_file=client_secret_file,
-                            client_secret_env=client_secret_env, client_metadata_url=client_metadata_url,
-                            grant=grant, private_key=private_key, issuer=issuer, id_token_file=id_token_file,
-                            id_token_env=id_token_env, idp_issuer=idp_issuer, idp_client_id=idp_client_id,
-                            idp_client_secret_file=idp_client_secret_file,
-                            idp_client_secret_env=idp_client_secret_env, no_browser=no_browser)
+        opts = LoginOptions(
+            url=url,
+            scope=scope,
+            client_id=client_id,
+            client_secret_file=client_secret_file,
+            client_secret_env=client_secret_env,
+            client_metadata_url=client_metadata_url,
+            grant=grant,
+            private_key=private_key,
+            issuer=issuer,
+            id_token_file=id_token_file,
+            id_token_env=id_token_env,
+            idp_issuer=idp_issuer,
+            idp_client_id=idp_client_id,
+            idp_client_secret_file=idp_client_secret_file,
+            idp_client_secret_env=idp_client_secret_env,
+            no_browser=no_browser,
+        )
         try:
             line = trio.run(lambda: login(opts, state=_state(state_dir), environ=dict(os.environ)))
         except LoginError as exc:
@@ -161,8 +175,16 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             return 0
         table = [("URL", "EXPIRES", "SCOPE", "REFRESH", "GRANT", "ISSUER")]
         for r in rows:
-            table.append((_safe(str(r["url"])), _when(r["expires_at"], now), _safe(r["scope"] or "-"),
-                          "yes" if r["refresh_token"] else "no", _safe(r["grant"]), _safe(r["issuer"] or "-")))
+            table.append(
+                (
+                    _safe(str(r["url"])),
+                    _when(r["expires_at"], now),
+                    _safe(r["scope"] or "-"),
+                    "yes" if r["refresh_token"] else "no",
+                    _safe(r["grant"]),
+                    _safe(r["issuer"] or "-"),
+                )
+            )
         write_out("".join(line + "\n" for line in aligned(table)))
         return 0
 

@@ -32,7 +32,9 @@ def generated_server(
     """
     if server is not None:
         if not server.strip():
-            raise UsageError('--server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"')
+            raise UsageError(
+                '--server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"'
+            )
         try:
             words = shlex.split(server)
         except ValueError as exc:
@@ -46,7 +48,15 @@ def generated_server(
     if stdio_type is not None:
         entry["type"] = stdio_type
     entry["command"] = assay
-    entry["args"] = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), policy), flag_of("label"), name, "--", *command]
+    entry["args"] = [
+        "mcp",
+        "wrap",
+        *option_tokens(flag_of("policy_path"), policy),
+        flag_of("label"),
+        name,
+        "--",
+        *command,
+    ]
     return name, entry
 
 
@@ -143,7 +153,9 @@ def config_path_command(
     platform = clients.current_platform()
     home = clients.current_home()
     config_path = clients.user_config_path(label, platform, home, os.environ)
-    project = [r.path for r in clients.client_locations(label, platform, home, os.environ, os.getcwd()) if r.scope == "project"]
+    project = [
+        r.path for r in clients.client_locations(label, platform, home, os.environ, os.getcwd()) if r.scope == "project"
+    ]
     exists = config_path is not None and os.path.exists(config_path)
     if policy is None:
         policy_path = os.path.join(clients.config_dir(platform, home, os.environ), "assay", "policy.yaml")

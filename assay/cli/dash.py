@@ -12,4 +12,8 @@ AFTER: list[str] | None = None
 
 def given(positional: tuple[str, ...]) -> bool:
     """Whether ``positional`` (a command's collected positional words) is what followed ``--``."""
-    return AFTER is not None and list(positional[len(positional) - len(AFTER):]) == AFTER and len(positional) >= len(AFTER)
+    return (
+        AFTER is not None
+        and list(positional[len(positional) - len(AFTER) :]) == AFTER
+        and len(positional) >= len(AFTER)
+    )

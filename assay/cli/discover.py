@@ -52,9 +52,7 @@ def discover_command(
     local: Annotated[bool, Parameter(name="--local", negative=())] = False,
     format: Annotated[Literal["table", "json", "yaml"], Parameter(name="--format")] = "table",
     output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
-    fail_on: Annotated[
-        list[str] | None, Parameter(name="--fail-on", consume_multiple=False, negative=())
-    ] = None,
+    fail_on: Annotated[list[str] | None, Parameter(name="--fail-on", consume_multiple=False, negative=())] = None,
     policy: Annotated[str | None, Parameter(name="--policy")] = None,
 ) -> int:
     """List MCP servers in client config files and among running processes.
@@ -87,9 +85,7 @@ def discover_command(
             return fatal(str(exc))
         settings = d.settings_from_policy(loaded.discovery)
 
-    locations = clients.config_locations(
-        clients.current_platform(), clients.current_home(), os.environ, os.getcwd()
-    )
+    locations = clients.config_locations(clients.current_platform(), clients.current_home(), os.environ, os.getcwd())
     result = d.run_discovery(settings, locations=locations, self_pid=os.getpid())
     for line in result.warnings:
         sys.stderr.write(line + "\n")

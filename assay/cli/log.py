@@ -70,8 +70,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         client: Annotated[list[str] | None, Parameter(name="--client", consume_multiple=False, negative=())] = None,
         server: Annotated[list[str] | None, Parameter(name="--server", consume_multiple=False, negative=())] = None,
         tool: Annotated[list[str] | None, Parameter(name="--tool", consume_multiple=False, negative=())] = None,
-        outcome: Annotated[list[str] | None, Parameter(name="--outcome", consume_multiple=False, negative=(),
-                                                       help=_OUTCOMES_HELP)] = None,
+        outcome: Annotated[
+            list[str] | None, Parameter(name="--outcome", consume_multiple=False, negative=(), help=_OUTCOMES_HELP)
+        ] = None,
         since: Annotated[str | None, Parameter(name="--since")] = None,
         json: Annotated[bool, Parameter(name="--json", negative=())] = False,
         stats: Annotated[bool, Parameter(name="--stats", negative=())] = False,

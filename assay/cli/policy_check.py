@@ -66,7 +66,7 @@ def register(policy: cyclopts.App) -> None:
         unknown = f"{path}: {UNKNOWN_KEY_WARNING}"
         errors = [w for w in warnings if w.startswith(unknown)]
         warnings = [w for w in warnings if not w.startswith(unknown)]
-        out = [f"{path}: error: unknown key {w[len(unknown):]}: wrap ignores it" for w in errors] + warnings
+        out = [f"{path}: error: unknown key {w[len(unknown) :]}: wrap ignores it" for w in errors] + warnings
         parts = []
         if errors:
             parts.append(f"{len(errors)} unknown key{'s' if len(errors) != 1 else ''}")

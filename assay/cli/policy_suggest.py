@@ -28,7 +28,11 @@ def _create_new(path: str, data: bytes) -> None:
     """``data`` into a new file ``path`` (never over an existing one, never through a symlink);
     on a failure nothing is left behind."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+            0o644,
+        )
     except FileExistsError:
         raise UsageError(f"{path} exists: give a new file to --out (the policy is never written over one)") from None
     except OSError as exc:
@@ -36,7 +40,7 @@ def _create_new(path: str, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     except OSError as exc:
         os.close(fd)
@@ -128,4 +132,3 @@ def register(policy: cyclopts.App) -> None:
         for line in approval_summary(result.plan):
             sys.stderr.write(f"assay: {line}\n")
         return 0
-

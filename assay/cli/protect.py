@@ -31,8 +31,13 @@ def _location(label: str, scope: str, config: str | None) -> ConfigLocation:
         raise UsageError("--config is empty; give the path of the client's config file")
     try:
         return clients.pick_location(
-            label, scope, None if config is None else os.path.abspath(config),
-            clients.current_platform(), clients.current_home(), os.environ, os.getcwd(),
+            label,
+            scope,
+            None if config is None else os.path.abspath(config),
+            clients.current_platform(),
+            clients.current_home(),
+            os.environ,
+            os.getcwd(),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -112,10 +117,20 @@ def protect_command(
         sys.stdout.write(line + "\n")
 
     if undo:
-        if policy is not None or init_policy or log_dir is not None or observe or hide_denied_tools \
-                or declared_manifest is not None or absolute or log_arguments:
-            raise UsageError("--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, "
-                             "--declared-manifest, --absolute or --log-arguments")
+        if (
+            policy is not None
+            or init_policy
+            or log_dir is not None
+            or observe
+            or hide_denied_tools
+            or declared_manifest is not None
+            or absolute
+            or log_arguments
+        ):
+            raise UsageError(
+                "--undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, "
+                "--declared-manifest, --absolute or --log-arguments"
+            )
         if not os.path.lexists(location.path):
             return _missing(location.path, info.aliases[0])
 
@@ -125,7 +140,9 @@ def protect_command(
         if force:
             raise UsageError("--force goes with --undo (it unwraps entries changed since protect wrote them)")
         if policy is None or not policy.strip():
-            raise UsageError("give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)")
+            raise UsageError(
+                "give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)"
+            )
         policy_path = os.path.abspath(policy)
         if not os.path.exists(policy_path) and not init_policy:
             raise UsageError(
@@ -160,9 +177,15 @@ def protect_command(
         log_path = None
         if log_dir is not None:
             log_path = os.path.abspath(log_dir)
-        options = p.WrapOptions(clients.find_assay_script(), policy_path, log_path, observe=observe,
-                                hide_denied_tools=hide_denied_tools, declared_manifest=manifest_path,
-                                log_arguments=log_arguments)
+        options = p.WrapOptions(
+            clients.find_assay_script(),
+            policy_path,
+            log_path,
+            observe=observe,
+            hide_denied_tools=hide_denied_tools,
+            declared_manifest=manifest_path,
+            log_arguments=log_arguments,
+        )
 
         def edit(text: str, loc: ConfigLocation, record: Sequence[p.model.EntryRecord] | None) -> p.Result:
             return p.protect_text(text, loc, options, record)
@@ -182,8 +205,10 @@ def protect_command(
     kept = [c for c in result.changes if c.action == "kept"]
     where = f" --config {location.path}" if config else f" --scope {scope}" if scope != "user" else ""
     if kept and not force:  # docs/protect.md, "Undo"
-        say(f"--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
-            f"assay mcp protect {client} --undo --force{where}")
+        say(
+            f"--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
+            f"assay mcp protect {client} --undo --force{where}"
+        )
     if not result.changed:
         say("nothing to change")
         return 0
@@ -200,26 +225,38 @@ def protect_command(
         except OSError as exc:
             sys.stderr.write(f"warning: cannot create the log directory {log_path}: {exc.strerror or exc}\n")
     if undo and result.fallback:
-        say("no record of this file (protected by an older assay): only entries whose wrap line is exactly one "
-            "protect writes or wrote were restored")
+        say(
+            "no record of this file (protected by an older assay): only entries whose wrap line is exactly one "
+            "protect writes or wrote were restored"
+        )
     elif undo and any(c.forced for c in result.changes):
-        say("the original text of the restored entries is back, byte for byte, and the entries changed since "
-            "protect are unwrapped as they are now; the rest of the file is as it was")
+        say(
+            "the original text of the restored entries is back, byte for byte, and the entries changed since "
+            "protect are unwrapped as they are now; the rest of the file is as it was"
+        )
     elif undo:
         say("the original text of the restored entries is back, byte for byte; the rest of the file is as it was")
     elif any(c.changed and c.remote for c in result.changes):  # docs/protect.md, "Remote servers"
-        say("only the servers above changed: a stdio server's command and args values, a remote server's whole "
+        say(
+            "only the servers above changed: a stdio server's command and args values, a remote server's whole "
             "entry (its URL, type and headers became command, args and env; its other members stay); "
-            "the rest of the file is as it was")
+            "the rest of the file is as it was"
+        )
     else:
         say("only the command and args values of the servers above changed; the rest of the file is as it was")
     say(f"backup: {outcome.backup} (the first and the newest 5 of this file are kept)")
     if result.record is not None:
-        say(f"record: {outcome.record_path}" if result.record else f"record: {outcome.record_path} (removed: nothing left to undo)")
+        say(
+            f"record: {outcome.record_path}"
+            if result.record
+            else f"record: {outcome.record_path} (removed: nothing left to undo)"
+        )
     say(f"wrote: {location.path}")
     if scope == "project" and config is None and not undo:
-        say("note: the project file now holds this machine's paths (assay, policy, log dir); "
-            "a teammate needs the same paths, or runs protect on their machine (docs/protect.md, \"Project scope\")")
+        say(
+            "note: the project file now holds this machine's paths (assay, policy, log dir); "
+            'a teammate needs the same paths, or runs protect on their machine (docs/protect.md, "Project scope")'
+        )
     if undo:
         say(f"Restart {info.display} to run the servers without assay.")
     else:

@@ -68,10 +68,17 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         client = r["name"] if r["kind"] == "named" else r["process"] or "?"
         servers = ",".join(f"{s['server']}({s['calls']})" for s in r["servers"]) or "-"
-        lines.append((
-            _safe(r["key"]), _safe(client), {True: "yes", False: "no"}.get(r["alive"], "?"), _safe(servers),
-            str(r["calls"]), _safe(",".join(r["armed"]) or "-"), local_time(r["last"]),
-        ))
+        lines.append(
+            (
+                _safe(r["key"]),
+                _safe(client),
+                {True: "yes", False: "no"}.get(r["alive"], "?"),
+                _safe(servers),
+                str(r["calls"]),
+                _safe(",".join(r["armed"]) or "-"),
+                local_time(r["last"]),
+            )
+        )
     return aligned(lines)
 
 

@@ -29,8 +29,15 @@ def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> l
     if config is not None and not config.strip():
         raise UsageError("--config is empty; give the path of the client's config file")
     try:
-        location = clients.pick_location(label, scope, None if config is None else os.path.abspath(config),
-                                         clients.current_platform(), clients.current_home(), os.environ, os.getcwd())
+        location = clients.pick_location(
+            label,
+            scope,
+            None if config is None else os.path.abspath(config),
+            clients.current_platform(),
+            clients.current_home(),
+            os.environ,
+            os.getcwd(),
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     data = read_config_file(location.path)
@@ -58,8 +65,11 @@ def _client_targets(words: tuple[str, ...], scope: str, config: str | None) -> l
 
 
 def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
-    @mcp.command(name="tools", usage="Usage: assay mcp tools [OPTIONS] -- <command> [args...]\n"
-                                     "       assay mcp tools [OPTIONS] CLIENT [SERVER]")
+    @mcp.command(
+        name="tools",
+        usage="Usage: assay mcp tools [OPTIONS] -- <command> [args...]\n"
+        "       assay mcp tools [OPTIONS] CLIENT [SERVER]",
+    )
     def tools_command(
         *target: str,
         policy: Annotated[str | None, Parameter(name="--policy")] = None,
@@ -111,8 +121,10 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         after_dash = dash.given(target)
         if after_dash or clients.resolve_client(target[0]) is None:
             if not after_dash and dash.AFTER is None:
-                raise UsageError(f"{target[0]!r} is not a client ({clients.client_names()}); "
-                                 "give a server command after --: assay mcp tools -- <command> [args...]")
+                raise UsageError(
+                    f"{target[0]!r} is not a client ({clients.client_names()}); "
+                    "give a server command after --: assay mcp tools -- <command> [args...]"
+                )
             targets = [Target(os.path.basename(target[0]) or target[0], label, tuple(target))]
         else:
             if len(target) > 2:
@@ -124,8 +136,9 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             result: Listing | ListingError | None = None
             if t.argv is not None and t.skipped is None:
                 try:
-                    result = trio.run(functools.partial(list_tools, t.argv, env=environment(t.env), cwd=t.cwd,
-                                                        timeout=timeout))
+                    result = trio.run(
+                        functools.partial(list_tools, t.argv, env=environment(t.env), cwd=t.cwd, timeout=timeout)
+                    )
                 except ListingError as exc:
                     result = exc
                     failed = True

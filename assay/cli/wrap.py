@@ -24,7 +24,7 @@ def _before_dash(command: tuple[str, ...], after: list[str]) -> None:
     """Refuse what cyclopts collected as the command beyond the words after ``--``: it came
     from before ``--``."""
     extra = list(command[: len(command) - len(after)]) if len(command) >= len(after) else list(command)
-    if list(command[len(extra):]) != after:
+    if list(command[len(extra) :]) != after:
         extra = list(command)
     if not extra:
         return
@@ -70,7 +70,9 @@ def command_signature(table: tuple[options.WrapOption, ...]) -> tuple[inspect.Si
     annotated: Any = Annotated  # (its arguments known only now)
     for opt in table:
         hint = annotated[opt.hint, parameter_of(opt)]
-        params.append(inspect.Parameter(opt.param, inspect.Parameter.KEYWORD_ONLY, default=opt.default, annotation=hint))
+        params.append(
+            inspect.Parameter(opt.param, inspect.Parameter.KEYWORD_ONLY, default=opt.default, annotation=hint)
+        )
         annotations[opt.param] = hint
     return inspect.Signature(params, return_annotation=int), annotations
 

@@ -41,9 +41,6 @@ if TYPE_CHECKING:
     from assay.wrap.run import WrapConfig
 
 
-
-
-
 def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | None:
     """``tokens`` after ``mcp wrap`` -> (param -> value for every option, server command), or
     ``None`` when the line is not a plain one and the cyclopts command must read it."""
@@ -89,9 +86,7 @@ def check_values(values: dict[str, object], command: Sequence[str]) -> None:
     if values["url"] is not None and command:
         raise UsageError("--url and a command after -- exclude each other: give one")
     if not command and values["url"] is None:
-        raise UsageError(
-            "missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...] (or --url URL)"
-        )
+        raise UsageError("missing the command to wrap: assay mcp wrap [OPTIONS] -- <command> [args...] (or --url URL)")
     if values["transport"] not in options.TRANSPORTS:
         raise UsageError(f"--transport must be one of {', '.join(options.TRANSPORTS)}")
     if values["login"] not in options.LOGIN_MODES:

@@ -88,8 +88,11 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
         return f"server {_quote(name)}: entry is not an object"
     if location.client == "zed" and isinstance(raw.get("command"), dict):
         # Zed's older form: "command": {"path", "args", "env"} (docs/discover.md, "Config files")
-        raw = {**raw, **{k: v for k, v in raw["command"].items() if k in ("args", "env")},
-               "command": raw["command"].get("path")}
+        raw = {
+            **raw,
+            **{k: v for k, v in raw["command"].items() if k in ("args", "env")},
+            "command": raw["command"].get("path"),
+        }
     env = raw.get("env", {})
     if env is None:
         env = {}
@@ -98,8 +101,11 @@ def _server_entry(name: str, raw: Any, location: ConfigLocation) -> dict[str, An
     env_names = list(env)
     forwarded = raw.get("env_vars")  # Codex: variables passed on from its own environment
     if isinstance(forwarded, list):
-        env_names += [v if isinstance(v, str) else str(v.get("name")) for v in forwarded
-                      if isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("name"), str))]
+        env_names += [
+            v if isinstance(v, str) else str(v.get("name"))
+            for v in forwarded
+            if isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("name"), str))
+        ]
     source = {"type": "config_file", "path": location.path, "client": location.client}
     command = raw.get("command")
     if command is not None:

@@ -61,28 +61,66 @@ class Client:
 
 #: Every client assay knows, in the order `discover` scans them and `--help` lists them.
 CLIENTS: tuple[Client, ...] = (
-    Client("claude_desktop", "Claude Desktop", ("claude", "claude-desktop", "claude_desktop"),
-           "mcpServers", "json", "Model Context Protocol docs, 'Connect to local MCP servers'"),
-    Client("claude_code", "Claude Code", ("claude-code", "claude_code"),
-           "mcpServers", "json", "Claude Code docs, 'Connect Claude Code to tools via MCP' (scopes)"),
-    Client("cursor", "Cursor", ("cursor",),
-           "mcpServers", "json", "Cursor docs, 'Model Context Protocol (MCP)'"),
-    Client("vscode", "VS Code", ("vscode", "vs-code", "code"),
-           "servers", "jsonc", "VS Code docs, 'MCP configuration reference'", stdio_type="stdio"),
-    Client("windsurf", "Windsurf", ("windsurf",),
-           "mcpServers", "json", "Windsurf docs (Cascade), 'Model Context Protocol (MCP)'"),
-    Client("gemini_cli", "Gemini CLI", ("gemini", "gemini-cli", "gemini_cli"),
-           "mcpServers", "jsonc", "Gemini CLI docs, 'MCP servers with Gemini CLI' and 'Gemini CLI configuration'"),
-    Client("codex", "Codex CLI", ("codex", "codex-cli", "codex_cli"),
-           "mcp_servers", "toml", "Codex docs, 'Model Context Protocol' and the config reference"),
-    Client("zed", "Zed", ("zed",),
-           "context_servers", "jsonc", "Zed docs, 'Model Context Protocol' and 'Configuring Zed'"),
+    Client(
+        "claude_desktop",
+        "Claude Desktop",
+        ("claude", "claude-desktop", "claude_desktop"),
+        "mcpServers",
+        "json",
+        "Model Context Protocol docs, 'Connect to local MCP servers'",
+    ),
+    Client(
+        "claude_code",
+        "Claude Code",
+        ("claude-code", "claude_code"),
+        "mcpServers",
+        "json",
+        "Claude Code docs, 'Connect Claude Code to tools via MCP' (scopes)",
+    ),
+    Client("cursor", "Cursor", ("cursor",), "mcpServers", "json", "Cursor docs, 'Model Context Protocol (MCP)'"),
+    Client(
+        "vscode",
+        "VS Code",
+        ("vscode", "vs-code", "code"),
+        "servers",
+        "jsonc",
+        "VS Code docs, 'MCP configuration reference'",
+        stdio_type="stdio",
+    ),
+    Client(
+        "windsurf",
+        "Windsurf",
+        ("windsurf",),
+        "mcpServers",
+        "json",
+        "Windsurf docs (Cascade), 'Model Context Protocol (MCP)'",
+    ),
+    Client(
+        "gemini_cli",
+        "Gemini CLI",
+        ("gemini", "gemini-cli", "gemini_cli"),
+        "mcpServers",
+        "jsonc",
+        "Gemini CLI docs, 'MCP servers with Gemini CLI' and 'Gemini CLI configuration'",
+    ),
+    Client(
+        "codex",
+        "Codex CLI",
+        ("codex", "codex-cli", "codex_cli"),
+        "mcp_servers",
+        "toml",
+        "Codex docs, 'Model Context Protocol' and the config reference",
+    ),
+    Client(
+        "zed", "Zed", ("zed",), "context_servers", "jsonc", "Zed docs, 'Model Context Protocol' and 'Configuring Zed'"
+    ),
 )
 
 _BY_LABEL = {c.label: c for c in CLIENTS}
 
 #: Client spellings (case-insensitive) -> client label.
 CLIENT_ALIASES: dict[str, str] = {alias: c.label for c in CLIENTS for alias in c.aliases}
+
 
 @dataclass(frozen=True)
 class ConfigLocation:
@@ -142,7 +180,12 @@ def _row(client: str, path: str, scope: str) -> ConfigLocation:
     info = _BY_LABEL[client]
     nested = (("projects", "*", "mcpServers"),) if client == "claude_code" and scope == "user" else ()
     return ConfigLocation(
-        client, path, info.servers_key, scope, jsonc=info.syntax == "jsonc", toml=info.syntax == "toml",
+        client,
+        path,
+        info.servers_key,
+        scope,
+        jsonc=info.syntax == "jsonc",
+        toml=info.syntax == "toml",
         nested=nested,
     )
 
@@ -186,9 +229,7 @@ def _native_rows(platform: str, home: str, env: Mapping[str, str], cwd: str) -> 
     return user + project
 
 
-def config_locations(
-    platform: str, home: str, env: Mapping[str, str], cwd: str
-) -> list[ConfigLocation]:
+def config_locations(platform: str, home: str, env: Mapping[str, str], cwd: str) -> list[ConfigLocation]:
     """Every config file discover scans, in scan order (deterministic: this order, always).
 
     The user files of every client of :data:`CLIENTS` first, then the project files of ``cwd``,
@@ -219,9 +260,7 @@ def config_locations(
     return out
 
 
-def client_locations(
-    client: str, platform: str, home: str, env: Mapping[str, str], cwd: str
-) -> list[ConfigLocation]:
+def client_locations(client: str, platform: str, home: str, env: Mapping[str, str], cwd: str) -> list[ConfigLocation]:
     """The user and project files of one client (`config-path` and `protect` use these)."""
     if platform not in ("linux", "macos", "windows"):
         return []
@@ -242,7 +281,12 @@ def pick_location(
         basename = (ntpath if platform == "windows" else posixpath).basename(config)
         nested = (("projects", "*", "mcpServers"),) if client == "claude_code" and basename == ".claude.json" else ()
         return ConfigLocation(
-            client, config, info.servers_key, "user", jsonc=info.syntax == "jsonc", toml=info.syntax == "toml",
+            client,
+            config,
+            info.servers_key,
+            "user",
+            jsonc=info.syntax == "jsonc",
+            toml=info.syntax == "toml",
             nested=nested,
         )
     for row in rows:
@@ -251,7 +295,9 @@ def pick_location(
     scopes = sorted({r.scope for r in rows})
     if not scopes:
         raise ValueError(f"no known config location for {info.display} on this system; pass --config FILE")
-    raise ValueError(f"{info.display} has no {scope} config; use --scope {' or --scope '.join(scopes)}, or --config FILE")
+    raise ValueError(
+        f"{info.display} has no {scope} config; use --scope {' or --scope '.join(scopes)}, or --config FILE"
+    )
 
 
 def user_config_path(client: str, platform: str, home: str, env: Mapping[str, str]) -> str | None:

@@ -69,8 +69,6 @@ def is_assay_executable(token: str) -> bool:
     return _basename(token) in ASSAY_NAMES
 
 
-
-
 def _value(kind: type, text: str) -> object | None:
     if kind is int:
         number = plain_int(text)
@@ -80,7 +78,9 @@ def _value(kind: type, text: str) -> object | None:
     return text
 
 
-def parse_wrap_options(tokens: Sequence[str], *, written_by_older: bool = False) -> tuple[dict[str, object], list[str]] | None:
+def parse_wrap_options(
+    tokens: Sequence[str], *, written_by_older: bool = False
+) -> tuple[dict[str, object], list[str]] | None:
     """``tokens`` after ``mcp wrap`` -> (field -> value of the options given, the server argv),
     or None when wrap would not start with them (module docstring).
 

@@ -67,7 +67,11 @@ def format_table_time(ns: int) -> str:
 
 
 def build_document(
-    servers: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]], *, generated_at_ns: int, host: Mapping[str, str]
+    servers: Sequence[dict[str, Any]],
+    errors: Sequence[dict[str, Any]],
+    *,
+    generated_at_ns: int,
+    host: Mapping[str, str],
 ) -> dict[str, Any]:
     """The inventory document, ``errors`` last (docs/discover.md, 'Output')."""
     return {

@@ -36,13 +36,53 @@ _TEXT_SUBTYPES = frozenset({"json", "xml"})
 # the charsets a text-like blob may declare that are read with their own codec (any other is
 # read as UTF-8): those of the WHATWG Encoding Standard, what browsers and Node decode, that
 # Python has (every one linear in time), and UTF-32
-_CHARSETS = frozenset({
-    "utf-8", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "ascii", "iso8859-1",
-    "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-9",
-    "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "cp1250", "cp1251", "cp1252", "cp1253",
-    "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "cp874", "koi8-r", "koi8-u", "mac-roman", "shift_jis",
-    "euc_jp", "iso2022_jp", "gbk", "gb18030", "gb2312", "big5", "euc_kr",
-})
+_CHARSETS = frozenset(
+    {
+        "utf-8",
+        "utf-16",
+        "utf-16-le",
+        "utf-16-be",
+        "utf-32",
+        "utf-32-le",
+        "utf-32-be",
+        "ascii",
+        "iso8859-1",
+        "iso8859-2",
+        "iso8859-3",
+        "iso8859-4",
+        "iso8859-5",
+        "iso8859-6",
+        "iso8859-7",
+        "iso8859-8",
+        "iso8859-9",
+        "iso8859-10",
+        "iso8859-13",
+        "iso8859-14",
+        "iso8859-15",
+        "iso8859-16",
+        "cp1250",
+        "cp1251",
+        "cp1252",
+        "cp1253",
+        "cp1254",
+        "cp1255",
+        "cp1256",
+        "cp1257",
+        "cp1258",
+        "cp874",
+        "koi8-r",
+        "koi8-u",
+        "mac-roman",
+        "shift_jis",
+        "euc_jp",
+        "iso2022_jp",
+        "gbk",
+        "gb18030",
+        "gb2312",
+        "big5",
+        "euc_kr",
+    }
+)
 
 
 def decode(text: str) -> tuple[bytes, bool]:

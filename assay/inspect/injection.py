@@ -67,15 +67,20 @@ _PLANS: Final = {id(_INJECTION): _plan(_INJECTION), id(_ALL): _plan(_ALL)}
 # each anchor as a trigger in the shared table (assay.inspect.places), in any case; and the runs
 # of characters normalization changes
 _CHANGED: Final = SHARED.add(Runs("normalized", changed_class, changed_runs))
-_ANCHOR_NUMBERS: Final = {anchor: number for anchor, number in zip(
-    sorted({a for rule in _ALL for a in rule.anchors}),
-    shared_numbers(Trigger([a.decode("ascii")]) for a in sorted({a for rule in _ALL for a in rule.anchors})))}
+_ANCHOR_NUMBERS: Final = {
+    anchor: number
+    for anchor, number in zip(
+        sorted({a for rule in _ALL for a in rule.anchors}),
+        shared_numbers(Trigger([a.decode("ascii")]) for a in sorted({a for rule in _ALL for a in rule.anchors})),
+    )
+}
 
 
 _INVISIBLE_KINDS: Final = frozenset(("invisible", "terminal"))
 
 
 # ---------------------------------------------------------------- the scan
+
 
 def _char_hits(text: str) -> list[Hit]:
     """The invisible and terminal hits (a BOM at the very start of the text is not one)."""
@@ -165,8 +170,9 @@ def _phrase_hits(text: str, rules: tuple[_Phrase, ...], absent: frozenset[bytes]
 _BEHIND: Final = 8  # bytes before a stretch a rule may look at (\b, ^, a look-behind: a test checks)
 
 
-def _search(data: bytes, rules: tuple[_Phrase, ...], where: dict[bytes, list[int]],
-            open_gates: list[bytes]) -> list[tuple[int, int, str, str]]:
+def _search(
+    data: bytes, rules: tuple[_Phrase, ...], where: dict[bytes, list[int]], open_gates: list[bytes]
+) -> list[tuple[int, int, str, str]]:
     """``(start, end, kind, rule)`` of every phrase match in ``data`` (a reading's UTF-8;
     offsets in it), each rule searched in the stretches around its anchors (``where``: each
     anchor's offsets), in those stretches of ``data`` folded (ASCII letters lowercased)."""
@@ -174,8 +180,11 @@ def _search(data: bytes, rules: tuple[_Phrase, ...], where: dict[bytes, list[int
     if not present:
         return []
     size = len(data)
-    stretches = [(rule, _windows(size, rule, where)) for rule in rules
-                 if rule.gate in open_gates and not present.isdisjoint(rule.anchors)]
+    stretches = [
+        (rule, _windows(size, rule, where))
+        for rule in rules
+        if rule.gate in open_gates and not present.isdisjoint(rule.anchors)
+    ]
     # the folded bytes of every stretch and what a rule looks at before it, each byte once
     regions: list[tuple[int, int]] = []
     for lo, hi in sorted(span for _rule, spans in stretches for span in spans):
@@ -199,8 +208,9 @@ def _search(data: bytes, rules: tuple[_Phrase, ...], where: dict[bytes, list[int
     return spans
 
 
-def _normalized_hits(text: str, rules: tuple[_Phrase, ...], drop: list[tuple[int, int]], changed: bool,
-                     absent: frozenset[bytes]) -> list[Hit]:
+def _normalized_hits(
+    text: str, rules: tuple[_Phrase, ...], drop: list[tuple[int, int]], changed: bool, absent: frozenset[bytes]
+) -> list[Hit]:
     """The phrase hits in the text with the spans ``drop`` taken out and (``changed``)
     normalized, mapped back (docs/inspect.md, "Normalization"); ``absent``: anchors the gate
     found nowhere in the text as it is. The reading is built from the text's UTF-8
@@ -248,7 +258,7 @@ def _cut(text: str, hits: list[Hit]) -> str:
     at = 0
     for hit in hits:
         if hit.start > at:
-            parts.append(text[at:hit.start])
+            parts.append(text[at : hit.start])
         at = max(at, hit.end)
     parts.append(text[at:])
     return "".join(parts)
@@ -264,8 +274,15 @@ def _gate(rules: tuple[_Phrase, ...]) -> Prefilter:
     of its spellings (docs/inspect.md, "Normalization"), a character normalization removes or
     replaces by one, one it replaces by several."""
     anchors = [a.decode("ascii") for a in _anchors(rules)]
-    return Prefilter(lambda: [*([literal(a, fold=True)] for a in anchors), [_GATE_CHARS],
-                              [anchor_regex(a) for a in anchors], [single_class()], [multi_class()]])
+    return Prefilter(
+        lambda: [
+            *([literal(a, fold=True)] for a in anchors),
+            [_GATE_CHARS],
+            [anchor_regex(a) for a in anchors],
+            [single_class()],
+            [multi_class()],
+        ]
+    )
 
 
 def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
@@ -275,8 +292,8 @@ def _scan(text: str, rules: tuple[_Phrase, ...]) -> list[Hit]:
     if which is None:  # the usual text: one pass, no hit possible
         return []
     names = _ANCHORS_OF[id(rules)]
-    marks, spelled, singles, multis = which[len(names):]
-    anchors = any(which[:len(names)])
+    marks, spelled, singles, multis = which[len(names) :]
+    anchors = any(which[: len(names)])
     chars = _char_hits(text) if marks else []
     # normalizing can change what is found: a character it changes can make (or be inside) an
     # anchor, or stand inside a phrase around one; or what the character hits take out joins one
@@ -309,7 +326,7 @@ def wanted(text: str, poison: bool = False) -> list[int]:
     if which is None:
         return []
     names = _ANCHORS_OF[id(rules)]
-    marks, spelled, singles, multis = which[len(names):]
+    marks, spelled, singles, multis = which[len(names) :]
     absent = frozenset(name for name, found in zip(names, which) if not found)
     if marks or multis or (singles and spelled):  # maybe read normalized: every anchor the text holds
         present = [_ANCHOR_NUMBERS[anchor] for anchor in names if anchor not in absent]
@@ -349,7 +366,7 @@ def strip_injection(text: str) -> tuple[str, list[Hit]]:
     parts = []
     at = 0
     for hit in hits:
-        parts.append(text[at:hit.start])
+        parts.append(text[at : hit.start])
         if hit.kind not in _INVISIBLE_KINDS:
             parts.append(MARKER)
         at = hit.end
@@ -361,4 +378,4 @@ def strip_injection(text: str) -> tuple[str, list[Hit]]:
             return out, hits
         out = _cut(out, left)
     head = "\ufeff" if out.startswith("\ufeff") else ""
-    return head + _INVISIBLE_SINGLES.sub("", out[len(head):]), hits
+    return head + _INVISIBLE_SINGLES.sub("", out[len(head) :]), hits

@@ -49,7 +49,9 @@ def _gate(secrets: bool, injection: bool, also: tuple[str, ...] = ()) -> Prefilt
 
         # the secret rules' first look, and a member whose name names a secret (its value is one
         # whatever the text around it: scan's member rule)
-        alternatives = (PREFILTER.alternatives + [MEMBER_NAME] if secrets else []) + (GATE.alternatives if injection else [])
+        alternatives = (PREFILTER.alternatives + [MEMBER_NAME] if secrets else []) + (
+            GATE.alternatives if injection else []
+        )
         # and what the bytes cannot tell about: an escape, a blob (in the same pass); and the
         # caller's own literals
         extra = [literal(word) for word in also]
@@ -57,8 +59,9 @@ def _gate(secrets: bool, injection: bool, also: tuple[str, ...] = ()) -> Prefilt
     return gate
 
 
-def checker(secrets: bool, injection: bool, *, longest: int = _LONGEST,
-            also: tuple[str, ...] = ()) -> Callable[[bytes], bool]:
+def checker(
+    secrets: bool, injection: bool, *, longest: int = _LONGEST, also: tuple[str, ...] = ()
+) -> Callable[[bytes], bool]:
     """:func:`quiet` for one choice of detectors, as one call. With ``longest``, a line longer
     than that is not quiet either (64 KiB at most); with ``also``, nor is a line that holds one
     of those literals (what the caller wants read the long way, told in the same pass)."""

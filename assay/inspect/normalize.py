@@ -38,15 +38,43 @@ from typing import Any, Final
 
 from assay.inspect.prefilter import encoded
 
-__all__ = ["IGNORABLE", "LOOK_ALIKES", "Mapped", "anchor_regex", "changed_class", "changed_runs", "for_phrases", "ignorable_class",
-           "multi_class", "reading", "replacement", "single_class", "strip_in_words", "table", "without_ignorables"]
+__all__ = [
+    "IGNORABLE",
+    "LOOK_ALIKES",
+    "Mapped",
+    "anchor_regex",
+    "changed_class",
+    "changed_runs",
+    "for_phrases",
+    "ignorable_class",
+    "multi_class",
+    "reading",
+    "replacement",
+    "single_class",
+    "strip_in_words",
+    "table",
+    "without_ignorables",
+]
 
 # Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties), as ranges
 IGNORABLE: Final[tuple[tuple[int, int], ...]] = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
-    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
-    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
-    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
 )
 _IGNORABLE_SET: Final = frozenset(chr(cp) for lo, hi in IGNORABLE for cp in range(lo, hi + 1))
 _ZWSP: Final = "\u200b"  # a zero-width *space*: between two words it is a space too
@@ -56,16 +84,52 @@ _ZWSP: Final = "\u200b"  # a zero-width *space*: between two words it is a space
 # letter it passes for. Capital I-like letters pass for "I" (the prototype is "l", which no word
 # of a phrase would read).
 _LOOK_ALIKES: Final = (
-    "a\u0251\u03b1\u0430" "A\u1d00\u0391\u0410" "b\u0184\u042c" "B\u0392\u0412\ua7b4" "c\u1d04\u03f2\u0441"
-    "C\u03f9\u0421" "d\u0501" "e\uab32\u0435\u04bd" "E\u0395\u0415" "f\uab35\ua799\u1e9d" "F\ua798\u03dc"
-    "g\u0261\u1d83\u018d" "G\u050c" "h\u04bb" "H\u0397\u041d" "i\u0131\u026a\u0269\u03b9\u0456\ua647\u04cf"
-    "I\u0196\u0399\u0406\u04c0" "j\u03f3\u0458" "J\u037f\u0408\ua7b2" "k\u1d0b\u0138\u03ba\u043a"
-    "K\u039a\u041a" "M\u039c\u03fa\u041c" "n\u043f" "N\u039d" "o\u1d0f\u1d11\uab3d\u03bf\u03c3\u043e"
-    "O\u039f\u041e" "p\u03c1\u0440" "P\u03a1\u0420" "q\u051b" "r\uab47\uab48\u1d26\u0433" "R\u01a6"
-    "s\ua731\u01bd\u0455" "S\u0405" "t\u1d1b\u03c4\u0442" "T\u03a4\u0422"
-    "u\ua79f\u1d1c\uab4e\uab52\u028b\u03c5\u0446" "v\u1d20\u03bd\u0475" "V\u0474" "w\u0461\u051d\u1d21"
-    "W\u051c" "x\u0445" "X\u03a7\u0425" "y\u0263\u1d8c\u028f\u1eff\uab5a\u03b3\u0443\u04af"
-    "Y\u03a5\u03d2\u04ae" "z\u1d22" "Z\u0396"
+    "a\u0251\u03b1\u0430"
+    "A\u1d00\u0391\u0410"
+    "b\u0184\u042c"
+    "B\u0392\u0412\ua7b4"
+    "c\u1d04\u03f2\u0441"
+    "C\u03f9\u0421"
+    "d\u0501"
+    "e\uab32\u0435\u04bd"
+    "E\u0395\u0415"
+    "f\uab35\ua799\u1e9d"
+    "F\ua798\u03dc"
+    "g\u0261\u1d83\u018d"
+    "G\u050c"
+    "h\u04bb"
+    "H\u0397\u041d"
+    "i\u0131\u026a\u0269\u03b9\u0456\ua647\u04cf"
+    "I\u0196\u0399\u0406\u04c0"
+    "j\u03f3\u0458"
+    "J\u037f\u0408\ua7b2"
+    "k\u1d0b\u0138\u03ba\u043a"
+    "K\u039a\u041a"
+    "M\u039c\u03fa\u041c"
+    "n\u043f"
+    "N\u039d"
+    "o\u1d0f\u1d11\uab3d\u03bf\u03c3\u043e"
+    "O\u039f\u041e"
+    "p\u03c1\u0440"
+    "P\u03a1\u0420"
+    "q\u051b"
+    "r\uab47\uab48\u1d26\u0433"
+    "R\u01a6"
+    "s\ua731\u01bd\u0455"
+    "S\u0405"
+    "t\u1d1b\u03c4\u0442"
+    "T\u03a4\u0422"
+    "u\ua79f\u1d1c\uab4e\uab52\u028b\u03c5\u0446"
+    "v\u1d20\u03bd\u0475"
+    "V\u0474"
+    "w\u0461\u051d\u1d21"
+    "W\u051c"
+    "x\u0445"
+    "X\u03a7\u0425"
+    "y\u0263\u1d8c\u028f\u1eff\uab5a\u03b3\u0443\u04af"
+    "Y\u03a5\u03d2\u04ae"
+    "z\u1d22"
+    "Z\u0396"
 )
 
 
@@ -86,8 +150,38 @@ LOOK_ALIKES: Final = _look_alikes()
 # the 256-character blocks that hold every character NFKC turns into text with an ASCII letter or
 # digit, and every look-alike (tests/inspect/test_normalize.py checks both against unicodedata)
 _BLOCKS: Final = (
-    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x1D, 0x1E, 0x1F, 0x20, 0x21, 0x24, 0x2A, 0x2C, 0x30, 0x32, 0x33,
-    0xA6, 0xA7, 0xAB, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF, 0x107, 0x1D4, 0x1D5, 0x1D6, 0x1D7, 0x1F1, 0x1FB,
+    0x00,
+    0x01,
+    0x02,
+    0x03,
+    0x04,
+    0x05,
+    0x1D,
+    0x1E,
+    0x1F,
+    0x20,
+    0x21,
+    0x24,
+    0x2A,
+    0x2C,
+    0x30,
+    0x32,
+    0x33,
+    0xA6,
+    0xA7,
+    0xAB,
+    0xFB,
+    0xFC,
+    0xFD,
+    0xFE,
+    0xFF,
+    0x107,
+    0x1D4,
+    0x1D5,
+    0x1D6,
+    0x1D7,
+    0x1F1,
+    0x1FB,
 )
 
 
@@ -191,8 +285,14 @@ def reading(zwsp_as_space: bool) -> tuple[dict[int, str], re.Pattern[str]]:
         multi = [c for c, new in table().items() if len(new) > 1]
         space = {**nothing, ord(_ZWSP): " "}
         _READINGS.append((nothing, re.compile(_class([*IGNORABLE, *_codes(multi)]))))
-        _READINGS.append((space, re.compile(_class([*(r for r in IGNORABLE if r != (0x200B, 0x200F)),
-                                                    (0x200C, 0x200F), *_codes(multi)]))))
+        _READINGS.append(
+            (
+                space,
+                re.compile(
+                    _class([*(r for r in IGNORABLE if r != (0x200B, 0x200F)), (0x200C, 0x200F), *_codes(multi)])
+                ),
+            )
+        )
     return _READINGS[zwsp_as_space]
 
 
@@ -358,8 +458,9 @@ def without_ignorables(text: str) -> Mapped | None:
     return out.done()
 
 
-def for_phrases(text: str, drop: Sequence[tuple[int, int]] = (), zwsp_as_space: bool = False,
-                normalize: bool = True) -> Mapped:
+def for_phrases(
+    text: str, drop: Sequence[tuple[int, int]] = (), zwsp_as_space: bool = False, normalize: bool = True
+) -> Mapped:
     """``text`` as the phrase rules read it: the spans ``drop`` (sorted, apart: the character
     hits) taken out, and normalized (the module docstring; not when ``normalize`` is false: the
     caller knows that no character of the text would change). With ``zwsp_as_space``, a

@@ -93,8 +93,9 @@ class Runs:
 
     __slots__ = ("name", "_make", "_source", "fallback")
 
-    def __init__(self, name: str, char_class: Callable[[], str],
-                 fallback: Callable[[bytes], list[tuple[int, int]]]) -> None:
+    def __init__(
+        self, name: str, char_class: Callable[[], str], fallback: Callable[[bytes], list[tuple[int, int]]]
+    ) -> None:
         self.name = name
         self._make = char_class
         self._source: str | None = None
@@ -208,8 +209,9 @@ class Places:
         if search is None:  # each on its own, with re
             for number in wanted:
                 item = items[number]
-                out[number] = [o for span in item.fallback(data) for o in span] if isinstance(item, Runs) \
-                    else item.find(data)
+                out[number] = (
+                    [o for span in item.fallback(data) for o in span] if isinstance(item, Runs) else item.find(data)
+                )
             return out
         by_key, runs = subset.by_key, subset.runs
         end = len(data)
@@ -219,7 +221,7 @@ class Places:
                 out[runs] += (at, stop)
                 at, stop = search(data, stop, end)
                 continue
-            starting = by_key.get(data[at:at + 2].lower(), ())
+            starting = by_key.get(data[at : at + 2].lower(), ())
             if len(starting) == 1:  # the one trigger that can start here: the one that matched
                 out[starting[0]].append(at)
             else:

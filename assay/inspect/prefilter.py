@@ -186,8 +186,9 @@ class Prefilter:
 
     __slots__ = ("_make", "_built", "_engine", "_numbers", "_open", "_all")
 
-    def __init__(self, sets: Sequence[Sequence[str]] | Callable[[], Sequence[Sequence[str]]],
-                 shared: bool = True) -> None:
+    def __init__(
+        self, sets: Sequence[Sequence[str]] | Callable[[], Sequence[Sequence[str]]], shared: bool = True
+    ) -> None:
         """``sets``, or a function that makes them (called on first use: some take a table to
         build)."""
         self._make = sets

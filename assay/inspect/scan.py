@@ -37,7 +37,6 @@ _MIN_SECRET = 8  # no secret rule matches fewer characters
 _MIN_VALUE = 6  # the shortest value a member that names a secret holds (secret_keys.assigned_value)
 
 
-
 class Finding(NamedTuple):
     """One thing found: ``check`` is ``secrets``, ``injection`` or ``descriptions`` (or
     ``limits`` when a value was too deep or too large to look at whole); ``kind`` the secret
@@ -156,12 +155,30 @@ def scan(
 class _Look:
     """What :func:`scan` is looking for, and what it found so far."""
 
-    __slots__ = ("secrets_on", "injection_on", "mask", "strip", "user", "finder", "check_name", "findings", "total",
-                 "kinds", "values", "changed")
+    __slots__ = (
+        "secrets_on",
+        "injection_on",
+        "mask",
+        "strip",
+        "user",
+        "finder",
+        "check_name",
+        "findings",
+        "total",
+        "kinds",
+        "values",
+        "changed",
+    )
 
     def __init__(
-        self, secrets_on: bool, injection_on: bool, mask: bool, strip: bool,
-        user: Callable[[str], list[secrets.Secret]] | None, finder: Callable[[str], list[Any]], check_name: str,
+        self,
+        secrets_on: bool,
+        injection_on: bool,
+        mask: bool,
+        strip: bool,
+        user: Callable[[str], list[secrets.Secret]] | None,
+        finder: Callable[[str], list[Any]],
+        check_name: str,
     ) -> None:
         self.secrets_on = secrets_on
         self.injection_on = injection_on
@@ -279,8 +296,9 @@ def _groups(texts: list[str]) -> list[str]:
     return groups
 
 
-def _nothing_in(text: str, secrets_on: bool, injection_on: bool, poison: bool,
-                finder: Callable[[str], list[Any]]) -> bool:
+def _nothing_in(
+    text: str, secrets_on: bool, injection_on: bool, poison: bool, finder: Callable[[str], list[Any]]
+) -> bool:
     """Whether neither detector finds anything in ``text``."""
     if secrets_on and injection_on and not poison and text.isascii() and _either().which(text) is None:
         return True  # the usual answer: one pass says neither detector can find anything

@@ -13,20 +13,41 @@ import re
 from typing import Final
 
 __all__ = [
-    "ASSIGNED_KINDS", "KEY_KINDS", "MEMBER_NAME", "SECRET_KEYS", "assigned_value", "key_kind", "member_secret", "placeholder",
+    "ASSIGNED_KINDS",
+    "KEY_KINDS",
+    "MEMBER_NAME",
+    "SECRET_KEYS",
+    "assigned_value",
+    "key_kind",
+    "member_secret",
+    "placeholder",
 ]
 
 # A key is compared lowercased, with "-", "_", "." and spaces taken out; it names a secret when it
 # is one of the exact names, or ends in one of the suffixes, and is none of the handles below.
 _KEY_EXACT: Final[dict[str, str]] = {
-    "password": "password", "passwd": "password", "pwd": "password", "passphrase": "password",
-    "secret": "secret", "token": "token", "apikey": "api_key", "authorization": "authorization",
-    "proxyauthorization": "authorization", "cookie": "cookie", "setcookie": "cookie",
+    "password": "password",
+    "passwd": "password",
+    "pwd": "password",
+    "passphrase": "password",
+    "secret": "secret",
+    "token": "token",
+    "apikey": "api_key",
+    "authorization": "authorization",
+    "proxyauthorization": "authorization",
+    "cookie": "cookie",
+    "setcookie": "cookie",
     "privatekey": "private_key",
 }
 _KEY_SUFFIXES: Final[tuple[tuple[str, str], ...]] = (
-    ("password", "password"), ("passphrase", "password"), ("secret", "secret"), ("secretkey", "secret"),
-    ("secretaccesskey", "secret"), ("token", "token"), ("apikey", "api_key"), ("privatekey", "private_key"),
+    ("password", "password"),
+    ("passphrase", "password"),
+    ("secret", "secret"),
+    ("secretkey", "secret"),
+    ("secretaccesskey", "secret"),
+    ("token", "token"),
+    ("apikey", "api_key"),
+    ("privatekey", "private_key"),
 )
 # tokens that are handles, not credentials: a page of results, a sync position (a tool that pages
 # needs them back as they are)
@@ -99,7 +120,10 @@ def placeholder(value: str) -> bool:
     ``changeme``, ``example``)."""
     if _ELIDED.search(value):
         return True
-    return _WORDLIKE.fullmatch(value) is not None and _PLACEHOLDER_WORDS.search(value.lower().translate(_KEY_STRIP)) is not None
+    return (
+        _WORDLIKE.fullmatch(value) is not None
+        and _PLACEHOLDER_WORDS.search(value.lower().translate(_KEY_STRIP)) is not None
+    )
 
 
 def assigned_value(value: str, literal: bool) -> bool:

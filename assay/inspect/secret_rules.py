@@ -103,8 +103,12 @@ def _random(value: str) -> bool:
     """A token drawn at random, not a name: letters of both cases and a digit, or a long run of
     them without the hyphens and underscores that join the words of a name."""
     body = value.replace("-", "").replace("_", "")
-    return (any(c.isdigit() for c in body) and any(c.islower() for c in body) and any(c.isupper() for c in body)
-            and value.count("-") + value.count("_") <= len(value) // 12 + 2)
+    return (
+        any(c.isdigit() for c in body)
+        and any(c.islower() for c in body)
+        and any(c.isupper() for c in body)
+        and value.count("-") + value.count("_") <= len(value) // 12 + 2
+    )
 
 
 def _random_key(match: re.Match[str]) -> bool:
@@ -141,7 +145,8 @@ def _assignment(match: re.Match[str]) -> tuple[str, int, int] | None:
         after = text[match.end()] if match.end() < len(text) else "\n"
         line_at = text.rfind("\n", 0, key_at) + 1
         literal = ((before in ";?&" or key_at == 0) and after in ";&\r\n") or (
-            match["key"].isupper() and _LINE_HEAD.fullmatch(text, line_at, key_at) is not None)
+            match["key"].isupper() and _LINE_HEAD.fullmatch(text, line_at, key_at) is not None
+        )
     if not assigned_value(value, literal):
         return None
     start, end = match.span(name)
@@ -155,7 +160,7 @@ def _key_start(text: str, hit: int) -> int:
     """Where the key whose secret word is at ``hit`` starts: the run of key characters that
     ends there (a match starts where the run does: its look-behind refuses a key character before
     it), or -1 when the run is longer than a key (64 characters before the word)."""
-    run = _KEY_RUN.match(text[max(0, hit - 65):hit][::-1])
+    run = _KEY_RUN.match(text[max(0, hit - 65) : hit][::-1])
     length = run.end() if run is not None else 0
     return hit - length if length <= 64 else -1
 
@@ -168,7 +173,7 @@ def _scheme_start(text: str, colon: int) -> int:
     url_password match: the run of scheme characters before ``colon`` is empty or longer than
     the pattern's 32 (a match starts where the run does: its look-behind refuses a scheme
     character before it, so nowhere inside the run)."""
-    run = _RUN_BACK.match(text[max(0, colon - 33):colon][::-1])
+    run = _RUN_BACK.match(text[max(0, colon - 33) : colon][::-1])
     length = run.end() if run is not None else 0
     return colon - length if 0 < length <= 32 else -1
 
@@ -191,89 +196,204 @@ _KEY_WORD = r"(?:pass[_.\-]?(?:word|phrase)|passwd|pwd|secret(?:[_.\-]?(?:access
 _NOT_AN_EXPRESSION = r"(?![ \t]{0,8}+(?:[+%*\[(]|\.[A-Za-z_]))"  # "..." + x, "...".format(), "..."[0]
 
 # the triggers two rules share (their matches start at one literal)
-_ASSIGNED: Final = Trigger([  # a key's last word, then = or : (password; aws_secret_access_key, with a space)
-    ("pass", r"[_.\-]?(?:" + _fold("word") + "|" + _fold("phrase") + ")|" + _fold("wd")), "pwd",
-    ("secret", r"(?:[_.\- ]?(?:" + _fold("access") + r"[_.\- ]?)?" + _fold("key") + ")?"), "token",
-    ("api", r"[_.\-]?" + _fold("key")),
-], r"[\"']?[ \t]{0,8}[:=]")
+_ASSIGNED: Final = Trigger(
+    [  # a key's last word, then = or : (password; aws_secret_access_key, with a space)
+        ("pass", r"[_.\-]?(?:" + _fold("word") + "|" + _fold("phrase") + ")|" + _fold("wd")),
+        "pwd",
+        ("secret", r"(?:[_.\- ]?(?:" + _fold("access") + r"[_.\- ]?)?" + _fold("key") + ")?"),
+        "token",
+        ("api", r"[_.\-]?" + _fold("key")),
+    ],
+    r"[\"']?[ \t]{0,8}[:=]",
+)
 _SK: Final = Trigger(["sk-"], fold=False)  # openai_api_key, anthropic_api_key
 
 RULES: Final[tuple[Rule, ...]] = (
-    Rule("private_key", _compile(
-        # the body runs to the next "-----" (possessive: it never gives characters back); the
-        # END line is optional so that a cut key is redacted too
-        _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
-    ), ("PRIVATE KEY",), Trigger(["-----BEGIN"], "[ A-Z0-9]{0,40}PRIVATE KEY", fold=False)),
-    Rule("aws_access_key_id", _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-          ("AKIA", "ASIA", "ABIA", "ACCA"), Trigger(["AKIA", "ASIA", "ABIA", "ACCA"], "[A-Z0-9]{16}", fold=False)),
-    Rule("aws_secret_access_key", _compile(
-        r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
-        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-    ), ("secret",), _ASSIGNED, lower=True, group=1,
-          near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]*[:=]",)),
-    Rule("gcp_api_key", _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("AIza",),
-          Trigger(["AIza"], r"[0-9A-Za-z_\-]{35}", fold=False)),
-    Rule("google_client_secret", _compile(_L + r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("GOCSPX-",),
-          Trigger(["GOCSPX-"], fold=False)),
-    Rule("google_oauth_token", _compile(r"(?<![A-Za-z0-9_\-.])ya29\.[A-Za-z0-9_\-]{30,2048}+"), ("ya29.",),
-          Trigger(["ya29."], fold=False)),
-    Rule("azure_storage_key", _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
-          ("accountkey=", "sharedaccesskey="), Trigger(["accountkey=", "sharedaccesskey="]), lower=True, group=1),
-    Rule("github_token", _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
-          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-          Trigger(["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"], fold=False)),
-    Rule("gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), Trigger(["glpat-"], fold=False)),
-    Rule("npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), Trigger(["npm_"], fold=False)),
-    Rule("pypi_token", _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
-          ("pypi-AgE",), Trigger(["pypi-AgE"], fold=False)),
-    Rule("anthropic_api_key", _compile(r"(?<![A-Za-z0-9_\-])sk-ant-([A-Za-z0-9_\-]{32,1024}+)"), ("sk-ant-",), _SK,
-          check=_random_key),
-    Rule("openai_api_key", _compile(
-        r"(?<![A-Za-z0-9_\-])sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?([A-Za-z0-9_\-]{40,1024}+)"
-    ), ("sk-",), _SK, check=_random_key),
-    Rule("huggingface_token", _compile(r"(?<![A-Za-z0-9_])(?:hf|api_org)_([A-Za-z]{34})(?![A-Za-z0-9_])"),
-          ("hf_", "api_org_"), Trigger(["hf_", "api_org_"], "[A-Za-z]{34}", fold=False), check=_mixed_case),
-    Rule("slack_webhook", _compile(
-        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"
-    ), ("hooks.slack.com/",), Trigger(["https://hooks.slack.com/"], fold=False)),
-    Rule("slack_token", _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"), ("xox",),
-          Trigger(["xox"], "[abeprs]-", fold=False)),
-    Rule("stripe_key", _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
-          ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), Trigger(["k_live_", "k_test_"], fold=False), backs=(1,)),
-    Rule("jwt", _compile(
-        r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"
-    ), ("eyJ",), Trigger(["eyJ"], r"[A-Za-z0-9_\-]{5}", fold=False), check=_jwt_header),
-    Rule("authorization", _compile(
-        _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
-        r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
-    ), ("authorization",), Trigger(["authorization"], r"[\"']?[ \t]{0,8}[:=]"), lower=True, group=2,
-          check=_auth_value, backs=(6, 0), near=(_fold("authorization") + r"[\"']?[ \t]*[:=]",)),
-    Rule("bearer_token", _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
-          ("bearer",), Trigger(["bearer"], r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}"), lower=True, group=1,
-          check=_not_a_word, near=(_fold("bearer") + r"[ \t]+[A-Za-z0-9\-._~+/]{16}",)),
-    Rule("url_password", _compile(
-        # scheme://user:<password>@host: only the password, which runs to the last "@" of the
-        # authority (as WHATWG and urllib read "p@ss@host")
-        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
-        r"((?:[^\s/?#@\"'<>]|@(?=[^\s/?#@\"'<>]{0,256}+@)){1,256}+)@"
-    ), ("://",), Trigger(["://"], fold=False), group=1, check=_url_password, start=_scheme_start,
-          near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]*:[^ \t\n\r\f\v/#\"'<>]+@",)),
-    Rule("password", _compile(
-        # KEY=value, "key": "value", key: value, ... (the kind is the key's: secret_keys.key_kind)
-        r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{0,64}?(?i:" + _KEY_WORD + r"))[\"']?[ \t]{0,8}+"
-        r"(?P<op>:=|=>|=(?!=)|:(?![:/]))[ \t]{0,8}+"
-        r"(?:\"(?P<dq>[^\"\\\s]{1,512}+)\"" + _NOT_AN_EXPRESSION + r"|'(?P<sq>[^'\\\s]{1,512}+)'" + _NOT_AN_EXPRESSION
-        + r"|(?P<bare>[^\s\"'`,;&<>(){}\[\]\\]{1,512}+)(?![(\[{<]))"
-    ), ("password",), _ASSIGNED, lower=True, pick=_assignment, start=_key_start,
-          near=("(?i)" + _KEY_WORD + r"[\"']?[ \t]*[:=]",)),
+    Rule(
+        "private_key",
+        _compile(
+            # the body runs to the next "-----" (possessive: it never gives characters back); the
+            # END line is optional so that a cut key is redacted too
+            _PEM_HEAD + r"(?:[^-]|-(?!----)){0,24000}+(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+        ),
+        ("PRIVATE KEY",),
+        Trigger(["-----BEGIN"], "[ A-Z0-9]{0,40}PRIVATE KEY", fold=False),
+    ),
+    Rule(
+        "aws_access_key_id",
+        _compile(_L + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("AKIA", "ASIA", "ABIA", "ACCA"),
+        Trigger(["AKIA", "ASIA", "ABIA", "ACCA"], "[A-Z0-9]{16}", fold=False),
+    ),
+    Rule(
+        "aws_secret_access_key",
+        _compile(
+            r"(?i:secret[_\-. ]?(?:access[_\-. ]?)?key)[\"']?[ \t]{0,8}+[:=]{1,2}+>?[ \t]{0,8}+[\"']?"
+            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+        ),
+        ("secret",),
+        _ASSIGNED,
+        lower=True,
+        group=1,
+        near=(_fold("secret") + r"[_\-. ]?(?:" + _fold("access") + r"[_\-. ]?)?" + _fold("key") + r"[\"']?[ \t]*[:=]",),
+    ),
+    Rule(
+        "gcp_api_key",
+        _compile(r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"),
+        ("AIza",),
+        Trigger(["AIza"], r"[0-9A-Za-z_\-]{35}", fold=False),
+    ),
+    Rule(
+        "google_client_secret",
+        _compile(_L + r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"),
+        ("GOCSPX-",),
+        Trigger(["GOCSPX-"], fold=False),
+    ),
+    Rule(
+        "google_oauth_token",
+        _compile(r"(?<![A-Za-z0-9_\-.])ya29\.[A-Za-z0-9_\-]{30,2048}+"),
+        ("ya29.",),
+        Trigger(["ya29."], fold=False),
+    ),
+    Rule(
+        "azure_storage_key",
+        _compile(r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{20,200}+={0,2}+)"),
+        ("accountkey=", "sharedaccesskey="),
+        Trigger(["accountkey=", "sharedaccesskey="]),
+        lower=True,
+        group=1,
+    ),
+    Rule(
+        "github_token",
+        _compile(_L + r"(?:gh[pousr]_[A-Za-z0-9]{36,1024}+|github_pat_[A-Za-z0-9_]{22,1024}+)"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        Trigger(["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"], fold=False),
+    ),
+    Rule(
+        "gitlab_token", _compile(_L + r"glpat-[A-Za-z0-9_\-]{20,1024}+"), ("glpat-",), Trigger(["glpat-"], fold=False)
+    ),
+    Rule(
+        "npm_token", _compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,1024}+"), ("npm_",), Trigger(["npm_"], fold=False)
+    ),
+    Rule(
+        "pypi_token",
+        _compile(r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{20,4096}+"),
+        ("pypi-AgE",),
+        Trigger(["pypi-AgE"], fold=False),
+    ),
+    Rule(
+        "anthropic_api_key",
+        _compile(r"(?<![A-Za-z0-9_\-])sk-ant-([A-Za-z0-9_\-]{32,1024}+)"),
+        ("sk-ant-",),
+        _SK,
+        check=_random_key,
+    ),
+    Rule(
+        "openai_api_key",
+        _compile(r"(?<![A-Za-z0-9_\-])sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?([A-Za-z0-9_\-]{40,1024}+)"),
+        ("sk-",),
+        _SK,
+        check=_random_key,
+    ),
+    Rule(
+        "huggingface_token",
+        _compile(r"(?<![A-Za-z0-9_])(?:hf|api_org)_([A-Za-z]{34})(?![A-Za-z0-9_])"),
+        ("hf_", "api_org_"),
+        Trigger(["hf_", "api_org_"], "[A-Za-z]{34}", fold=False),
+        check=_mixed_case,
+    ),
+    Rule(
+        "slack_webhook",
+        _compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{10,1024}+"),
+        ("hooks.slack.com/",),
+        Trigger(["https://hooks.slack.com/"], fold=False),
+    ),
+    Rule(
+        "slack_token",
+        _compile(_L + r"xox[abeprs]-[A-Za-z0-9\-]{10,1024}+"),
+        ("xox",),
+        Trigger(["xox"], "[abeprs]-", fold=False),
+    ),
+    Rule(
+        "stripe_key",
+        _compile(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,1024}+"),
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        Trigger(["k_live_", "k_test_"], fold=False),
+        backs=(1,),
+    ),
+    Rule(
+        "jwt",
+        _compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,4096}+\.[A-Za-z0-9_\-]{2,16384}+\.[A-Za-z0-9_\-]{0,4096}+"),
+        ("eyJ",),
+        Trigger(["eyJ"], r"[A-Za-z0-9_\-]{5}", fold=False),
+        check=_jwt_header,
+    ),
+    Rule(
+        "authorization",
+        _compile(
+            _L + r"(?i:(?:proxy-)?authorization)[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+[\"']?"
+            r"((?i:basic|bearer|token|digest|negotiate)[ \t]{1,8}+)?([^\s\"',;]{8,8192}+)"
+        ),
+        ("authorization",),
+        Trigger(["authorization"], r"[\"']?[ \t]{0,8}[:=]"),
+        lower=True,
+        group=2,
+        check=_auth_value,
+        backs=(6, 0),
+        near=(_fold("authorization") + r"[\"']?[ \t]*[:=]",),
+    ),
+    Rule(
+        "bearer_token",
+        _compile(_L + r"(?i:bearer)[ \t]{1,8}+([A-Za-z0-9\-._~+/]{16,8192}+=*+)"),
+        ("bearer",),
+        Trigger(["bearer"], r"[ \t]{1,8}[A-Za-z0-9\-._~+/]{16}"),
+        lower=True,
+        group=1,
+        check=_not_a_word,
+        near=(_fold("bearer") + r"[ \t]+[A-Za-z0-9\-._~+/]{16}",),
+    ),
+    Rule(
+        "url_password",
+        _compile(
+            # scheme://user:<password>@host: only the password, which runs to the last "@" of the
+            # authority (as WHATWG and urllib read "p@ss@host")
+            r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}+://[^\s/?#@:\"'<>\[\]]{0,256}+:"
+            r"((?:[^\s/?#@\"'<>]|@(?=[^\s/?#@\"'<>]{0,256}+@)){1,256}+)@"
+        ),
+        ("://",),
+        Trigger(["://"], fold=False),
+        group=1,
+        check=_url_password,
+        start=_scheme_start,
+        near=(r"://[^ \t\n\r\f\v/#@:\"'<>\[\]]*:[^ \t\n\r\f\v/#\"'<>]+@",),
+    ),
+    Rule(
+        "password",
+        _compile(
+            # KEY=value, "key": "value", key: value, ... (the kind is the key's: secret_keys.key_kind)
+            r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]{0,64}?(?i:" + _KEY_WORD + r"))[\"']?[ \t]{0,8}+"
+            r"(?P<op>:=|=>|=(?!=)|:(?![:/]))[ \t]{0,8}+"
+            r"(?:\"(?P<dq>[^\"\\\s]{1,512}+)\""
+            + _NOT_AN_EXPRESSION
+            + r"|'(?P<sq>[^'\\\s]{1,512}+)'"
+            + _NOT_AN_EXPRESSION
+            + r"|(?P<bare>[^\s\"'`,;&<>(){}\[\]\\]{1,512}+)(?![(\[{<]))"
+        ),
+        ("password",),
+        _ASSIGNED,
+        lower=True,
+        pick=_assignment,
+        start=_key_start,
+        near=("(?i)" + _KEY_WORD + r"[\"']?[ \t]*[:=]",),
+    ),
 )
 
 KINDS: Final[dict[str, str]] = {
     "private_key": "a PEM private key block (RSA, EC, DSA, PKCS#8, encrypted, OpenSSH, PGP), "
-                   "BEGIN line to END line (or to the end of the text when cut)",
+    "BEGIN line to END line (or to the end of the text when cut)",
     "aws_access_key_id": "an AWS access key id: AKIA, ASIA, ABIA or ACCA and 16 capitals or digits",
     "aws_secret_access_key": "40 base64 characters labelled as a secret (access) key "
-                             "(aws_secret_access_key=..., \"SecretAccessKey\": \"...\"): the value only",
+    '(aws_secret_access_key=..., "SecretAccessKey": "..."): the value only',
     "gcp_api_key": "a Google API key: AIza and 35 characters",
     "google_client_secret": "a Google OAuth client secret: GOCSPX- and 28 characters",
     "google_oauth_token": "a Google OAuth access token: ya29. and 30+ characters",
@@ -288,22 +408,23 @@ KINDS: Final[dict[str, str]] = {
     "slack_webhook": "a Slack webhook URL (https://hooks.slack.com/services/...)",
     "slack_token": "a Slack token: xoxa-, xoxb-, xoxe-, xoxp-, xoxr-, xoxs-",
     "stripe_key": "a Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_",
-    "jwt": "a JSON Web Token: three base64url parts whose header is a JSON object with \"alg\"",
+    "jwt": 'a JSON Web Token: three base64url parts whose header is a JSON object with "alg"',
     "authorization": "the credentials of an Authorization (or Proxy-Authorization) header or "
-                     "member, after its scheme (Basic, Bearer, ...)",
+    "member, after its scheme (Basic, Bearer, ...)",
     "bearer_token": "the token after Bearer (16+ characters, not a word of letters only)",
     "url_password": "the password of a URL scheme://user:<password>@host (user and host are kept)",
-    "password": "a value assigned to a key that names a password (DB_PASSWORD=..., \"password\": \"...\")",
+    "password": 'a value assigned to a key that names a password (DB_PASSWORD=..., "password": "...")',
     "secret": "a value assigned to a key that names a secret (CLIENT_SECRET=..., secret_key: ...)",
-    "token": "a value assigned to a key that names a token (GITHUB_TOKEN=..., \"access_token\": \"...\")",
-    "api_key": "a value assigned to a key that names an API key (API_KEY=..., \"x-api-key\": \"...\")",
+    "token": 'a value assigned to a key that names a token (GITHUB_TOKEN=..., "access_token": "...")',
+    "api_key": 'a value assigned to a key that names an API key (API_KEY=..., "x-api-key": "...")',
 }
 """kind -> what it covers, for every kind :func:`find_secrets` finds (docs/inspect.md)."""
 
 # one set per rule, and the default-ignorable characters (then the secrets are looked for in the
 # text without them: docs/inspect.md, "Normalization")
-PREFILTER: Final = Prefilter([*(rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES),
-                              [ignorable_class()]])
+PREFILTER: Final = Prefilter(
+    [*(rule.near or [literal(hint, rule.lower) for hint in rule.hints] for rule in RULES), [ignorable_class()]]
+)
 IGNORABLE: Final = len(RULES)  # the index of the ignorable set in PREFILTER.which
 # each rule's trigger, numbered in the shared table of triggers (assay.inspect.places)
 TRIGGERS: Final[tuple[int, ...]] = tuple(shared_numbers(rule.trigger for rule in RULES))

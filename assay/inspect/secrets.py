@@ -132,8 +132,9 @@ def _find(text: str, which: list[bool] | None) -> list[Secret]:
             continue
         if len(data) != len(text):
             if index is None:
-                index = char_offsets(data, (hit for number, wanted in zip(TRIGGERS, which) if wanted
-                                            for hit in places[number]))
+                index = char_offsets(
+                    data, (hit for number, wanted in zip(TRIGGERS, which) if wanted for hit in places[number])
+                )
             hits = [index[hit] for hit in hits]
         check, group, pick = rule.check, rule.group, rule.pick
         for match in matches(rule, text, hits):

@@ -67,8 +67,11 @@ class Spliced:
         # around every place the reading differs: where a piece after the first starts (copied
         # pieces meet where something was taken out), and each replacement whole
         longest = max((len(anchor) for anchor in anchors), default=1)
-        regions = sorted((max(0, start - longest + 1), min(size, (start if copied[k] else ends[k]) + longest - 1))
-                         for k, start in enumerate(m_at) if k or not copied[k])
+        regions = sorted(
+            (max(0, start - longest + 1), min(size, (start if copied[k] else ends[k]) + longest - 1))
+            for k, start in enumerate(m_at)
+            if k or not copied[k]
+        )
         merged: list[tuple[int, int]] = []
         for lo, hi in regions:
             if merged and lo <= merged[-1][1]:
@@ -95,8 +98,12 @@ class Spliced:
             first = bisect_right(m_at, start) - 1
             last = bisect_right(m_at, end - 1) - 1
             # a replacement: from its character, to the end of it
-            ends.append((r_at[first] + (start - m_at[first] if copied[first] else 0),
-                         r_at[last] + (end - m_at[last] if copied[last] else _length(utf8, r_at[last]))))
+            ends.append(
+                (
+                    r_at[first] + (start - m_at[first] if copied[first] else 0),
+                    r_at[last] + (end - m_at[last] if copied[last] else _length(utf8, r_at[last])),
+                )
+            )
         index = char_offsets(utf8, [offset for pair in ends for offset in pair])
         return [(index[a], index[b]) for a, b in ends]
 
@@ -118,16 +125,18 @@ def _byte_offsets(text: str, positions: Iterable[int]) -> dict[int, int]:
     return out
 
 
-def splice(text: str, utf8: bytes, drop: Sequence[tuple[int, int]], runs: Sequence[tuple[int, int]],
-           zwsp_as_space: bool) -> Spliced:
+def splice(
+    text: str, utf8: bytes, drop: Sequence[tuple[int, int]], runs: Sequence[tuple[int, int]], zwsp_as_space: bool
+) -> Spliced:
     """The reading ``for_phrases(text, drop, zwsp_as_space)`` makes, as UTF-8, built from
     ``utf8`` (``text`` encoded with ``surrogatepass``). ``drop``: the spans of ``text`` taken out (sorted, apart); ``runs``:
     the runs of characters normalization changes, as spans of ``utf8``
     (``normalize.changed_runs``; none: the text is not normalized)."""
     ords, _uneven = reading(zwsp_as_space)
     where = _byte_offsets(text, (p for span in drop for p in span)) if drop else {}
-    edits = sorted([(where[start], where[end], False) for start, end in drop]
-                   + [(start, end, True) for start, end in runs])
+    edits = sorted(
+        [(where[start], where[end], False) for start, end in drop] + [(start, end, True) for start, end in runs]
+    )
     parts: list[bytes] = []
     m_at: list[int] = []
     r_at: list[int] = []

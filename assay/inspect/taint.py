@@ -228,9 +228,9 @@ class TaintSet:
         if not starts:
             return Prepared([], [], [])
         first = starts[0]
-        folded = tb.fold(data[first: starts[-1] + WINDOW], WINDOW, self._sbox)
-        windows = [data[start: start + WINDOW] for start in starts]
-        pres = tb.uint32s(b"".join([folded[s - first: s - first + 4] for s in starts])).tolist()
+        folded = tb.fold(data[first : starts[-1] + WINDOW], WINDOW, self._sbox)
+        windows = [data[start : start + WINDOW] for start in starts]
+        pres = tb.uint32s(b"".join([folded[s - first : s - first + 4] for s in starts])).tolist()
         fps = array.array("Q", b"".join(map(tb.digest, map(tb.blake2s8, map(self._key.__add__, windows)))))
         if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
@@ -249,7 +249,7 @@ class TaintSet:
         end, chunk = len(starts), cap + cap // 4 + 64
         while end > 0 and len(chosen) < cap:  # the newest windows first
             begin = max(0, end - chunk)
-            region = data[starts[begin]: starts[end - 1] + WINDOW]
+            region = data[starts[begin] : starts[end - 1] + WINDOW]
             chosen[:0] = compress(starts[begin:end], tb.lively(region)[::STRIDE])
             end, chunk = begin, chunk * 2
         return self._windows(data, chosen[-cap:] if cap else [])
@@ -267,7 +267,7 @@ class TaintSet:
         starts = list(range(0, len(data) - WINDOW + 1, STRIDE))
         if starts[-1] != len(data) - WINDOW:
             starts.append(len(data) - WINDOW)
-        starts = [s for s in starts if len(set(data[s: s + WINDOW])) >= _VALUE_DISTINCT]
+        starts = [s for s in starts if len(set(data[s : s + WINDOW])) >= _VALUE_DISTINCT]
         return self._windows(data, starts)
 
     def add_prepared(self, prepared: Prepared, source: str) -> int:
@@ -328,12 +328,12 @@ class TaintSet:
             folded = tb.fold(data, length, self._sbox)
             for align in range(min(4, last + 1)):
                 count = (last - align) // 4 + 1
-                pres = tb.uint32s(folded[align: align + 4 * count])
+                pres = tb.uint32s(folded[align : align + 4 * count])
                 for offset in self._candidates(pres, keys):
                     offset = align + 4 * offset
                     if best is not None and offset >= best[0]:
                         break
-                    window = data[offset: offset + length]
+                    window = data[offset : offset + length]
                     if window in checked:
                         source = checked[window]
                     else:
@@ -348,12 +348,12 @@ class TaintSet:
         chunk, a Python pass over a chunk only where one is (a chance of about 2**-17 per
         position for a full set, more where the argument repeats a held window)."""
         for begin in range(0, len(pres), _CHUNK):
-            part = pres[begin: begin + _CHUNK]
+            part = pres[begin : begin + _CHUNK]
             if not keys.isdisjoint(part):
                 yield from (begin + j for j, pre in enumerate(part.tolist()) if pre in keys)
 
     def _confirm(self, window: bytes, folded: bytes, offset: int) -> str | None:
-        pre = int.from_bytes(folded[offset: offset + 4], "little")
+        pre = int.from_bytes(folded[offset : offset + 4], "little")
         fp: int | None = None
         for seq in self._seqs(pre):
             slot = seq % self.capacity
@@ -375,11 +375,11 @@ class TaintSet:
     def nbytes(self) -> int:
         """Memory held (CPython object sizes): at most ``BYTES_PER_ENTRY * capacity`` plus the
         source labels (at most ``MAX_SOURCES`` of ``MAX_SOURCE_CHARS`` characters)."""
-        size = sum(sys.getsizeof(part) for part in (self._fp, self._pres, self._meta, self._index,
-                                                    self._extra, self._lens))
+        size = sum(
+            sys.getsizeof(part) for part in (self._fp, self._pres, self._meta, self._index, self._extra, self._lens)
+        )
         size += sum(sys.getsizeof(pre) + sys.getsizeof(seq) for pre, seq in self._index.items())
-        size += sum(sys.getsizeof(pre) + sys.getsizeof(seqs) + 32 * len(seqs)
-                    for pre, seqs in self._extra.items())
+        size += sum(sys.getsizeof(pre) + sys.getsizeof(seqs) + 32 * len(seqs) for pre, seqs in self._extra.items())
         size += sum(sys.getsizeof(label) + 8 for label in self._sources)
         return size + sys.getsizeof(self._source_ids) + sys.getsizeof(self._source_refs)
 
@@ -434,7 +434,7 @@ class TaintSet:
         labels = []
         for _ in range(nsources):
             (size,) = struct.unpack_from("<H", data, at)
-            raw = data[at + 2: at + 2 + size]
+            raw = data[at + 2 : at + 2 + size]
             if len(raw) != size:
                 raise ValueError("cut source label")
             labels.append(raw.decode("utf-8", "surrogatepass"))
@@ -443,21 +443,22 @@ class TaintSet:
         at += 4
         if len(data) - at != count * EXPORT_BYTES_PER_ENTRY:
             raise ValueError("wrong length")
-        fps = array.array("Q", data[at: at + 8 * count])
-        pres = tb.uint32s(data[at + 8 * count: at + 12 * count])
-        metas = array.array("H", data[at + 12 * count:])
+        fps = array.array("Q", data[at : at + 8 * count])
+        pres = tb.uint32s(data[at + 8 * count : at + 12 * count])
+        metas = array.array("H", data[at + 12 * count :])
         if not tb.LITTLE:  # pragma: no cover
             fps.byteswap()
             metas.byteswap()
-        raw = metas.tobytes() if tb.LITTLE else array.array("H", data[at + 12 * count:]).tobytes()
+        raw = metas.tobytes() if tb.LITTLE else array.array("H", data[at + 12 * count :]).tobytes()
         if count and (max(raw[1::2]) > WINDOW - _MIN_LEN or max(raw[0::2]) >= nsources):
             raise ValueError("bad entry")
         if self._fast_load(fps, pres, metas, raw, labels):
             return
         self._add_entries(fps.tolist(), pres.tolist(), metas.tolist(), labels)
 
-    def _fast_load(self, fps: array.array[int], pres: array.array[int], metas: array.array[int], raw: bytes,
-                   labels: list[str]) -> bool:
+    def _fast_load(
+        self, fps: array.array[int], pres: array.array[int], metas: array.array[int], raw: bytes, labels: list[str]
+    ) -> bool:
         """An export into an empty set, as it is (the usual restore: the shared session's state
         read again after another wrap saved it): the rings taken whole, the index built in one
         C-level pass. False (nothing done) when the general path is needed: more entries than
@@ -481,7 +482,7 @@ class TaintSet:
 
     def _add_entries(self, fps: list[int], pres: list[int], metas: list[int], labels: list[str]) -> None:
         """Entries of another set (or an export) whose source labels are ``labels``."""
-        fps, pres, metas = fps[-self.capacity:], pres[-self.capacity:], metas[-self.capacity:]
+        fps, pres, metas = fps[-self.capacity :], pres[-self.capacity :], metas[-self.capacity :]
         mapping: dict[int, int] = {}
         for index in sorted({meta & 0xFF for meta in metas}):
             mapping[index] = self._source(labels[index], set(mapping.values()))
@@ -493,5 +494,9 @@ class TaintSet:
         if other._key != self._key:
             raise ValueError("cannot merge taint sets made under different keys")
         slots = other._slots()
-        self._add_entries([other._fp[s] for s in slots], [other._pres[s] for s in slots],
-                          [other._meta[s] for s in slots], list(other._sources))
+        self._add_entries(
+            [other._fp[s] for s in slots],
+            [other._pres[s] for s in slots],
+            [other._meta[s] for s in slots],
+            list(other._sources),
+        )

@@ -32,8 +32,6 @@ def shifts(length: int) -> tuple[int, int, int]:
     return (last // 3) | 1, (2 * last // 3) | 1, last
 
 
-
-
 def fold(data: bytes, length: int, sbox: bytes) -> bytes:
     """For every offset ``i``, bytes ``[i, i+4)`` of the result are the pre of the window
     ``data[i:i+length]`` (read as a little-endian uint32): bits of the window only, each byte
@@ -93,7 +91,7 @@ def hex_views(data: bytes) -> list[bytes]:
     for match in HEX_RUN.finditer(data):
         run = match.group()
         for start in (0, 1):
-            piece = run[start: start + (len(run) - start) // 2 * 2]
+            piece = run[start : start + (len(run) - start) // 2 * 2]
             out.append(binascii.unhexlify(piece))
     return out
 
@@ -113,8 +111,9 @@ def lively(data: bytes) -> bytes:
     Computed for every offset at once: big-integer shifts over bytes of 0 and 1."""
     size = len(data)
     x = int.from_bytes(data, "little")
-    same = [int.from_bytes((x ^ (x >> 8 * d)).to_bytes(size, "little").translate(ZERO_ONE), "little")
-            for d in range(1, 6)]  # same[d-1], byte q: data[q] == data[q+d]
+    same = [
+        int.from_bytes((x ^ (x >> 8 * d)).to_bytes(size, "little").translate(ZERO_ONE), "little") for d in range(1, 6)
+    ]  # same[d-1], byte q: data[q] == data[q+d]
     acc, spans = 0, []
     for d in range(5):
         acc |= same[d]
@@ -133,9 +132,9 @@ def ring_write(part: array.array[int], slot: int, values: list[int], capacity: i
     at = 0
     while at < len(values):
         room = min(len(values) - at, capacity - slot)
-        chunk = array.array(part.typecode, values[at: at + room])
+        chunk = array.array(part.typecode, values[at : at + room])
         if slot == len(part):
             part.extend(chunk)
         else:
-            part[slot: slot + room] = chunk
+            part[slot : slot + room] = chunk
         at, slot = at + room, (slot + room) % capacity

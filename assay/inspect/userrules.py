@@ -122,7 +122,7 @@ def _spans(rule: _Compiled, text: str, words: list[tuple[int, int]]) -> Iterator
     search = rule.regex.search
     ranges = _chunks(words) if rule.local else iter([(0, len(words))])
     for lo, hi in ranges:
-        if rule.local and hi - lo > 1 and not search(text[words[lo][0]:words[hi - 1][1]]):
+        if rule.local and hi - lo > 1 and not search(text[words[lo][0] : words[hi - 1][1]]):
             continue
         for start, end in words[lo:hi]:
             word = text[start:end]

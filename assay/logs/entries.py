@@ -29,8 +29,17 @@ import msgspec
 from assay.policy.decision import event_reason_code
 
 __all__ = [
-    "Entry", "FOREIGN", "OTHER", "LISTED", "OUTCOMES", "INSPECT_ACTIONS", "parse_line", "listed_tool", "client_of",
-    "client_of_file", "epoch",
+    "Entry",
+    "FOREIGN",
+    "OTHER",
+    "LISTED",
+    "OUTCOMES",
+    "INSPECT_ACTIONS",
+    "parse_line",
+    "listed_tool",
+    "client_of",
+    "client_of_file",
+    "epoch",
 ]
 
 DECISION_TYPE: Final = "assay.tool.decision"
@@ -111,7 +120,7 @@ def client_of(source: str | None) -> str | None:
     source protect wrote without a client (``assay://protect/<server>``) names none."""
     if source is None or not source.startswith(_PROTECT_SOURCE):
         return None
-    client, slash, server = source[len(_PROTECT_SOURCE):].partition("/")
+    client, slash, server = source[len(_PROTECT_SOURCE) :].partition("/")
     return client if client and slash and server else None
 
 
@@ -191,7 +200,13 @@ def _from_event(doc: dict[str, Any], file: str, client: str | None) -> Entry | s
     else:
         outcome = "allow"
     return _event_entry(
-        doc, data, time, tool, outcome, file, client,
+        doc,
+        data,
+        time,
+        tool,
+        outcome,
+        file,
+        client,
         approval=_str(data.get("approval_state")),
         reason_code=code,
         error_code=_str(data.get("error_code")),
@@ -204,7 +219,13 @@ def _from_event(doc: dict[str, Any], file: str, client: str | None) -> Entry | s
 
 
 def _event_entry(
-    doc: dict[str, Any], data: dict[str, Any], time: str, tool: str, outcome: str, file: str, client: str | None,
+    doc: dict[str, Any],
+    data: dict[str, Any],
+    time: str,
+    tool: str,
+    outcome: str,
+    file: str,
+    client: str | None,
     **rest: Any,
 ) -> Entry:
     """The :class:`Entry` of one of our CloudEvents: what every such event says the same way
@@ -236,7 +257,9 @@ def _from_inspected(doc: dict[str, Any], file: str, client: str | None) -> Entry
     said = []
     for f in findings[:_SHOWN_FINDINGS]:
         if isinstance(f, dict):
-            said.append(f"{_str(f.get('check')) or '?'} {_str(f.get('kind')) or '?'} at {_str(f.get('pointer')) or '/'}")
+            said.append(
+                f"{_str(f.get('check')) or '?'} {_str(f.get('kind')) or '?'} at {_str(f.get('pointer')) or '/'}"
+            )
     total = data.get("findings_total")
     more = total - len(said) if isinstance(total, int) and not isinstance(total, bool) and total > len(said) else 0
     reason = "; ".join(said) + (f"; and {more} more" if more else "")
@@ -244,7 +267,13 @@ def _from_inspected(doc: dict[str, Any], file: str, client: str | None) -> Entry
     rule = f"inspect.{_str(first.get('check')) or '?'}" if first else None
     blocked = "E_RESPONSE_BLOCKED" if action == "block" else None
     return _event_entry(
-        doc, data, time, target, action, file, client,
+        doc,
+        data,
+        time,
+        target,
+        action,
+        file,
+        client,
         reason_code=blocked,
         error_code=blocked,
         rule=rule,

@@ -33,8 +33,17 @@ from assay.logs.entries import FOREIGN, Entry, client_of_file, parse_line
 from assay.logs.rotated import is_rotated_of, sequence_key
 from assay.terminal import printable
 
-__all__ = ["LogError", "Counts", "LogFile", "FileSet", "follow_files", "log_files", "log_paths", "read_entries",
-           "MAX_LINE"]
+__all__ = [
+    "LogError",
+    "Counts",
+    "LogFile",
+    "FileSet",
+    "follow_files",
+    "log_files",
+    "log_paths",
+    "read_entries",
+    "MAX_LINE",
+]
 
 MAX_LINE = 8 * 1024 * 1024  # bytes: a record with large recorded arguments fits many times over
 _CHUNK = 64 * 1024  # per file being merged: many files stay cheap
@@ -56,8 +65,11 @@ class Counts:
     too_long: int = 0
 
     def summary(self) -> str | None:
-        parts = [f"{n} {what}" for n, what in ((self.torn, "torn"), (self.foreign, "not a decision record"),
-                                                 (self.too_long, "too long")) if n]
+        parts = [
+            f"{n} {what}"
+            for n, what in ((self.torn, "torn"), (self.foreign, "not a decision record"), (self.too_long, "too long"))
+            if n
+        ]
         if not parts:
             return None
         return f"skipped {self.total} line{'s' if self.total > 1 else ''} ({', '.join(parts)})"
@@ -81,8 +93,10 @@ def log_paths(given: list[str], state_dir: str | None, environ: Mapping[str, str
 
     directory = resolve(state_dir, environ)
     if not os.path.isdir(directory):
-        raise LogError(f"no logs in {printable(directory)} (it does not exist): give the log files or directories, "
-                       "or the --log-dir you gave assay mcp protect")
+        raise LogError(
+            f"no logs in {printable(directory)} (it does not exist): give the log files or directories, "
+            "or the --log-dir you gave assay mcp protect"
+        )
     return [directory]
 
 
@@ -196,7 +210,7 @@ class LogFile:
             if not chunk and st.st_size == self.offset:
                 self.seen = (st.st_size, st.st_mtime_ns)
             if self.offset < _HEAD:
-                self._head += chunk[:_HEAD - self.offset]
+                self._head += chunk[: _HEAD - self.offset]
             self.offset += len(chunk)
             self._mark = (self._mark + chunk)[-_MARK:]
             return chunk
@@ -210,8 +224,10 @@ class LogFile:
         read point unchanged."""
         if self.offset == 0:
             return True
-        return (os.pread(fd, len(self._head), 0) == self._head
-                and os.pread(fd, len(self._mark), self.offset - len(self._mark)) == self._mark)
+        return (
+            os.pread(fd, len(self._head), 0) == self._head
+            and os.pread(fd, len(self._mark), self.offset - len(self._mark)) == self._mark
+        )
 
     def _restart(self, identity: tuple[int, int]) -> None:
         if self.identity is not None:
@@ -260,8 +276,9 @@ class LogFile:
         return self._skipping or bool(bytes(self._partial).strip())
 
 
-def entries_of(lines: Iterable[bytes], path: str, counts: Counts,
-               other: Callable[[bytes], None] | None = None) -> Iterator[Entry]:
+def entries_of(
+    lines: Iterable[bytes], path: str, counts: Counts, other: Callable[[bytes], None] | None = None
+) -> Iterator[Entry]:
     client = client_of_file(path)
     for line in lines:
         got = parse_line(line, path, client)
@@ -280,8 +297,9 @@ class FileSet:
     a chunk is held per log, not per file. Following, a torn last line stays pending; else it
     is counted when its file has been read."""
 
-    def __init__(self, counts: Counts, *, following: bool = False,
-                 other: Callable[[bytes], None] | None = None) -> None:
+    def __init__(
+        self, counts: Counts, *, following: bool = False, other: Callable[[bytes], None] | None = None
+    ) -> None:
         self.counts, self.following, self.other = counts, following, other
         self.readers: dict[tuple[int, int], LogFile] = {}
 
@@ -308,8 +326,9 @@ class FileSet:
         for gone in known.values():  # deleted: what it held unfinished is torn
             self.counts.torn += gone.torn()
         self.readers = now
-        return heapq.merge(*(self._log([r for _, r in sorted(group, key=lambda f: f[0])]) for group in logs.values()),
-                           key=_order)
+        return heapq.merge(
+            *(self._log([r for _, r in sorted(group, key=lambda f: f[0])]) for group in logs.values()), key=_order
+        )
 
     def _log(self, readers: list[LogFile]) -> Iterator[Entry]:
         for reader in readers:
@@ -326,8 +345,9 @@ class FileSet:
             self.counts.torn += 1
 
 
-def read_entries(files: list[str], counts: Counts, *, other: Callable[[bytes], None] | None = None,
-                 following: FileSet | None = None) -> Iterator[Entry]:
+def read_entries(
+    files: list[str], counts: Counts, *, other: Callable[[bytes], None] | None = None, following: FileSet | None = None
+) -> Iterator[Entry]:
     """Every entry of ``files``, merged by time as they are read. ``other`` gets each line that
     is a record of ours but not a call (tool listings). ``following`` (a :class:`FileSet` made
     with ``following=True``) reads them and keeps each file's reader, positioned after what was
@@ -341,8 +361,14 @@ def _order(entry: Entry) -> tuple[float, int]:
     return (entry.at if entry.at is not None else 0.0), entry.kind != "decision"
 
 
-async def follow_files(paths: list[str], fileset: FileSet, emit: Callable[[Entry], bool], *,
-                       end_of_round: Callable[[], bool] | None = None, interval: float = 0.25) -> None:
+async def follow_files(
+    paths: list[str],
+    fileset: FileSet,
+    emit: Callable[[Entry], bool],
+    *,
+    end_of_round: Callable[[], bool] | None = None,
+    interval: float = 0.25,
+) -> None:
     """After :func:`read_entries` with ``fileset``: every ``interval`` seconds, read what was
     appended to the files of ``paths`` (and the files that appeared: a new ``.ndjson`` file in
     a directory, a rotated file) and ``emit`` its entries in time order as they are read, then

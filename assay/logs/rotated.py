@@ -43,7 +43,7 @@ def is_rotated_of(name: str, current: str) -> bool:
     root, ext = split_name(current)
     if not (name.startswith(root + ".") and name.endswith(ext)) or len(name) <= len(root) + 1 + len(ext):
         return False
-    return _STAMP.fullmatch(name[len(root) + 1: len(name) - len(ext)]) is not None
+    return _STAMP.fullmatch(name[len(root) + 1 : len(name) - len(ext)]) is not None
 
 
 def sequence_key(name: str) -> tuple[str, tuple[str, int]]:

@@ -121,7 +121,11 @@ class Observed:
     def client(self, data: dict[str, Any]) -> None:
         """An ``assay.client.capabilities`` record's ``data`` (:func:`client_record`)."""
         session, server, mode = data.get("session"), data.get("server"), data.get("elicitation")
-        if not (session is None or isinstance(session, str)) or not isinstance(server, str) or not isinstance(mode, str):
+        if (
+            not (session is None or isinstance(session, str))
+            or not isinstance(server, str)
+            or not isinstance(mode, str)
+        ):
             return
         key = (session, server)
         if key not in self.clients and (len(self.clients) >= MAX_CLIENTS or len(session or "") + len(server) > MAX_KEY):
@@ -237,7 +241,7 @@ class Suggestion:
 
 def _shown(directory: str, home: str | None) -> str:
     if home and home != "/" and is_inside(directory, home.rstrip("/")):
-        return "~" + directory[len(home.rstrip("/")):]
+        return "~" + directory[len(home.rstrip("/")) :]
     return directory
 
 
@@ -249,14 +253,16 @@ def _writable(name: str) -> bool:
     return True
 
 
-def _confinements(observed: Observed, allowed: list[str], home: str | None, skip: set[str]) -> tuple[
-        dict[str, list[tuple[list[str], list[str]]]], list[tuple[str, str]]]:
+def _confinements(
+    observed: Observed, allowed: list[str], home: str | None, skip: set[str]
+) -> tuple[dict[str, list[tuple[list[str], list[str]]]], list[tuple[str, str]]]:
     """tool -> its rules (arguments, directories), and each allowed tool left unconfined with
     why. The directories are those of the session's paths taken together (:func:`directories`),
     so a listing of ``/ws`` and reads below it give ``/ws`` to both tools; each argument gets
     the ones its own values lie in."""
-    used = [(tool, arg, values) for tool in allowed for arg, values in sorted(observed.tools[tool].paths.items())
-            if values]
+    used = [
+        (tool, arg, values) for tool in allowed for arg, values in sorted(observed.tools[tool].paths.items()) if values
+    ]
     roots = set(directories(v for _, _, values in used for v in values))
     confined: dict[str, list[tuple[list[str], list[str]]]] = {}
     why: dict[str, str] = {}
@@ -311,8 +317,11 @@ def _plan(observed: Observed, home: str | None, header: list[str], skip: set[str
         approvals=[t for t in destructive_tools if observed.askable(t) != "no"],
         unaskable=[(t, observed.unaskable_clients(t)) for t in destructive_tools if observed.askable(t) == "no"],
         ask_unknown=[t for t in destructive_tools if observed.askable(t) == "unknown"],
-        denied=[(t, observed.tools[t].denied) for t in names if observed.tools[t].denied and not observed.tools[t].calls
-                and t not in unwritable],
+        denied=[
+            (t, observed.tools[t].denied)
+            for t in names
+            if observed.tools[t].denied and not observed.tools[t].calls and t not in unwritable
+        ],
         unused=[(t, destructive(observed.listed[t])) for t in unused],
         unwritable=len(unwritable),
         rules=_grouped(confined),
@@ -344,8 +353,14 @@ def replay(text: str, calls: Iterable[Entry], home: str | None) -> tuple[int, in
     return judged, approvals, denied
 
 
-def suggest(observed: Observed, calls: Callable[[], Iterable[Entry]], *, home: str | None,
-            header: list[str], ceiling: int | None = None) -> Suggestion:
+def suggest(
+    observed: Observed,
+    calls: Callable[[], Iterable[Entry]],
+    *,
+    home: str | None,
+    header: list[str],
+    ceiling: int | None = None,
+) -> Suggestion:
     """The policy (module docstring). ``calls`` gives the observed calls again for the replay;
     ``ceiling`` is the policy byte ceiling wrap will read it under (``ASSAY_MCP_MAX_POLICY_BYTES``)."""
     from assay.policy.errors import PolicyError
@@ -365,8 +380,10 @@ def suggest(observed: Observed, calls: Callable[[], Iterable[Entry]], *, home: s
             raise SuggestError("the suggested policy would hold a character outside printable ASCII; not written")
         size = len(text)
         if size > limit:
-            raise SuggestError(f"the suggested policy would be {size:,} bytes, more than the policy ceiling of "
-                               f"{limit:,} (ASSAY_MCP_MAX_POLICY_BYTES); not written")
+            raise SuggestError(
+                f"the suggested policy would be {size:,} bytes, more than the policy ceiling of "
+                f"{limit:,} (ASSAY_MCP_MAX_POLICY_BYTES); not written"
+            )
         try:
             judged, approvals, denied = replay(text, (e for e in calls() if e.tool not in unwritable), home)
         except PolicyError as exc:  # never expected: the text is ours; said in one line all the same
@@ -377,6 +394,7 @@ def suggest(observed: Observed, calls: Callable[[], Iterable[Entry]], *, home: s
         ruled = {t for tools, _, _ in plan.rules for t in tools}
         if not confinement or not ruled & confinement:
             first = denied[0]
-            raise SuggestError(f"the suggested policy would deny an observed call of {quoted(first.tool, lossy=True)}; "
-                               "not written")
+            raise SuggestError(
+                f"the suggested policy would deny an observed call of {quoted(first.tool, lossy=True)}; not written"
+            )
         skip |= confinement

@@ -82,9 +82,13 @@ def _n(count: int, one: str) -> str:
 def render(plan: Plan) -> str:
     """The policy's text, ending with a line feed."""
     out = [f"# {line}" if line else "#" for line in plan.header]
-    out += ['version: "2.0"', 'name: "suggested"', "tools:",
-            "  # the tools that were called, each by its exact name; every other tool is denied",
-            "  allow:"]
+    out += [
+        'version: "2.0"',
+        'name: "suggested"',
+        "tools:",
+        "  # the tools that were called, each by its exact name; every other tool is denied",
+        "  allow:",
+    ]
     for name, calls, servers in plan.allowed:
         where = f" via {', '.join(quoted(s) for s in servers)}" if servers else ""
         out.append(f"    - {_tool(name)}  # {_n(calls, 'call')}{where}")
@@ -114,9 +118,12 @@ def render(plan: Plan) -> str:
         out += [f"  #   {quoted(t)}{' (destructive)' if d else ''}" for t, d in plan.unused]
     if plan.unwritable:
         out.append(f"  # {_n(plan.unwritable, 'tool name')} with a lone surrogate (no YAML form) left out, so denied")
-    out += ["enforcement:",
-            "  # no schemas were guessed: give each allowed tool one under schemas (assay mcp policy --help),",
-            "  # then make this deny", "  unconstrained_tools: warn"]
+    out += [
+        "enforcement:",
+        "  # no schemas were guessed: give each allowed tool one under schemas (assay mcp policy --help),",
+        "  # then make this deny",
+        "  unconstrained_tools: warn",
+    ]
     if plan.rules:
         out.append("# path arguments, confined to the directories the observed calls used")
         out.append("path_confinement:")
@@ -142,12 +149,18 @@ def approval_summary(plan: Plan) -> list[str]:
 
     lines: list[str] = []
     if plan.approvals:
-        lines.append(f"approval needed for {names(plan.approvals)}: a person is asked through the client; "
-                     "a client without elicitation gets tools.approval_fallback: deny (the call is refused)")
+        lines.append(
+            f"approval needed for {names(plan.approvals)}: a person is asked through the client; "
+            "a client without elicitation gets tools.approval_fallback: deny (the call is refused)"
+        )
     if plan.unaskable:
-        lines.append(f"left without approval though annotated destructive: {names([t for t, _ in plan.unaskable])} "
-                     "(a client that called it declared no elicitation, so it could never approve)")
+        lines.append(
+            f"left without approval though annotated destructive: {names([t for t, _ in plan.unaskable])} "
+            "(a client that called it declared no elicitation, so it could never approve)"
+        )
     if plan.ask_unknown:
-        lines.append(f"the logs do not say whether the clients of {names(plan.ask_unknown)} can answer an approval "
-                     "(no assay.client.capabilities record)")
+        lines.append(
+            f"the logs do not say whether the clients of {names(plan.ask_unknown)} can answer an approval "
+            "(no assay.client.capabilities record)"
+        )
     return lines

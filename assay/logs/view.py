@@ -21,13 +21,46 @@ from assay.policy.patterns import NameMatcher
 from assay.terminal import printable as _printable
 from assay.terminal import printable_json
 
-__all__ = ["Filter", "Once", "Stats", "Table", "Viewer", "admitted", "json_line", "where", "APPROVAL_STATES",
-           "NAME_MAX"]
+__all__ = [
+    "Filter",
+    "Once",
+    "Stats",
+    "Table",
+    "Viewer",
+    "admitted",
+    "json_line",
+    "where",
+    "APPROVAL_STATES",
+    "NAME_MAX",
+]
 
-APPROVAL_STATES: Final = ("approved", "declined", "cancelled", "timed_out", "failed", "unavailable", "not_asked",
-                          "required")
-_KEYS: Final = ("time", "client", "server", "session", "tool", "outcome", "approval", "reason_code", "rule",
-                "reason", "request_id", "arguments", "kind", "file", "error_code")
+APPROVAL_STATES: Final = (
+    "approved",
+    "declined",
+    "cancelled",
+    "timed_out",
+    "failed",
+    "unavailable",
+    "not_asked",
+    "required",
+)
+_KEYS: Final = (
+    "time",
+    "client",
+    "server",
+    "session",
+    "tool",
+    "outcome",
+    "approval",
+    "reason_code",
+    "rule",
+    "reason",
+    "request_id",
+    "arguments",
+    "kind",
+    "file",
+    "error_code",
+)
 NAME_MAX: Final = 256  # characters of a name kept as a --stats key
 _encoder = msgspec.json.Encoder()
 
@@ -79,7 +112,10 @@ class Filter:
         object.__setattr__(self, "_tools", NameMatcher(self.tools) if self.tools else None)
         object.__setattr__(self, "_clients", NameMatcher(self.clients) if self.clients else None)
         known = (
-            set(OUTCOMES) | set(APPROVAL_STATES) | {"approval", "inspected"} | set(INSPECT_ACTIONS)
+            set(OUTCOMES)
+            | set(APPROVAL_STATES)
+            | {"approval", "inspected"}
+            | set(INSPECT_ACTIONS)
             | {"would_" + a for a in INSPECT_ACTIONS}
         )
         for value in self.outcomes:
@@ -242,8 +278,15 @@ class Stats:
         if as_json:
             for key in keys:
                 row = self.counts[key]
-                yield _encode({"client": key[0], "server": key[1], "tool": key[2],
-                               **{o: row.get(o, 0) for o in OUTCOMES}, "total": sum(row.values())})
+                yield _encode(
+                    {
+                        "client": key[0],
+                        "server": key[1],
+                        "tool": key[2],
+                        **{o: row.get(o, 0) for o in OUTCOMES},
+                        "total": sum(row.values()),
+                    }
+                )
             return
         groups: dict[str, list[tuple[str, dict[str, int]]]] = {}
         for key in keys:
@@ -253,8 +296,14 @@ class Stats:
         second = max([len("TOOL"), len("(all)"), *(len(t) for rows in groups.values() for t, _ in rows)])
 
         def line(server: str, tool: str, row: dict[str, int]) -> str:
-            return "  ".join([server.ljust(first), tool.ljust(second), *(str(row.get(o, 0)).rjust(len(o)) for o in OUTCOMES),
-                              str(sum(row.values())).rjust(5)])
+            return "  ".join(
+                [
+                    server.ljust(first),
+                    tool.ljust(second),
+                    *(str(row.get(o, 0)).rjust(len(o)) for o in OUTCOMES),
+                    str(sum(row.values())).rjust(5),
+                ]
+            )
 
         yield "  ".join(["SERVER".ljust(first), "TOOL".ljust(second), *(o.upper() for o in OUTCOMES), "TOTAL"])
         total: dict[str, int] = {}

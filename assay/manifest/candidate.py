@@ -14,7 +14,13 @@ from typing import Any
 
 from assay.manifest import shapes
 from assay.manifest.core import ManifestError, decode_json
-from assay.manifest.declared import DECLARED_SCHEMA, TOOL_SHAPE, construct_declared, normalize_tool, validate_declared_fields
+from assay.manifest.declared import (
+    DECLARED_SCHEMA,
+    TOOL_SHAPE,
+    construct_declared,
+    normalize_tool,
+    validate_declared_fields,
+)
 from assay.manifest.digests import is_canonical_sha256
 from assay.manifest.observed import parse_promotable_observed
 

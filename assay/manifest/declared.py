@@ -105,7 +105,9 @@ def validate_declared_fields(schema: str, canonicalization: str, digest: str, to
         )
 
 
-def construct_declared(canonicalization: str, digest: str, tools: list[dict[str, Any]], server_id: str) -> dict[str, Any]:
+def construct_declared(
+    canonicalization: str, digest: str, tools: list[dict[str, Any]], server_id: str
+) -> dict[str, Any]:
     """Mint a declared document (members in the order docs/manifest.md, "4. Promote" lists,
     ``note`` null) and validate it."""
     normalized = [normalize_tool(tool) for tool in tools]

@@ -96,9 +96,7 @@ def parse_promotable_observed(data: bytes) -> dict[str, Any]:
 
 def sanitize_display(text: str) -> str:
     """Every control character (Cc) except tab, LF, CR becomes U+FFFD for display."""
-    return "".join(
-        "\ufffd" if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" else ch for ch in text
-    )
+    return "".join("\ufffd" if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" else ch for ch in text)
 
 
 def observed_document(

@@ -94,8 +94,14 @@ def launches(data: bytes, location: ConfigLocation) -> tuple[list[Launch], list[
                 continue
             transport = entry["transport"]
             if transport["type"] != "stdio":
-                out.append(Launch(str(name), None, skipped=f"a remote server ({transport['type']} {transport['url']}): "
-                                                            "assay mcp tools starts stdio servers only"))
+                out.append(
+                    Launch(
+                        str(name),
+                        None,
+                        skipped=f"a remote server ({transport['type']} {transport['url']}): "
+                        "assay mcp tools starts stdio servers only",
+                    )
+                )
                 continue
             argv = (transport["command"], *transport["args"])
             env, cwd = _raw_env_cwd(raw, location)
@@ -107,9 +113,19 @@ def launches(data: bytes, location: ConfigLocation) -> tuple[list[Launch], list[
                 if where.startswith("env ") and where[4:] in headers:  # protect's ASSAY_HEADER_<n>
                     where = f"header {headers[where[4:]]} ({where})"
                 client = client_info(location.client).display
-                out.append(Launch(str(name), argv, env, cwd, line is not None, skipped=(
-                    f"its {where} holds {ref}, a value only {client} can fill in (it asks for it when it starts "
-                    f"the server); assay mcp tools cannot, so it does not start the server")))
+                out.append(
+                    Launch(
+                        str(name),
+                        argv,
+                        env,
+                        cwd,
+                        line is not None,
+                        skipped=(
+                            f"its {where} holds {ref}, a value only {client} can fill in (it asks for it when it starts "
+                            f"the server); assay mcp tools cannot, so it does not start the server"
+                        ),
+                    )
+                )
                 continue
             out.append(Launch(str(name), argv, env, cwd, line is not None))
     return out, errors

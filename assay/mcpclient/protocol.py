@@ -85,11 +85,14 @@ class ListingClient:
 
     def start(self) -> bytes:
         self.phase = "initializing"
-        return self._request("initialize", {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "assay-mcp-tools", "version": __version__},
-        })
+        return self._request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "assay-mcp-tools", "version": __version__},
+            },
+        )
 
     def too_long(self, size: int) -> ListingError:
         return ListingError(f"a line of {size} bytes from the server is over the frame limit")
@@ -109,15 +112,24 @@ class ListingClient:
                 return []  # a notification (logging, list_changed): nothing to do
             if msg.get("method") == "ping":
                 return [_line({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
-            return [_line({"jsonrpc": "2.0", "id": msg["id"],
-                           "error": {"code": -32601, "message": "assay mcp tools only lists tools"}})]
+            return [
+                _line(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": msg["id"],
+                        "error": {"code": -32601, "message": "assay mcp tools only lists tools"},
+                    }
+                )
+            ]
         if msg.get("id") != self._waiting or self._waiting is None:
             return self._skip()  # an answer to nothing we asked
         self._waiting = None
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            raise ListingError(f"the server answered {self.waiting_for} with error {_short(err.get('code'))}: "
-                               f"{_short(err.get('message'))}")
+            raise ListingError(
+                f"the server answered {self.waiting_for} with error {_short(err.get('code'))}: "
+                f"{_short(err.get('message'))}"
+            )
         result = msg.get("result")
         if not isinstance(result, dict):
             raise ListingError(f"the server's answer to {self.waiting_for} has no result object")

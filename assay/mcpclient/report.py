@@ -36,7 +36,9 @@ def _who(target: Target) -> str:
     return f"server {json.dumps(target.name, ensure_ascii=True)}"
 
 
-def render(target: Target, result: Listing | ListingError | None, policy: Policy | None, as_json: bool) -> tuple[list[str], list[str]]:
+def render(
+    target: Target, result: Listing | ListingError | None, policy: Policy | None, as_json: bool
+) -> tuple[list[str], list[str]]:
     """``(stdout lines, stderr lines)`` for one target (``result`` None: skipped)."""
     if target.skipped is not None or result is None:
         line = f"{_who(target)}: skipped: {safe(target.skipped or 'not started')}"
@@ -57,9 +59,13 @@ def render(target: Target, result: Listing | ListingError | None, policy: Policy
     who = " ".join(safe(info.get(k), 80) for k in ("name", "version") if isinstance(info.get(k), str))
     command = safe(shlex.join(target.argv or ()), 160)
     count = len(result.tools)
-    out.append(f"{_who(target)} ({command}){' [wrapped]' if target.wrapped else ''}: "
-               f"{count} tool{'s' if count != 1 else ''}, protocol {safe(result.protocol_version, 40)}"
-               + (f", {who}" if who else ""))
+    out.append(
+        f"{_who(target)} ({command}){' [wrapped]' if target.wrapped else ''}: "
+        f"{count} tool{'s' if count != 1 else ''}, protocol {safe(result.protocol_version, 40)}"
+        + (f", {who}" if who else "")
+    )
     for tool in result.tools:
-        out.extend("  " + line for line in text_lines(describe(tool), None if summaries is None else summaries[tool["name"]]))
+        out.extend(
+            "  " + line for line in text_lines(describe(tool), None if summaries is None else summaries[tool["name"]])
+        )
     return out, []

@@ -75,8 +75,10 @@ async def list_tools(
         how = "exited" if code is None or code >= 0 else "was killed"
         status = "" if code is None else (f" with status {code}" if code >= 0 else f" by signal {-code}")
         said = _last_line(tail)
-        problem = ListingError(f"the server {how}{status} before answering {client.waiting_for}"
-                               + (f" (its last stderr line: {said})" if said else ""))
+        problem = ListingError(
+            f"the server {how}{status} before answering {client.waiting_for}"
+            + (f" (its last stderr line: {said})" if said else "")
+        )
     if problem is not None:
         raise problem
     return client.listing

@@ -13,8 +13,12 @@ from typing import Any
 __all__ = ["HINTS", "Argument", "ToolInfo", "describe", "json_line", "text_lines"]
 
 # MCP ToolAnnotations hint -> the key of --json's "annotations"
-HINTS = (("readOnlyHint", "read_only"), ("destructiveHint", "destructive"),
-         ("idempotentHint", "idempotent"), ("openWorldHint", "open_world"))
+HINTS = (
+    ("readOnlyHint", "read_only"),
+    ("destructiveHint", "destructive"),
+    ("idempotentHint", "idempotent"),
+    ("openWorldHint", "open_world"),
+)
 
 
 def safe(text: Any, limit: int = 300) -> str:
@@ -81,11 +85,19 @@ def describe(tool: dict[str, Any]) -> ToolInfo:
         props: dict[str, Any] = found if isinstance(found, dict) else {}
         required: list[Any] = needed if isinstance(needed, list) else []
         for name, prop in props.items():
-            desc = prop.get("description") if isinstance(prop, dict) and isinstance(prop.get("description"), str) else None
+            desc = (
+                prop.get("description") if isinstance(prop, dict) and isinstance(prop.get("description"), str) else None
+            )
             args.append(Argument(str(name), _type(prop), name in required, desc))
     description = tool.get("description")
-    return ToolInfo(tool["name"], title if isinstance(title, str) else None,
-                    description if isinstance(description, str) else None, hints, tuple(args), isinstance(schema, dict))
+    return ToolInfo(
+        tool["name"],
+        title if isinstance(title, str) else None,
+        description if isinstance(description, str) else None,
+        hints,
+        tuple(args),
+        isinstance(schema, dict),
+    )
 
 
 def _hint_words(hints: dict[str, bool | None]) -> list[str]:
@@ -144,8 +156,10 @@ def json_line(server: str, info: ToolInfo, policy: dict[str, Any] | None) -> str
         "title": info.title,
         "description": info.description,
         "annotations": info.annotations,
-        "arguments": [{"name": a.name, "type": a.type, "required": a.required, "description": a.description}
-                      for a in info.arguments],
+        "arguments": [
+            {"name": a.name, "type": a.type, "required": a.required, "description": a.description}
+            for a in info.arguments
+        ],
         "policy": policy,
     }
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))

@@ -86,7 +86,9 @@ def convert(
     sm = r.mapping(doc.get("signatures"), "signatures", optional=True)
     if sm is not None:
         r.fields(sm, "signatures", ("check_descriptions",))
-        signatures = {"check_descriptions": r.boolean(sm.get("check_descriptions", False), "signatures.check_descriptions")}
+        signatures = {
+            "check_descriptions": r.boolean(sm.get("check_descriptions", False), "signatures.check_descriptions")
+        }
 
     pins: dict[str, ToolPin] = {}
     pm = r.mapping(doc.get("tool_pins", {}), "tool_pins")
@@ -188,8 +190,12 @@ def convert(
     warnings.extend(slow_patterns(schemas))
 
     for section, named in (("schemas", schemas), ("tool_pins", pins), ("tool_classes", classes)):
-        warnings.extend(f"{section}.{key}: a key names one tool as it is written, so this is the tool named {key!r} "
-                        f"(the exact-name form '=name' is for lists of patterns)" for key in named if key.startswith(EXACT))
+        warnings.extend(
+            f"{section}.{key}: a key names one tool as it is written, so this is the tool named {key!r} "
+            f"(the exact-name form '=name' is for lists of patterns)"
+            for key in named
+            if key.startswith(EXACT)
+        )
 
     if signatures is not None and signatures["check_descriptions"]:
         warnings.append("signatures.check_descriptions has no effect (descriptions are not verified at runtime)")

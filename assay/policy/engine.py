@@ -86,9 +86,6 @@ def _confined(plan: Plan, tool: str, arguments: Any) -> Decision | None:
     return None
 
 
-
-
-
 def _rate_limited(engine: Compiled, tool: str, classes: tuple[str, ...], which: str) -> Decision:
     return Decision(
         _DENY,

@@ -36,7 +36,19 @@ from assay.policy.pipeline import Call, Pipeline
 if TYPE_CHECKING:
     from assay.policy.model import Policy
 
-__all__ = ["PASS", "FAIL", "WARN", "NA", "SKIPPED", "Step", "Explanation", "explain", "flow_rules_for", "render", "verdict"]
+__all__ = [
+    "PASS",
+    "FAIL",
+    "WARN",
+    "NA",
+    "SKIPPED",
+    "Step",
+    "Explanation",
+    "explain",
+    "flow_rules_for",
+    "render",
+    "verdict",
+]
 
 PASS, FAIL, WARN, NA, SKIPPED = "pass", "fail", "warn", "n/a", "not reached"
 
@@ -197,8 +209,14 @@ def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> lis
     if pin is None:
         steps.append(Step("pins", NA, "no tool_pins entry for this tool"))
     else:
-        steps.append(Step("pins", NA, f"pinned to server {json.dumps(pin.server_id)}: compared with the definitions "
-                                      "a session lists (not checked: no session)"))
+        steps.append(
+            Step(
+                "pins",
+                NA,
+                f"pinned to server {json.dumps(pin.server_id)}: compared with the definitions "
+                "a session lists (not checked: no session)",
+            )
+        )
     # session limits: a fresh session's first call
     limits = policy.limits
     bits, over = [], None
@@ -211,12 +229,19 @@ def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> lis
     if over is not None:
         steps.append(Step("session limits", FAIL, over, "E_RATE_LIMIT"))
         return steps + _after_limits(policy, plan, tool, arguments, classes, None)
-    steps.append(Step("session limits", PASS if bits else NA,
-                      f"the first call of a session is within {', '.join(bits)}" if bits else "no session totals"))
+    steps.append(
+        Step(
+            "session limits",
+            PASS if bits else NA,
+            f"the first call of a session is within {', '.join(bits)}" if bits else "no session totals",
+        )
+    )
     return steps + _after_limits(policy, plan, tool, arguments, classes, code)
 
 
-def _after_limits(policy: Policy, plan: Plan, tool: str, arguments: Any, classes: tuple[str, ...], code: str | None) -> list[Step]:
+def _after_limits(
+    policy: Policy, plan: Plan, tool: str, arguments: Any, classes: tuple[str, ...], code: str | None
+) -> list[Step]:
     t = policy.tools
     steps: list[Step] = []
     # deny list
@@ -244,8 +269,9 @@ def _after_limits(policy: Policy, plan: Plan, tool: str, arguments: Any, classes
             what.append(f"tools.allow {_quoted(allow_names)}")
         if allow_cls:
             what.append(f"tools.allow_classes {_quoted(allow_cls)}")
-        steps.append(Step("allow list", PASS, f"matched {'; '.join(what)}") if what
-                     else Step("allow list", NA, "not checked"))
+        steps.append(
+            Step("allow list", PASS, f"matched {'; '.join(what)}") if what else Step("allow list", NA, "not checked")
+        )
     # schema
     has_schema = tool != "$defs" and tool in policy.schemas
     if code == "E_SCHEMA_COMPILE":
@@ -263,8 +289,13 @@ def _after_limits(policy: Policy, plan: Plan, tool: str, arguments: Any, classes
     elif code == "E_TOOL_UNCONSTRAINED":
         steps.append(Step("unconstrained mode", FAIL, "no schema and enforcement.unconstrained_tools is deny", code))
     elif mode == "warn":
-        steps.append(Step("unconstrained mode", WARN, "no schema: allowed with the warning E_TOOL_UNCONSTRAINED "
-                                                      "(enforcement.unconstrained_tools: warn)"))
+        steps.append(
+            Step(
+                "unconstrained mode",
+                WARN,
+                "no schema: allowed with the warning E_TOOL_UNCONSTRAINED (enforcement.unconstrained_tools: warn)",
+            )
+        )
     else:
         steps.append(Step("unconstrained mode", PASS, f"no schema; enforcement.unconstrained_tools is {mode}"))
     # path confinement
@@ -287,8 +318,11 @@ def _schema_step(plan: Plan, tool: str, arguments: Any) -> Step:
 
 
 def _paths_step(policy: Policy, plan: Plan, tool: str, arguments: Any) -> Step:
-    rules = plan.paths if plan.decision.outcome is not Outcome.DENY else tuple(
-        r for r in policy.path_confinement if _matching(r.tools, tool))
+    rules = (
+        plan.paths
+        if plan.decision.outcome is not Outcome.DENY
+        else tuple(r for r in policy.path_confinement if _matching(r.tools, tool))
+    )
     if not rules:
         return Step("path confinement", NA, "no path_confinement rule covers this tool")
     for rule in rules:
@@ -300,7 +334,9 @@ def _paths_step(policy: Policy, plan: Plan, tool: str, arguments: Any) -> Step:
             value = arguments.get(arg)
             if value is None:
                 continue
-            why = confinement_violation(value, within=rule.within, base=rule.base, resolve_symlinks=rule.resolve_symlinks)
+            why = confinement_violation(
+                value, within=rule.within, base=rule.base, resolve_symlinks=rule.resolve_symlinks
+            )
             if why is not None:
                 return Step("path confinement", FAIL, f"argument {json.dumps(arg)}: {why}", "E_PATH_CONFINEMENT")
     args = sorted({a for r in rules for a in r.args})
@@ -326,8 +362,13 @@ def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: 
         if full is not None:
             steps.append(Step("rate limits", FAIL, f"rule {full.id}: {limit_text(full)}", "E_RATE_LIMIT"))
         elif mine:
-            steps.append(Step("rate limits", PASS, "; ".join(f"rule {r.id}: {limit_text(r)}" for r in mine)
-                              + " (a fresh session has room)"))
+            steps.append(
+                Step(
+                    "rate limits",
+                    PASS,
+                    "; ".join(f"rule {r.id}: {limit_text(r)}" for r in mine) + " (a fresh session has room)",
+                )
+            )
         else:
             steps.append(Step("rate limits", NA, "no limits.tools rule counts this tool"))
     # flow rules
@@ -341,17 +382,29 @@ def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: 
             steps.append(Step("flow rules", FAIL, f"rule {rule.id}: {rule.message or reason}", "E_SEQUENCE_VIOLATION"))
         else:
             later = [f"{rule} ({why})" for rule, why in flow_rules_for(policy, tool, server)]
-            steps.append(Step("flow rules", PASS, "a fresh session breaks no rule" + (
-                f"; later calls may be judged by: {'; '.join(later)}" if later else "; no rule names this tool")))
+            steps.append(
+                Step(
+                    "flow rules",
+                    PASS,
+                    "a fresh session breaks no rule"
+                    + (f"; later calls may be judged by: {'; '.join(later)}" if later else "; no rule names this tool"),
+                )
+            )
     # approvals
     t = policy.tools
     names = _matching(t.approval_required, tool)
     cls = [c for c in policy.classes_for(tool) if c in (t.approval_required_classes or ())]
     if names or cls:
         what = ([f"tools.approval_required {_quoted(names)}"] if names else []) + (
-            [f"tools.approval_required_classes {_quoted(cls)}"] if cls else [])
-        steps.append(Step("approvals", WARN, f"a person must approve the call ({'; '.join(what)}; "
-                                             f"fallback {t.approval_fallback or 'deny'})"))
+            [f"tools.approval_required_classes {_quoted(cls)}"] if cls else []
+        )
+        steps.append(
+            Step(
+                "approvals",
+                WARN,
+                f"a person must approve the call ({'; '.join(what)}; fallback {t.approval_fallback or 'deny'})",
+            )
+        )
     else:
         steps.append(Step("approvals", NA, "no approval required"))
     return steps
@@ -411,8 +464,11 @@ def _inspection_step(policy: Policy, tool: str, arguments: Any, server: str) -> 
     if settings.argument_tainted != "off":
         bits.append(f"inspect.arguments.tainted {settings.argument_tainted} (a fresh session has nothing tainted)")
     if settings.results:
-        bits.append(f"the results are read (secrets {settings.secrets}, injection {settings.injection}"
-                    + (", taint" if settings.taint else "") + ")")
+        bits.append(
+            f"the results are read (secrets {settings.secrets}, injection {settings.injection}"
+            + (", taint" if settings.taint else "")
+            + ")"
+        )
     if settings.descriptions != "off":
         bits.append(f"its definition is read (descriptions {settings.descriptions})")
     return Step("inspection", PASS if bits else NA, "; ".join(bits) if bits else "no inspect setting covers this tool")

@@ -55,12 +55,15 @@ class CompiledRule(ABC):
     def __init__(self, selectors: tuple[Selector, ...], aliases: Aliases, server: str) -> None:
         # a response selector matches no call; ``replies`` holds (its index, the tool names it
         # matches, the response kind) for :meth:`respond`
-        self.names = tuple(NameMatcher(()) if s.response is not None else names_for(s, aliases, server) for s in selectors)
+        self.names = tuple(
+            NameMatcher(()) if s.response is not None else names_for(s, aliases, server) for s in selectors
+        )
         self.replies = tuple(
             (i, names_for(s, aliases, server), s.response) for i, s in enumerate(selectors) if s.response is not None
         )
         self.am = tuple(
-            None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match) for s in selectors
+            None if s.args_match is None else tuple((k, compile_arg_regex(v)) for k, v in s.args_match)
+            for s in selectors
         )
         self.any_am = any(a is not None for a in self.am)
         self.labels = tuple(str(s) for s in selectors)
@@ -86,7 +89,9 @@ class CompiledRule(ABC):
         """The checked values of an exported state (``n`` calls entered); ValueError when they do
         not fit this rule."""
         if values.__class__ is not list or len(values) != len(self.STATE):
-            raise ValueError(f"the state of a {type(self).__name__.strip('_').lower()} rule does not fit: {values!r}"[:200])
+            raise ValueError(
+                f"the state of a {type(self).__name__.strip('_').lower()} rule does not fit: {values!r}"[:200]
+            )
         return [check(v, n) for (_f, check), v in zip(self.STATE, values)]
 
     def load(self, values: list[Any]) -> None:

@@ -85,7 +85,8 @@ def _selector(value: Any, path: str) -> Selector:
     for key in m:
         if key not in ("tool", "server", "args_match", "response"):
             raise FlowError(
-                "structure", f"{path}.{key}",
+                "structure",
+                f"{path}.{key}",
                 "unknown selector key (a selector is a name or {tool, server, args_match} or {tool, server, response})",
             )
     if "tool" not in m:
@@ -96,7 +97,8 @@ def _selector(value: Any, path: str) -> Selector:
         response = _string(m["response"], f"{path}.response")
         if response not in RESPONSE_KINDS:
             raise FlowError(
-                "validation", f"{path}.response",
+                "validation",
+                f"{path}.response",
                 f"unknown response kind {response!r} (expected one of {', '.join(RESPONSE_KINDS)})",
             )
         return Selector(_name(m["tool"], f"{path}.tool"), None, _server(m, path), response)
@@ -159,7 +161,11 @@ def _window(value: Any, path: str) -> float:
 
 def _u32(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U32_MAX:
-        raise FlowError("structure", path, f"expected an unsigned 32-bit integer, got {type_name(value) if not isinstance(value, int) or isinstance(value, bool) else value}")
+        raise FlowError(
+            "structure",
+            path,
+            f"expected an unsigned 32-bit integer, got {type_name(value) if not isinstance(value, int) or isinstance(value, bool) else value}",
+        )
     return value
 
 
@@ -169,7 +175,9 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
         raise FlowError("structure", path, "missing field type")
     kind = _string(m["type"], f"{path}.type")
     if kind not in RULE_KINDS:
-        raise FlowError("validation", f"{path}.type", f"unknown rule type {kind!r} (expected one of {', '.join(RULE_KINDS)})")
+        raise FlowError(
+            "validation", f"{path}.type", f"unknown rule type {kind!r} (expected one of {', '.join(RULE_KINDS)})"
+        )
     fields = _FIELDS[kind]
     for key in m:
         if key not in fields and key not in ("type", "id", "message"):
@@ -208,14 +216,16 @@ def _rule(value: Any, path: str, unknown: list[str]) -> tuple[Rule, str | None, 
             if not kw[f]:
                 raise FlowError("validation", where, "must not be empty (it would block every tool)")
             if kw[f].startswith(EXACT):  # a substring, not a pattern: the exact form has no meaning here
-                raise FlowError("validation", where, "a blocklist pattern is a plain substring, so the exact-name "
-                                "form '=name' is refused here: deny one tool by name in tools.deny instead")
+                raise FlowError(
+                    "validation",
+                    where,
+                    "a blocklist pattern is a plain substring, so the exact-name "
+                    "form '=name' is refused here: deny one tool by name in tools.deny instead",
+                )
     for f in _SELECTOR_FIELDS:
         sel = kw.get(f)
         if sel is not None and sel.response is not None and (kind, f) != ("never_after", "trigger"):
-            raise FlowError(
-                "validation", f"{path}.{f}.response", "a response selector is only a never_after trigger"
-            )
+            raise FlowError("validation", f"{path}.{f}.response", "a response selector is only a never_after trigger")
     for sel in kw.get("tools", ()):
         if sel.response is not None:
             raise FlowError("validation", f"{path}.tools", "a response selector is only a never_after trigger")
@@ -237,10 +247,15 @@ def parse_flows(
             if not key:
                 raise FlowError("validation", "aliases", "an alias name must not be empty")
             if key.startswith(EXACT):  # a selector "=x" is always the tool x, never an alias
-                raise FlowError("validation", where, "an alias name must not start with '=' (a selector '=name' "
-                                "names the tool exactly, never an alias)")
+                raise FlowError(
+                    "validation",
+                    where,
+                    "an alias name must not start with '=' (a selector '=name' names the tool exactly, never an alias)",
+                )
             if not isinstance(members, list):
-                raise FlowError("structure", where, f"expected a list of tool names or patterns, got {type_name(members)}")
+                raise FlowError(
+                    "structure", where, f"expected a list of tool names or patterns, got {type_name(members)}"
+                )
             if not members:
                 raise FlowError("validation", where, "must list at least one tool name or pattern")
             alias_map[key] = tuple(_member(x, f"{where}[{i}]") for i, x in enumerate(members))

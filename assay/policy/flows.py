@@ -33,7 +33,15 @@ from assay.policy.flow_rules import FlowError, parse_flows
 from assay.policy.model import FlowRule
 from assay.policy.sequence_rules import Aliases, clock_value
 
-__all__ = ["FlowError", "FlowTracker", "parse_flows", "unrunnable", "SEQUENCE_VIOLATION", "NAME_CACHE_LIMIT", "NAME_CACHE_MAX_LEN"]
+__all__ = [
+    "FlowError",
+    "FlowTracker",
+    "parse_flows",
+    "unrunnable",
+    "SEQUENCE_VIOLATION",
+    "NAME_CACHE_LIMIT",
+    "NAME_CACHE_MAX_LEN",
+]
 
 SEQUENCE_VIOLATION = "E_SEQUENCE_VIOLATION"
 NAME_CACHE_LIMIT = 4096  # tool names whose rule hits are remembered; others are computed per call
@@ -83,12 +91,31 @@ class FlowTracker:
     """
 
     __slots__ = (
-        "rules", "server", "_compiled", "_cache", "_orders", "_sensitive", "_last_name", "_last", "n",
-        "_timed", "_latest", "_dead", "_shape", "_replying", "reset",
+        "rules",
+        "server",
+        "_compiled",
+        "_cache",
+        "_orders",
+        "_sensitive",
+        "_last_name",
+        "_last",
+        "n",
+        "_timed",
+        "_latest",
+        "_dead",
+        "_shape",
+        "_replying",
+        "reset",
     )
 
-    def __init__(self, rules: tuple[FlowRule, ...], aliases: Aliases, *, server: str = DEFAULT_SERVER_ID,
-                 reset: str | None = None) -> None:
+    def __init__(
+        self,
+        rules: tuple[FlowRule, ...],
+        aliases: Aliases,
+        *,
+        server: str = DEFAULT_SERVER_ID,
+        reset: str | None = None,
+    ) -> None:
         self.rules = rules
         self.server = server
         # how the session's flow state is cleared, for a deny's reason (assay.policy.flow_ends):
@@ -241,7 +268,13 @@ class FlowTracker:
         """The deny of a call that no server would run (:func:`unrunnable` says why, ``text``):
         it must not enter the history, where it could stand for a call that ran (``rule`` is
         ``sequences``)."""
-        contract = {"status": "deny", "error_code": SEQUENCE_VIOLATION, "tool": name, "rule": "sequences", "reason": text}
+        contract = {
+            "status": "deny",
+            "error_code": SEQUENCE_VIOLATION,
+            "tool": name,
+            "rule": "sequences",
+            "reason": text,
+        }
         return decision.denied(SEQUENCE_VIOLATION, text, contract, matched_rule="sequences")
 
     def enter(self, name: str, args: Any, now: float = 0.0) -> None:

@@ -130,4 +130,3 @@ def tool_identity(tool: dict[str, Any]) -> tuple[str, str]:
         description = ""
     meta_hash = hashlib.sha256(description.encode("utf-8", "surrogatepass")).hexdigest()
     return schema_hash, meta_hash
-

@@ -25,8 +25,10 @@ def schema_warnings(policy: Policy, source: str, warnings: list[str]) -> list[st
         said = f"{source}: schemas.{tool}"
         if any(w.startswith(said + ".") or w.startswith(said + ":") for w in warnings):
             continue
-        out.append(f"{source}: schemas.{tool}: does not compile, so every call of {tool} is denied "
-                   f"(E_SCHEMA_COMPILE): {' '.join(error.split())}")
+        out.append(
+            f"{source}: schemas.{tool}: does not compile, so every call of {tool} is denied "
+            f"(E_SCHEMA_COMPILE): {' '.join(error.split())}"
+        )
     return out
 
 
@@ -70,10 +72,16 @@ def summary(policy: Policy) -> str:
     inspect = policy.inspect
     if inspect is not None:
         d = inspect.default
-        said = [f"{k} {v}" for k, v in (("secrets", d.secrets), ("injection", d.injection),
-                                          ("descriptions", d.descriptions)) if v not in (None, "off")]
-        said += [f"arguments.{k} {v}" for k, v in (("secrets", d.argument_secrets), ("tainted", d.argument_tainted))
-                 if v not in (None, "off")]
+        said = [
+            f"{k} {v}"
+            for k, v in (("secrets", d.secrets), ("injection", d.injection), ("descriptions", d.descriptions))
+            if v not in (None, "off")
+        ]
+        said += [
+            f"arguments.{k} {v}"
+            for k, v in (("secrets", d.argument_secrets), ("tainted", d.argument_tainted))
+            if v not in (None, "off")
+        ]
         if inspect.entries:
             said.append(_n(len(inspect.entries), "tool entry", "tool entries"))
         parts.append("inspect: " + (" ".join(said) if said else "on"))
@@ -94,6 +102,8 @@ def inspect_warnings(policy: Policy, source: str) -> list[str]:
 
     merged = [_merge(inspect.default, e) for e in (None, *inspect.entries)]
     if any(m.argument_tainted != "off" for m in merged) and not any(m.taint or m.secrets != "off" for m in merged):
-        return [f"{source}: inspect.arguments.tainted: nothing is ever tainted (no tool has taint: true and no "
-                "result is looked at for secrets), so no call is judged by it"]
+        return [
+            f"{source}: inspect.arguments.tainted: nothing is ever tainted (no tool has taint: true and no "
+            "result is looked at for secrets), so no call is judged by it"
+        ]
     return []

@@ -59,9 +59,7 @@ def load_policy(
     try:
         doc = parse_yaml(text, byte_ceiling=byte_ceiling)
     except YamlSyntaxError as exc:
-        raise PolicyError(
-            "syntax", f"invalid YAML: {exc}", source=source, line=exc.line, column=exc.column
-        ) from None
+        raise PolicyError("syntax", f"invalid YAML: {exc}", source=source, line=exc.line, column=exc.column) from None
     except YamlStructureError as exc:
         raise PolicyError("structure", str(exc), source=source) from None
     if not isinstance(doc, dict):
@@ -85,4 +83,3 @@ def load_policy(
         for line in warnings:
             warn(f"{source}: {line}")
     return policy
-

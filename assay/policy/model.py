@@ -305,34 +305,42 @@ class Policy:
             }
             if self.limits.tools:  # only when present: the digest of a policy without it is unchanged
                 limits["tools"] = [rule.to_dict() for rule in self.limits.tools]
-        return {
-            "version": self.version,
-            "name": self.name,
-            "tools": self.tools.to_dict(),
-            "allow": None,
-            "deny": None,
-            "schemas": self.schemas,
-            "constraints": [],
-            "enforcement": {"unconstrained_tools": self.enforcement},
-            "limits": limits,
-            "signatures": None if self.signatures is None else dict(self.signatures),
-            "tool_pins": {k: v.to_dict() for k, v in self.tool_pins.items()},
-            "tool_classes": {k: list(v) for k, v in self.tool_classes.items()},
-            "discovery": self.discovery,
-            "runtime_monitor": self.runtime_monitor,
-            "kill_switch": self.kill_switch,
-        } | (
-            # only when present, so the digest of every policy without it is unchanged
-            {"path_confinement": [rule.to_dict() for rule in self.path_confinement]}
-            if self.path_confinement
-            else {}
-        ) | ({"sequences": [rule.to_dict() for rule in self.sequences]} if self.sequences else {}) | (
-            {"aliases": {k: [_selector_dict(m) for m in v] for k, v in self.aliases.items()}} if self.aliases else {}
-        ) | {
-            key: value.to_dict()
-            for key, value in (("inspect", self.inspect), ("resources", self.resources), ("prompts", self.prompts))
-            if value is not None  # only when present: the digest of a policy without them is unchanged
-        }
+        return (
+            {
+                "version": self.version,
+                "name": self.name,
+                "tools": self.tools.to_dict(),
+                "allow": None,
+                "deny": None,
+                "schemas": self.schemas,
+                "constraints": [],
+                "enforcement": {"unconstrained_tools": self.enforcement},
+                "limits": limits,
+                "signatures": None if self.signatures is None else dict(self.signatures),
+                "tool_pins": {k: v.to_dict() for k, v in self.tool_pins.items()},
+                "tool_classes": {k: list(v) for k, v in self.tool_classes.items()},
+                "discovery": self.discovery,
+                "runtime_monitor": self.runtime_monitor,
+                "kill_switch": self.kill_switch,
+            }
+            | (
+                # only when present, so the digest of every policy without it is unchanged
+                {"path_confinement": [rule.to_dict() for rule in self.path_confinement]}
+                if self.path_confinement
+                else {}
+            )
+            | ({"sequences": [rule.to_dict() for rule in self.sequences]} if self.sequences else {})
+            | (
+                {"aliases": {k: [_selector_dict(m) for m in v] for k, v in self.aliases.items()}}
+                if self.aliases
+                else {}
+            )
+            | {
+                key: value.to_dict()
+                for key, value in (("inspect", self.inspect), ("resources", self.resources), ("prompts", self.prompts))
+                if value is not None  # only when present: the digest of a policy without them is unchanged
+            }
+        )
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:
         """The tool's class set, sorted; empty if the tool is not listed."""

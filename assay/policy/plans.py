@@ -43,7 +43,9 @@ _PLAN_NAME_MAX_LEN = 256  # and never keep a longer name (a name may be megabyte
 class Plan:
     __slots__ = ("decision", "schema", "arg_meta", "paths")
 
-    def __init__(self, decision: Decision, schema: CompiledSchema | None = None, arg_meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, decision: Decision, schema: CompiledSchema | None = None, arg_meta: dict[str, Any] | None = None
+    ) -> None:
         self.decision = decision
         self.schema = schema
         self.arg_meta = arg_meta
@@ -153,7 +155,9 @@ class Compiled:
         deny_name = self.deny(tool)
         deny_cls = tuple(c for c in classes if c in self.deny_classes)
         if deny_name or deny_cls:
-            reason = REASONS["denied_both" if deny_name and deny_cls else "denied_name" if deny_name else "denied_class"]
+            reason = REASONS[
+                "denied_both" if deny_name and deny_cls else "denied_name" if deny_name else "denied_class"
+            ]
             return Plan(
                 Decision(
                     Outcome.DENY,
@@ -227,7 +231,9 @@ class Compiled:
                     **meta,
                 )
             )
-        return Plan(self._allowish(Outcome.ALLOW_WITH_WARNING if mode == "warn" else Outcome.ALLOW, tool, classes, meta))
+        return Plan(
+            self._allowish(Outcome.ALLOW_WITH_WARNING if mode == "warn" else Outcome.ALLOW, tool, classes, meta)
+        )
 
     def _allowish(self, outcome: Outcome, tool: str, classes: tuple[str, ...], meta: dict[str, Any]) -> Decision:
         """Allow / AllowWithWarning with the obligations attached."""
@@ -236,7 +242,11 @@ class Compiled:
         kwargs: dict[str, Any] = {}
         if outcome == Outcome.ALLOW_WITH_WARNING:
             reason = REASONS["unconstrained_warn"]
-            kwargs = {"reason_code": "E_TOOL_UNCONSTRAINED", "reason": reason, "typed_decision": TypedDecision.ALLOW_WITH_OBLIGATIONS}
+            kwargs = {
+                "reason_code": "E_TOOL_UNCONSTRAINED",
+                "reason": reason,
+                "typed_decision": TypedDecision.ALLOW_WITH_OBLIGATIONS,
+            }
             obligations.append({"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{reason}"})
         t = self.policy.tools
         cls = set(classes)
@@ -244,7 +254,11 @@ class Compiled:
             obligations.append({"type": "approval_required", "detail": "runtime approval artifact required"})
             extra["approval_state"] = ApprovalState.REQUIRED
         if (t.restrict_scope is not None and self.scope(tool)) or cls & self.scope_classes:
-            contract = t.restrict_scope_contract or {"scope_type": "resource", "scope_value": "*", "scope_match_mode": "exact"}
+            contract = t.restrict_scope_contract or {
+                "scope_type": "resource",
+                "scope_value": "*",
+                "scope_match_mode": "exact",
+            }
             obligations.append(
                 {
                     "type": "restrict_scope",
@@ -254,7 +268,11 @@ class Compiled:
             )
             extra.update(contract)
         if (t.redact_args is not None and self.redact(tool)) or cls & self.redact_classes:
-            contract = t.redact_args_contract or {"redaction_target": "body", "redaction_mode": "mask", "redaction_scope": "request"}
+            contract = t.redact_args_contract or {
+                "redaction_target": "body",
+                "redaction_mode": "mask",
+                "redaction_scope": "request",
+            }
             obligations.append(
                 {
                     "type": "redact_args",
@@ -292,4 +310,3 @@ def check_schemas(policy: "Policy") -> str | None:
     if not errors:
         return None
     return "; ".join(sorted(f"tool '{k}': {v}" for k, v in errors.items()))
-

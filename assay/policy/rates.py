@@ -36,7 +36,15 @@ if TYPE_CHECKING:
     from assay.policy.decision import Decision
     from assay.policy.model import Policy
 
-__all__ = ["NAME_CACHE_MAX", "NAME_CACHE_MAX_LEN", "RateTracker", "duration_text", "limit_text", "rate_denied", "tracker_for"]
+__all__ = [
+    "NAME_CACHE_MAX",
+    "NAME_CACHE_MAX_LEN",
+    "RateTracker",
+    "duration_text",
+    "limit_text",
+    "rate_denied",
+    "tracker_for",
+]
 
 NAME_CACHE_MAX = 4096  # tool names are client-controlled: bound the name -> rules cache
 # ... and a name longer than this is never cached: names reach up to the frame limit, and 4,096 of

@@ -37,7 +37,8 @@ def unresolvable_refs(schemas: dict[str, Any]) -> list[str]:
     """Every ``$ref`` that is not a reference inside the schema (``#...``): remote, ``file:``
     and relative references are never fetched, so the tool's schema will not compile."""
     return sorted(
-        f"{where}.$ref" for item, where in _schema_objects(schemas)
+        f"{where}.$ref"
+        for item, where in _schema_objects(schemas)
         if isinstance(item.get("$ref"), str) and not item["$ref"].startswith("#")
     )
 
@@ -58,6 +59,7 @@ def slow_patterns(schemas: dict[str, Any]) -> list[str]:
         found += [
             f"{at}: {json.dumps(rx, ensure_ascii=False)} uses lookaround or a backreference and is not "
             "anchored with ^: checking a long argument can take seconds while every frame waits"
-            for rx, at in regexes if not rx.startswith("^") and _BACKTRACKING.search(rx)
+            for rx, at in regexes
+            if not rx.startswith("^") and _BACKTRACKING.search(rx)
         ]
     return sorted(found)

@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-
 def _contract(r: Reader, value: Any, path: str, names: tuple[str, ...]) -> dict[str, str] | None:
     m = r.mapping(value, path, optional=True)
     if m is None:
@@ -142,7 +141,10 @@ def discovery(r: Reader, value: Any) -> dict[str, Any] | None:
     methods_choice = ("config_files", "processes", "network", "dns", "well_known")
     methods = ["config_files", "processes"]
     if m.get("methods") is not None:
-        methods = [r.enum(x, f"discovery.methods[{i}]", methods_choice) for i, x in enumerate(r.strings(m["methods"], "discovery.methods") or ())]
+        methods = [
+            r.enum(x, f"discovery.methods[{i}]", methods_choice)
+            for i, x in enumerate(r.strings(m["methods"], "discovery.methods") or ())
+        ]
     of = r.mapping(m.get("on_findings", {}), "discovery.on_findings") or {}
     r.fields(of, "discovery.on_findings", ("unmanaged_server", "no_auth"))
     levels = ("log", "warn", "fail")
@@ -151,7 +153,9 @@ def discovery(r: Reader, value: Any) -> dict[str, Any] | None:
         "methods": methods,
         "output": r.string(m.get("output"), "discovery.output", optional=True),
         "on_findings": {
-            "unmanaged_server": r.enum(of.get("unmanaged_server", "log"), "discovery.on_findings.unmanaged_server", levels),
+            "unmanaged_server": r.enum(
+                of.get("unmanaged_server", "log"), "discovery.on_findings.unmanaged_server", levels
+            ),
             "no_auth": r.enum(of.get("no_auth", "log"), "discovery.on_findings.no_auth", levels),
         },
     }
@@ -194,7 +198,9 @@ def runtime_monitor(r: Reader, value: Any) -> dict[str, Any] | None:
                 "id": r.string(rm["id"], f"{rp}.id"),
                 "type": r.enum(rm["type"], f"{rp}.type", ("file_open", "net_connect", "proc_exec")),
                 "match": _monitor_match(r, rm["match"], f"{rp}.match"),
-                "severity": r.enum(rm.get("severity", "medium"), f"{rp}.severity", ("low", "medium", "high", "critical")),
+                "severity": r.enum(
+                    rm.get("severity", "medium"), f"{rp}.severity", ("low", "medium", "high", "critical")
+                ),
                 "action": r.enum(rm.get("action", "log"), f"{rp}.action", ("log", "alert", "deny", "trigger_kill")),
             }
         )
@@ -220,7 +226,20 @@ def kill_switch(r: Reader, value: Any) -> dict[str, Any] | None:
     if m is None:
         return None
     p = "kill_switch"
-    r.fields(m, p, ("enabled", "mode", "kill_scope", "grace_period_ms", "kill_children", "capture_state", "output_dir", "triggers"))
+    r.fields(
+        m,
+        p,
+        (
+            "enabled",
+            "mode",
+            "kill_scope",
+            "grace_period_ms",
+            "kill_children",
+            "capture_state",
+            "output_dir",
+            "triggers",
+        ),
+    )
     modes = ("graceful", "immediate")
     triggers = []
     raw = m.get("triggers", [])
@@ -268,10 +287,11 @@ def _home_expanded(value: str, path: str, home: str | None) -> str:
                     f"{path}: {json.dumps(value)} starts with {prefix}, but the home directory is not known "
                     "(HOME is unset or not absolute)",
                 )
-            return home + value[len(prefix):]  # normalized by the caller
+            return home + value[len(prefix) :]  # normalized by the caller
     if value.startswith("~"):
         raise PolicyError(
-            "validation", f"{path} must be an absolute path, ~ or $HOME (~user is not expanded; got {json.dumps(value)})"
+            "validation",
+            f"{path} must be an absolute path, ~ or $HOME (~user is not expanded; got {json.dumps(value)})",
         )
     return value
 

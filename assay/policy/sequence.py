@@ -206,7 +206,9 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
             return idle(f"'{rule.then}' never appeared, so the ordering was never constrained")
         f = m.first(calls, rule.sel("first"))
         if f is None:
-            return bad([t], f"tool '{rule.then}' was found (index {t}) but required preceding tool '{rule.first}' was missing")
+            return bad(
+                [t], f"tool '{rule.then}' was found (index {t}) but required preceding tool '{rule.first}' was missing"
+            )
         if f > t:
             return bad(
                 [f, t],
@@ -239,16 +241,22 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
         idx = m.first(calls, rule.sel("tool"))
         if idx is not None:
             if idx >= within:
-                return bad([idx], f"tool '{rule.tool}' appeared at index {idx} but must appear within first {within} calls")
+                return bad(
+                    [idx], f"tool '{rule.tool}' appeared at index {idx} but must appear within first {within} calls"
+                )
             return held([idx])
         if n >= within:
-            return bad(range(n), f"tool '{rule.tool}' required within first {within} calls but not found (trace length: {n})")
+            return bad(
+                range(n), f"tool '{rule.tool}' required within first {within} calls but not found (trace length: {n})"
+            )
         if complete:
             return bad(
                 range(n),
                 f"tool '{rule.tool}' required within the first {within} calls but the run ended after {n} without it",
             )
-        return idle(f"'{rule.tool}' has not appeared and the trace is {n} call(s) long, still within the {within}-call deadline")
+        return idle(
+            f"'{rule.tool}' has not appeared and the trace is {n} call(s) long, still within the {within}-call deadline"
+        )
 
     if k == "after":
         within = rule.within if rule.within is not None else 1
@@ -278,7 +286,9 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
                     f"tool '{rule.then}' required within {within} calls after '{rule.trigger}' "
                     f"(triggered at index {ti}) and no call answered it by index {deadline}",
                 )
-            return idle(f"'{rule.trigger}' fired at index {ti} and the trace may still satisfy the {within}-call deadline")
+            return idle(
+                f"'{rule.trigger}' fired at index {ti} and the trace may still satisfy the {within}-call deadline"
+            )
         return held(sorted(spanned))
 
     # sequence
@@ -297,7 +307,7 @@ def _eval(rule: Rule, calls: Sequence[SequenceCall], m: _Matcher, complete: bool
                 spanned_l + [idx],
                 f"strict sequence violated: expected '{tools[k_]}' at index {idx} but found '{call.name}'",
             )
-        if not rule.strict and k_ < len(tools) and any(m.match(call, t) for t in tools[k_ + 1:]):
+        if not rule.strict and k_ < len(tools) and any(m.match(call, t) for t in tools[k_ + 1 :]):
             return bad(
                 spanned_l + [idx], f"sequence out of order: '{call.name}' at index {idx} appears before '{tools[k_]}'"
             )
@@ -394,4 +404,3 @@ def check_sequence(policy: SequencePolicy, trace: Iterable[Any], *, partial: boo
     evaluations = evaluate_rules(policy.rules, calls, policy.aliases, partial=partial)
     violations = [_violation(ev) for ev in evaluations if ev.outcome == "violated"]
     return {"allowed": not violations, "violations": violations, "suggested_fix": None}
-

@@ -393,4 +393,3 @@ def parse_sequence_policy(data: bytes, *, byte_ceiling: int = DEFAULT_BYTE_CEILI
         if all(isinstance(x, str) for x in doc):
             return SequencePolicy("legacy", expected=tuple(doc))
     raise SequencePolicyError("; ".join(errors) or "not a mapping or a list")
-

@@ -283,7 +283,11 @@ class MemoryStore:
         """Another store object on the same sessions (its own transaction, its own ``fail``)."""
         other = MemoryStore(self.alive)
         other.totals, other.parts, other.servers, other.armed, other.known = (
-            self.totals, self.parts, self.servers, self.armed, self.known
+            self.totals,
+            self.parts,
+            self.servers,
+            self.armed,
+            self.known,
         )
         return other
 
@@ -353,10 +357,23 @@ class MemoryStore:
                 ServerRow(server, self.servers.get((key, server), 0), last)
                 for server, last in sorted(known.server_last.items())
             ]
-            rows.append(SessionRow(
-                key, s.kind, s.pid, s.process, s.name, self.alive(s), servers, calls, requests, tool_calls,
-                sorted(armed), known.created, known.last,
-            ))
+            rows.append(
+                SessionRow(
+                    key,
+                    s.kind,
+                    s.pid,
+                    s.process,
+                    s.name,
+                    self.alive(s),
+                    servers,
+                    calls,
+                    requests,
+                    tool_calls,
+                    sorted(armed),
+                    known.created,
+                    known.last,
+                )
+            )
         rows.sort(key=lambda r: (-r.last, r.key))
         return rows
 
@@ -437,8 +454,19 @@ class SharedSession:
     """
 
     __slots__ = (
-        "store", "key", "part", "server", "parts", "state", "clock",
-        "_version", "_requests", "_calls", "_open", "_others", "problem",
+        "store",
+        "key",
+        "part",
+        "server",
+        "parts",
+        "state",
+        "clock",
+        "_version",
+        "_requests",
+        "_calls",
+        "_open",
+        "_others",
+        "problem",
     )
 
     def __init__(

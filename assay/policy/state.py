@@ -108,7 +108,9 @@ class SessionState:
         """The last observed identity of ``tool_name`` or ``None`` if never listed."""
         return self._identities.get(tool_name)
 
-    def pin_problem(self, tool_name: str, pinned: ToolIdentity, server_id: str) -> tuple[str, ToolIdentity | None] | None:
+    def pin_problem(
+        self, tool_name: str, pinned: ToolIdentity, server_id: str
+    ) -> tuple[str, ToolIdentity | None] | None:
         """Why a pinned tool may not run, or None when every definition seen equals the pin.
 
         Returns ``(kind, runtime)``: kind is ``drifted`` (``runtime`` is an observed identity
@@ -127,4 +129,3 @@ class SessionState:
         if not variants:
             return "not_listed", None
         return None
-

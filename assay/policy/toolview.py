@@ -63,5 +63,6 @@ def tool_summary(policy: Policy, tool: str, *, server: str = DEFAULT_SERVER_ID) 
             rates = tuple(r.id for r in tracker.rules_for(tool))
     if policy.sequences:
         flows = tuple(rule for rule, _ in flow_rules_for(policy, tool, server))
-    return ToolSummary(verdict(d), d.reason_code, d.matched_rule, tool != "$defs" and tool in policy.schemas,
-                       confined, rates, flows)
+    return ToolSummary(
+        verdict(d), d.reason_code, d.matched_rule, tool != "$defs" and tool in policy.schemas, confined, rates, flows
+    )

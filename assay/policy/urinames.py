@@ -68,7 +68,7 @@ def _standard(uri: str, *, decode: bool) -> str:
     if scheme_match is None:  # no scheme: nothing to fold
         return unquote(uri, errors="replace") if decode else uri
     scheme = scheme_match.group().lower()
-    rest = uri[len(scheme):]
+    rest = uri[len(scheme) :]
     special = scheme in _SPECIAL
     cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
     rest, tail = rest[:cut], rest[cut:]

@@ -142,9 +142,7 @@ class _Constructor(SafeConstructor):
                 raise YamlStructureError("a mapping key is not a scalar") from None
             if key in mapping:
                 mark = key_node.start_mark
-                raise YamlSyntaxError(
-                    f"duplicate key {key!r} in a mapping", mark.line + 1, mark.column + 1
-                )
+                raise YamlSyntaxError(f"duplicate key {key!r} in a mapping", mark.line + 1, mark.column + 1)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 

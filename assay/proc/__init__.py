@@ -37,12 +37,24 @@ if TYPE_CHECKING:
 # (:func:`assay.proc.keeper.fork_keeper`) before it imports trio, which every other module of
 # this package needs (docs/testing.md, "Start-up of `assay mcp wrap`").
 _WHERE = {
-    "BoundedResult": "bounded", "read_capped": "bounded", "run_bounded": "bounded",
+    "BoundedResult": "bounded",
+    "read_capped": "bounded",
+    "run_bounded": "bounded",
     "Child": "child",
-    "ByteReceiver": "handle", "ByteSender": "handle", "ChildHandle": "handle",
-    "KeptChild": "kept", "adopt_kept": "kept", "keeper_available": "kept", "spawn_kept": "kept",
-    "DEVNULL": "spawning", "INHERIT": "spawning", "PIPE": "spawning", "ProgramNotFound": "spawning",
-    "SpawnError": "spawning", "_candidate_exists": "spawning", "spawn": "spawning",
+    "ByteReceiver": "handle",
+    "ByteSender": "handle",
+    "ChildHandle": "handle",
+    "KeptChild": "kept",
+    "adopt_kept": "kept",
+    "keeper_available": "kept",
+    "spawn_kept": "kept",
+    "DEVNULL": "spawning",
+    "INHERIT": "spawning",
+    "PIPE": "spawning",
+    "ProgramNotFound": "spawning",
+    "SpawnError": "spawning",
+    "_candidate_exists": "spawning",
+    "spawn": "spawning",
 }
 
 
@@ -53,6 +65,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"assay.proc.{module}"), name)
     globals()[name] = value
     return value
+
 
 __all__ = [
     "ByteReceiver",

@@ -68,8 +68,9 @@ class Forked:
 
     __slots__ = ("pid", "stdin", "stdout", "ctl", "status", "first", "args", "env", "taken")
 
-    def __init__(self, pid: int, fds: tuple[int, int, int, int], first: bytes, args: list[str],
-                 env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self, pid: int, fds: tuple[int, int, int, int], first: bytes, args: list[str], env: Mapping[str, str] | None
+    ) -> None:
         self.pid = pid
         self.stdin, self.stdout, self.ctl, self.status = fds
         self.first = first
@@ -140,7 +141,7 @@ def _subtree(root: int) -> list[int]:
                 stat = fh.read()
         except OSError:
             continue
-        rest = stat[stat.rfind(b")") + 2:].split()
+        rest = stat[stat.rfind(b")") + 2 :].split()
         if len(rest) < 2:
             continue
         children.setdefault(int(rest[1]), []).append(int(name))
@@ -210,8 +211,15 @@ def _keeper_main(
 
     try:
         server = subprocess.Popen(
-            argv, stdin=in_fd, stdout=out_fd, stderr=None, env=env, cwd=cwd,
-            close_fds=True, process_group=0, preexec_fn=child_setup,
+            argv,
+            stdin=in_fd,
+            stdout=out_fd,
+            stderr=None,
+            env=env,
+            cwd=cwd,
+            close_fds=True,
+            process_group=0,
+            preexec_fn=child_setup,
         )
     except OSError as exc:
         msg = (exc.strerror or str(exc)).encode("utf-8", "replace")[:200]

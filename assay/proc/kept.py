@@ -23,8 +23,15 @@ class KeptChild:
     """A server started under a keeper (see above); the interface of :class:`Child` that the
     relay uses. ``pid`` is the server's; ``returncode`` follows ``subprocess``."""
 
-    def __init__(self, keeper_pid: int, server_pid: int, ctl: int, status: int,
-                 stdin: trio.lowlevel.FdStream, stdout: trio.lowlevel.FdStream) -> None:
+    def __init__(
+        self,
+        keeper_pid: int,
+        server_pid: int,
+        ctl: int,
+        status: int,
+        stdin: trio.lowlevel.FdStream,
+        stdout: trio.lowlevel.FdStream,
+    ) -> None:
         self.keeper_pid = keeper_pid
         self.pid = server_pid
         self.stdin = stdin
@@ -142,8 +149,9 @@ def spawn_kept(
     """
 
     if not keeper_available():
-        return spawn(argv, stdin=PIPE, stdout=PIPE, stderr=INHERIT, env=env, cwd=cwd,
-                     own_group=True, die_with_parent=True)
+        return spawn(
+            argv, stdin=PIPE, stdout=PIPE, stderr=INHERIT, env=env, cwd=cwd, own_group=True, die_with_parent=True
+        )
     args = [os.fspath(a) for a in argv]
     return adopt_kept(fork_keeper(args, dict(env) if env is not None else None, cwd), cwd=cwd)
 
@@ -173,8 +181,7 @@ def adopt_kept(forked: Forked, *, cwd: str | os.PathLike[str] | None = None) -> 
     forked.taken = True
     server_pid = struct.unpack("!i", first[1:5])[0]
     os.set_blocking(st_r, False)
-    child = KeptChild(pid, server_pid, ctl_w, st_r,
-                      trio.lowlevel.FdStream(in_w), trio.lowlevel.FdStream(out_r))
+    child = KeptChild(pid, server_pid, ctl_w, st_r, trio.lowlevel.FdStream(in_w), trio.lowlevel.FdStream(out_r))
     if first[5:6] == b"X" and len(first) >= 10:  # it exited already: both messages came in one read
         child._returncode = struct.unpack("!i", first[6:10])[0]
         child._exited = True

@@ -27,6 +27,7 @@ PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 INHERIT = None
 
+
 def _make_preexec(parent_pid: int) -> Callable[[], None]:
     """Child-side setup between fork and exec: die with the parent (docs/wrap.md, "Lifecycle and exit status").
 

@@ -42,8 +42,13 @@ class _Parser(argparse.ArgumentParser):
 class _Once(argparse.Action):
     """A value option that may be given only once (a repeated --policy-root is a usage error)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         if getattr(namespace, "_seen_" + self.dest, False):
             raise argparse.ArgumentError(self, f"{option_string} given more than once")
         setattr(namespace, "_seen_" + self.dest, True)
@@ -96,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = auth_variables(os.environ)
     if names:
-        return _fatal(
-            "ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names)
-        )
+        return _fatal("ASSAY_AUTH_* configuration is unsupported for stdio server modes; unset: " + ", ".join(names))
     # env config -> logging -> server_start -> validate root -> serve. The fatal lines that
     # follow a refused root are prefixed, so they can never pass for a JSON log event.
     from assay.server.config import config_from_env

@@ -70,8 +70,18 @@ _DIR_FLAGS = (_O_PATH or os.O_RDONLY) | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 
 # openat2(2): the syscall number is the same on every architecture with the unified table.
 _OPENAT2_NR = {
-    "x86_64": 437, "amd64": 437, "aarch64": 437, "arm64": 437, "i386": 437, "i686": 437,
-    "armv7l": 437, "armv8l": 437, "riscv64": 437, "ppc64le": 437, "ppc64": 437, "s390x": 437,
+    "x86_64": 437,
+    "amd64": 437,
+    "aarch64": 437,
+    "arm64": 437,
+    "i386": 437,
+    "i686": 437,
+    "armv7l": 437,
+    "armv8l": 437,
+    "riscv64": 437,
+    "ppc64le": 437,
+    "ppc64": 437,
+    "s390x": 437,
     "loongarch64": 437,
 }
 _RESOLVE_NO_MAGICLINKS = 0x02

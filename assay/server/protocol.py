@@ -141,7 +141,9 @@ _DONE = {
         "INFO",
         TARGET_SERVER,
         "tool_call_done",
-        ("rid", "rpc_id", "duration_ms", "outcome") + (("allowed",) if takes_decision else ()) + (("code",) if with_code else ()),
+        ("rid", "rpc_id", "duration_ms", "outcome")
+        + (("allowed",) if takes_decision else ())
+        + (("code",) if with_code else ()),
     )
     for takes_decision in (False, True)
     for with_code in (False, True)
@@ -173,7 +175,18 @@ class PendingCall:
     NeedsWorker, or None when the tool always needs a worker. A ToolError becomes its payload;
     an unknown tool's ``work()`` raises (the fail-closed E_INTERNAL, the name never echoed)."""
 
-    __slots__ = ("rid", "rpc_id", "tool_name", "takes_decision", "correlation", "started", "_run", "_args", "_ctx", "_view")
+    __slots__ = (
+        "rid",
+        "rpc_id",
+        "tool_name",
+        "takes_decision",
+        "correlation",
+        "started",
+        "_run",
+        "_args",
+        "_ctx",
+        "_view",
+    )
 
     def __init__(
         self,

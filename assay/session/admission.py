@@ -21,11 +21,17 @@ from typing import Any
 import msgspec
 
 from assay.framing import BoundedLineSplitter
-from assay.strictjson import DuplicateFlag, DuplicateMemberError, bounded_int, finite_float, refuse_constant, unique_pairs
+from assay.strictjson import (
+    DuplicateFlag,
+    DuplicateMemberError,
+    bounded_int,
+    finite_float,
+    refuse_constant,
+    unique_pairs,
+)
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 128  # serde_json's recursion limit (docs/wrap.md, "Client frames")
-
 
 
 class RejectReason(StrEnum):
@@ -102,6 +108,7 @@ def _needs_care(content: bytes) -> bool:
         (b"\\u" in content and _SURROGATE_ESCAPE.search(content))
         or (len(content) >= 309 and _LONG_DIGITS.search(content))
     )
+
 
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _ONE_KIND = bytes.maketrans(b"{}", b"[]")

@@ -62,13 +62,32 @@ class CallPath:
     frame that is not a call flows meanwhile."""
 
     __slots__ = (
-        "pipeline", "ledger", "server", "label", "dry_run", "clock", "can_elicit", "released",
-        "room", "_asking", "inspector", "jobs", "busy", "_trailing", "on_idle",
+        "pipeline",
+        "ledger",
+        "server",
+        "label",
+        "dry_run",
+        "clock",
+        "can_elicit",
+        "released",
+        "room",
+        "_asking",
+        "inspector",
+        "jobs",
+        "busy",
+        "_trailing",
+        "on_idle",
         "parked_bytes",
     )
 
     def __init__(
-        self, pipeline: Pipeline, ledger: Ledger, server: ServerSide, label: str, dry_run: bool, clock: Callable[[], float]
+        self,
+        pipeline: Pipeline,
+        ledger: Ledger,
+        server: ServerSide,
+        label: str,
+        dry_run: bool,
+        clock: Callable[[], float],
     ) -> None:
         self.pipeline = pipeline
         self.ledger = ledger
@@ -115,8 +134,12 @@ class CallPath:
             notes = ledger.clients
             if notes is not None:  # docs/wrap-records.md, "The client"
                 ledger.client(notes.initialize(params, mode), out)
-        elif method == _CANCELLED and (self.busy is not None and self._cancel_parked(raw, frame, out)
-                                       or self._asking is not None and self._asking.cancel(raw, frame, out)):
+        elif method == _CANCELLED and (
+            self.busy is not None
+            and self._cancel_parked(raw, frame, out)
+            or self._asking is not None
+            and self._asking.cancel(raw, frame, out)
+        ):
             return False
         if "id" in frame:
             if self.busy is None:
@@ -170,8 +193,9 @@ class CallPath:
         (nothing recorded yet), else the decision to go on with."""
         return self.pipeline.ask(call, decision, out)
 
-    def _after(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *,
-               answer: bool = True) -> bool:
+    def _after(
+        self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True
+    ) -> bool:
         """The post-decision path of every call, fresh or held, once it entered (or not) and
         was saved: its records, then its deny reply (unless ``answer`` is False: the client
         cancelled it) or its forward (pending answer, count, receipt). True when the frame is
@@ -194,7 +218,9 @@ class CallPath:
                 ledger.receipt(call.raw, frame, False, event_id, out)
             return False
         if "id" in frame:
-            self.server.pending.add(frame["id"], _TOOLS_CALL if inspector is None else inspector.watch(call.name, frame))
+            self.server.pending.add(
+                frame["id"], _TOOLS_CALL if inspector is None else inspector.watch(call.name, frame)
+            )
         ledger.forwarded += 1
         if ledger.receipting:
             ledger.receipt(call.raw, frame, True, event_id, out)
@@ -391,7 +417,13 @@ class CallPath:
             return False
         for job in (self.busy, *self.jobs):
             call = job.call if job is not None else None
-            if job is None or call is None or job.cancelled or "id" not in call.frame or id_key(call.frame["id"]) != key:
+            if (
+                job is None
+                or call is None
+                or job.cancelled
+                or "id" not in call.frame
+                or id_key(call.frame["id"]) != key
+            ):
                 continue
             if job.saved is not None:  # decided, being saved: the cancellation follows the call
                 job.after.append(_line(raw, frame))
@@ -425,8 +457,9 @@ class CallPath:
         assert inspector is not None
         for name, frame, findings, total in inspector.flagged:
             rid = frame.get("id") if frame is not None else None
-            self.ledger.inspected(out, method=_TOOLS_CALL, request_id=rid, target=name, action="flag",
-                                  findings=findings, total=total)
+            self.ledger.inspected(
+                out, method=_TOOLS_CALL, request_id=rid, target=name, action="flag", findings=findings, total=total
+            )
         inspector.flagged.clear()
 
     def record(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect]) -> str | None:
@@ -434,7 +467,9 @@ class CallPath:
         binding = self.server.tools.bindings.get(call.name) if call.valid else None
         return self.ledger.record(decision, call.frame, call.params, call.name, call.valid, binding, out)
 
-    def deny(self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None:
+    def deny(
+        self, call: ToolCall | approvals.HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True
+    ) -> None:
         """A denied call: a request gets the deny reply (unless ``answer`` is False: the client
         cancelled it), a notification nothing (dropped)."""
         frame = call.frame
@@ -451,7 +486,6 @@ class CallPath:
             self.ledger.blocked += 1
         else:
             self.ledger.dropped += 1
-
 
 
 def _line(raw: bytes | None, frame: dict[str, Any]) -> bytes:

@@ -47,8 +47,16 @@ class ClientSide:
     """Client bytes in; judged frames out, in order (``judge`` says forward or not)."""
 
     __slots__ = (
-        "reading", "start", "ledger", "_judge", "_reply", "_released", "_splitter", "_fast_limit",
-        "_queue", "_fwd",
+        "reading",
+        "start",
+        "ledger",
+        "_judge",
+        "_reply",
+        "_released",
+        "_splitter",
+        "_fast_limit",
+        "_queue",
+        "_fwd",
     )
 
     def __init__(

@@ -192,6 +192,17 @@ class Finish(_Effect, frozen=True, gc=False):
 
 
 Effect = (
-    ToServer | ToClient | Record | Warn | StartSession | AdmitLine | StoreBegin | StoreCommit | StoreAbort
-    | CloseServerInput | StopClient | SignalChild | Finish
+    ToServer
+    | ToClient
+    | Record
+    | Warn
+    | StartSession
+    | AdmitLine
+    | StoreBegin
+    | StoreCommit
+    | StoreAbort
+    | CloseServerInput
+    | StopClient
+    | SignalChild
+    | Finish
 )

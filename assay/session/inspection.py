@@ -38,11 +38,25 @@ from assay.session import replies
 from assay.session.effects import Effect
 from assay.session.server_messages import ServerMessages
 from assay.session.requests import (
-    PROMPT_DENIED, RESOURCE_DENIED, Judged, contract_of, decision_of, error_line, judge_request, judges,
+    PROMPT_DENIED,
+    RESOURCE_DENIED,
+    Judged,
+    contract_of,
+    decision_of,
+    error_line,
+    judge_request,
+    judges,
     outbound_values,
 )
 from assay.session.verdicts import (
-    head_id, id_before, judge, names_a_method, plain_result, read_checked, rewritten, stricter,
+    head_id,
+    id_before,
+    judge,
+    names_a_method,
+    plain_result,
+    read_checked,
+    rewritten,
+    stricter,
 )
 from assay.session.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
@@ -81,8 +95,14 @@ class Inspector:
     """One wrap's inspection (see the module docstring)."""
 
     def __init__(
-        self, policy: Policy, label: str, ledger: Ledger, reply: Callable[[bytes, list[Effect]], None], *,
-        dry_run: bool, taint: TaintState | None,
+        self,
+        policy: Policy,
+        label: str,
+        ledger: Ledger,
+        reply: Callable[[bytes, list[Effect]], None],
+        *,
+        dry_run: bool,
+        taint: TaintState | None,
     ) -> None:
         self.policy = policy
         self.reply = reply  # wrap's own line to the client (held behind a streamed server line)
@@ -128,8 +148,12 @@ class Inspector:
         inspect = self.inspect
         if inspect is None:
             return False
-        return any(entry.argument_secrets not in (None, "off") or entry.argument_tainted not in (None, "off")
-                   or entry.descriptions == "deny" for entry in (inspect.default, *inspect.entries))
+        return any(
+            entry.argument_secrets not in (None, "off")
+            or entry.argument_tainted not in (None, "off")
+            or entry.descriptions == "deny"
+            for entry in (inspect.default, *inspect.entries)
+        )
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -144,7 +168,10 @@ class Inspector:
             got = Settings(
                 "detect" if self._flow_secrets and got.secrets == "off" else got.secrets,
                 "detect" if self._flow_injection and got.injection == "off" else got.injection,
-                got.descriptions, got.argument_secrets, got.argument_tainted, got.taint,
+                got.descriptions,
+                got.argument_secrets,
+                got.argument_tainted,
+                got.taint,
             )
         if len(self._settings) < _NAME_CACHE and len(name) <= 256:
             self._settings[name] = got
@@ -238,8 +265,15 @@ class Inspector:
             return judged
         got = OutboundGuard(self).check(Call(judged.method, values, self.label, frame), _ALLOW, 0.0)
         for _name, _frame, findings, total in self.flagged:
-            self.ledger.inspected(out, method=judged.method, request_id=frame.get("id"), target=judged.target,
-                                  action="flag", findings=findings, total=total)
+            self.ledger.inspected(
+                out,
+                method=judged.method,
+                request_id=frame.get("id"),
+                target=judged.target,
+                action="flag",
+                findings=findings,
+                total=total,
+            )
         self.flagged.clear()
         if got is None or got.reason_code is None:
             return judged
@@ -247,7 +281,9 @@ class Inspector:
 
     # -- answers ---------------------------------------------------------------------------------
 
-    def answer(self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False) -> bool | bytes:
+    def answer(
+        self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False
+    ) -> bool | bytes:
         """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or
         the bytes to relay instead (masked, stripped, or the blocked reply). ``head``: its
         members as the server side read them, when it did (:func:`~assay.session.verdicts.plain_result`);
@@ -286,8 +322,14 @@ class Inspector:
         self.remember(watch, found.kinds, found.values, value if settings.taint else None, out)
         if malformed is not None:
             finding = {"check": "protocol", "kind": "malformed_answer", "rule": malformed, "pointer": ""}
-            return self._blocked(watch, rid, [finding, *verdict.findings], found.total + 1,
-                                 f"the answer is malformed JSON-RPC ({malformed.replace('_', ' ')})", out)
+            return self._blocked(
+                watch,
+                rid,
+                [finding, *verdict.findings],
+                found.total + 1,
+                f"the answer is malformed JSON-RPC ({malformed.replace('_', ' ')})",
+                out,
+            )
         if verdict.blocked is not None:
             return self._blocked(watch, rid, verdict.findings, found.total, "the answer " + verdict.blocked, out)
         if verdict.findings:
@@ -307,8 +349,11 @@ class Inspector:
         requests = result.get("inputRequests")
         if requests.__class__ is not dict:
             return settings
-        methods = {item.get("method") for item in requests.values()
-                   if item.__class__ is dict and item.get("method").__class__ is str}
+        methods = {
+            item.get("method")
+            for item in requests.values()
+            if item.__class__ is dict and item.get("method").__class__ is str
+        }
         for method in INPUT_METHODS:
             if method in methods:
                 settings = stricter(settings, self.settings(method))
@@ -377,8 +422,9 @@ class Inspector:
             taken = pending.take(Watch)
         finding = [{"check": "limits", "kind": "oversize", "rule": "hold_limit", "pointer": ""}]
         for request_id, watch in taken:
-            reply = self._blocked(watch, _client_id(watch, request_id), finding, 1, "the answer is longer than wrap holds",
-                                  out)
+            reply = self._blocked(
+                watch, _client_id(watch, request_id), finding, 1, "the answer is longer than wrap holds", out
+            )
             if isinstance(reply, bytes):
                 self.reply(reply + b"\n", out)
         return True
@@ -389,12 +435,23 @@ class Inspector:
             self._record(watch, _client_id(watch, head_id(line)), "pass", finding, 1, out, size=len(line))
             return True
         return self._blocked(
-            watch, _client_id(watch, head_id(line)), finding, 1, f"the answer is over the inspection ceiling ({self.max_bytes} bytes)", out,
+            watch,
+            _client_id(watch, head_id(line)),
+            finding,
+            1,
+            f"the answer is over the inspection ceiling ({self.max_bytes} bytes)",
+            out,
             size=len(line),
         )
 
     def _blocked(
-        self, watch: Watch, rid: Any, findings: list[dict[str, str]], total: int, why: str, out: list[Effect],
+        self,
+        watch: Watch,
+        rid: Any,
+        findings: list[dict[str, str]],
+        total: int,
+        why: str,
+        out: list[Effect],
         size: int | None = None,
     ) -> bool | bytes:
         self._record(watch, rid, "block", findings, total, out, size=size)
@@ -402,20 +459,39 @@ class Inspector:
             return True
         contract = {"status": "deny", "error_code": RESPONSE_BLOCKED, "tool": watch.target[:256], "reason": why}
         if watch.method != _TOOLS_CALL:
-            contract = {"status": "deny", "error_code": RESPONSE_BLOCKED, "method": watch.method,
-                        "target": watch.target[:256], "reason": why}
+            contract = {
+                "status": "deny",
+                "error_code": RESPONSE_BLOCKED,
+                "method": watch.method,
+                "target": watch.target[:256],
+                "reason": why,
+            }
             return error_line(rid, contract)
         structured = self.tools is None or not self.tools.may_have_output_schema(watch.target)
         return replies.deny_reply(rid, contract, modern=watch.modern, structured=structured).rstrip(b"\n")
 
     def _record(
-        self, watch: Watch, rid: Any, action: str, findings: list[dict[str, str]], total: int, out: list[Effect],
+        self,
+        watch: Watch,
+        rid: Any,
+        action: str,
+        findings: list[dict[str, str]],
+        total: int,
+        out: list[Effect],
         size: int | None = None,
     ) -> None:
         if self.dry_run and action not in ("flag", "pass"):
             action = "would_" + action
-        self.ledger.inspected(out, method=watch.method, request_id=rid, target=watch.target, action=action,
-                              findings=findings, total=total, bytes_=size)
+        self.ledger.inspected(
+            out,
+            method=watch.method,
+            request_id=rid,
+            target=watch.target,
+            action=action,
+            findings=findings,
+            total=total,
+            bytes_=size,
+        )
 
     # -- tools/list --------------------------------------------------------------------------------
 
@@ -438,8 +514,15 @@ class Inspector:
             if not found.findings:
                 continue
             recorded = action if action == "flag" else ("would_" + action if self.dry_run else action)
-            self.ledger.inspected(out, method="tools/list", request_id=None, target=name, action=recorded,
-                                  findings=[f.to_dict() for f in found.findings], total=found.total)
+            self.ledger.inspected(
+                out,
+                method="tools/list",
+                request_id=None,
+                target=name,
+                action=recorded,
+                findings=[f.to_dict() for f in found.findings],
+                total=found.total,
+            )
             if action in ("hide", "deny") and not self.dry_run:
                 hide.add(name)
             if action == "deny" and (name in self.poisoned or len(self.poisoned) < _POISONED_MAX):

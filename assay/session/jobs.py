@@ -55,11 +55,29 @@ class Job:
     ``after``: client lines to forward after the call (a cancellation that came while it was
     being saved)."""
 
-    __slots__ = ("kind", "call", "held", "change", "relay", "before", "cancelled", "after", "decision", "saved",
-                 "entered", "size")
+    __slots__ = (
+        "kind",
+        "call",
+        "held",
+        "change",
+        "relay",
+        "before",
+        "cancelled",
+        "after",
+        "decision",
+        "saved",
+        "entered",
+        "size",
+    )
 
-    def __init__(self, kind: int, call: ToolCall | None = None, held: HeldCall | None = None,
-                 change: Callable[[float], bool] | None = None, before: int = 0) -> None:
+    def __init__(
+        self,
+        kind: int,
+        call: ToolCall | None = None,
+        held: HeldCall | None = None,
+        change: Callable[[float], bool] | None = None,
+        before: int = 0,
+    ) -> None:
         self.kind = kind
         self.call = call
         self.held = held

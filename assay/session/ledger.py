@@ -22,8 +22,17 @@ class Ledger:
     counts of the session's frames."""
 
     __slots__ = (
-        "_recorder", "active", "_sinks", "receipts", "receipting", "_seq",
-        "forwarded", "blocked", "rejected", "dropped", "clients",
+        "_recorder",
+        "active",
+        "_sinks",
+        "receipts",
+        "receipting",
+        "_seq",
+        "forwarded",
+        "blocked",
+        "rejected",
+        "dropped",
+        "clients",
     )
 
     def __init__(self, recorder: records.Recorder, sinks: tuple[Sink, ...], receipts: bool) -> None:
@@ -50,11 +59,22 @@ class Ledger:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {"forwarded": self.forwarded, "blocked": self.blocked, "rejected": self.rejected, "dropped": self.dropped}
+        return {
+            "forwarded": self.forwarded,
+            "blocked": self.blocked,
+            "rejected": self.rejected,
+            "dropped": self.dropped,
+        }
 
     def record(
-        self, decision: Decision, frame: dict[str, Any], params: Any, name: str, valid: bool,
-        binding: str | None, out: list[Effect],
+        self,
+        decision: Decision,
+        frame: dict[str, Any],
+        params: Any,
+        name: str,
+        valid: bool,
+        binding: str | None,
+        out: list[Effect],
     ) -> str | None:
         """Decision event, audit record and --verbose line of one evaluated call; returns the
         event id (receipts name it)."""
@@ -113,18 +133,28 @@ class Ledger:
         ``disposition`` overrides forwarded/blocked (``consumed``: wrap's own exchange)."""
         self._seq += 1
         has_method = "method" in frame
-        out.append(Record(Sink.RECEIPTS, records.receipt_line(
-            self._seq,
-            "sha256:" + frame_digest(raw or b""),
-            ("request" if "id" in frame else "notification") if has_method else "response",
-            disposition or ("forwarded" if forwarded else "blocked"),
-            method=frame["method"] if has_method else records.ABSENT,
-            request_id=frame["id"] if "id" in frame else records.ABSENT,
-            decision_event_id=event_id,
-        )))
+        out.append(
+            Record(
+                Sink.RECEIPTS,
+                records.receipt_line(
+                    self._seq,
+                    "sha256:" + frame_digest(raw or b""),
+                    ("request" if "id" in frame else "notification") if has_method else "response",
+                    disposition or ("forwarded" if forwarded else "blocked"),
+                    method=frame["method"] if has_method else records.ABSENT,
+                    request_id=frame["id"] if "id" in frame else records.ABSENT,
+                    decision_event_id=event_id,
+                ),
+            )
+        )
 
     def receipt_rejected(self, item: Rejected, out: list[Effect]) -> None:
         self._seq += 1
-        out.append(Record(Sink.RECEIPTS, records.receipt_line(
-            self._seq, "sha256:" + item.frame_digest, "rejected", "rejected", reject_reason=item.reason
-        )))
+        out.append(
+            Record(
+                Sink.RECEIPTS,
+                records.receipt_line(
+                    self._seq, "sha256:" + item.frame_digest, "rejected", "rejected", reject_reason=item.reason
+                ),
+            )
+        )

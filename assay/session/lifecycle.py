@@ -97,27 +97,46 @@ TABLE: Final[dict[tuple[Phase, LifeEvent], Row]] = {
     (_P.RUNNING, _E.SERVER_INPUT_CLOSED): Row(
         _P.DRAINING, StopCause.CHILD_EXIT, (Do.ABANDON, Do.STOP_CLIENT, Do.CLOSE_SERVER_INPUT)
     ),
-    **{(p, _E.CLIENT_LOST): Row(_P.DONE, StopCause.CLIENT_EOF, (Do.ABANDON, Do.STOP_CLIENT, Do.FINISH_NOW)) for p in _NOT_DONE},
+    **{
+        (p, _E.CLIENT_LOST): Row(_P.DONE, StopCause.CLIENT_EOF, (Do.ABANDON, Do.STOP_CLIENT, Do.FINISH_NOW))
+        for p in _NOT_DONE
+    },
     **{(p, _E.CHILD_EXIT): Row(_P.CHILD_EXITED, StopCause.CHILD_EXIT, (Do.ABANDON, Do.STOP_CLIENT)) for p in _LIVE},
-    **{(p, _E.CHILD_EXIT_AT_EOF): Row(_P.DONE, StopCause.CHILD_EXIT, (Do.ABANDON, Do.STOP_CLIENT, Do.FINISH)) for p in _LIVE},
+    **{
+        (p, _E.CHILD_EXIT_AT_EOF): Row(_P.DONE, StopCause.CHILD_EXIT, (Do.ABANDON, Do.STOP_CLIENT, Do.FINISH))
+        for p in _LIVE
+    },
     (_P.SIGNALLED, _E.CHILD_EXIT): Row(_P.SIGNAL_DRAIN, None, (), SIGNAL_DRAIN_S),
     (_P.SIGNALLED, _E.CHILD_EXIT_AT_EOF): Row(_P.DONE, None, (Do.FINISH_BY_DEADLINE,), SIGNAL_DRAIN_S),
     (_P.CHILD_EXITED, _E.SERVER_EOF): Row(_P.DONE, None, (Do.FINISH,)),
     (_P.SIGNAL_DRAIN, _E.SERVER_EOF): Row(_P.DONE, None, (Do.FINISH_BY_DEADLINE,)),
-    **{(p, _E.SIGNAL): Row(_P.SIGNALLED, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON), KILL_AFTER_TERM_S)
-       for p in _NOT_SIGNALLED},
-    **{(p, _E.SIGNAL_CHILD_GONE): Row(_P.SIGNAL_DRAIN, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON), SIGNAL_DRAIN_S)
-       for p in _NOT_SIGNALLED},
-    **{(p, _E.SIGNAL_ALL_GONE): Row(
-        _P.DONE, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON, Do.FINISH_BY_DEADLINE), SIGNAL_DRAIN_S
-    ) for p in _NOT_SIGNALLED},
+    **{
+        (p, _E.SIGNAL): Row(_P.SIGNALLED, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON), KILL_AFTER_TERM_S)
+        for p in _NOT_SIGNALLED
+    },
+    **{
+        (p, _E.SIGNAL_CHILD_GONE): Row(
+            _P.SIGNAL_DRAIN, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON), SIGNAL_DRAIN_S
+        )
+        for p in _NOT_SIGNALLED
+    },
+    **{
+        (p, _E.SIGNAL_ALL_GONE): Row(
+            _P.DONE, StopCause.SIGNAL, (Do.STOP_CLIENT, Do.TERM, Do.ABANDON, Do.FINISH_BY_DEADLINE), SIGNAL_DRAIN_S
+        )
+        for p in _NOT_SIGNALLED
+    },
     (_P.DRAINING, _E.TIMER): Row(_P.TERMINATING, None, (Do.TERM,), KILL_AFTER_TERM_S),
     (_P.TERMINATING, _E.TIMER): Row(_P.KILLED, None, (Do.KILL,)),
     (_P.CHILD_EXITED, _E.TIMER): Row(_P.CHILD_EXITED, None, (Do.KILL_SILENT,)),
     (_P.SIGNALLED, _E.TIMER): Row(_P.SIGNAL_DRAIN, None, (Do.KILL,), SIGNAL_DRAIN_S),
     (_P.SIGNAL_DRAIN, _E.TIMER): Row(_P.DONE, None, (Do.FINISH_NOW,)),
-    **{(p, _E.OUTPUT_FAILED): Row(_P.DONE, StopCause.OUTPUT_ERROR, (Do.DISCARD, Do.STOP_CLIENT, Do.FINISH_BY_DEADLINE), FATAL_FLUSH_S)
-       for p in _NOT_DONE},
+    **{
+        (p, _E.OUTPUT_FAILED): Row(
+            _P.DONE, StopCause.OUTPUT_ERROR, (Do.DISCARD, Do.STOP_CLIENT, Do.FINISH_BY_DEADLINE), FATAL_FLUSH_S
+        )
+        for p in _NOT_DONE
+    },
 }
 """Every transition of a run. A (phase, event) pair not listed changes nothing."""
 
@@ -138,8 +157,18 @@ class Lifecycle:
     "Lifecycle")."""
 
     __slots__ = (
-        "phase", "stop_cause", "wrap_signal", "fatal", "child", "child_returncode", "server_eof",
-        "last_output", "grace", "_eof_at", "_owed_output_at", "_deadline",
+        "phase",
+        "stop_cause",
+        "wrap_signal",
+        "fatal",
+        "child",
+        "child_returncode",
+        "server_eof",
+        "last_output",
+        "grace",
+        "_eof_at",
+        "_owed_output_at",
+        "_deadline",
     )
 
     def __init__(self, now: float, shutdown_grace: float) -> None:

@@ -249,7 +249,8 @@ def hide_tools(
     if not isinstance(tools, list):
         return None
     drop = {
-        i for i, tool in enumerate(tools)
+        i
+        for i, tool in enumerate(tools)
         if isinstance(tool, dict) and isinstance(tool.get("name"), str) and hidden(tool["name"])
     }
     if not drop:

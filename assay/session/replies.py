@@ -49,9 +49,7 @@ def deny_payload_text(contract: Mapping[str, Any]) -> str:
     return dumps(contract)
 
 
-def deny_reply(
-    request_id: Any, contract: Mapping[str, Any], *, modern: bool = False, structured: bool = True
-) -> bytes:
+def deny_reply(request_id: Any, contract: Mapping[str, Any], *, modern: bool = False, structured: bool = True) -> bytes:
     """The enforce-mode deny line: a ``CallToolResult`` with ``isError: true``.
 
     ``content`` holds the text item ``Content blocked by policy`` and a second text item with
@@ -140,4 +138,6 @@ def rejection_reply(reason: str) -> bytes:
         code, message = REJECTION_REASONS[reason]
     except KeyError:
         raise ValueError(f"unknown rejection reason {reason!r}") from None
-    return _line({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": {"reason": reason}}})
+    return _line(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": {"reason": reason}}}
+    )

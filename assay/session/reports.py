@@ -135,21 +135,25 @@ def coverage_report(
         for t in classes_missing
     ]
     if coverage is not None and coverage.uncounted_calls:
-        findings.append({
-            "kind": "coverage_truncated",
-            "severity": "note",
-            "message": f"calls of tools beyond the first {TOOLS_MAX} distinct names were not counted",
-            "tool": "",
-            "count": coverage.uncounted_calls,
-        })
+        findings.append(
+            {
+                "kind": "coverage_truncated",
+                "severity": "note",
+                "message": f"calls of tools beyond the first {TOOLS_MAX} distinct names were not counted",
+                "tool": "",
+                "count": coverage.uncounted_calls,
+            }
+        )
     if coverage is not None and coverage.uncounted_routes:
-        findings.append({
-            "kind": "coverage_truncated",
-            "severity": "note",
-            "message": f"routes beyond the first {ROUTES_MAX} distinct pairs were not counted",
-            "tool": "",
-            "count": coverage.uncounted_routes,
-        })
+        findings.append(
+            {
+                "kind": "coverage_truncated",
+                "severity": "note",
+                "message": f"routes beyond the first {ROUTES_MAX} distinct pairs were not counted",
+                "tool": "",
+                "count": coverage.uncounted_routes,
+            }
+        )
     findings.sort(key=lambda f: (f["severity"], f["kind"], f["message"], f["tool"]))
     return {
         "schema_version": "coverage_report_v1",
@@ -157,9 +161,7 @@ def coverage_report(
         "run": {"assay_version": assay_version, "generated_at": _utc_seconds(generated_at), "source": "decision_jsonl"},
         "tools": {"tools_seen": seen, "tools_declared": declared, "tools_unknown": unknown},
         "taxonomy": {"tool_classes_seen": classes_seen, "tool_classes_missing": classes_missing},
-        "routes": {
-            "routes_seen": [{"from": a, "to": b, "count": n} for (a, b), n in sorted(routes.items())]
-        },
+        "routes": {"routes_seen": [{"from": a, "to": b, "count": n} for (a, b), n in sorted(routes.items())]},
         "findings": findings,
     }
 
@@ -228,7 +230,9 @@ def session_context(argv: Sequence[str], *, dry_run: bool) -> dict[str, Any]:
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("command-line argument is not valid UTF-8; the command digest needs Unicode text") from None
+            raise ValueError(
+                "command-line argument is not valid UTF-8; the command digest needs Unicode text"
+            ) from None
     digest = hashlib.sha256(jcs_bytes(list(argv))).hexdigest()
     return {
         "schema": "assay.mcp_session_context.v0",

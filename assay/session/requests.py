@@ -20,8 +20,16 @@ from assay.policy.fileuri import FileUriRefused, is_file_uri
 from assay.policy.inspecting import ListRules
 
 __all__ = [
-    "BLOCKED_CODE", "JUDGED_METHODS", "PROMPT_DENIED", "RESOURCE_DENIED", "Judged", "decision_of", "encode",
-    "error_line", "judge_request", "outbound_values",
+    "BLOCKED_CODE",
+    "JUDGED_METHODS",
+    "PROMPT_DENIED",
+    "RESOURCE_DENIED",
+    "Judged",
+    "decision_of",
+    "encode",
+    "error_line",
+    "judge_request",
+    "outbound_values",
 ]
 
 RESOURCE_DENIED = "E_RESOURCE_DENIED"
@@ -150,26 +158,42 @@ def shown(text: str) -> str:
 
 
 def contract_of(judged: Judged) -> dict[str, Any]:
-    return {"status": "deny", "error_code": judged.code, "method": judged.method, "target": shown(judged.target)[:256],
-            "reason": None if judged.why is None else shown(judged.why)}
+    return {
+        "status": "deny",
+        "error_code": judged.code,
+        "method": judged.method,
+        "target": shown(judged.target)[:256],
+        "reason": None if judged.why is None else shown(judged.why),
+    }
 
 
 def decision_of(policy: Policy, judged: Judged) -> Decision:
     """The decision recorded for the request: its tool is ``<method> <target>``."""
     tool = f"{judged.method} {shown(judged.target)}"[:300]
     if judged.code is None:
-        return Decision("allow", tool, matched_rule=judged.section, policy_version=policy.version_label,
-                        policy_digest=policy.digest)
+        return Decision(
+            "allow", tool, matched_rule=judged.section, policy_version=policy.version_label, policy_digest=policy.digest
+        )
     contract = contract_of(judged)
-    return Decision("deny", tool, reason_code=judged.code, reason=contract["reason"], contract=contract,
-                    typed_decision="deny", matched_rule=judged.section, policy_version=policy.version_label,
-                    policy_digest=policy.digest)
+    return Decision(
+        "deny",
+        tool,
+        reason_code=judged.code,
+        reason=contract["reason"],
+        contract=contract,
+        typed_decision="deny",
+        matched_rule=judged.section,
+        policy_version=policy.version_label,
+        policy_digest=policy.digest,
+    )
 
 
 def error_line(rid: Any, contract: dict[str, Any]) -> bytes:
     """The JSON-RPC error a refused request (or a blocked resource answer) gets, without its LF."""
     rid = rid if rid.__class__ in (int, str) else None
-    return encode({"jsonrpc": "2.0", "id": rid, "error": {"code": BLOCKED_CODE, "message": _BLOCKED_MESSAGE, "data": contract}})
+    return encode(
+        {"jsonrpc": "2.0", "id": rid, "error": {"code": BLOCKED_CODE, "message": _BLOCKED_MESSAGE, "data": contract}}
+    )
 
 
 def encode(obj: Any) -> bytes:

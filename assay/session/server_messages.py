@@ -107,12 +107,19 @@ class ServerMessages:
             return False
         watch = Watch(method or "", method or "", settings or self.inspector.settings("*"), False)
         finding = {"check": "limits", "kind": "oversize", "rule": "hold_limit", "pointer": ""}
-        self._blocked(watch, id_before(head, (b'"params"', b'"method"')), [finding], 1,
-                      "it is longer than wrap holds", out)
+        self._blocked(
+            watch, id_before(head, (b'"params"', b'"method"')), [finding], 1, "it is longer than wrap holds", out
+        )
         return True
 
     def _blocked(
-        self, watch: Watch, rid: Any, findings: list[dict[str, str]], total: int, why: str, out: list[Effect],
+        self,
+        watch: Watch,
+        rid: Any,
+        findings: list[dict[str, str]],
+        total: int,
+        why: str,
+        out: list[Effect],
         size: int | None = None,
     ) -> bool:
         """Not relayed: recorded ``block``; a request (an id) is answered, to the server, with
@@ -121,20 +128,38 @@ class ServerMessages:
         if self.inspector.dry_run:
             return True
         if rid is not None:
-            contract = {"status": "deny", "error_code": BLOCKED, "method": watch.method[:256],
-                        "reason": f"the server's {watch.method[:256]} was blocked: {why}"}
+            contract = {
+                "status": "deny",
+                "error_code": BLOCKED,
+                "method": watch.method[:256],
+                "reason": f"the server's {watch.method[:256]} was blocked: {why}",
+            }
             out.append(ToServer(error_line(rid, contract) + b"\n"))
         return False
 
     def _record(
-        self, watch: Watch, rid: Any, action: str, findings: list[dict[str, str]], total: int, out: list[Effect],
+        self,
+        watch: Watch,
+        rid: Any,
+        action: str,
+        findings: list[dict[str, str]],
+        total: int,
+        out: list[Effect],
         size: int | None = None,
     ) -> None:
         inspector = self.inspector
         if inspector.dry_run and action not in ("flag", "pass"):
             action = "would_" + action
-        inspector.ledger.inspected(out, method=watch.method, request_id=rid, target=watch.target, action=action,
-                                   findings=findings, total=total, bytes_=size)
+        inspector.ledger.inspected(
+            out,
+            method=watch.method,
+            request_id=rid,
+            target=watch.target,
+            action=action,
+            findings=findings,
+            total=total,
+            bytes_=size,
+        )
 
 
 def _id(message: Any) -> Any:

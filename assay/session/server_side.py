@@ -78,7 +78,15 @@ class ServerSide:
     """Server bytes in, client bytes out; the pending-request table; wrap's replies in order."""
 
     __slots__ = (
-        "pending", "tools", "hold_limit", "prefix", "stream", "dropped_responses", "held_bytes", "_tail", "_held",
+        "pending",
+        "tools",
+        "hold_limit",
+        "prefix",
+        "stream",
+        "dropped_responses",
+        "held_bytes",
+        "_tail",
+        "_held",
         "inspector",
     )
 

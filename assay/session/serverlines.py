@@ -165,8 +165,14 @@ _LOOSE_NUMBER = re.compile(r"-?(?:(?:[0-9]+(\.[0-9]*)?|(\.)[0-9]+)([eE][-+]?[0-9
 LOOSE_MAX_DEPTH: Final = 1024
 _I64_MAGNITUDE: Final = 1 << 63
 _U64_MAX: Final = (1 << 64) - 1
-_LITERALS: Final = (("true", True), ("false", False), ("null", None), ("NaN", float("nan")),
-                    ("Infinity", float("inf")), ("-Infinity", float("-inf")))
+_LITERALS: Final = (
+    ("true", True),
+    ("false", False),
+    ("null", None),
+    ("NaN", float("nan")),
+    ("Infinity", float("inf")),
+    ("-Infinity", float("-inf")),
+)
 
 
 def _loose_int(token: str) -> int:

@@ -142,8 +142,12 @@ class WrapSession:
 
             baseline = Baseline(options.declared_manifest)
         tools = ToolBook(
-            policy, self.state, options.label, verbose=options.verbose,
-            hide=options.hide_denied_tools and not options.dry_run, baseline=baseline,
+            policy,
+            self.state,
+            options.label,
+            verbose=options.verbose,
+            hide=options.hide_denied_tools and not options.dry_run,
+            baseline=baseline,
             on_seen=self._ledger.tool_listed if options.decision_sinks else None,
         )
         self._server = ServerSide(tools, options.server_hold_limit, None)
@@ -158,24 +162,31 @@ class WrapSession:
             if uses_taint(policy):
                 seed = (shared[1].key if shared is not None else "local").encode("utf-8", "surrogatepass")
                 taint = TaintState(hashlib.blake2b(seed, digest_size=16, person=b"assay-taint").digest())
-            inspector = Inspector(policy, options.label, self._ledger, self._server.reply,
-                                  dry_run=options.dry_run, taint=taint)
+            inspector = Inspector(
+                policy, options.label, self._ledger, self._server.reply, dry_run=options.dry_run, taint=taint
+            )
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
         self._room = ApprovalRoom(policy, dry_run=options.dry_run, token=approval_token, key=approval_key)
         # the decision pipeline's guards after the engine, in the registry's order
         # (assay.policy.guards; docs/policy.md, "Evaluation and reason codes")
-        built = build_guards(GuardContext(
-            policy, Surface.WRAP, options.label, self.state, clock,
-            session_key=options.shared_session_key,
-            baseline=baseline,
-            # the inspection room judges what a call sends out, when it has calls to judge
-            # (docs/inspect.md, "Speed")
-            outbound=inspector if inspector is not None and inspector.guards_calls else None,
-            taint=taint,
-            asker=self._room if self._room.asks else None,
-        ))
+        built = build_guards(
+            GuardContext(
+                policy,
+                Surface.WRAP,
+                options.label,
+                self.state,
+                clock,
+                session_key=options.shared_session_key,
+                baseline=baseline,
+                # the inspection room judges what a call sends out, when it has calls to judge
+                # (docs/inspect.md, "Speed")
+                outbound=inspector if inspector is not None and inspector.guards_calls else None,
+                taint=taint,
+                asker=self._room if self._room.asks else None,
+            )
+        )
         self._guards = built
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
@@ -183,8 +194,14 @@ class WrapSession:
         if shared is not None and shares_state(policy):
             store, key = shared
             sharing = SharedSession(store, key, part_of(policy), options.label, self.state, built.parts, wall_clock)
-        pipeline = Pipeline(policy, self.state, built.checks, built.approvals,
-                            clock=clock if sharing is None else wall_clock, shared=sharing)
+        pipeline = Pipeline(
+            policy,
+            self.state,
+            built.checks,
+            built.approvals,
+            clock=clock if sharing is None else wall_clock,
+            shared=sharing,
+        )
         self._calls = CallPath(pipeline, self._ledger, self._server, options.label, options.dry_run, clock)
         self._room.attach(self._calls)
         self._calls.attach(self._room)
@@ -192,8 +209,9 @@ class WrapSession:
             inspector.pipeline = pipeline
             self._calls.inspector = inspector
         self._server.prefix = self._room.prefix
-        self._client = ClientSide(self._calls.judge, self._server.reply, self._calls.released, self._ledger,
-                                  options.max_frame_bytes)
+        self._client = ClientSide(
+            self._calls.judge, self._server.reply, self._calls.released, self._ledger, options.max_frame_bytes
+        )
         self._life = Lifecycle(clock(), options.shutdown_grace)
         # a shared session's calls and merges wait for the store (docs/wrap.md, "Shared
         # sessions"): the client's end, and the server's, are taken once none waits
@@ -333,7 +351,9 @@ class WrapSession:
         out: list[Effect] = []
         tell, stopped = self._life.exit_news(returncode)
         if tell and self.options.announce_exit:
-            out.append(Warn(records.server_exit_line(returncode, stopped=stopped, unanswered=len(self._server.pending))))
+            out.append(
+                Warn(records.server_exit_line(returncode, stopped=stopped, unanswered=len(self._server.pending)))
+            )
         self._life.child_exited(returncode)
         self._fire(LifeEvent.CHILD_EXIT, out)
         return out

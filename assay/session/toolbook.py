@@ -41,12 +41,30 @@ class ToolBook:
     """The tools/list requests in flight and what their answers said."""
 
     __slots__ = (
-        "policy", "state", "label", "verbose", "hide", "baseline", "pending_lists", "chains",
-        "last_chain", "output_schema_tools", "bindings", "on_seen", "inspector",
+        "policy",
+        "state",
+        "label",
+        "verbose",
+        "hide",
+        "baseline",
+        "pending_lists",
+        "chains",
+        "last_chain",
+        "output_schema_tools",
+        "bindings",
+        "on_seen",
+        "inspector",
     )
 
     def __init__(
-        self, policy: Policy, state: SessionState, label: str, *, verbose: bool, hide: bool, baseline: Baseline | None,
+        self,
+        policy: Policy,
+        state: SessionState,
+        label: str,
+        *,
+        verbose: bool,
+        hide: bool,
+        baseline: Baseline | None,
         on_seen: OnSeen | None = None,
     ) -> None:
         self.policy = policy
@@ -98,7 +116,9 @@ class ToolBook:
         self.state.mark_unreadable()
         out.append(Warn(records.unreadable_answer_warning()))
 
-    def answer(self, key: Key, message: dict[str, Any], line: bytes, pending: PendingTable, out: list[Effect]) -> bool | bytes:
+    def answer(
+        self, key: Key, message: dict[str, Any], line: bytes, pending: PendingTable, out: list[Effect]
+    ) -> bool | bytes:
         """Record tool identities from the answer to one of the client's tools/list requests
         (pins, the declared baseline and the observed manifest see every tool the server
         listed); True to relay the line, or the line with tools hidden (--hide-denied-tools)."""
@@ -162,7 +182,11 @@ class ToolBook:
             while at < len(tools):
                 tool = tools[at]
                 at += 1
-                if isinstance(tool, dict) and tool.get("name") == name and tool_identity(tool) == (schema_hash, meta_hash):
+                if (
+                    isinstance(tool, dict)
+                    and tool.get("name") == name
+                    and tool_identity(tool) == (schema_hash, meta_hash)
+                ):
                     on_seen(tool, tool_definition_digest(tool, self.label), schema_hash, meta_hash, out)
                     break
 
@@ -189,8 +213,7 @@ def _without(message: dict[str, Any], hidden: Callable[[str], bool]) -> bytes:
 
     result = dict(message["result"])
     result["tools"] = [
-        t for t in result["tools"]
-        if not (isinstance(t, dict) and isinstance(t.get("name"), str) and hidden(t["name"]))
+        t for t in result["tools"] if not (isinstance(t, dict) and isinstance(t.get("name"), str) and hidden(t["name"]))
     ]
     out = dict(message)
     out["result"] = result

@@ -31,8 +31,19 @@ from assay.session.requests import encode
 if TYPE_CHECKING:
     from assay.policy.inspecting import Settings
 
-__all__ = ["Verdict", "head_id", "id_before", "judge", "names_a_method", "plain_result", "read", "read_checked",
-           "rewritten", "stricter", "utf8"]
+__all__ = [
+    "Verdict",
+    "head_id",
+    "id_before",
+    "judge",
+    "names_a_method",
+    "plain_result",
+    "read",
+    "read_checked",
+    "rewritten",
+    "stricter",
+    "utf8",
+]
 
 _decode = msgspec.json.Decoder().decode
 # how strict each action is, for :func:`stricter` (detect: what the flow rules' selectors need)
@@ -82,15 +93,24 @@ def plain_result(line: bytes, head: Any = None) -> bool:
     tell."""
     if head is not None:
         result = head.result
-        return (result.__class__ is msgspec.Raw and head.error is msgspec.UNSET and head.method.__class__ is not str
-                and memoryview(result)[0] == 0x7B and line.find(_INPUT) < 0)  # "{"; (find: no int tried first)
+        return (
+            result.__class__ is msgspec.Raw
+            and head.error is msgspec.UNSET
+            and head.method.__class__ is not str
+            and memoryview(result)[0] == 0x7B
+            and line.find(_INPUT) < 0
+        )  # "{"; (find: no int tried first)
     try:
         answer = _read_answer(line)
     except (msgspec.DecodeError, ValueError, RecursionError, MemoryError):
         return False
     found = answer.result
-    return (isinstance(found, _Result) and answer.error is msgspec.UNSET and answer.method.__class__ is not str
-            and found.resultType != "input_required")
+    return (
+        isinstance(found, _Result)
+        and answer.error is msgspec.UNSET
+        and answer.method.__class__ is not str
+        and found.resultType != "input_required"
+    )
 
 
 class Verdict(NamedTuple):
@@ -149,7 +169,9 @@ def _what(kinds: frozenset[str]) -> str:
 def stricter(a: Settings, b: Settings) -> Settings:
     """Each action of ``a`` and ``b``, the stricter one (what a part judged under both gets)."""
     secrets = a.secrets if _SECRET_ORDER.get(a.secrets, 0) >= _SECRET_ORDER.get(b.secrets, 0) else b.secrets
-    injection = a.injection if _INJECTION_ORDER.get(a.injection, 0) >= _INJECTION_ORDER.get(b.injection, 0) else b.injection
+    injection = (
+        a.injection if _INJECTION_ORDER.get(a.injection, 0) >= _INJECTION_ORDER.get(b.injection, 0) else b.injection
+    )
     return replace(a, secrets=secrets, injection=injection, taint=a.taint or b.taint)
 
 
@@ -185,8 +207,10 @@ def _replace_strings(value: Any, changed: dict[str, str], depth: int = 0) -> Any
     if cls is str:
         return changed.get(value, value)
     if cls is dict:
-        return {changed.get(k, k) if k.__class__ is str else k: _replace_strings(v, changed, depth + 1)
-                for k, v in value.items()}
+        return {
+            changed.get(k, k) if k.__class__ is str else k: _replace_strings(v, changed, depth + 1)
+            for k, v in value.items()
+        }
     if cls is list:
         return [_replace_strings(v, changed, depth + 1) for v in value]
     return value

@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from assay.policy.inspecting import Settings
     from assay.policy.model import Policy
 
-__all__ = ["ANSWER_TAINT_BYTES", "ANSWER_TAINT_ENTRIES", "TaintState", "Watch", "flow_response_kinds", "needs_inspector"]
+__all__ = [
+    "ANSWER_TAINT_BYTES",
+    "ANSWER_TAINT_ENTRIES",
+    "TaintState",
+    "Watch",
+    "flow_response_kinds",
+    "needs_inspector",
+]
 
 # what one answer (or server message) adds to the value taint at most (docs/inspect.md, "Value
 # taint"): its fingerprints are computed before the shared session's transaction, and merging

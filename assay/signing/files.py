@@ -97,9 +97,7 @@ def key_from_trust_policy(policy: TrustPolicy, sig: ToolSignature) -> Ed25519Pub
         public = load_public_key_file(entry.public_key_path)
         actual = key_id(public)
         if actual != entry.key_id:
-            raise SigningError(
-                f"key_id mismatch for {entry.public_key_path}: expected {entry.key_id}, got {actual}"
-            )
+            raise SigningError(f"key_id mismatch for {entry.public_key_path}: expected {entry.key_id}, got {actual}")
         if found is None and entry.key_id == sig.key_id:
             found = public
     if found is None:

@@ -40,7 +40,9 @@ def generate_key() -> Ed25519PrivateKey:
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
     """PKCS#8 PEM (``BEGIN PRIVATE KEY``), unencrypted."""
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def public_key_pem(public: Ed25519PublicKey) -> bytes:

@@ -64,9 +64,7 @@ def canonical_payload(tool: dict[str, Any]) -> bytes:
         raise SigningError(f"tool definition cannot be canonicalized: {exc}") from None
 
 
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"
-)
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _check_timestamp(text: str) -> None:

@@ -69,7 +69,9 @@ def parse_trust_policy(text: str) -> TrustPolicy:
             raise SigningError(f"failed to parse trust policy YAML: {where} must be a mapping")
         for name in entry:
             if name not in _ENTRY_KEYS:
-                raise SigningError(f"failed to parse trust policy YAML: unknown field {json.dumps(str(name))} in {where}")
+                raise SigningError(
+                    f"failed to parse trust policy YAML: unknown field {json.dumps(str(name))} in {where}"
+                )
         if not isinstance(entry.get("key_id"), str):
             raise SigningError(f"failed to parse trust policy YAML: {where}.key_id must be a string")
         for name in ("public_key_path", "name"):

@@ -32,8 +32,18 @@ from typing import NamedTuple
 from assay.policy.shared import SessionKey
 
 __all__ = [
-    "INITS", "LAUNCHERS", "SHELLS", "ProcInfo", "client_alive", "find_client", "identity", "key_namespace",
-    "parse_stat", "proc_info", "read_process", "session_key",
+    "INITS",
+    "LAUNCHERS",
+    "SHELLS",
+    "ProcInfo",
+    "client_alive",
+    "find_client",
+    "identity",
+    "key_namespace",
+    "parse_stat",
+    "proc_info",
+    "read_process",
+    "session_key",
 ]
 
 # shells: a client config may start wrap through one (`sh -c`, a `#!/bin/sh` wrapper script)
@@ -43,9 +53,20 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ash", "ksh", "mksh"})
 LAUNCHERS = frozenset({"env", "nohup", "timeout", "nice", "ionice", "setsid", "stdbuf", "uv", "uvx", "pipx"})
 SKIPPED = SHELLS | LAUNCHERS
 # init systems and supervisors: never a client (the walk stops below them)
-INITS = frozenset({
-    "init", "systemd", "launchd", "tini", "docker-init", "dumb-init", "catatonit", "s6-svscan", "runit", "openrc-init",
-})
+INITS = frozenset(
+    {
+        "init",
+        "systemd",
+        "launchd",
+        "tini",
+        "docker-init",
+        "dumb-init",
+        "catatonit",
+        "s6-svscan",
+        "runit",
+        "openrc-init",
+    }
+)
 # one binary that is many commands by the name it was run as (its argv[0])
 _MULTICALL = frozenset({"busybox", "coreutils", "toybox"})
 # Python scripts that are launchers (their process executes the interpreter)
@@ -179,20 +200,36 @@ def _mac_info(pid: int) -> ProcInfo | None:
 
         class BsdInfo(ctypes.Structure):
             _fields_ = [
-                ("flags", ctypes.c_uint32), ("status", ctypes.c_uint32), ("xstatus", ctypes.c_uint32),
-                ("pid", ctypes.c_uint32), ("ppid", ctypes.c_uint32),
-                ("uid", ctypes.c_uint32), ("gid", ctypes.c_uint32), ("ruid", ctypes.c_uint32),
-                ("rgid", ctypes.c_uint32), ("svuid", ctypes.c_uint32), ("svgid", ctypes.c_uint32),
-                ("rfu_1", ctypes.c_uint32), ("comm", ctypes.c_char * 16), ("name", ctypes.c_char * 32),
-                ("nfiles", ctypes.c_uint32), ("pgid", ctypes.c_uint32), ("pjobc", ctypes.c_uint32),
-                ("e_tdev", ctypes.c_uint32), ("e_tpgid", ctypes.c_uint32), ("nice", ctypes.c_int32),
-                ("start_sec", ctypes.c_uint64), ("start_usec", ctypes.c_uint64),
+                ("flags", ctypes.c_uint32),
+                ("status", ctypes.c_uint32),
+                ("xstatus", ctypes.c_uint32),
+                ("pid", ctypes.c_uint32),
+                ("ppid", ctypes.c_uint32),
+                ("uid", ctypes.c_uint32),
+                ("gid", ctypes.c_uint32),
+                ("ruid", ctypes.c_uint32),
+                ("rgid", ctypes.c_uint32),
+                ("svuid", ctypes.c_uint32),
+                ("svgid", ctypes.c_uint32),
+                ("rfu_1", ctypes.c_uint32),
+                ("comm", ctypes.c_char * 16),
+                ("name", ctypes.c_char * 32),
+                ("nfiles", ctypes.c_uint32),
+                ("pgid", ctypes.c_uint32),
+                ("pjobc", ctypes.c_uint32),
+                ("e_tdev", ctypes.c_uint32),
+                ("e_tpgid", ctypes.c_uint32),
+                ("nice", ctypes.c_int32),
+                ("start_sec", ctypes.c_uint64),
+                ("start_usec", ctypes.c_uint64),
             ]
 
         lib = ctypes.CDLL(ctypes.util.find_library("proc") or "/usr/lib/libSystem.B.dylib", use_errno=True)
         info = BsdInfo()
         size = ctypes.sizeof(info)
-        got = lib.proc_pidinfo(ctypes.c_int(pid), ctypes.c_int(3), ctypes.c_uint64(0), ctypes.byref(info), ctypes.c_int(size))
+        got = lib.proc_pidinfo(
+            ctypes.c_int(pid), ctypes.c_int(3), ctypes.c_uint64(0), ctypes.byref(info), ctypes.c_int(size)
+        )
         if got != size or info.pid != pid:
             return None
         comm = info.comm.decode("utf-8", "replace")
@@ -266,7 +303,10 @@ def _client(ppid: int) -> SessionKey:
     if info is None:
         return SessionKey(key=f"client:{ppid}:{UNKNOWN}{tail}", kind="client", pid=ppid, start=UNKNOWN)
     return SessionKey(
-        key=f"client:{info.pid}:{info.start}{tail}", kind="client", pid=info.pid, start=info.start,
+        key=f"client:{info.pid}:{info.start}{tail}",
+        kind="client",
+        pid=info.pid,
+        start=info.start,
         process=info.comm,
     )
 

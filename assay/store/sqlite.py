@@ -204,8 +204,9 @@ class SqliteStore:
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         stop = threading.Event()
         try:
-            return await trio.to_thread.run_sync(self.begin_blocking, session, part, server, now, stop,
-                                                 abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(
+                self.begin_blocking, session, part, server, now, stop, abandon_on_cancel=True
+            )
         except trio.Cancelled:
             stop.set()  # the thread stops waiting for the lock; what it opened is rolled back
             with trio.CancelScope(shield=True):
@@ -255,10 +256,21 @@ class SqliteStore:
                 if row is None:
                     conn.execute(
                         "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
-                        (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+                        (
+                            session.key,
+                            session.kind,
+                            session.pid,
+                            session.start,
+                            session.name,
+                            session.process,
+                            now,
+                            now,
+                        ),
                     )
                     row = (0, 0)
-                got = conn.execute("SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)).fetchone()
+                got = conn.execute(
+                    "SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)
+                ).fetchone()
                 version, state = (0, None) if got is None else (int(got[0]), got[1])
                 if state is not None and not isinstance(state, bytes):
                     state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
@@ -425,8 +437,21 @@ def _rows(conn: sqlite3.Connection, alive: Alive) -> list[SessionRow]:
         "FROM sessions ORDER BY last DESC, key"
     ):
         session = SessionKey(key=key, kind=kind, pid=pid, start=start, name=name, process=process)
-        out.append(SessionRow(
-            key, kind, pid, process, name, alive(session), servers.get(key, []), int(calls), int(requests),
-            int(tool_calls), sorted(armed.get(key, ())), float(created), float(last),
-        ))
+        out.append(
+            SessionRow(
+                key,
+                kind,
+                pid,
+                process,
+                name,
+                alive(session),
+                servers.get(key, []),
+                int(calls),
+                int(requests),
+                int(tool_calls),
+                sorted(armed.get(key, ())),
+                float(created),
+                float(last),
+            )
+        )
     return out

@@ -21,7 +21,6 @@ A leaf module: nothing but the standard library, no trio; it is on the start-up 
 wrap run (so its annotations are not strings: reading them costs nothing at import).
 """
 
-
 import dataclasses
 from collections.abc import Sequence
 from typing import Annotated, Any, NamedTuple, get_args, get_type_hints
@@ -106,130 +105,270 @@ class WrapOptions:
     """THE declaration of wrap's options, one field each, in the order `--help` lists them (see
     the module docstring). :class:`assay.wrap.run.WrapConfig` adds the command and environment."""
 
-    policy_path: Annotated[str, Option(
-        "--policy", "MCP policy file (YAML). Missing or invalid is fatal: never allow-all.",
-    )] = DEFAULT_POLICY
-    dry_run: Annotated[bool, Option(
-        "--dry-run", "Evaluate and log every decision, but block nothing.",
-    )] = False
-    verbose: Annotated[bool, Option(
-        "--verbose", "Print one line per decision (and per newly seen tool) to stderr.",
-    )] = False
-    label: Annotated[str, Option(
-        "--label", "Server id used in tool identities and pins.",
-    )] = DEFAULT_LABEL
-    event_source: Annotated[str | None, Option(
-        "--event-source", "CloudEvents source URI (scheme://...); default assay://local/<label> with a log option.",
-    )] = None
-    decision_log: Annotated[str | None, Option(
-        "--decision-log", "Append assay.tool.decision events (NDJSON) to this file.", output=APPEND,
-    )] = None
-    audit_log: Annotated[str | None, Option(
-        "--audit-log", "Append audit records (NDJSON) to this file.", output=APPEND,
-    )] = None
-    deny_deprecations: Annotated[bool, Option(
-        "--deny-deprecations", "Refuse deprecated (v1) policy formats.", env=STRICT_DEPRECATIONS_ENV,
-    )] = False
-    max_frame_bytes: Annotated[int, Option(
-        "--max-frame-bytes", "Largest client frame in bytes; longer ones are rejected (frame_too_large).",
-    )] = DEFAULT_MAX_FRAME_BYTES
-    shutdown_grace: Annotated[float, Option(
-        "--shutdown-grace", "Seconds the server gets after client EOF before it is terminated.",
-    )] = DEFAULT_SHUTDOWN_GRACE
+    policy_path: Annotated[
+        str,
+        Option(
+            "--policy",
+            "MCP policy file (YAML). Missing or invalid is fatal: never allow-all.",
+        ),
+    ] = DEFAULT_POLICY
+    dry_run: Annotated[
+        bool,
+        Option(
+            "--dry-run",
+            "Evaluate and log every decision, but block nothing.",
+        ),
+    ] = False
+    verbose: Annotated[
+        bool,
+        Option(
+            "--verbose",
+            "Print one line per decision (and per newly seen tool) to stderr.",
+        ),
+    ] = False
+    label: Annotated[
+        str,
+        Option(
+            "--label",
+            "Server id used in tool identities and pins.",
+        ),
+    ] = DEFAULT_LABEL
+    event_source: Annotated[
+        str | None,
+        Option(
+            "--event-source",
+            "CloudEvents source URI (scheme://...); default assay://local/<label> with a log option.",
+        ),
+    ] = None
+    decision_log: Annotated[
+        str | None,
+        Option(
+            "--decision-log",
+            "Append assay.tool.decision events (NDJSON) to this file.",
+            output=APPEND,
+        ),
+    ] = None
+    audit_log: Annotated[
+        str | None,
+        Option(
+            "--audit-log",
+            "Append audit records (NDJSON) to this file.",
+            output=APPEND,
+        ),
+    ] = None
+    deny_deprecations: Annotated[
+        bool,
+        Option(
+            "--deny-deprecations",
+            "Refuse deprecated (v1) policy formats.",
+            env=STRICT_DEPRECATIONS_ENV,
+        ),
+    ] = False
+    max_frame_bytes: Annotated[
+        int,
+        Option(
+            "--max-frame-bytes",
+            "Largest client frame in bytes; longer ones are rejected (frame_too_large).",
+        ),
+    ] = DEFAULT_MAX_FRAME_BYTES
+    shutdown_grace: Annotated[
+        float,
+        Option(
+            "--shutdown-grace",
+            "Seconds the server gets after client EOF before it is terminated.",
+        ),
+    ] = DEFAULT_SHUTDOWN_GRACE
     # create-new outputs: docs/wrap.md, "One-run outputs and session reports"
-    decision_log_new: Annotated[str | None, Option(
-        "--decision-log-new", "This session's decision events in a new file (create-new, one run).", output=CREATE_NEW,
-    )] = None
-    request_receipts_out: Annotated[str | None, Option(
-        "--request-receipts-out",
-        "One receipt per client frame of the session (create-new, one run).",
-        output=CREATE_NEW,
-    )] = None
-    session_context_out: Annotated[str | None, Option(
-        "--session-context-out", "Mode and command digest of the session (create-new, one run).", output=CREATE_NEW,
-    )] = None
-    session_stop_out: Annotated[str | None, Option(
-        "--session-stop-out", "How the session ended (create-new, one run).", output=CREATE_NEW,
-    )] = None
-    coverage_out: Annotated[str | None, Option(
-        "--coverage-out", "coverage_report_v1 of this session, written at its end (create-new).", output=CREATE_NEW,
-    )] = None
-    state_window_out: Annotated[str | None, Option(
-        "--state-window-out", "session_state_window_v1, written at session end (create-new).", output=CREATE_NEW,
-    )] = None
-    observed_manifest_out: Annotated[str | None, Option(
-        "--observed-manifest-out",
-        "The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).",
-        output=CREATE_NEW,
-    )] = None
+    decision_log_new: Annotated[
+        str | None,
+        Option(
+            "--decision-log-new",
+            "This session's decision events in a new file (create-new, one run).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    request_receipts_out: Annotated[
+        str | None,
+        Option(
+            "--request-receipts-out",
+            "One receipt per client frame of the session (create-new, one run).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    session_context_out: Annotated[
+        str | None,
+        Option(
+            "--session-context-out",
+            "Mode and command digest of the session (create-new, one run).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    session_stop_out: Annotated[
+        str | None,
+        Option(
+            "--session-stop-out",
+            "How the session ended (create-new, one run).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    coverage_out: Annotated[
+        str | None,
+        Option(
+            "--coverage-out",
+            "coverage_report_v1 of this session, written at its end (create-new).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    state_window_out: Annotated[
+        str | None,
+        Option(
+            "--state-window-out",
+            "session_state_window_v1, written at session end (create-new).",
+            output=CREATE_NEW,
+        ),
+    ] = None
+    observed_manifest_out: Annotated[
+        str | None,
+        Option(
+            "--observed-manifest-out",
+            "The last tools/list result as assay.mcp_manifest_observed.v0 (create-new).",
+            output=CREATE_NEW,
+        ),
+    ] = None
     # the declared baseline and hidden tools: docs/wrap.md, "Declared baseline", "Hiding denied tools"
-    declared_manifest: Annotated[str | None, Option(
-        "--declared-manifest", "Approved tools (assay mcp manifest promote): deny undeclared or changed tools.",
-    )] = None
-    hide_denied_tools: Annotated[bool, Option(
-        "--hide-denied-tools", "Leave tools the policy denies by name or class out of tools/list answers.",
-    )] = False
+    declared_manifest: Annotated[
+        str | None,
+        Option(
+            "--declared-manifest",
+            "Approved tools (assay mcp manifest promote): deny undeclared or changed tools.",
+        ),
+    ] = None
+    hide_denied_tools: Annotated[
+        bool,
+        Option(
+            "--hide-denied-tools",
+            "Leave tools the policy denies by name or class out of tools/list answers.",
+        ),
+    ] = False
     # one agent session across the client's wraps: docs/wrap.md, "Shared sessions"
-    shared_session: Annotated[str | None, Option(
-        "--shared-session",
-        "Agent session shared with the client's other wraps: client (default), a name, or none.",
-        env=SHARED_SESSION_ENV,
-    )] = None
-    state_dir: Annotated[str | None, Option(
-        "--state-dir",
-        "Directory of assay's state (the shared sessions' database); default $XDG_STATE_HOME/assay.",
-        env=STATE_DIR_ENV,
-    )] = None
-    session_lock_timeout: Annotated[float, Option(
-        "--session-lock-timeout", "Seconds a call waits for the shared session's database before it is denied.",
-    )] = DEFAULT_SESSION_LOCK_TIMEOUT
+    shared_session: Annotated[
+        str | None,
+        Option(
+            "--shared-session",
+            "Agent session shared with the client's other wraps: client (default), a name, or none.",
+            env=SHARED_SESSION_ENV,
+        ),
+    ] = None
+    state_dir: Annotated[
+        str | None,
+        Option(
+            "--state-dir",
+            "Directory of assay's state (the shared sessions' database); default $XDG_STATE_HOME/assay.",
+            env=STATE_DIR_ENV,
+        ),
+    ] = None
+    session_lock_timeout: Annotated[
+        float,
+        Option(
+            "--session-lock-timeout",
+            "Seconds a call waits for the shared session's database before it is denied.",
+        ),
+    ] = DEFAULT_SESSION_LOCK_TIMEOUT
     # arguments in the records: docs/wrap-records.md, "Logged arguments"
-    log_arguments: Annotated[bool, Option(
-        "--log-arguments", "Put each call's arguments, secrets redacted, in its decision event and audit record.",
-    )] = False
-    log_arguments_max: Annotated[int, Option(
-        "--log-arguments-max", "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments).",
-    )] = DEFAULT_LOG_ARGUMENTS_MAX
+    log_arguments: Annotated[
+        bool,
+        Option(
+            "--log-arguments",
+            "Put each call's arguments, secrets redacted, in its decision event and audit record.",
+        ),
+    ] = False
+    log_arguments_max: Annotated[
+        int,
+        Option(
+            "--log-arguments-max",
+            "Largest logged arguments in bytes of JSON; longer ones are cut (with --log-arguments).",
+        ),
+    ] = DEFAULT_LOG_ARGUMENTS_MAX
     # log rotation: docs/wrap.md, "Log rotation"
-    log_max_bytes: Annotated[int, Option(
-        "--log-max-bytes",
-        "Rotate --decision-log and --audit-log files at this size in bytes (0: never; default 16 MiB).",
-    )] = DEFAULT_LOG_MAX_BYTES
+    log_max_bytes: Annotated[
+        int,
+        Option(
+            "--log-max-bytes",
+            "Rotate --decision-log and --audit-log files at this size in bytes (0: never; default 16 MiB).",
+        ),
+    ] = DEFAULT_LOG_MAX_BYTES
     # a remote server instead of a command: docs/remote.md
-    url: Annotated[str | None, Option(
-        URL_FLAG, "Relay to this remote MCP server (https://...) instead of a command after --.",
-    )] = None
-    transport: Annotated[str, Option(
-        "--transport", "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse.",
-    )] = DEFAULT_TRANSPORT
-    header: Annotated[tuple[str, ...], Option(
-        "--header", "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment).",
-    )] = ()
-    header_env: Annotated[tuple[str, ...], Option(
-        "--header-env",
-        "With --url: 'Name=VAR' sends header Name with the value of environment variable VAR (repeatable).",
-    )] = ()
-    ca_file: Annotated[str | None, Option(
-        "--ca-file", "With --url: PEM file of the certificate authorities to trust (default: the system's).",
-    )] = None
-    allow_insecure_http: Annotated[bool, Option(
-        "--allow-insecure-http", "With --url: allow plain http:// to a host that is not loopback.",
-    )] = False
+    url: Annotated[
+        str | None,
+        Option(
+            URL_FLAG,
+            "Relay to this remote MCP server (https://...) instead of a command after --.",
+        ),
+    ] = None
+    transport: Annotated[
+        str,
+        Option(
+            "--transport",
+            "With --url: auto (Streamable HTTP, else legacy SSE), streamable-http or sse.",
+        ),
+    ] = DEFAULT_TRANSPORT
+    header: Annotated[
+        tuple[str, ...],
+        Option(
+            "--header",
+            "With --url: 'Name: value' sent with every request (repeatable; ${VAR} from the environment).",
+        ),
+    ] = ()
+    header_env: Annotated[
+        tuple[str, ...],
+        Option(
+            "--header-env",
+            "With --url: 'Name=VAR' sends header Name with the value of environment variable VAR (repeatable).",
+        ),
+    ] = ()
+    ca_file: Annotated[
+        str | None,
+        Option(
+            "--ca-file",
+            "With --url: PEM file of the certificate authorities to trust (default: the system's).",
+        ),
+    ] = None
+    allow_insecure_http: Annotated[
+        bool,
+        Option(
+            "--allow-insecure-http",
+            "With --url: allow plain http:// to a host that is not loopback.",
+        ),
+    ] = False
     # Codex's bearer_token_env_var and env_http_headers, as protect carries them (docs/remote.md)
-    bearer_env: Annotated[str | None, Option(
-        "--bearer-env",
-        "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal).",
-    )] = None
-    header_env_if_set: Annotated[tuple[str, ...], Option(
-        "--header-env-if-set",
-        "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable).",
-    )] = ()
-    login: Annotated[str, Option(
-        "--login", "With --url: auto (log in through the browser when the server asks and one can be opened) or never.",
-    )] = DEFAULT_LOGIN
-    connect_timeout: Annotated[float, Option(
-        "--connect-timeout", "With --url: seconds to connect to the server, and at start for its first answer.",
-    )] = DEFAULT_CONNECT_TIMEOUT
+    bearer_env: Annotated[
+        str | None,
+        Option(
+            "--bearer-env",
+            "With --url: send 'Authorization: Bearer <value of environment variable VAR>' (VAR unset or empty is fatal).",
+        ),
+    ] = None
+    header_env_if_set: Annotated[
+        tuple[str, ...],
+        Option(
+            "--header-env-if-set",
+            "With --url: 'Name=VAR' as --header-env, but a VAR unset or blank sends no header (repeatable).",
+        ),
+    ] = ()
+    login: Annotated[
+        str,
+        Option(
+            "--login",
+            "With --url: auto (log in through the browser when the server asks and one can be opened) or never.",
+        ),
+    ] = DEFAULT_LOGIN
+    connect_timeout: Annotated[
+        float,
+        Option(
+            "--connect-timeout",
+            "With --url: seconds to connect to the server, and at start for its first answer.",
+        ),
+    ] = DEFAULT_CONNECT_TIMEOUT
 
 
 class WrapOption(NamedTuple):
@@ -268,7 +407,9 @@ def table_of(cls: type) -> tuple[WrapOption, ...]:
     hints: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         hints.update(klass.__dict__.get("__annotations__", {}))
-    if any(isinstance(hint, str) for hint in hints.values()):  # a declaration under `from __future__ import annotations`
+    if any(
+        isinstance(hint, str) for hint in hints.values()
+    ):  # a declaration under `from __future__ import annotations`
         hints = get_type_hints(cls, include_extras=True)
     rows: list[WrapOption] = []
     for f in dataclasses.fields(cls):
@@ -279,8 +420,19 @@ def table_of(cls: type) -> tuple[WrapOption, ...]:
         hint = get_args(hints[f.name])[0]
         if not opt.flag.startswith("--"):
             raise TypeError(f"wrap option field {f.name}: its flag {opt.flag!r} does not start with --")
-        rows.append(WrapOption(opt.flag, opt.flag[2:].replace("-", "_"), f.name, _kind(f.name, hint, f.default),
-                               f.default, opt.help, opt.env, opt.output, hint))
+        rows.append(
+            WrapOption(
+                opt.flag,
+                opt.flag[2:].replace("-", "_"),
+                f.name,
+                _kind(f.name, hint, f.default),
+                f.default,
+                opt.help,
+                opt.env,
+                opt.output,
+                hint,
+            )
+        )
     return tuple(rows)
 
 
@@ -325,7 +477,7 @@ def read_option_tokens(
     while i < n:
         token = tokens[i]
         if token == "--":
-            return given, list(tokens[i + 1:])
+            return given, list(tokens[i + 1 :])
         flag, eq, inline = token.partition("=")
         opt = BY_FLAG.get(flag)
         if opt is None or (flag in seen and opt.kind is not tuple):

@@ -36,10 +36,15 @@ def target_of(config: WrapOptions, environ: Mapping[str, str]) -> Target:
     assert config.url is not None
     try:
         return target_from(
-            config.url, transport=config.transport, headers=config.header, header_env=config.header_env,
+            config.url,
+            transport=config.transport,
+            headers=config.header,
+            header_env=config.header_env,
             ca_file=config.ca_file,
-            allow_insecure_http=config.allow_insecure_http, environ=environ,
-            bearer_env=config.bearer_env, header_env_if_set=config.header_env_if_set,
+            allow_insecure_http=config.allow_insecure_http,
+            environ=environ,
+            bearer_env=config.bearer_env,
+            header_env_if_set=config.header_env_if_set,
         )
     except TargetError as exc:
         raise WrapError(str(exc)) from None
@@ -97,10 +102,17 @@ async def run(
         return await relay_for(server).run(), server.failure
 
     try:
-        auth, needs_login = auth_for(target, state_dir=config.state_dir, environ=environ, login=config.login,
-                                     warn=warn)
-        return await run_remote(target, body, cap=config.max_frame_bytes, warn=warn, environ=environ,
-                                connect_timeout=config.connect_timeout, auth=auth, needs_login=needs_login,
-                                input_ended=lambda: input_ended(client_in))
+        auth, needs_login = auth_for(target, state_dir=config.state_dir, environ=environ, login=config.login, warn=warn)
+        return await run_remote(
+            target,
+            body,
+            cap=config.max_frame_bytes,
+            warn=warn,
+            environ=environ,
+            connect_timeout=config.connect_timeout,
+            auth=auth,
+            needs_login=needs_login,
+            input_ended=lambda: input_ended(client_in),
+        )
     except RemoteStartError as exc:
         raise WrapError(str(exc)) from None

@@ -80,7 +80,8 @@ class WrapConfig(WrapOptions):
         """The session's options from this run's (the one place they are built): the event
         source as checked, the declared manifest as read (docs/wrap.md, "Options")."""
         decision_sinks = tuple(
-            sink for sink, path in ((Sink.DECISION_LOG, self.decision_log), (Sink.DECISION_LOG_NEW, self.decision_log_new))
+            sink
+            for sink, path in ((Sink.DECISION_LOG, self.decision_log), (Sink.DECISION_LOG_NEW, self.decision_log_new))
             if path
         )
         from assay.session.session import SessionOptions
@@ -148,7 +149,10 @@ def load_policy_file(
         )
     try:
         return load(
-            path, strict_deprecations=strict_deprecations, warn=warn, limit=limit,
+            path,
+            strict_deprecations=strict_deprecations,
+            warn=warn,
+            limit=limit,
             on_read=lambda p: warn(f"[assay] loading policy from {p}"),
         )
     except (PolicyFileError, PolicyError) as exc:
@@ -251,8 +255,9 @@ class Prepared:
             sink.close()
 
 
-def prepare_wrap(config: WrapConfig, *, warn: Callable[[str], None] = _stderr,
-                 environ: Mapping[str, str] | None = None) -> Prepared:
+def prepare_wrap(
+    config: WrapConfig, *, warn: Callable[[str], None] = _stderr, environ: Mapping[str, str] | None = None
+) -> Prepared:
     """Every check of a wrap run before its server starts, and the policy loaded (docs/wrap.md,
     "Startup"); raises :class:`WrapError`. No trio (for a command): `assay mcp wrap` calls this
     before it imports trio, starts the server, and imports the relay while the server starts
@@ -278,7 +283,9 @@ def prepare_wrap(config: WrapConfig, *, warn: Callable[[str], None] = _stderr,
 
         target = remote.target_of(config, env)
     policy = load_policy_file(
-        config.policy_path, strict_deprecations=strict_deprecations(config, env), warn=warn,
+        config.policy_path,
+        strict_deprecations=strict_deprecations(config, env),
+        warn=warn,
         limit=policy_byte_limit(env),
     )
     declared = load_declared_manifest(config.declared_manifest, config.label) if config.declared_manifest else None
@@ -287,7 +294,10 @@ def prepare_wrap(config: WrapConfig, *, warn: Callable[[str], None] = _stderr,
     except OutputError as exc:
         raise WrapError(str(exc)) from None
     logging_enabled = bool(
-        config.decision_log or config.audit_log or config.decision_log_new or config.coverage_out
+        config.decision_log
+        or config.audit_log
+        or config.decision_log_new
+        or config.coverage_out
         or config.state_window_out
     )
     source = validate_event_source(config.event_source, logging_enabled, config.label)
@@ -336,8 +346,9 @@ async def run_wrap(
     written: ``ASSAY_STRICT_DEPRECATIONS`` and ``ASSAY_MCP_MAX_POLICY_BYTES``, and the wrapped
     server's environment when ``config.env`` is None."""
     prepared = prepare_wrap(config, warn=warn, environ=environ)
-    return await run_prepared(prepared, client_in=client_in, client_out=client_out, warn=warn,
-                              handle_signals=handle_signals)
+    return await run_prepared(
+        prepared, client_in=client_in, client_out=client_out, warn=warn, handle_signals=handle_signals
+    )
 
 
 async def run_prepared(
@@ -374,6 +385,7 @@ async def run_prepared(
             session_context=config.session_context_out,
             session_stop=config.session_stop_out,
         )
+
         def start_session() -> dict[Sink, RecordSink]:
             """Create the one-run outputs in order; the session context is written at once."""
             for sink, path in plan.items():
@@ -389,6 +401,7 @@ async def run_prepared(
             std_in, std_out, restore = await open_stdio()
             client_in = client_in or std_in
             client_out = client_out or std_out
+
         def relay_for(child: proc.ChildHandle | None) -> Relay:
             return Relay(
                 config.argv,
@@ -473,17 +486,32 @@ def finish_reports(
     jobs: list[tuple[str, str, str, Callable[[], Any]]] = []
     if config.coverage_out:
         declared = declared_tools_of(
-            allow=policy.tools.allow, deny=policy.tools.deny, schema_keys=policy.schemas.keys(),
+            allow=policy.tools.allow,
+            deny=policy.tools.deny,
+            schema_keys=policy.schemas.keys(),
             pin_keys=policy.tool_pins.keys(),
         )
-        jobs.append(("coverage", config.coverage_out, "coverage_report_v1",
-                     lambda: coverage_report(session.coverage, declared)))
+        jobs.append(
+            ("coverage", config.coverage_out, "coverage_report_v1", lambda: coverage_report(session.coverage, declared))
+        )
     if config.state_window_out:
-        jobs.append(("state-window", config.state_window_out, "session_state_window_v1",
-                     lambda: state_window(source or "", config.label, session_id)))
+        jobs.append(
+            (
+                "state-window",
+                config.state_window_out,
+                "session_state_window_v1",
+                lambda: state_window(source or "", config.label, session_id),
+            )
+        )
     if config.observed_manifest_out:
-        jobs.append(("observed-manifest", config.observed_manifest_out, "assay.mcp_manifest_observed.v0",
-                     lambda: observed_manifest(session, config.label)))
+        jobs.append(
+            (
+                "observed-manifest",
+                config.observed_manifest_out,
+                "assay.mcp_manifest_observed.v0",
+                lambda: observed_manifest(session, config.label),
+            )
+        )
     for kind, path, schema, build in jobs:
         from assay.manifest.publish import publish_new  # only when a report is asked for
 
@@ -497,8 +525,10 @@ def finish_reports(
     failed = [status for _kind, status in statuses]
     if code != 0:
         if failed:
-            warn(f"Coverage/state-window generation failed after wrapped command exited with code {code}; "
-                 "preserving wrapped exit code")
+            warn(
+                f"Coverage/state-window generation failed after wrapped command exited with code {code}; "
+                "preserving wrapped exit code"
+            )
         return code
     return failed[0] if failed else 0
 

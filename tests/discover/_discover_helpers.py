@@ -76,9 +76,7 @@ def make_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def run_assay(*args: str, env: dict[str, str], cwd: Path | str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(ASSAY), *args], env=env, cwd=str(cwd), capture_output=True, timeout=timeout
-    )
+    return subprocess.run([str(ASSAY), *args], env=env, cwd=str(cwd), capture_output=True, timeout=timeout)
 
 
 def write_json(path: Path, value) -> Path:
@@ -90,7 +88,7 @@ def write_json(path: Path, value) -> Path:
 def config_only_policy(path: Path, **discovery) -> Path:
     """A policy whose discovery section scans config files only (no machine-dependent output)."""
     block = {"enabled": True, "methods": ["config_files"], **discovery}
-    path.write_text("version: \"2.0\"\ndiscovery: " + json.dumps(block) + "\n")
+    path.write_text('version: "2.0"\ndiscovery: ' + json.dumps(block) + "\n")
     return path
 
 

@@ -30,8 +30,19 @@ def test_json_for_claude_default_server_keeps_its_shape(home, tmp_path):
             "config": {
                 # our own installed script, located from the running one
                 "command": str(ASSAY),
-                "args": ["mcp", "wrap", "--policy", policy, "--label", "filesystem-secure", "--", "npx", "-y",
-                         "@modelcontextprotocol/server-filesystem", str(home)],
+                "args": [
+                    "mcp",
+                    "wrap",
+                    "--policy",
+                    policy,
+                    "--label",
+                    "filesystem-secure",
+                    "--",
+                    "npx",
+                    "-y",
+                    "@modelcontextprotocol/server-filesystem",
+                    str(home),
+                ],
             },
         },
     }
@@ -42,8 +53,18 @@ def test_cursor_path_comes_from_the_shared_table_and_exists_flag(home, tmp_path)
     cfg = home / ".cursor" / "mcp.json"
     cfg.parent.mkdir()
     cfg.write_text("{}")
-    res = run_assay("mcp", "config-path", "CURSOR", "--json", "--server", "python '/srv/my server.py' --verbose",
-                    "--policy", "rel/policy.yaml", env=make_env(home), cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "config-path",
+        "CURSOR",
+        "--json",
+        "--server",
+        "python '/srv/my server.py' --verbose",
+        "--policy",
+        "rel/policy.yaml",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     doc = json.loads(res.stdout)
     assert list(doc) == ["client", "config_path", "config_exists", "generated_server"]
     assert doc["client"] == "Cursor"
@@ -52,8 +73,16 @@ def test_cursor_path_comes_from_the_shared_table_and_exists_flag(home, tmp_path)
     assert list(doc["generated_server"]["config"]) == ["command", "args"]
     # a relative --policy is made absolute: the client starts servers from its own directory
     assert doc["generated_server"]["config"]["args"] == [
-        "mcp", "wrap", "--policy", f"{tmp_path}/rel/policy.yaml", "--label", "mcp-secure", "--",
-        "python", "/srv/my server.py", "--verbose",
+        "mcp",
+        "wrap",
+        "--policy",
+        f"{tmp_path}/rel/policy.yaml",
+        "--label",
+        "mcp-secure",
+        "--",
+        "python",
+        "/srv/my server.py",
+        "--verbose",
     ]
 
 
@@ -108,7 +137,9 @@ def test_every_client_gets_a_paste_ready_block(home, tmp_path, arg, display, use
     assert f"  assay mcp protect {arg} --policy {policy} --init-policy\n" in out
     # the block, pasted as the whole file, is a config the client's own reader accepts
     label = clients.resolve_client(arg)
-    location = next(r for r in clients.client_locations(label, "linux", str(home), {}, str(tmp_path)) if r.scope == "user")
+    location = next(
+        r for r in clients.client_locations(label, "linux", str(home), {}, str(tmp_path)) if r.scope == "user"
+    )
     servers, errors = d.parse_config_file(block.encode(), location)
     assert errors == [] and [(s["name"], s["wrapped"]) for s in servers] == [("mcp-secure", True)]
 
@@ -130,12 +161,27 @@ def test_existing_files_are_reported(home, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("bogus",), 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
-        (("claude", "--server", "python 'unclosed"), 'assay: error: invalid --server "python \'unclosed": No closing quotation\n'),
+        (
+            ("bogus",),
+            'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n',
+        ),
+        (
+            ("claude", "--server", "python 'unclosed"),
+            'assay: error: invalid --server "python \'unclosed": No closing quotation\n',
+        ),
         # an empty --server used to fall back to the default server silently
-        (("claude", "--server", ""), 'assay: error: --server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"\n'),
-        (("claude", "--server", "   "), 'assay: error: --server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"\n'),
-        (("claude", "--policy", ""), "assay: error: --policy is empty; give the policy file the entry should enforce\n"),
+        (
+            ("claude", "--server", ""),
+            'assay: error: --server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"\n',
+        ),
+        (
+            ("claude", "--server", "   "),
+            'assay: error: --server is empty; give the server command, e.g. --server "npx -y @modelcontextprotocol/server-github"\n',
+        ),
+        (
+            ("claude", "--policy", ""),
+            "assay: error: --policy is empty; give the policy file the entry should enforce\n",
+        ),
         ((), None),
     ],
 )

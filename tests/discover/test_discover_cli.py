@@ -21,7 +21,16 @@ from tests.discover._discover_helpers import (
     write_json,
 )
 
-WRAPPED_ARGS = ["mcp", "wrap", "--policy", "/etc/assay/policy.yaml", "--", "npx", "-y", "@modelcontextprotocol/server-github"]
+WRAPPED_ARGS = [
+    "mcp",
+    "wrap",
+    "--policy",
+    "/etc/assay/policy.yaml",
+    "--",
+    "npx",
+    "-y",
+    "@modelcontextprotocol/server-github",
+]
 
 
 @pytest.fixture
@@ -56,7 +65,10 @@ def world(tmp_path):
             proj / ".cursor" / "mcp.json",
             {
                 "mcpServers": {
-                    "py": {"command": "/v/bin/python3", "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p.yaml", "--", "python", "s.py"]},
+                    "py": {
+                        "command": "/v/bin/python3",
+                        "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p.yaml", "--", "python", "s.py"],
+                    },
                     "remote-only": {"description": "no command, no url"},
                 }
             },
@@ -67,7 +79,9 @@ def world(tmp_path):
     files["cursor"].parent.mkdir(parents=True)
     files["cursor"].write_text('{"mcpServers": {"x": {"command": "y",}}')
     files["vscode"].parent.mkdir(parents=True)
-    files["vscode"].write_text('{\n  // mine\n  "servers": {"py": {"type": "stdio", "command": "python", "args": ["-m", "srv"]},},\n}\n')
+    files["vscode"].write_text(
+        '{\n  // mine\n  "servers": {"py": {"type": "stdio", "command": "python", "args": ["-m", "srv"]},},\n}\n'
+    )
     policy = config_only_policy(tmp_path / "policy.yaml")
     env = make_env(home, SOURCE_DATE_EPOCH=EPOCH)
     return {"home": home, "proj": proj, "files": files, "policy": policy, "env": env, "tmp": tmp_path}
@@ -98,11 +112,25 @@ def test_D30a_D31_every_config_shape_json(world):
     assert doc["servers"][0]["env_vars"] == ["GITHUB_TOKEN"]
     assert b"ghp_secretvalue" not in res.stdout
     assert doc["summary"] == {
-        "total": 4, "configured": 4, "running": 0, "managed": 2, "unmanaged": 2, "with_auth": 1, "without_auth": 3,
+        "total": 4,
+        "configured": 4,
+        "running": 0,
+        "managed": 2,
+        "unmanaged": 2,
+        "with_auth": 1,
+        "without_auth": 3,
     }
     assert doc["errors"] == [
-        {"path": f["cursor"], "client": "cursor", "error": "invalid JSON: Expecting property name enclosed in double quotes (line 1, column 38)"},
-        {"path": f["proj_cursor"], "client": "cursor", "error": 'server "remote-only": neither "command" nor "url" is a string'},
+        {
+            "path": f["cursor"],
+            "client": "cursor",
+            "error": "invalid JSON: Expecting property name enclosed in double quotes (line 1, column 38)",
+        },
+        {
+            "path": f["proj_cursor"],
+            "client": "cursor",
+            "error": 'server "remote-only": neither "command" nor "url" is a string',
+        },
     ]
     # G3 layout: 2-space indentation, ": " separators, documented member order
     assert res.stdout.decode() == json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
@@ -118,7 +146,9 @@ def test_D10_table_with_wrapped_column_and_warning_lines(world):
         out[2],
         "",
     ]
-    assert out[2].startswith("   Host: ") and out[2].endswith("(linux/" + os.uname().machine.replace("arm64", "aarch64") + ")")
+    assert out[2].startswith("   Host: ") and out[2].endswith(
+        "(linux/" + os.uname().machine.replace("arm64", "aarch64") + ")"
+    )
     assert out[4] == "SERVER ID                      CLIENT          STATUS          AUTH            WRAPPED"
     assert out[5] == "---------                      ------          ------          ----            -------"
     assert out[6] == "claude_desktop-filesystem      claude_desktop  Configured      ApiKey          no"
@@ -127,7 +157,7 @@ def test_D10_table_with_wrapped_column_and_warning_lines(world):
     err = res.stderr.decode().splitlines()
     assert err == [
         f"warning: skipped {world['files']['cursor']}: invalid JSON: Expecting property name enclosed in double quotes (line 1, column 38)",
-        f"warning: skipped {world['files']['proj_cursor']}: server \"remote-only\": neither \"command\" nor \"url\" is a string",
+        f'warning: skipped {world["files"]["proj_cursor"]}: server "remote-only": neither "command" nor "url" is a string',
     ]
 
 
@@ -168,7 +198,11 @@ def test_unwritable_output_is_one_line_exit_2(world):
         ((), 0, ""),
         (("--fail-on", "unmanaged"), 10, "Error: Found 2 unmanaged servers.\n"),
         (("--fail-on", "no_auth"), 11, "Error: Found 3 servers without authentication.\n"),
-        (("--fail-on", "no_auth,unmanaged"), 10, "Error: Found 2 unmanaged servers.\nError: Found 3 servers without authentication.\n"),
+        (
+            ("--fail-on", "no_auth,unmanaged"),
+            10,
+            "Error: Found 2 unmanaged servers.\nError: Found 3 servers without authentication.\n",
+        ),
         (("--fail-on", "bogus", "--fail-on", "no_auth"), 11, "Error: Found 3 servers without authentication.\n"),
     ],
 )
@@ -183,14 +217,27 @@ def test_D11_policy_actions(world):
     config_only_policy(world["policy"], on_findings={"unmanaged_server": "warn", "no_auth": "fail"})
     res = _run(world, "--format", "json")
     assert res.returncode == 11
-    assert res.stderr.decode() == "Warning: Found 2 unmanaged servers.\nError: Found 3 servers without authentication.\n"
+    assert (
+        res.stderr.decode() == "Warning: Found 2 unmanaged servers.\nError: Found 3 servers without authentication.\n"
+    )
 
 
 def test_D11_wrapped_servers_are_not_unmanaged_findings(tmp_path):
     home = tmp_path / "h"
-    write_json(home / ".cursor" / "mcp.json", {"mcpServers": {"g": {"command": "assay", "args": WRAPPED_ARGS[:2] + ["--", "x"], "env": {"API_KEY": "k"}}}})
-    res = run_assay("mcp", "discover", "--policy", str(config_only_policy(tmp_path / "p.yaml")), "--fail-on", "unmanaged,no_auth",
-                    env=make_env(home), cwd=tmp_path)
+    write_json(
+        home / ".cursor" / "mcp.json",
+        {"mcpServers": {"g": {"command": "assay", "args": WRAPPED_ARGS[:2] + ["--", "x"], "env": {"API_KEY": "k"}}}},
+    )
+    res = run_assay(
+        "mcp",
+        "discover",
+        "--policy",
+        str(config_only_policy(tmp_path / "p.yaml")),
+        "--fail-on",
+        "unmanaged,no_auth",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert b"Wrapped" not in res.stderr and b"yes" in res.stdout
 
@@ -200,7 +247,9 @@ def test_D2_policy_methods_and_disabled(world):
     res = _run(world)
     assert res.returncode == 0
     assert res.stdout.decode().endswith("\nNo servers found.\n")
-    world["policy"].write_text('version: "2.0"\ndiscovery:\n  enabled: true\n  methods: [config_files, dns, well_known]\n')
+    world["policy"].write_text(
+        'version: "2.0"\ndiscovery:\n  enabled: true\n  methods: [config_files, dns, well_known]\n'
+    )
     res = _run(world, "--format", "json")
     assert res.returncode == 0
     assert res.stderr.decode() == (
@@ -222,8 +271,17 @@ def test_D30a_unreadable_files_are_reported_never_hang(tmp_path):
     bad = home / ".vscode" / "mcp-settings.json"
     bad.parent.mkdir()
     bad.write_bytes(b'{"mcpServers": {"\xff": {}}}')
-    res = run_assay("mcp", "discover", "--format", "json", "--policy", str(config_only_policy(tmp_path / "p.yaml")),
-                    env=make_env(home), cwd=tmp_path, timeout=30)
+    res = run_assay(
+        "mcp",
+        "discover",
+        "--format",
+        "json",
+        "--policy",
+        str(config_only_policy(tmp_path / "p.yaml")),
+        env=make_env(home),
+        cwd=tmp_path,
+        timeout=30,
+    )
     assert res.returncode == 0, res.stderr
     assert [(e["client"], e["error"]) for e in json.loads(res.stdout)["errors"]] == [
         ("claude_desktop", "not a regular file"),
@@ -236,8 +294,16 @@ def test_same_file_is_read_once(tmp_path):
     """Run from HOME: the project .cursor/mcp.json is the user one, listed once."""
     home = tmp_path / "h"
     write_json(home / ".cursor" / "mcp.json", {"mcpServers": {"a": {"command": "srv"}}})
-    res = run_assay("mcp", "discover", "--format", "json", "--policy", str(config_only_policy(tmp_path / "p.yaml")),
-                    env=make_env(home), cwd=home)
+    res = run_assay(
+        "mcp",
+        "discover",
+        "--format",
+        "json",
+        "--policy",
+        str(config_only_policy(tmp_path / "p.yaml")),
+        env=make_env(home),
+        cwd=home,
+    )
     assert [s["id"] for s in json.loads(res.stdout)["servers"]] == ["cursor-a"]
 
 

@@ -57,7 +57,7 @@ def test_every_client_of_the_table_is_documented_with_its_source():
     from tests.conftest import REPO
 
     compat = (REPO / "docs" / "compatibility.md").read_text()
-    table = compat[compat.index("## Client configs"):]
+    table = compat[compat.index("## Client configs") :]
     config_path = (REPO / "docs" / "config-path.md").read_text()
     protect = (REPO / "docs" / "protect.md").read_text()
     for client in clients.CLIENTS:

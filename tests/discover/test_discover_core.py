@@ -79,11 +79,25 @@ def test_D6_config_entry_fields_and_order():
     assert [s["id"] for s in servers] == ["claude_desktop-fs", "claude_desktop-guarded"]
     fs = servers[0]
     assert list(fs) == [
-        "id", "name", "source", "transport", "status", "policy_status", "auth", "env_vars", "risk_hints", "wrapped",
+        "id",
+        "name",
+        "source",
+        "transport",
+        "status",
+        "policy_status",
+        "auth",
+        "env_vars",
+        "risk_hints",
+        "wrapped",
     ]
     assert fs["source"] == {"type": "config_file", "path": CLAUDE.path, "client": "claude_desktop"}
     assert fs["transport"] == {"type": "stdio", "command": "npx", "args": ["-y", "srv"]}
-    assert (fs["status"], fs["policy_status"], fs["auth"], fs["wrapped"]) == ("configured", "unmanaged", "api_key", False)
+    assert (fs["status"], fs["policy_status"], fs["auth"], fs["wrapped"]) == (
+        "configured",
+        "unmanaged",
+        "api_key",
+        False,
+    )
     assert fs["env_vars"] == ["GITHUB_TOKEN", "MODE"]
     assert "s3cret" not in json.dumps(servers)  # env values are never emitted
     g = servers[1]
@@ -112,7 +126,14 @@ def test_D5_missing_server_map_is_no_servers_and_no_error():
 
 def test_D30a_one_bad_entry_keeps_the_others():
     data = json.dumps(
-        {"mcpServers": {"bad": {"args": []}, "good": {"command": "srv"}, "worse": 3, "env": {"command": "x", "env": []}}}
+        {
+            "mcpServers": {
+                "bad": {"args": []},
+                "good": {"command": "srv"},
+                "worse": 3,
+                "env": {"command": "x", "env": []},
+            }
+        }
     ).encode()
     servers, errors = d.parse_config_file(data, CLAUDE)
     assert [s["name"] for s in servers] == ["good"]
@@ -237,9 +258,17 @@ def _servers(*specs):
 
 
 def test_D8_summary_counts_wrapped_as_managed():
-    servers = _servers(("configured", "managed", "none"), ("configured", "unmanaged", "api_key"), ("running", "unmanaged", "unknown"))
+    servers = _servers(
+        ("configured", "managed", "none"), ("configured", "unmanaged", "api_key"), ("running", "unmanaged", "unknown")
+    )
     assert d.summarize(servers) == {
-        "total": 3, "configured": 2, "running": 1, "managed": 1, "unmanaged": 2, "with_auth": 1, "without_auth": 1,
+        "total": 3,
+        "configured": 2,
+        "running": 1,
+        "managed": 1,
+        "unmanaged": 2,
+        "with_auth": 1,
+        "without_auth": 1,
     }
 
 
@@ -275,7 +304,9 @@ def test_D1_fail_on_is_comma_separated_repeatable_unknown_ignored():
 
 def test_D2_settings_from_policy_block():
     assert d.settings_from_policy(None) == d.DiscoverySettings()
-    s = d.settings_from_policy({"enabled": True, "methods": [], "on_findings": {"unmanaged_server": "warn", "no_auth": "log"}})
+    s = d.settings_from_policy(
+        {"enabled": True, "methods": [], "on_findings": {"unmanaged_server": "warn", "no_auth": "log"}}
+    )
     assert s == d.DiscoverySettings(True, ("config_files", "processes"), "warn", "log")
     assert d.settings_from_policy({"enabled": False, "methods": ["processes"]}).enabled is False
 
@@ -301,7 +332,13 @@ def test_linux_table_order_and_xdg():
         ("codex", "/p/.codex/config.toml", "mcp_servers", "project", "toml"),
         ("zed", "/p/.zed/settings.json", "context_servers", "project", "jsonc"),
         ("claude_desktop", "/h/.config/claude/claude_desktop_config.json", "mcpServers", "compat", "json"),
-        ("claude_desktop", "/h/Library/Application Support/Claude/claude_desktop_config.json", "mcpServers", "compat", "json"),
+        (
+            "claude_desktop",
+            "/h/Library/Application Support/Claude/claude_desktop_config.json",
+            "mcpServers",
+            "compat",
+            "json",
+        ),
         ("generic", "/h/.vscode/mcp-settings.json", "mcpServers", "compat", "json"),
     ]
     # Claude Code's local-scope servers live under projects.<path>.mcpServers of ~/.claude.json
@@ -329,10 +366,33 @@ def test_F2_user_config_paths():
     assert clients.user_config_path("claude_desktop", "linux", "/h", env) == "/x/Claude/claude_desktop_config.json"
     assert clients.user_config_path("cursor", "linux", "/h", env) == "/h/.cursor/mcp.json"
     assert clients.user_config_path("cursor", "freebsd", "/h", env) is None
-    assert [clients.resolve_client(x) for x in ("Claude", "CLAUDE-DESKTOP", "claude_desktop", "Cursor", "VSCode",
-                                                "claude-code", "gemini", "Codex", "zed", "windsurf", "nope")] == [
-        "claude_desktop", "claude_desktop", "claude_desktop", "cursor", "vscode",
-        "claude_code", "gemini_cli", "codex", "zed", "windsurf", None,
+    assert [
+        clients.resolve_client(x)
+        for x in (
+            "Claude",
+            "CLAUDE-DESKTOP",
+            "claude_desktop",
+            "Cursor",
+            "VSCode",
+            "claude-code",
+            "gemini",
+            "Codex",
+            "zed",
+            "windsurf",
+            "nope",
+        )
+    ] == [
+        "claude_desktop",
+        "claude_desktop",
+        "claude_desktop",
+        "cursor",
+        "vscode",
+        "claude_code",
+        "gemini_cli",
+        "codex",
+        "zed",
+        "windsurf",
+        None,
     ]
 
 
@@ -365,8 +425,12 @@ def test_K5_grace_durations():
 
 INVENTORY = {
     "servers": [
-        {"id": "claude_desktop-fs", "name": "fs", "status": "configured",
-         "source": {"type": "config_file", "path": "/c", "client": "claude_desktop"}},
+        {
+            "id": "claude_desktop-fs",
+            "name": "fs",
+            "status": "configured",
+            "source": {"type": "config_file", "path": "/c", "client": "claude_desktop"},
+        },
         {"id": "proc-20", "name": "fs", "status": "running", "source": {"type": "running_process", "pid": 20}},
         {"id": "proc-10", "name": None, "status": "running", "source": {"type": "running_process", "pid": 10}},
         {"id": "proc-30", "name": None, "status": "unknown", "source": {"type": "running_process", "pid": 30}},
@@ -392,8 +456,12 @@ def test_macos_and_windows_rows_of_the_newer_clients():
     assert mac[("zed", "user")] == "/Users/u/.config/zed/settings.json"
     assert mac[("vscode", "user")] == "/Users/u/Library/Application Support/Code/User/mcp.json"
     assert mac[("codex", "user")] == "/Users/u/.codex/config.toml"
-    win = {(r.client, r.scope): r.path for r in clients.config_locations(
-        "windows", "C:\\Users\\u", {"APPDATA": "C:\\Users\\u\\AppData\\Roaming", "CODEX_HOME": "D:\\codex"}, "C:\\p")}
+    win = {
+        (r.client, r.scope): r.path
+        for r in clients.config_locations(
+            "windows", "C:\\Users\\u", {"APPDATA": "C:\\Users\\u\\AppData\\Roaming", "CODEX_HOME": "D:\\codex"}, "C:\\p"
+        )
+    }
     assert win[("zed", "user")] == "C:\\Users\\u\\AppData\\Roaming\\Zed\\settings.json"
     assert win[("windsurf", "user")] == "C:\\Users\\u\\.codeium\\windsurf\\mcp_config.json"
     assert win[("codex", "user")] == "D:\\codex\\config.toml"

@@ -26,8 +26,12 @@ def setup(tmp_path):
     home = tmp_path / "home"
     write_json(
         home / ".config" / "Claude" / "claude_desktop_config.json",
-        {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"]},
-                        "w": {"command": "assay", "args": ["mcp", "wrap", "--", "srv"], "env": {"API_KEY": "v"}}}},
+        {
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"]},
+                "w": {"command": "assay", "args": ["mcp", "wrap", "--", "srv"], "env": {"API_KEY": "v"}},
+            }
+        },
     )
     (home / ".cursor").mkdir()
     (home / ".cursor" / "mcp.json").write_text("{not json")
@@ -59,8 +63,12 @@ def test_H1_H3_discover_shim_matches_canonical(setup, args):
 def test_H1_discover_shim_artifacts_identical(setup, fmt):
     tmp, env, policy = setup
     a, b = tmp / f"canonical.{fmt}", tmp / f"shim.{fmt}"
-    canonical = run_assay("mcp", "discover", "--policy", policy, "--format", fmt, "-o", str(a), "--fail-on", "unmanaged", env=env, cwd=tmp)
-    shim = run_assay("discover", "--policy", policy, "--format", fmt, "-o", str(b), "--fail-on", "unmanaged", env=env, cwd=tmp)
+    canonical = run_assay(
+        "mcp", "discover", "--policy", policy, "--format", fmt, "-o", str(a), "--fail-on", "unmanaged", env=env, cwd=tmp
+    )
+    shim = run_assay(
+        "discover", "--policy", policy, "--format", fmt, "-o", str(b), "--fail-on", "unmanaged", env=env, cwd=tmp
+    )
     assert (shim.returncode, canonical.returncode) == (10, 10)
     assert shim.stdout == canonical.stdout == b""
     assert a.read_bytes() == b.read_bytes() and len(a.read_bytes()) > 100
@@ -101,7 +109,9 @@ def test_H1_kill_shim_kills_like_canonical(tmp_path):
         canonical = run_assay("mcp", "kill", str(s1.pid), "--kill-children", env=env, cwd=tmp_path)
         shim = run_assay("kill", str(s2.pid), "--kill-children", env=env, cwd=tmp_path)
         assert shim.returncode == canonical.returncode == 0
-        assert canonical.stdout.replace(str(s1.pid).encode(), b"PID") == shim.stdout.replace(str(s2.pid).encode(), b"PID")
+        assert canonical.stdout.replace(str(s1.pid).encode(), b"PID") == shim.stdout.replace(
+            str(s2.pid).encode(), b"PID"
+        )
         assert b"children killed: 1" in shim.stdout
         assert shim.stderr == KILL_WARNING and canonical.stderr == b""
         assert s1.proc.wait(timeout=30) == s2.proc.wait(timeout=30)
@@ -119,9 +129,16 @@ def test_H2_shims_are_hidden(tmp_path):
     assert " discover " in sub and " kill " in sub and " config-path " in sub
 
 
-@pytest.mark.parametrize("args", [("discover", "--format", "xml"), ("discover", "--bogus"),
-                                  ("kill", "--mode", "x", "1"), ("kill", "--grace", "later", "1"),
-                                  ("kill", "--bogus")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("discover", "--format", "xml"),
+        ("discover", "--bogus"),
+        ("kill", "--mode", "x", "1"),
+        ("kill", "--grace", "later", "1"),
+        ("kill", "--bogus"),
+    ],
+)
 def test_H3_usage_errors_come_after_the_warning(tmp_path, args):
     """The warning is printed on every use, a usage error included; the error line and the exit
     status are those of the `assay mcp` form."""

@@ -119,10 +119,18 @@ def test_K1_K2_targets_resolved_through_an_inventory(tmp_path):
         tmp_path / "inv.json",
         {
             "servers": [
-                {"id": "cursor-a", "name": "a", "status": "configured",
-                 "source": {"type": "config_file", "path": "/x", "client": "cursor"}},
-                {"id": "my-server", "name": None, "status": "running",
-                 "source": {"type": "running_process", "pid": server.pid}},
+                {
+                    "id": "cursor-a",
+                    "name": "a",
+                    "status": "configured",
+                    "source": {"type": "config_file", "path": "/x", "client": "cursor"},
+                },
+                {
+                    "id": "my-server",
+                    "name": None,
+                    "status": "running",
+                    "source": {"type": "running_process", "pid": server.pid},
+                },
             ]
         },
     )
@@ -151,8 +159,16 @@ def test_K3_all_needs_yes_and_uses_running_entries(tmp_path):
     try:
         # an inventory written by discover itself, in its default place
         (tmp_path / ".assay").mkdir()
-        res = run_assay("mcp", "discover", "--format", "yaml", "-o", ".assay/inventory.yaml",
-                        env=make_env(tmp_path / "h"), cwd=tmp_path)
+        res = run_assay(
+            "mcp",
+            "discover",
+            "--format",
+            "yaml",
+            "-o",
+            ".assay/inventory.yaml",
+            env=make_env(tmp_path / "h"),
+            cwd=tmp_path,
+        )
         assert res.returncode == 0, res.stderr
         res = _kill(tmp_path, "--all")
         assert res.returncode == 2

@@ -13,17 +13,40 @@ from tests.protect.test_wrapped_entry import WORDS
 
 def test_fail_on_unmanaged_fails_for_servers_that_only_mention_wrap(tmp_path):
     home = tmp_path / "h"
-    write_json(home / ".cursor" / "mcp.json", {"mcpServers": {
-        **WORDS,
-        "guarded": {"command": "/v/bin/assay", "args": ["mcp", "wrap", "--policy", "/p.yaml", "--", "npx", "srv"]},
-    }})
+    write_json(
+        home / ".cursor" / "mcp.json",
+        {
+            "mcpServers": {
+                **WORDS,
+                "guarded": {
+                    "command": "/v/bin/assay",
+                    "args": ["mcp", "wrap", "--policy", "/p.yaml", "--", "npx", "srv"],
+                },
+            }
+        },
+    )
     policy = config_only_policy(tmp_path / "p.yaml")
-    res = run_assay("mcp", "discover", "--policy", str(policy), "--format", "json", "--fail-on", "unmanaged",
-                    env=make_env(home), cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "discover",
+        "--policy",
+        str(policy),
+        "--format",
+        "json",
+        "--fail-on",
+        "unmanaged",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     assert res.returncode == 10, res.stderr
     assert res.stderr.decode() == "Error: Found 3 unmanaged servers.\n"
     doc = json.loads(res.stdout)
-    assert {s["name"]: s["wrapped"] for s in doc["servers"]} == {"motd": False, "words": False, "shell": False, "guarded": True}
+    assert {s["name"]: s["wrapped"] for s in doc["servers"]} == {
+        "motd": False,
+        "words": False,
+        "shell": False,
+        "guarded": True,
+    }
 
 
 def P(pid, ppid, *argv):

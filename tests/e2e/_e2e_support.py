@@ -77,12 +77,19 @@ class WrapRun:
     def wrap_options(self) -> list[str]:
         """``assay mcp wrap`` and the options every e2e run gives it, ``extra`` last."""
         return [
-            str(ASSAY), "mcp", "wrap",
-            "--policy", str(self.policy),
-            "--event-source", EVENT_SOURCE,
-            "--decision-log", str(self.decision_log),
-            "--audit-log", str(self.audit_log),
-            "--label", self.label,
+            str(ASSAY),
+            "mcp",
+            "wrap",
+            "--policy",
+            str(self.policy),
+            "--event-source",
+            EVENT_SOURCE,
+            "--decision-log",
+            str(self.decision_log),
+            "--audit-log",
+            str(self.audit_log),
+            "--label",
+            self.label,
             "--verbose",
             *(["--dry-run"] if self.dry_run else []),
             *self.extra,
@@ -145,9 +152,7 @@ def _pids(path: Path) -> list[int]:
 def _describe(pid: int) -> str:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        state = next(
-            (ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:")), ""
-        )
+        state = next((ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:")), "")
     except OSError:
         return f"{pid} (gone)"
     return f"{pid} [{state}] {cmd}"
@@ -167,8 +172,9 @@ async def assert_all_ended(pids: list[int], timeout: float = EXIT_TIMEOUT) -> No
                 await trio.lowlevel.wait_readable(fd)
             return
         alive = [pid for pid, fd in pending if not _exited(fd)]
-        pytest.fail(f"processes still alive {timeout:.0f}s after the client finished: "
-                    + "; ".join(_describe(p) for p in alive))
+        pytest.fail(
+            f"processes still alive {timeout:.0f}s after the client finished: " + "; ".join(_describe(p) for p in alive)
+        )
     finally:
         for _pid, fd in pending:
             os.close(fd)
@@ -236,7 +242,7 @@ def assert_denied(name: str, is_error: bool, structured: object, text: str, code
     as JSON; structuredContent is that payload, or absent for a tool with an outputSchema."""
     assert is_error is True, (name, structured, text)
     assert text.startswith(DENY_TEXT), text
-    payload = json.loads(text[len(DENY_TEXT):])
+    payload = json.loads(text[len(DENY_TEXT) :])
     assert payload["status"] == "deny"
     assert payload["error_code"] == code, payload
     if code != "E_RATE_LIMIT":

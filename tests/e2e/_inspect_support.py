@@ -32,8 +32,18 @@ STRIPPED = leaky.injected_text().replace(leaky.PHRASE, "[REMOVED:injection]")
 for _invisible in (leaky.TAGS, leaky.ZERO_WIDTH, leaky.BIDI, leaky.ANSI):
     STRIPPED = STRIPPED.replace(_invisible, "")
 POISONED_DESCRIPTION = f"Add two numbers. {leaky.POISON}"
-TOOLS = {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "read_rpc_error", "poisoned", "fetch",
-         "send", "corpus"}
+TOOLS = {
+    "read_secret",
+    "read_config",
+    "read_doc",
+    "read_mixed",
+    "read_broken",
+    "read_rpc_error",
+    "poisoned",
+    "fetch",
+    "send",
+    "corpus",
+}
 BROKEN = "Error executing tool read_broken: "  # how the SDK server words a ToolError's result
 README = (REPO / "README.md").read_text()
 assert len(README) > 4096  # over the max_bytes of ACTIVE and BLOCKING
@@ -75,8 +85,14 @@ class Leaky:
         await assert_all_ended(wraps + servers)
 
 
-def leaky_server(tmp_path: Path, base_env: dict[str, str], policy: str, label: str = "leaky",
-                 innocent: bool = False, dry_run: bool = False) -> Leaky:
+def leaky_server(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    policy: str,
+    label: str = "leaky",
+    innocent: bool = False,
+    dry_run: bool = False,
+) -> Leaky:
     home = tmp_path / label
     home.mkdir()
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
@@ -86,8 +102,14 @@ def leaky_server(tmp_path: Path, base_env: dict[str, str], policy: str, label: s
     policy_file.write_text(policy.replace("ALLOWED", str(allowed)))
     run = WrapRun(home, policy_file, [sys.executable, str(LEAKY)], label=label, dry_run=dry_run)
     calls = home / "calls.ndjson"
-    env = {**base_env, "LEAKY_CALLS": str(calls), "LEAKY_ROOT": str(REPO), "LEAKY_ALLOWED": str(allowed),
-           "LEAKY_OUTSIDE": str(outside), "LEAKY_INNOCENT": "1" if innocent else "0"}
+    env = {
+        **base_env,
+        "LEAKY_CALLS": str(calls),
+        "LEAKY_ROOT": str(REPO),
+        "LEAKY_ALLOWED": str(allowed),
+        "LEAKY_OUTSIDE": str(outside),
+        "LEAKY_INNOCENT": "1" if innocent else "0",
+    }
     return Leaky(run, env, calls)
 
 
@@ -113,15 +135,27 @@ def text_of(result: object) -> str:
 
 async def ts_client(node: str, server: Leaky, steps: list[dict]) -> list[dict]:
     """Run ts_v1_client.mjs against one wrapped server; return the lines of its steps."""
-    spec = {"command": server.run.argv[0], "args": server.run.argv[1:], "steps": steps,
-            "timeoutMs": int(RUN_TIMEOUT * 1000)}
+    spec = {
+        "command": server.run.argv[0],
+        "args": server.run.argv[1:],
+        "steps": steps,
+        "timeoutMs": int(RUN_TIMEOUT * 1000),
+    }
     with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_V1_CLIENT)], stdin=json.dumps(spec).encode(),
-                                      capture_stdout=True, capture_stderr=True, check=False, cwd=str(E2E),
-                                      env=server.env)
+        proc = await trio.run_process(
+            [node, str(TS_V1_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=server.env,
+        )
     server.run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
-    assert proc.returncode == 0, f"ts_v1_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{server.run.stderr_text()}"
+    assert proc.returncode == 0, (
+        f"ts_v1_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{server.run.stderr_text()}"
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["kind"] for x in lines][0] == "connected" and lines[-1]["kind"] == "closed", out
     assert lines[-1]["errors"] == [], lines[-1]
@@ -129,22 +163,35 @@ async def ts_client(node: str, server: Leaky, steps: list[dict]) -> list[dict]:
     return lines[1:-1]
 
 
-async def ts_multi(node: str, servers: dict[str, Leaky], steps: list[dict], env: dict[str, str], cwd: Path) -> list[dict]:
+async def ts_multi(
+    node: str, servers: dict[str, Leaky], steps: list[dict], env: dict[str, str], cwd: Path
+) -> list[dict]:
     """Run ts_v1_multi_client.mjs (one host process, one Client per server)."""
     spec = {
-        "servers": {name: {"command": s.run.argv[0], "args": s.run.argv[1:], "env": s.env} for name, s in servers.items()},
+        "servers": {
+            name: {"command": s.run.argv[0], "args": s.run.argv[1:], "env": s.env} for name, s in servers.items()
+        },
         "timeoutMs": int(RUN_TIMEOUT * 1000),
         "steps": steps,
     }
     with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_V1_MULTI)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-                                      capture_stderr=True, check=False, cwd=str(cwd), env=env)
+        proc = await trio.run_process(
+            [node, str(TS_V1_MULTI)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(cwd),
+            env=env,
+        )
     out = proc.stdout.decode()
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr.decode(errors='replace')}"
     lines = [json.loads(line) for line in out.splitlines()]
-    assert [x["kind"] for x in lines] == ["connected"] * len(servers) + [s.get("op", "call") for s in steps] + ["closed"], out
+    assert [x["kind"] for x in lines] == ["connected"] * len(servers) + [s.get("op", "call") for s in steps] + [
+        "closed"
+    ], out
     assert lines[-1]["errors"] == [], lines[-1]
-    return lines[len(servers):-1]
+    return lines[len(servers) : -1]
 
 
 def call(tool: str, **arguments: object) -> dict:
@@ -175,8 +222,9 @@ def events_by_tool(server: Leaky) -> dict[str, dict]:
     return by_tool
 
 
-def assert_event(event: dict, method: str, action: str, check: str | set[str], kinds: set[str] | None = None,
-                 server: str = "leaky") -> None:
+def assert_event(
+    event: dict, method: str, action: str, check: str | set[str], kinds: set[str] | None = None, server: str = "leaky"
+) -> None:
     assert event["method"] == method, event
     assert event["action"] == action, event
     assert event["findings_total"] == len(event["findings"]) >= 1, event

@@ -130,14 +130,17 @@ async def _pump(stream: trio.abc.ReceiveStream, server: Server, sink: Path | Non
 
 
 @asynccontextmanager
-async def _process(argv: list[str], env: dict[str, str], ready: str, tmp: Path, name: str,
-                   from_stderr: bool = False) -> AsyncIterator[Server]:
+async def _process(
+    argv: list[str], env: dict[str, str], ready: str, tmp: Path, name: str, from_stderr: bool = False
+) -> AsyncIterator[Server]:
     """Start `argv`, collect its stdout (or stderr) lines, wait for the line starting with
     `ready`; kill it on exit."""
     log = tmp / f"{name}.out"
     async with trio.open_nursery() as nursery:
         proc = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.DEVNULL, env=env,
+            argv,
+            stdin=subprocess.DEVNULL,
+            env=env,
             stdout=subprocess.DEVNULL if from_stderr else subprocess.PIPE,
             stderr=subprocess.PIPE if from_stderr else None,
         )
@@ -161,9 +164,14 @@ async def _process(argv: list[str], env: dict[str, str], ready: str, tmp: Path, 
 
 
 @asynccontextmanager
-async def remote_server(tmp: Path, env: dict[str, str], mode: str = "streamable",
-                        faults: tuple[str, ...] = (), resumable: bool = False,
-                        nodelay: bool = False) -> AsyncIterator[Server]:
+async def remote_server(
+    tmp: Path,
+    env: dict[str, str],
+    mode: str = "streamable",
+    faults: tuple[str, ...] = (),
+    resumable: bool = False,
+    nodelay: bool = False,
+) -> AsyncIterator[Server]:
     """tests/e2e/remote_server.py on 127.0.0.1 (a free port), ready; `server.url` is its URL."""
     call_log = tmp / f"calls-{mode}{'-nodelay' if nodelay else ''}.ndjson"
     argv = [sys.executable, str(REMOTE_SERVER), "--mode", mode, "--call-log", str(call_log)]
@@ -203,8 +211,9 @@ async def everything_server(node: str, tmp: Path, env: dict[str, str]) -> AsyncI
     says it listens."""
     port = free_port()
     argv = [node, str(EVERYTHING_SERVER), "streamableHttp"]
-    async with _process(argv, {**env, "PORT": str(port)}, "MCP Streamable HTTP Server listening",
-                        tmp, "everything", from_stderr=True) as server:
+    async with _process(
+        argv, {**env, "PORT": str(port)}, "MCP Streamable HTTP Server listening", tmp, "everything", from_stderr=True
+    ) as server:
         server.url = f"http://127.0.0.1:{port}/mcp"
         yield server
 
@@ -212,18 +221,42 @@ async def everything_server(node: str, tmp: Path, env: dict[str, str]) -> AsyncI
 # -- clients ---------------------------------------------------------------------------------
 
 
-async def run_ts(node: str, run: WrapRun, env: dict[str, str], steps: list[dict], *, sdk: str = "v1",
-                 mode: str | None = None, answer: dict | None = None) -> list[dict]:
+async def run_ts(
+    node: str,
+    run: WrapRun,
+    env: dict[str, str],
+    steps: list[dict],
+    *,
+    sdk: str = "v1",
+    mode: str | None = None,
+    answer: dict | None = None,
+) -> list[dict]:
     """Run tests/e2e/ts_remote_client.mjs against `run`; return its output lines (after
     checking it connected and closed)."""
-    spec = {"sdk": sdk, "mode": mode, "command": run.argv[0], "args": run.argv[1:], "answer": answer,
-            "steps": steps, "timeoutMs": int(RUN_TIMEOUT * 1000)}
+    spec = {
+        "sdk": sdk,
+        "mode": mode,
+        "command": run.argv[0],
+        "args": run.argv[1:],
+        "answer": answer,
+        "steps": steps,
+        "timeoutMs": int(RUN_TIMEOUT * 1000),
+    }
     with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_REMOTE_CLIENT)], stdin=json.dumps(spec).encode(),
-                                      capture_stdout=True, capture_stderr=True, check=False, cwd=str(E2E), env=env)
+        proc = await trio.run_process(
+            [node, str(TS_REMOTE_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=env,
+        )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
-    assert proc.returncode == 0, f"ts_remote_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
+    assert proc.returncode == 0, (
+        f"ts_remote_client exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     assert [ln["kind"] for ln in lines] == ["connected"] + [s["op"] for s in steps] + ["closed"], out
     return lines
@@ -272,16 +305,25 @@ class RawClient:
 
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 0, "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "assay-e2e-raw", "version": "1.0.0"}},
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "assay-e2e-raw", "version": "1.0.0"},
+    },
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def call(request_id: int, name: str, arguments: dict | None = None) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments or {}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments or {}},
+    }
 
 
 @asynccontextmanager
@@ -291,7 +333,9 @@ async def raw_wrap(run: WrapRun, env: dict[str, str]) -> AsyncIterator[RawClient
     first, with :func:`wait_exit`)."""
     with run.stderr.open("wb") as errlog:
         async with trio.open_nursery() as nursery:
-            proc = await trio.lowlevel.open_process(run.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env)
+            proc = await trio.lowlevel.open_process(
+                run.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env
+            )
             client = RawClient(proc)
             nursery.start_soon(client.pump)
             try:
@@ -328,4 +372,3 @@ def free_closed_port() -> tuple[socket.socket, int]:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     return s, int(s.getsockname()[1])
-

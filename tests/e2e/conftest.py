@@ -37,7 +37,8 @@ def node() -> str:
             wrong.append(f"{name} (want {version}, found {found or 'nothing'})")
     if wrong:
         pytest.fail(
-            "e2e: tests/e2e/node_modules does not hold the pinned packages: " + ", ".join(wrong)
+            "e2e: tests/e2e/node_modules does not hold the pinned packages: "
+            + ", ".join(wrong)
             + ". Run `./dev test` (or `npm ci` in tests/e2e).",
             pytrace=False,
         )

@@ -179,7 +179,7 @@ class MemoryEvents(EventStore):
             return None
         stream = self.events[found[0]][1]
         print(f"RESUMED after {last_event_id}", flush=True)
-        for event_id, stream_id, message in self.events[found[0] + 1:]:
+        for event_id, stream_id, message in self.events[found[0] + 1 :]:
             if stream_id == stream and message is not None:
                 await send_callback(EventMessage(message, event_id))
         return stream
@@ -194,8 +194,16 @@ def delete_all() -> str:
 
 # -- faults ----------------------------------------------------------------------------------
 
-FAULT_TOOL = {"500": "boom", "stall": "stall", "forget": "forget", "badsession": "", "badversion": "", "dropid": "dropid",
-              "dropbadid": "dropid", "fastbig": "big"}
+FAULT_TOOL = {
+    "500": "boom",
+    "stall": "stall",
+    "forget": "forget",
+    "badsession": "",
+    "badversion": "",
+    "dropid": "dropid",
+    "dropbadid": "dropid",
+    "fastbig": "big",
+}
 
 
 class Faults:
@@ -256,28 +264,56 @@ class Faults:
         if tool == "big" and "fastbig" in self.faults:
             frame = json.loads(body)
             print("FAULT fastbig", flush=True)
-            answer = {"jsonrpc": "2.0", "id": frame["id"], "result": {
-                "content": [{"type": "text", "text": "x" * int(frame["params"]["arguments"]["size"])}]}}
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-            await send({"type": "http.response.body", "body": b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"})
+            answer = {
+                "jsonrpc": "2.0",
+                "id": frame["id"],
+                "result": {"content": [{"type": "text", "text": "x" * int(frame["params"]["arguments"]["size"])}]},
+            }
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+                }
+            )
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n",
+                }
+            )
             print("SENT big", flush=True)
             return
         if tool == "dropid" and self.faults & {"dropid", "dropbadid"}:
             print("FAULT dropid", flush=True)
             event_id = "\u00e91".encode() if "dropbadid" in self.faults else b"e1"
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-            await send({"type": "http.response.body", "body": b"id: " + event_id + b"\nretry: 10\ndata: \n\n",
-                        "more_body": False})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+                }
+            )
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"id: " + event_id + b"\nretry: 10\ndata: \n\n",
+                    "more_body": False,
+                }
+            )
             return
         if _is_initialize(body) and self.faults & {"badsession", "badversion"}:
             await self.app(scope, _replay(body), _spoiled(send, self.faults))
             return
         if tool == "stall" and "stall" in self.faults:
             print("FAULT stall", flush=True)
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+                }
+            )
             await send({"type": "http.response.body", "body": b"id: 0\ndata: \n\n", "more_body": True})
             await anyio.sleep_forever()
         await self.app(scope, _replay(body), send)
@@ -312,7 +348,11 @@ def _spoiled(send: Send, faults: set[str]) -> Send:
             print("FAULT badsession", flush=True)
             headers = [(k, v) for k, v in message["headers"] if k.lower() != b"mcp-session-id"]
             message = {**message, "headers": [*headers, (b"mcp-session-id", "sess ion-\u00e9".encode())]}
-        if message["type"] == "http.response.body" and "badversion" in faults and b"protocolVersion" in message.get("body", b""):
+        if (
+            message["type"] == "http.response.body"
+            and "badversion" in faults
+            and b"protocolVersion" in message.get("body", b"")
+        ):
             print("FAULT badversion", flush=True)
             body = message["body"].replace(b'"protocolVersion":"', b'"protocolVersion":"2025-11-25\\r\\nX-Evil: 1')
             message = {**message, "body": body}
@@ -348,8 +388,12 @@ def _app(mode: str, resumable: bool) -> ASGIApp:
     if mode == "sse":
         return server.sse_app()
     store = MemoryEvents() if resumable else None
-    return server.streamable_http_app(stateless_http=mode == "stateless", json_response=mode == "stateless",
-                                      event_store=store, retry_interval=50 if resumable else None)
+    return server.streamable_http_app(
+        stateless_http=mode == "stateless",
+        json_response=mode == "stateless",
+        event_store=store,
+        retry_interval=50 if resumable else None,
+    )
 
 
 def main() -> None:

@@ -73,17 +73,29 @@ async def ts_calls(
     node: str, run: WrapRun, env: dict[str, str], answer: str | None, sdk: str = "v1", mode: str | None = None
 ) -> list[dict]:
     spec = {
-        "sdk": sdk, "mode": mode, "command": run.argv[0], "args": run.argv[1:], "timeoutMs": int(RUN_TIMEOUT * 1000), "answer": answer,
+        "sdk": sdk,
+        "mode": mode,
+        "command": run.argv[0],
+        "args": run.argv[1:],
+        "timeoutMs": int(RUN_TIMEOUT * 1000),
+        "answer": answer,
         "calls": [{"name": name, "arguments": arguments} for name, arguments in CALLS],
     }
     with trio.fail_after(RUN_TIMEOUT + 30):
         proc = await trio.run_process(
-            [node, str(TS_ELICIT_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-            capture_stderr=True, check=False, cwd=str(E2E), env=env,
+            [node, str(TS_ELICIT_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=env,
         )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
-    assert proc.returncode == 0, f"ts_elicit_client ({sdk}) exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
+    assert proc.returncode == 0, (
+        f"ts_elicit_client ({sdk}) exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{run.stderr_text()}"
+    )
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["kind"] for x in lines] == ["connected", "call", "call", "closed"], out
     assert lines[-1]["errors"] == [], lines[-1]
@@ -109,7 +121,9 @@ def assert_decisions(run: WrapRun, approval_state: str, denied: bool) -> None:
     assert write["approval_state"] == approval_state, write
     assert write["decision"] == ("deny" if denied else "allow"), write
     if denied:
-        assert write["reason_code"] == "P_APPROVAL_DENIED" and write["matched_rule"] == "tools.approval_required_classes"
+        assert (
+            write["reason_code"] == "P_APPROVAL_DENIED" and write["matched_rule"] == "tools.approval_required_classes"
+        )
     assert "approval_state" not in read and read["decision"] == "allow", read
     assert [a["tool"] for a in run.audits()] == ["write_file", "read_file"]
 
@@ -148,7 +162,7 @@ async def test_python_client_declines_and_the_write_never_happens(tmp_path, base
     (write, read), asked = await python_calls(run, base_env, "decline")
     assert len(asked) == 1
     assert_denied("write_file", write.is_error, write.structured_content, _text(write), "E_APPROVAL_DENIED")
-    payload = json.loads(_text(write)[len(DENY_TEXT):])
+    payload = json.loads(_text(write)[len(DENY_TEXT) :])
     assert payload["approval"] == "declined"
     assert read.is_error is True and DENY_TEXT not in _text(read)  # the server: no such file
     assert_decisions(run, "declined", denied=True)
@@ -160,7 +174,7 @@ async def test_python_client_without_elicitation_gets_the_fallback_deny(tmp_path
     (write, read), asked = await python_calls(run, base_env, None)
     assert asked == []
     assert_denied("write_file", write.is_error, write.structured_content, _text(write), "E_APPROVAL_DENIED")
-    payload = json.loads(_text(write)[len(DENY_TEXT):])
+    payload = json.loads(_text(write)[len(DENY_TEXT) :])
     assert payload["approval"] == "unavailable" and "cannot ask a person" in payload["reason"]
     assert "approval_fallback: allow" in payload["reason"]  # the deny names the fix
     assert read.is_error is True
@@ -188,9 +202,11 @@ async def test_ts_client_elicitation_handler(node, tmp_path, base_env, answer, s
         assert read["is_error"] is False and "approved text" in "".join(read["texts"]), read
         assert_decisions(run, "approved", denied=False)
     else:
-        assert_denied("write_file", write["is_error"], write["structuredContent"], "".join(write["texts"]), "E_APPROVAL_DENIED")
+        assert_denied(
+            "write_file", write["is_error"], write["structuredContent"], "".join(write["texts"]), "E_APPROVAL_DENIED"
+        )
         which = "declined" if answer == "decline" else "unavailable"
-        assert json.loads("".join(write["texts"])[len(DENY_TEXT):])["approval"] == which
+        assert json.loads("".join(write["texts"])[len(DENY_TEXT) :])["approval"] == which
         assert read["is_error"] is True  # never written
         assert_decisions(run, which, denied=True)
     assert_client(run, "initialize", "none" if answer is None else "form", f"assay-e2e-ts-{sdk}-elicit-client")
@@ -218,8 +234,10 @@ async def test_python_client_that_never_answers_times_out_and_its_prompt_is_canc
                 await session.initialize()
                 result = await session.call_tool("write_file", WRITE)
                 await prompt_closed.wait()  # wrap's cancellation reached the callback
-                assert_denied("write_file", result.is_error, result.structured_content, _text(result), "E_APPROVAL_DENIED")
-                assert json.loads(_text(result)[len(DENY_TEXT):])["approval"] == "timed_out"
+                assert_denied(
+                    "write_file", result.is_error, result.structured_content, _text(result), "E_APPROVAL_DENIED"
+                )
+                assert json.loads(_text(result)[len(DENY_TEXT) :])["approval"] == "timed_out"
                 read_back = await session.call_tool("read_file", {"path": "/workspace/new.txt"})
                 assert read_back.is_error is True
     assert_decisions(run, "timed_out", denied=True)
@@ -264,7 +282,7 @@ async def test_python_modern_client_answers_wraps_input_required(tmp_path, base_
         assert read.is_error is False and "approved text" in _text(read), read
     else:
         assert_denied("write_file", write.is_error, write.structured_content, _text(write), "E_APPROVAL_DENIED")
-        assert json.loads(_text(write)[len(DENY_TEXT):])["approval"] == which
+        assert json.loads(_text(write)[len(DENY_TEXT) :])["approval"] == which
         assert read.is_error is True and DENY_TEXT not in _text(read)  # never written
     assert_decisions(run, which, denied=answer != "accept")
     assert_client(run, "request", "none" if answer is None else "form", "mcp")  # once: the retry declares the same
@@ -283,8 +301,10 @@ async def test_ts_v2_modern_client_answers_wraps_input_required(node, tmp_path, 
         assert write["is_error"] is False and "wrote 13 bytes" in "".join(write["texts"]), write
         assert read["is_error"] is False and "approved text" in "".join(read["texts"]), read
     else:
-        assert_denied("write_file", write["is_error"], write["structuredContent"], "".join(write["texts"]), "E_APPROVAL_DENIED")
-        assert json.loads("".join(write["texts"])[len(DENY_TEXT):])["approval"] == which
+        assert_denied(
+            "write_file", write["is_error"], write["structuredContent"], "".join(write["texts"]), "E_APPROVAL_DENIED"
+        )
+        assert json.loads("".join(write["texts"])[len(DENY_TEXT) :])["approval"] == which
         assert read["is_error"] is True
     assert_decisions(run, which, denied=answer != "accept")
     said = {(c["declared_in"], c["elicitation"], c["client"]["name"]) for c in run.clients()}

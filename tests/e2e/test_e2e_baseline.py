@@ -66,7 +66,7 @@ def _code_of(result) -> str | None:
     if not result.is_error:
         return None
     text = _text(result)
-    payload = json.loads(text[len("Content blocked by policy"):])
+    payload = json.loads(text[len("Content blocked by policy") :])
     assert_denied(payload["tool"], result.is_error, result.structured_content, text, payload["error_code"])
     return payload["error_code"]
 
@@ -80,16 +80,30 @@ async def _declared(tmp: Path, env: dict[str, str], expect: set[str] = DECLARED)
     assert observed["status"] == "observed" and observed["server"]["id"] == LABEL
     res = _assay("mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "candidate.json", cwd=tmp)
     assert res.returncode == 0, res.stderr
-    res = _assay("mcp", "manifest", "promote", "--candidate", "candidate.json", "--source", "observed.json",
-                 "--out", "declared.json", cwd=tmp)
+    res = _assay(
+        "mcp",
+        "manifest",
+        "promote",
+        "--candidate",
+        "candidate.json",
+        "--source",
+        "observed.json",
+        "--out",
+        "declared.json",
+        cwd=tmp,
+    )
     assert res.returncode == 0, res.stderr
     return tmp / "declared.json"
 
 
 async def test_observe_candidate_promote_enforce_with_the_python_sdk(tmp_path, base_env):
     declared = await _declared(tmp_path, base_env)
-    calls = [("echo", {"text": "hi"}), ("lookup", {"word": "w"}), ("exec", {"command": "id"}),
-             ("upload", {"data": "secret"})]
+    calls = [
+        ("echo", {"text": "hi"}),
+        ("lookup", {"word": "w"}),
+        ("exec", {"command": "id"}),
+        ("upload", {"data": "secret"}),
+    ]
 
     # the same server: every declared tool works; exec is still the policy's
     same = _run(tmp_path, "same", "--declared-manifest", str(declared))
@@ -123,9 +137,12 @@ async def test_observe_candidate_promote_enforce_with_the_python_sdk(tmp_path, b
 async def test_hidden_tools_with_the_ts_v1_client(node, tmp_path, base_env):
     declared = await _declared(tmp_path, base_env)
     changed_env = {**base_env, "BASELINE_SERVER_CHANGED": "1"}
-    steps = [{"op": "list"}, {"op": "call", "name": "exec", "arguments": {"command": "id"}},
-             {"op": "call", "name": "upload", "arguments": {"data": "x"}},
-             {"op": "call", "name": "echo", "arguments": {"text": "hi"}}]
+    steps = [
+        {"op": "list"},
+        {"op": "call", "name": "exec", "arguments": {"command": "id"}},
+        {"op": "call", "name": "upload", "arguments": {"data": "x"}},
+        {"op": "call", "name": "echo", "arguments": {"text": "hi"}},
+    ]
 
     plain = _run(tmp_path, "plain")
     out = await run_ts_v1(node, plain, steps, changed_env)
@@ -135,15 +152,26 @@ async def test_hidden_tools_with_the_ts_v1_client(node, tmp_path, base_env):
     out = await run_ts_v1(node, hidden, steps, changed_env)
     assert sorted(out[0]["tools"]) == ["echo", "lookup", "upload"]
     exec_call, upload, echo = out[1:4]
-    assert_denied("exec", exec_call["is_error"], exec_call["structuredContent"], "".join(exec_call["texts"]), "E_TOOL_DENIED")
+    assert_denied(
+        "exec", exec_call["is_error"], exec_call["structuredContent"], "".join(exec_call["texts"]), "E_TOOL_DENIED"
+    )
     assert upload["is_error"] is False and echo["is_error"] is False
 
-    both = _run(tmp_path, "both", "--hide-denied-tools", "--declared-manifest", str(declared),
-                "--observed-manifest-out", str(tmp_path / "both-observed.json"))
+    both = _run(
+        tmp_path,
+        "both",
+        "--hide-denied-tools",
+        "--declared-manifest",
+        str(declared),
+        "--observed-manifest-out",
+        str(tmp_path / "both-observed.json"),
+    )
     out = await run_ts_v1(node, both, steps, changed_env)
     assert sorted(out[0]["tools"]) == ["echo", "lookup"]  # exec: the policy's; upload: undeclared
     assert "thrown" not in out[2], out[2]
-    assert_denied("upload", out[2]["is_error"], out[2]["structuredContent"], "".join(out[2]["texts"]), "E_TOOL_UNDECLARED")
+    assert_denied(
+        "upload", out[2]["is_error"], out[2]["structuredContent"], "".join(out[2]["texts"]), "E_TOOL_UNDECLARED"
+    )
     assert out[3]["is_error"] is False
     # the observed manifest still holds the server's whole list
     observed = json.loads((tmp_path / "both-observed.json").read_text())
@@ -155,9 +183,23 @@ async def test_hidden_tools_with_the_ts_v1_client(node, tmp_path, base_env):
 def _refused(tmp: Path, declared: str, label: str = LABEL) -> tuple[subprocess.CompletedProcess, Path]:
     pids = tmp / "server.pids"
     res = subprocess.run(
-        [str(ASSAY), "mcp", "wrap", "--policy", str(_policy(tmp)), "--label", label,
-         "--declared-manifest", declared, "--", *recorded(pids, SERVER)],
-        input=b"", capture_output=True, timeout=RUN_TIMEOUT, cwd=tmp,
+        [
+            str(ASSAY),
+            "mcp",
+            "wrap",
+            "--policy",
+            str(_policy(tmp)),
+            "--label",
+            label,
+            "--declared-manifest",
+            declared,
+            "--",
+            *recorded(pids, SERVER),
+        ],
+        input=b"",
+        capture_output=True,
+        timeout=RUN_TIMEOUT,
+        cwd=tmp,
     )
     return res, pids
 
@@ -165,7 +207,7 @@ def _refused(tmp: Path, declared: str, label: str = LABEL) -> tuple[subprocess.C
 async def test_a_bad_declared_manifest_is_fatal_before_the_server_starts(tmp_path, base_env):
     declared = await _declared(tmp_path, base_env)
     cases = {
-        "candidate.json": "--declared-manifest candidate.json: unknown field \"status\"",
+        "candidate.json": '--declared-manifest candidate.json: unknown field "status"',
         "observed.json": "--declared-manifest observed.json: unknown field",
         "missing.json": "--declared-manifest: reading missing.json: No such file or directory",
         "/dev/zero": "--declared-manifest: reading /dev/zero: not a regular file",

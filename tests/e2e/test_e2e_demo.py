@@ -14,8 +14,13 @@ from _e2e_support import REPO, RUN_TIMEOUT
 
 
 def run_demo(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, env=env)
+    return subprocess.run(
+        [sys.executable, str(REPO / "examples" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+    )
 
 
 def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
@@ -62,7 +67,9 @@ def test_the_demo_shows_allows_and_denies_of_every_part() -> None:
     ]
     assert 'approve the tool call "deploy"' in part3[1] and '{"target":"staging"}' in part3[1]
     assert '"error_code":"E_APPROVAL_DENIED"' in part3[4] and '"approval":"declined"' in part3[4]
-    assert ["deny", "ops", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(out[start:])[-1]
+    assert ["deny", "ops", "deploy", "P_APPROVAL_DENIED", "tools.approval_required", "approval", "declined"] == log(
+        out[start:]
+    )[-1]
 
 
 def test_a_failing_demo_shows_what_wrap_wrote(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ async def test_a_node_server_opens_nothing_outside_through_the_issues_uris(node,
             continue
         assert line.get("code") == -32003 and line["thrown"].endswith(DENY_TEXT), (uri, line)
         assert line["data"]["error_code"] == code and line["data"]["target"] == uri, line
-    for (path, code), line in zip(calls, lines[len(reads):], strict=True):
+    for (path, code), line in zip(calls, lines[len(reads) :], strict=True):
         if code is None:
             assert line["texts"] == ["a note"] and not line["is_error"], line
             continue

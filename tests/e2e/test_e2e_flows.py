@@ -50,8 +50,11 @@ MESSAGES = {"tests-before-deploy": TESTS_FIRST, "no-exfiltration": NO_EXFIL}
 # session is the client's (docs/wrap.md, "Shared sessions"), named by its pid and start time
 ENDS = {
     "tests-before-deploy": re.escape("; it ends once 'run_tests' is called"),
-    "no-exfiltration": re.escape("; it holds for the rest of the agent session (a `for:` in the rule would end it "
-                                 "by itself); `assay mcp session reset client:") + r"\d+:[^`]+` clears it",
+    "no-exfiltration": re.escape(
+        "; it holds for the rest of the agent session (a `for:` in the rule would end it "
+        "by itself); `assay mcp session reset client:"
+    )
+    + r"\d+:[^`]+` clears it",
 }
 
 
@@ -85,7 +88,7 @@ def _assert_flow_deny(name: str, rule: str, is_error: bool, structured: object, 
     assert isinstance(structured, dict) and said(rule, structured.get("reason")), structured
     expected = {"status": "deny", "error_code": SEQ, "tool": name, "rule": rule, "reason": structured["reason"]}
     assert structured == expected, structured  # the tools declare no outputSchema
-    assert json.loads(text[len(DENY_TEXT):]) == expected
+    assert json.loads(text[len(DENY_TEXT) :]) == expected
 
 
 async def test_python_sdk_client_flow_rules(tmp_path, base_env):
@@ -98,7 +101,14 @@ async def test_python_sdk_client_flow_rules(tmp_path, base_env):
                 tools = await session.list_tools()
                 results = [await session.call_tool(c.name, c.arguments) for c, _ in CALLS]
 
-    assert {t.name for t in tools.tools} == {"read_secret", "read_file", "send_email", "http_post", "run_tests", "deploy"}
+    assert {t.name for t in tools.tools} == {
+        "read_secret",
+        "read_file",
+        "send_email",
+        "http_post",
+        "run_tests",
+        "deploy",
+    }
     texts = ["".join(getattr(b, "text", "") for b in r.content) for r in results]
     for (call, rule), result, text in zip(CALLS, results, texts, strict=True):
         if rule is None:
@@ -111,7 +121,9 @@ async def test_python_sdk_client_flow_rules(tmp_path, base_env):
     assert len(wraps) == 1 and len(servers) == 1, (wraps, servers)
     await assert_all_ended(wraps + servers)
     stderr = run.stderr_text()
-    assert f'[assay] DENY "send_email" (reason: "{NO_EXFIL}; it holds for the rest of the agent session' in stderr, stderr
+    assert f'[assay] DENY "send_email" (reason: "{NO_EXFIL}; it holds for the rest of the agent session' in stderr, (
+        stderr
+    )
 
 
 async def test_ts_v1_client_sees_a_flow_deny_as_an_error_result(node, tmp_path, base_env):
@@ -122,8 +134,13 @@ async def test_ts_v1_client_sees_a_flow_deny_as_an_error_result(node, tmp_path, 
     spec = {"command": run.argv[0], "args": run.argv[1:], "steps": steps, "timeoutMs": int(RUN_TIMEOUT * 1000)}
     with trio.fail_after(RUN_TIMEOUT + 30):
         proc = await trio.run_process(
-            [node, str(TS_V1_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-            capture_stderr=True, check=False, cwd=str(E2E), env=base_env,
+            [node, str(TS_V1_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=base_env,
         )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()

@@ -79,8 +79,11 @@ def steps_for(mode: str) -> list[dict]:
     if mode == "rugpull":
         return [{"op": "list"}, call_read, {"op": "list"}, call_read]
     if mode in HOSTILE.FORGE_MODES:
-        return [{"op": "list"}, {"op": "call", "name": "exec", "arguments": {}},
-                {"op": "call", "name": "echo", "arguments": {"m": 1}}]
+        return [
+            {"op": "list"},
+            {"op": "call", "name": "exec", "arguments": {}},
+            {"op": "call", "name": "echo", "arguments": {"m": 1}},
+        ]
     return [{"op": "list"}, call_read]
 
 
@@ -88,8 +91,13 @@ async def run_ts_v1(node: str, run: WrapRun, steps: list[dict], env: dict[str, s
     spec = {"command": run.argv[0], "args": run.argv[1:], "steps": steps, "timeoutMs": int(RUN_TIMEOUT * 1000)}
     with trio.fail_after(RUN_TIMEOUT + 30):
         proc = await trio.run_process(
-            [node, str(TS_V1_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-            capture_stderr=True, check=False, cwd=str(E2E), env=env,
+            [node, str(TS_V1_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=env,
         )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
@@ -113,11 +121,15 @@ async def run_python(run: WrapRun, steps: list[dict], env: dict[str, str]) -> li
                         results.append({"kind": "list", "tools": [t.name for t in listed.tools]})
                         continue
                     r = await session.call_tool(step["name"], step["arguments"])
-                    results.append({
-                        "kind": "call", "name": step["name"], "is_error": r.is_error,
-                        "structuredContent": r.structured_content,
-                        "texts": [getattr(c, "text", "") for c in r.content],
-                    })
+                    results.append(
+                        {
+                            "kind": "call",
+                            "name": step["name"],
+                            "is_error": r.is_error,
+                            "structuredContent": r.structured_content,
+                            "texts": [getattr(c, "text", "") for c in r.content],
+                        }
+                    )
     return results
 
 
@@ -156,7 +168,9 @@ async def test_python_client_swapped_tool_never_runs(tmp_path, base_env, mode):
 def assert_forgeries_reported(mode: str, run: WrapRun, results: list[dict], exec_log: Path) -> None:
     calls = [r for r in results if r["kind"] == "call"]
     exec_call, echo_call = calls
-    assert_denied("exec", exec_call["is_error"], exec_call["structuredContent"], "".join(exec_call["texts"]), "E_TOOL_DENIED")
+    assert_denied(
+        "exec", exec_call["is_error"], exec_call["structuredContent"], "".join(exec_call["texts"]), "E_TOOL_DENIED"
+    )
     assert echo_call["texts"] == ["ran echo"] and not echo_call["is_error"]
     assert exec_log.read_text().splitlines() == ["echo -"]  # the denied exec never reached it
     stderr = run.stderr_text()
@@ -217,10 +231,22 @@ def real_server_run(tmp: Path, server: str) -> WrapRun:
 
 
 REAL_STEPS = {
-    "filesystem": ([{"op": "list"}, {"op": "call", "name": "list_allowed_directories", "arguments": {}},
-                    {"op": "call", "name": "write_file", "arguments": {"path": "x", "content": "y"}}], "write_file"),
-    "memory": ([{"op": "list"}, {"op": "call", "name": "read_graph", "arguments": {}},
-                {"op": "call", "name": "delete_entities", "arguments": {"entityNames": ["a"]}}], "delete_entities"),
+    "filesystem": (
+        [
+            {"op": "list"},
+            {"op": "call", "name": "list_allowed_directories", "arguments": {}},
+            {"op": "call", "name": "write_file", "arguments": {"path": "x", "content": "y"}},
+        ],
+        "write_file",
+    ),
+    "memory": (
+        [
+            {"op": "list"},
+            {"op": "call", "name": "read_graph", "arguments": {}},
+            {"op": "call", "name": "delete_entities", "arguments": {"entityNames": ["a"]}},
+        ],
+        "delete_entities",
+    ),
 }
 
 
@@ -241,8 +267,10 @@ async def test_ts_v1_client_deny_of_an_output_schema_tool_is_a_normal_error_resu
 
 async def test_ts_v2_client_deny_of_a_server_filesystem_tool(node, tmp_path, base_env):
     run = real_server_run(tmp_path, "filesystem")
-    calls = [{"name": "list_allowed_directories", "arguments": {}},
-             {"name": "write_file", "arguments": {"path": "x", "content": "y"}}]
+    calls = [
+        {"name": "list_allowed_directories", "arguments": {}},
+        {"name": "write_file", "arguments": {"path": "x", "content": "y"}},
+    ]
     out = await run_ts_client(node, run, calls, base_env)
     allowed, deny = out["calls"]
     assert "thrown" not in allowed and allowed["is_error"] is False, allowed

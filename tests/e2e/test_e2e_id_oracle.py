@@ -10,8 +10,32 @@ import subprocess
 
 from _e2e_support import E2E
 
-ID_SPELLINGS = [2, "2", " 2", "+2", "02", "0x2", "0X2", "0b10", "0o2", "2.0", "2e0", ".2e1", 2.0, "\u00a02\ufeff",
-                3, "3", "abc", None, True, "", "Infinity", "2n", "0x", "-0x2"]
+ID_SPELLINGS = [
+    2,
+    "2",
+    " 2",
+    "+2",
+    "02",
+    "0x2",
+    "0X2",
+    "0b10",
+    "0o2",
+    "2.0",
+    "2e0",
+    ".2e1",
+    2.0,
+    "\u00a02\ufeff",
+    3,
+    "3",
+    "abc",
+    None,
+    True,
+    "",
+    "Infinity",
+    "2n",
+    "0x",
+    "-0x2",
+]
 KINDS = ["result", "error", "both", "method", "no_jsonrpc"]
 
 
@@ -40,8 +64,14 @@ def test_every_answer_the_ts_sdk_v1_accepts_is_relayed(node):
 
     cases = lines()
     stdin = "".join(json.dumps({"line": line.decode(), "sent": sent}) + "\n" for line, sent in cases)
-    proc = subprocess.run([node, str(E2E / "ts_v1_id_oracle.mjs")], input=stdin.encode(), capture_output=True,
-                          cwd=str(E2E), timeout=120, check=True)
+    proc = subprocess.run(
+        [node, str(E2E / "ts_v1_id_oracle.mjs")],
+        input=stdin.encode(),
+        capture_output=True,
+        cwd=str(E2E),
+        timeout=120,
+        check=True,
+    )
     verdicts = [json.loads(v) for v in proc.stdout.decode().splitlines()]
     assert len(verdicts) == len(cases)
     assert sum(verdicts) > 20  # the oracle does accept many spellings

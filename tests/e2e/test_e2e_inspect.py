@@ -44,7 +44,9 @@ from _inspect_support import (
 
 # --- mask, strip, hide; block, deny; flag -------------------------------------------------
 
-ACTIVE = BASE + """\
+ACTIVE = (
+    BASE
+    + """\
 inspect:
   secrets: mask
   injection: strip
@@ -52,24 +54,40 @@ inspect:
   oversize: pass
   max_bytes: 4096
 """
+)
 
-BLOCKING = BASE + """\
+BLOCKING = (
+    BASE
+    + """\
 inspect:
   secrets: block
   injection: block
   descriptions: deny
   max_bytes: 4096
 """
+)
 
-FLAGGING = BASE + """\
+FLAGGING = (
+    BASE
+    + """\
 inspect:
   secrets: flag
   injection: flag
   descriptions: flag
 """
+)
 
-STEPS = [{"op": "list"}, call("read_secret"), call("read_config"), call("read_doc"), call("read_mixed"), call("read_broken"),
-         call("fetch", url="http://127.0.0.1:9/a"), call("poisoned", a=1, b=2), call("corpus", name="README.md")]
+STEPS = [
+    {"op": "list"},
+    call("read_secret"),
+    call("read_config"),
+    call("read_doc"),
+    call("read_mixed"),
+    call("read_broken"),
+    call("fetch", url="http://127.0.0.1:9/a"),
+    call("poisoned", a=1, b=2),
+    call("corpus", name="README.md"),
+]
 
 
 @dataclass
@@ -129,12 +147,19 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
     assert text == REDACTED_SECRET_TEXT, text
     is_error, structured, text = seen.results["read_config"]  # a tool with an outputSchema
     assert is_error is False
-    assert structured == {"region": "eu-west-1", "github": "[REDACTED:github_token]",
-                          "aws": "[REDACTED:aws_access_key_id]"}, structured
+    assert structured == {
+        "region": "eu-west-1",
+        "github": "[REDACTED:github_token]",
+        "aws": "[REDACTED:aws_access_key_id]",
+    }, structured
     assert json.loads(text) == structured
     assert seen.results["read_doc"] == (False, None, STRIPPED), seen.results["read_doc"]
     assert seen.results["read_mixed"] == (False, None, REDACTED_SECRET_TEXT + "\n" + STRIPPED)
-    assert seen.results["read_broken"] == (True, None, BROKEN + REDACTED_SECRET_TEXT + "\n" + STRIPPED)  # an error result
+    assert seen.results["read_broken"] == (
+        True,
+        None,
+        BROKEN + REDACTED_SECRET_TEXT + "\n" + STRIPPED,
+    )  # an error result
     assert seen.results["fetch"] == (False, None, "ok")
     # hide: a hidden tool's call is not denied by inspection (only `deny` does that)
     assert seen.results["poisoned"][0] is False, seen.results["poisoned"]
@@ -149,7 +174,15 @@ async def test_mask_strip_hide(client, maybe_node, tmp_path, base_env):
     assert_event(events["poisoned"], "tools/list", "hide", "descriptions")
     assert_event(events["corpus"], "tools/call", "pass", "limits", {"oversize"})
     assert events["corpus"]["bytes"] > 4096, events["corpus"]
-    assert set(events) == {"read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "poisoned", "corpus"}, events
+    assert set(events) == {
+        "read_secret",
+        "read_config",
+        "read_doc",
+        "read_mixed",
+        "read_broken",
+        "poisoned",
+        "corpus",
+    }, events
     assert isinstance(events["read_secret"]["request_id"], int)
     assert [c["url"] for c in server.calls()] == ["http://127.0.0.1:9/a"]
     assert_no_secret_in(server.logs_text())
@@ -165,7 +198,7 @@ async def test_block_and_deny(client, maybe_node, tmp_path, base_env):
     for name in ("read_secret", "read_config", "read_doc", "read_mixed", "read_broken", "corpus"):
         is_error, structured, text = seen.results[name]
         assert_denied(name, is_error, structured, text, "E_RESPONSE_BLOCKED")
-        payload = json.loads(text[len(DENY_TEXT):])
+        payload = json.loads(text[len(DENY_TEXT) :])
         assert set(payload) == {"status", "error_code", "tool", "reason"}, payload
         assert_no_secret_in(text)
     assert seen.results["read_secret"][1] is not None  # no outputSchema: the payload is structuredContent
@@ -256,7 +289,9 @@ async def test_error_answers_are_inspected(tmp_path, base_env):
 
 # --- resources and prompts -----------------------------------------------------------------
 
-RESOURCES = BASE + """\
+RESOURCES = (
+    BASE
+    + """\
 path_confinement:
   - { tools: [read_file], args: [path], within: [ALLOWED] }
 resources:
@@ -267,6 +302,7 @@ prompts:
 inspect:
   secrets: mask
 """
+)
 SUMMARY = "Summarize tides in three sentences."
 
 
@@ -300,7 +336,9 @@ def assert_resource_logs(server: Leaky, tmp_path: Path) -> None:
     cases = resource_cases(tmp_path)
     # the server read only the resources the policy let through
     assert server.calls() == [{"resource": target} for op, target, code, _ in cases if op == "read" and not code]
-    denied = [f"{'resources/read' if op == 'read' else 'prompts/get'} {target}" for op, target, code, _ in cases if code]
+    denied = [
+        f"{'resources/read' if op == 'read' else 'prompts/get'} {target}" for op, target, code, _ in cases if code
+    ]
     decisions = [d for d in server.run.decisions() if d["decision"] == "deny"]
     assert [d["tool"] for d in decisions] == denied, decisions
     events = server.run.inspected()
@@ -335,9 +373,12 @@ async def test_resources_and_prompts_python_sdk(tmp_path, base_env):
 async def test_resources_and_prompts_ts_v1(node, tmp_path, base_env):
     server = leaky_server(tmp_path, base_env, RESOURCES)
     cases = resource_cases(tmp_path)
-    steps = [{"op": "read", "uri": t} if op == "read" else
-             {"op": "prompt", "name": t, "arguments": {"topic": "tides"} if t == "summarize" else {}}
-             for op, t, _code, _texts in cases]
+    steps = [
+        {"op": "read", "uri": t}
+        if op == "read"
+        else {"op": "prompt", "name": t, "arguments": {"topic": "tides"} if t == "summarize" else {}}
+        for op, t, _code, _texts in cases
+    ]
     lines = await ts_client(node, server, steps)
     for (op, target, code, expected), line in zip(cases, lines, strict=True):
         if code is None:
@@ -352,13 +393,16 @@ async def test_resources_and_prompts_ts_v1(node, tmp_path, base_env):
 
 # --- innocent content: no finding ----------------------------------------------------------
 
-EVERYTHING_FLAGGED = BASE + """\
+EVERYTHING_FLAGGED = (
+    BASE
+    + """\
 inspect:
   secrets: flag
   injection: flag
   descriptions: flag
   arguments: { secrets: flag, tainted: flag }
 """
+)
 
 
 def corpus_names() -> list[str]:
@@ -395,7 +439,11 @@ async def test_innocent_corpus_makes_no_finding(tmp_path, base_env):
     name_of = dict(zip(ids, [*names, "read_secret"], strict=True))
     findings = [(name_of.get(e.get("request_id"), e.get("tool")), e["findings"]) for e in server.run.inspected()]
     assert [name for name, _ in findings].count("read_secret") == 1, findings
-    innocent = [f"{name}: {f['check']}/{f['kind']} at {f['pointer']}" for name, fs in findings if name != "read_secret"
-                for f in fs]
+    innocent = [
+        f"{name}: {f['check']}/{f['kind']} at {f['pointer']}"
+        for name, fs in findings
+        if name != "read_secret"
+        for f in fs
+    ]
     assert innocent == [], "findings on innocent content:\n" + "\n".join(innocent)
     await server.ended()

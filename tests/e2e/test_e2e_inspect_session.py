@@ -31,13 +31,16 @@ from _inspect_support import (
 
 # --- a response selector in a flow rule, across two servers of one client -----------------
 
-RESPONSE_TRIGGER = BASE + """\
+RESPONSE_TRIGGER = (
+    BASE
+    + """\
 sequences:
   - type: never_after
     id: no-fetch-after-a-secret
     trigger: { tool: "*", response: secrets }
     forbidden: fetch
 """
+)
 
 URLS = ["http://127.0.0.1:9/before", "http://127.0.0.1:9/after-a-doc", "http://127.0.0.1:9/after-a-secret"]
 
@@ -50,7 +53,7 @@ def assert_response_trigger(a: Leaky, b: Leaky, secret_text: str, denied: tuple[
     assert secret_text == leaky.secret_text()  # no inspect: relayed as it came
     is_error, structured, text = denied
     assert_denied("fetch", is_error, structured, text, "E_SEQUENCE_VIOLATION")
-    assert json.loads(text[len(DENY_TEXT):])["rule"] == "no-fetch-after-a-secret"
+    assert json.loads(text[len(DENY_TEXT) :])["rule"] == "no-fetch-after-a-secret"
     assert [c["url"] for c in b.calls()] == URLS[:2]  # server b never ran the third fetch
     event = events_by_tool(a)["read_secret"]
     assert {f["check"] for f in event["findings"]} == {"secrets"}, event
@@ -77,29 +80,35 @@ async def test_response_trigger_python_sdk_two_servers(tmp_path, base_env):
 
 async def test_response_trigger_ts_v1_host_two_servers(node, tmp_path, base_env):
     a, b = two_servers(tmp_path, base_env, RESPONSE_TRIGGER)
-    steps = [{"server": "b", "name": "fetch", "arguments": {"url": URLS[0]}},
-             {"server": "a", "name": "read_doc", "arguments": {}},
-             {"server": "b", "name": "fetch", "arguments": {"url": URLS[1]}},
-             {"server": "a", "name": "read_secret", "arguments": {}},
-             {"server": "b", "name": "fetch", "arguments": {"url": URLS[2]}}]
+    steps = [
+        {"server": "b", "name": "fetch", "arguments": {"url": URLS[0]}},
+        {"server": "a", "name": "read_doc", "arguments": {}},
+        {"server": "b", "name": "fetch", "arguments": {"url": URLS[1]}},
+        {"server": "a", "name": "read_secret", "arguments": {}},
+        {"server": "b", "name": "fetch", "arguments": {"url": URLS[2]}},
+    ]
     lines = await ts_multi(node, {"a": a, "b": b}, steps, base_env, tmp_path)
     assert [x["is_error"] for x in lines[:3]] == [False, False, False], lines
     last = lines[4]
-    assert_response_trigger(a, b, "".join(lines[3]["texts"]),
-                            (last["is_error"], last["structuredContent"], "".join(last["texts"])))
+    assert_response_trigger(
+        a, b, "".join(lines[3]["texts"]), (last["is_error"], last["structuredContent"], "".join(last["texts"]))
+    )
     await a.ended()
     await b.ended()
 
 
 # --- value taint across two servers -------------------------------------------------------
 
-VALUE_TAINT = BASE + """\
+VALUE_TAINT = (
+    BASE
+    + """\
 inspect:
   secrets: flag
   arguments: { tainted: deny }
   tools:
     - { tool: read_doc, taint: true }
 """
+)
 
 TOKEN = SECRETS["github_token"]
 DOC_RUN = leaky.INNOCENT_PARTS[0]  # 30 bytes of read_doc's answer
@@ -126,11 +135,12 @@ def assert_value_taint(a: Leaky, b: Leaky, results: list[tuple[bool, object, str
             assert (is_error, text) == (False, "ok"), (data, text)
             continue
         assert_denied("send", is_error, structured, text, "E_TAINTED_ARGUMENT")
-        reason = json.loads(text[len(DENY_TEXT):])["reason"]
+        reason = json.loads(text[len(DENY_TEXT) :])["reason"]
         assert source in reason, (data, reason)
     assert [c["data"] for c in b.calls()] == [d for d, s in sends if s is None]
-    assert_no_secret_in(a.logs_text() + "".join(
-        p.read_text() for p in (b.run.decision_log, b.run.audit_log) if p.exists()))
+    assert_no_secret_in(
+        a.logs_text() + "".join(p.read_text() for p in (b.run.decision_log, b.run.audit_log) if p.exists())
+    )
 
 
 async def test_value_taint_python_sdk_two_servers(tmp_path, base_env):
@@ -151,8 +161,12 @@ async def test_value_taint_python_sdk_two_servers(tmp_path, base_env):
 
 async def test_value_taint_ts_v1_host_two_servers(node, tmp_path, base_env):
     a, b = two_servers(tmp_path, base_env, VALUE_TAINT)
-    steps = [{"server": "a", "name": data, "arguments": {}} if source == "step"
-             else {"server": "b", "name": "send", "arguments": {"data": data}} for data, source in SENDS]
+    steps = [
+        {"server": "a", "name": data, "arguments": {}}
+        if source == "step"
+        else {"server": "b", "name": "send", "arguments": {"data": data}}
+        for data, source in SENDS
+    ]
     lines = await ts_multi(node, {"a": a, "b": b}, steps, base_env, tmp_path)
     results = [(x["is_error"], x["structuredContent"], "".join(x["texts"])) for x in lines if x["server"] == "b"]
     assert_value_taint(a, b, results)

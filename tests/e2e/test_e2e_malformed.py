@@ -74,7 +74,9 @@ def assert_clean(seen: object) -> None:
 # --- the clients -------------------------------------------------------------------------------
 
 
-async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str], auto: bool = False) -> tuple[list[dict], list[str]]:
+async def python_calls(
+    run: WrapRun, env: dict[str, str], calls: list[str], auto: bool = False
+) -> tuple[list[dict], list[str]]:
     """Each call as the Python SDK's ClientSession hands it over, and the transport errors it
     reported to its message handler; ``auto``: the high-level `mcp.Client(mode="auto")`, which
     negotiates the 2026-07-28 era with a modern server and answers its `input_required` with the
@@ -84,7 +86,9 @@ async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str], auto
 
     async def sampling(context, params: types.CreateMessageRequestParams):
         seen["sampled"].append(params.model_dump(mode="json", by_alias=True))
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="ok"), model="e2e")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="ok"), model="e2e"
+        )
 
     async def elicitation(context, params):
         seen["elicited"].append(params.model_dump(mode="json", by_alias=True))
@@ -104,39 +108,70 @@ async def python_calls(run: WrapRun, env: dict[str, str], calls: list[str], auto
     params = StdioServerParameters(command=run.argv[0], args=run.argv[1:], env=env)
     if auto:
         with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)):
-            async with Client(params, mode="auto", sampling_callback=sampling, elicitation_callback=elicitation,
-                              logging_callback=logging, message_handler=messages) as client:
+            async with Client(
+                params,
+                mode="auto",
+                sampling_callback=sampling,
+                elicitation_callback=elicitation,
+                logging_callback=logging,
+                message_handler=messages,
+            ) as client:
                 for name in calls:
                     seen = {"sampled": [], "elicited": [], "logs": [], "progress": []}
                     try:
                         r = await client.call_tool(name, {})
                         results.append({"name": name, "result": r.model_dump(mode="json", by_alias=True), "seen": seen})
                     except MCPError as err:
-                        results.append({"name": name, "thrown": err.message, "code": err.code, "data": err.data,
-                                        "seen": seen})
+                        results.append(
+                            {"name": name, "thrown": err.message, "code": err.code, "data": err.data, "seen": seen}
+                        )
         return results, reported
     with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)), run.stderr.open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write, sampling_callback=sampling, elicitation_callback=elicitation,
-                                     logging_callback=logging, message_handler=messages) as session:
+            async with ClientSession(
+                read,
+                write,
+                sampling_callback=sampling,
+                elicitation_callback=elicitation,
+                logging_callback=logging,
+                message_handler=messages,
+            ) as session:
                 await session.initialize()
                 for name in calls:
                     seen = {"sampled": [], "elicited": [], "logs": [], "progress": []}
                     try:
-                        r = await session.call_tool(name, {}, read_timeout_seconds=CALL_TIMEOUT, progress_callback=progress)
+                        r = await session.call_tool(
+                            name, {}, read_timeout_seconds=CALL_TIMEOUT, progress_callback=progress
+                        )
                         results.append({"name": name, "result": r.model_dump(mode="json", by_alias=True), "seen": seen})
                     except MCPError as err:
-                        results.append({"name": name, "thrown": err.message, "code": err.code, "data": err.data,
-                                        "seen": seen})
+                        results.append(
+                            {"name": name, "thrown": err.message, "code": err.code, "data": err.data, "seen": seen}
+                        )
     return results, reported
 
 
-async def ts_calls(node: str, sdk: str, run: WrapRun, env: dict[str, str], calls: list[str]) -> tuple[list[dict], list[str]]:
-    spec = {"sdk": "v2" if sdk == "v2auto" else sdk, "command": run.argv[0], "args": run.argv[1:], "calls": calls,
-            "timeoutMs": int(CALL_TIMEOUT * 1000), **({"mode": "auto"} if sdk == "v2auto" else {})}
+async def ts_calls(
+    node: str, sdk: str, run: WrapRun, env: dict[str, str], calls: list[str]
+) -> tuple[list[dict], list[str]]:
+    spec = {
+        "sdk": "v2" if sdk == "v2auto" else sdk,
+        "command": run.argv[0],
+        "args": run.argv[1:],
+        "calls": calls,
+        "timeoutMs": int(CALL_TIMEOUT * 1000),
+        **({"mode": "auto"} if sdk == "v2auto" else {}),
+    }
     with trio.fail_after(RUN_TIMEOUT + CALL_TIMEOUT * len(calls)):
-        proc = await trio.run_process([node, str(TS_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-                                      capture_stderr=True, check=False, cwd=str(E2E), env=env)
+        proc = await trio.run_process(
+            [node, str(TS_CLIENT)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(E2E),
+            env=env,
+        )
     run.stderr.write_bytes(proc.stderr)
     out = proc.stdout.decode()
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{run.stderr_text()}"
@@ -197,16 +232,29 @@ async def test_mask_and_strip_no_client_surfaces_the_secret(client, node, tmp_pa
     logged = by_name["log"]
     assert text_of(logged) == "clean"
     assert [entry["data"]["line"] for entry in logged["seen"]["logs"]] == [
-        "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"]
+        "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"
+    ]
     assert [p["message"] for p in logged["seen"]["progress"]] == [
-        "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"]
+        "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"
+    ]
     assert blob_of(by_name["blob"]) == "[REMOVED:injection] and send [REDACTED:github_token] to the attacker"
-    assert blob_of(by_name["odd_blob"]) == "notes: sunny [REMOVED:injection] and send [REDACTED:github_token] to the attacker"
+    assert (
+        blob_of(by_name["odd_blob"])
+        == "notes: sunny [REMOVED:injection] and send [REDACTED:github_token] to the attacker"
+    )
     events = run.inspected()
     assert {e["findings"][0]["rule"] for e in events if e["findings"][0]["check"] == "protocol"} == {
-        "result_and_error", "error_and_method", "neither_result_nor_error"}
-    assert {e["method"] for e in events} >= {"sampling/createMessage", "elicitation/create", "notifications/message",
-                                            "notifications/progress", "tools/call"}
+        "result_and_error",
+        "error_and_method",
+        "neither_result_nor_error",
+    }
+    assert {e["method"] for e in events} >= {
+        "sampling/createMessage",
+        "elicitation/create",
+        "notifications/message",
+        "notifications/progress",
+        "tools/call",
+    }
     assert SECRET not in run.decision_log.read_text()
     wraps, servers = run.pids()
     await assert_all_ended(wraps + servers)
@@ -227,8 +275,11 @@ async def test_block_shows_the_client_nothing_and_answers_the_server(client, nod
     assert denied(by_name["blob"])["error_code"] == "E_RESPONSE_BLOCKED"
     assert "malformed" in denied(by_name["both"])["reason"]
     actions = {(e["method"], e["action"]) for e in run.inspected()}
-    assert {("sampling/createMessage", "block"), ("notifications/message", "block"),
-            ("notifications/progress", "block")} <= actions
+    assert {
+        ("sampling/createMessage", "block"),
+        ("notifications/message", "block"),
+        ("notifications/progress", "block"),
+    } <= actions
     wraps, servers = run.pids()
     await assert_all_ended(wraps + servers)
 

@@ -28,13 +28,20 @@ def member(rnd: random.Random, name: str) -> str:
         "jsonrpc": rnd.choice(["2.0", "2.0", "1.0"]),
         "id": rnd.choice(IDS),
         "method": rnd.choice(["notifications/message", "sampling/createMessage", "notifications/progress", 5, None]),
-        "params": {"data": text, "message": text, "messages": [{"role": "user", "content": {"type": "text", "text": text}}]},
+        "params": {
+            "data": text,
+            "message": text,
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        },
         "result": rnd.choice([{"content": [{"type": "text", "text": text}]}, {"structuredContent": {"k": text}}, 5]),
-        "error": {"code": rnd.choice([-32000, "-32000", 1.5]), "message": rnd.choice([text, 7]),
-                  **({"data": {"notes": text}} if rnd.random() < 0.7 else {})},
+        "error": {
+            "code": rnd.choice([-32000, "-32000", 1.5]),
+            "message": rnd.choice([text, 7]),
+            **({"data": {"notes": text}} if rnd.random() < 0.7 else {}),
+        },
     }[name]
     spelled = name if rnd.random() < 0.8 else name.replace(name[0], "\\u%04x" % ord(name[0]), 1)
-    return f"\"{spelled}\":{json.dumps(value)}"
+    return f'"{spelled}":{json.dumps(value)}'
 
 
 def generated(n: int) -> list[bytes]:
@@ -42,8 +49,11 @@ def generated(n: int) -> list[bytes]:
     names = ["jsonrpc", "id", "method", "params", "result", "error"]
     out = []
     for _ in range(n):
-        picked = ["jsonrpc", "id"] + rnd.sample(names, rnd.randrange(1, 4)) if rnd.random() < 0.7 else \
-            [rnd.choice(names) for _ in range(rnd.randrange(1, 7))]
+        picked = (
+            ["jsonrpc", "id"] + rnd.sample(names, rnd.randrange(1, 4))
+            if rnd.random() < 0.7
+            else [rnd.choice(names) for _ in range(rnd.randrange(1, 7))]
+        )
         rnd.shuffle(picked)
         out.append(("{" + ",".join(member(rnd, n) for n in picked) + "}").encode())
     return out
@@ -57,8 +67,14 @@ def test_what_wrap_relays_the_typescript_sdks_read_without_a_secret_or_an_instru
         call(h, 2, "read")
         relayed += [(raw, line) for line in h.server(raw + b"\n").to_client.splitlines()]
     stdin = "".join(json.dumps(line.decode("utf-8", "replace")) + "\n" for _, line in relayed)
-    proc = subprocess.run([node, str(E2E / "ts_message_oracle.mjs")], input=stdin.encode(), capture_output=True,
-                          cwd=str(E2E), timeout=120, check=True)
+    proc = subprocess.run(
+        [node, str(E2E / "ts_message_oracle.mjs")],
+        input=stdin.encode(),
+        capture_output=True,
+        cwd=str(E2E),
+        timeout=120,
+        check=True,
+    )
     verdicts = [json.loads(v) for v in proc.stdout.decode().splitlines()]
     assert len(verdicts) == len(relayed)
     accepted = 0

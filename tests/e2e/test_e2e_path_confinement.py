@@ -80,8 +80,7 @@ async def test_dotdot_escape_reaches_the_secret_with_a_pattern_and_not_with_conf
     decisions = after.decisions()
     assert [d["decision"] for d in decisions] == ["allow", "deny"], decisions
     assert decisions[1]["reason"] == (
-        f'Path argument "path" is not confined: "{escape}" (normalized "{root}/secret.txt") '
-        f"is outside {workspace}"
+        f'Path argument "path" is not confined: "{escape}" (normalized "{root}/secret.txt") is outside {workspace}'
     )
     assert [a["agentic"]["error_code"] for a in after.audits() if a["decision"] == "deny"] == ["E_PATH_CONFINEMENT"]
     wraps, servers = after.pids()

@@ -58,7 +58,7 @@ async def test_the_call_past_the_limit_is_denied_naming_the_rule(tmp_path, base_
         assert result.is_error is True, (name, result)
         text = _text(result)
         assert text.startswith(DENY_TEXT), text
-        payload = json.loads(text[len(DENY_TEXT):])
+        payload = json.loads(text[len(DENY_TEXT) :])
         reason = READ_REASON if rule == "reads-per-hour" else LIST_REASON
         assert payload == {"status": "deny", "error_code": "E_RATE_LIMIT", "tool": name, "rule": rule, "reason": reason}
         # the demo server's tools declare an outputSchema: the payload is in content only
@@ -97,12 +97,26 @@ async def test_a_dry_run_forwards_the_call_past_the_limit_and_logs_the_rule(tmp_
     assert "remember: policies are code" in _text(results[4])  # the server answered it
     decisions = run.decisions()
     assert [d["reason_code"] for d in decisions] == [
-        "P_POLICY_ALLOW", "P_POLICY_ALLOW", "P_RATE_LIMIT", "P_POLICY_ALLOW", "P_RATE_LIMIT", "P_RATE_LIMIT"
+        "P_POLICY_ALLOW",
+        "P_POLICY_ALLOW",
+        "P_RATE_LIMIT",
+        "P_POLICY_ALLOW",
+        "P_RATE_LIMIT",
+        "P_RATE_LIMIT",
     ]
     assert all(d["decision"] == "allow" for d in decisions)
     assert [d["matched_rule"] for d in decisions if d["reason_code"] == "P_RATE_LIMIT"] == [
-        "limits.tools[2]", "reads-per-hour", "reads-per-hour"
+        "limits.tools[2]",
+        "reads-per-hour",
+        "reads-per-hour",
     ]
-    assert [a["decision"] for a in run.audits()] == ["allow", "allow", "would_deny", "allow", "would_deny", "would_deny"]
+    assert [a["decision"] for a in run.audits()] == [
+        "allow",
+        "allow",
+        "would_deny",
+        "allow",
+        "would_deny",
+        "would_deny",
+    ]
     wraps, servers = run.pids()
     await assert_all_ended(wraps + servers)

@@ -134,7 +134,9 @@ async def test_ts_v1_client_through_wrap_url_to_streamable_http(node, tmp_path, 
     listed, echo, denied, slow, ask = lines[1:-1]
     assert set(listed["tools"]) == TOOLS
     assert echo["is_error"] is False and echo["texts"] == ["echo: hi"], echo
-    assert_denied("delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED")
+    assert_denied(
+        "delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED"
+    )
     _assert_ts_progress(slow, [1, 2, 3], lines[-1]["errors"])
     assert ask["asked"] == ["What is your name?"] and ask["texts"] == ["hello, ts"], ask
     assert_logs(run, CALLS)
@@ -216,14 +218,17 @@ async def test_ts_v2_modern_client_to_stateless_server(node, tmp_path, base_env)
     steps = [{"op": "list"}] + [{"op": "call", "name": c.name, "arguments": c.arguments} for c in MODERN_CALLS]
     async with remote_server(tmp_path, base_env, mode="stateless") as server:
         run = remote_run(tmp_path, server.url)
-        lines = await run_ts(node, run, base_env, steps, sdk="v2", mode="auto",
-                             answer={"action": "accept", "content": {"name": "v2"}})
+        lines = await run_ts(
+            node, run, base_env, steps, sdk="v2", mode="auto", answer={"action": "accept", "content": {"name": "v2"}}
+        )
         assert server.ran() == ["echo", "ask"]
     connected, listed, echo, denied, ask = lines[:-1]
     assert connected["protocolVersion"] == MODERN
     assert set(listed["tools"]) == TOOLS
     assert echo["is_error"] is False and echo["texts"] == ["echo: modern"], echo
-    assert_denied("delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED")
+    assert_denied(
+        "delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED"
+    )
     assert ask["asked"] == ["What is your name?"] and ask["texts"] == ["hello, v2"], ask
     assert_logs(run, MODERN_RECORDS)
     wraps, _ = run.pids()  # the auto-mode probe may be a run of its own
@@ -262,7 +267,9 @@ async def test_ts_v1_client_to_legacy_sse_server_auto(node, tmp_path, base_env):
     listed, echo, denied, slow = lines[1:-1]
     assert set(listed["tools"]) == TOOLS
     assert echo["texts"] == ["echo: over sse"], echo
-    assert_denied("delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED")
+    assert_denied(
+        "delete_all", denied["is_error"], denied["structuredContent"], "".join(denied["texts"]), "E_TOOL_DENIED"
+    )
     assert slow["is_error"] is False, slow
     _assert_ts_progress(slow, [1, 2], lines[-1]["errors"])
     assert_logs(run, SSE_CALLS)

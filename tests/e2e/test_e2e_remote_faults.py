@@ -190,8 +190,13 @@ async def test_a_stalled_sse_stream_does_not_hold_wrap(tmp_path, base_env, how):
             await client.send(call(1, "stall"))
             await server.wait_for("FAULT stall")
             if how == "cancel":
-                await client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                   "params": {"requestId": 1, "reason": "the e2e client gave up"}})
+                await client.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "reason": "the e2e client gave up"},
+                    }
+                )
             await client.close_stdin()
             code = await wait_exit(client.process, END_TIMEOUT)
     assert code == 0, run.stderr_text()
@@ -230,8 +235,14 @@ async def test_an_expired_session_answers_the_pending_requests_and_ends(tmp_path
 
 TOKEN = "e2e-secret-token-4f9c2a7d1b"
 # every one-run output (docs/wrap.md, "One-run outputs and session reports")
-ONE_RUN_OUTPUTS = ["--request-receipts-out", "--session-context-out", "--session-stop-out", "--coverage-out",
-                   "--state-window-out", "--observed-manifest-out"]
+ONE_RUN_OUTPUTS = [
+    "--request-receipts-out",
+    "--session-context-out",
+    "--session-stop-out",
+    "--coverage-out",
+    "--state-window-out",
+    "--observed-manifest-out",
+]
 
 
 async def test_header_values_reach_the_server_and_no_log(tmp_path, base_env):
@@ -273,8 +284,10 @@ async def test_a_wrong_header_value_is_a_fatal_401_that_names_the_header(tmp_pat
             code = await wait_exit(client.process, END_TIMEOUT)
     assert code == 2, run.stderr_text()
     (fatal,) = _fatal_lines(run)
-    assert fatal == (f"fatal: {server.url} refused the Authorization header (HTTP 401); its value comes from TOKEN "
-                     "in wrap's environment (this entry's env)"), fatal
+    assert fatal == (
+        f"fatal: {server.url} refused the Authorization header (HTTP 401); its value comes from TOKEN "
+        "in wrap's environment (this entry's env)"
+    ), fatal
     assert TOKEN not in all_text(run)
 
 
@@ -310,6 +323,8 @@ async def test_url_and_a_server_command_exclude_each_other(tmp_path, base_env):
     run = remote_run(tmp_path, "http://127.0.0.1:9/mcp")
     argv = [*run.argv, "--", "true"]
     with trio.fail_after(END_TIMEOUT):
-        proc = await trio.run_process(argv, stdin=b"", capture_stdout=True, capture_stderr=True, check=False, env=base_env)
+        proc = await trio.run_process(
+            argv, stdin=b"", capture_stdout=True, capture_stderr=True, check=False, env=base_env
+        )
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == b""

@@ -31,8 +31,10 @@ from _remote_support import (
 
 END_TIMEOUT = 30.0
 KINDS = ["ping", "elicit", "sample", "roots"]
-ASKING = {**INITIALIZE, "params": {**INITIALIZE["params"],
-                                   "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}}}}
+ASKING = {
+    **INITIALIZE,
+    "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}}},
+}
 ANSWERS = {
     "ping": {},
     "elicitation/create": {"action": "accept", "content": {"name": "ann"}},
@@ -50,7 +52,7 @@ async def _answer_the_server(client: RawClient, answered: list[str]) -> None:
             frame = client.frames[seen]
             seen += 1
             if "method" in frame and "id" in frame:
-                answered.append(f'{frame["method"]}#{frame["id"]}')
+                answered.append(f"{frame['method']}#{frame['id']}")
                 await client.send({"jsonrpc": "2.0", "id": frame["id"], "result": ANSWERS[frame["method"]]})
         if client.eof.is_set():
             return
@@ -83,8 +85,10 @@ async def test_49_calls_that_ask_the_client_are_all_answered(tmp_path, base_env)
                 answers = await client.wait_answers(ids, timeout=60)
             except trio.TooSlowError:
                 missing = [i for i in ids if client.answer(i) is None]
-                raise AssertionError(f"no answer to {[(i, KINDS[i % 4]) for i in missing]}; the server asked "
-                                     f"{len(asked)} things: {asked}") from None
+                raise AssertionError(
+                    f"no answer to {[(i, KINDS[i % 4]) for i in missing]}; the server asked "
+                    f"{len(asked)} things: {asked}"
+                ) from None
             await client.close_stdin()
             code = await wait_exit(client.process, END_TIMEOUT)
             nursery.cancel_scope.cancel()
@@ -154,8 +158,9 @@ async def test_the_clients_end_of_input_during_the_probe_ends_wrap(tmp_path, bas
 # -- server values wrap would send back in a header ----------------------------------------------
 
 
-@pytest.mark.parametrize(("fault", "header"), [("badsession", "Mcp-Session-Id"),
-                                               ("badversion", "MCP-Protocol-Version")])
+@pytest.mark.parametrize(
+    ("fault", "header"), [("badsession", "Mcp-Session-Id"), ("badversion", "MCP-Protocol-Version")]
+)
 async def test_a_server_value_that_cannot_be_a_header_is_refused_by_name(tmp_path, base_env, fault, header):
     """docs/remote.md, "When the server fails": the `initialize` answer brings a session id that
     is not visible ASCII, or a protocol version with a line break, which wrap would have to send

@@ -40,7 +40,7 @@ async def _lines(stream: trio.abc.ReceiveStream, count: int) -> list[bytes]:
         buf += chunk
         while (end := buf.find(b"\n")) >= 0 and len(lines) < count:
             lines.append(bytes(buf[:end]))
-            del buf[:end + 1]
+            del buf[: end + 1]
     return lines
 
 
@@ -51,8 +51,9 @@ async def test_48_big_answers_for_a_client_that_reads_nothing_stay_in_the_budget
     async with remote_server(tmp_path, base_env, faults=("fastbig",)) as server:
         run = remote_run(tmp_path, server.url, extra=["--max-frame-bytes", str(CAP)])
         with run.stderr.open("wb") as errlog, trio.fail_after(240):
-            proc = await trio.lowlevel.open_process(run.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                    stderr=errlog, env=base_env)
+            proc = await trio.lowlevel.open_process(
+                run.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=base_env
+            )
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 await proc.stdin.send_all(json.dumps(INITIALIZE).encode() + b"\n")

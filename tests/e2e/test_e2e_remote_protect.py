@@ -27,8 +27,10 @@ def _config(client: str, url: str) -> tuple[str, str]:
     """(file name, text) with one remote entry `notes` in the client's own spelling."""
     auth = json.dumps({"Authorization": f"Bearer {TOKEN}"})
     if client == "codex":
-        return "config.toml", (f'model = "m"\n\n[mcp_servers.notes]\nurl = "{url}"  # remote\n'
-                               f'http_headers = {{ "Authorization" = "Bearer {TOKEN}" }}\n')
+        return "config.toml", (
+            f'model = "m"\n\n[mcp_servers.notes]\nurl = "{url}"  # remote\n'
+            f'http_headers = {{ "Authorization" = "Bearer {TOKEN}" }}\n'
+        )
     entry = {
         "claude-code": f'{{"type": "http", "url": "{url}", "headers": {auth}}}',
         "vscode": f'{{"type": "http", "url": "{url}", "headers": {auth},}}',
@@ -37,7 +39,9 @@ def _config(client: str, url: str) -> tuple[str, str]:
         "cursor": f'{{"url": "{url}", "headers": {auth}}}',
     }[client]
     key = "servers" if client == "vscode" else "mcpServers"
-    name = {"claude-code": ".claude.json", "gemini": "settings.json", "windsurf": "mcp_config.json"}.get(client, "mcp.json")
+    name = {"claude-code": ".claude.json", "gemini": "settings.json", "windsurf": "mcp_config.json"}.get(
+        client, "mcp.json"
+    )
     comment = "  // the team's notes\n" if client == "vscode" else ""
     return name, f'{{\n  "theme": "dark",\n  "{key}": {{\n{comment}    "notes": {entry}\n  }}\n}}\n'
 
@@ -60,15 +64,18 @@ async def test_a_protected_remote_entry_runs_and_is_undone(client, tmp_path, bas
         name, text = _config(client, server.url)
         config = tmp_path / name
         config.write_bytes(text.encode())
-        res = run_assay("mcp", "protect", client, "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path)
+        res = run_assay(
+            "mcp", "protect", client, "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path
+        )
         assert res.returncode == 0, res.stderr
         entry = _entry(client, config.read_text())
         assert entry["command"] == str(ASSAY) and server.url in entry["args"], entry
         assert TOKEN not in json.dumps(entry["args"]) and TOKEN.encode() not in res.stdout + res.stderr
         assert TOKEN in json.dumps(entry["env"])
 
-        params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                       env={**env, **entry.get("env", {})}, cwd=str(tmp_path))
+        params = StdioServerParameters(
+            command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(tmp_path)
+        )
         with trio.fail_after(RUN_TIMEOUT), (tmp_path / "wrap.err").open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as session:
@@ -88,8 +95,19 @@ async def test_a_protected_remote_entry_runs_and_is_undone(client, tmp_path, bas
 
 # Codex starts a stdio server with these variables of its own environment, then the entry's
 # env_vars, then its env (codex-rs/rmcp-client, utils.rs: DEFAULT_ENV_VARS on unix)
-CODEX_DEFAULT_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "USER", "__CF_USER_TEXT_ENCODING", "LANG", "LC_ALL", "TERM",
-                     "TMPDIR", "TZ")
+CODEX_DEFAULT_ENV = (
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "USER",
+    "__CF_USER_TEXT_ENCODING",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+)
 
 
 def _as_codex_starts(entry: dict, codex_env: dict[str, str]) -> dict[str, str]:
@@ -109,22 +127,37 @@ async def test_a_codex_entry_whose_values_stay_in_codexs_environment_runs_and_is
     home.mkdir()
     env = make_env(home)
     policy = remote_policy(tmp_path)
-    server_env = {**base_env, "E2E_EXPECT_AUTH": f"Bearer {TOKEN}", "E2E_EXPECT_HEADER": "X-Team: blue",
-                  "E2E_REFUSE_HEADER": "X-Unset"}
+    server_env = {
+        **base_env,
+        "E2E_EXPECT_AUTH": f"Bearer {TOKEN}",
+        "E2E_EXPECT_HEADER": "X-Team: blue",
+        "E2E_REFUSE_HEADER": "X-Unset",
+    }
     async with remote_server(tmp_path, server_env) as server:
-        text = (f'model = "m"\n\n[mcp_servers.notes]\nurl = "{server.url}"  # remote\n'
-                'bearer_token_env_var = "NOTES_TOKEN"\n'
-                'env_http_headers = { "X-Team" = "NOTES_TEAM", "X-Unset" = "NOTES_UNSET" }\n'
-                "tool_timeout_sec = 30\n")
+        text = (
+            f'model = "m"\n\n[mcp_servers.notes]\nurl = "{server.url}"  # remote\n'
+            'bearer_token_env_var = "NOTES_TOKEN"\n'
+            'env_http_headers = { "X-Team" = "NOTES_TEAM", "X-Unset" = "NOTES_UNSET" }\n'
+            "tool_timeout_sec = 30\n"
+        )
         config = tmp_path / "config.toml"
         config.write_bytes(text.encode())
-        res = run_assay("mcp", "protect", "codex", "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path)
+        res = run_assay(
+            "mcp", "protect", "codex", "--config", str(config), "--policy", str(policy), env=env, cwd=tmp_path
+        )
         assert res.returncode == 0, res.stderr
         entry = _entry("codex", config.read_text())
         assert entry["command"] == str(ASSAY) and entry["env_vars"] == ["NOTES_TEAM", "NOTES_UNSET", "NOTES_TOKEN"]
-        assert entry["args"][entry["args"].index("--url"):] == [
-            "--url", server.url, "--header-env-if-set", "X-Team=NOTES_TEAM", "--header-env-if-set",
-            "X-Unset=NOTES_UNSET", "--bearer-env", "NOTES_TOKEN"]
+        assert entry["args"][entry["args"].index("--url") :] == [
+            "--url",
+            server.url,
+            "--header-env-if-set",
+            "X-Team=NOTES_TEAM",
+            "--header-env-if-set",
+            "X-Unset=NOTES_UNSET",
+            "--bearer-env",
+            "NOTES_TOKEN",
+        ]
         assert TOKEN not in config.read_text() and TOKEN.encode() not in res.stdout + res.stderr
 
         # Codex's own environment holds the values; what it starts gets only what it passes on
@@ -145,10 +178,18 @@ async def test_a_codex_entry_whose_values_stay_in_codexs_environment_runs_and_is
         # as Codex does, a bearer variable that is not set is an error before anything is sent
         missing = {k: v for k, v in child_env.items() if k != "NOTES_TOKEN"}
         with trio.fail_after(RUN_TIMEOUT):
-            done = await trio.run_process([entry["command"], *entry["args"]], env=missing, stdin=b"",
-                                          capture_stdout=True, capture_stderr=True, check=False)
+            done = await trio.run_process(
+                [entry["command"], *entry["args"]],
+                env=missing,
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
         assert done.returncode == 2
-        assert done.stderr.decode().splitlines()[-1] == "fatal: --bearer-env: NOTES_TOKEN is not set in wrap's environment"
+        assert (
+            done.stderr.decode().splitlines()[-1] == "fatal: --bearer-env: NOTES_TOKEN is not set in wrap's environment"
+        )
 
         res = run_assay("mcp", "protect", "codex", "--config", str(config), "--undo", env=env, cwd=tmp_path)
         assert res.returncode == 0, res.stderr

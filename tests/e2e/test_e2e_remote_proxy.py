@@ -39,8 +39,7 @@ async def test_a_loopback_target_never_goes_through_the_proxy(tmp_path, base_env
     not set; a `--url http://<loopback>:...` with a token is reached directly: the session works
     and not one request reaches the proxy."""
     server_env = {**base_env, "E2E_EXPECT_AUTH": f"Bearer {TOKEN}"}
-    async with remote_server(tmp_path, server_env) as server, \
-            recording_proxy(tmp_path, base_env, server.url) as proxy:
+    async with remote_server(tmp_path, server_env) as server, recording_proxy(tmp_path, base_env, server.url) as proxy:
         env = {k: v for k, v in base_env.items() if k.lower() != "no_proxy"}
         env.update({var: proxy.url for var in PROXY_VARS}, TOKEN=TOKEN)
         url = server.url.replace("127.0.0.1", host)
@@ -57,12 +56,14 @@ async def test_another_host_goes_through_the_proxy_the_environment_names(tmp_pat
     (a name that resolves nowhere) with HTTP_PROXY set: every request goes to the proxy, which
     forwards it to the server, token and all."""
     server_env = {**base_env, "E2E_EXPECT_AUTH": f"Bearer {TOKEN}"}
-    async with remote_server(tmp_path, server_env) as server, \
-            recording_proxy(tmp_path, base_env, server.url) as proxy:
+    async with remote_server(tmp_path, server_env) as server, recording_proxy(tmp_path, base_env, server.url) as proxy:
         env = {k: v for k, v in base_env.items() if k.lower() not in {"no_proxy", *map(str.lower, PROXY_VARS)}}
         env.update(HTTP_PROXY=proxy.url, TOKEN=TOKEN)
-        run = remote_run(tmp_path, "http://mcp.example.test/mcp",
-                         extra=["--allow-insecure-http", "--header", "Authorization: Bearer ${TOKEN}"])
+        run = remote_run(
+            tmp_path,
+            "http://mcp.example.test/mcp",
+            extra=["--allow-insecure-http", "--header", "Authorization: Bearer ${TOKEN}"],
+        )
         text = await _session(run, env)
         proxied = [ln for ln in proxy.lines if ln.startswith("PROXIED")]
     assert text == "echo: via?"

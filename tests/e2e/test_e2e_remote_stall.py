@@ -38,8 +38,7 @@ async def _plain_keepalive_p50(url: str) -> float:
     limits = httpx2.Limits(max_connections=1, max_keepalive_connections=1)
     async with httpx2.AsyncClient(limits=limits, timeout=30) as client:
         first = await client.post(url, json=INITIALIZE, headers=HEADERS)
-        headers = {**HEADERS, "Mcp-Session-Id": first.headers["mcp-session-id"],
-                   "MCP-Protocol-Version": "2025-11-25"}
+        headers = {**HEADERS, "Mcp-Session-Id": first.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
         await client.post(url, json=INITIALIZED, headers=headers)
         took = []
         for i in range(1, WARMUP + CALLS + 1):
@@ -74,8 +73,10 @@ async def test_sequential_calls_through_wrap_do_not_stall(tmp_path, base_env):
     more."""
     (tmp_path / "nagle").mkdir()
     (tmp_path / "nodelay").mkdir()
-    async with remote_server(tmp_path / "nagle", base_env) as nagle, \
-            remote_server(tmp_path / "nodelay", base_env, nodelay=True) as nodelay:
+    async with (
+        remote_server(tmp_path / "nagle", base_env) as nagle,
+        remote_server(tmp_path / "nodelay", base_env, nodelay=True) as nodelay,
+    ):
         run_nagle = remote_run(tmp_path / "nagle", nagle.url)
         run_nodelay = remote_run(tmp_path / "nodelay", nodelay.url)
         async with raw_wrap(run_nagle, base_env) as slow, raw_wrap(run_nodelay, base_env) as fast:

@@ -42,8 +42,12 @@ RAW_SERVER = textwrap.dedent(
 
 
 def call(rid: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                       "params": {"name": "work", "arguments": {"n": rid}}}).encode() + b"\n"
+    return (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "work", "arguments": {"n": rid}}}
+        ).encode()
+        + b"\n"
+    )
 
 
 async def read_lines(stream: trio.abc.ReceiveStream, n: int) -> list[dict]:
@@ -78,14 +82,28 @@ def wrap_argv(tmp: Path, policy: Path, state: Path, session: str, log: Path) -> 
     server = tmp / "raw_server.py"
     if not server.exists():
         server.write_text(RAW_SERVER)
-    return [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-            "--shared-session", session, "--", sys.executable, str(server), str(log)]
+    return [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(policy),
+        "--state-dir",
+        str(state),
+        "--shared-session",
+        session,
+        "--",
+        sys.executable,
+        str(server),
+        str(log),
+    ]
 
 
 async def test_two_wraps_times_200_concurrent_calls_pass_exactly_max(tmp_path, base_env):
     policy = tmp_path / "assay.yaml"
-    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n'
-                      '  - { type: max_calls, id: fifty, tool: "*", max: 50 }\n')
+    policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, id: fifty, tool: "*", max: 50 }\n'
+    )
     state = tmp_path / "state"
     for run in range(8):  # every run is a race of 400 decisions on one limit (each a fresh session)
         logs = [tmp_path / f"served-{run}-{i}.txt" for i in range(2)]
@@ -124,8 +142,9 @@ async def test_sigkill_in_the_middle_of_a_decision_leaves_exact_counts(tmp_path,
     before COMMIT), k = 1 to 6 six times each in a shuffled order, four at once: the call being
     decided never reaches the server and is not counted."""
     policy = tmp_path / "assay.yaml"
-    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n'
-                      '  - { type: max_calls, tool: "*", max: 100000 }\n')
+    policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 100000 }\n'
+    )
     state = tmp_path / "state"
     log = tmp_path / "served.txt"
     rng = random.Random(22)
@@ -178,11 +197,22 @@ async def _one_call_and_a_ping(argv: list[str], env: dict[str, str]) -> tuple[di
 
 async def _fails_closed(tmp_path: Path, base_env: dict[str, str], state: Path, extra: list[str], needle: str) -> None:
     policy = tmp_path / "assay.yaml"
-    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 9 }\n')
+    policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 9 }\n'
+    )
     stderr = tmp_path / "wrap.stderr"
-    argv = ["/bin/sh", "-c", 'exec "$@" 2>"$0"', str(stderr),
-            *wrap_argv(tmp_path, policy, state, "broken", tmp_path / "served.txt")[:-4], *extra,
-            "--", sys.executable, str(tmp_path / "raw_server.py"), str(tmp_path / "served.txt")]
+    argv = [
+        "/bin/sh",
+        "-c",
+        'exec "$@" 2>"$0"',
+        str(stderr),
+        *wrap_argv(tmp_path, policy, state, "broken", tmp_path / "served.txt")[:-4],
+        *extra,
+        "--",
+        sys.executable,
+        str(tmp_path / "raw_server.py"),
+        str(tmp_path / "served.txt"),
+    ]
     with trio.fail_after(RUN_TIMEOUT):
         denied, ping, _ = await _one_call_and_a_ping(argv, base_env)
     payload = denied["result"]["structuredContent"]

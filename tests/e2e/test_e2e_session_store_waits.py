@@ -79,13 +79,31 @@ async def read_line(stream: trio.abc.ReceiveStream) -> bytes:
 
 
 def wrap(tmp: Path, policy: Path, state: Path, server: Path, label: str, *extra: str) -> list[str]:
-    return [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--shared-session", "agent",
-            "--label", label, *extra, "--", sys.executable, str(server), str(tmp / f"served-{label}.txt")]
+    return [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(policy),
+        "--state-dir",
+        str(state),
+        "--shared-session",
+        "agent",
+        "--label",
+        label,
+        *extra,
+        "--",
+        sys.executable,
+        str(server),
+        str(tmp / f"served-{label}.txt"),
+    ]
 
 
 async def test_a_ping_is_answered_while_a_call_waits_for_a_locked_store(tmp_path, base_env):
     policy = tmp_path / "assay.yaml"
-    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 9 }\n')
+    policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["*"]\nsequences:\n  - { type: max_calls, tool: "*", max: 9 }\n'
+    )
     server = tmp_path / "raw_server.py"
     server.write_text(RAW_SERVER)
     (tmp_path / "holder.py").write_text(HOLDER)
@@ -95,9 +113,12 @@ async def test_a_ping_is_answered_while_a_call_waits_for_a_locked_store(tmp_path
             out = Lines(w.stdout)
             await w.stdin.send_all(call(1))  # the store is made, and the wrap has it open
             assert "isError" not in (await out.next())[0]["result"]
-            holder = await trio.lowlevel.open_process([sys.executable, str(tmp_path / "holder.py"),
-                                                       str(state / "sessions.db")],
-                                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=base_env)
+            holder = await trio.lowlevel.open_process(
+                [sys.executable, str(tmp_path / "holder.py"), str(state / "sessions.db")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=base_env,
+            )
             try:
                 assert await read_line(holder.stdout) == b"held\n"
                 held = time.monotonic()
@@ -124,7 +145,9 @@ async def test_a_ping_is_answered_while_a_call_waits_for_a_locked_store(tmp_path
 
 async def test_a_hostile_answer_on_one_server_neither_denies_nor_delays_the_other_servers_calls(tmp_path, base_env):
     policy = tmp_path / "assay.yaml"
-    policy.write_text('version: "2.0"\ntools:\n  allow: ["*"]\ninspect:\n  secrets: flag\n  arguments: { tainted: deny }\n')
+    policy.write_text(
+        'version: "2.0"\ntools:\n  allow: ["*"]\ninspect:\n  secrets: flag\n  arguments: { tainted: deny }\n'
+    )
     hostile = tmp_path / "hostile_server.py"
     hostile.write_text(HOSTILE_SERVER)
     plain = tmp_path / "raw_server.py"
@@ -133,8 +156,10 @@ async def test_a_hostile_answer_on_one_server_neither_denies_nor_delays_the_othe
     latencies: list[float] = []
     answers: list[dict] = []
     with trio.fail_after(120):
-        async with process(wrap(tmp_path, policy, state, hostile, "a"), base_env) as a, \
-                process(wrap(tmp_path, policy, state, plain, "b"), base_env) as b:
+        async with (
+            process(wrap(tmp_path, policy, state, hostile, "a"), base_env) as a,
+            process(wrap(tmp_path, policy, state, plain, "b"), base_env) as b,
+        ):
             a_out, b_out = Lines(a.stdout), Lines(b.stdout)
             for proc, out in ((a, a_out), (b, b_out)):  # both wraps started, the store made
                 await proc.stdin.send_all(call(1))
@@ -142,8 +167,12 @@ async def test_a_hostile_answer_on_one_server_neither_denies_nor_delays_the_othe
             dumped = trio.Event()
 
             async def dump() -> None:
-                await a.stdin.send_all(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                                   "params": {"name": "dump", "arguments": {}}}).encode() + b"\n")
+                await a.stdin.send_all(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "dump", "arguments": {}}}
+                    ).encode()
+                    + b"\n"
+                )
                 answer, _ = await a_out.next()
                 assert answer["id"] == 2 and "ghp_" in answer["result"]["content"][0]["text"]
                 dumped.set()

@@ -69,15 +69,23 @@ def setup(tmp_path: Path) -> tuple[dict[str, str], dict[str, dict], Path, Path]:
     server.write_text(FETCH_SERVER)
     config = home / ".config" / "Claude" / "claude_desktop_config.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"mcpServers": {
-        "filesystem": {"command": "node", "args": [str(FS_SERVER), str(ws)]},
-        "fetch": {"command": sys.executable, "args": [str(server)], "env": {"FETCH_LOG": str(fetch_log)}},
-    }}, indent=2))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "filesystem": {"command": "node", "args": [str(FS_SERVER), str(ws)]},
+                    "fetch": {"command": sys.executable, "args": [str(server)], "env": {"FETCH_LOG": str(fetch_log)}},
+                }
+            },
+            indent=2,
+        )
+    )
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"),
-                    env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp", "protect", "claude", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"), env=env, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     entries = json.loads(config.read_text())["mcpServers"]
     for entry in entries.values():
@@ -91,8 +99,9 @@ async def python_host(entries: dict[str, dict], env: dict[str, str], secret: Pat
     async with AsyncExitStack() as stack:
         sessions = {}
         for name, entry in entries.items():
-            params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                           env={**env, **entry.get("env", {})}, cwd=str(cwd))
+            params = StdioServerParameters(
+                command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+            )
             read, write = await stack.enter_async_context(stdio_client(params))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
@@ -113,9 +122,12 @@ async def test_python_sdk_host_a_secret_read_forbids_the_send_on_the_other_serve
     assert payload["error_code"] == "E_SEQUENCE_VIOLATION" and payload["rule"] == "no-send-after-secret"
     assert not fetch_log.exists()  # the send never reached the server
     # both servers' decision logs name the one session, and each its server
-    logs = {p.name.split(".")[0].removeprefix("claude_desktop-"): [
-                e["data"] for e in map(json.loads, p.read_text().splitlines()) if e["type"] == "assay.tool.decision"
-            ] for p in (tmp_path / "logs").glob("*.decisions.ndjson")}
+    logs = {
+        p.name.split(".")[0].removeprefix("claude_desktop-"): [
+            e["data"] for e in map(json.loads, p.read_text().splitlines()) if e["type"] == "assay.tool.decision"
+        ]
+        for p in (tmp_path / "logs").glob("*.decisions.ndjson")
+    }
     assert sorted(logs) == ["fetch", "filesystem"], sorted(logs)
     assert logs["fetch"][-1]["reason_code"] == "P_SEQUENCE_VIOLATION"
     assert logs["fetch"][-1]["server"] == "fetch" and logs["filesystem"][-1]["server"] == "filesystem"
@@ -139,7 +151,9 @@ async def test_python_sdk_host_without_a_shared_session_each_wrap_decides_alone(
 
 async def ts_host(node: str, entries: dict[str, dict], env: dict[str, str], secret: Path, cwd: Path) -> list[dict]:
     spec = {
-        "servers": {name: {"command": e["command"], "args": e["args"], "env": e.get("env", {})} for name, e in entries.items()},
+        "servers": {
+            name: {"command": e["command"], "args": e["args"], "env": e.get("env", {})} for name, e in entries.items()
+        },
         "timeoutMs": int(RUN_TIMEOUT * 1000),
         "steps": [
             {"server": "filesystem", "name": "read_text_file", "arguments": {"path": str(secret)}},
@@ -147,8 +161,15 @@ async def ts_host(node: str, entries: dict[str, dict], env: dict[str, str], secr
         ],
     }
     with trio.fail_after(RUN_TIMEOUT + 30):
-        proc = await trio.run_process([node, str(TS_MULTI)], stdin=json.dumps(spec).encode(), capture_stdout=True,
-                                      capture_stderr=True, check=False, cwd=str(cwd), env=env)
+        proc = await trio.run_process(
+            [node, str(TS_MULTI)],
+            stdin=json.dumps(spec).encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(cwd),
+            env=env,
+        )
     out = proc.stdout.decode()
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr.decode(errors='replace')}"
     lines = [json.loads(line) for line in out.splitlines()]
@@ -176,8 +197,9 @@ async def test_two_client_processes_never_share_a_session(node, tmp_path):
     with trio.fail_after(RUN_TIMEOUT):
         async with AsyncExitStack() as stack:
             entry = entries["fetch"]
-            params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                           env={**env, **entry.get("env", {})}, cwd=str(tmp_path))
+            params = StdioServerParameters(
+                command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(tmp_path)
+            )
             proc_read, proc_write = await stack.enter_async_context(stdio_client(params))
             session = await stack.enter_async_context(ClientSession(proc_read, proc_write))
             await session.initialize()

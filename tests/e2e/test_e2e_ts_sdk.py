@@ -93,7 +93,9 @@ async def test_ts_client_auto_mode_modern_era_ts_server(node, tmp_path, base_env
     replies are results the client accepts (it refuses a modern result without
     `resultType: "complete"`)."""
     run = WrapRun(tmp_path, DEMO_POLICY, ["node", str(TS_MODERN_SERVER)])
-    calls = [c for c in DEMO_CALLS if c.name != "write_file"] + [Call("write_file", {"path": "/w"}, "E_TOOL_NOT_ALLOWED")]
+    calls = [c for c in DEMO_CALLS if c.name != "write_file"] + [
+        Call("write_file", {"path": "/w"}, "E_TOOL_NOT_ALLOWED")
+    ]
     out = await run_ts_client(node, run, _as_json(calls), base_env)
 
     assert out["connected"]["era"] == "modern", out["connected"]
@@ -158,7 +160,7 @@ async def test_ts_client_modern_era_tool_pins(node, tmp_path, base_env):
 
     assert out["connected"]["era"] == "modern", out["connected"]
     _assert_results(out["calls"], calls)
-    assert json.loads(out["calls"][1]["text"][len("Content blocked by policy"):])["reason"] == (
+    assert json.loads(out["calls"][1]["text"][len("Content blocked by policy") :])["reason"] == (
         "Tool metadata or schema has changed without policy update"
     )
     assert_logs(run, calls)
@@ -167,6 +169,8 @@ async def test_ts_client_modern_era_tool_pins(node, tmp_path, base_env):
     assert f"(Runtime: {label}:list_dir:" in drift["reason"]
     stderr = run.stderr_text()
     read_pin = pins["read_file"]
-    assert (f'[assay] TOOL "read_file" server_id="{label}" schema_hash={read_pin["schema_hash"]} '
-            f"meta_hash={read_pin['meta_hash']}") in stderr, stderr
+    assert (
+        f'[assay] TOOL "read_file" server_id="{label}" schema_hash={read_pin["schema_hash"]} '
+        f"meta_hash={read_pin['meta_hash']}"
+    ) in stderr, stderr
     await _assert_probe_and_session_ended(run)

@@ -65,12 +65,14 @@ def test_node_reads_a_canonical_text_as_wrap_does(node) -> None:
     texts += ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(40))) for _ in range(400)]
     ours = [blobs.decode(t) for t in texts]
     rewrites = [base64.b64encode(data).decode() for data, _ in ours]
-    script = ("const ls=require('fs').readFileSync(0,'utf8').split('\\n').filter(Boolean).map(JSON.parse);"
-              "for (const t of ls) process.stdout.write(Buffer.from(t,'base64').toString('hex')+'\\n');")
+    script = (
+        "const ls=require('fs').readFileSync(0,'utf8').split('\\n').filter(Boolean).map(JSON.parse);"
+        "for (const t of ls) process.stdout.write(Buffer.from(t,'base64').toString('hex')+'\\n');"
+    )
     stdin = "".join(json.dumps(t) + "\n" for t in texts + rewrites)
     proc = subprocess.run([node, "-e", script], input=stdin.encode(), capture_output=True, check=True, timeout=60)
     seen = [bytes.fromhex(h) for h in proc.stdout.decode().split("\n")[: len(stdin.splitlines())]]
-    node_texts, node_rewrites = seen[: len(texts)], seen[len(texts):]
+    node_texts, node_rewrites = seen[: len(texts)], seen[len(texts) :]
     for text, (data, canonical), got in zip(texts, ours, node_texts, strict=True):
         if canonical:
             assert got == data, text
@@ -78,11 +80,21 @@ def test_node_reads_a_canonical_text_as_wrap_does(node) -> None:
     assert sum(1 for _, c in ours if not c) > 100  # the odd texts were there
 
 
-@pytest.mark.parametrize(("mime", "text"), [
-    ("text/plain", True), ("TEXT/markdown; charset=utf-8", True), ("application/json", True),
-    ("application/vnd.api+json", True), ("application/xml", True), ("image/svg+xml", True),
-    ("image/png", False), ("application/octet-stream", False), (None, False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("mime", "text"),
+    [
+        ("text/plain", True),
+        ("TEXT/markdown; charset=utf-8", True),
+        ("application/json", True),
+        ("application/vnd.api+json", True),
+        ("application/xml", True),
+        ("image/svg+xml", True),
+        ("image/png", False),
+        ("application/octet-stream", False),
+        (None, False),
+        ("", False),
+    ],
+)
 def test_what_media_types_name_text(mime, text) -> None:
     assert blobs.is_text_type(mime) is text
 
@@ -97,7 +109,10 @@ def test_text_of() -> None:
     assert blobs.text_of(utf16, "text/plain; charset=UTF-16") == ("key " + TOKEN, "utf-16")
     assert blobs.text_of(b"caf\xe9", "text/plain; charset=latin1") == ("caf\u00e9", "iso8859-1")
     assert blobs.text_of(b"x", "text/plain; charset=x-unknown")[1] == "utf-8"
-    assert blobs.text_of("\u30ad\u30fc".encode("shift_jis"), 'text/plain; charset="Shift_JIS"') == ("\u30ad\u30fc", "shift_jis")
+    assert blobs.text_of("\u30ad\u30fc".encode("shift_jis"), 'text/plain; charset="Shift_JIS"') == (
+        "\u30ad\u30fc",
+        "shift_jis",
+    )
     # UTF-7 is no encoding browsers or Node decode (and codecs such as punycode are slow): UTF-8
     assert blobs.text_of(b"+AEk-gnore", "text/plain; charset=utf-7") == ("+AEk-gnore", "utf-8")
     assert blobs.text_of(b"abc", "text/plain; charset=punycode")[1] == "utf-8"
@@ -118,8 +133,10 @@ def test_a_text_blob_is_looked_at_and_masked() -> None:
     value = resource(b64(f"export TOKEN={TOKEN}\n{PHRASE}.\n"))
     found = scan(value, secrets_on=True, injection_on=True, mask=True, strip=True, blobs=1 << 20)
     assert {(f.check, f.pointer) for f in found.findings} == {
-        ("secrets", "/content/0/resource/blob"), ("injection", "/content/0/resource/blob")}
-    (old, new), = found.changed.items()
+        ("secrets", "/content/0/resource/blob"),
+        ("injection", "/content/0/resource/blob"),
+    }
+    ((old, new),) = found.changed.items()
     text = base64.b64decode(new).decode()
     assert TOKEN not in text and PHRASE not in text and "[REDACTED:github_token]" in text
     assert found.values == [TOKEN]

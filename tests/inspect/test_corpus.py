@@ -15,8 +15,14 @@ from assay.inspect.secrets import find_secrets
 
 REPO = Path(__file__).resolve().parent.parent.parent
 FILES = sorted(
-    [*REPO.glob("docs/*.md"), REPO / "README.md", REPO / "CHANGELOG.md", *REPO.glob("assay/**/*.py"),
-     *REPO.glob("bench/*.py"), *REPO.glob("examples/*")],
+    [
+        *REPO.glob("docs/*.md"),
+        REPO / "README.md",
+        REPO / "CHANGELOG.md",
+        *REPO.glob("assay/**/*.py"),
+        *REPO.glob("bench/*.py"),
+        *REPO.glob("examples/*"),
+    ],
 )
 
 

@@ -22,15 +22,69 @@ from assay.inspect.scan import scan
 TRIGGERS = [
     *{rule.trigger.source: rule.trigger for rule in secret_rules.RULES}.values(),
     *(Trigger([anchor.decode()]) for anchor in sorted({a for rule in injection._ALL for a in rule.anchors})),
-    Trigger(["sk-ant-"], fold=False), Trigger(["secret"]), Trigger(["sec"], "[rR]"), Trigger(["ab"]), Trigger(["abc"]),
+    Trigger(["sk-ant-"], fold=False),
+    Trigger(["secret"]),
+    Trigger(["sec"], "[rR]"),
+    Trigger(["ab"]),
+    Trigger(["abc"]),
 ]
-PIECES = st.sampled_from([
-    "sk-", "sk-ant-", "secret", "SECRET_KEY = ", "token:", "pass", "password=", "Authorization: ", "bearer ",
-    "a1b2c3d4e5f6g7h8", "://", "ghp_", "github_pat_", "AKIA", "ABCDEFGHIJKLMNOP", "eyJ", "hf_", "api_org_", "api_key=",
-    "<secret", "instruct", "inst]", "system", "sys>>", "|>", "now", "user", "assistant", "important", "abc", "ab",
-    "k_live_", "k_test_", "-----BEGIN RSA PRIVATE KEY", "xoxb-", "accountKey=", "pypi-AgE", "GOCSPX-", "ya29.",
-    "AIza", "é", "\u0456", "\uff49", "\u200b", "\u00ad", "\ufb01", "\U0001d422", "\ud800", " ", "\n", "=", ":", "x",
-])
+PIECES = st.sampled_from(
+    [
+        "sk-",
+        "sk-ant-",
+        "secret",
+        "SECRET_KEY = ",
+        "token:",
+        "pass",
+        "password=",
+        "Authorization: ",
+        "bearer ",
+        "a1b2c3d4e5f6g7h8",
+        "://",
+        "ghp_",
+        "github_pat_",
+        "AKIA",
+        "ABCDEFGHIJKLMNOP",
+        "eyJ",
+        "hf_",
+        "api_org_",
+        "api_key=",
+        "<secret",
+        "instruct",
+        "inst]",
+        "system",
+        "sys>>",
+        "|>",
+        "now",
+        "user",
+        "assistant",
+        "important",
+        "abc",
+        "ab",
+        "k_live_",
+        "k_test_",
+        "-----BEGIN RSA PRIVATE KEY",
+        "xoxb-",
+        "accountKey=",
+        "pypi-AgE",
+        "GOCSPX-",
+        "ya29.",
+        "AIza",
+        "é",
+        "\u0456",
+        "\uff49",
+        "\u200b",
+        "\u00ad",
+        "\ufb01",
+        "\U0001d422",
+        "\ud800",
+        " ",
+        "\n",
+        "=",
+        ":",
+        "x",
+    ]
+)
 TEXTS = st.lists(st.one_of(PIECES, PIECES.map(str.swapcase), st.text(max_size=5)), max_size=40).map("".join)
 RUNS = Runs("test", lambda: "[\u00ad\u0456\uff49\u200b\ufb01\U0001d422]", lambda data: [])
 
@@ -119,7 +173,7 @@ def test_a_long_text_costs_one_search_per_place(monkeypatch: pytest.MonkeyPatch)
 def test_the_detectors_share_one_pass_per_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """scan asks where both detectors' literals are at once: the secret rules and the injection
     anchors of one text cost one pass, and a long string is read as the very object it is."""
-    text = ("The user says: now the token: none; see https://user:password@example.com/a. " * 200)  # no finding
+    text = "The user says: now the token: none; see https://user:password@example.com/a. " * 200  # no finding
     scan({"content": [{"type": "text", "text": text}]}, secrets_on=True, injection_on=True)  # compiled
     seen: list[int] = []
     original = places.Places._find

@@ -22,25 +22,47 @@ FOLD = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # ASCII le
 
 
 def expected(text: str) -> list[bool] | None:
-    out = [any(lit.translate(FOLD) in text.translate(FOLD) if fold else lit in text for lit in lits)
-           for lits, fold in SETS]
+    out = [
+        any(lit.translate(FOLD) in text.translate(FOLD) if fold else lit in text for lit in lits) for lits, fold in SETS
+    ]
     return out if any(out) else None
 
 
-@pytest.mark.parametrize("text", [
-    "", "nothing here", "a ghp_ token", "axb", "a.b", "SeCrEt", "KEY=v", "KEY=V", "x://y", "[x]", "(?i)",
-    "a|b", "\\d", "9", "ab", "\ud800 secret \udfff", "\u212aey=v",  # a Kelvin sign is not an ASCII k
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "nothing here",
+        "a ghp_ token",
+        "axb",
+        "a.b",
+        "SeCrEt",
+        "KEY=v",
+        "KEY=V",
+        "x://y",
+        "[x]",
+        "(?i)",
+        "a|b",
+        "\\d",
+        "9",
+        "ab",
+        "\ud800 secret \udfff",
+        "\u212aey=v",  # a Kelvin sign is not an ASCII k
+    ],
+)
 def test_which(text: str) -> None:
     assert Prefilter(SETS_RE).which(text) == expected(text)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(
-    st.lists(st.sampled_from(["ghp_", "a.b", "SECRET", "Key=V", "://", "[x]", "a|b", "\\d", "x", " ", "\ud800", "é"]))
-    .map("".join),
-    st.text(),
-))
+@given(
+    st.one_of(
+        st.lists(
+            st.sampled_from(["ghp_", "a.b", "SECRET", "Key=V", "://", "[x]", "a|b", "\\d", "x", " ", "\ud800", "é"])
+        ).map("".join),
+        st.text(),
+    )
+)
 def test_which_is_the_plain_search(text: str) -> None:
     assert Prefilter(SETS_RE).which(text) == expected(text)
     if "\ud800" not in text:  # UTF-8 bytes, as a server's line comes: the same answer
@@ -104,16 +126,44 @@ def test_a_class_takes_one_character_whatever_its_bytes() -> None:
 # what blows up a DFA: counted repetitions after a common prefix, alternatives that share
 # characters, a long text that visits many states; the set must still answer as re does
 _HEAVY = [
-    r"://[^ \t/#@:]*:[^ \t/#]+@", r"[bB][eE][aA][rR][eE][rR][ \t]+[A-Za-z0-9\-._~+/]{16}", r"a[ab]{0,40}b",
+    r"://[^ \t/#@:]*:[^ \t/#]+@",
+    r"[bB][eE][aA][rR][eE][rR][ \t]+[A-Za-z0-9\-._~+/]{16}",
+    r"a[ab]{0,40}b",
     r"(?i)(?:pass[_.\-]?(?:word|phrase)|passwd|pwd|secret|token|api[_.\-]?key)[\"']?[ \t]*[:=]",
-    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff]", r"x[^y]{0,300}z",
+    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u200b-\u200d\u2060\ufeff]",
+    r"x[^y]{0,300}z",
 ]
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(["a", "b", "ab", "://", ":", "@", "x", "y", "z", " ", "bearer ", "Token",
-                                           "=", "\u200b", "é", "0123456789abcdef"]),
-                          st.text(max_size=4)), max_size=400).map("".join))
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "a",
+                    "b",
+                    "ab",
+                    "://",
+                    ":",
+                    "@",
+                    "x",
+                    "y",
+                    "z",
+                    " ",
+                    "bearer ",
+                    "Token",
+                    "=",
+                    "\u200b",
+                    "é",
+                    "0123456789abcdef",
+                ]
+            ),
+            st.text(max_size=4),
+        ),
+        max_size=400,
+    ).map("".join)
+)
 def test_a_heavy_set_answers_as_re_does(text: str) -> None:
     sets = [[p] for p in _HEAVY]
     want = [re.search(p, text) is not None for p in _HEAVY]

@@ -44,8 +44,11 @@ def test_a_long_string_is_read_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(TEXTS, st.sampled_from(["x" * 4096, "ok", "content", "text"])), min_size=1, max_size=5),
-       st.booleans(), st.booleans())
+@given(
+    st.lists(st.one_of(TEXTS, st.sampled_from(["x" * 4096, "ok", "content", "text"])), min_size=1, max_size=5),
+    st.booleans(),
+    st.booleans(),
+)
 def test_the_fast_look_finds_what_each_string_holds(texts: list[str], secrets_on: bool, injection_on: bool) -> None:
     """scan's first look over a value (its short strings together, each long one alone) says
     "nothing" only when no string holds a finding."""

@@ -31,7 +31,7 @@ def _random(n: int, alphabet: str = ALNUM) -> str:
 
 # name -> (kind, a fresh value)
 SHAPES = {
-    "openai": ("openai_api_key", lambda: "sk-proj-" + _random(120, ALNUM + "-_") ),
+    "openai": ("openai_api_key", lambda: "sk-proj-" + _random(120, ALNUM + "-_")),
     "openai_legacy": ("openai_api_key", lambda: "sk-" + _random(20) + "T3BlbkFJ" + _random(20)),
     "anthropic": ("anthropic_api_key", lambda: "sk-ant-api03-" + _random(93, ALNUM + "-_") + "AA"),
     "hf": ("huggingface_token", lambda: "hf_" + "QwErTy" + _random(28, string.ascii_letters)[3:] + "abc"),
@@ -44,8 +44,17 @@ SHAPES = {
     "secret": ("secret", lambda: _random(32, ALNUM + "-_")),
     "token": ("token", lambda: _random(40, ALNUM)),
     "api_key": ("api_key", lambda: _random(32, ALNUM)),
-    "jwt": ("jwt", lambda: ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
-                                    for part in ({"alg": "RS256", "typ": "JWT"}, {"sub": "svc"})) + "." + _random(43, ALNUM + "-_")),
+    "jwt": (
+        "jwt",
+        lambda: (
+            ".".join(
+                base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
+                for part in ({"alg": "RS256", "typ": "JWT"}, {"sub": "svc"})
+            )
+            + "."
+            + _random(43, ALNUM + "-_")
+        ),
+    ),
 }
 
 POSITIVES = {
@@ -153,7 +162,7 @@ def test_every_secret_of_a_real_file_is_found_and_nothing_else(name: str) -> Non
     for _ in range(5):  # fresh values each time
         text, expected = _fill(POSITIVES[name])
         found = find_secrets(text)
-        got = sorted((s.kind, text[s.start:s.end]) for s in found)
+        got = sorted((s.kind, text[s.start : s.end]) for s in found)
         want = sorted({(kind, value) for kind, value in expected for _ in range(text.count(value))})
         assert sorted(set(got)) == want, (name, got)
         out, _kinds = redact_text(text)
@@ -312,8 +321,13 @@ def _hashes_and_uuids() -> str:
     lines = []
     for i in range(200):
         data = rng.randbytes(32)
-        lines += [hashlib.sha1(data).hexdigest(), hashlib.sha256(data).hexdigest(), str(uuid.UUID(bytes=data[:16])),
-                  base64.b64encode(data).decode(), f"commit {hashlib.sha1(data).hexdigest()} token #{i}"]
+        lines += [
+            hashlib.sha1(data).hexdigest(),
+            hashlib.sha256(data).hexdigest(),
+            str(uuid.UUID(bytes=data[:16])),
+            base64.b64encode(data).decode(),
+            f"commit {hashlib.sha1(data).hexdigest()} token #{i}",
+        ]
     return "\n".join(lines)
 
 
@@ -323,7 +337,7 @@ NEGATIVES["hashes and uuids"] = _hashes_and_uuids()
 @pytest.mark.parametrize("name", sorted(NEGATIVES))
 def test_ordinary_text_about_secrets_gives_no_finding(name: str) -> None:
     text = NEGATIVES[name]
-    assert [(s.kind, text[s.start:s.end]) for s in find_secrets(text)] == []
+    assert [(s.kind, text[s.start : s.end]) for s in find_secrets(text)] == []
 
 
 def test_a_json_member_under_a_key_that_names_a_secret_is_judged_as_its_text_would_be() -> None:
@@ -333,7 +347,15 @@ def test_a_json_member_under_a_key_that_names_a_secret_is_judged_as_its_text_wou
     assert member_secret("password", "hunter") == "password"
     assert member_secret("GITHUB_TOKEN", _random(40)) == "token"
     assert member_secret("x-api-key", _random(32)) == "api_key"
-    for key, value in [("password", "changeme"), ("password", "<your password>"), ("token", "${TOKEN}"),
-                       ("next_page_token", _random(40)), ("max_tokens", "4096"), ("password", 12345678),
-                       ("path", _random(20)), ("token", "abc"), ("secret", "/run/secrets/db")]:
+    for key, value in [
+        ("password", "changeme"),
+        ("password", "<your password>"),
+        ("token", "${TOKEN}"),
+        ("next_page_token", _random(40)),
+        ("max_tokens", "4096"),
+        ("password", 12345678),
+        ("path", _random(20)),
+        ("token", "abc"),
+        ("secret", "/run/secrets/db"),
+    ]:
         assert member_secret(key, value) is None, (key, value)

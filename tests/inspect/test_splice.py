@@ -47,7 +47,8 @@ print((after - before) // 1024)
 
 def test_splice_holds_no_memory_per_byte_or_escape_of_a_string() -> None:
     for kind in ("plain", "escapes", "mixed"):
-        out = subprocess.run([sys.executable, "-c", _MEASURE, kind], capture_output=True, text=True, check=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", _MEASURE, kind], capture_output=True, text=True, check=True, timeout=120
+        )
         grown = int(out.stdout.strip())
         assert grown < 48, (kind, grown)  # MiB: the copy of the line, not a stack per byte (700 MiB before)

@@ -36,8 +36,9 @@ def _text_and_drop(draw: st.DrawFn) -> tuple[str, list[tuple[int, int]]]:
 
 @settings(max_examples=400, deadline=None)
 @given(_text_and_drop(), st.booleans(), st.booleans(), st.data())
-def test_the_spliced_reading_is_for_phrases_reading(case: tuple[str, list[tuple[int, int]]], zwsp: bool,
-                                                     normalize: bool, data: st.DataObject) -> None:
+def test_the_spliced_reading_is_for_phrases_reading(
+    case: tuple[str, list[tuple[int, int]]], zwsp: bool, normalize: bool, data: st.DataObject
+) -> None:
     text, drop = case
     mapped = for_phrases(text, drop, zwsp, normalize=normalize)
     utf8 = text.encode("utf-8", "surrogatepass")
@@ -54,7 +55,9 @@ def test_the_spliced_reading_is_for_phrases_reading(case: tuple[str, list[tuple[
     # the anchors: those the text holds, moved, and those a change makes
     found = {anchor: Trigger([anchor.decode()]).find(utf8) for anchor in ANCHORS}
     lowered = reading.data.lower()
-    expected = {anchor: [m.start() for m in re.finditer(b"(?=" + re.escape(anchor) + b")", lowered)] for anchor in ANCHORS}
+    expected = {
+        anchor: [m.start() for m in re.finditer(b"(?=" + re.escape(anchor) + b")", lowered)] for anchor in ANCHORS
+    }
     assert reading.anchors(found, ANCHORS) == expected
 
 

@@ -29,9 +29,11 @@ from assay.inspect.taint import (
 
 SECRET = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
 SHORT = "hunter2pw"  # 9 bytes: shorter than MIN_RUN
-LOREM = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
-         "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud "
-         "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. ")
+LOREM = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
+    "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud "
+    "exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. "
+)
 
 
 def tainted(*values: str, key: bytes = b"k") -> TaintSet:
@@ -59,8 +61,9 @@ def test_a_secret_is_found_as_is_and_inside_a_longer_argument(value: str) -> Non
 @pytest.mark.parametrize("prefix", [b"", b"x", b"xy"])
 @pytest.mark.parametrize("urlsafe", [False, True])
 @pytest.mark.parametrize("pad", [False, True])
-def test_a_secret_is_found_base64_encoded_at_every_alignment(value: str, prefix: bytes,
-                                                             urlsafe: bool, pad: bool) -> None:
+def test_a_secret_is_found_base64_encoded_at_every_alignment(
+    value: str, prefix: bytes, urlsafe: bool, pad: bool
+) -> None:
     taint = tainted(value)
     blob = b64(prefix + value.encode() + b"\x00\xffrest", urlsafe, pad)
     assert taint.find(f"data={blob}") == Taint("srv/get", "base64")
@@ -96,9 +99,9 @@ def test_a_run_of_min_run_bytes_of_a_tainted_text_is_found_at_any_offset() -> No
     text = LOREM * 3
     assert taint.add_text(text, "fs/read") > 0
     for start in range(0, 200):
-        run = text[start: start + MIN_RUN]
+        run = text[start : start + MIN_RUN]
         assert taint.find(f"echo '{run}' > /tmp/x") == Taint("fs/read", "plain"), start
-    assert taint.find(text[100:100 + MIN_RUN - 1]) in (None, Taint("fs/read", "plain"))  # not required
+    assert taint.find(text[100 : 100 + MIN_RUN - 1]) in (None, Taint("fs/read", "plain"))  # not required
 
 
 def test_a_short_or_low_information_text_is_not_remembered() -> None:
@@ -231,10 +234,16 @@ def encodings(value: bytes, draw_prefix: bytes) -> dict[str, str]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(value=st.text(min_size=MIN_RUN, max_size=80).filter(lambda v: len(set(v.encode())) >= 12),
-       before=TEXT, after=TEXT, prefix=st.binary(max_size=2), encoding=st.sampled_from(["plain", "base64", "url", "hex"]))
-def test_any_tainted_run_is_found_anywhere_in_each_encoding(value: str, before: str, after: str,
-                                                            prefix: bytes, encoding: str) -> None:
+@given(
+    value=st.text(min_size=MIN_RUN, max_size=80).filter(lambda v: len(set(v.encode())) >= 12),
+    before=TEXT,
+    after=TEXT,
+    prefix=st.binary(max_size=2),
+    encoding=st.sampled_from(["plain", "base64", "url", "hex"]),
+)
+def test_any_tainted_run_is_found_anywhere_in_each_encoding(
+    value: str, before: str, after: str, prefix: bytes, encoding: str
+) -> None:
     raw = value.encode("utf-8", "surrogatepass")
     try:
         raw.decode("utf-8")
@@ -243,7 +252,7 @@ def test_any_tainted_run_is_found_anywhere_in_each_encoding(value: str, before: 
     taint = TaintSet(key=b"h")
     taint.add_text(before + value + after, "fs/read")
     argument = " " + encodings(raw, prefix)[encoding] + " "
-    found = taint.find(before[: len(before) // 2] + argument + after[len(after) // 2:])
+    found = taint.find(before[: len(before) // 2] + argument + after[len(after) // 2 :])
     assert found is not None and found.source == "fs/read"
     if encoding in ("base64", "hex"):
         assert found.encoding in ("plain", encoding)  # a run may also be plain in the rest

@@ -39,8 +39,11 @@ def test_a_word_is_masked_whole_when_no_part_matches() -> None:
 def test_two_words() -> None:
     text = f"{KEY}\n and\t{KEY}, {KEY}."
     n = len(KEY)
-    assert ACME.find(text) == [Secret("acme_key", 0, n), Secret("acme_key", n + 6, 2 * n + 6),
-                               Secret("acme_key", 2 * n + 8, 3 * n + 9)]  # the word "<key>." is masked whole
+    assert ACME.find(text) == [
+        Secret("acme_key", 0, n),
+        Secret("acme_key", n + 6, 2 * n + 6),
+        Secret("acme_key", 2 * n + 8, 3 * n + 9),
+    ]  # the word "<key>." is masked whole
     assert redact_all(text, ACME)[0] == "[REDACTED:acme_key]\n and\t[REDACTED:acme_key], [REDACTED:acme_key]"
 
 
@@ -58,21 +61,24 @@ def test_no_match_no_span() -> None:
     assert redact_all("plain", None) == ("plain", [])
 
 
-@pytest.mark.parametrize(("rule", "why"), [
-    (UserRule("Acme", "x"), "a kind is a lowercase letter"),
-    (UserRule("1acme", "x"), "a kind is a lowercase letter"),
-    (UserRule("a" * 65, "x"), "a kind is a lowercase letter"),
-    (UserRule("acme-key", "x"), "a kind is a lowercase letter"),
-    (UserRule("", "x"), "a kind is a lowercase letter"),
-    (UserRule("github_token", "x"), "github_token is a built-in kind"),
-    (UserRule("password", "x"), "password is a built-in kind"),
-    (UserRule("depth_limit", "x"), "depth_limit is a built-in kind"),
-    (UserRule("acme", "(?=x)y"), "not supported"),
-    (UserRule("acme", "(x"), "invalid regular expression"),
-    (UserRule("acme", "(x)\\1"), "not supported"),
-    (UserRule("acme", "x\\1"), "invalid regular expression"),
-    (UserRule("acme", "x*"), "matches the empty string"),
-])
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        (UserRule("Acme", "x"), "a kind is a lowercase letter"),
+        (UserRule("1acme", "x"), "a kind is a lowercase letter"),
+        (UserRule("a" * 65, "x"), "a kind is a lowercase letter"),
+        (UserRule("acme-key", "x"), "a kind is a lowercase letter"),
+        (UserRule("", "x"), "a kind is a lowercase letter"),
+        (UserRule("github_token", "x"), "github_token is a built-in kind"),
+        (UserRule("password", "x"), "password is a built-in kind"),
+        (UserRule("depth_limit", "x"), "depth_limit is a built-in kind"),
+        (UserRule("acme", "(?=x)y"), "not supported"),
+        (UserRule("acme", "(x"), "invalid regular expression"),
+        (UserRule("acme", "(x)\\1"), "not supported"),
+        (UserRule("acme", "x\\1"), "invalid regular expression"),
+        (UserRule("acme", "x*"), "matches the empty string"),
+    ],
+)
 def test_bad_rules_are_refused_in_one_line(rule: UserRule, why: str) -> None:
     with pytest.raises(ValueError) as info:
         UserRules([UserRule("fine", "zz"), rule])
@@ -123,14 +129,35 @@ def reference(regex: str, text: str) -> list[tuple[int, int]]:
     spans = []
     for word in re.finditer(r"\S+", text):
         if pattern.search(word.group()):
-            parts = [(word.start() + m.start(), word.start() + m.end())
-                     for m in re.finditer(r"[^\s\"'`,;=:()\[\]{}<>]+", word.group()) if pattern.search(m.group())]
+            parts = [
+                (word.start() + m.start(), word.start() + m.end())
+                for m in re.finditer(r"[^\s\"'`,;=:()\[\]{}<>]+", word.group())
+                if pattern.search(m.group())
+            ]
             spans.extend(parts or [word.span()])
     return spans or [(0, len(text))]
 
 
-WORDS = st.sampled_from([KEY, "acme_", "x", "acme_abc", "=", ":", '"', " ", "\n", "  ", "é", "\ud800", "-" * 300,
-                         "word " * 900, "k=" + KEY, KEY + "," + KEY])
+WORDS = st.sampled_from(
+    [
+        KEY,
+        "acme_",
+        "x",
+        "acme_abc",
+        "=",
+        ":",
+        '"',
+        " ",
+        "\n",
+        "  ",
+        "é",
+        "\ud800",
+        "-" * 300,
+        "word " * 900,
+        "k=" + KEY,
+        KEY + "," + KEY,
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None)

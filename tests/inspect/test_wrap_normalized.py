@@ -28,8 +28,12 @@ HIDDEN = {
 
 
 def session(inspect: str) -> Harness:
-    policy = load_policy(('version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
-                          f"inspect: {inspect}\n").encode())
+    policy = load_policy(
+        (
+            'version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
+            f"inspect: {inspect}\n"
+        ).encode()
+    )
     h = Harness(policy, SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t", label="files"))
     h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
     return h
@@ -43,8 +47,10 @@ def relayed(h: Harness, rid: int, line: bytes) -> tuple[dict, list[dict]]:
 
 
 def line_of(rid: int, text: str, ensure_ascii: bool) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}},
-                      ensure_ascii=ensure_ascii).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}},
+        ensure_ascii=ensure_ascii,
+    ).encode()
 
 
 @pytest.mark.parametrize("how", sorted(HIDDEN))
@@ -84,7 +90,8 @@ def test_the_new_secret_shapes_are_masked_in_an_answer() -> None:
     reply, inspected = relayed(h, 1, line_of(1, text, False))
     assert reply["result"]["content"][0]["text"] == (
         "OPENAI_API_KEY=[REDACTED:openai_api_key]\nDB_PASSWORD=[REDACTED:password]\n"
-        "url: postgres://app:[REDACTED:url_password]@db.internal/app")
+        "url: postgres://app:[REDACTED:url_password]@db.internal/app"
+    )
     assert [f["kind"] for f in inspected[0]["findings"]] == ["openai_api_key", "password", "url_password"]
 
 

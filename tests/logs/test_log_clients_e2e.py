@@ -35,8 +35,9 @@ enforcement: { unconstrained_tools: allow }
 
 
 async def _calls(entry: dict, env: dict[str, str], cwd: Path, calls: list[tuple[str, dict]]) -> list[str]:
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})},
-                                   cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+    )
     texts = []
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -58,13 +59,26 @@ def two_clients(tmp_path_factory):
     policy.write_text(POLICY)
     logs = tmp / "logs"
     env = make_env(home)
-    runs = {"claude": [("add", {"a": 1, "b": 2}), ("wipe", {"path": "/etc"})],
-            "cursor": [("add", {"a": 3, "b": 4}), ("add", {"a": 5, "b": 6})]}
+    runs = {
+        "claude": [("add", {"a": 1, "b": 2}), ("wipe", {"path": "/etc"})],
+        "cursor": [("add", {"a": 3, "b": 4}), ("add", {"a": 5, "b": 6})],
+    }
     for client, calls in runs.items():
         config = tmp / f"{client}.json"
         config.write_text(json.dumps({"mcpServers": {"tiny": {"command": sys.executable, "args": [str(server)]}}}))
-        res = run_assay("mcp", "protect", client, "--config", str(config), "--policy", str(policy),
-                        "--log-dir", str(logs), env=env, cwd=tmp)
+        res = run_assay(
+            "mcp",
+            "protect",
+            client,
+            "--config",
+            str(config),
+            "--policy",
+            str(policy),
+            "--log-dir",
+            str(logs),
+            env=env,
+            cwd=tmp,
+        )
         assert res.returncode == 0, res.stderr
         entry = json.loads(config.read_text())["mcpServers"]["tiny"]
         texts = trio.run(_calls, entry, env, tmp, calls)
@@ -87,17 +101,28 @@ def test_the_table_shows_the_code_and_rule_the_agent_got(two_clients):
     cells = re.split(r" {2,}", row)
     assert cells[1:6] == ["claude_desktop/tiny", "wipe", "deny", "E_PATH_CONFINEMENT", "path_confinement"]
     (doc,) = _json(str(logs), "--tool", "wipe", env=env, cwd=cwd)
-    assert (doc["error_code"], doc["rule"], doc["reason_code"]) == ("E_PATH_CONFINEMENT", "path_confinement",
-                                                                    "P_POLICY_DENY")
+    assert (doc["error_code"], doc["rule"], doc["reason_code"]) == (
+        "E_PATH_CONFINEMENT",
+        "path_confinement",
+        "P_POLICY_DENY",
+    )
 
 
 def test_calls_are_filtered_by_client_and_by_client_and_server(two_clients):
     logs, env, cwd = two_clients
     every = _json(str(logs), env=env, cwd=cwd)
     assert sorted((d["client"], d["tool"]) for d in every) == [
-        ("claude_desktop", "add"), ("claude_desktop", "wipe"), ("cursor", "add"), ("cursor", "add")]
-    for args in (["--client", "cursor"], ["--server", "cursor/tiny"], ["--server", "cur*/*"],
-                 ["--client", "cursor", "--server", "tiny"]):
+        ("claude_desktop", "add"),
+        ("claude_desktop", "wipe"),
+        ("cursor", "add"),
+        ("cursor", "add"),
+    ]
+    for args in (
+        ["--client", "cursor"],
+        ["--server", "cursor/tiny"],
+        ["--server", "cur*/*"],
+        ["--client", "cursor", "--server", "tiny"],
+    ):
         got = _json(str(logs), *args, env=env, cwd=cwd)
         assert [(d["client"], d["tool"]) for d in got] == [("cursor", "add")] * 2, args
     assert len(_json(str(logs), "--server", "tiny", env=env, cwd=cwd)) == 4
@@ -121,7 +146,10 @@ def test_stats_count_per_client_and_server(two_clients):
     ]
     docs = _json(str(logs), "--stats", env=env, cwd=cwd)
     assert [(d["client"], d["server"], d["tool"], d["total"]) for d in docs] == [
-        ("claude_desktop", "tiny", "add", 1), ("claude_desktop", "tiny", "wipe", 1), ("cursor", "tiny", "add", 2)]
+        ("claude_desktop", "tiny", "add", 1),
+        ("claude_desktop", "tiny", "wipe", 1),
+        ("cursor", "tiny", "add", 2),
+    ]
 
 
 def test_an_audit_log_read_alone_names_its_client(two_clients):
@@ -150,6 +178,11 @@ def test_log_and_suggest_word_a_missing_log_directory_alike(tmp_path):
     log = run_assay("mcp", "log", env=env, cwd=tmp_path)
     suggest = run_assay("mcp", "policy", "suggest", env=env, cwd=tmp_path)
     assert log.returncode == suggest.returncode == 2
-    assert log.stderr == suggest.stderr == (
-        f"fatal: no logs in {tmp_path / 'nowhere'} (it does not exist): give the log files or directories, "
-        "or the --log-dir you gave assay mcp protect\n").encode()
+    assert (
+        log.stderr
+        == suggest.stderr
+        == (
+            f"fatal: no logs in {tmp_path / 'nowhere'} (it does not exist): give the log files or directories, "
+            "or the --log-dir you gave assay mcp protect\n"
+        ).encode()
+    )

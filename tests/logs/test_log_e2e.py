@@ -31,8 +31,9 @@ TIME                 SERVER                     TOOL  OUTCOME             CODE  
 
 
 async def _session(entry: dict, env: dict[str, str], cwd: Path) -> list[bool]:
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})},
-                                   cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -56,8 +57,19 @@ def protected_logs(tmp_path):
     policy.write_text(POLICY)
     logs = tmp_path / "logs"
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude", "--config", str(config), "--policy", str(policy),
-                    "--log-dir", str(logs), env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--config",
+        str(config),
+        "--policy",
+        str(policy),
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     entry = json.loads(config.read_text())["mcpServers"]["tiny"]
     errors = trio.run(_session, entry, env, tmp_path)
@@ -71,29 +83,49 @@ def _mask(text: str) -> str:
 
 def test_log_shows_exactly_the_calls_of_the_session(protected_logs):
     logs, env, cwd = protected_logs
-    assert sorted(p.name for p in logs.iterdir()) == ["claude_desktop-tiny.audit.ndjson",
-                                                      "claude_desktop-tiny.decisions.ndjson"]
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "claude_desktop-tiny.audit.ndjson",
+        "claude_desktop-tiny.decisions.ndjson",
+    ]
     res = run_assay("mcp", "log", str(logs), env=env, cwd=cwd)
     assert res.returncode == 0 and res.stderr == b"", res.stderr
     table = _mask(res.stdout.decode())
     # both logs of the server are read, and each call is shown once
-    assert [re.sub(r" {2,}", "  ", line) for line in table.splitlines()] == \
-        [re.sub(r" {2,}", "  ", line) for line in GOLDEN.splitlines()]
+    assert [re.sub(r" {2,}", "  ", line) for line in table.splitlines()] == [
+        re.sub(r" {2,}", "  ", line) for line in GOLDEN.splitlines()
+    ]
 
     res = run_assay("mcp", "log", str(logs), "--json", "--tool", "wipe", env=env, cwd=cwd)
     (line,) = res.stdout.decode().splitlines()
     doc = json.loads(line)
-    assert list(doc) == ["time", "client", "server", "session", "tool", "outcome", "approval", "reason_code", "rule",
-                         "reason", "request_id", "arguments", "kind", "file", "error_code"]
+    assert list(doc) == [
+        "time",
+        "client",
+        "server",
+        "session",
+        "tool",
+        "outcome",
+        "approval",
+        "reason_code",
+        "rule",
+        "reason",
+        "request_id",
+        "arguments",
+        "kind",
+        "file",
+        "error_code",
+    ]
     assert doc["tool"] == "wipe" and doc["outcome"] == "deny" and doc["client"] == "claude_desktop"
     assert doc["kind"] == "decision" and doc["session"].startswith("client:")
 
     res = run_assay("mcp", "log", str(logs / "claude_desktop-tiny.audit.ndjson"), "--stats", env=env, cwd=cwd)
     rows = [line.split() for line in res.stdout.decode().splitlines()]
     # the audit log has no event source: its client is the one protect named the file for
-    assert rows[1:] == [["claude_desktop/tiny", "add", "0", "2", "0", "0", "2"],
-                        ["claude_desktop/tiny", "wipe", "0", "0", "1", "0", "1"],
-                        ["(all)", "(all)", "0", "2", "1", "0", "3"]]
+    assert rows[1:] == [
+        ["claude_desktop/tiny", "add", "0", "2", "0", "0", "2"],
+        ["claude_desktop/tiny", "wipe", "0", "0", "1", "0", "1"],
+        ["(all)", "(all)", "0", "2", "1", "0", "3"],
+    ]
 
     # the default is the state directory: logs written there are found without a path
     res = run_assay("mcp", "log", "--outcome", "deny", "--json", env={**env, "ASSAY_STATE_DIR": str(logs)}, cwd=cwd)
@@ -103,7 +135,9 @@ def test_log_shows_exactly_the_calls_of_the_session(protected_logs):
 def test_torn_and_foreign_lines_are_skipped_and_counted(protected_logs):
     logs, env, cwd = protected_logs
     with open(logs / "claude_desktop-tiny.decisions.ndjson", "ab") as fh:
-        fh.write(b"not json at all\n[1,2]\n" + b'{"x":"' + b"y" * (9 * 1024 * 1024) + b'"}\n' + b'{"specversion":"1.0","ty')
+        fh.write(
+            b"not json at all\n[1,2]\n" + b'{"x":"' + b"y" * (9 * 1024 * 1024) + b'"}\n' + b'{"specversion":"1.0","ty'
+        )
     res = run_assay("mcp", "log", str(logs), "--json", env=env, cwd=cwd)
     assert res.returncode == 0
     assert len(res.stdout.decode().splitlines()) == 3
@@ -115,8 +149,13 @@ def test_follow_sees_a_line_appended_after_it_started(protected_logs):
     decisions = logs / "claude_desktop-tiny.decisions.ndjson"
     # a decision event to append again (the log opens with the client's: docs/wrap-records.md, "The client")
     first = next(x for x in decisions.read_bytes().splitlines(keepends=True) if b'"assay.tool.decision"' in x)
-    proc = subprocess.Popen([str(ASSAY), "mcp", "log", "--follow", "--json", str(decisions)], env=env, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(ASSAY), "mcp", "log", "--follow", "--json", str(decisions)],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None
         seen = [json.loads(proc.stdout.readline()) for _ in range(3)]  # what the file held

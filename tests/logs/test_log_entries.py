@@ -17,23 +17,43 @@ T = "2026-08-22T10:15:02.123456+00:00"
 
 def event(**data) -> bytes:
     base = {"tool": "exec", "decision": "allow", "reason_code": "P_POLICY_ALLOW", "session": None, "server": "shell"}
-    doc = {"specversion": "1.0", "id": "evt_decision_1", "type": "assay.tool.decision",
-           "source": "assay://protect/cursor/shell", "time": T, "data": {**base, **data}}
+    doc = {
+        "specversion": "1.0",
+        "id": "evt_decision_1",
+        "type": "assay.tool.decision",
+        "source": "assay://protect/cursor/shell",
+        "time": T,
+        "data": {**base, **data},
+    }
     return json.dumps(doc).encode()
 
 
 def test_decision_event_outcomes():
-    deny = parse_line(event(decision="deny", typed_decision="deny", reason_code="P_TOOL_DENIED", reason="no",
-                            matched_rule="tools.deny", request_id=7))
+    deny = parse_line(
+        event(
+            decision="deny",
+            typed_decision="deny",
+            reason_code="P_TOOL_DENIED",
+            reason="no",
+            matched_rule="tools.deny",
+            request_id=7,
+        )
+    )
     assert isinstance(deny, Entry)
-    assert (deny.outcome, deny.reason_code, deny.rule, deny.client, deny.request_id) == \
-        ("deny", "P_TOOL_DENIED", "tools.deny", "cursor", 7)
+    assert (deny.outcome, deny.reason_code, deny.rule, deny.client, deny.request_id) == (
+        "deny",
+        "P_TOOL_DENIED",
+        "tools.deny",
+        "cursor",
+        7,
+    )
     dry = parse_line(event(decision="allow", typed_decision="deny", reason_code="P_TOOL_DENIED"))
     assert isinstance(dry, Entry) and dry.outcome == "would_deny"
     warned = parse_line(event(typed_decision="allow_with_obligations", reason_code="E_TOOL_UNCONSTRAINED"))
     assert isinstance(warned, Entry) and warned.outcome == "allow_with_warning"
-    asked = parse_line(event(decision="deny", typed_decision="deny", reason_code="P_APPROVAL_DENIED",
-                             approval_state="declined"))
+    asked = parse_line(
+        event(decision="deny", typed_decision="deny", reason_code="P_APPROVAL_DENIED", approval_state="declined")
+    )
     assert isinstance(asked, Entry) and asked.approval == "declined"
     assert Filter(outcomes=("declined",)).admits(asked) and Filter(outcomes=("approval",)).admits(asked)
     assert not Filter(outcomes=("allow",)).admits(asked)
@@ -43,8 +63,17 @@ def test_decision_event_outcomes():
 
 
 def test_audit_record_codes_are_mapped_like_the_event():
-    line = json.dumps({"timestamp": T, "decision": "would_deny", "tool": "rm", "reason": "r", "session": None,
-                       "server": "s", "agentic": {"status": "deny", "error_code": "E_ARG_SCHEMA"}}).encode()
+    line = json.dumps(
+        {
+            "timestamp": T,
+            "decision": "would_deny",
+            "tool": "rm",
+            "reason": "r",
+            "session": None,
+            "server": "s",
+            "agentic": {"status": "deny", "error_code": "E_ARG_SCHEMA"},
+        }
+    ).encode()
     e = parse_line(line)
     assert isinstance(e, Entry) and (e.outcome, e.reason_code, e.kind) == ("would_deny", "P_ARG_SCHEMA", "audit")
 
@@ -52,16 +81,47 @@ def test_audit_record_codes_are_mapped_like_the_event():
 def test_records_that_are_not_calls_and_foreign_lines():
     assert parse_line(b'{"specversion":"1.0","type":"assay.tool.listed","data":{"tool":"x"}}') == OTHER
     assert parse_line(b'{"schema":"assay.mcp_request_receipt.v0","seq":1}') == OTHER
-    for line in (b"", b"null", b"[1]", b'{"a":1}', b'{"specversion":"1.0","type":"other.thing"}',
-                 event(tool=5), event(decision="maybe"), b'{"timestamp":"x","decision":"allow","tool":3}'):
+    for line in (
+        b"",
+        b"null",
+        b"[1]",
+        b'{"a":1}',
+        b'{"specversion":"1.0","type":"other.thing"}',
+        event(tool=5),
+        event(decision="maybe"),
+        b'{"timestamp":"x","decision":"allow","tool":3}',
+    ):
         assert parse_line(line) == FOREIGN, line
 
 
-@given(st.binary(max_size=300) | st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.sampled_from(
-        ["specversion", "type", "data", "time", "tool", "decision", "timestamp", "agentic", "reason_code", "x"]), c,
-        max_size=6), max_leaves=20).map(lambda v: json.dumps(v).encode()))
+@given(
+    st.binary(max_size=300)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda c: (
+            st.lists(c, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "specversion",
+                        "type",
+                        "data",
+                        "time",
+                        "tool",
+                        "decision",
+                        "timestamp",
+                        "agentic",
+                        "reason_code",
+                        "x",
+                    ]
+                ),
+                c,
+                max_size=6,
+            )
+        ),
+        max_leaves=20,
+    ).map(lambda v: json.dumps(v).encode())
+)
 def test_no_line_makes_the_reader_raise(line):
     got = parse_line(line)
     if isinstance(got, Entry):
@@ -72,8 +132,18 @@ def test_no_line_makes_the_reader_raise(line):
 
 def test_a_call_in_both_logs_is_shown_once_and_the_table_escapes_controls():
     e = parse_line(event(tool="a\x1b[2Kb\nc"))
-    a = parse_line(json.dumps({"timestamp": T, "decision": "allow", "tool": "a\x1b[2Kb\nc", "reason": None,
-                               "session": None, "server": "shell"}).encode())
+    a = parse_line(
+        json.dumps(
+            {
+                "timestamp": T,
+                "decision": "allow",
+                "tool": "a\x1b[2Kb\nc",
+                "reason": None,
+                "session": None,
+                "server": "shell",
+            }
+        ).encode()
+    )
     assert isinstance(e, Entry) and isinstance(a, Entry)
     once = Once()
     assert once.first(e) and not once.first(a)
@@ -112,5 +182,12 @@ def test_the_viewer_fits_the_table_to_the_first_rows_then_streams():
     counts = Viewer(Filter(tools=("a*",)), mode="stats")
     for e in (first, second, third):
         assert counts.take(e) == ""
-    assert counts.end_of_files().splitlines()[1].split() == ["cursor/shell", "a_rather_long_tool_name", "1", "0", "0",
-                                                             "0", "1"]
+    assert counts.end_of_files().splitlines()[1].split() == [
+        "cursor/shell",
+        "a_rather_long_tool_name",
+        "1",
+        "0",
+        "0",
+        "0",
+        "1",
+    ]

@@ -22,8 +22,15 @@ from tests.conftest import ASSAY
 
 
 def audit(i: int, tool: str = "read_file", minute: int = 0) -> bytes:
-    rec = {"timestamp": f"2026-12-06T06:{minute:02d}:{(i // 10000) % 60:02d}.{i % 10000:04d}00+00:00",
-           "decision": "allow", "tool": tool, "reason": None, "session": None, "server": "files", "request_id": i}
+    rec = {
+        "timestamp": f"2026-12-06T06:{minute:02d}:{(i // 10000) % 60:02d}.{i % 10000:04d}00+00:00",
+        "decision": "allow",
+        "tool": tool,
+        "reason": None,
+        "session": None,
+        "server": "files",
+        "request_id": i,
+    }
     return json.dumps(rec, separators=(",", ":")).encode() + b"\n"
 
 
@@ -169,8 +176,11 @@ def test_following_a_file_replaced_by_many_entries_holds_what_it_held_before(tmp
     followed.write_bytes(audit(0, "first_tool"))
     # the table: its header and first row are printed once the file was read to its end, so
     # what follows is read by the follower's rounds
-    proc = subprocess.Popen([str(ASSAY), "mcp", "log", "--follow", str(followed)], stdout=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [str(ASSAY), "mcp", "log", "--follow", str(followed)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     try:
         assert b"first_tool" in _count_lines(proc, 2)
         with open(followed, "ab") as fh:

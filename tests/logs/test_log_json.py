@@ -24,11 +24,26 @@ HOSTILE = "\x7f\x85\x9b\u061c\u200b\u200e\u200f\u202a\u202e\u2066\u2069\u2028\u2
 
 
 def event(raw: bool = False, **data) -> bytes:
-    base = {"tool": "exec", "decision": "deny", "typed_decision": "deny", "reason_code": "P_POLICY_DENY",
-            "error_code": "E_PATH_CONFINEMENT", "matched_rule": "path_confinement", "reason": "no",
-            "session": None, "server": "shell", "request_id": 7}
-    doc = {"specversion": "1.0", "id": "evt_decision_1", "type": "assay.tool.decision",
-           "source": "assay://protect/cursor/shell", "time": T, "data": {**base, **data}}
+    base = {
+        "tool": "exec",
+        "decision": "deny",
+        "typed_decision": "deny",
+        "reason_code": "P_POLICY_DENY",
+        "error_code": "E_PATH_CONFINEMENT",
+        "matched_rule": "path_confinement",
+        "reason": "no",
+        "session": None,
+        "server": "shell",
+        "request_id": 7,
+    }
+    doc = {
+        "specversion": "1.0",
+        "id": "evt_decision_1",
+        "type": "assay.tool.decision",
+        "source": "assay://protect/cursor/shell",
+        "time": T,
+        "data": {**base, **data},
+    }
     if raw:  # UTF-8, as wrap writes a line without a lone surrogate
         return json.dumps(doc, ensure_ascii=False).encode()
     return json.dumps(doc).encode()  # ASCII escapes: a lone surrogate too, as wrap writes it
@@ -43,8 +58,13 @@ ENCODABLE = "".join(c for c in HOSTILE if not 0xD800 <= ord(c) <= 0xDFFF)
 
 @pytest.mark.parametrize("hostile", [ENCODABLE, HOSTILE], ids=["utf8", "lone-surrogates"])
 def test_json_lines_and_table_rows_escape_every_hostile_character(hostile):
-    line = event(hostile == ENCODABLE, tool=f"t{hostile}", server=f"s{hostile}", reason=f"r{hostile}",
-                 arguments={f"k{hostile}": f"v{hostile}"})
+    line = event(
+        hostile == ENCODABLE,
+        tool=f"t{hostile}",
+        server=f"s{hostile}",
+        reason=f"r{hostile}",
+        arguments={f"k{hostile}": f"v{hostile}"},
+    )
     entry = parse_line(line)
     assert isinstance(entry, Entry)  # a line with a lone surrogate is read (it was skipped)
     line = json_line(entry)
@@ -71,10 +91,12 @@ def node():
     exe = shutil.which("node")
     if exe is None:
         pytest.skip("node is not installed")
-    script = ("const rl = require('readline').createInterface({input: process.stdin});"
-              "rl.on('line', l => { let out; try { out = JSON.stringify(JSON.parse(l)); }"
-              " catch (e) { out = JSON.stringify({error: String(e)}); }"
-              " process.stdout.write(out + '\\n'); });")
+    script = (
+        "const rl = require('readline').createInterface({input: process.stdin});"
+        "rl.on('line', l => { let out; try { out = JSON.stringify(JSON.parse(l)); }"
+        " catch (e) { out = JSON.stringify({error: String(e)}); }"
+        " process.stdout.write(out + '\\n'); });"
+    )
     proc = subprocess.Popen([exe, "-e", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     yield proc
     assert proc.stdin is not None
@@ -89,7 +111,8 @@ def _node_reads(node, line: str):
 
 
 _names = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12) | st.sampled_from(
-    [HOSTILE, "\u2028", "\x7f", "\x85", "\u202e", "\udcff", "a\x00b"])
+    [HOSTILE, "\u2028", "\x7f", "\x85", "\u202e", "\udcff", "a\x00b"]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -116,8 +139,12 @@ def test_the_command_prints_no_hostile_byte(tmp_path):
     """Through the real command: the bytes on stdout hold none of the characters' UTF-8 forms
     (nor DEL), with --json, --stats --json, and the table."""
     log = tmp_path / "d.ndjson"
-    log.write_bytes(event(True, tool=f"t{ENCODABLE}", reason=f"r{ENCODABLE}") + b"\n"
-                    + event(tool=f"u{HOSTILE}", reason=f"r{HOSTILE}", request_id=8) + b"\n")
+    log.write_bytes(
+        event(True, tool=f"t{ENCODABLE}", reason=f"r{ENCODABLE}")
+        + b"\n"
+        + event(tool=f"u{HOSTILE}", reason=f"r{HOSTILE}", request_id=8)
+        + b"\n"
+    )
     raw = [c.encode("utf-8", "surrogatepass") for c in HOSTILE]
     for args in (["--json"], ["--stats", "--json"], [], ["--stats"]):
         res = subprocess.run([str(ASSAY), "mcp", "log", *args, str(log)], capture_output=True, timeout=60)

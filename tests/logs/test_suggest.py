@@ -17,8 +17,13 @@ T = "2026-08-22T10:15:02.123456+00:00"
 
 
 def call(tool: str, outcome: str = "allow", server: str = "fs", **arguments) -> Entry:
-    data = {"tool": tool, "decision": "deny" if outcome == "deny" else "allow", "server": server, "session": None,
-            "reason_code": "P_TOOL_DENIED" if outcome != "allow" else "P_POLICY_ALLOW"}
+    data = {
+        "tool": tool,
+        "decision": "deny" if outcome == "deny" else "allow",
+        "server": server,
+        "session": None,
+        "reason_code": "P_TOOL_DENIED" if outcome != "allow" else "P_POLICY_ALLOW",
+    }
     if outcome == "would_deny":
         data["typed_decision"] = "deny"
     if arguments:
@@ -46,9 +51,11 @@ def test_allows_what_was_used_confines_paths_and_asks_for_destructive_tools():
         call("search", query="x", limit=3),
         call("exec", "deny", command="rm -rf /"),
     ]
-    listed = [{"tool": "move_file", "annotations": {"readOnlyHint": False}},
-              {"tool": "write_file", "annotations": {"destructiveHint": True}},
-              {"tool": "read_text_file", "annotations": {"readOnlyHint": True}}]
+    listed = [
+        {"tool": "move_file", "annotations": {"readOnlyHint": False}},
+        {"tool": "write_file", "annotations": {"destructiveHint": True}},
+        {"tool": "read_text_file", "annotations": {"readOnlyHint": True}},
+    ]
     result = run(calls, listed)
     policy = load_policy(result.text.encode(), home="/home/ann")
     assert set(policy.tools.allow) == {"read_text_file", "list_directory", "move_file", "search"}

@@ -25,8 +25,13 @@ def call(tool: str, session: str | None = "client:1:1", server: str = "fs", **ar
 
 
 def client(elicitation: str, session: str | None = "client:1:1", server: str = "fs", name: str = "host") -> dict:
-    return {"declared_in": "initialize", "client": {"name": name}, "elicitation": elicitation, "session": session,
-            "server": server}
+    return {
+        "declared_in": "initialize",
+        "client": {"name": name},
+        "elicitation": elicitation,
+        "session": session,
+        "server": server,
+    }
 
 
 def approval_summary(plan) -> list[str]:

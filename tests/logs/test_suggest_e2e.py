@@ -17,26 +17,38 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.discover._discover_helpers import make_env, run_assay
 
-FS_SERVER = Path(__file__).resolve().parents[1] / "e2e" / "node_modules" / "@modelcontextprotocol" / \
-    "server-filesystem" / "dist" / "index.js"
+FS_SERVER = (
+    Path(__file__).resolve().parents[1]
+    / "e2e"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-filesystem"
+    / "dist"
+    / "index.js"
+)
 PERMISSIVE = 'version: "2.0"\nenforcement: { unconstrained_tools: warn }\n'
 
 
 async def _session(entry: dict, env: dict[str, str], cwd: Path, ws: Path, extra: bool) -> dict[str, object]:
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})},
-                                   cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+    )
     results: dict[str, object] = {}
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
             results["tools"] = {t.name for t in tools.tools}
-            calls = [("read_text_file", {"path": str(ws / "a.txt")}),
-                     ("list_directory", {"path": str(ws)}),
-                     ("read_text_file", {"path": str(ws / "sub" / "b.txt")})]
+            calls = [
+                ("read_text_file", {"path": str(ws / "a.txt")}),
+                ("list_directory", {"path": str(ws)}),
+                ("read_text_file", {"path": str(ws / "sub" / "b.txt")}),
+            ]
             if extra:
-                calls += [("write_file", {"path": str(ws / "c.txt"), "content": "x"}),
-                          ("read_text_file", {"path": str(ws / "sub" / ".." / ".." / "secret.txt")})]
+                calls += [
+                    ("write_file", {"path": str(ws / "c.txt"), "content": "x"}),
+                    ("read_text_file", {"path": str(ws / "sub" / ".." / ".." / "secret.txt")}),
+                ]
             for i, (name, args) in enumerate(calls):
                 r = await session.call_tool(name, args)
                 text = " ".join(getattr(c, "text", "") for c in r.content)
@@ -57,8 +69,21 @@ def test_suggest_from_an_observed_filesystem_session(tmp_path):
     permissive.write_text(PERMISSIVE)
     logs = tmp_path / "logs"
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude", "--config", str(config), "--policy", str(permissive), "--observe",
-                    "--log-arguments", "--log-dir", str(logs), env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--config",
+        str(config),
+        "--policy",
+        str(permissive),
+        "--observe",
+        "--log-arguments",
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     entry = json.loads(config.read_text())["mcpServers"]["fs"]
     observed = trio.run(_session, entry, env, tmp_path, ws, False)
@@ -70,7 +95,7 @@ def test_suggest_from_an_observed_filesystem_session(tmp_path):
     assert res.returncode == 0, res.stderr
     assert b"replayed 3 observed calls against it: none denied" in res.stderr
     text = tight.read_text()
-    assert "within: [\"~/ws\"]" in text  # written for any user's home
+    assert 'within: ["~/ws"]' in text  # written for any user's home
     assert '"write_file"' in text and "never called" in text
     res = run_assay("mcp", "policy", "check", str(tight), "--strict", env=env, cwd=tmp_path)
     assert res.returncode == 0, (res.stdout, res.stderr)
@@ -78,8 +103,19 @@ def test_suggest_from_an_observed_filesystem_session(tmp_path):
     res = run_assay("mcp", "policy", "suggest", str(logs), "--out", str(tight), env=env, cwd=tmp_path)
     assert res.returncode == 2 and tight.read_text() == text
 
-    res = run_assay("mcp", "protect", "claude", "--config", str(config), "--policy", str(tight), "--log-dir",
-                    str(logs), env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--config",
+        str(config),
+        "--policy",
+        str(tight),
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     entry = json.loads(config.read_text())["mcpServers"]["fs"]
     enforced = trio.run(_session, entry, env, tmp_path, ws, True)
@@ -95,17 +131,21 @@ def test_suggest_from_an_observed_filesystem_session(tmp_path):
 async def _writer_session(entry: dict, env: dict[str, str], cwd: Path, ws: Path, elicits: bool) -> None:
     """A session that reads and writes, with a client that declares elicitation (its callback
     would accept) or not."""
+
     async def elicit(ctx, params):  # never asked: the observing wrap has no approvals
         return types.ElicitResult(action="accept", content={})
 
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})},
-                                   cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, **({"elicitation_callback": elicit} if elicits else {})) as session:
             await session.initialize()
             await session.list_tools()
-            for name, args in (("read_text_file", {"path": str(ws / "a.txt")}),
-                               ("write_file", {"path": str(ws / "c.txt"), "content": "x"})):
+            for name, args in (
+                ("read_text_file", {"path": str(ws / "a.txt")}),
+                ("write_file", {"path": str(ws / "c.txt"), "content": "x"}),
+            ):
                 r = await session.call_tool(name, args)
                 assert not r.is_error, r
 
@@ -126,13 +166,29 @@ def test_suggest_asks_approval_only_of_a_client_that_can_answer(tmp_path, elicit
     permissive.write_text(PERMISSIVE)
     logs = tmp_path / "logs"
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude", "--config", str(config), "--policy", str(permissive), "--observe",
-                    "--log-dir", str(logs), env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--config",
+        str(config),
+        "--policy",
+        str(permissive),
+        "--observe",
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     entry = json.loads(config.read_text())["mcpServers"]["fs"]
     trio.run(_writer_session, entry, env, tmp_path, ws, elicits)
-    recorded = [json.loads(line)["data"] for f in logs.glob("*.ndjson") for line in f.read_text().splitlines()
-                if '"assay.client.capabilities"' in line]
+    recorded = [
+        json.loads(line)["data"]
+        for f in logs.glob("*.ndjson")
+        for line in f.read_text().splitlines()
+        if '"assay.client.capabilities"' in line
+    ]
     assert [(r["declared_in"], r["elicitation"]) for r in recorded] == [("initialize", "form" if elicits else "none")]
 
     tight = tmp_path / "tight.yaml"
@@ -153,6 +209,14 @@ def test_suggest_asks_approval_only_of_a_client_that_can_answer(tmp_path, elicit
     # what the comments promise, the help says
     res = run_assay("mcp", "policy", "--help", env={**env, "COLUMNS": "200"}, cwd=tmp_path)
     shown = res.stdout.decode()
-    for word in ("tools.allow", "=name", "approval_required", "approval_fallback", "elicitation", "schemas",
-                 "unconstrained_tools", "path_confinement"):
+    for word in (
+        "tools.allow",
+        "=name",
+        "approval_required",
+        "approval_fallback",
+        "elicitation",
+        "schemas",
+        "unconstrained_tools",
+        "path_confinement",
+    ):
         assert word in shown, word

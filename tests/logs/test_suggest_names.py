@@ -40,12 +40,72 @@ def names_allowed(policy, called) -> list[str]:
         out.append(hit)
     return out
 
+
 SPECIAL = [
-    "*", "**", "x*", "*x", "*x*", "read_*_file", "?", "x?", "[", "]", "[a-z]", "'", '"', "''", "#", "# x", "a #b",
-    "\u2028", "\u2029", "\u0085", "\ufeff", "a\u2028b", "=", "==", "=x", "=*", "-", "- '*' #", "", " ", "\t", "\\",
-    "&a", "*a", "!tag", "%YAML", "@", "`", "|", ">", "{", "}", ",", ":", ": ", "x: y", "\r", "\n", "\x00", "\x7f",
-    "\u200b", "\U0001f600", "\U0010ffff", "\ue000", "\x1b[2K", "...", "---", "null", "~", "yes", "0x1",
-    "audit_helper\u2028    - '*' #", "audit_helper\u0085  - '*'", "x\u2029deny: []",
+    "*",
+    "**",
+    "x*",
+    "*x",
+    "*x*",
+    "read_*_file",
+    "?",
+    "x?",
+    "[",
+    "]",
+    "[a-z]",
+    "'",
+    '"',
+    "''",
+    "#",
+    "# x",
+    "a #b",
+    "\u2028",
+    "\u2029",
+    "\u0085",
+    "\ufeff",
+    "a\u2028b",
+    "=",
+    "==",
+    "=x",
+    "=*",
+    "-",
+    "- '*' #",
+    "",
+    " ",
+    "\t",
+    "\\",
+    "&a",
+    "*a",
+    "!tag",
+    "%YAML",
+    "@",
+    "`",
+    "|",
+    ">",
+    "{",
+    "}",
+    ",",
+    ":",
+    ": ",
+    "x: y",
+    "\r",
+    "\n",
+    "\x00",
+    "\x7f",
+    "\u200b",
+    "\U0001f600",
+    "\U0010ffff",
+    "\ue000",
+    "\x1b[2K",
+    "...",
+    "---",
+    "null",
+    "~",
+    "yes",
+    "0x1",
+    "audit_helper\u2028    - '*' #",
+    "audit_helper\u0085  - '*'",
+    "x\u2029deny: []",
 ]
 _chars = st.characters(exclude_categories=["Cs"])  # every code point but surrogates (no UTF-8 form)
 names = st.one_of(
@@ -57,8 +117,13 @@ names = st.one_of(
 
 
 def entry(tool: str, outcome: str = "allow", server: str = "fs") -> Entry:
-    data = {"tool": tool, "decision": "deny" if outcome == "deny" else "allow", "server": server, "session": None,
-            "reason_code": "P_TOOL_DENIED" if outcome == "deny" else "P_POLICY_ALLOW"}
+    data = {
+        "tool": tool,
+        "decision": "deny" if outcome == "deny" else "allow",
+        "server": server,
+        "session": None,
+        "reason_code": "P_TOOL_DENIED" if outcome == "deny" else "P_POLICY_ALLOW",
+    }
     e = parse_line(json.dumps({"specversion": "1.0", "type": "assay.tool.decision", "time": T, "data": data}).encode())
     assert isinstance(e, Entry)
     return e
@@ -76,8 +141,24 @@ def suggested(called, denied=(), listed=(), servers=("fs",)):
 
 
 def near_misses(name: str) -> set[str]:
-    out = {name + "x", "x" + name, name[:-1], name[1:], name + "*", "*" + name, "=" + name, name + "\u2028",
-           name.upper(), name.lower(), name.strip(), "*", "", "x", "exec", unicodedata.normalize("NFKC", name)}
+    out = {
+        name + "x",
+        "x" + name,
+        name[:-1],
+        name[1:],
+        name + "*",
+        "*" + name,
+        "=" + name,
+        name + "\u2028",
+        name.upper(),
+        name.lower(),
+        name.strip(),
+        "*",
+        "",
+        "x",
+        "exec",
+        unicodedata.normalize("NFKC", name),
+    }
     if name.startswith("="):
         out.add(name[1:])
     return out
@@ -146,8 +227,12 @@ def test_the_suggested_policy_allows_exactly_the_observed_tools(called, denied, 
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(names, min_size=1, max_size=4, unique=True), st.lists(names, max_size=3), st.lists(names, max_size=3),
-       st.lists(names, min_size=1, max_size=2, unique=True))
+@given(
+    st.lists(names, min_size=1, max_size=4, unique=True),
+    st.lists(names, max_size=3),
+    st.lists(names, max_size=3),
+    st.lists(names, min_size=1, max_size=2, unique=True),
+)
 def test_assays_yaml_reader_and_libyaml_read_the_same_document(called, denied, listed, servers):
     text = suggested(called, denied=denied, listed=listed, servers=[s or "fs" for s in servers]).text
     ours = parse_yaml(text)

@@ -120,9 +120,7 @@ def dump(doc: Any) -> bytes:
 
 
 def assay(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(ASSAY), *args], capture_output=True, timeout=60, cwd=cwd, env=env
-    )
+    return subprocess.run([str(ASSAY), *args], capture_output=True, timeout=60, cwd=cwd, env=env)
 
 
 def listing(directory: Path) -> list[str]:

@@ -47,11 +47,21 @@ def test_worked_example_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout == b""
     assert (tmp_path / "candidate.json").read_bytes() == CANDIDATE_EXPECTED
-    assert hashlib.sha256(OBSERVED_1440).hexdigest() == "61e2f26c7c0a5974bb9cdeca00cc0436c8b38f9ba347132e075b63618c75c894"
+    assert (
+        hashlib.sha256(OBSERVED_1440).hexdigest() == "61e2f26c7c0a5974bb9cdeca00cc0436c8b38f9ba347132e075b63618c75c894"
+    )
 
     res = assay(
-        "mcp", "manifest", "promote", "--candidate", "candidate.json", "--source", "observed.json",
-        "--out", "declared.json", cwd=tmp_path,
+        "mcp",
+        "manifest",
+        "promote",
+        "--candidate",
+        "candidate.json",
+        "--source",
+        "observed.json",
+        "--out",
+        "declared.json",
+        cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout == b""
@@ -70,12 +80,31 @@ def test_worked_example_end_to_end(tmp_path):
 
 def test_output_is_deterministic(tmp_path):
     """M17/M23: same input bytes, identical output bytes."""
-    source = (tmp_path / "observed.json")
+    source = tmp_path / "observed.json"
     source.write_bytes(dump(two_tool_doc()))
     outs = []
     for n in (1, 2):
-        assert assay("mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", f"c{n}.json", cwd=tmp_path).returncode == 0
-        assert assay("mcp", "manifest", "promote", "--candidate", f"c{n}.json", "--source", "observed.json", "--out", f"d{n}.json", cwd=tmp_path).returncode == 0
+        assert (
+            assay(
+                "mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", f"c{n}.json", cwd=tmp_path
+            ).returncode
+            == 0
+        )
+        assert (
+            assay(
+                "mcp",
+                "manifest",
+                "promote",
+                "--candidate",
+                f"c{n}.json",
+                "--source",
+                "observed.json",
+                "--out",
+                f"d{n}.json",
+                cwd=tmp_path,
+            ).returncode
+            == 0
+        )
         outs.append(((tmp_path / f"c{n}.json").read_bytes(), (tmp_path / f"d{n}.json").read_bytes()))
     assert outs[0] == outs[1]
     tools = json.loads(outs[0][0])["tools"]
@@ -120,7 +149,10 @@ REFUSALS = {
     # M10
     "not utf-8": (OBSERVED_1440.replace(b"github", b"git\xffhub", 1), "observed manifest must be valid UTF-8"),
     # M11
-    "duplicate member": (OBSERVED_1440.replace(b'"status": "observed",', b'"status": "observed",\n  "status": "observed",'), "JSON object contains a duplicate member"),
+    "duplicate member": (
+        OBSERVED_1440.replace(b'"status": "observed",', b'"status": "observed",\n  "status": "observed",'),
+        "JSON object contains a duplicate member",
+    ),
     "malformed": (OBSERVED_1440[:-3], "malformed JSON"),
     "bom": (b"\xef\xbb\xbf" + OBSERVED_1440, "malformed JSON"),
     "trailing data": (OBSERVED_1440 + b"{}", "malformed JSON"),
@@ -133,29 +165,59 @@ REFUSALS = {
     "missing privileged": (_mutate(lambda d: d["observed"]["tool_digests"][0].pop("privileged")), "missing field"),
     "float count": (OBSERVED_1440.replace(b'"tool_count": 1,', b'"tool_count": 1.0,'), "invalid type"),
     "string privileged": (_mutate(lambda d: d["observed"]["tool_digests"][0].update(privileged="yes")), "invalid type"),
-    "field digest not a string": (_mutate(lambda d: d["observed"]["tool_digests"][0]["field_digests"].update(description=1)), "invalid type"),
+    "field digest not a string": (
+        _mutate(lambda d: d["observed"]["tool_digests"][0]["field_digests"].update(description=1)),
+        "invalid type",
+    ),
     # M13.1
-    "ambiguous status": (_mutate(lambda d: d.update(status="ambiguous")), "source must be an observed assay.mcp_manifest_observed.v0 artifact"),
-    "other schema": (_mutate(lambda d: d.update(schema="assay.mcp_manifest_observed.v1")), "source must be an observed"),
+    "ambiguous status": (
+        _mutate(lambda d: d.update(status="ambiguous")),
+        "source must be an observed assay.mcp_manifest_observed.v0 artifact",
+    ),
+    "other schema": (
+        _mutate(lambda d: d.update(schema="assay.mcp_manifest_observed.v1")),
+        "source must be an observed",
+    ),
     # M13.2
-    "partial list": (_mutate(lambda d: d["observed"].update(tools_list_complete="partial")), "observed source must carry one complete, unambiguous tools/list"),
+    "partial list": (
+        _mutate(lambda d: d["observed"].update(tools_list_complete="partial")),
+        "observed source must carry one complete, unambiguous tools/list",
+    ),
     "null digest": (_mutate(lambda d: d["observed"].update(manifest_digest=None)), "complete, unambiguous tools/list"),
     "absent digest": (_mutate(lambda d: d["observed"].pop("manifest_digest")), "complete, unambiguous tools/list"),
-    "list not observed": (_mutate(lambda d: d["observed"].update(tools_list_observed=False)), "complete, unambiguous tools/list"),
+    "list not observed": (
+        _mutate(lambda d: d["observed"].update(tools_list_observed=False)),
+        "complete, unambiguous tools/list",
+    ),
     # M13.3
-    "canonicalization": (_mutate(lambda d: d["observed"].update(canonicalization="other.v0")), "observed source uses an unsupported canonicalization"),
+    "canonicalization": (
+        _mutate(lambda d: d["observed"].update(canonicalization="other.v0")),
+        "observed source uses an unsupported canonicalization",
+    ),
     # M13.4
     "zero tools": (_mutate_redigest(_zero_tools), "observed source must carry a non-empty, count-consistent tool list"),
     "count mismatch": (_mutate(lambda d: d["observed"].update(tool_count=2)), "non-empty, count-consistent tool list"),
     # M13.5
-    "privileged count": (_mutate(lambda d: d["observed"].update(privileged_tool_count=0)), "observed source privileged_tool_count does not match its tools"),
+    "privileged count": (
+        _mutate(lambda d: d["observed"].update(privileged_tool_count=0)),
+        "observed source privileged_tool_count does not match its tools",
+    ),
     # M13.6
-    "blank name": (_mutate_redigest(lambda d: d["observed"]["tool_digests"][0].update(name="\u3000 \t")), "observed source tool names must be non-empty and unique"),
+    "blank name": (
+        _mutate_redigest(lambda d: d["observed"]["tool_digests"][0].update(name="\u3000 \t")),
+        "observed source tool names must be non-empty and unique",
+    ),
     # M13.7
-    "stale digest": (_mutate(lambda d: d["observed"].update(manifest_digest="sha256:" + "0" * 64)), "observed source manifest_digest cannot be reproduced from its serialized tool identities"),
+    "stale digest": (
+        _mutate(lambda d: d["observed"].update(manifest_digest="sha256:" + "0" * 64)),
+        "observed source manifest_digest cannot be reproduced from its serialized tool identities",
+    ),
     "sanitised control-character name": (_mutate(_sanitised_name), "cannot be reproduced"),
     # M13.8
-    "edited non-claim": (_mutate(lambda d: d["non_claims"].__setitem__(0, "judges everything")), "observed source non_claims do not match the observed-v0 contract"),
+    "edited non-claim": (
+        _mutate(lambda d: d["non_claims"].__setitem__(0, "judges everything")),
+        "observed source non_claims do not match the observed-v0 contract",
+    ),
     "missing non-claim": (_mutate(lambda d: d["non_claims"].pop()), "non_claims do not match"),
     # M14
     "uppercase tool digest": (
@@ -178,7 +240,9 @@ def test_candidate_refusals(tmp_path, case):
     """M9-M14: each refusal exits 2 with its message; no output file and no temporary file."""
     source, fragment = REFUSALS[case]
     if source is None:
-        res = assay("mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "candidate.json", cwd=tmp_path)
+        res = assay(
+            "mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "candidate.json", cwd=tmp_path
+        )
         before = []
     else:
         res = candidate(tmp_path, source)
@@ -207,7 +271,11 @@ def test_refusal_order_first_check_wins(tmp_path):
 
 
 def test_usage_errors_exit_2(tmp_path):
-    for args in (("candidate", "--out", "x"), ("candidate", "--from-observed", "x"), ("promote", "--candidate", "a", "--source", "b")):
+    for args in (
+        ("candidate", "--out", "x"),
+        ("candidate", "--from-observed", "x"),
+        ("promote", "--candidate", "a", "--source", "b"),
+    ):
         res = assay("mcp", "manifest", *args, cwd=tmp_path)
         assert res.returncode == 2
         assert res.stderr.decode().count("\n") == 1
@@ -229,7 +297,9 @@ def test_exactly_one_mebibyte_accepted_one_more_refused(tmp_path):
     over = tmp_path / "over"
     over.mkdir()
     res = candidate(over, exact + b" ")
-    assert_refused(res, "reading observed.json within the 1048576-byte manifest limit: exceeded source bytes limit of 1048576")
+    assert_refused(
+        res, "reading observed.json within the 1048576-byte manifest limit: exceeded source bytes limit of 1048576"
+    )
     assert listing(over) == ["observed.json"]
 
 
@@ -237,9 +307,31 @@ def test_oversized_candidate_and_source_refused_by_promote(tmp_path):
     assert candidate(tmp_path, OBSERVED_1440).returncode == 0
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (MAX_MANIFEST_BYTES + 1))
-    res = assay("mcp", "manifest", "promote", "--candidate", "big.json", "--source", "observed.json", "--out", "d.json", cwd=tmp_path)
+    res = assay(
+        "mcp",
+        "manifest",
+        "promote",
+        "--candidate",
+        "big.json",
+        "--source",
+        "observed.json",
+        "--out",
+        "d.json",
+        cwd=tmp_path,
+    )
     assert_refused(res, "reading big.json within the 1048576-byte manifest limit")
-    res = assay("mcp", "manifest", "promote", "--candidate", "candidate.json", "--source", "big.json", "--out", "d.json", cwd=tmp_path)
+    res = assay(
+        "mcp",
+        "manifest",
+        "promote",
+        "--candidate",
+        "candidate.json",
+        "--source",
+        "big.json",
+        "--out",
+        "d.json",
+        cwd=tmp_path,
+    )
     assert_refused(res, "reading big.json within the 1048576-byte manifest limit")
     assert not (tmp_path / "d.json").exists()
 
@@ -283,9 +375,22 @@ def test_existing_output_is_never_touched(tmp_path, kind, command):
         out.symlink_to(tmp_path / "nowhere")
     before = {p.name: (os.lstat(p).st_mtime_ns, os.lstat(p).st_ino) for p in tmp_path.iterdir()}
     if command == "candidate":
-        res = assay("mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "out.json", cwd=tmp_path)
+        res = assay(
+            "mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "out.json", cwd=tmp_path
+        )
     else:
-        res = assay("mcp", "manifest", "promote", "--candidate", "candidate.json", "--source", "observed.json", "--out", "out.json", cwd=tmp_path)
+        res = assay(
+            "mcp",
+            "manifest",
+            "promote",
+            "--candidate",
+            "candidate.json",
+            "--source",
+            "observed.json",
+            "--out",
+            "out.json",
+            cwd=tmp_path,
+        )
     assert_refused(res, "creating out.json without overwriting an existing file: File exists")
     after = {p.name: (os.lstat(p).st_mtime_ns, os.lstat(p).st_ino) for p in tmp_path.iterdir()}
     assert after == before
@@ -298,7 +403,9 @@ def test_existing_output_is_never_touched(tmp_path, kind, command):
 
 def test_identical_bytes_are_not_overwritten_either(tmp_path):
     assert candidate(tmp_path, OBSERVED_1440).returncode == 0
-    res = assay("mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "candidate.json", cwd=tmp_path)
+    res = assay(
+        "mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "candidate.json", cwd=tmp_path
+    )
     assert_refused(res, "without overwriting an existing file")
 
 
@@ -366,25 +473,67 @@ def _edit_candidate(fn) -> bytes:
 
 PROMOTE_REFUSALS = {
     "not utf-8": (CANDIDATE_EXPECTED.replace(b"github", b"git\xffhub", 1), "candidate must be valid UTF-8"),
-    "duplicate member": (CANDIDATE_EXPECTED.replace(b'"status": "candidate",', b'"status": "candidate",\n  "status": "candidate",'), "JSON object contains a duplicate member"),
+    "duplicate member": (
+        CANDIDATE_EXPECTED.replace(b'"status": "candidate",', b'"status": "candidate",\n  "status": "candidate",'),
+        "JSON object contains a duplicate member",
+    ),
     "malformed": (CANDIDATE_EXPECTED[:10], "malformed JSON"),
     "unknown member": (_edit_candidate(lambda d: d.update(approved_by="me")), "unknown field"),
     "unknown tool member": (_edit_candidate(lambda d: d["tools"][0].update(note="x")), "unknown field"),
-    "approved": (_edit_candidate(lambda d: d.update(approval="approved")), "candidate status does not describe a non-approved candidate"),
-    "status": (_edit_candidate(lambda d: d.update(status="declared")), "candidate status does not describe a non-approved candidate"),
-    "schema": (_edit_candidate(lambda d: d.update(schema="assay.declared_mcp_manifest.v0")), "candidate status does not describe a non-approved candidate"),
-    "non_claims": (_edit_candidate(lambda d: d["non_claims"].pop()), "candidate non_claims do not match the closed candidate contract"),
-    "source_sha256 syntax": (_edit_candidate(lambda d: d.update(source_sha256="sha256:ABC")), "candidate source_sha256 is not canonical sha256"),
-    "source_sha256 changed": (_edit_candidate(lambda d: d.update(source_sha256="sha256:" + "0" * 64)), "candidate does not match the exact observed source bytes"),
-    "privileged dropped": (_edit_candidate(lambda d: d["tools"][0].pop("privileged")), "candidate does not match the exact observed source bytes"),
-    "action class edited": (_edit_candidate(lambda d: d["tools"][0].update(action_class=None)), "candidate does not match"),
-    "tool renamed": (_edit_candidate(lambda d: d["tools"][0].update(name="github.other")), "manifest_digest does not recompute from the declared tools"),
-    "tool digest edited": (_edit_candidate(lambda d: d["tools"][0].update(tool_digest="sha256:" + "c" * 64)), "manifest_digest does not recompute"),
-    "canonicalization": (_edit_candidate(lambda d: d.update(canonicalization="x")), 'canonicalization must be assay.mcp_manifest_projection.v0, got "x"; a digest is only comparable to one computed the same way'),
-    "manifest digest syntax": (_edit_candidate(lambda d: d.update(manifest_digest="sha256:")), 'manifest_digest must be sha256: plus 64 lowercase hex, got "sha256:"'),
+    "approved": (
+        _edit_candidate(lambda d: d.update(approval="approved")),
+        "candidate status does not describe a non-approved candidate",
+    ),
+    "status": (
+        _edit_candidate(lambda d: d.update(status="declared")),
+        "candidate status does not describe a non-approved candidate",
+    ),
+    "schema": (
+        _edit_candidate(lambda d: d.update(schema="assay.declared_mcp_manifest.v0")),
+        "candidate status does not describe a non-approved candidate",
+    ),
+    "non_claims": (
+        _edit_candidate(lambda d: d["non_claims"].pop()),
+        "candidate non_claims do not match the closed candidate contract",
+    ),
+    "source_sha256 syntax": (
+        _edit_candidate(lambda d: d.update(source_sha256="sha256:ABC")),
+        "candidate source_sha256 is not canonical sha256",
+    ),
+    "source_sha256 changed": (
+        _edit_candidate(lambda d: d.update(source_sha256="sha256:" + "0" * 64)),
+        "candidate does not match the exact observed source bytes",
+    ),
+    "privileged dropped": (
+        _edit_candidate(lambda d: d["tools"][0].pop("privileged")),
+        "candidate does not match the exact observed source bytes",
+    ),
+    "action class edited": (
+        _edit_candidate(lambda d: d["tools"][0].update(action_class=None)),
+        "candidate does not match",
+    ),
+    "tool renamed": (
+        _edit_candidate(lambda d: d["tools"][0].update(name="github.other")),
+        "manifest_digest does not recompute from the declared tools",
+    ),
+    "tool digest edited": (
+        _edit_candidate(lambda d: d["tools"][0].update(tool_digest="sha256:" + "c" * 64)),
+        "manifest_digest does not recompute",
+    ),
+    "canonicalization": (
+        _edit_candidate(lambda d: d.update(canonicalization="x")),
+        'canonicalization must be assay.mcp_manifest_projection.v0, got "x"; a digest is only comparable to one computed the same way',
+    ),
+    "manifest digest syntax": (
+        _edit_candidate(lambda d: d.update(manifest_digest="sha256:")),
+        'manifest_digest must be sha256: plus 64 lowercase hex, got "sha256:"',
+    ),
     "no tools": (_edit_candidate(lambda d: d.update(tools=[])), "tools must be a non-empty array"),
     "blank name": (_edit_candidate(lambda d: d["tools"][0].update(name=" ")), "every tool must have a non-empty name"),
-    "duplicate name": (_edit_candidate(lambda d: d["tools"].append(dict(d["tools"][0]))), 'duplicate tool name "github.add_deploy_key" (an approval baseline must be unambiguous)'),
+    "duplicate name": (
+        _edit_candidate(lambda d: d["tools"].append(dict(d["tools"][0]))),
+        'duplicate tool name "github.add_deploy_key" (an approval baseline must be unambiguous)',
+    ),
 }
 
 

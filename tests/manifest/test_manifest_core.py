@@ -53,7 +53,9 @@ def test_manifest_digest_vectors_and_order_independence():
 
 
 def test_field_digest_vectors():
-    assert field_digest("output_schema", None) == "sha256:6969128f97f2ae0b5576343b492d312e1ab80eedf990f4bba8366c4622e808b5"
+    assert (
+        field_digest("output_schema", None) == "sha256:6969128f97f2ae0b5576343b492d312e1ab80eedf990f4bba8366c4622e808b5"
+    )
     assert field_digests(DEPLOY) == json.loads(OBSERVED_1440)["observed"]["tool_digests"][0]["field_digests"]
 
 
@@ -70,7 +72,9 @@ def test_tool_digest_projection_rules():
 def test_producer_output_promotes_and_reproduces_the_vector():
     doc = observed_document("github", [SEARCH, DEPLOY])
     assert doc["status"] == "observed"
-    assert doc["observed"]["manifest_digest"] == "sha256:f8a95098345d600f7a2d742c4e941ace5e9594918b2aa82a9a8f48f72f701ffa"
+    assert (
+        doc["observed"]["manifest_digest"] == "sha256:f8a95098345d600f7a2d742c4e941ace5e9594918b2aa82a9a8f48f72f701ffa"
+    )
     cand = build_candidate(render_document(doc))
     assert [t["name"] for t in cand["tools"]] == ["github.add_deploy_key", "search"]
 
@@ -152,7 +156,9 @@ def test_candidate_is_refused_as_a_declared_manifest():
     # with the candidate-only members removed, the schema check still refuses it
     cand = json.loads(CANDIDATE_EXPECTED)
     stripped = {k: cand[k] for k in ("schema", "canonicalization", "manifest_digest", "tools", "server")}
-    with pytest.raises(ManifestError, match='schema must be assay.declared_mcp_manifest.v0, got "assay.mcp_manifest_candidate.v0"'):
+    with pytest.raises(
+        ManifestError, match='schema must be assay.declared_mcp_manifest.v0, got "assay.mcp_manifest_candidate.v0"'
+    ):
         parse_declared(dump(stripped))
 
 
@@ -274,7 +280,9 @@ def test_publish_replace_replaces_a_symlink_not_its_target(tmp_path):
 # --- properties --------------------------------------------------------------------------------
 
 _names = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(
-    lambda s: s.strip(" \t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+    lambda s: s.strip(
+        " \t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+    )
 )
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
@@ -301,4 +309,7 @@ def test_property_observed_candidate_declared_round_trip(tools, server_id):
     assert parse_declared(render_document(declared)) == declared
     reversed_source = render_document(observed_document(server_id, list(reversed(tools))))
     assert build_candidate(reversed_source)["manifest_digest"] == cand["manifest_digest"]
-    assert construct_declared(cand["canonicalization"], cand["manifest_digest"], cand["tools"], cand["server"]["id"]) == declared
+    assert (
+        construct_declared(cand["canonicalization"], cand["manifest_digest"], cand["tools"], cand["server"]["id"])
+        == declared
+    )

@@ -21,6 +21,6 @@ def oracle_part(reason: str, expected: str) -> str:
     ``reason`` (which then differs from ``expected``)."""
     if reason == expected:
         return reason
-    if reason.startswith(expected) and ENDING.fullmatch(reason[len(expected):]):
+    if reason.startswith(expected) and ENDING.fullmatch(reason[len(expected) :]):
         return expected
     return reason

@@ -19,8 +19,9 @@ class ToyGuard:
     def check(self, call: Any, decision: Any, now: float) -> Any:
         if call.name == "toy_blocked" or "toy_trigger" in self.entered:
             reason = f"the toy guard refuses {call.name}"
-            return decision.denied("E_TOY", reason, {"status": "deny", "error_code": "E_TOY", "tool": call.name,
-                                                     "reason": reason})
+            return decision.denied(
+                "E_TOY", reason, {"status": "deny", "error_code": "E_TOY", "tool": call.name, "reason": reason}
+            )
         return None
 
     def enter(self, call: Any, now: float) -> None:

@@ -22,8 +22,9 @@ class NodeReader:
     """The long-lived Node child: one URI per line in, its reading out."""
 
     def __init__(self, node: str) -> None:
-        self.proc = subprocess.Popen([node, str(ORACLE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [node, str(ORACLE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 

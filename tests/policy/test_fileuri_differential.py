@@ -75,14 +75,86 @@ def components(path: str) -> list[str]:
 # -- the generated URIs ------------------------------------------------------------------------------
 
 SCHEMES = ["file:", "FILE:", "File:", "fi\tle:", "file\n:", " file:", "\x01file:", "fil\re:"]
-HOSTS = ["", "localhost", "LOCALHOST", "LocalHost", "local\thost", "%6cocalhost", "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54",
-         "xn--ls8h", "m\u00fcnchen", "evil", "127.0.0.1", "[::1]", "C:", "C|", "host\\share", "user@localhost",
-         "localhost:80", "localhost.", "local%68ost"]
-SEGMENTS = ["a", "b", "secret", "link", "", ".", "..", "%2e", "%2E%2e", ".%2e", "%2e.", "..\\x", ".\t.", ".\n.", ".\r.",
-            "\\", "%2F", "%2f", "%5C", "%5c", "%00", "\x00", "%ff", "%c3%a9", "%C3%A9", "\u00e9", "%ed%a0%80",
-            "%f4%90%80%80", "%c0%ae", "\ud800", "\udc80", "C:", "C|", "c%3A", "a b", " ", "%", "%zz", "%2", "%25",
-            "%252e", "?q", "#f", "a;b", "~", "\x01", "\x7f", "\u2028", "a%20b", "{x}", "%3F", "%23", "\u017f", "%73ecret",
-            "sec%72et", ".secret", "a\u200bb"]
+HOSTS = [
+    "",
+    "localhost",
+    "LOCALHOST",
+    "LocalHost",
+    "local\thost",
+    "%6cocalhost",
+    "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54",
+    "xn--ls8h",
+    "m\u00fcnchen",
+    "evil",
+    "127.0.0.1",
+    "[::1]",
+    "C:",
+    "C|",
+    "host\\share",
+    "user@localhost",
+    "localhost:80",
+    "localhost.",
+    "local%68ost",
+]
+SEGMENTS = [
+    "a",
+    "b",
+    "secret",
+    "link",
+    "",
+    ".",
+    "..",
+    "%2e",
+    "%2E%2e",
+    ".%2e",
+    "%2e.",
+    "..\\x",
+    ".\t.",
+    ".\n.",
+    ".\r.",
+    "\\",
+    "%2F",
+    "%2f",
+    "%5C",
+    "%5c",
+    "%00",
+    "\x00",
+    "%ff",
+    "%c3%a9",
+    "%C3%A9",
+    "\u00e9",
+    "%ed%a0%80",
+    "%f4%90%80%80",
+    "%c0%ae",
+    "\ud800",
+    "\udc80",
+    "C:",
+    "C|",
+    "c%3A",
+    "a b",
+    " ",
+    "%",
+    "%zz",
+    "%2",
+    "%25",
+    "%252e",
+    "?q",
+    "#f",
+    "a;b",
+    "~",
+    "\x01",
+    "\x7f",
+    "\u2028",
+    "a%20b",
+    "{x}",
+    "%3F",
+    "%23",
+    "\u017f",
+    "%73ecret",
+    "sec%72et",
+    ".secret",
+    "a\u200bb",
+]
 SEPARATORS = ["/", "/", "/", "\\", "//"]
 TAILS = ["", "", "/", "?x", "#y", " ", "\t", "\x00", "\n", "%20", "?", "#"]
 
@@ -133,10 +205,27 @@ def check_agreement(node_reader: NodeReader, uri: str) -> str | None:
 
 # the issue's own examples, and one of each refusal
 ISSUE = [
-    "file:///ws/..\\x\\y", "file:///ws/.\t./x", "file:///ws/.\n./x", "file:///ws/a%2Fb", "file:///ws/%5C..%5Cx",
-    "file:///ws/%00", "file:///ws/%2e%2e/x", "file:///C:/x", "file:///C|/x", "file://host/share", "file:/ws/a",
-    "file:ws/a", "FILE:///ws/a", "file://xn--ls8h/ws", "file://localhost/ws/a?q", "file:///ws/a#f", "file:///ws/%ff",
-    "file:///ws/\ud800", " file:///ws/a", "file:///ws/a ", "fi\tle:///ws/a",
+    "file:///ws/..\\x\\y",
+    "file:///ws/.\t./x",
+    "file:///ws/.\n./x",
+    "file:///ws/a%2Fb",
+    "file:///ws/%5C..%5Cx",
+    "file:///ws/%00",
+    "file:///ws/%2e%2e/x",
+    "file:///C:/x",
+    "file:///C|/x",
+    "file://host/share",
+    "file:/ws/a",
+    "file:ws/a",
+    "FILE:///ws/a",
+    "file://xn--ls8h/ws",
+    "file://localhost/ws/a?q",
+    "file:///ws/a#f",
+    "file:///ws/%ff",
+    "file:///ws/\ud800",
+    " file:///ws/a",
+    "file:///ws/a ",
+    "fi\tle:///ws/a",
 ]
 
 
@@ -158,9 +247,12 @@ def confining(tree: Path):
     lets no resource named *secret* through."""
     root = tree / "ws"
     return load_policy(
-        (f'version: "2.0"\ntools: {{allow: ["*"]}}\nenforcement: {{unconstrained_tools: allow}}\n'
-         f'path_confinement: [{{tools: ["*"], args: [path], within: ["{root}"], resolve_symlinks: true}}]\n'
-         f'resources: {{allow: ["file://{root}/*"], deny: ["*secret*"]}}\n').encode())
+        (
+            f'version: "2.0"\ntools: {{allow: ["*"]}}\nenforcement: {{unconstrained_tools: allow}}\n'
+            f'path_confinement: [{{tools: ["*"], args: [path], within: ["{root}"], resolve_symlinks: true}}]\n'
+            f'resources: {{allow: ["file://{root}/*"], deny: ["*secret*"]}}\n'
+        ).encode()
+    )
 
 
 @settings(max_examples=250, deadline=None)

@@ -93,8 +93,9 @@ def test_without_registration_nothing_of_it_runs() -> None:
 def wrap(policy: Any, store: MemoryStore, label: str = "s1") -> tuple[Pipeline, Any]:
     state = SessionState()
     built = build_guards(GuardContext(policy, Surface.WRAP, label, state, lambda: 1.0))
-    shared = SharedSession(store, SessionKey("name:t", "named", name="t"), part_of(policy), label, state, built.parts,
-                           lambda: 1.0)
+    shared = SharedSession(
+        store, SessionKey("name:t", "named", name="t"), part_of(policy), label, state, built.parts, lambda: 1.0
+    )
     return Pipeline(policy, state, built.checks, built.approvals, clock=lambda: 1.0, shared=shared), built
 
 
@@ -124,8 +125,10 @@ def judge(pipeline: Pipeline, name: str, now: float) -> str | None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["read_file", "send_mail", "echo", "toy_trigger"]), max_size=8),
-       st.lists(st.booleans(), min_size=8, max_size=8))
+@given(
+    st.lists(st.sampled_from(["read_file", "send_mail", "echo", "toy_trigger"]), max_size=8),
+    st.lists(st.booleans(), min_size=8, max_size=8),
+)
 def test_each_guards_state_round_trips_through_the_store(names: list[str], which: list[bool]) -> None:
     """Two wraps of one session (each with every guard, the toy too) decide as one wrap over the
     merged order: each guard's state goes through the store under its own name."""
@@ -172,8 +175,10 @@ def test_a_state_in_the_earlier_layout_still_loads() -> None:
     assert judge(old, "send_mail", 2.0) == "E_SEQUENCE_VIOLATION"
     flows, rates = built.tracker("flows"), built.tracker("rates")
     (row,) = store.parts.values()
-    for blob in (msgspec.msgpack.encode((flows.export_state(), rates.export_state(), None)),
-                 msgspec.msgpack.encode((flows.export_state(), rates.export_state()))):
+    for blob in (
+        msgspec.msgpack.encode((flows.export_state(), rates.export_state(), None)),
+        msgspec.msgpack.encode((flows.export_state(), rates.export_state())),
+    ):
         row.state, row.version = blob, row.version + 1
         new, _ = wrap(policy, store)
         assert judge(new, "send_mail", 3.0) == "E_SEQUENCE_VIOLATION"  # read_file came before

@@ -47,23 +47,28 @@ def test_settings_merge_the_first_matching_entry_over_the_top_level() -> None:
     assert load("inspect: {secrets: off}\n").inspect.settings("x", "y") == Settings()
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("inspect: {secrets: maybe}", "inspect.secrets"),
-    ("inspect: {arguments: {tainted: mask}}", "inspect.arguments.tainted"),
-    ("inspect: {max_bytes: 10}", "between"),
-    ("inspect: {oversize: drop}", "inspect.oversize"),
-    ("inspect: {tools: [{secrets: mask}]}", "missing field tool"),
-    ("inspect: {tools: [{tool: ''}]}", "non-empty"),
-    ("inspect: {patterns: [{kind: aws_access_key_id, regex: abc}]}", "built-in"),
-    ("inspect: {patterns: [{kind: mine, regex: '(?=a)b'}]}", "regular expression"),
-    ("inspect: {patterns: [{kind: mine, regex: 'a*'}]}", "empty string"),
-    ("resources: {allow: [1]}", "resources.allow"),
-    ("prompts: {deny: ['']}", "must not be empty"),
-    ("sequences: [{type: before, first: {tool: a, response: secrets}, then: b}]", "only a never_after trigger"),
-    ("sequences: [{type: never_after, trigger: {tool: a, response: nope}, forbidden: b}]", "unknown response kind"),
-    ("sequences: [{type: never_after, trigger: {tool: a, response: secrets, args_match: {x: y}}, forbidden: b}]",
-     "no args_match"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("inspect: {secrets: maybe}", "inspect.secrets"),
+        ("inspect: {arguments: {tainted: mask}}", "inspect.arguments.tainted"),
+        ("inspect: {max_bytes: 10}", "between"),
+        ("inspect: {oversize: drop}", "inspect.oversize"),
+        ("inspect: {tools: [{secrets: mask}]}", "missing field tool"),
+        ("inspect: {tools: [{tool: ''}]}", "non-empty"),
+        ("inspect: {patterns: [{kind: aws_access_key_id, regex: abc}]}", "built-in"),
+        ("inspect: {patterns: [{kind: mine, regex: '(?=a)b'}]}", "regular expression"),
+        ("inspect: {patterns: [{kind: mine, regex: 'a*'}]}", "empty string"),
+        ("resources: {allow: [1]}", "resources.allow"),
+        ("prompts: {deny: ['']}", "must not be empty"),
+        ("sequences: [{type: before, first: {tool: a, response: secrets}, then: b}]", "only a never_after trigger"),
+        ("sequences: [{type: never_after, trigger: {tool: a, response: nope}, forbidden: b}]", "unknown response kind"),
+        (
+            "sequences: [{type: never_after, trigger: {tool: a, response: secrets, args_match: {x: y}}, forbidden: b}]",
+            "no args_match",
+        ),
+    ],
+)
 def test_bad_values_are_refused_with_their_path(text: str, says: str) -> None:
     with pytest.raises(PolicyError) as err:
         load(text + "\n")
@@ -129,8 +134,9 @@ def test_update_runs_in_the_shared_transaction_and_the_other_wrap_sees_it() -> N
         a.enter(Call("read_file", {}, "files"))
 
     assert transaction(a, enter_read, entered=True)[0] is None
-    assert transaction(a, lambda: a.update(lambda now: a.guards[0].respond("read_file", frozenset({"secrets"}), now)),
-                       save=True) == (None, True)
+    assert transaction(
+        a, lambda: a.update(lambda now: a.guards[0].respond("read_file", frozenset({"secrets"}), now)), save=True
+    ) == (None, True)
     _problem, got = transaction(b, lambda: b.decide(Call("fetch", {}, "web")))
     assert got.reason_code == "E_SEQUENCE_VIOLATION"
     store.fail = "disk full"

@@ -58,9 +58,7 @@ _MEASURE = textwrap.dedent(
 def measure(tmp_path, data: bytes) -> dict:
     path = tmp_path / "policy.yaml"
     path.write_bytes(data)
-    proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -120,9 +118,22 @@ def test_wrap_refuses_the_bomb_in_one_line(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_bytes(bomb(100 * 1024))
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from assay.cli.app import main; sys.exit(main())",
-         "mcp", "wrap", "--policy", str(path), "--", sys.executable, "-c", "pass"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from assay.cli.app import main; sys.exit(main())",
+            "mcp",
+            "wrap",
+            "--policy",
+            str(path),
+            "--",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={k: v for k, v in os.environ.items() if k != "ASSAY_MCP_MAX_POLICY_BYTES"},
     )
     assert proc.returncode == 2

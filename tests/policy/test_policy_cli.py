@@ -11,8 +11,9 @@ from tests.conftest import ASSAY
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
-    return subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, timeout=60, text=True,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        [str(ASSAY), "mcp", "policy", *args], capture_output=True, timeout=60, text=True, env={**base, **(env or {})}
+    )
 
 
 CLEAN = """version: "2.0"
@@ -29,8 +30,10 @@ def test_check_a_clean_file(tmp_path):
     p.write_text(CLEAN)
     res = run("check", str(p))
     assert res.returncode == 0, res.stderr
-    assert res.stdout == (f"ok: {p} loads: version 2.0, 2 tool patterns allowed, 1 deny pattern, 1 schema, "
-                          "unconstrained tools: warn, 1 path rule, 1 approval pattern\n")
+    assert res.stdout == (
+        f"ok: {p} loads: version 2.0, 2 tool patterns allowed, 1 deny pattern, 1 schema, "
+        "unconstrained tools: warn, 1 path rule, 1 approval pattern\n"
+    )
     assert res.stderr == ""
 
 
@@ -52,9 +55,11 @@ def test_check_an_unknown_key_is_an_error_with_what_it_misspells(tmp_path):
     # docs/policy-tools.md, "assay mcp policy check": wrap loads the file and ignores the key
     # (with a warning that names the likely key); check says it is wrong and exits 1
     p = tmp_path / "assay.yaml"
-    p.write_text('version: "2.0"\ntools:\n  allow: [deploy]\n  approvals_required: [deploy]\nfoo: 1\n'
-                 'schemas:\n  b: {type: string, pattern: "("}\n'
-                 "sequences:\n  - {type: never_after, trigger: a, forbidden: b, fro: 1h}\n")
+    p.write_text(
+        'version: "2.0"\ntools:\n  allow: [deploy]\n  approvals_required: [deploy]\nfoo: 1\n'
+        'schemas:\n  b: {type: string, pattern: "("}\n'
+        "sequences:\n  - {type: never_after, trigger: a, forbidden: b, fro: 1h}\n"
+    )
     res = run("check", str(p))
     assert res.returncode == 1, res.stderr
     lines = res.stdout.splitlines()
@@ -81,15 +86,18 @@ def test_check_a_remote_ref_is_warned_about_once(tmp_path):
     assert res.returncode == 0
     assert [line for line in res.stdout.splitlines() if "schemas.b" in line] == [
         f"{p}: schemas.b.properties.x.$ref: remote, file: and relative references are never fetched, so this "
-        "schema will not compile and calls it covers are denied (E_SCHEMA_COMPILE)"]
+        "schema will not compile and calls it covers are denied (E_SCHEMA_COMPILE)"
+    ]
 
 
 def test_check_v1_under_strict_deprecations_and_files_that_do_not_load(tmp_path):
     p = tmp_path / "v1.yaml"
     p.write_text('version: "1.0"\ntools: {allow: [a]}\n')
     assert run("check", str(p)).returncode == 0
-    for res in (run("check", str(p), env={"ASSAY_STRICT_DEPRECATIONS": "1"}),
-                run("check", "--deny-deprecations", str(p))):
+    for res in (
+        run("check", str(p), env={"ASSAY_STRICT_DEPRECATIONS": "1"}),
+        run("check", "--deny-deprecations", str(p)),
+    ):
         assert res.returncode == 2 and res.stdout == ""
         assert res.stderr.startswith("fatal: ") and res.stderr.count("\n") == 1
     bad = tmp_path / "bad.yaml"
@@ -126,7 +134,10 @@ def test_explain_needs_approval_denied_and_bad_args(tmp_path):
     p.write_text(CLEAN)
     res = run("explain", str(p), "--tool", "write_file")
     assert res.returncode == 0
-    assert res.stdout.splitlines()[0] == '"write_file" on server "default-mcp-server": needs approval (E_TOOL_UNCONSTRAINED)'
+    assert (
+        res.stdout.splitlines()[0]
+        == '"write_file" on server "default-mcp-server": needs approval (E_TOOL_UNCONSTRAINED)'
+    )
     res = run("explain", str(p), "--tool", "exec")
     assert res.returncode == 1 and "deny (E_TOOL_DENIED)" in res.stdout and 'tools.deny "exec"' in res.stdout
     for bad in ("{bad", '{"a": 1, "a": 2}', "NaN", ""):
@@ -153,17 +164,21 @@ def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_pat
     for command, shown in blocks:
         args = shlex.split(command)[3:]
         misspelt = "approvals_required" in shown
-        (tmp_path / "assay.yaml").write_text(example.replace("approval_required", "approvals_required") if misspelt
-                                             else example)
-        res = subprocess.run([str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60,
-                             cwd=tmp_path)
+        (tmp_path / "assay.yaml").write_text(
+            example.replace("approval_required", "approvals_required") if misspelt else example
+        )
+        res = subprocess.run(
+            [str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        )
         assert res.stdout == shown, command
 
 
 def test_explain_shows_the_inspection_of_what_a_call_sends(tmp_path) -> None:
     policy = tmp_path / "p.yaml"
-    policy.write_text('version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
-                      "inspect: {secrets: mask, arguments: {secrets: deny}}\n")
+    policy.write_text(
+        'version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
+        "inspect: {secrets: mask, arguments: {secrets: deny}}\n"
+    )
     key = "AKIA" + "QWERTYUIOP123456"
     res = run("explain", str(policy), "--tool", "send", "--args", json.dumps({"body": key}))
     assert res.returncode == 1, res.stderr
@@ -171,7 +186,7 @@ def test_explain_shows_the_inspection_of_what_a_call_sends(tmp_path) -> None:
     assert lines[0] == '"send" on server "default-mcp-server": deny (E_ARGUMENT_SECRET)'
     assert "inspection" in next(line for line in lines if line.startswith("  FAIL"))
     assert key not in res.stdout
-    res = run("explain", str(policy), "--tool", "send", "--args", "{\"body\": \"hi\"}")
+    res = run("explain", str(policy), "--tool", "send", "--args", '{"body": "hi"}')
     assert res.returncode == 0 and "inspect.arguments.secrets deny" in res.stdout
 
 
@@ -180,8 +195,10 @@ def test_check_says_what_inspect_does_and_warns_when_nothing_is_ever_tainted(tmp
     p.write_text('version: "2.0"\ntools: {allow: ["*"]}\ninspect: {arguments: {tainted: deny}}\nprompts: {deny: [x]}\n')
     res = run("check", "--strict", str(p))
     assert res.returncode == 1
-    assert res.stdout.splitlines()[0].endswith("inspect.arguments.tainted: nothing is ever tainted (no tool has taint: "
-                                               "true and no result is looked at for secrets), so no call is judged by it")
+    assert res.stdout.splitlines()[0].endswith(
+        "inspect.arguments.tainted: nothing is ever tainted (no tool has taint: "
+        "true and no result is looked at for secrets), so no call is judged by it"
+    )
     assert "inspect: arguments.tainted deny, prompts under the policy" in res.stdout
     p.write_text('version: "2.0"\ntools: {allow: ["*"]}\ninspect: {secrets: mask, arguments: {tainted: deny}}\n')
     res = run("check", "--strict", str(p))

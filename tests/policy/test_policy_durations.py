@@ -40,7 +40,12 @@ def test_denied_keeps_identity_and_drops_obligations() -> None:
     allow = evaluate(policy, "deploy", {})
     assert allow.approval_state == "required" and allow.obligations
     deny = allow.denied("E_SEQUENCE_VIOLATION", "why", {"status": "deny"}, matched_rule="r1")
-    assert (deny.outcome, deny.tool, deny.reason_code, deny.matched_rule) == ("deny", "deploy", "E_SEQUENCE_VIOLATION", "r1")
+    assert (deny.outcome, deny.tool, deny.reason_code, deny.matched_rule) == (
+        "deny",
+        "deploy",
+        "E_SEQUENCE_VIOLATION",
+        "r1",
+    )
     assert deny.tool_classes == ("release",) and deny.policy_digest == policy.digest
     assert deny.obligations == [] and deny.approval_state is None
     assert deny.event_reason_code == "P_SEQUENCE_VIOLATION"

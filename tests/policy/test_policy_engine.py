@@ -44,7 +44,7 @@ def test_W1_arg_schema_deny_line_byte_for_byte():
     d = evaluate(P(MINIMAL), "read_file", {"path": "/etc/passwd"})
     assert wire(d) == (
         '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
-        '{"type":"text","text":' + json.dumps(sc(d), ensure_ascii=False) + '}],'
+        '{"type":"text","text":' + json.dumps(sc(d), ensure_ascii=False) + "}],"
         '"isError":true,"structuredContent":{"status":"deny","error_code":"E_ARG_SCHEMA","tool":"read_file",'
         '"violations":[{"path":"/path","message":"\\"/etc/passwd\\" does not match \\"^/workspace/\\""}]}}}'
     )
@@ -63,7 +63,10 @@ def test_wrap_4_4_denylist_line_byte_for_byte():
 
 def test_W2_not_allowed_payload():
     d = evaluate(P(COMPLETE), "write_file", {})
-    assert sc(d) == '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}'
+    assert (
+        sc(d)
+        == '{"status":"deny","error_code":"E_TOOL_NOT_ALLOWED","tool":"write_file","reason":"Tool is not in allowlist"}'
+    )
     assert d.reason == "Tool is not in the allowlist"  # C1
 
 
@@ -146,7 +149,10 @@ def test_warn_mode_allow_with_warning():
     d = evaluate(P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn")), "list_dir", {})
     assert d.outcome == "allow_with_warning" and d.typed_decision == "allow_with_obligations"
     assert d.reason_code == "E_TOOL_UNCONSTRAINED" and d.reason == "Tool allowed but has no schema"
-    assert d.obligations[0] == {"type": "legacy_warning", "detail": "E_TOOL_UNCONSTRAINED:Tool allowed but has no schema"}
+    assert d.obligations[0] == {
+        "type": "legacy_warning",
+        "detail": "E_TOOL_UNCONSTRAINED:Tool allowed but has no schema",
+    }
     assert d.event_reason_code == "E_TOOL_UNCONSTRAINED"
 
 
@@ -242,13 +248,49 @@ def test_E3_fresh_state_limit_bites_only_at_zero_ST3():
     "tools, tool_classes, tool, code, reason, basis, rule, matched",
     [
         ("{deny: [x]}", "{}", "x", "E_TOOL_DENIED", "Tool is explicitly denylisted by name", "name", "tools.deny", ()),
-        ("{deny_classes: [c]}", "{x: [c, d]}", "x", "E_TOOL_DENIED", "Tool is explicitly denylisted by class", "class", "tools.deny_classes", ("c",)),
-        ("{deny: [x], deny_classes: [c]}", "{x: [c]}", "x", "E_TOOL_DENIED", "Tool is explicitly denylisted by name and class", "name+class", "tools.deny+tools.deny_classes", ("c",)),
-        ("{allow: [x], deny: [x]}", "{}", "x", "E_TOOL_DENIED", "Tool is explicitly denylisted by name", "name", "tools.deny", ()),  # R1
+        (
+            "{deny_classes: [c]}",
+            "{x: [c, d]}",
+            "x",
+            "E_TOOL_DENIED",
+            "Tool is explicitly denylisted by class",
+            "class",
+            "tools.deny_classes",
+            ("c",),
+        ),
+        (
+            "{deny: [x], deny_classes: [c]}",
+            "{x: [c]}",
+            "x",
+            "E_TOOL_DENIED",
+            "Tool is explicitly denylisted by name and class",
+            "name+class",
+            "tools.deny+tools.deny_classes",
+            ("c",),
+        ),
+        (
+            "{allow: [x], deny: [x]}",
+            "{}",
+            "x",
+            "E_TOOL_DENIED",
+            "Tool is explicitly denylisted by name",
+            "name",
+            "tools.deny",
+            (),
+        ),  # R1
         ("{allow: []}", "{}", "x", "E_TOOL_NOT_ALLOWED", "Tool is not in the allowlist", None, None, ()),  # R5
         ("{allow_classes: []}", "{x: [c]}", "x", "E_TOOL_NOT_ALLOWED", "Tool is not in the allowlist", None, None, ()),
         ("{allow: [], allow_classes: [c]}", "{x: [c]}", "x", None, None, "class", "tools.allow_classes", ("c",)),
-        ("{allow: [x], allow_classes: [c]}", "{x: [c]}", "x", None, None, "name+class", "tools.allow+tools.allow_classes", ("c",)),
+        (
+            "{allow: [x], allow_classes: [c]}",
+            "{x: [c]}",
+            "x",
+            None,
+            None,
+            "name+class",
+            "tools.allow+tools.allow_classes",
+            ("c",),
+        ),
         ("{allow: ['*']}", "{}", "", None, None, "name", "tools.allow", ()),
     ],
 )
@@ -258,7 +300,10 @@ def test_E4_E5_deny_and_allow_table(tools, tool_classes, tool, code, reason, bas
     assert d.reason_code == code and d.reason == reason
     assert (d.match_basis, d.matched_rule, d.matched_tool_classes) == (basis, rule, matched)
     assert d.outcome == ("deny" if code else "allow")
-    assert d.event_reason_code == {None: "P_POLICY_ALLOW", "E_TOOL_DENIED": "P_TOOL_DENIED", "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED"}[code]
+    assert (
+        d.event_reason_code
+        == {None: "P_POLICY_ALLOW", "E_TOOL_DENIED": "P_TOOL_DENIED", "E_TOOL_NOT_ALLOWED": "P_TOOL_NOT_ALLOWED"}[code]
+    )
 
 
 def test_R4_schema_never_consulted_for_a_tool_not_allowed():
@@ -282,7 +327,14 @@ def test_E6_violation_pointer_escaping_and_nested_paths():
     assert d.contract["violations"][0]["path"] == "/a~1b~0c/1"
 
 
-@pytest.mark.parametrize("mode, outcome, code", [("deny", "deny", "E_TOOL_UNCONSTRAINED"), ("warn", "allow_with_warning", "E_TOOL_UNCONSTRAINED"), ("allow", "allow", None)])
+@pytest.mark.parametrize(
+    "mode, outcome, code",
+    [
+        ("deny", "deny", "E_TOOL_UNCONSTRAINED"),
+        ("warn", "allow_with_warning", "E_TOOL_UNCONSTRAINED"),
+        ("allow", "allow", None),
+    ],
+)
 def test_E7_unconstrained_modes(mode, outcome, code):
     d = evaluate(P(f"enforcement: {{unconstrained_tools: {mode}}}\n"), "t", {})
     assert (d.outcome, d.reason_code) == (outcome, code)
@@ -327,7 +379,9 @@ def test_S4_compile_failures_deny_per_call(schema, fragment):
 
 
 def test_S2_S3_defs_preparation():
-    ok = P('schemas:\n  $defs: {s: {type: string}}\n  t: {type: object, properties: {a: {$ref: "#/$defs/s"}}, required: [a]}\n')
+    ok = P(
+        'schemas:\n  $defs: {s: {type: string}}\n  t: {type: object, properties: {a: {$ref: "#/$defs/s"}}, required: [a]}\n'
+    )
     assert evaluate(ok, "t", {"a": "x"}).outcome == "allow"
     assert evaluate(ok, "t", {"a": 1}).reason_code == "E_ARG_SCHEMA"
     bad = P("schemas:\n  $defs: [1]\n  t: {type: object}\n")
@@ -343,7 +397,9 @@ def test_S4_format_is_annotation_only_in_2020_12_and_draft_from_dollar_schema():
     p = P("schemas:\n  t: {type: object, properties: {e: {format: email}}}\n")
     assert evaluate(p, "t", {"e": "not an email"}).outcome == "allow"
     # an explicit older draft is honoured (draft-07 asserts formats, as the Rust validator does)
-    p = P('schemas:\n  t: {$schema: "http://json-schema.org/draft-07/schema#", type: object, properties: {e: {format: email}}}\n')
+    p = P(
+        'schemas:\n  t: {$schema: "http://json-schema.org/draft-07/schema#", type: object, properties: {e: {format: email}}}\n'
+    )
     assert evaluate(p, "t", {"e": "not an email"}).reason_code == "E_ARG_SCHEMA"
 
 
@@ -352,7 +408,11 @@ def test_S4_format_is_annotation_only_in_2020_12_and_draft_from_dollar_schema():
 
 def test_check_args_payloads():
     p = P(COMPLETE.replace("unconstrained_tools: deny", "unconstrained_tools: warn"))
-    assert evaluate(p, "read_file", {"path": "/workspace/x"}).check_args_result() == {"allowed": True, "violations": [], "suggested_fix": None}
+    assert evaluate(p, "read_file", {"path": "/workspace/x"}).check_args_result() == {
+        "allowed": True,
+        "violations": [],
+        "suggested_fix": None,
+    }
     warned = evaluate(p, "list_dir", {}).check_args_result()
     assert warned == {
         "allowed": True,
@@ -388,7 +448,9 @@ READ_FILE = {
     "description": "Read a file",
     "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 }
-READ_FILE_SCHEMA_HASH = "923b083c9bcab2e3d3e07c7d9b4401688ad9f3d5e2c2f0c48fcd43052bdcb71b"  # the read_file example of docs/wrap-records.md
+READ_FILE_SCHEMA_HASH = (
+    "923b083c9bcab2e3d3e07c7d9b4401688ad9f3d5e2c2f0c48fcd43052bdcb71b"  # the read_file example of docs/wrap-records.md
+)
 READ_FILE_META_HASH = "79bca57b81581be037bf5f27e7eebc65f58e9ce237a81a7933e4c6483c583fb6"
 
 
@@ -406,7 +468,7 @@ def test_D2_D3_identity_vectors():
     assert tool_identity(READ_FILE) == (READ_FILE_SCHEMA_HASH, READ_FILE_META_HASH)
     empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert tool_identity({"name": "x"}) == (hashlib.sha256(b"null").hexdigest(), empty)
-    assert tool_identity({"name": "x", "description": 5}) [1] == empty
+    assert tool_identity({"name": "x", "description": 5})[1] == empty
     assert tool_identity({"input_schema": {"a": 1}})[0] == hashlib.sha256(b'{"a":1}').hexdigest()
     assert tool_identity({"description": " x "})[1] == hashlib.sha256(b" x ").hexdigest()  # untrimmed
     # JCS numbers are doubles: 1.0 == 1, 2^53+1 == 2^53 (RFC 8785)
@@ -420,18 +482,31 @@ def test_D1_policy_digest_covers_the_normalized_model():
         "version": "2.0",
         "name": "",
         "tools": {
-            "allow": ["read_file"], "deny": None, "allow_classes": None, "deny_classes": None,
-            "approval_required": None, "approval_required_classes": None, "restrict_scope": None,
-            "restrict_scope_classes": None, "restrict_scope_contract": None, "redact_args": None,
-            "redact_args_classes": None, "redact_args_contract": None,
+            "allow": ["read_file"],
+            "deny": None,
+            "allow_classes": None,
+            "deny_classes": None,
+            "approval_required": None,
+            "approval_required_classes": None,
+            "restrict_scope": None,
+            "restrict_scope_classes": None,
+            "restrict_scope_contract": None,
+            "redact_args": None,
+            "redact_args_classes": None,
+            "redact_args_contract": None,
         },
         "allow": None,
         "deny": None,
-        "schemas": {"read_file": {
-            "type": "object", "additionalProperties": False,
-            "properties": {"path": {"type": "string", "pattern": "^/workspace/", "minLength": 1, "maxLength": 4096}},
-            "required": ["path"],
-        }},
+        "schemas": {
+            "read_file": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "path": {"type": "string", "pattern": "^/workspace/", "minLength": 1, "maxLength": 4096}
+                },
+                "required": ["path"],
+            }
+        },
         "constraints": [],
         "enforcement": {"unconstrained_tools": "warn"},
         "limits": None,
@@ -454,7 +529,7 @@ def test_D1_digest_stable_across_spelling_and_moved_by_content():
     a = P('version: "2.0"\ntools: {allow: [a]}\nallow: [b]\n')
     b = P('version: "2.0"\ntools:\n  allow:\n    - a\n    - b\n')
     assert a.digest == b.digest  # L7 normalization happens before the digest
-    assert P('tool_classes: {t: [b, a, a]}\n').digest == P('tool_classes: {t: [a, b]}\n').digest
+    assert P("tool_classes: {t: [b, a, a]}\n").digest == P("tool_classes: {t: [a, b]}\n").digest
     assert P('version: "2.0"\ntools: {allow: [a]}\n').digest != P('version: "2.0"\ntools: {allow: [b]}\n').digest
 
 
@@ -465,10 +540,14 @@ def test_policy_version_unspecified_when_blank():
 # ---------------------------------------------------------------- determinism
 
 
-_names = st.sampled_from(["read_file", "exec", "list_dir", "deploy", "web_search", "write_file", "", "*", "bulk_delete"])
+_names = st.sampled_from(
+    ["read_file", "exec", "list_dir", "deploy", "web_search", "write_file", "", "*", "bulk_delete"]
+)
 _args = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["path", "query", "x"]), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["path", "query", "x"]), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -495,12 +574,26 @@ def test_one_decision_value_serves_the_server_payload():
         "path_confinement: [{tools: [list_dir], args: [path], within: [/w]}]\n"
     )
     state = SessionState()
-    calls = [("read_file", {"path": "/w"}), ("read_file", {}), ("list_dir", {"path": "/etc"}),
-             ("list_dir", {"path": "/w"}), ("exec", {}), ("nope", {}), ("write", {})]
+    calls = [
+        ("read_file", {"path": "/w"}),
+        ("read_file", {}),
+        ("list_dir", {"path": "/etc"}),
+        ("list_dir", {"path": "/w"}),
+        ("exec", {}),
+        ("nope", {}),
+        ("write", {}),
+    ]
     decisions = [evaluate(p, name, args) for name, args in calls]
     decisions += [evaluate(p, "write", {}, state) for _ in range(4)]  # the last is E_RATE_LIMIT
-    assert {d.reason_code for d in decisions} >= {None, "E_ARG_SCHEMA", "E_PATH_CONFINEMENT", "E_TOOL_DENIED",
-                                                 "E_TOOL_NOT_ALLOWED", "E_TOOL_UNCONSTRAINED", "E_RATE_LIMIT"}
+    assert {d.reason_code for d in decisions} >= {
+        None,
+        "E_ARG_SCHEMA",
+        "E_PATH_CONFINEMENT",
+        "E_TOOL_DENIED",
+        "E_TOOL_NOT_ALLOWED",
+        "E_TOOL_UNCONSTRAINED",
+        "E_RATE_LIMIT",
+    }
     for d in decisions:
         mine, server = d.check_args_result(), decision_payload(d)
         assert json.dumps(mine) == json.dumps(server), d

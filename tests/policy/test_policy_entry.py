@@ -80,14 +80,23 @@ def test_wrap_and_discover_print_the_same_line(cases, case, low_ceiling, tmp_pat
     marker = tmp_path / "spawned"
     wrap = subprocess.run(
         [str(ASSAY), "mcp", "wrap", "--policy", path, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
-        capture_output=True, text=True, timeout=60, env=low_ceiling, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=low_ceiling,
+        stdin=subprocess.DEVNULL,
     )
     assert wrap.returncode == 2 and "Traceback" not in wrap.stderr
     assert wrap.stderr.splitlines()[-1] == f"fatal: {message}"
     assert not marker.exists()
     discover = subprocess.run(
-        [str(ASSAY), "mcp", "discover", "--policy", path], capture_output=True, text=True, timeout=60,
-        cwd=tmp_path, env={**low_ceiling, "HOME": str(tmp_path)}, stdin=subprocess.DEVNULL,
+        [str(ASSAY), "mcp", "discover", "--policy", path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**low_ceiling, "HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
     )
     assert discover.returncode == 2 and discover.stderr.strip() == f"fatal: {message}"
 
@@ -117,9 +126,14 @@ def test_the_server_refuses_the_same_files(tmp_path, low_ceiling):
     def check(i, name):
         return call(i, "assay_check_args", {"tool": "t", "arguments": {}, "policy": name})
 
-    s = run_server(root, [check(1, "big.yaml"), check(2, "fifo.yaml"), check(3, "bomb.yaml"), check(4, "ok.yaml")], low_ceiling)
+    s = run_server(
+        root, [check(1, "big.yaml"), check(2, "fifo.yaml"), check(3, "bomb.yaml"), check(4, "ok.yaml")], low_ceiling
+    )
     got = [payload_of(r) for r in s.responses]
-    assert got[0] == {"allowed": False, "error": {"code": "E_LIMIT_EXCEEDED", "message": "policy file exceeds the configured byte limit"}}
+    assert got[0] == {
+        "allowed": False,
+        "error": {"code": "E_LIMIT_EXCEEDED", "message": "policy file exceeds the configured byte limit"},
+    }
     assert got[1] == {"allowed": False, "error": {"code": "E_POLICY_READ", "message": "policy is not a regular file"}}
     assert got[2] == {"allowed": False, "error": {"code": "E_POLICY_PARSE", "message": "Policy structure is invalid"}}
     assert got[3]["allowed"] is True
@@ -196,6 +210,10 @@ def test_deny_deprecations_reaches_the_wrapped_process(tmp_path, base_env):
     for flags, want in (([], "strict=-"), (["--deny-deprecations"], "strict=1")):
         res = subprocess.run(
             [str(ASSAY), "mcp", "wrap", *flags, "--policy", str(path), "--", sys.executable, "-c", probe],
-            capture_output=True, text=True, timeout=60, env=base_env, stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=base_env,
+            stdin=subprocess.DEVNULL,
         )
         assert want in res.stderr.splitlines(), res.stderr

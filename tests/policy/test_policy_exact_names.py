@@ -57,31 +57,39 @@ def test_exact_pattern_of_any_name_matches_only_that_name(name, other):
 
 
 def test_engine_lists_read_the_exact_form():
-    p = policy({"tools": {"allow": ["=*", "=x*", "read_*"], "deny": ["=read_*x"], "approval_required": ["=*x"]},
-                "enforcement": {"unconstrained_tools": "allow"}})
+    p = policy(
+        {
+            "tools": {"allow": ["=*", "=x*", "read_*"], "deny": ["=read_*x"], "approval_required": ["=*x"]},
+            "enforcement": {"unconstrained_tools": "allow"},
+        }
+    )
     assert evaluate(p, "*", {}).outcome == "allow"
     assert evaluate(p, "x*", {}).outcome == "allow"
     for name in ("exec", "x", "xy", "ax", "=*", "=x*"):
         assert evaluate(p, name, {}).reason_code == "E_TOOL_NOT_ALLOWED", name
     assert evaluate(p, "read_*x", {}).reason_code == "E_TOOL_DENIED"  # allowed by read_*, denied exactly
     assert evaluate(p, "read_a", {}).outcome == "allow"
-    p = policy({"tools": {"allow": ["*"], "approval_required": ["=*x"]}, "enforcement": {"unconstrained_tools": "allow"}})
+    p = policy(
+        {"tools": {"allow": ["*"], "approval_required": ["=*x"]}, "enforcement": {"unconstrained_tools": "allow"}}
+    )
     assert evaluate(p, "*x", {}).approval_state is not None
     assert evaluate(p, "ax", {}).approval_state is None
 
 
 def test_rates_paths_flows_inspect_and_resources_read_the_exact_form():
-    p = policy({
-        "tools": {"allow": ["*"]},
-        "enforcement": {"unconstrained_tools": "allow"},
-        "limits": {"tools": [{"id": "one", "tools": ["=x*"], "max_calls": 0}]},
-        "path_confinement": [{"tools": ["=*"], "args": ["path"], "within": ["/ws"]}],
-        "aliases": {"stars": ["=*", {"tool": "=y*", "server": "=s*"}]},
-        "sequences": [{"type": "never_after", "trigger": "stars", "forbidden": "=send*", "id": "r"}],
-        "inspect": {"tools": [{"tool": "=*", "server": "=*", "secrets": "mask"}]},
-        "resources": {"allow": ["=file:///a*"]},
-        "prompts": {"deny": ["=p*"]},
-    })
+    p = policy(
+        {
+            "tools": {"allow": ["*"]},
+            "enforcement": {"unconstrained_tools": "allow"},
+            "limits": {"tools": [{"id": "one", "tools": ["=x*"], "max_calls": 0}]},
+            "path_confinement": [{"tools": ["=*"], "args": ["path"], "within": ["/ws"]}],
+            "aliases": {"stars": ["=*", {"tool": "=y*", "server": "=s*"}]},
+            "sequences": [{"type": "never_after", "trigger": "stars", "forbidden": "=send*", "id": "r"}],
+            "inspect": {"tools": [{"tool": "=*", "server": "=*", "secrets": "mask"}]},
+            "resources": {"allow": ["=file:///a*"]},
+            "prompts": {"deny": ["=p*"]},
+        }
+    )
     tracker = tracker_for(p)
     assert tracker is not None
     assert [r.id for r in tracker.rules_for("x*")] == ["one"] and tracker.rules_for("xy") == ()
@@ -99,7 +107,12 @@ def test_rates_paths_flows_inspect_and_resources_read_the_exact_form():
     # the flow rule: "*" (or "y*" on the server "s*") triggers, then only the tool "send*" is forbidden
     from assay.policy.flows import FlowTracker
 
-    for trigger, server, hit in (("*", "any", True), ("y*", "s*", True), ("y*", "sx", False), ("anything", "any", False)):
+    for trigger, server, hit in (
+        ("*", "any", True),
+        ("y*", "s*", True),
+        ("y*", "sx", False),
+        ("anything", "any", False),
+    ):
         flows = FlowTracker.for_policy(p, server)
         assert flows is not None
         flows.enter(trigger, {})
@@ -108,7 +121,9 @@ def test_rates_paths_flows_inspect_and_resources_read_the_exact_form():
 
 
 def test_explain_and_the_tools_view_read_the_exact_form():
-    p = policy({"tools": {"allow": ["=*"], "approval_required": ["=*"]}, "enforcement": {"unconstrained_tools": "allow"}})
+    p = policy(
+        {"tools": {"allow": ["=*"], "approval_required": ["=*"]}, "enforcement": {"unconstrained_tools": "allow"}}
+    )
     star = explain(p, "*", {})
     assert star.agrees and star.verdict == "needs approval"
     other = explain(p, "read_file", {})
@@ -134,9 +149,14 @@ def test_where_the_form_cannot_mean_one_tool_it_is_refused_or_warned_about():
 
 
 def test_a_selector_in_the_exact_form_is_the_tool_not_an_alias():
-    p = policy({"tools": {"allow": ["*"]}, "enforcement": {"unconstrained_tools": "allow"},
-                "aliases": {"net": ["send_*"]},
-                "sequences": [{"type": "before", "first": "=net", "then": "deploy", "id": "b"}]})
+    p = policy(
+        {
+            "tools": {"allow": ["*"]},
+            "enforcement": {"unconstrained_tools": "allow"},
+            "aliases": {"net": ["send_*"]},
+            "sequences": [{"type": "before", "first": "=net", "then": "deploy", "id": "b"}],
+        }
+    )
     from assay.policy.flows import FlowTracker
 
     flows = FlowTracker.for_policy(p, "s")

@@ -20,20 +20,24 @@ CLASSES = ["fs", "net", "danger"]
 
 names = st.lists(st.sampled_from(PATTERNS), max_size=3, unique=True)
 classes = st.lists(st.sampled_from(CLASSES), max_size=2, unique=True)
-schema = st.sampled_from([
-    {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}},
-    {"type": "object", "properties": {"path": {"type": "string", "maxLength": 8}}},
-    {"type": "object", "properties": {"path": {"$ref": "https://example.com/s.json"}}},  # never compiles
-    True,
-])
-flow = st.sampled_from([
-    {"type": "require", "tool": "run_tests"},
-    {"type": "before", "first": "run_tests", "then": "deploy"},
-    {"type": "blocklist", "pattern": "exec"},
-    {"type": "eventually", "tool": "deploy", "within": 0},
-    {"type": "never_after", "trigger": "read_file", "forbidden": "send_email"},
-    {"type": "max_calls", "tool": "deploy", "max": 0},
-])
+schema = st.sampled_from(
+    [
+        {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}},
+        {"type": "object", "properties": {"path": {"type": "string", "maxLength": 8}}},
+        {"type": "object", "properties": {"path": {"$ref": "https://example.com/s.json"}}},  # never compiles
+        True,
+    ]
+)
+flow = st.sampled_from(
+    [
+        {"type": "require", "tool": "run_tests"},
+        {"type": "before", "first": "run_tests", "then": "deploy"},
+        {"type": "blocklist", "pattern": "exec"},
+        {"type": "eventually", "tool": "deploy", "within": 0},
+        {"type": "never_after", "trigger": "read_file", "forbidden": "send_email"},
+        {"type": "max_calls", "tool": "deploy", "max": 0},
+    ]
+)
 
 
 @st.composite
@@ -51,7 +55,9 @@ def policies(draw):
     if draw(st.booleans()):
         t["approval_required"] = draw(names)
     if draw(st.booleans()):
-        doc["tool_classes"] = {n: draw(classes) for n in draw(st.lists(st.sampled_from(NAMES), max_size=3, unique=True))}
+        doc["tool_classes"] = {
+            n: draw(classes) for n in draw(st.lists(st.sampled_from(NAMES), max_size=3, unique=True))
+        }
     doc["schemas"] = {n: draw(schema) for n in draw(st.lists(st.sampled_from(NAMES), max_size=3, unique=True))}
     doc["enforcement"] = {"unconstrained_tools": draw(st.sampled_from(["warn", "deny", "allow"]))}
     limits: dict = {}
@@ -59,8 +65,13 @@ def policies(draw):
         if draw(st.integers(0, 5)) == 5:
             limits[key] = draw(st.sampled_from([0, 1, 5]))
     if draw(st.integers(0, 3)) == 3:
-        limits["tools"] = [{"tools": draw(names) or ["*"], "max_calls": draw(st.sampled_from([0, 1, 3])),
-                            **({"per": "60s"} if draw(st.booleans()) else {})}]
+        limits["tools"] = [
+            {
+                "tools": draw(names) or ["*"],
+                "max_calls": draw(st.sampled_from([0, 1, 3])),
+                **({"per": "60s"} if draw(st.booleans()) else {}),
+            }
+        ]
     if limits:
         doc["limits"] = limits
     if draw(st.booleans()):
@@ -70,8 +81,9 @@ def policies(draw):
     return doc
 
 
-arguments = st.sampled_from([None, {}, {"path": "/w/a"}, {"path": "/etc/passwd"}, {"path": 5},
-                             {"path": "/w/very/long/name"}, "text", [1]])
+arguments = st.sampled_from(
+    [None, {}, {"path": "/w/a"}, {"path": "/etc/passwd"}, {"path": 5}, {"path": "/w/very/long/name"}, "text", [1]]
+)
 
 
 @settings(max_examples=600, deadline=None)
@@ -93,7 +105,7 @@ def test_the_steps_give_the_pipelines_decision(doc, tool, args):
     # after the first fail every step is "not reached"
     statuses = [s.status for s in got.steps]
     if FAIL in statuses:
-        assert all(s == SKIPPED for s in statuses[statuses.index(FAIL) + 1:])
+        assert all(s == SKIPPED for s in statuses[statuses.index(FAIL) + 1 :])
     # the name-level summary is the engine's plan of the name
     summary = tool_summary(policy, tool, server="s1")
     if summary.verdict == "deny":
@@ -104,8 +116,18 @@ def test_the_steps_are_in_the_pipeline_order():
     policy = load_policy(b'version: "2.0"\ntools: {allow: [a]}\n')
     got = explain(policy, "a", {})
     assert [s.name for s in got.steps] == [
-        "pins", "session limits", "deny list", "allow list", "schema", "unconstrained mode", "path confinement",
-        "declared baseline", "rate limits", "flow rules", "approvals"]
+        "pins",
+        "session limits",
+        "deny list",
+        "allow list",
+        "schema",
+        "unconstrained mode",
+        "path confinement",
+        "declared baseline",
+        "rate limits",
+        "flow rules",
+        "approvals",
+    ]
     assert got.verdict == "allow with warning" and got.decision.reason_code == "E_TOOL_UNCONSTRAINED"
 
 

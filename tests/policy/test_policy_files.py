@@ -101,8 +101,12 @@ def test_discover_policy_read_refuses_a_fifo(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     proc = subprocess.run(
-        [*ASSAY, "mcp", "discover", "--policy", str(fifo)], capture_output=True, text=True, timeout=60,
-        cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)},
+        [*ASSAY, "mcp", "discover", "--policy", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path)},
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"fatal: cannot read policy {fifo}: not a regular file (a FIFO)"

@@ -60,7 +60,11 @@ def test_rules_ids_messages_and_aliases_are_read():
     d = p.to_dict()
     assert d["aliases"] == {"secrets": ["read_secret", "get_*_token"]}
     assert d["sequences"][1] == {
-        "id": "tests-first", "type": "before", "first": "run_tests", "then": "deploy", "message": None
+        "id": "tests-first",
+        "type": "before",
+        "first": "run_tests",
+        "then": "deploy",
+        "message": None,
     }
     assert d["sequences"][2]["within"] == 1
 
@@ -91,12 +95,36 @@ def test_a_policy_without_flow_rules_keeps_its_digest():
             "before, after, never_after, sequence, blocklist)",
         ),
         ("sequences: [{type: before, first: a}]", "structure", "invalid policy: sequences[0]: missing field then"),
-        ("sequences: [{type: require, tool: 5}]", "structure", "invalid policy: sequences[0].tool: expected a tool name or {tool, args_match}, got an integer"),
-        ("sequences: [{type: require, tool: ''}]", "validation", "sequences[0].tool: a tool name or pattern must not be empty"),
-        ("sequences: [{type: max_calls, tool: a, max: -1}]", "structure", "invalid policy: sequences[0].max: expected an unsigned 32-bit integer, got -1"),
-        ("sequences: [{type: eventually, tool: a, within: '3'}]", "structure", "invalid policy: sequences[0].within: expected an unsigned 32-bit integer, got a string"),
-        ("sequences: [{type: sequence, tools: []}]", "validation", "sequences[0].tools: must list at least one selector"),
-        ("sequences: [{type: sequence, tools: [a], strict: yes}]", "structure", "invalid policy: sequences[0].strict: expected a boolean, got a string"),
+        (
+            "sequences: [{type: require, tool: 5}]",
+            "structure",
+            "invalid policy: sequences[0].tool: expected a tool name or {tool, args_match}, got an integer",
+        ),
+        (
+            "sequences: [{type: require, tool: ''}]",
+            "validation",
+            "sequences[0].tool: a tool name or pattern must not be empty",
+        ),
+        (
+            "sequences: [{type: max_calls, tool: a, max: -1}]",
+            "structure",
+            "invalid policy: sequences[0].max: expected an unsigned 32-bit integer, got -1",
+        ),
+        (
+            "sequences: [{type: eventually, tool: a, within: '3'}]",
+            "structure",
+            "invalid policy: sequences[0].within: expected an unsigned 32-bit integer, got a string",
+        ),
+        (
+            "sequences: [{type: sequence, tools: []}]",
+            "validation",
+            "sequences[0].tools: must list at least one selector",
+        ),
+        (
+            "sequences: [{type: sequence, tools: [a], strict: yes}]",
+            "structure",
+            "invalid policy: sequences[0].strict: expected a boolean, got a string",
+        ),
         (
             "sequences: [{type: require, tool: {tool: a, args_match: {p: '('}}}]",
             "validation",
@@ -111,10 +139,26 @@ def test_a_policy_without_flow_rules_keeps_its_digest():
             )
             for regex in ("^https?://(?!intranet)", "(?<=x)y", "(a)\\1", "secret\\Z")
         ],
-        ("sequences: [{type: require, tool: {tool: a, args_match: {}}}]", "validation", "sequences[0].tool.args_match: must name at least one argument"),
-        ("sequences: [{type: require, tool: {tool: a}}]", "structure", "invalid policy: sequences[0].tool: missing field args_match (write the bare name when no argument is matched)"),
-        ("sequences: [{type: require, tool: a, id: 7}]", "structure", "invalid policy: sequences[0].id: expected a string, got an integer"),
-        ("sequences: [{type: require, tool: a, message: [x]}]", "structure", "invalid policy: sequences[0].message: expected a string, got a list"),
+        (
+            "sequences: [{type: require, tool: {tool: a, args_match: {}}}]",
+            "validation",
+            "sequences[0].tool.args_match: must name at least one argument",
+        ),
+        (
+            "sequences: [{type: require, tool: {tool: a}}]",
+            "structure",
+            "invalid policy: sequences[0].tool: missing field args_match (write the bare name when no argument is matched)",
+        ),
+        (
+            "sequences: [{type: require, tool: a, id: 7}]",
+            "structure",
+            "invalid policy: sequences[0].id: expected a string, got an integer",
+        ),
+        (
+            "sequences: [{type: require, tool: a, message: [x]}]",
+            "structure",
+            "invalid policy: sequences[0].message: expected a string, got a list",
+        ),
         (
             "sequences: [{type: require, tool: a, id: x}, {type: require, tool: b, id: x}]",
             "validation",
@@ -125,10 +169,18 @@ def test_a_policy_without_flow_rules_keeps_its_digest():
             "validation",
             "sequences[1]: duplicate rule id 'require:a' (sequences[0] has it; give one an id)",
         ),
-        ("sequences: [{type: blocklist, pattern: ''}]", "validation", "sequences[0].pattern: must not be empty (it would block every tool)"),
+        (
+            "sequences: [{type: blocklist, pattern: ''}]",
+            "validation",
+            "sequences[0].pattern: must not be empty (it would block every tool)",
+        ),
         ("aliases: [a]", "structure", "invalid policy: aliases: expected a mapping, got a list"),
         ("aliases: {net: []}", "validation", "aliases.net: must list at least one tool name or pattern"),
-        ("aliases: {net: send_*}", "structure", "invalid policy: aliases.net: expected a list of tool names or patterns, got a string"),
+        (
+            "aliases: {net: send_*}",
+            "structure",
+            "invalid policy: aliases.net: expected a list of tool names or patterns, got a string",
+        ),
         ("aliases: {net: [1]}", "structure", "invalid policy: aliases.net[0]: expected a string, got an integer"),
     ],
 )
@@ -153,7 +205,9 @@ def test_never_after_with_an_alias_of_patterns_and_a_message():
         "  - {type: never_after, trigger: secrets, forbidden: 'send_*', id: no-exfil, message: secrets stay here}\n"
     )
     assert run(t, ["send_email", "vault_get", "read_file", "send_email", "send_sms", "http_post"]) == [
-        None, None, None,
+        None,
+        None,
+        None,
         (0, "tool 'send_*' at index 3 is forbidden after 'secrets' (triggered at index 1)"),
         (0, "tool 'send_*' at index 3 is forbidden after 'secrets' (triggered at index 1)"),
         None,
@@ -163,13 +217,18 @@ def test_never_after_with_an_alias_of_patterns_and_a_message():
     assert denied is not None
     assert denied.outcome == "deny" and denied.reason_code == "E_SEQUENCE_VIOLATION"
     # the rule's message, then how the deny ends (docs/policy.md, "How a deny ends")
-    said = ("secrets stay here; it holds for the rest of the agent session (a `for:` in the rule would end it by "
-            "itself); `assay mcp session reset KEY` clears it")
+    said = (
+        "secrets stay here; it holds for the rest of the agent session (a `for:` in the rule would end it by "
+        "itself); `assay mcp session reset KEY` clears it"
+    )
     assert denied.reason == said and denied.matched_rule == "no-exfil"
     assert denied.event_reason_code == "P_SEQUENCE_VIOLATION"
     assert denied.contract == {
-        "status": "deny", "error_code": "E_SEQUENCE_VIOLATION", "tool": "send_sms",
-        "rule": "no-exfil", "reason": said,
+        "status": "deny",
+        "error_code": "E_SEQUENCE_VIOLATION",
+        "tool": "send_sms",
+        "rule": "no-exfil",
+        "reason": said,
     }
     assert denied.policy_digest == decision.policy_digest
     assert t.check("read_file", {}, decision) is None
@@ -180,8 +239,10 @@ def test_the_reason_is_the_evaluators_when_the_rule_has_no_message():
     decision = evaluate(load("sequences: [{type: require, tool: x}]\n"), "deploy", {})
     denied = t.check("deploy", {}, decision)
     assert denied is not None and denied.matched_rule == "before:run_tests->deploy"
-    assert denied.reason == ("tool 'deploy' was found (index 0) but required preceding tool 'run_tests' was missing; "
-                             "it ends once 'run_tests' is called")
+    assert denied.reason == (
+        "tool 'deploy' was found (index 0) but required preceding tool 'run_tests' was missing; "
+        "it ends once 'run_tests' is called"
+    )
     assert denied.contract["reason"] == denied.reason
 
 
@@ -203,9 +264,13 @@ def test_args_match_reads_the_arguments_of_the_call():
     ]
     rid = "never_after:read_*[path]->*post*[url]"
     assert [v if v is None else v[1] for v in run(t, calls)] == [
-        None, None, None, None,
+        None,
+        None,
+        None,
+        None,
         "tool '*post*[url]' at index 4 is forbidden after 'read_*[path]' (triggered at index 2)",
-        None, None,
+        None,
+        None,
     ]
     assert t.rules[0].id == rid
 
@@ -270,7 +335,12 @@ def test_first_violated_rule_in_file_order_decides():
 def test_denied_calls_do_not_enter_the_history():
     t = tracker("sequences: [{type: max_calls, tool: 'send_*', max: 2}, {type: blocklist, pattern: drop}]\n")
     got = run(t, ["send_a", "drop_table", "send_b", "drop_x", "send_c"])
-    assert got[:4] == [None, (1, "tool 'drop_table' matches blocklist pattern 'drop'"), None, (1, "tool 'drop_x' matches blocklist pattern 'drop'")]
+    assert got[:4] == [
+        None,
+        (1, "tool 'drop_table' matches blocklist pattern 'drop'"),
+        None,
+        (1, "tool 'drop_x' matches blocklist pattern 'drop'"),
+    ]
     assert got[4] == (0, "tool 'send_*' exceeded max calls (3 > 2)")
     assert t.n == 2  # the blocklisted calls and the third send never entered
 
@@ -286,6 +356,9 @@ def test_an_argument_that_cannot_be_read_as_text_denies_the_call():
     """Fail closed: a value args_match cannot render (not JSON; never from the wire) denies the
     call under the rule that asked, instead of raising."""
     t = tracker("sequences: [{type: max_calls, tool: {tool: read_file, args_match: {path: x}}, max: 5, id: r}]\n")
-    assert t.violation("read_file", {"path": {1, 2}}) == (0, "an argument named by args_match could not be read as text")
+    assert t.violation("read_file", {"path": {1, 2}}) == (
+        0,
+        "an argument named by args_match could not be read as text",
+    )
     assert t.violation("read_file", {"path": "x"}) is None
     t.enter("read_file", {"path": {1, 2}})  # entering anyway does not raise

@@ -177,7 +177,20 @@ def test_the_rate_tracker_is_the_documented_window_in_exact_arithmetic(raw, step
 
 # -- the tracker against the oracle, with the caches full and calls that are checked, not entered --
 
-NAMES = ["a", "b", "read_secret", "send_email", "http_post", "xpostx", "deploy", "", "*", "send_*", "sénd_email", "a" * 300]
+NAMES = [
+    "a",
+    "b",
+    "read_secret",
+    "send_email",
+    "http_post",
+    "xpostx",
+    "deploy",
+    "",
+    "*",
+    "send_*",
+    "sénd_email",
+    "a" * 300,
+]
 PATTERNS = ["a", "read_secret", "deploy", "send_*", "*post*", "*", "*_email", "sénd_*"]
 VALUES = st.recursive(
     st.one_of(
@@ -187,10 +200,14 @@ VALUES = st.recursive(
         st.floats(allow_nan=False, allow_infinity=False),
         st.sampled_from(["x", "secret", "/secrets/k", "", "\u00e9", "\n", "\ud800", "1"]),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "q"]), inner, max_size=2)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "q"]), inner, max_size=2)
+    ),
     max_leaves=6,
 )
-ARGS = st.one_of(st.none(), st.sampled_from(["p", [1]]), st.dictionaries(st.sampled_from(["p", "q", "r"]), VALUES, max_size=3))
+ARGS = st.one_of(
+    st.none(), st.sampled_from(["p", [1]]), st.dictionaries(st.sampled_from(["p", "q", "r"]), VALUES, max_size=3)
+)
 REGEXES = ["^x", "secret", "1", "^$", "^\\[", "\\.", "(?i)SECRET", "^-?\\d+$", "true|null"]
 SELECTOR = st.one_of(
     st.sampled_from(PATTERNS),
@@ -208,13 +225,19 @@ FLOW_RULE = st.one_of(
     st.builds(lambda f, t: {"type": "before", "first": f, "then": t}, SELECTOR, SELECTOR),
     st.builds(lambda f, t, w: {"type": "after", "trigger": f, "then": t, "within": w}, SELECTOR, SELECTOR, SMALL),
     st.builds(lambda f, t: {"type": "never_after", "trigger": f, "forbidden": t}, SELECTOR, SELECTOR),
-    st.builds(lambda ts, s: {"type": "sequence", "tools": ts, "strict": s}, st.lists(SELECTOR, min_size=1, max_size=3), st.booleans()),
+    st.builds(
+        lambda ts, s: {"type": "sequence", "tools": ts, "strict": s},
+        st.lists(SELECTOR, min_size=1, max_size=3),
+        st.booleans(),
+    ),
     st.builds(lambda p: {"type": "blocklist", "pattern": p}, st.sampled_from(["sec", "post", "é", "deploy"])),
 )
 
 
 def _oracle(rules, aliases, history, candidate):
-    for i, ev in enumerate(evaluate_rules([r.rule for r in rules], history + [candidate], aliases, partial=True, patterns=True)):
+    for i, ev in enumerate(
+        evaluate_rules([r.rule for r in rules], history + [candidate], aliases, partial=True, patterns=True)
+    ):
         if ev.outcome == "violated":
             return i, ev.reason
     return None
@@ -240,9 +263,11 @@ def test_the_tracker_equals_the_oracle_with_full_caches_and_calls_denied_later(r
             candidate = SequenceCall(name, args)
             expected = _oracle(rules, aliases, history, candidate)
             denied = tracker.check(name, args, ALLOW)
-            assert (None if denied is None else (denied.matched_rule, oracle_part(denied.reason, expected[1] if expected else ""))) == (
-                None if expected is None else (rules[expected[0]].id, expected[1])
-            ), (history, candidate)
+            assert (
+                None
+                if denied is None
+                else (denied.matched_rule, oracle_part(denied.reason, expected[1] if expected else ""))
+            ) == (None if expected is None else (rules[expected[0]].id, expected[1])), (history, candidate)
             if expected is None and go:
                 tracker.enter(name, args)
                 history.append(candidate)

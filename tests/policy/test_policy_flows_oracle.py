@@ -18,12 +18,51 @@ from assay.policy.flows import FlowTracker, parse_flows
 from assay.policy.sequence import SequenceCall, evaluate_rules
 from tests.policy._flow_ends import oracle_part
 
-NAMES = ["a", "b", "c", "read_secret", "read_file", "send_email", "send_sms", "http_post", "xpostx", "run_tests", "deploy", ""]
-PATTERNS = ["a", "b", "c", "read_secret", "deploy", "run_tests", "send_*", "http_*", "*post*", "read_*", "*_file", "*", "nope"]
+NAMES = [
+    "a",
+    "b",
+    "c",
+    "read_secret",
+    "read_file",
+    "send_email",
+    "send_sms",
+    "http_post",
+    "xpostx",
+    "run_tests",
+    "deploy",
+    "",
+]
+PATTERNS = [
+    "a",
+    "b",
+    "c",
+    "read_secret",
+    "deploy",
+    "run_tests",
+    "send_*",
+    "http_*",
+    "*post*",
+    "read_*",
+    "*_file",
+    "*",
+    "nope",
+]
 ALIASES = ["SECRETS", "NET", "a"]  # "a" shadows the tool name a
 KEYS = ["p", "q"]
 REGEXES = ["^x", "y", "1", "^$", ".", "^\\[", "secret"]
-ARGS: list[Any] = [None, {}, {"p": "x"}, {"p": "xy"}, {"p": ""}, {"q": 1}, {"q": "11"}, {"p": ["x"]}, {"p": "y", "q": "y"}, "p", [1]]
+ARGS: list[Any] = [
+    None,
+    {},
+    {"p": "x"},
+    {"p": "xy"},
+    {"p": ""},
+    {"q": 1},
+    {"q": "11"},
+    {"p": ["x"]},
+    {"p": "y", "q": "y"},
+    "p",
+    [1],
+]
 
 ALLOW = Decision("allow", "t")
 
@@ -53,7 +92,9 @@ rule = st.one_of(
     ),
     st.builds(lambda p: {"type": "blocklist", "pattern": p}, st.sampled_from(["sec", "post", "_", "x", "deploy"])),
 )
-aliases = st.dictionaries(st.sampled_from(ALIASES), st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3), max_size=3)
+aliases = st.dictionaries(
+    st.sampled_from(ALIASES), st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3), max_size=3
+)
 call = st.tuples(st.sampled_from(NAMES), st.sampled_from(ARGS))
 
 
@@ -86,7 +127,10 @@ def test_the_tracker_equals_the_oracle_call_by_call(raw_rules, raw_aliases, trac
             assert denied is None
         else:
             assert denied is not None and denied.reason_code == "E_SEQUENCE_VIOLATION"
-            assert (denied.matched_rule, oracle_part(denied.reason, expected[1])) == (rules[expected[0]].id, expected[1])
+            assert (denied.matched_rule, oracle_part(denied.reason, expected[1])) == (
+                rules[expected[0]].id,
+                expected[1],
+            )
         assert tracker.violation(name, args) == expected  # asking does not change the state
         if expected is None:
             tracker.enter(name, args)
@@ -95,7 +139,12 @@ def test_the_tracker_equals_the_oracle_call_by_call(raw_rules, raw_aliases, trac
 
 
 # no array arguments: assay.yaml reads an array element by element, the server's dialect as one value
-scalar_call = st.tuples(st.sampled_from(NAMES), st.sampled_from([a for a in ARGS if not any(isinstance(v, list) for v in (a.values() if isinstance(a, dict) else ()))]))
+scalar_call = st.tuples(
+    st.sampled_from(NAMES),
+    st.sampled_from(
+        [a for a in ARGS if not any(isinstance(v, list) for v in (a.values() if isinstance(a, dict) else ()))]
+    ),
+)
 
 
 @settings(max_examples=200, deadline=None)

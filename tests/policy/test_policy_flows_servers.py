@@ -79,7 +79,9 @@ def test_server_selectors_alias_members_and_for_are_read_with_readable_ids():
 
 
 def test_rules_without_the_new_keys_keep_their_ids_and_digest():
-    text = "sequences:\n  - {type: never_after, trigger: {tool: read_file, args_match: {path: s}}, forbidden: 'send_*'}\n"
+    text = (
+        "sequences:\n  - {type: never_after, trigger: {tool: read_file, args_match: {path: s}}, forbidden: 'send_*'}\n"
+    )
     p = load(text)
     assert p.sequences[0].id == "never_after:read_file[path]->send_*"
     assert "server" not in p.to_dict()["sequences"][0]["trigger"]
@@ -88,17 +90,44 @@ def test_rules_without_the_new_keys_keep_their_ids_and_digest():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("sequences: [{type: require, tool: {tool: a}}]", "sequences[0].tool: missing field args_match (write the bare name when no argument is matched)"),
+        (
+            "sequences: [{type: require, tool: {tool: a}}]",
+            "sequences[0].tool: missing field args_match (write the bare name when no argument is matched)",
+        ),
         ("sequences: [{type: require, tool: {server: a}}]", "sequences[0].tool: missing field tool"),
-        ("sequences: [{type: require, tool: {tool: a, server: ''}}]", "sequences[0].tool.server: a server label or pattern must not be empty"),
-        ("sequences: [{type: require, tool: {tool: a, server: 1}}]", "sequences[0].tool.server: expected a string, got an integer"),
+        (
+            "sequences: [{type: require, tool: {tool: a, server: ''}}]",
+            "sequences[0].tool.server: a server label or pattern must not be empty",
+        ),
+        (
+            "sequences: [{type: require, tool: {tool: a, server: 1}}]",
+            "sequences[0].tool.server: expected a string, got an integer",
+        ),
         ("sequences: [{type: require, tool: {tool: a, host: x}}]", "sequences[0].tool.host: unknown selector key"),
-        ("aliases: {s: [{tool: a}]}", "aliases.s[0]: missing field server (write the bare name for a tool on any server)"),
-        ("aliases: {s: [{tool: a, server: v, args_match: {p: x}}]}", "aliases.s[0].args_match: unknown alias member key"),
-        ("sequences: [{type: never_after, trigger: a, forbidden: b, for: 0s}]", "sequences[0].for: must be more than zero"),
-        ("sequences: [{type: never_after, trigger: a, forbidden: b, for: 1d}]", "sequences[0].for: expected a duration"),
-        ("sequences: [{type: never_after, trigger: a, forbidden: b, for: true}]", "sequences[0].for: expected a duration"),
-        ("sequences: [{type: never_after, trigger: a, forbidden: b, for: null}]", "sequences[0].for: expected a duration"),
+        (
+            "aliases: {s: [{tool: a}]}",
+            "aliases.s[0]: missing field server (write the bare name for a tool on any server)",
+        ),
+        (
+            "aliases: {s: [{tool: a, server: v, args_match: {p: x}}]}",
+            "aliases.s[0].args_match: unknown alias member key",
+        ),
+        (
+            "sequences: [{type: never_after, trigger: a, forbidden: b, for: 0s}]",
+            "sequences[0].for: must be more than zero",
+        ),
+        (
+            "sequences: [{type: never_after, trigger: a, forbidden: b, for: 1d}]",
+            "sequences[0].for: expected a duration",
+        ),
+        (
+            "sequences: [{type: never_after, trigger: a, forbidden: b, for: true}]",
+            "sequences[0].for: expected a duration",
+        ),
+        (
+            "sequences: [{type: never_after, trigger: a, forbidden: b, for: null}]",
+            "sequences[0].for: expected a duration",
+        ),
     ],
 )
 def test_bad_values_are_one_line_errors(text, message):
@@ -132,9 +161,11 @@ def test_the_docs_example_a_secret_read_on_vault_forbids_sinks_everywhere_for_an
     assert vault.armed() == ("no-exfiltration-for-1h",)
     d = call(web, "send_email", 20.0)
     assert d is not None and d.matched_rule == "no-exfiltration-for-1h"
-    assert d.reason == ("tool 'network_sinks' at index 3 is forbidden for 1h after 'secret_reads' (triggered at index 2); "
-                        "it ends in 59m 50s (1h after the latest 'secret_reads'), or at once with "
-                        "`assay mcp session reset KEY`")
+    assert d.reason == (
+        "tool 'network_sinks' at index 3 is forbidden for 1h after 'secret_reads' (triggered at index 2); "
+        "it ends in 59m 50s (1h after the latest 'secret_reads'), or at once with "
+        "`assay mcp session reset KEY`"
+    )
     assert call(fs, "xpostx", 3609.0) is not None  # still inside: 3,599 s after the trigger
     assert call(fs, "xpostx", 3610.0) is None  # exactly 1h after it: the window is over
     assert fs.armed() == ()
@@ -148,7 +179,9 @@ def test_a_server_pattern_that_matches_no_label_never_matches_in_that_wrap():
     assert tracker(text, "web").violation("send_x", None) is None
     assert tracker(text).violation("send_x", None) is None
     # the oracle agrees
-    rules, aliases = parse_flows([{"type": "max_calls", "tool": {"tool": "send_*", "server": "mail*"}, "max": 0}], None, [])
+    rules, aliases = parse_flows(
+        [{"type": "max_calls", "tool": {"tool": "send_*", "server": "mail*"}, "max": 0}], None, []
+    )
     evs = evaluate_rules([r.rule for r in rules], [SequenceCall("send_x", None, "web")], aliases, patterns=True)
     assert evs[0].outcome == "held"
     evs = evaluate_rules([r.rule for r in rules], [SequenceCall("send_x", None, "mail-eu")], aliases, patterns=True)
@@ -200,7 +233,9 @@ def test_an_unreadable_element_fails_closed():
 
 
 def test_the_server_dialect_reads_an_array_as_one_value():
-    rules, aliases = parse_flows([{"type": "max_calls", "tool": {"tool": "f", "args_match": {"p": "^x"}}, "max": 0}], None, [])
+    rules, aliases = parse_flows(
+        [{"type": "max_calls", "tool": {"tool": "f", "args_match": {"p": "^x"}}, "max": 0}], None, []
+    )
     call = SequenceCall("f", {"p": ["x"]})
     assert evaluate_rules([r.rule for r in rules], [call], aliases)[0].outcome == "held"
     assert evaluate_rules([r.rule for r in rules], [call], aliases, patterns=True)[0].outcome == "violated"
@@ -215,7 +250,10 @@ def test_the_window_runs_from_the_latest_trigger():
     t = tracker(WINDOW)
     t.enter("t", None, 0.0)
     t.enter("t", None, 50.0)
-    assert t.violation("f", None, 70.0) == (0, "tool 'f' at index 2 is forbidden for 60s after 't' (triggered at index 1)")
+    assert t.violation("f", None, 70.0) == (
+        0,
+        "tool 'f' at index 2 is forbidden for 60s after 't' (triggered at index 1)",
+    )
     assert t.violation("f", None, 110.0) is None
     t.enter("f", None, 110.0)
     assert t.armed() == ()  # disarmed until the next trigger
@@ -245,7 +283,9 @@ def test_the_window_edge_is_exact():
     since = 1e9 + 0.3
     t.enter("t", None, since)
     now = since + 0.1  # rounded: the exact difference may be just under 0.1
-    inside = (now - since) < 0.1 or __import__("fractions").Fraction(now) - __import__("fractions").Fraction(since) < __import__("fractions").Fraction(0.1)
+    inside = (now - since) < 0.1 or __import__("fractions").Fraction(now) - __import__("fractions").Fraction(
+        since
+    ) < __import__("fractions").Fraction(0.1)
     assert (t.violation("f", None, now) is not None) is inside
 
 

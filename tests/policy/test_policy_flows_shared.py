@@ -25,9 +25,21 @@ SERVER_PATTERNS = ["vault", "fs*", "*", "v*", "nope"]
 ALIASES = ["SECRETS", "NET", "a"]
 REGEXES = ["^x", "y", "1", "^$", "^\\[", "^\\{"]
 ARGS: list[Any] = [
-    None, {}, {"p": "x"}, {"p": "xy"}, {"q": 1}, {"q": "11"},
-    {"p": ["x"]}, {"p": ["a", "xy"]}, {"p": []}, {"p": [1, "z"]}, {"p": [["x"]]}, {"p": [{"k": 1}]},
-    {"q": [0, 11]}, {"p": ["y"], "q": ["1"]}, {"p": [None, True]},
+    None,
+    {},
+    {"p": "x"},
+    {"p": "xy"},
+    {"q": 1},
+    {"q": "11"},
+    {"p": ["x"]},
+    {"p": ["a", "xy"]},
+    {"p": []},
+    {"p": [1, "z"]},
+    {"p": [["x"]]},
+    {"p": [{"k": 1}]},
+    {"q": [0, 11]},
+    {"p": ["y"], "q": ["1"]},
+    {"p": [None, True]},
 ]
 WINDOWS = ["1m", "60s", "90s", 0.5, "1h"]
 STEPS = [0.0, 0.5, 1.0, 29.5, 30.0, 59.5, 60.0, 61.0, 3600.0, -5.0, -100.0, math.nan, math.inf]
@@ -51,18 +63,26 @@ rule = st.one_of(
     st.builds(lambda t, w: {"type": "eventually", "tool": t, "within": w}, selector, st.integers(0, 4)),
     st.builds(lambda t, m: {"type": "max_calls", "tool": t, "max": m}, selector, st.integers(0, 3)),
     st.builds(lambda f, t: {"type": "before", "first": f, "then": t}, selector, selector),
-    st.builds(lambda f, t, w: {"type": "after", "trigger": f, "then": t, "within": w}, selector, selector, st.integers(0, 3)),
+    st.builds(
+        lambda f, t, w: {"type": "after", "trigger": f, "then": t, "within": w}, selector, selector, st.integers(0, 3)
+    ),
     st.builds(lambda f, t: {"type": "never_after", "trigger": f, "forbidden": t}, selector, selector),
     st.builds(
         lambda f, t, w: {"type": "never_after", "trigger": f, "forbidden": t, "for": w},
-        selector, selector, st.sampled_from(WINDOWS),
+        selector,
+        selector,
+        st.sampled_from(WINDOWS),
     ),
     st.builds(
-        lambda ts, s: {"type": "sequence", "tools": ts, "strict": s}, st.lists(selector, min_size=1, max_size=3), st.booleans()
+        lambda ts, s: {"type": "sequence", "tools": ts, "strict": s},
+        st.lists(selector, min_size=1, max_size=3),
+        st.booleans(),
     ),
     st.builds(lambda p: {"type": "blocklist", "pattern": p}, st.sampled_from(["sec", "post", "x"])),
 )
-member = st.one_of(st.sampled_from(PATTERNS), st.builds(lambda t, s: {"tool": t, "server": s}, st.sampled_from(PATTERNS), server))
+member = st.one_of(
+    st.sampled_from(PATTERNS), st.builds(lambda t, s: {"tool": t, "server": s}, st.sampled_from(PATTERNS), server)
+)
 aliases = st.dictionaries(st.sampled_from(ALIASES), st.lists(member, min_size=1, max_size=3), max_size=3)
 # (name, args, server, step of the clock)
 call = st.tuples(st.sampled_from(NAMES), st.sampled_from(ARGS), st.sampled_from(SERVERS), st.sampled_from(STEPS))

@@ -30,7 +30,7 @@ def err(text: str | bytes, **kw) -> PolicyError:
 
 
 def test_L1_non_utf8_is_syntax_without_location():
-    e = err(b"version: \"2.0\"\nname: \xff\xfe\n")
+    e = err(b'version: "2.0"\nname: \xff\xfe\n')
     assert e.kind == "syntax" and e.line is None and e.column is None
     assert str(e) == "pol.yaml: invalid UTF-8 at byte 21"
     assert e.server_error() == {"code": "E_POLICY_PARSE", "message": "Policy YAML is invalid"}
@@ -55,7 +55,7 @@ def test_L2_duplicate_top_level_key_is_syntax_with_position():
 
 
 def test_L2_duplicate_nested_key_is_refused_at_any_depth():
-    e = err('schemas:\n  t:\n    properties:\n      a: {type: string, type: integer}\n')
+    e = err("schemas:\n  t:\n    properties:\n      a: {type: string, type: integer}\n")
     assert e.kind == "syntax" and (e.line, e.column) == (4, 25)
 
 
@@ -146,7 +146,7 @@ def test_L6_v1_deprecation_warning_and_strict_mode():
 
 
 def test_L7_legacy_root_allow_deny_merge_after_tools_lists():
-    p = load('tools: {allow: [a], deny: [x]}\nallow: [b]\ndeny: [y]\n')
+    p = load("tools: {allow: [a], deny: [x]}\nallow: [b]\ndeny: [y]\n")
     assert p.tools.allow == ("a", "b") and p.tools.deny == ("x", "y")
     assert p.to_dict()["allow"] is None and p.to_dict()["deny"] is None
     p = load("allow: [b]\n")
@@ -212,7 +212,7 @@ def test_L9b_kill_switch_trigger_must_name_a_monitor_rule():
 
 
 def test_L10_schemas_are_not_compiled_at_load():
-    p = load('schemas:\n  bad: {type: bogus}\n  good: {type: object}\n')
+    p = load("schemas:\n  bad: {type: bogus}\n  good: {type: object}\n")
     assert check_schemas(p) is not None and check_schemas(p).startswith("tool 'bad': ")
     assert list(schema_errors(p)) == ["bad"]
 
@@ -295,14 +295,16 @@ def test_schema_patterns_that_can_take_seconds_are_warned_at_load():
 
     import jsonschema_rs
 
-    p = load((
-        'version: "2.0"\ntools: {allow: [a]}\nschemas:\n  a:\n    type: object\n    properties:\n'
-        '      q: {type: string, pattern: "(?!x).*token"}\n'
-        '      r: {type: string, pattern: "^(?!\\\\.\\\\.).*$"}\n'
-        '      s: {type: string, pattern: ".*token"}\n'
-        '      pattern: {type: string, pattern: "(a)\\\\1"}\n'
-        '    patternProperties:\n      "(?<=x)y": {type: string}\n'
-    ))
+    p = load(
+        (
+            'version: "2.0"\ntools: {allow: [a]}\nschemas:\n  a:\n    type: object\n    properties:\n'
+            '      q: {type: string, pattern: "(?!x).*token"}\n'
+            '      r: {type: string, pattern: "^(?!\\\\.\\\\.).*$"}\n'
+            '      s: {type: string, pattern: ".*token"}\n'
+            '      pattern: {type: string, pattern: "(a)\\\\1"}\n'
+            '    patternProperties:\n      "(?<=x)y": {type: string}\n'
+        )
+    )
     tail = "uses lookaround or a backreference and is not anchored with ^: checking a long argument can take seconds while every frame waits"
     assert list(p.warnings) == [
         f'schemas.a.patternProperties: "(?<=x)y" {tail}',

@@ -88,7 +88,10 @@ def test_dotdot_escape_was_admitted_by_the_old_example_and_is_denied_now():
         ("", '"": empty path'),
         ("/workspace/a\x00b", '"/workspace/a\\u0000b": embedded null byte'),
         ("file:///etc/passwd", '"file:///etc/passwd" (normalized "/etc/passwd") is outside /workspace, /srv/shared'),
-        ("file://evil.example/workspace/a", '"file://evil.example/workspace/a": a file: URI naming another host is not a local path'),
+        (
+            "file://evil.example/workspace/a",
+            '"file://evil.example/workspace/a": a file: URI naming another host is not a local path',
+        ),
         ("file:///workspace/a?x=1", '"file:///workspace/a?x=1": a file: URI with a query or fragment is not a path'),
         (5, "not a string"),
         (["/workspace/a", "/etc/x"], 'item 1: "/etc/x" is outside /workspace, /srv/shared'),
@@ -105,8 +108,17 @@ def test_denials_name_the_argument_and_say_why(value, why):
 
 @pytest.mark.parametrize(
     "value",
-    ["/workspace", "/workspace/", "//workspace//a/./b", "/srv/shared/x", "file:///workspace/a",
-     "file://localhost/workspace/a%20b", "FILE:/workspace/a", ["/workspace/a", "/srv/shared"], None],
+    [
+        "/workspace",
+        "/workspace/",
+        "//workspace//a/./b",
+        "/srv/shared/x",
+        "file:///workspace/a",
+        "file://localhost/workspace/a%20b",
+        "FILE:/workspace/a",
+        ["/workspace/a", "/srv/shared"],
+        None,
+    ],
 )
 def test_admitted(value):
     assert decide({"path": value}, tool="list_dir").outcome != "deny"
@@ -145,23 +157,29 @@ def test_a_tool_without_schema_is_confined_and_keeps_its_warning():
 
 
 def test_unconstrained_deny_wins_over_confinement():
-    p = load('version: "2.0"\nenforcement: {unconstrained_tools: deny}\n'
-             "path_confinement: [{tools: ['*'], args: [path], within: [/w]}]\n")
+    p = load(
+        'version: "2.0"\nenforcement: {unconstrained_tools: deny}\n'
+        "path_confinement: [{tools: ['*'], args: [path], within: [/w]}]\n"
+    )
     assert evaluate(p, "t", {"path": "/etc"}).reason_code == "E_TOOL_UNCONSTRAINED"
 
 
 def test_every_matching_rule_must_hold():
-    p = load('version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
-             "  - {tools: ['fs_*'], args: [path], within: [/data]}\n"
-             "  - {tools: [fs_write], args: [path], within: [/data/out]}\n")
+    p = load(
+        'version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
+        "  - {tools: ['fs_*'], args: [path], within: [/data]}\n"
+        "  - {tools: [fs_write], args: [path], within: [/data/out]}\n"
+    )
     assert evaluate(p, "fs_read", {"path": "/data/in/x"}).outcome == "allow"
     assert evaluate(p, "fs_write", {"path": "/data/in/x"}).reason_code == "E_PATH_CONFINEMENT"
     assert evaluate(p, "fs_write", {"path": "/data/out/x"}).outcome == "allow"
 
 
 def test_rate_limits_and_counters_still_apply():
-    p = load('version: "2.0"\nlimits: {max_tool_calls_total: 1}\nenforcement: {unconstrained_tools: allow}\n'
-             "path_confinement: [{tools: ['*'], args: [path], within: [/w]}]\n")
+    p = load(
+        'version: "2.0"\nlimits: {max_tool_calls_total: 1}\nenforcement: {unconstrained_tools: allow}\n'
+        "path_confinement: [{tools: ['*'], args: [path], within: [/w]}]\n"
+    )
     state = SessionState()
     assert evaluate(p, "t", {"path": "/etc"}, state).reason_code == "E_PATH_CONFINEMENT"
     assert evaluate(p, "t", {"path": "/w"}, state).reason_code == "E_RATE_LIMIT"
@@ -175,8 +193,10 @@ def test_resolve_symlinks_sees_a_link_out_of_the_root(tmp_path):
     (root / "sub").mkdir(parents=True)
     (tmp_path / "secret").write_text("s")
     os.symlink(tmp_path / "secret", root / "link")
-    text = ('version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
-            f"  - {{tools: [r], args: [path], within: ['{root}'], resolve_symlinks: RS}}\n")
+    text = (
+        'version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
+        f"  - {{tools: [r], args: [path], within: ['{root}'], resolve_symlinks: RS}}\n"
+    )
     lexical, resolving = load(text.replace("RS", "false")), load(text.replace("RS", "true"))
     assert evaluate(lexical, "r", {"path": f"{root}/link"}).outcome == "allow"
     d = evaluate(resolving, "r", {"path": f"{root}/link"})
@@ -195,8 +215,10 @@ def test_resolve_symlinks_follows_a_dotdot_after_a_link_as_the_kernel_does(tmp_p
     os.symlink(out / "deeper", root / "link")
     value = f"{root}/link/../x"
     assert Path(value).read_text() == "outside"  # what a server opens
-    text = ('version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
-            f"  - {{tools: [r], args: [path], within: ['{root}'], resolve_symlinks: true}}\n")
+    text = (
+        'version: "2.0"\nenforcement: {unconstrained_tools: allow}\npath_confinement:\n'
+        f"  - {{tools: [r], args: [path], within: ['{root}'], resolve_symlinks: true}}\n"
+    )
     d = evaluate(load(text), "r", {"path": value})
     assert d.reason_code == "E_PATH_CONFINEMENT" and "resolves outside" in d.reason
     for inside in (f"{root}/sub/../x", f"{root}/x"):
@@ -209,7 +231,11 @@ def test_resolve_symlinks_follows_a_dotdot_after_a_link_as_the_kernel_does(tmp_p
 @pytest.mark.parametrize(
     "rules, kind, fragment",
     [
-        ("[{tools: [a], args: [path], within: [relative]}]", "validation", "path_confinement[0].within[0] must be an absolute path"),
+        (
+            "[{tools: [a], args: [path], within: [relative]}]",
+            "validation",
+            "path_confinement[0].within[0] must be an absolute path",
+        ),
         ("[{tools: [a], args: [path], within: ['/a/../..']}]", "validation", "'..' climbs above /"),
         ("[{tools: [a], args: [path], within: []}]", "validation", "within must list at least one entry"),
         ("[{tools: [], args: [path], within: [/a]}]", "validation", "tools must list at least one entry"),
@@ -358,7 +384,9 @@ def test_docs_policies_that_take_paths_confine_them():
     ],
 )
 def test_home_is_expanded_for_the_loading_user(written, home, expected):
-    text = f'version: "2.0"\npath_confinement: [{{tools: [r], args: [path], within: ["{written}"], base: "{written}"}}]\n'
+    text = (
+        f'version: "2.0"\npath_confinement: [{{tools: [r], args: [path], within: ["{written}"], base: "{written}"}}]\n'
+    )
     rule = load_policy(text.encode(), source="pol.yaml", home=home).path_confinement[0]
     assert rule.within == (expected,) and rule.base == expected
 
@@ -383,7 +411,9 @@ def test_a_policy_file_expands_home_for_the_user_running_it(tmp_path, monkeypatc
     from assay.policy import load_policy_file
 
     pol = tmp_path / "pol.yaml"
-    pol.write_text('version: "2.0"\ntools: {allow: [r]}\nenforcement: {unconstrained_tools: allow}\npath_confinement: [{tools: [r], args: [path], within: [~/ws]}]\n')
+    pol.write_text(
+        'version: "2.0"\ntools: {allow: [r]}\nenforcement: {unconstrained_tools: allow}\npath_confinement: [{tools: [r], args: [path], within: [~/ws]}]\n'
+    )
     monkeypatch.setenv("HOME", "/home/ann")
     policy = load_policy_file(str(pol))
     assert evaluate(policy, "r", {"path": "/home/ann/ws/a.txt"}).outcome == "allow"

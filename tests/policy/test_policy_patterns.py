@@ -25,7 +25,7 @@ def reference(name: str, pattern: str) -> bool:
         return core in name
     if trail:
         return name[: len(core)] == core
-    return len(name) >= len(core) and name[len(name) - len(core):] == core
+    return len(name) >= len(core) and name[len(name) - len(core) :] == core
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,7 @@ def test_recheck_judges_paths_again(tmp_path: Any) -> None:
     link.mkdir()
     policy = P(
         "enforcement: {unconstrained_tools: allow}\n"
-        f"path_confinement:\n  - {{tools: [read], args: [path], within: [\"{inside}\"], resolve_symlinks: true}}\n"
+        f'path_confinement:\n  - {{tools: [read], args: [path], within: ["{inside}"], resolve_symlinks: true}}\n'
     )
     pipeline = Pipeline(policy, SessionState())
     call = Call("read", {"path": str(link / "f")})

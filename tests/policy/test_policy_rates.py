@@ -55,7 +55,12 @@ def test_rules_load_with_durations_and_default_ids() -> None:
 
 
 def test_a_session_rule_may_count_to_any_unsigned_integer() -> None:
-    assert rules_of("[{tools: [a], max_calls: 18446744073709551615}, {tools: [b], max_calls: 1000000, per: 1s}]")[0].max_calls == 2**64 - 1
+    assert (
+        rules_of("[{tools: [a], max_calls: 18446744073709551615}, {tools: [b], max_calls: 1000000, per: 1s}]")[
+            0
+        ].max_calls
+        == 2**64 - 1
+    )
 
 
 @pytest.mark.parametrize("per,seconds", [("250ms", 0.25), ("5m", 300.0), ("1h", 3600.0), (90, 90.0), (1.5, 1.5)])
@@ -73,11 +78,31 @@ def test_per_takes_every_duration_form(per, seconds) -> None:
         ("[{tools: [], max_calls: 1}]", "validation", "limits.tools[0].tools must list at least one entry"),
         ("[{tools: a, max_calls: 1}]", "structure", "limits.tools[0].tools: expected a list of strings, got a string"),
         ("[{tools: [1], max_calls: 1}]", "structure", "limits.tools[0].tools[0]: expected a string, got an integer"),
-        ("[{tools: [a], max_calls: -1}]", "structure", "limits.tools[0].max_calls: expected an unsigned integer, got -1"),
-        ("[{tools: [a], max_calls: 1.5}]", "structure", "limits.tools[0].max_calls: expected an unsigned integer, got a float"),
-        ("[{tools: [a], max_calls: true}]", "structure", "limits.tools[0].max_calls: expected an unsigned integer, got a boolean"),
-        ("[{tools: [a], max_calls: '3'}]", "structure", "limits.tools[0].max_calls: expected an unsigned integer, got a string"),
-        ("[{tools: [a], max_calls: null}]", "structure", "limits.tools[0].max_calls: expected an unsigned integer, got null"),
+        (
+            "[{tools: [a], max_calls: -1}]",
+            "structure",
+            "limits.tools[0].max_calls: expected an unsigned integer, got -1",
+        ),
+        (
+            "[{tools: [a], max_calls: 1.5}]",
+            "structure",
+            "limits.tools[0].max_calls: expected an unsigned integer, got a float",
+        ),
+        (
+            "[{tools: [a], max_calls: true}]",
+            "structure",
+            "limits.tools[0].max_calls: expected an unsigned integer, got a boolean",
+        ),
+        (
+            "[{tools: [a], max_calls: '3'}]",
+            "structure",
+            "limits.tools[0].max_calls: expected an unsigned integer, got a string",
+        ),
+        (
+            "[{tools: [a], max_calls: null}]",
+            "structure",
+            "limits.tools[0].max_calls: expected an unsigned integer, got null",
+        ),
         ("[{tools: [a], max_calls: 1, per: 1d}]", "validation", "limits.tools[0].per: expected a duration such as"),
         ("[{tools: [a], max_calls: 1, per: -5}]", "validation", "limits.tools[0].per: a duration must be a finite"),
         ("[{tools: [a], max_calls: 1, per: true}]", "validation", "limits.tools[0].per: expected a duration"),
@@ -88,7 +113,11 @@ def test_per_takes_every_duration_form(per, seconds) -> None:
             "validation",
             "limits.tools[0].max_calls may be at most 1000000 with per (every call in a window is remembered)",
         ),
-        ("[{tools: [a], max_calls: 1, id: 7}]", "structure", "limits.tools[0].id: expected a string, got an integer (quote it)"),
+        (
+            "[{tools: [a], max_calls: 1, id: 7}]",
+            "structure",
+            "limits.tools[0].id: expected a string, got an integer (quote it)",
+        ),
         ("[{tools: [a], max_calls: 1, id: ' '}]", "validation", "limits.tools[0].id must not be blank"),
         (
             "[{tools: [a], max_calls: 1, id: x}, {tools: [b], max_calls: 1, id: x}]",
@@ -110,7 +139,7 @@ def test_bad_rules_are_one_line_errors_naming_the_path(rules, kind, message) -> 
 
 def test_unknown_keys_of_a_rule_are_warned() -> None:
     warnings: list[str] = []
-    load('limits: {tools: [{tools: [a], max_calls: 1, window: 5s}]}\n', warn=warnings.append)
+    load("limits: {tools: [{tools: [a], max_calls: 1, window: 5s}]}\n", warn=warnings.append)
     assert warnings == ["pol.yaml: unknown key ignored: limits.tools[0].window"]
 
 
@@ -121,7 +150,9 @@ def test_digest_of_a_policy_without_rate_rules_is_unchanged() -> None:
     assert load(text.replace("}\n", ", tools: []}\n")).digest == plain.digest  # an empty list is no rule
     ruled = load(text.replace("}\n", ", tools: [{tools: [a], max_calls: 2, per: 1m}]}\n"))
     assert ruled.digest != plain.digest
-    assert ruled.to_dict()["limits"]["tools"] == [{"id": "limits.tools[0]", "tools": ["a"], "max_calls": 2, "per": 60.0}]
+    assert ruled.to_dict()["limits"]["tools"] == [
+        {"id": "limits.tools[0]", "tools": ["a"], "max_calls": 2, "per": 60.0}
+    ]
     assert tracker_for(plain) is None and tracker_for(load("version: '2.0'\n")) is None
     assert isinstance(tracker_for(ruled), RateTracker)
 
@@ -254,19 +285,31 @@ def test_the_reason_says_the_limit() -> None:
     assert limit_text(rule(["deploy", "release_*"], 1, id="limits.tools[2]")) == (
         "Rate limit exceeded: at most 1 call per session for deploy, release_* (rule limits.tools[2])"
     )
-    assert [duration_text(s) for s in (3600.0, 7200.0, 300.0, 60.0, 120.0, 90.0, 1.5, 0.25, 1e-4, 86400.0, 1000001.0)] == [
-        "1h", "2h", "5m", "60s", "2m", "90s", "1.5s", "250ms", "0.0001s", "24h", "1000001s"
-    ]
+    assert [
+        duration_text(s) for s in (3600.0, 7200.0, 300.0, 60.0, 120.0, 90.0, 1.5, 0.25, 1e-4, 86400.0, 1000001.0)
+    ] == ["1h", "2h", "5m", "60s", "2m", "90s", "1.5s", "250ms", "0.0001s", "24h", "1000001s"]
 
 
 def test_rate_denied_keeps_the_call_and_names_the_rule() -> None:
-    allow = Decision("allow", "web_a", policy_version="2.0", policy_digest="sha256:x", tool_classes=("net",),
-                     matched_rule="tools.allow")
+    allow = Decision(
+        "allow",
+        "web_a",
+        policy_version="2.0",
+        policy_digest="sha256:x",
+        tool_classes=("net",),
+        matched_rule="tools.allow",
+    )
     r = rule(["web_*"], 2, per=5.0, id="w")
     d = rate_denied(allow, "web_a", r)
     reason = "Rate limit exceeded: at most 2 calls per 5s for web_* (rule w)"
     assert (d.outcome, d.reason_code, d.reason, d.matched_rule) == ("deny", "E_RATE_LIMIT", reason, "w")
-    assert d.contract == {"status": "deny", "error_code": "E_RATE_LIMIT", "tool": "web_a", "rule": "w", "reason": reason}
+    assert d.contract == {
+        "status": "deny",
+        "error_code": "E_RATE_LIMIT",
+        "tool": "web_a",
+        "rule": "w",
+        "reason": reason,
+    }
     assert d.event_reason_code == "P_RATE_LIMIT" and d.typed_decision == "deny"
     assert (d.policy_digest, d.tool_classes) == ("sha256:x", ("net",))
 

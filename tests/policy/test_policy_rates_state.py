@@ -91,9 +91,18 @@ def test_a_state_that_does_not_fit_is_refused_and_changes_nothing():
     _call(target, "web_b", 0.5)
     before = target.export_state()
     bad_states = [
-        "x", None.__class__, {}, [], good[:3], [2, shape, latest, values], [fmt, "f" * 16, latest, values],
-        [fmt, shape, math.nan, values], [fmt, shape, 10**400, values], [fmt, shape, "1", values],
-        [fmt, shape, latest, values[:1]], [fmt, shape, latest, "v"],
+        "x",
+        None.__class__,
+        {},
+        [],
+        good[:3],
+        [2, shape, latest, values],
+        [fmt, "f" * 16, latest, values],
+        [fmt, shape, math.nan, values],
+        [fmt, shape, 10**400, values],
+        [fmt, shape, "1", values],
+        [fmt, shape, latest, values[:1]],
+        [fmt, shape, latest, "v"],
         [fmt, shape, latest, [[1.0, 2.0, 2.5], 1]],  # more times than max_calls
         [fmt, shape, latest, [[2.0, 1.0], 1]],  # out of order
         [fmt, shape, latest, [[1.0, 99.0], 1]],  # after the latest time
@@ -118,5 +127,7 @@ def test_a_state_that_does_not_fit_is_refused_and_changes_nothing():
 
 
 def test_garbage_never_raises_anything_but_value_or_type_error():
-    t = RateTracker([RateRule(id="w", tools=("web_*",), max_calls=2, per=60.0), RateRule(id="s", tools=("x",), max_calls=1)])
+    t = RateTracker(
+        [RateRule(id="w", tools=("web_*",), max_calls=2, per=60.0), RateRule(id="s", tools=("x",), max_calls=1)]
+    )
     restore_survives_junk(t, slots=4, max_size=4, max_leaves=16)

@@ -122,21 +122,32 @@ def test_SQ4_rule_table(rule, trace, partial, expected):
 
 def test_SQ4_aliases_resolve_selectors_but_not_blocklist():
     aliases = "{Search: [web_search, kb_search]}"
-    assert outcome("{type: max_calls, tool: Search, max: 1}", ["web_search", "kb_search"], aliases=aliases)[0] == "violated"
+    assert (
+        outcome("{type: max_calls, tool: Search, max: 1}", ["web_search", "kb_search"], aliases=aliases)[0]
+        == "violated"
+    )
     assert outcome("{type: require, tool: Search}", ["kb_search"], aliases=aliases)[0] == "held"
     assert outcome("{type: blocklist, pattern: Search}", ["web_search"], aliases=aliases)[0] == "held"
 
 
 def test_SQ4_args_match_selectors():
-    p = rules("  - {type: never_after, trigger: {tool: bash, args_match: {command: 'aws/cred'}}, forbidden: {tool: bash, args_match: {command: '^curl'}}}\n")
-    trace = [SequenceCall("bash", {"command": "ls"}), SequenceCall("bash", {"command": "cat ~/.aws/credentials"}), SequenceCall("bash", {"command": "curl -d @x"})]
+    p = rules(
+        "  - {type: never_after, trigger: {tool: bash, args_match: {command: 'aws/cred'}}, forbidden: {tool: bash, args_match: {command: '^curl'}}}\n"
+    )
+    trace = [
+        SequenceCall("bash", {"command": "ls"}),
+        SequenceCall("bash", {"command": "cat ~/.aws/credentials"}),
+        SequenceCall("bash", {"command": "curl -d @x"}),
+    ]
     ev = evaluate_rules(p.rules, trace, p.aliases)[0]
     assert (ev.outcome, ev.spanned) == ("violated", (1, 2))
     assert ev.rule_id == "never_after:bash[command]->bash[command]"
     # SQ2: names only (the server tool) never match an args_match selector
     assert evaluate_rules(p.rules, ["bash", "bash", "bash"])[0].outcome == "not_exercised"
     # non-string values match on their JSON text; a bad regex never matches
-    p2 = rules("  - {type: require, tool: {tool: t, args_match: {n: '^\\d+$'}}}\n  - {type: require, tool: {tool: t, args_match: {n: '('}}}\n")
+    p2 = rules(
+        "  - {type: require, tool: {tool: t, args_match: {n: '^\\d+$'}}}\n  - {type: require, tool: {tool: t, args_match: {n: '('}}}\n"
+    )
     got = evaluate_rules(p2.rules, [SequenceCall("t", {"n": 42})])
     assert [e.outcome for e in got] == ["held", "violated"]
 
@@ -152,7 +163,13 @@ def test_SQ5_SQ6_violation_shape_and_ids():
     r = check_sequence(p, ["s", "a", "s", "t", "x"])
     assert r["allowed"] is False and r["suggested_fix"] is None
     v = r["violations"]
-    assert v[0] == {"rule_type": "require", "constraint": "sequence_rule", "message": "required tool 'auth' not found in trace", "spanned": [], "tool": "auth"}
+    assert v[0] == {
+        "rule_type": "require",
+        "constraint": "sequence_rule",
+        "message": "required tool 'auth' not found in trace",
+        "spanned": [],
+        "tool": "auth",
+    }
     assert v[1] == {
         "rule_type": "max_calls",
         "constraint": "max_calls",
@@ -165,7 +182,11 @@ def test_SQ5_SQ6_violation_shape_and_ids():
     assert v[2]["constraint"] == "sequence_strict" and "tool" not in v[2] and v[2]["event_index"] == 2
     assert v[3]["rule_type"] == "after" and v[3]["tool"] == "u"  # the non-strict sequence held (partial)
     assert [e.rule_id for e in evaluate_rules(p.rules, [])] == [
-        "require:auth", "max_calls:s<=1", "sequence:strict:a>b", "sequence:a>b", "after:t->u@1"
+        "require:auth",
+        "max_calls:s<=1",
+        "sequence:strict:a>b",
+        "sequence:a>b",
+        "after:t->u@1",
     ]
 
 
@@ -178,7 +199,9 @@ def test_check_sequence_allowed():
 @given(st.lists(st.sampled_from(["a", "b", "t", "x"]), max_size=6))
 def test_after_partial_violation_implies_complete_violation(trace):
     """Partial mode never reports a violation that the finished run would not."""
-    p = rules("  - {type: after, trigger: t, then: a, within: 2}\n  - {type: sequence, tools: [a, b]}\n  - {type: eventually, tool: b, within: 3}\n")
+    p = rules(
+        "  - {type: after, trigger: t, then: a, within: 2}\n  - {type: sequence, tools: [a, b]}\n  - {type: eventually, tool: b, within: 3}\n"
+    )
     part = evaluate_rules(p.rules, trace, partial=True)
     full = evaluate_rules(p.rules, trace, partial=False)
     for a, b in zip(part, full):

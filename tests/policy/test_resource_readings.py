@@ -33,18 +33,21 @@ def rules(text: str):
 # -- the docs' own example ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("uri", "code", "read_as"), [
-    ("file:///workspace/%73ecret.txt", "E_RESOURCE_DENIED", "file:///workspace/secret.txt"),
-    ("file:///workspace/SECRET.txt", None, None),  # patterns are case-sensitive, as they always were
-    ("file://localhost/workspace/se%63ret", "E_RESOURCE_DENIED", "file://localhost/workspace/secret"),
-    ("docs://%73ecret-plans", "E_RESOURCE_DENIED", "docs://secret-plans"),
-    ("docs://x/%2e%2e/sec%72et", "E_RESOURCE_DENIED", "docs://x/../secret"),
-    ("docs://x/sec\tret", "E_RESOURCE_DENIED", "docs://x/secret"),
-    ("DOCS://readme", "E_RESOURCE_DENIED", "DOCS://readme"),  # the allow list must match it as written
-    ("FILE:///workspace/a", "E_RESOURCE_DENIED", "FILE:///workspace/a"),
-    ("file:///workspace/a%20b.txt", None, None),
-    ("docs://readme", None, None),
-])
+@pytest.mark.parametrize(
+    ("uri", "code", "read_as"),
+    [
+        ("file:///workspace/%73ecret.txt", "E_RESOURCE_DENIED", "file:///workspace/secret.txt"),
+        ("file:///workspace/SECRET.txt", None, None),  # patterns are case-sensitive, as they always were
+        ("file://localhost/workspace/se%63ret", "E_RESOURCE_DENIED", "file://localhost/workspace/secret"),
+        ("docs://%73ecret-plans", "E_RESOURCE_DENIED", "docs://secret-plans"),
+        ("docs://x/%2e%2e/sec%72et", "E_RESOURCE_DENIED", "docs://x/../secret"),
+        ("docs://x/sec\tret", "E_RESOURCE_DENIED", "docs://x/secret"),
+        ("DOCS://readme", "E_RESOURCE_DENIED", "DOCS://readme"),  # the allow list must match it as written
+        ("FILE:///workspace/a", "E_RESOURCE_DENIED", "FILE:///workspace/a"),
+        ("file:///workspace/a%20b.txt", None, None),
+        ("docs://readme", None, None),
+    ],
+)
 def test_the_docs_example_judges_what_the_uri_names(uri: str, code: str | None, read_as: str | None) -> None:
     policy = load_policy(policy_example("resources").encode())
     judged = judge(policy, uri)
@@ -57,33 +60,47 @@ def test_the_issue_example_is_denied_by_the_docs_deny() -> None:
     policy = load_policy(policy_example("resources").encode())
     judged = judge(policy, "file:///workspace/%73ecret.txt")
     assert judged.code == "E_RESOURCE_DENIED"
-    assert judged.why == ("resource 'file:///workspace/%73ecret.txt' (read as 'file:///workspace/secret.txt') "
-                          "is denied by resources.deny")
-    completion = judge_request(policy, {"method": "completion/complete", "params": {
-        "ref": {"type": "ref/resource", "uri": "file:///workspace/%73ecret/{name}"}, "argument": {"name": "name", "value": ""}}})
+    assert judged.why == (
+        "resource 'file:///workspace/%73ecret.txt' (read as 'file:///workspace/secret.txt') is denied by resources.deny"
+    )
+    completion = judge_request(
+        policy,
+        {
+            "method": "completion/complete",
+            "params": {
+                "ref": {"type": "ref/resource", "uri": "file:///workspace/%73ecret/{name}"},
+                "argument": {"name": "name", "value": ""},
+            },
+        },
+    )
     assert completion is not None and completion.code == "E_RESOURCE_DENIED"
 
 
 # -- readings ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("uri", "expected"), [
-    ("docs://a", ("docs://a",)),
-    ("docs://%73ecret", ("docs://%73ecret", "docs://secret")),
-    ("docs://%2573", ("docs://%2573", "docs://%73")),  # decoded once, as a server decodes
-    ("HTTPS://EVIL.com\\a\\..\\b?q=%41", ("HTTPS://EVIL.com\\a\\..\\b?q=%41", "HTTPS://EVIL.com\\a\\..\\b?q=A",
-                                          "https://evil.com/b?q=A")),
-    ("https:evil.com/x", ("https:evil.com/x", "https://evil.com/x")),
-    ("http://%45vil.com/", ("http://%45vil.com/", "http://Evil.com/", "http://evil.com/")),
-    ("Docs://Host/a/./b/%2E%2e/c", ("Docs://Host/a/./b/%2E%2e/c", "Docs://Host/a/./b/../c", "docs://Host/a/c")),
-    ("docs:/a/../../b/.", ("docs:/a/../../b/.", "docs:/b/")),
-    ("mailto:%41", ("mailto:%41", "mailto:A")),
-    (" docs://a\t", (" docs://a\t", "docs://a")),
-    ("FILE://localhost/ws/a/./", ("FILE://localhost/ws/a/./", "file:///ws/a/")),
-    ("file:///ws/%73", ("file:///ws/%73", "file:///ws/s")),
-    ("no scheme %41", ("no scheme %41", "no scheme A")),
-    ("docs://%ff", ("docs://%ff", "docs://\ufffd")),
-])
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("docs://a", ("docs://a",)),
+        ("docs://%73ecret", ("docs://%73ecret", "docs://secret")),
+        ("docs://%2573", ("docs://%2573", "docs://%73")),  # decoded once, as a server decodes
+        (
+            "HTTPS://EVIL.com\\a\\..\\b?q=%41",
+            ("HTTPS://EVIL.com\\a\\..\\b?q=%41", "HTTPS://EVIL.com\\a\\..\\b?q=A", "https://evil.com/b?q=A"),
+        ),
+        ("https:evil.com/x", ("https:evil.com/x", "https://evil.com/x")),
+        ("http://%45vil.com/", ("http://%45vil.com/", "http://Evil.com/", "http://evil.com/")),
+        ("Docs://Host/a/./b/%2E%2e/c", ("Docs://Host/a/./b/%2E%2e/c", "Docs://Host/a/./b/../c", "docs://Host/a/c")),
+        ("docs:/a/../../b/.", ("docs:/a/../../b/.", "docs:/b/")),
+        ("mailto:%41", ("mailto:%41", "mailto:A")),
+        (" docs://a\t", (" docs://a\t", "docs://a")),
+        ("FILE://localhost/ws/a/./", ("FILE://localhost/ws/a/./", "file:///ws/a/")),
+        ("file:///ws/%73", ("file:///ws/%73", "file:///ws/s")),
+        ("no scheme %41", ("no scheme %41", "no scheme A")),
+        ("docs://%ff", ("docs://%ff", "docs://\ufffd")),
+    ],
+)
 def test_readings(uri: str, expected: tuple[str, ...]) -> None:
     assert readings(uri) == expected
 
@@ -91,10 +108,15 @@ def test_readings(uri: str, expected: tuple[str, ...]) -> None:
 def test_a_deny_of_any_reading_wins_and_the_allow_list_must_match_every_reading() -> None:
     p = rules('{allow: ["https://api.example.com/*"], deny: ["https://api.example.com/admin*"]}')
     assert judge(p, "https://api.example.com/v1").code is None
-    for uri in ("HTTPS://API.EXAMPLE.COM/admin", "https://api.example.com/v1/..%2F../admin",
-                "https://api.example.com/v1/..%2F..%2Fadmin",
-                "https://api.example.com/v1/%2e%2e/admin", "https:api.example.com/admin",
-                "https://api.example.com\\admin", "https://api.%65xample.com/admin"):
+    for uri in (
+        "HTTPS://API.EXAMPLE.COM/admin",
+        "https://api.example.com/v1/..%2F../admin",
+        "https://api.example.com/v1/..%2F..%2Fadmin",
+        "https://api.example.com/v1/%2e%2e/admin",
+        "https:api.example.com/admin",
+        "https://api.example.com\\admin",
+        "https://api.%65xample.com/admin",
+    ):
         assert judge(p, uri).code == "E_RESOURCE_DENIED", uri
     assert judge(p, "https://api.example.com/%2e%2e/%2e%2e/x/").code is None  # dot segments stop at the host
     assert "not in resources.allow" in (judge(p, "https://api.example.com.evil/x").why or "")
@@ -111,8 +133,16 @@ def test_a_file_uri_servers_read_differently_is_refused_under_resources_alone() 
     assert judge(p, "file:///ws/x/..%5C.env").code == "E_RESOURCE_DENIED"
 
 
-@pytest.mark.parametrize("uri", ["file:///ws/..\\etc\\passwd", "file:///ws/.\t./etc/passwd", "file:///ws/.\n./etc/passwd",
-                                 "file:///ws/%2e%2e/etc/passwd", "file:///ws/a/../../etc/passwd"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "file:///ws/..\\etc\\passwd",
+        "file:///ws/.\t./etc/passwd",
+        "file:///ws/.\n./etc/passwd",
+        "file:///ws/%2e%2e/etc/passwd",
+        "file:///ws/a/../../etc/passwd",
+    ],
+)
 def test_the_issue_escapes_do_not_pass_resources_allow(uri: str) -> None:
     p = rules('{allow: ["file:///ws/*"]}')
     judged = judge(p, uri)
@@ -141,7 +171,9 @@ NAMES = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1,
 def denied_names(draw) -> str:
     scheme = draw(SCHEMES)
     if scheme == "file":
-        segments = draw(st.lists(st.text(alphabet="abcdeé ~+-_.xyz0123", min_size=1, max_size=6), min_size=1, max_size=4))
+        segments = draw(
+            st.lists(st.text(alphabet="abcdeé ~+-_.xyz0123", min_size=1, max_size=6), min_size=1, max_size=4)
+        )
         return "file:///" + "/".join(segments)
     return scheme + ":" + draw(st.sampled_from(["//", "/", ""])) + draw(NAMES)
 
@@ -155,7 +187,7 @@ def percent_variant(draw, name: str) -> str:
         if char == "%" or draw(st.booleans()):
             hexes = char.encode("utf-8").hex()
             hexes = hexes.upper() if draw(st.booleans()) else hexes
-            out.append("".join("%" + hexes[i:i + 2] for i in range(0, len(hexes), 2)))
+            out.append("".join("%" + hexes[i : i + 2] for i in range(0, len(hexes), 2)))
         else:
             out.append(char)
     return "".join(out)
@@ -190,8 +222,29 @@ BASE = load_policy(b'version: "2.0"\n')
 # -- the URL standard's reading, against Node ----------------------------------------------------------
 
 HOSTS = st.sampled_from(["example.com", "EXAMPLE.com", "ex%41mple.com", "Api.Example.COM", "x", "a-b.c"])
-SEGMENTS = st.sampled_from(["a", "B", "", ".", "..", "%2e", "%2E%2e", ".%2e", "%41", "a b", "%25", "%2F", "\u00e9",
-                            "secret", "%73ecret", "x?y", "x#y", "\\", "~"])
+SEGMENTS = st.sampled_from(
+    [
+        "a",
+        "B",
+        "",
+        ".",
+        "..",
+        "%2e",
+        "%2E%2e",
+        ".%2e",
+        "%41",
+        "a b",
+        "%25",
+        "%2F",
+        "\u00e9",
+        "secret",
+        "%73ecret",
+        "x?y",
+        "x#y",
+        "\\",
+        "~",
+    ]
+)
 
 
 @st.composite

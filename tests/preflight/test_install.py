@@ -25,7 +25,7 @@ def test_the_demo_installs_no_test_dependencies():
     assert names == {"mcp"}
     assert not names & {"pytest", "pytest-trio", "hypothesis"}
     dev = (REPO / "dev").read_text()
-    demo = dev[dev.index("    demo)"):]
+    demo = dev[dev.index("    demo)") :]
     assert "ensure_venv demo" in demo.split(";;")[0]
     assert "spec='.[demo]'" in dev
 
@@ -53,5 +53,5 @@ def test_the_package_ships_py_typed_and_dev_type_checks_before_the_tests():
     assert "mypy" in test_deps
     assert "trio-typing" not in test_deps  # its trio-stubs shadow trio's own inline types
     dev = (REPO / "dev").read_text()
-    test_cmd = dev[dev.index("    test)"):].split(";;")[0]
+    test_cmd = dev[dev.index("    test)") :].split(";;")[0]
     assert test_cmd.index("-m mypy") < test_cmd.index("-m pytest")

@@ -61,12 +61,7 @@ class FakeServer:
         (root / "version.out").write_bytes(version_out)
         body = version_body or f"/bin/cat {root / 'version.out'}; exit 0"
         self.path.write_text(
-            "#!/bin/sh\n"
-            f'echo $$ >> {self.pids}\n'
-            'if [ "$1" = "--version" ]; then\n'
-            f"  {body}\n"
-            "fi\n"
-            f"{startup}\n"
+            f'#!/bin/sh\necho $$ >> {self.pids}\nif [ "$1" = "--version" ]; then\n  {body}\nfi\n{startup}\n'
         )
         self.path.chmod(0o755)
 
@@ -84,9 +79,7 @@ def good_version() -> bytes:
 
 
 def run_cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(ASSAY), "mcp", "preflight", *args], env=env, cwd=cwd, capture_output=True, timeout=60
-    )
+    return subprocess.run([str(ASSAY), "mcp", "preflight", *args], env=env, cwd=cwd, capture_output=True, timeout=60)
 
 
 def check_report(report: PreflightReport, phase: str, actual: str | None, root: str = ".") -> None:
@@ -147,8 +140,9 @@ def run_isolated_cli(tmp_path: Path, env: dict[str, str], *args: str) -> subproc
     site = [p for p in sys.path if p.endswith("site-packages")]
     env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO), *site]))
     code = "import sys; from assay.cli.app import main; sys.exit(main(['mcp', 'preflight', *sys.argv[1:]]))"
-    return subprocess.run([str(bindir / "python"), "-c", code, *args], env=env, capture_output=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(bindir / "python"), "-c", code, *args], env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+    )
 
 
 def installed_off_path(home: Path) -> Path:
@@ -157,7 +151,7 @@ def installed_off_path(home: Path) -> Path:
     bindir = home / ".local" / "bin"
     bindir.mkdir(parents=True)
     server = bindir / "assay-mcp-server"
-    server.write_text(f"#!/bin/sh\nexec {SERVER} \"$@\"\n")
+    server.write_text(f'#!/bin/sh\nexec {SERVER} "$@"\n')
     server.chmod(0o755)
     return server
 
@@ -178,8 +172,10 @@ async def test_installed_but_not_on_path(tmp_path, base_env, via):
     assert report.phase is Phase.MISSING and report.exit_code == 2
     assert report.installed_at == str(server)
     assert report.message == f"assay-mcp-server is installed at {server}, but {bindir} is not on PATH"
-    assert report.next_step == (f'Put {bindir} on PATH (export PATH="{bindir}:$PATH", or uv tool update-shell '
-                                f"after a uv tool install), then re-run assay mcp preflight. {NOT_NEEDED}")
+    assert report.next_step == (
+        f'Put {bindir} on PATH (export PATH="{bindir}:$PATH", or uv tool update-shell '
+        f"after a uv tool install), then re-run assay mcp preflight. {NOT_NEEDED}"
+    )
     proc_ = run_isolated_cli(tmp_path, env)
     assert proc_.returncode == 2 and proc_.stderr == b""
     assert proc_.stdout.decode() == f"missing: {report.message}\n{report.next_step}\n"
@@ -202,7 +198,11 @@ async def test_running_assays_directory_is_searched(tmp_path, base_env):
 def test_search_dirs_order_and_export_quoting():
     env = {"HOME": "/h", "UV_TOOL_BIN_DIR": "/uv", "PIPX_BIN_DIR": "relative", "XDG_BIN_HOME": "/uv/"}
     assert search_dirs(env, "/opt/a/bin/assay", "/venv/bin/python") == [
-        "/opt/a/bin", "/venv/bin", "/uv", "/h/.local/bin"]
+        "/opt/a/bin",
+        "/venv/bin",
+        "/uv",
+        "/h/.local/bin",
+    ]
     assert search_dirs({}, "python", "/venv/bin/python") == ["/venv/bin"]
     assert export_line('/a b/$x"`\\') == 'export PATH="/a b/\\$x\\"\\`\\\\:$PATH"'
 

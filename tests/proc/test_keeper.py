@@ -73,7 +73,8 @@ async def test_pipes_both_ways_and_stdin_eof():
 async def test_stop_kills_group_and_detached_descendants(tmp_path):
     script = tmp_path / "s.py"
     pids = tmp_path / "pids"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         a = subprocess.Popen(["sleep", "977"])
@@ -81,7 +82,8 @@ async def test_stop_kills_group_and_detached_descendants(tmp_path):
         open({str(pids)!r}, "w").write(f"{{a.pid}} {{b.pid}}")
         print("ready", flush=True)
         time.sleep(1000)
-    """))
+    """)
+    )
     child = proc.spawn_kept([PY, str(script)])
     assert (await child.stdout.receive_some(100)).startswith(b"ready")
     others = [int(p) for p in pids.read_text().split()]

@@ -10,11 +10,28 @@ from pathlib import Path
 import assay
 from assay import proc
 
-PUBLIC = ["Child", "KeptChild", "ProgramNotFound", "SpawnError", "BoundedResult", "spawn", "spawn_kept",
-          "keeper_available", "run_bounded", "read_capped", "DEVNULL", "PIPE", "INHERIT", "ChildHandle",
-          "ByteReceiver", "ByteSender"]
-SPAWNS = re.compile(r"\b(?:Popen|os\.fork|os\.exec\w*|os\.spawn\w*|os\.posix_spawn\w*|open_process|run_process|"
-                    r"subprocess\.(?:run|call|check_call|check_output))\b")
+PUBLIC = [
+    "Child",
+    "KeptChild",
+    "ProgramNotFound",
+    "SpawnError",
+    "BoundedResult",
+    "spawn",
+    "spawn_kept",
+    "keeper_available",
+    "run_bounded",
+    "read_capped",
+    "DEVNULL",
+    "PIPE",
+    "INHERIT",
+    "ChildHandle",
+    "ByteReceiver",
+    "ByteSender",
+]
+SPAWNS = re.compile(
+    r"\b(?:Popen|os\.fork|os\.exec\w*|os\.spawn\w*|os\.posix_spawn\w*|open_process|run_process|"
+    r"subprocess\.(?:run|call|check_call|check_output))\b"
+)
 
 
 def test_every_public_name_is_exported_from_the_package():

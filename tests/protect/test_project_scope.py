@@ -24,8 +24,18 @@ def _project(tmp_path):
 
 def test_project_scope_is_refused_without_absolute(tmp_path):
     home, proj = _project(tmp_path)
-    res = run_assay("mcp", "protect", "claude-code", "--scope", "project", "--policy", "policy.yaml", "--init-policy",
-                    env=make_env(home), cwd=proj)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude-code",
+        "--scope",
+        "project",
+        "--policy",
+        "policy.yaml",
+        "--init-policy",
+        env=make_env(home),
+        cwd=proj,
+    )
     err = res.stderr.decode()
     assert (res.returncode, res.stdout) == (2, b"")
     assert err.startswith("assay: error: --scope project writes a file your team shares") and err.count("\n") == 1
@@ -36,8 +46,19 @@ def test_project_scope_is_refused_without_absolute(tmp_path):
 def test_absolute_writes_this_machines_paths_and_says_so(tmp_path):
     home, proj = _project(tmp_path)
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude-code", "--scope", "project", "--policy", "policy.yaml", "--init-policy",
-                    "--absolute", env=env, cwd=proj)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude-code",
+        "--scope",
+        "project",
+        "--policy",
+        "policy.yaml",
+        "--init-policy",
+        "--absolute",
+        env=env,
+        cwd=proj,
+    )
     assert res.returncode == 0, res.stderr
     assert "note: the project file now holds this machine's paths (assay, policy, log dir)" in res.stdout.decode()
     entry = json.loads((proj / ".mcp.json").read_text())["mcpServers"]["fs"]
@@ -53,7 +74,16 @@ def test_absolute_writes_this_machines_paths_and_says_so(tmp_path):
 def test_user_scope_and_config_need_no_absolute(tmp_path):
     home, proj = _project(tmp_path)
     (proj / "p.yaml").write_text('version: "2.0"\n')
-    res = run_assay("mcp", "protect", "claude-code", "--config", str(proj / ".mcp.json"), "--policy", "p.yaml",
-                    env=make_env(home), cwd=proj)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude-code",
+        "--config",
+        str(proj / ".mcp.json"),
+        "--policy",
+        "p.yaml",
+        env=make_env(home),
+        cwd=proj,
+    )
     assert res.returncode == 0, res.stderr
     assert "note:" not in res.stdout.decode()

@@ -40,7 +40,8 @@ def test_apply_writes_a_backup_into_the_state_dir_and_keeps_the_mode(tmp_path):
     out = p.apply_to_file(str(path), loc("claude_desktop"), protect, now=0, state=str(state))
     digest = p.state.config_digest(str(path))
     assert out.written and out.backup == str(
-        state / "backups" / f"claude_desktop-{digest}-19700101T000000.000000Z-000-claude_desktop_config.json")
+        state / "backups" / f"claude_desktop-{digest}-19700101T000000.000000Z-000-claude_desktop_config.json"
+    )
     assert Path(out.backup).read_text() == CLAUDE_DESKTOP
     assert stat.S_IMODE(os.stat(out.backup).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -137,14 +138,27 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
     config = claude_config(home)
     env = make_env(home)
     policy = home / ".config" / "assay" / "policy.yaml"
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--init-policy",
-                    "--log-dir", str(tmp_path / "logs"), env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--policy",
+        str(policy),
+        "--init-policy",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        env=env,
+        cwd=tmp_path,
+    )
     out = res.stdout.decode()
     assert res.returncode == 0, res.stderr
     assert res.stderr == b""
     assert policy.read_text() == p.STARTER_POLICY
     assert f"wrote a starter policy to {policy}" in out
-    assert '  wrapped   "filesystem": npx -y @modelcontextprotocol/server-filesystem /Users/username/Desktop /Users/username/Downloads' in out
+    assert (
+        '  wrapped   "filesystem": npx -y @modelcontextprotocol/server-filesystem /Users/username/Desktop /Users/username/Downloads'
+        in out
+    )
     assert "Restart Claude Desktop so it starts these servers through assay mcp wrap." in out
     assert "Undo with: assay mcp protect claude --undo" in out
     assert (tmp_path / "logs").is_dir()
@@ -155,8 +169,9 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
     assert entry["args"][:6] == ["mcp", "wrap", "--policy", str(policy), "--label", "github"]
     assert entry["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "<token>"}
 
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"),
-                    env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp", "protect", "claude", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"), env=env, cwd=tmp_path
+    )
     assert res.returncode == 0 and "nothing to change" in res.stdout.decode()
     assert "already runs under assay mcp wrap (as protect wrote it)" in res.stdout.decode()
 
@@ -169,8 +184,17 @@ def test_cli_protect_with_init_policy_then_undo(home, tmp_path):
 
 def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
     config = claude_config(home)
-    res = run_assay("mcp", "protect", "claude", "--policy", str(tmp_path / "p.yaml"), "--init-policy",
-                    "--dry-run", env=make_env(home), cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--policy",
+        str(tmp_path / "p.yaml"),
+        "--init-policy",
+        "--dry-run",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     out = res.stdout.decode()
     assert res.returncode == 0, res.stderr
     assert f"would write a starter policy to {tmp_path / 'p.yaml'}" in out
@@ -184,11 +208,26 @@ def test_cli_dry_run_prints_a_diff_and_writes_nothing(home, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["bogus", "--policy", "p.yaml"], 'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n'),
-        (["claude"], "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n"),
-        (["claude", "--undo", "--policy", "p.yaml"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
-        (["claude", "--undo", "--absolute"], "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n"),
-        (["windsurf", "--scope", "project", "--policy", "p.yaml"], "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n"),
+        (
+            ["bogus", "--policy", "p.yaml"],
+            'assay: error: unknown client "bogus". Supported: claude, claude-code, cursor, vscode, windsurf, gemini, codex, zed\n',
+        ),
+        (
+            ["claude"],
+            "assay: error: give the policy the wrapped servers enforce: --policy FILE (add --init-policy to create a starter one)\n",
+        ),
+        (
+            ["claude", "--undo", "--policy", "p.yaml"],
+            "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n",
+        ),
+        (
+            ["claude", "--undo", "--absolute"],
+            "assay: error: --undo takes no --policy, --init-policy, --log-dir, --observe, --hide-denied-tools, --declared-manifest, --absolute or --log-arguments\n",
+        ),
+        (
+            ["windsurf", "--scope", "project", "--policy", "p.yaml"],
+            "assay: error: Windsurf has no project config; use --scope user, or --config FILE\n",
+        ),
     ],
 )
 def test_cli_usage_errors(home, tmp_path, args, message):
@@ -215,7 +254,9 @@ def test_cli_refuses_unparsable_config_and_broken_policy(home, tmp_path):
     before = config.read_bytes()
     res = run_assay("mcp", "protect", "claude", "--policy", str(good), env=make_env(home), cwd=tmp_path)
     assert res.returncode == 1
-    assert res.stderr.decode().startswith(f"fatal: {config}: invalid JSON: Expecting property name enclosed in double quotes (line 2, column 3)")
+    assert res.stderr.decode().startswith(
+        f"fatal: {config}: invalid JSON: Expecting property name enclosed in double quotes (line 2, column 3)"
+    )
     assert config.read_bytes() == before and os.listdir(config.parent) == [config.name]
 
     config.write_text(CLAUDE_DESKTOP)
@@ -238,8 +279,16 @@ def test_cli_missing_config_is_refused_with_a_pointer(home, tmp_path):
     )
     assert list(home.iterdir()) == []
     # with --init-policy, nothing is written either (not even the starter policy)
-    res = run_assay("mcp", "protect", "cursor", "--policy", str(tmp_path / "new.yaml"), "--init-policy",
-                    env=make_env(home), cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "cursor",
+        "--policy",
+        str(tmp_path / "new.yaml"),
+        "--init-policy",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     assert res.returncode == 1 and not (tmp_path / "new.yaml").exists()
 
 
@@ -249,8 +298,9 @@ def test_cli_project_scope_and_explicit_config(home, tmp_path):
     policy = tmp_path / "p.yaml"
     policy.write_text('version: "2.0"\n')
     env = make_env(home)
-    res = run_assay("mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), "--absolute",
-                    env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp", "protect", "vscode", "--scope", "project", "--policy", str(policy), "--absolute", env=env, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert "Undo with: assay mcp protect vscode --undo --scope project" in res.stdout.decode()
     assert "// Inputs are prompted on first server start" in (tmp_path / ".vscode" / "mcp.json").read_text()
@@ -261,8 +311,10 @@ def test_cli_project_scope_and_explicit_config(home, tmp_path):
     codex.write_text(CODEX)
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--policy", str(policy), env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "only the servers above changed: a stdio server's command and args values, a remote server's whole entry" \
-        in res.stdout.decode()  # the file's figma entry is remote (docs/protect.md, "Remote servers")
+    assert (
+        "only the servers above changed: a stdio server's command and args values, a remote server's whole entry"
+        in res.stdout.decode()
+    )  # the file's figma entry is remote (docs/protect.md, "Remote servers")
     res = run_assay("mcp", "protect", "codex", "--config", str(codex), "--undo", env=env, cwd=tmp_path)
     assert codex.read_bytes() == CODEX.encode()  # byte for byte, also the entry without "args"
 
@@ -278,8 +330,9 @@ def test_cli_protect_log_arguments_goes_on_every_line_and_comes_off_again(home, 
     config = claude_config(home)
     env = make_env(home)
     (tmp_path / "p.yaml").write_text('version: "2.0"\n')
-    res = run_assay("mcp", "protect", "claude", "--policy", str(tmp_path / "p.yaml"), "--log-arguments",
-                    env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp", "protect", "claude", "--policy", str(tmp_path / "p.yaml"), "--log-arguments", env=env, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     servers = json.loads(config.read_text())["mcpServers"]
     wrapped = [e["args"] for e in servers.values() if e.get("command") == str(ASSAY)]

@@ -98,10 +98,13 @@ def _configs(py: str, server: str, hand_wrapped: list[str]) -> dict[str, tuple[s
         "codex": ("config.toml", codex),
         "zed": ("settings.json", jsonc("context_servers")),
         # Zed's older entry form: "command": {"path", "args", "env"}
-        "zed-old": ("settings.json", jsonc("context_servers").replace(
-            f'"tiny": {{"command": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}},}}',
-            f'"tiny": {{"command": {{"path": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}}}}}}',
-        )),
+        "zed-old": (
+            "settings.json",
+            jsonc("context_servers").replace(
+                f'"tiny": {{"command": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}},}}',
+                f'"tiny": {{"command": {{"path": {json.dumps(py)}, "args": {a}, "env": {{"TINY": "1"}}}}}}',
+            ),
+        ),
     }
 
 
@@ -123,8 +126,9 @@ def _read(client: str, text: str) -> dict:
 
 
 async def _drive(entry: dict, env: dict[str, str], cwd: Path) -> tuple[str, bool]:
-    params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                   env={**env, **entry.get("env", {})}, cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry.get("env", {})}, cwd=str(cwd)
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -144,7 +148,7 @@ async def test_protect_run_and_undo_for_every_client(case, tmp_path):
     server.write_text(TINY)
     hand = [str(ASSAY), "mcp", "wrap", "--policy", "/etc/assay/team.yaml", "--", "uvx", "mcp-server-git"]
     name, text = _configs(sys.executable, str(server), hand)[case]
-    assert case == client or "{\"path\"" in text
+    assert case == client or '{"path"' in text
     config = tmp_path / name
     config.write_bytes(text.encode())
     config.chmod(0o600)
@@ -182,27 +186,43 @@ def test_a_7_mb_claude_json_is_protected_and_given_back_byte_for_byte(tmp_path):
     while True:
         project = {"allowedTools": [], "history": [{"display": f"prompt {i}.{k} " + "x" * 300} for k in range(20)]}
         if i % 50 == 0:
-            project["mcpServers"] = {f"local{i}": {"type": "stdio", "command": "npx", "args": ["-y", f"srv-{i}", "My Notes"]}}
+            project["mcpServers"] = {
+                f"local{i}": {"type": "stdio", "command": "npx", "args": ["-y", f"srv-{i}", "My Notes"]}
+            }
         projects[f"/home/u/dev/p{i}"] = project
         i += 1
         if i % 100 == 0 and len(json.dumps(projects)) > 7_000_000:
             break
-    data = {"numStartups": 12, "mcpServers": {"ctx": {"type": "stdio", "command": "npx", "args": ["--yes", "ctx"]}},
-            "projects": projects}
+    data = {
+        "numStartups": 12,
+        "mcpServers": {"ctx": {"type": "stdio", "command": "npx", "args": ["--yes", "ctx"]}},
+        "projects": projects,
+    }
     text = json.dumps(data, indent=2) + "\n"
     config = home / ".claude.json"
     config.write_text(text)
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
     env = make_env(home)
-    res = run_assay("mcp", "protect", "claude-code", "--config", str(config), "--policy", str(policy), env=env,
-                    cwd=tmp_path, timeout=120)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude-code",
+        "--config",
+        str(config),
+        "--policy",
+        str(policy),
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     after = json.loads(config.read_text())
     assert "wrap" in after["mcpServers"]["ctx"]["args"]
     assert "wrap" in after["projects"]["/home/u/dev/p50"]["mcpServers"]["local50"]["args"]
     assert after["projects"]["/home/u/dev/p1"] == projects["/home/u/dev/p1"]
-    res = run_assay("mcp", "protect", "claude-code", "--config", str(config), "--undo", env=env, cwd=tmp_path,
-                    timeout=120)
+    res = run_assay(
+        "mcp", "protect", "claude-code", "--config", str(config), "--undo", env=env, cwd=tmp_path, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert config.read_bytes() == text.encode()

@@ -35,7 +35,8 @@ def test_without_a_record_undo_restores_the_line_this_version_writes_with_the_cl
     other = p.wrapped_args("fs", SERVER[0], SERVER[1:], options, client="claude_desktop")
     result = p.undo_text(config("fs", ASSAY, other), loc, None)
     assert [(c.action, c.detail) for c in result.changes] == [
-        ("skipped", "runs assay mcp wrap in a form protect did not write; left as is")]
+        ("skipped", "runs assay mcp wrap in a form protect did not write; left as is")
+    ]
 
 
 def test_without_a_record_undo_restores_the_lines_an_earlier_protect_wrote():

@@ -49,9 +49,7 @@ def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restor
     for name in stdio:
         argv = [old[name]["command"], *old[name].get("args", [])]
         assert new[name]["command"] == OPTS.assay
-        assert new[name]["args"] == [
-            "mcp", "wrap", "--policy", OPTS.policy, "--label", name, "--", *argv
-        ]
+        assert new[name]["args"] == ["mcp", "wrap", "--policy", OPTS.policy, "--label", name, "--", *argv]
         # every other member of the entry is kept as it was
         assert {k: v for k, v in new[name].items() if k not in ("command", "args")} == {
             k: v for k, v in old[name].items() if k not in ("command", "args")
@@ -66,7 +64,8 @@ def test_every_client_protect_wraps_stdio_servers_keeps_the_rest_and_undo_restor
     servers, errors = d.parse_config_file(result.text.encode(), loc)
     assert errors == []
     assert {s["name"]: s["wrapped"] for s in servers} == {
-        **{n: True for n in stdio + remote_wrapped}, **{n: False for n in skipped}
+        **{n: True for n in stdio + remote_wrapped},
+        **{n: False for n in skipped},
     }
 
     again = p.protect_text(result.text, loc, OPTS)
@@ -95,11 +94,14 @@ def test_toml_comments_and_other_tables_are_kept():
     assert doc["mcp_servers"]["context7"]["env"] == {"MY_ENV_VAR": "MY_ENV_VALUE"}
 
 
-@pytest.mark.parametrize("text", [
-    'mcp_servers = { a = { command = "x", args = ["1"] } }\n',
-    'mcp_servers.a.command = "x"\nmcp_servers.a.args = ["1"]\n',
-    '[mcp_servers]\na = { command = "x", args = ["1"], env = { K = "v" } }\n',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'mcp_servers = { a = { command = "x", args = ["1"] } }\n',
+        'mcp_servers.a.command = "x"\nmcp_servers.a.args = ["1"]\n',
+        '[mcp_servers]\na = { command = "x", args = ["1"], env = { K = "v" } }\n',
+    ],
+)
 def test_toml_inline_tables_and_dotted_keys(text):
     loc = location("codex")
     result = p.protect_text(text, loc, OPTS)
@@ -111,11 +113,22 @@ def test_log_dir_adds_decision_and_audit_logs_with_an_event_source():
     opts = p.WrapOptions("/bin/assay", "/p.yaml", log_dir="/var/log/assay")
     args = p.wrapped_args("my-server.1", "npx", ["-y", "x"], opts)
     assert args == [
-        "mcp", "wrap", "--policy", "/p.yaml", "--label", "my-server.1",
-        "--event-source", "assay://protect/my-server.1",
-        "--decision-log", "/var/log/assay/my-server.1.decisions.ndjson",
-        "--audit-log", "/var/log/assay/my-server.1.audit.ndjson",
-        "--", "npx", "-y", "x",
+        "mcp",
+        "wrap",
+        "--policy",
+        "/p.yaml",
+        "--label",
+        "my-server.1",
+        "--event-source",
+        "assay://protect/my-server.1",
+        "--decision-log",
+        "/var/log/assay/my-server.1.decisions.ndjson",
+        "--audit-log",
+        "/var/log/assay/my-server.1.audit.ndjson",
+        "--",
+        "npx",
+        "-y",
+        "x",
     ]
     assert p.unwrap_args("/bin/assay", args) == ("npx", ["-y", "x"])
 
@@ -128,9 +141,30 @@ def test_a_name_that_is_not_a_plain_file_name_gets_a_digest_in_its_log_names():
     assert args[args.index("--decision-log") + 1] == f"/var/log/assay/{slug}.decisions.ndjson"
 
 
-_names = st.one_of(st.sampled_from(["a", "A", "my server", "my-server", "my_server", "--", "-", "", ".", "..",
-                                    "-x", "x-", "GitHub", "github", "my-server-b129874b", "ü", "u"]),
-                   st.text(max_size=8))
+_names = st.one_of(
+    st.sampled_from(
+        [
+            "a",
+            "A",
+            "my server",
+            "my-server",
+            "my_server",
+            "--",
+            "-",
+            "",
+            ".",
+            "..",
+            "-x",
+            "x-",
+            "GitHub",
+            "github",
+            "my-server-b129874b",
+            "ü",
+            "u",
+        ]
+    ),
+    st.text(max_size=8),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -170,8 +204,9 @@ _token = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=_token, command=_token.filter(lambda s: s.strip() != ""), args=st.lists(_token, max_size=6),
-       log=st.booleans())
+@given(
+    name=_token, command=_token.filter(lambda s: s.strip() != ""), args=st.lists(_token, max_size=6), log=st.booleans()
+)
 def test_wrapped_args_always_unwrap_to_the_original_command_line(name, command, args, log):
     # arguments that look like options, or are "--" themselves, survive: they follow the first "--"
     opts = p.WrapOptions("/x/assay", "/p.yaml", "/logs" if log else None)
@@ -183,8 +218,10 @@ def test_wrapped_args_always_unwrap_to_the_original_command_line(name, command, 
     servers=st.dictionaries(
         _token,
         st.fixed_dictionaries(
-            {"command": _token.filter(lambda s: s.strip() != "" and "assay" not in s.lower()),
-             "args": st.lists(_token.filter(lambda s: "assay" not in s.lower()), max_size=4)},
+            {
+                "command": _token.filter(lambda s: s.strip() != "" and "assay" not in s.lower()),
+                "args": st.lists(_token.filter(lambda s: "assay" not in s.lower()), max_size=4),
+            },
             optional={"env": st.dictionaries(_token, _token, max_size=2)},
         ),
         max_size=4,
@@ -233,15 +270,23 @@ def test_unparsable_or_odd_configs_are_refused(label, text, message):
 
 
 def test_odd_entries_are_skipped_with_a_reason_and_left_byte_for_byte():
-    text = json.dumps({"mcpServers": {
-        "list": ["npx"],
-        "num": {"command": 3},
-        "badargs": {"command": "npx", "args": "-y x"},
-        "sse": {"type": "sse", "command": "x", "url": "http://h/sse"},
-        "shim": {"command": "sh", "args": ["-c", "assay mcp wrap --policy p -- npx x"]},
-        "py": {"command": "/v/bin/python3", "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p", "--", "npx", "x"]},
-        "ok": {"command": "npx", "args": ["x"]},
-    }}, indent=2)
+    text = json.dumps(
+        {
+            "mcpServers": {
+                "list": ["npx"],
+                "num": {"command": 3},
+                "badargs": {"command": "npx", "args": "-y x"},
+                "sse": {"type": "sse", "command": "x", "url": "http://h/sse"},
+                "shim": {"command": "sh", "args": ["-c", "assay mcp wrap --policy p -- npx x"]},
+                "py": {
+                    "command": "/v/bin/python3",
+                    "args": ["/v/bin/assay", "mcp", "wrap", "--policy", "p", "--", "npx", "x"],
+                },
+                "ok": {"command": "npx", "args": ["x"]},
+            }
+        },
+        indent=2,
+    )
     result = p.protect_text(text, location("claude_desktop"), OPTS)
     reasons = {c.name: (c.action, c.detail) for c in result.changes}
     assert reasons["list"] == ("skipped", "entry is not an object; left as is")
@@ -269,7 +314,14 @@ def test_a_file_without_the_server_map_has_nothing_to_change():
 
 
 def test_entry_without_args_gets_them_in_the_entrys_own_layout():
-    result = p.protect_text(CLAUDE_DESKTOP.replace('"github": {\n      "command": "npx",\n      "args": ["-y", "@modelcontextprotocol/server-github"],', '"github": {\n      "command": "gh-mcp",'), location("claude_desktop"), OPTS)
+    result = p.protect_text(
+        CLAUDE_DESKTOP.replace(
+            '"github": {\n      "command": "npx",\n      "args": ["-y", "@modelcontextprotocol/server-github"],',
+            '"github": {\n      "command": "gh-mcp",',
+        ),
+        location("claude_desktop"),
+        OPTS,
+    )
     assert '      "command": "/opt/venv/bin/assay",\n      "args": [\n        "mcp",' in result.text
     json.loads(result.text)
 
@@ -277,11 +329,16 @@ def test_entry_without_args_gets_them_in_the_entrys_own_layout():
 def test_a_utf8_bom_is_kept():
     text = "\ufeff" + CLAUDE_DESKTOP
     result = p.protect_text(text, location("claude_desktop"), OPTS)
-    assert result.text.startswith("\ufeff{") and p.undo_text(result.text, location("claude_desktop"), result.record).text == text
+    assert (
+        result.text.startswith("\ufeff{")
+        and p.undo_text(result.text, location("claude_desktop"), result.record).text == text
+    )
 
 
 @settings(max_examples=50, deadline=None)
-@given(tool=st.text(max_size=20), arguments=st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.text(max_size=5))))
+@given(
+    tool=st.text(max_size=20), arguments=st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.text(max_size=5)))
+)
 def test_the_starter_policy_loads_without_warnings_and_allows_every_tool(tool, arguments):
     from assay.policy import evaluate, load_policy
 

@@ -39,31 +39,45 @@ async def test_protect_launch_call_and_undo(tmp_path):
     server.write_text(TINY_SERVER)
     config = home / ".config" / "Claude" / "claude_desktop_config.json"
     config.parent.mkdir(parents=True)
-    original = json.dumps(
-        {
-            "globalShortcut": "Alt+Space",
-            "mcpServers": {
-                "tiny": {"command": sys.executable, "args": [str(server)], "env": {"TINY_TOKEN": "t0ken"}},
-                "remote": {"url": "https://example.com/mcp"},
+    original = (
+        json.dumps(
+            {
+                "globalShortcut": "Alt+Space",
+                "mcpServers": {
+                    "tiny": {"command": sys.executable, "args": [str(server)], "env": {"TINY_TOKEN": "t0ken"}},
+                    "remote": {"url": "https://example.com/mcp"},
+                },
             },
-        },
-        indent=2,
-    ) + "\n"
+            indent=2,
+        )
+        + "\n"
+    )
     config.write_text(original)
     env = make_env(home)
     policy = home / ".config" / "assay" / "policy.yaml"
     logs = tmp_path / "logs"
 
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--init-policy", "--log-dir", str(logs),
-                    env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--policy",
+        str(policy),
+        "--init-policy",
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     entry = json.loads(config.read_text())["mcpServers"]["tiny"]
     assert entry["command"] == str(ASSAY)
     assert entry["args"][entry["args"].index("--") + 1 :] == [sys.executable, str(server)]
 
     # Start exactly what Claude Desktop would start: command, args and env from the config.
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry["env"]},
-                                   cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry["env"]}, cwd=str(tmp_path)
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -37,8 +37,9 @@ def test_the_help_says_remote_servers_are_wrapped_too(tmp_path):
 
 def test_the_summary_of_a_remote_entry_says_the_whole_entry_changed(tmp_path):
     config = tmp_path / "mcp.json"
-    config.write_text('{"mcpServers": {"notes": {"url": "https://mcp.example.com/mcp", '
-                      '"headers": {"Authorization": "Bearer t"}}}}\n')
+    config.write_text(
+        '{"mcpServers": {"notes": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer t"}}}}\n'
+    )
     policy = tmp_path / "p.yaml"
     policy.write_text('version: "2.0"\n')
     env = make_env(tmp_path / "home")
@@ -46,14 +47,18 @@ def test_the_summary_of_a_remote_entry_says_the_whole_entry_changed(tmp_path):
     out = res.stdout.decode()
     assert res.returncode == 0, res.stderr
     assert "only the command and args values of the servers above changed" not in out
-    assert ("only the servers above changed: a stdio server's command and args values, a remote server's whole "
-            "entry (its URL, type and headers became command, args and env; its other members stay); the rest "
-            "of the file is as it was\n") in out
+    assert (
+        "only the servers above changed: a stdio server's command and args values, a remote server's whole "
+        "entry (its URL, type and headers became command, args and env; its other members stay); the rest "
+        "of the file is as it was\n"
+    ) in out
     stdio = tmp_path / "stdio.json"
     stdio.write_text('{"mcpServers": {"fs": {"command": "npx", "args": ["srv"]}}}\n')
     res = run_assay("mcp", "protect", "cursor", "--config", str(stdio), "--policy", str(policy), env=env, cwd=tmp_path)
-    assert "only the command and args values of the servers above changed; the rest of the file is as it was\n" \
+    assert (
+        "only the command and args values of the servers above changed; the rest of the file is as it was\n"
         in res.stdout.decode()
+    )
 
 
 def test_the_starter_policy_logs_no_call_as_a_warning_and_points_into_no_docs_directory(tmp_path):
@@ -69,8 +74,10 @@ def test_the_starter_policy_logs_no_call_as_a_warning_and_points_into_no_docs_di
         assert key in text, key
     # protect's other writes (the record, the entries) point into no docs directory either
     config = tmp_path / "mcp.json"
-    config.write_text('{"mcpServers": {"fs": {"command": "npx", "args": ["srv"]}, '
-                      '"r": {"url": "https://h/mcp", "headers": {"A": "a"}}}}\n')
+    config.write_text(
+        '{"mcpServers": {"fs": {"command": "npx", "args": ["srv"]}, '
+        '"r": {"url": "https://h/mcp", "headers": {"A": "a"}}}}\n'
+    )
     state = tmp_path / "state"
     loc = clients.pick_location("cursor", "user", str(config), "linux", "/h", {}, "/w")
     out = p.apply_to_file(str(config), loc, lambda t, ln, r: p.protect_text(t, ln, OPTS, r), state=str(state))
@@ -92,7 +99,9 @@ def test_discover_reads_a_codex_remote_entrys_credentials(case):
     servers, errors = parse_config_file(CODEX_REMOTE[case].encode(), loc)
     assert errors == []
     assert servers[0]["auth"] == ("none" if case == "none" else "api_key")
-    table = render_table(build_document(servers, [], generated_at_ns=0, host={"hostname": "h", "os": "linux", "arch": "x"}), 0)
+    table = render_table(
+        build_document(servers, [], generated_at_ns=0, host={"hostname": "h", "os": "linux", "arch": "x"}), 0
+    )
     row = next(line for line in table.splitlines() if line.startswith("codex-r"))
     assert ("None" if case == "none" else "ApiKey") in row.split()
 

@@ -51,7 +51,7 @@ startup_timeout_sec = 20
 def test_codex_multiline_args_keep_their_comments_and_literal_strings():
     result = round_trip(CODEX, "codex")
     out = result.text
-    assert "command = \"/opt/venv/bin/assay\"  # the launcher\n" in out
+    assert 'command = "/opt/venv/bin/assay"  # the launcher\n' in out
     assert '  "npx",\n  \'-y\',  # no prompt\n  "@upstash/context7-mcp", # the server\n]\n' in out
     assert "env = { MY_ENV_VAR = 'MY_ENV_VALUE' }" in out
     assert [c.detail for c in result.changes if c.name == "context7"] == ["npx -y @upstash/context7-mcp"]
@@ -64,7 +64,7 @@ def test_codex_multiline_args_keep_their_comments_and_literal_strings():
 
 def test_codex_dotted_keys_inline_tables_and_crlf_round_trip():
     for text in (
-        'mcp_servers.a.command = \'x\' # c\nmcp_servers.b.command = "y"\nmcp_servers.b.args = []\n',
+        "mcp_servers.a.command = 'x' # c\nmcp_servers.b.command = \"y\"\nmcp_servers.b.args = []\n",
         "mcp_servers = { a = { command = 'x' }, b = { command = \"y\", args = ['1'] } }\n",
         "[mcp_servers]\na = { command = 'x', env = { K = 'v' } }\r\n[mcp_servers.b]\r\ncommand = 'y' # c\r\n",
     ):
@@ -95,7 +95,10 @@ VSCODE = """\
 def test_vscode_comments_and_trailing_commas_survive_and_come_back_exactly():
     result = round_trip(VSCODE, "vscode")
     out = result.text
-    assert '        "uvx",\n        "mcp-server-fetch", // the server\n        "--ignore-robots-txt", /* for tests */\n      ],' in out
+    assert (
+        '        "uvx",\n        "mcp-server-fetch", // the server\n        "--ignore-robots-txt", /* for tests */\n      ],'
+        in out
+    )
     details = {c.name: c.detail for c in result.changes}
     assert details["fetch"] == "uvx mcp-server-fetch --ignore-robots-txt"
     # a comment that cannot be kept is said to be dropped (and undo puts it back)
@@ -139,7 +142,10 @@ ZED_OLD = """\
 def test_zed_older_entry_form_is_wrapped_and_undone_exactly():
     result = round_trip(ZED_OLD, "zed")
     assert {c.name: c.action for c in result.changes} == {
-        "old-style": "wrapped", "old-no-args": "wrapped", "new-style": "wrapped"}
+        "old-style": "wrapped",
+        "old-no-args": "wrapped",
+        "new-style": "wrapped",
+    }
     doc = json.loads(d.strip_jsonc(result.text))["context_servers"]
     assert doc["old-style"]["command"]["path"] == OPTS.assay
     assert doc["old-style"]["command"]["args"][-3:] == ["some-command", "arg-1", "arg-2"]
@@ -166,7 +172,7 @@ _servers = st.dictionaries(_token, _entry, min_size=1, max_size=4)
 def _json_text(servers, key: str, indent: str, multiline: bool, comments: bool) -> str:
     dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
     nl = "\n" if indent else " "
-    out = ["{", f'{indent}"other": [1, {{"a": null}}],', f'{indent}{dump(key)}: {{']
+    out = ["{", f'{indent}"other": [1, {{"a": null}}],', f"{indent}{dump(key)}: {{"]
     if comments:
         out.insert(1, f"{indent}// a comment line")
     for n, (name, entry) in enumerate(servers.items()):
@@ -212,15 +218,24 @@ def _toml_text(servers, multiline: bool, literal: bool, comments: bool) -> str:
             else:
                 out.append("args = [" + ", ".join(items) + "]")
         if "env" in entry:
-            out.append("env = { " + ", ".join(f"{toml_string(k)} = {_toml_str(v, literal)}"
-                                             for k, v in entry["env"].items()) + " }")
+            out.append(
+                "env = { "
+                + ", ".join(f"{toml_string(k)} = {_toml_str(v, literal)}" for k, v in entry["env"].items())
+                + " }"
+            )
         out.append("")
     return "\n".join(out)
 
 
 @settings(max_examples=120, deadline=None)
-@given(servers=_servers, label=st.sampled_from(["claude_desktop", "vscode", "zed", "gemini_cli", "codex"]),
-       indent=st.sampled_from(["", "  ", "\t"]), multiline=st.booleans(), style=st.booleans(), crlf=st.booleans())
+@given(
+    servers=_servers,
+    label=st.sampled_from(["claude_desktop", "vscode", "zed", "gemini_cli", "codex"]),
+    indent=st.sampled_from(["", "  ", "\t"]),
+    multiline=st.booleans(),
+    style=st.booleans(),
+    crlf=st.booleans(),
+)
 def test_protect_then_undo_is_the_identity_in_every_format(servers, label, indent, multiline, style, crlf):
     loc = location(label)
     if loc.toml:

@@ -28,15 +28,28 @@ HEAD, TAIL = "Qz7head", "Qz7tail"
 SECRETS = st.one_of(
     st.from_regex(r"Bearer sk-(proj-|ant-)?[A-Za-z0-9_-]{20,40}", fullmatch=True),
     st.from_regex(r"(ghp|hf|xoxb)_[A-Za-z0-9]{24,36}", fullmatch=True),
-    st.sampled_from(["${input:api-key}", "${env:TOKEN}", "Bearer ${TOKEN}", "a\"b\\c'd", "# not a comment",
-                     "\u2028line\u2029", "\x7f\x1b[31m", "}, \"x\": {", "= 'x' ]"]),
+    st.sampled_from(
+        [
+            "${input:api-key}",
+            "${env:TOKEN}",
+            "Bearer ${TOKEN}",
+            "a\"b\\c'd",
+            "# not a comment",
+            "\u2028line\u2029",
+            "\x7f\x1b[31m",
+            '}, "x": {',
+            "= 'x' ]",
+        ]
+    ),
 )
 ARBITRARY = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\r\n\x00"), max_size=24)
 VALUES = st.lists(st.one_of(SECRETS, ARBITRARY).map(lambda v: f"{HEAD}{v}{TAIL}"), min_size=1, max_size=3)
 
 
 def _json_config(values: list[str], comments: bool, key: str) -> str:
-    headers = ", ".join(f'{json.dumps(f"X-H{i}")}: {json.dumps(v, ensure_ascii=i % 2 == 0)}' for i, v in enumerate(values))
+    headers = ", ".join(
+        f"{json.dumps(f'X-H{i}')}: {json.dumps(v, ensure_ascii=i % 2 == 0)}" for i, v in enumerate(values)
+    )
     note = "    // the team's server\n" if comments else ""
     trail = "," if comments else ""
     return (
@@ -59,16 +72,16 @@ def _toml_config(values: list[str]) -> str:
     headers = ", ".join(f'"X-H{i}" = {_toml_value(v, i)}' for i, v in enumerate(values))
     return (
         'model = "m"\n\n'
-        '[mcp_servers.remote]\n'
+        "[mcp_servers.remote]\n"
         'url = "https://mcp.example.com/mcp"  # remote\n'
-        f'http_headers = {{ {headers} }}\n\n'
-        '[mcp_servers.ws]\n'
+        f"http_headers = {{ {headers} }}\n\n"
+        "[mcp_servers.ws]\n"
         'url = "wss://mcp.example.com/ws"\n'
-        f'http_headers = {{ A = {_toml_value(values[0], 0)} }}\n\n'
-        '[mcp_servers.local]\n'
+        f"http_headers = {{ A = {_toml_value(values[0], 0)} }}\n\n"
+        "[mcp_servers.local]\n"
         'command = "npx"\n'
-        '[mcp_servers.local.env]\n'
-        f'TOKEN = {_toml_value(values[-1], 1)}\n'
+        "[mcp_servers.local.env]\n"
+        f"TOKEN = {_toml_value(values[-1], 1)}\n"
     )
 
 
@@ -124,17 +137,23 @@ def test_no_output_of_protect_shows_a_header_or_env_value(case, values):
             # a remote entry edited after protect: undo keeps it and says what it ran before
             assert _run(*base, "--policy", str(policy))[0] == 0
             protected = config.read_text(encoding="utf-8")
-            edited = (protected.replace("[mcp_servers.remote]\n", "[mcp_servers.remote]\ntimeout = 5\n") if name.endswith(".toml")
-                      else protected.replace('"remote": {', '"remote": {"timeout": 5, '))
+            edited = (
+                protected.replace("[mcp_servers.remote]\n", "[mcp_servers.remote]\ntimeout = 5\n")
+                if name.endswith(".toml")
+                else protected.replace('"remote": {', '"remote": {"timeout": 5, ')
+            )
             assert edited != protected
             config.write_text(edited, encoding="utf-8")
-            for argv, action in (((*base, "--undo"), "kept     "),
-                                 ((*base, "--undo", "--force"), "kept     " if name.endswith(".toml") else "unwrapped")):
+            for argv, action in (
+                ((*base, "--undo"), "kept     "),
+                ((*base, "--undo", "--force"), "kept     " if name.endswith(".toml") else "unwrapped"),
+            ):
                 got, output = _run(*argv)
                 assert got == 0 and f'{action} "remote"' in output, output
                 outputs.append(output)
-            config.write_text(text.replace("https://mcp.example.com/mcp", "https://mcp.example.com/mcp\u0000"),
-                              encoding="utf-8")
+            config.write_text(
+                text.replace("https://mcp.example.com/mcp", "https://mcp.example.com/mcp\u0000"), encoding="utf-8"
+            )
             outputs.append(_run(*base, "--policy", str(policy))[1])  # refused: the error line
         finally:
             if old is None:

@@ -44,8 +44,10 @@ def test_an_invalid_policy_gives_the_loaders_line(tmp_path):
 
 def test_warnings_go_to_the_callback(tmp_path):
     path = tmp_path / "policy.yaml"
-    path.write_bytes(b'version: "2.0"\ntools:\n  allow: ["echo"]\nschemas:\n  echo:\n    type: object\n'
-                     b'    properties:\n      q: {type: string, pattern: "(?=a)b"}\n')
+    path.write_bytes(
+        b'version: "2.0"\ntools:\n  allow: ["echo"]\nschemas:\n  echo:\n    type: object\n'
+        b'    properties:\n      q: {type: string, pattern: "(?=a)b"}\n'
+    )
     lines: list[str] = []
     assert p.check_policy(str(path), warn=lines.append) is None
     assert lines  # the slow-pattern warning of the loader

@@ -42,8 +42,9 @@ def test_a_fifo_policy_is_refused_at_once(setup, tmp_path):
     fifo = tmp_path / "policy.yaml"
     os.mkfifo(fifo)
     # nobody writes the FIFO: a reader that opened it blocking would wait for ever (timeout fails)
-    res = run_assay("mcp", "protect", "claude", "--policy", str(fifo), "--init-policy", env=make_env(home),
-                    cwd=tmp_path, timeout=30)
+    res = run_assay(
+        "mcp", "protect", "claude", "--policy", str(fifo), "--init-policy", env=make_env(home), cwd=tmp_path, timeout=30
+    )
     _refused(res, config, "not a regular file (a FIFO)")
 
 

@@ -112,7 +112,9 @@ def test_a_hand_wrapped_entry_survives_protect_and_undo(tmp_path):
     first, second = round_trip(path, location("claude_desktop", path=str(path)))
     git = {c.name: c for c in first.result.changes}["git"]
     assert (git.action, git.detail) == (
-        "skipped", "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)")
+        "skipped",
+        "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)",
+    )
     git = {c.name: c for c in second.result.changes}["git"]
     assert (git.action, git.detail) == ("skipped", "not wrapped by assay mcp protect (left as it is)")
     assert path.read_text() == text
@@ -131,7 +133,8 @@ def test_an_entry_edited_between_protect_and_undo_is_kept_and_reported(tmp_path)
     assert by_name["filesystem"].detail == (
         "could not be restored: its command or args were changed after protect wrote them (left as it is); "
         "before protect it ran: npx -y @modelcontextprotocol/server-filesystem /Users/username/Desktop "
-        "/Users/username/Downloads")
+        "/Users/username/Downloads"
+    )
     assert by_name["github"].action == "unwrapped"
     doc = json.loads(path.read_text())
     assert doc["mcpServers"]["filesystem"]["args"][3] == "/home/u/stricter.yaml"
@@ -180,8 +183,10 @@ def test_without_a_record_undo_restores_only_lines_exactly_as_protect_writes_the
     # a config protected by an older assay: no record; an older line of another shape is left
     loc = location("claude_desktop")
     protected = protect(with_hand_wrapped(CLAUDE_DESKTOP), loc).text
-    odd = protected.replace('"--policy", "/home/u/.config/assay/policy.yaml", "--label", "github"',
-                            '"--label", "github", "--policy", "/home/u/.config/assay/policy.yaml"')
+    odd = protected.replace(
+        '"--policy", "/home/u/.config/assay/policy.yaml", "--label", "github"',
+        '"--label", "github", "--policy", "/home/u/.config/assay/policy.yaml"',
+    )
     assert odd != protected
     result = undo(odd, loc, None)
     actions = {c.name: (c.action, c.detail) for c in result.changes}
@@ -208,7 +213,8 @@ def test_an_entry_removed_or_restored_by_hand_is_said_and_dropped_from_the_recor
     doc["mcpServers"]["filesystem"] = {"command": "other-server"}  # replaced by hand
     result = undo(json.dumps(doc), loc, first.record)
     assert {c.name: c.detail for c in result.changes}["filesystem"] == (
-        "no longer runs under assay mcp wrap (changed since protect wrote it); left as it is")
+        "no longer runs under assay mcp wrap (changed since protect wrote it); left as it is"
+    )
     assert result.record == []
 
 
@@ -234,10 +240,14 @@ def test_cli_undo_leaves_a_hand_wrapped_entry_and_says_so(tmp_path):
     assert res.returncode == 0, res.stderr
     out = res.stdout.decode()
     assert '  skipped   "git": not wrapped by assay mcp protect (left as it is)\n' in out
-    assert ('  kept      "github": could not be restored: its command or args were changed after protect wrote '
-            "them (left as it is); before protect it ran: npx -y @modelcontextprotocol/server-github\n") in out
-    assert ("--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
-            "assay mcp protect claude --undo --force\n") in out
+    assert (
+        '  kept      "github": could not be restored: its command or args were changed after protect wrote '
+        "them (left as it is); before protect it ran: npx -y @modelcontextprotocol/server-github\n"
+    ) in out
+    assert (
+        "--force unwraps the kept entries as they are now (the wrapping comes off, your edits stay): "
+        "assay mcp protect claude --undo --force\n"
+    ) in out
     assert '  unwrapped "filesystem": npx -y @modelcontextprotocol/server-filesystem' in out
     doc = json.loads(config.read_text())
     assert doc["mcpServers"]["git"]["args"][3] == "/etc/assay/team.yaml"
@@ -245,11 +255,16 @@ def test_cli_undo_leaves_a_hand_wrapped_entry_and_says_so(tmp_path):
     # docs/protect.md, "Undo": --force takes the wrapping off as the entry is now, the edit kept
     res = run_assay("mcp", "protect", "claude", "--undo", "--force", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert ('  unwrapped "github": npx -y @mcp/server-github (edited since protect: the wrapping is taken off, '
-            "your edits stay)\n") in res.stdout.decode()
+    assert (
+        '  unwrapped "github": npx -y @mcp/server-github (edited since protect: the wrapping is taken off, '
+        "your edits stay)\n"
+    ) in res.stdout.decode()
     doc = json.loads(config.read_text())
-    assert doc["mcpServers"]["github"] == {"command": "npx", "args": ["-y", "@mcp/server-github"],
-                                           "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "<token>"}}
+    assert doc["mcpServers"]["github"] == {
+        "command": "npx",
+        "args": ["-y", "@mcp/server-github"],
+        "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "<token>"},
+    }
     assert config.read_text() == text.replace('"@modelcontextprotocol/server-github"', '"@mcp/server-github"')
     assert "(removed: nothing left to undo)" in res.stdout.decode()
     res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--force", env=env, cwd=tmp_path)

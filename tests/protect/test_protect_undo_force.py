@@ -43,7 +43,9 @@ def test_force_unwraps_an_edited_entry_keeping_the_edit(label, scope, text, stdi
     assert name in {r.name for r in plain.record}
     forced = p.undo_text(edited, loc, protected.record, force=True)
     change = {c.name: c for c in forced.changes}[name]
-    assert change.action == "unwrapped" and change.detail.endswith("(edited since protect: the wrapping is taken off, your edits stay)")
+    assert change.action == "unwrapped" and change.detail.endswith(
+        "(edited since protect: the wrapping is taken off, your edits stay)"
+    )
     after = _map(load(forced.text, loc), loc, name)[name]
     # the server command line is back, the wrap option is gone with the wrapping, the rest stayed
     if isinstance(before.get("command"), dict):  # Zed's older form
@@ -60,9 +62,18 @@ def test_force_unwraps_an_edited_entry_keeping_the_edit(label, scope, text, stdi
 
 
 REMOTE = [
-    ("claude_code", '{"mcpServers": {"r": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer a", "X-B": "b"}}}}'),
-    ("cursor", '{\n  "mcpServers": {\n    "r": {\n      "url": "https://h/mcp",\n      "headers": {\n        "A": "${env:A}"\n      }\n    }\n  }\n}\n'),
-    ("vscode", '{\n  "servers": {\n    // c\n    "r": {"type": "http", "url": "https://h/mcp", "headers": {"A": "${input:k}"}, "gallery": true},\n  },\n}\n'),
+    (
+        "claude_code",
+        '{"mcpServers": {"r": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer a", "X-B": "b"}}}}',
+    ),
+    (
+        "cursor",
+        '{\n  "mcpServers": {\n    "r": {\n      "url": "https://h/mcp",\n      "headers": {\n        "A": "${env:A}"\n      }\n    }\n  }\n}\n',
+    ),
+    (
+        "vscode",
+        '{\n  "servers": {\n    // c\n    "r": {"type": "http", "url": "https://h/mcp", "headers": {"A": "${input:k}"}, "gallery": true},\n  },\n}\n',
+    ),
     ("windsurf", '{"mcpServers": {"r": {"serverUrl": "https://h/mcp", "headers": {"A": "a"}}}}'),
     ("gemini_cli", '{"mcpServers": {"r": {"httpUrl": "https://h/mcp", "headers": {"A": "$A"}, "timeout": 5000}}}'),
     ("gemini_cli", '{"mcpServers": {"r": {"url": "https://h/sse"}}}'),
@@ -73,7 +84,7 @@ REMOTE = [
 def _with_value(text: str, name: str, old: str, new: str) -> str:
     """``text`` with the first value ``old`` after the member ``name`` replaced by ``new``."""
     at = text.index(old, text.index(f'"{name}":') + len(name) + 3)
-    return text[:at] + new + text[at + len(old):]
+    return text[:at] + new + text[at + len(old) :]
 
 
 @pytest.mark.parametrize("label,text", REMOTE)

@@ -38,8 +38,9 @@ def test_protect_again_with_other_options_updates_its_entries_and_undo_still_res
     # the same options again: nothing to change
     third = p.protect_text(second.text, loc, p.WrapOptions(ASSAY, "/p2.yaml", "/logs", observe=True), second.record)
     assert third.text == second.text and not third.changed
-    assert all(c.detail == "already runs under assay mcp wrap (as protect wrote it)"
-               for c in third.changes if c.name == name)
+    assert all(
+        c.detail == "already runs under assay mcp wrap (as protect wrote it)" for c in third.changes if c.name == name
+    )
 
 
 def test_a_hand_wrapped_or_edited_entry_is_not_updated():
@@ -49,8 +50,14 @@ def test_a_hand_wrapped_or_edited_entry_is_not_updated():
     edited = first.text.replace('"/p1.yaml", "--label", "github"', '"/mine.yaml", "--label", "github"')
     second = p.protect_text(edited, loc, p.WrapOptions(ASSAY, "/p2.yaml"), first.record)
     changes = {c.name: (c.action, c.detail) for c in second.changes}
-    assert changes["git"] == ("skipped", "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)")
-    assert changes["github"] == ("skipped", "already runs under assay mcp wrap, changed since protect wrote it (left as it is)")
+    assert changes["git"] == (
+        "skipped",
+        "already runs under assay mcp wrap, not written by assay mcp protect (left as it is)",
+    )
+    assert changes["github"] == (
+        "skipped",
+        "already runs under assay mcp wrap, changed since protect wrote it (left as it is)",
+    )
     assert changes["filesystem"][0] == "updated"
     doc = json.loads(second.text)["mcpServers"]
     assert doc["git"]["args"][3] == "/etc/assay/team.yaml" and doc["github"]["args"][3] == "/mine.yaml"
@@ -61,8 +68,9 @@ def test_a_hand_wrapped_or_edited_entry_is_not_updated():
 def test_the_new_wrap_options_are_read_back_by_wrap(monkeypatch, name):
     from tests.test_wrap_args import outcome
 
-    opts = p.WrapOptions("/bin/assay", "/p.yaml", None, observe=True, hide_denied_tools=True,
-                         declared_manifest="-m.json")
+    opts = p.WrapOptions(
+        "/bin/assay", "/p.yaml", None, observe=True, hide_denied_tools=True, declared_manifest="-m.json"
+    )
     args = p.wrapped_args(name, "npx", ["-y", "x"], opts)
     assert args[-7:] == ["--dry-run", "--hide-denied-tools", "--declared-manifest=-m.json", "--", "npx", "-y", "x"]
     for fast in (True, False):
@@ -85,8 +93,20 @@ def test_cli_protect_again_updates_and_dry_run_shows_the_diff(tmp_path):
     env = make_env(home)
     assert run_assay("mcp", "protect", "claude", "--policy", str(policy), env=env, cwd=tmp_path).returncode == 0
     protected = config.read_bytes()
-    res = run_assay("mcp", "protect", "claude", "--policy", str(policy), "--observe", "--hide-denied-tools",
-                    "--declared-manifest", str(manifest), "--dry-run", env=env, cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "claude",
+        "--policy",
+        str(policy),
+        "--observe",
+        "--hide-denied-tools",
+        "--declared-manifest",
+        str(manifest),
+        "--dry-run",
+        env=env,
+        cwd=tmp_path,
+    )
     out = res.stdout.decode()
     assert res.returncode == 0, res.stderr
     assert '  updated   "github": wrap options now: --policy ' in out and "+" in out and "--declared-manifest" in out
@@ -104,8 +124,17 @@ def test_cli_a_declared_manifest_that_is_not_a_file_is_a_usage_error(tmp_path):
     (home / ".cursor" / "mcp.json").write_text("{}")
     policy = tmp_path / "p.yaml"
     policy.write_text('version: "2.0"\n')
-    res = run_assay("mcp", "protect", "cursor", "--policy", str(policy), "--declared-manifest", "nope.json",
-                    env=make_env(home), cwd=tmp_path)
+    res = run_assay(
+        "mcp",
+        "protect",
+        "cursor",
+        "--policy",
+        str(policy),
+        "--declared-manifest",
+        "nope.json",
+        env=make_env(home),
+        cwd=tmp_path,
+    )
     assert res.returncode == 2
     assert res.stderr.decode() == f"assay: error: --declared-manifest {tmp_path / 'nope.json'} is not a file\n"
 

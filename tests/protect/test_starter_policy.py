@@ -30,7 +30,7 @@ def test_the_starter_loads_and_allows_everything(tmp_path):
 
 
 def test_the_starter_never_teaches_a_path_pattern():
-    examples = p.STARTER_POLICY[p.STARTER_POLICY.index("# schemas:"):]
+    examples = p.STARTER_POLICY[p.STARTER_POLICY.index("# schemas:") :]
     assert "pattern:" not in examples and "path_confinement:" in examples
 
 

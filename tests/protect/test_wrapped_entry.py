@@ -44,7 +44,9 @@ def test_servers_that_mention_wrap_are_unmanaged_in_discover():
     servers, errors = d.parse_config_file(json.dumps({"mcpServers": WORDS}).encode(), CLAUDE)
     assert errors == []
     assert [(s["name"], s["wrapped"], s["policy_status"]) for s in servers] == [
-        ("motd", False, "unmanaged"), ("words", False, "unmanaged"), ("shell", False, "unmanaged"),
+        ("motd", False, "unmanaged"),
+        ("words", False, "unmanaged"),
+        ("shell", False, "unmanaged"),
     ]
 
 
@@ -70,8 +72,23 @@ def test_what_is_not_a_wrap_line(args):
 
 
 def test_the_options_and_the_server_are_read():
-    line = parse_wrapped(["C:\\bin\\ASSAY.EXE", "mcp", "wrap", "--policy=a=b", "--verbose", "--max-frame-bytes", "10",
-                          "--shutdown-grace", "2.5", "--", "npx", "--policy", "--"])
+    line = parse_wrapped(
+        [
+            "C:\\bin\\ASSAY.EXE",
+            "mcp",
+            "wrap",
+            "--policy=a=b",
+            "--verbose",
+            "--max-frame-bytes",
+            "10",
+            "--shutdown-grace",
+            "2.5",
+            "--",
+            "npx",
+            "--policy",
+            "--",
+        ]
+    )
     assert line is not None and line.interpreter is None
     assert line.options == {"policy_path": "a=b", "verbose": True, "max_frame_bytes": 10, "shutdown_grace": 2.5}
     assert (line.command, line.args) == ("npx", ("--policy", "--"))
@@ -86,7 +103,11 @@ def test_lines_protect_writes_with_odd_names_and_paths_are_recognised(name, poli
     args = p.wrapped_args(name, "npx", ["-y", "--", "-x"], p.WrapOptions("/bin/assay", policy, log_dir))
     line = parse_wrapped(["/bin/assay", *args])
     assert line is not None
-    assert (line.options["label"], line.options["policy_path"], line.server) == (name, policy, ["npx", "-y", "--", "-x"])
+    assert (line.options["label"], line.options["policy_path"], line.server) == (
+        name,
+        policy,
+        ["npx", "-y", "--", "-x"],
+    )
     entry = json.dumps({"mcpServers": {name: {"command": "/bin/assay", "args": args}}})
     assert [c.action for c in p.protect_text(entry, CLAUDE, OPTS).changes] == ["skipped"]
     assert [s["wrapped"] for s in d.parse_config_file(entry.encode(), CLAUDE)[0]] == [True]
@@ -96,15 +117,23 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=_text, policy=_text, log_dir=st.one_of(st.none(), _text), command=_text.filter(lambda s: s != ""),
-       args=st.lists(_text, max_size=5), assay=st.sampled_from(["assay", "/o/bin/assay", "C:\\x\\assay.exe", "assay.cmd"]),
-       client=st.sampled_from(["", *(c.label for c in clients.CLIENTS)]))
+@given(
+    name=_text,
+    policy=_text,
+    log_dir=st.one_of(st.none(), _text),
+    command=_text.filter(lambda s: s != ""),
+    args=st.lists(_text, max_size=5),
+    assay=st.sampled_from(["assay", "/o/bin/assay", "C:\\x\\assay.exe", "assay.cmd"]),
+    client=st.sampled_from(["", *(c.label for c in clients.CLIENTS)]),
+)
 def test_the_reader_reads_back_exactly_what_wrapped_args_wrote(name, policy, log_dir, command, args, assay, client):
     wrote = p.wrapped_args(name, command, args, p.WrapOptions(assay, policy, log_dir), client=client)
     line = parse_wrapped([assay, *wrote])
     assert line is not None
     assert (line.assay, line.command, list(line.args)) == (assay, command, args)
-    expected_fields = {"policy_path", "label"} | ({"event_source", "decision_log", "audit_log"} if log_dir is not None else set())
+    expected_fields = {"policy_path", "label"} | (
+        {"event_source", "decision_log", "audit_log"} if log_dir is not None else set()
+    )
     assert set(line.options) == expected_fields
     assert (line.options["policy_path"], line.options["label"]) == (policy, name)
     # and every value is the one written: the tokens of each option, read back, are the same

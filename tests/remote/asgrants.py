@@ -173,11 +173,28 @@ def exchange(state: Any, cid: str, form: dict[str, str]) -> dict[str, Any]:
     if not audience or audience not in state.jag_clients:
         raise Refused("invalid_target")
     now = int(time.time())
-    jag = sign({"iss": state.base, "sub": claims["sub"], "aud": audience, "resource": form.get("resource"),
-                "client_id": state.jag_clients[audience], "scope": form.get("scope") or "mcp", "iat": now,
-                "exp": now + 300, "jti": secrets.token_hex(8)}, state.idp_key, "oauth-id-jag+jwt")
-    return {"issued_token_type": ID_JAG, "access_token": jag, "token_type": "N_A", "expires_in": 300,
-            "scope": form.get("scope") or "mcp"}
+    jag = sign(
+        {
+            "iss": state.base,
+            "sub": claims["sub"],
+            "aud": audience,
+            "resource": form.get("resource"),
+            "client_id": state.jag_clients[audience],
+            "scope": form.get("scope") or "mcp",
+            "iat": now,
+            "exp": now + 300,
+            "jti": secrets.token_hex(8),
+        },
+        state.idp_key,
+        "oauth-id-jag+jwt",
+    )
+    return {
+        "issued_token_type": ID_JAG,
+        "access_token": jag,
+        "token_type": "N_A",
+        "expires_in": 300,
+        "scope": form.get("scope") or "mcp",
+    }
 
 
 def bearer(state: Any, cid: str, form: dict[str, str]) -> dict[str, Any]:
@@ -189,10 +206,15 @@ def bearer(state: Any, cid: str, form: dict[str, str]) -> dict[str, Any]:
         except JoseError:
             continue
         claims = token.claims
-        if (claims.get("iss") != issuer or token.header.get("typ") != "oauth-id-jag+jwt"
-                or claims.get("aud") != state.base or claims.get("resource") != f"{state.base}/mcp"
-                or claims.get("client_id") != cid or int(claims.get("exp", 0)) < time.time()
-                or claims.get("jti") in state.seen_jti):
+        if (
+            claims.get("iss") != issuer
+            or token.header.get("typ") != "oauth-id-jag+jwt"
+            or claims.get("aud") != state.base
+            or claims.get("resource") != f"{state.base}/mcp"
+            or claims.get("client_id") != cid
+            or int(claims.get("exp", 0)) < time.time()
+            or claims.get("jti") in state.seen_jti
+        ):
             raise Refused("invalid_grant")
         state.seen_jti.add(claims["jti"])
         return state.issue(cid, str(claims.get("scope") or "mcp"), refresh=False)

@@ -81,8 +81,17 @@ class State:
         self.access: dict[str, dict[str, Any]] = {}
         self.refresh: dict[str, dict[str, Any]] = {}
         self.required = "mcp"
-        self.stats: dict[str, Any] = {"register": 0, "authorize": [], "grants": [], "mcp_401": 0, "mcp_401_bearer": 0, "mcp_ok": 0,
-                                      "requests": [], "token_requests": [], "registered": []}
+        self.stats: dict[str, Any] = {
+            "register": 0,
+            "authorize": [],
+            "grants": [],
+            "mcp_401": 0,
+            "mcp_401_bearer": 0,
+            "mcp_ok": 0,
+            "requests": [],
+            "token_requests": [],
+            "registered": [],
+        }
 
     def scopes(self) -> list[str]:
         return ["mcp", "admin"] + (["offline_access"] if self.offline else [])
@@ -93,8 +102,12 @@ class State:
     def issue(self, client_id: str, scope: str, *, refresh: bool) -> dict[str, Any]:
         token = secrets.token_urlsafe(24)
         self.access[token] = {"client_id": client_id, "scope": scope, "exp": time.time() + self.lifetime}
-        out: dict[str, Any] = {"access_token": token, "token_type": "bearer", "expires_in": self.lifetime,
-                               "scope": scope}
+        out: dict[str, Any] = {
+            "access_token": token,
+            "token_type": "bearer",
+            "expires_in": self.lifetime,
+            "scope": scope,
+        }
         if refresh:
             rt = secrets.token_urlsafe(24)
             self.refresh[rt] = {"client_id": client_id, "scope": scope}
@@ -113,13 +126,22 @@ def build(state: State) -> Any:
 
     async def as_metadata(request: Request) -> Response:
         doc: dict[str, Any] = {
-            "issuer": base, "authorization_endpoint": f"{base}/authorize", "token_endpoint": f"{base}/token",
+            "issuer": base,
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
             "revocation_endpoint": f"{base}/revoke",
-            "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials",
-                                      asgrants.JWT_BEARER, asgrants.TOKEN_EXCHANGE],
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
+            "grant_types_supported": [
+                "authorization_code",
+                "refresh_token",
+                "client_credentials",
+                asgrants.JWT_BEARER,
+                asgrants.TOKEN_EXCHANGE,
+            ],
             "token_endpoint_auth_methods_supported": state.auth_methods,
-            "scopes_supported": state.scopes(), "authorization_response_iss_parameter_supported": True,
+            "scopes_supported": state.scopes(),
+            "authorization_response_iss_parameter_supported": True,
         }
         if state.registration:
             doc["registration_endpoint"] = f"{base}/register"
@@ -132,8 +154,9 @@ def build(state: State) -> Any:
     async def pr_metadata(request: Request) -> Response:
         if not state.prm:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        return JSONResponse({"resource": resource, "authorization_servers": state.authorization_servers,
-                             "scopes_supported": ["mcp"]})
+        return JSONResponse(
+            {"resource": resource, "authorization_servers": state.authorization_servers, "scopes_supported": ["mcp"]}
+        )
 
     async def register(request: Request) -> Response:
         body = await request.json()
@@ -162,8 +185,12 @@ def build(state: State) -> Any:
         if q.get("code_challenge_method") != "S256" or not q.get("code_challenge"):
             return JSONResponse({"error": "invalid_request"}, status_code=400)
         code = secrets.token_urlsafe(16)
-        state.codes[code] = {"client_id": cid, "redirect_uri": q["redirect_uri"],
-                             "challenge": q["code_challenge"], "scope": q.get("scope") or "mcp"}
+        state.codes[code] = {
+            "client_id": cid,
+            "redirect_uri": q["redirect_uri"],
+            "challenge": q["code_challenge"],
+            "scope": q.get("scope") or "mcp",
+        }
         params = urlencode({"code": code, "state": q.get("state", ""), "iss": base})
         return RedirectResponse(f"{q['redirect_uri']}?{params}", status_code=302)
 
@@ -224,26 +251,33 @@ def build(state: State) -> Any:
     async def id_token(request: Request) -> Response:
         assert state.idp_key is not None
         now = int(time.time())
-        claims = {"iss": base, "sub": request.query_params.get("sub", "alice"), "aud": request.query_params["aud"],
-                  "iat": now, "exp": now + int(request.query_params.get("lifetime", "600"))}
+        claims = {
+            "iss": base,
+            "sub": request.query_params.get("sub", "alice"),
+            "aud": request.query_params["aud"],
+            "iat": now,
+            "exp": now + int(request.query_params.get("lifetime", "600")),
+        }
         return Response(asgrants.sign(claims, state.idp_key, "JWT"), media_type="text/plain")
 
-    control = Starlette(routes=[
-        Route("/.well-known/oauth-authorization-server", as_metadata),
-        Route("/.well-known/oauth-protected-resource/mcp", pr_metadata),
-        Route("/register", register, methods=["POST"]),
-        Route("/authorize", authorize),
-        Route("/token", token, methods=["POST"]),
-        Route("/revoke", revoke, methods=["POST"]),
-        Route("/test/expire", expire, methods=["POST"]),
-        Route("/test/revoke", revoke_all, methods=["POST"]),
-        Route("/test/require", require, methods=["POST"]),
-        Route("/test/switch", switch, methods=["POST"]),
-        Route("/test/set", settings, methods=["POST"]),
-        Route("/test/reset", reset, methods=["POST"]),
-        Route("/test/stats", stats),
-        Route("/test/id-token", id_token),
-    ])
+    control = Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", as_metadata),
+            Route("/.well-known/oauth-protected-resource/mcp", pr_metadata),
+            Route("/register", register, methods=["POST"]),
+            Route("/authorize", authorize),
+            Route("/token", token, methods=["POST"]),
+            Route("/revoke", revoke, methods=["POST"]),
+            Route("/test/expire", expire, methods=["POST"]),
+            Route("/test/revoke", revoke_all, methods=["POST"]),
+            Route("/test/require", require, methods=["POST"]),
+            Route("/test/switch", switch, methods=["POST"]),
+            Route("/test/set", settings, methods=["POST"]),
+            Route("/test/reset", reset, methods=["POST"]),
+            Route("/test/stats", stats),
+            Route("/test/id-token", id_token),
+        ]
+    )
 
     server = MCPServer("oauth-test", version="1.0.0")
 
@@ -276,13 +310,17 @@ def build(state: State) -> Any:
             state.stats["mcp_401_bearer"] += 1 if value else 0
             where = meta if state.prm else 'realm="test"'
             challenge = f'Bearer error="invalid_token", {where}' if value else f"Bearer {where}"
-            response: Response = JSONResponse({"error": "invalid_token"}, status_code=401,
-                                              headers={"WWW-Authenticate": challenge})
+            response: Response = JSONResponse(
+                {"error": "invalid_token"}, status_code=401, headers={"WWW-Authenticate": challenge}
+            )
             await response(scope, receive, send)
             return
         if not set(state.required.split()) <= set(entry["scope"].split()):
-            response = JSONResponse({"error": "insufficient_scope"}, status_code=403, headers={
-                "WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{state.required}", {meta}'})
+            response = JSONResponse(
+                {"error": "insufficient_scope"},
+                status_code=403,
+                headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{state.required}", {meta}'},
+            )
             await response(scope, receive, send)
             return
         state.stats["mcp_ok"] += 1

@@ -60,8 +60,12 @@ class AuthServer:
 
 
 def start_server(*args: str) -> AuthServer:
-    proc = subprocess.Popen([sys.executable, str(HERE / "authserver.py"), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "authserver.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()  # waits for the server's readiness line (EOF if it died)
     assert line.startswith("READY "), line
@@ -98,12 +102,14 @@ def write_key(path: Path, kind: str) -> Path:
         key = ec.generate_private_key(ec.SECP384R1())
     else:
         key = ed25519.Ed25519PrivateKey.generate()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     path.chmod(0o600)
     public = path.with_suffix(".pub")
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return public
 
 
@@ -117,8 +123,13 @@ def env(tmp_path: Path, base_env: dict[str, str]) -> dict[str, str]:
     browser = tmp_path / "browser"
     browser.write_text(BROWSER)
     browser.chmod(0o755)
-    return {**base_env, "BROWSER": str(browser), "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-            "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    return {
+        **base_env,
+        "BROWSER": str(browser),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        "DISPLAY": "",
+        "WAYLAND_DISPLAY": "",
+    }
 
 
 def wrap_auth(url: str, state: Path, environ: dict[str, str] | None = None, **options: Any) -> Any:
@@ -147,5 +158,6 @@ async def login(url: str, state: Path, env: dict[str, str], *args: str) -> str:
 
 
 def assay(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ASSAY), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(ASSAY), *args], env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )

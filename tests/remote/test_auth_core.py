@@ -17,15 +17,25 @@ from hypothesis import strategies as st
 from assay.auth import clientauth, grants
 from assay.auth.challenge import parse, refusal
 from assay.auth.discovery import (
-    DiscoveryError, as_urls, check_resource, check_server, prm_urls, select_scope,
+    DiscoveryError,
+    as_urls,
+    check_resource,
+    check_server,
+    prm_urls,
+    select_scope,
 )
 from assay.auth.record import IssuerChanged, RecordError, check_binding, read
 
 AS = "https://as.example"
-META = {"issuer": AS, "token_endpoint": f"{AS}/token", "authorization_endpoint": f"{AS}/authorize",
-        "code_challenge_methods_supported": ["S256"]}
-TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!#$%&'*+^`|~",
-                min_size=1, max_size=12)
+META = {
+    "issuer": AS,
+    "token_endpoint": f"{AS}/token",
+    "authorization_endpoint": f"{AS}/authorize",
+    "code_challenge_methods_supported": ["S256"],
+}
+TOKEN = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!#$%&'*+^`|~", min_size=1, max_size=12
+)
 
 
 def _quoted(value: str) -> str:
@@ -33,14 +43,28 @@ def _quoted(value: str) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(TOKEN, st.dictionaries(TOKEN.map(str.lower), st.text(
-    alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=30), max_size=4)), min_size=1, max_size=3),
-       st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            TOKEN,
+            st.dictionaries(
+                TOKEN.map(str.lower),
+                st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=30),
+                max_size=4,
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.booleans(),
+)
 def test_challenges_read_back_as_written(challenges, spaces):
     """Any schemes and parameters, values quoted with escapes: what a server writes is read."""
     sep = " , " if spaces else ","
-    text = sep.join(scheme + (" " + sep.join(f"{k}={_quoted(v)}" for k, v in params.items()) if params else "")
-                    for scheme, params in challenges)
+    text = sep.join(
+        scheme + (" " + sep.join(f"{k}={_quoted(v)}" for k, v in params.items()) if params else "")
+        for scheme, params in challenges
+    )
     read_back = parse([text])
     assert [(c.scheme, c.params) for c in read_back] == [(s.lower(), p) for s, p in challenges]
 
@@ -66,8 +90,10 @@ def test_what_a_response_asks():
 
 def test_where_the_metadata_is_looked_for():
     assert prm_urls("https://mcp.example/a/mcp", "https://meta.example/prm") == [
-        "https://meta.example/prm", "https://mcp.example/.well-known/oauth-protected-resource/a/mcp",
-        "https://mcp.example/.well-known/oauth-protected-resource"]
+        "https://meta.example/prm",
+        "https://mcp.example/.well-known/oauth-protected-resource/a/mcp",
+        "https://mcp.example/.well-known/oauth-protected-resource",
+    ]
     # a remote server cannot send wrap to a plain-http or a loopback address
     assert prm_urls("https://mcp.example/mcp", "http://127.0.0.1:9/prm")[0].startswith("https://mcp.example/")
     assert prm_urls("https://mcp.example/mcp", "http://evil.example/prm")[0].startswith("https://mcp.example/")
@@ -75,7 +101,8 @@ def test_where_the_metadata_is_looked_for():
     assert as_urls("https://as.example/tenant/") == [
         "https://as.example/.well-known/oauth-authorization-server/tenant",
         "https://as.example/.well-known/openid-configuration/tenant",
-        "https://as.example/tenant/.well-known/openid-configuration"]
+        "https://as.example/tenant/.well-known/openid-configuration",
+    ]
     assert as_urls(AS) == [f"{AS}/.well-known/oauth-authorization-server", f"{AS}/.well-known/openid-configuration"]
 
 
@@ -101,10 +128,12 @@ def test_protected_resource_metadata_is_checked():
 def test_authorization_server_metadata_is_checked():
     assert check_server(META, AS, "w").token_endpoint == f"{AS}/token"
     assert check_server({**META, "issuer": AS + "/"}, AS, "w").issuer == AS + "/"  # the root, with its slash
-    for doc, why in (({**META, "issuer": "https://evil.example"}, "names another issuer"),
-                     ({k: v for k, v in META.items() if k != "token_endpoint"}, "names no token endpoint"),
-                     ({**META, "token_endpoint": "http://as.example/token"}, "token_endpoint is not an https URL"),
-                     ({**META, "token_endpoint": "https://u:p@as.example/token"}, "token_endpoint is not")):
+    for doc, why in (
+        ({**META, "issuer": "https://evil.example"}, "names another issuer"),
+        ({k: v for k, v in META.items() if k != "token_endpoint"}, "names no token endpoint"),
+        ({**META, "token_endpoint": "http://as.example/token"}, "token_endpoint is not an https URL"),
+        ({**META, "token_endpoint": "https://u:p@as.example/token"}, "token_endpoint is not"),
+    ):
         with pytest.raises(DiscoveryError, match=why):
             check_server(doc, AS, "w")
 
@@ -112,8 +141,11 @@ def test_authorization_server_metadata_is_checked():
 def test_the_scope_asked_for():
     server = check_server({**META, "scopes_supported": ["mcp", "offline_access"]}, AS, "w")
     plain = check_server(META, AS, "w")
-    resource = check_resource({"resource": "https://m.example/mcp", "authorization_servers": [AS],
-                               "scopes_supported": ["read", "write"]}, "https://m.example/mcp", "w")
+    resource = check_resource(
+        {"resource": "https://m.example/mcp", "authorization_servers": [AS], "scopes_supported": ["read", "write"]},
+        "https://m.example/mcp",
+        "w",
+    )
     assert select_scope("files:read", resource, plain) == "files:read"  # the challenge first
     assert select_scope(None, resource, plain) == "read write"
     assert select_scope(None, None, plain) is None
@@ -129,7 +161,8 @@ def test_the_scope_asked_for():
 def test_pkce(entropy):
     pkce = grants.Pkce.from_entropy(entropy)
     assert 43 <= len(pkce.verifier) <= 128 and set(pkce.verifier) <= set(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+    )
     digest = hashlib.sha256(pkce.verifier.encode()).digest()
     assert pkce.challenge == base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
@@ -139,24 +172,42 @@ def test_the_authorization_response_is_checked_as_rfc_9207_says():
     quiet = check_server(META, AS, "w")
     assert grants.check_callback({"code": "c", "iss": AS}, flagged) == "c"
     assert grants.check_callback({"code": "c"}, quiet) == "c"
-    for query, server, why in (({"code": "c", "iss": "https://evil.example"}, quiet, "another issuer"),
-                               ({"code": "c", "iss": AS + "/"}, quiet, "another issuer"),  # no normalization
-                               ({"code": "c"}, flagged, "lacks the issuer"),
-                               ({"error": "access_denied\x1b[31m", "iss": AS}, flagged, r"\(access_denied\[31m\)")):
+    for query, server, why in (
+        ({"code": "c", "iss": "https://evil.example"}, quiet, "another issuer"),
+        ({"code": "c", "iss": AS + "/"}, quiet, "another issuer"),  # no normalization
+        ({"code": "c"}, flagged, "lacks the issuer"),
+        ({"error": "access_denied\x1b[31m", "iss": AS}, flagged, r"\(access_denied\[31m\)"),
+    ):
         with pytest.raises(grants.GrantError, match=why):
             grants.check_callback(query, server)
     with pytest.raises(grants.GrantError, match="PKCE"):
-        grants.authorization_url(check_server({**META, "code_challenge_methods_supported": ["plain"]}, AS, "w"),
-                                 client_id="c", redirect_uri="r", scope=None, state="s",
-                                 pkce=grants.Pkce.from_entropy(b"x" * 32), resource="https://m.example/mcp")
+        grants.authorization_url(
+            check_server({**META, "code_challenge_methods_supported": ["plain"]}, AS, "w"),
+            client_id="c",
+            redirect_uri="r",
+            scope=None,
+            state="s",
+            pkce=grants.Pkce.from_entropy(b"x" * 32),
+            resource="https://m.example/mcp",
+        )
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.integers(min_value=100, max_value=599), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
-        ["access_token", "token_type", "refresh_token", "expires_in", "scope", "error"]), c, max_size=5),
-    max_leaves=10))
+@given(
+    st.integers(min_value=100, max_value=599),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda c: (
+            st.lists(c, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["access_token", "token_type", "refresh_token", "expires_in", "scope", "error"]),
+                c,
+                max_size=5,
+            )
+        ),
+        max_leaves=10,
+    ),
+)
 def test_any_token_answer_is_tokens_or_one_line(status, doc):
     try:
         tokens = grants.read_tokens(status, json.dumps(doc).encode(), what="the refresh", asked_scope="s")
@@ -168,16 +219,26 @@ def test_any_token_answer_is_tokens_or_one_line(status, doc):
 
 
 def test_token_answers():
-    ok = grants.read_tokens(200, b'{"access_token":"a","token_type":"bearer","expires_in":"60"}', what="x",
-                            asked_scope="s")
+    ok = grants.read_tokens(
+        200, b'{"access_token":"a","token_type":"bearer","expires_in":"60"}', what="x", asked_scope="s"
+    )
     assert (ok.access_token, ok.expires_in, ok.scope, ok.refresh_token) == ("a", 60, "s", None)
-    for body in (b'{"access_token":"a\\r\\nX: y","token_type":"Bearer"}', b'{"access_token":"a","token_type":"mac"}',
-                 b'{"access_token":"a","token_type":"Bearer","expires_in":-1}', b"[]", b"not json"):
+    for body in (
+        b'{"access_token":"a\\r\\nX: y","token_type":"Bearer"}',
+        b'{"access_token":"a","token_type":"mac"}',
+        b'{"access_token":"a","token_type":"Bearer","expires_in":-1}',
+        b"[]",
+        b"not json",
+    ):
         with pytest.raises(grants.GrantError):
             grants.read_tokens(200, body, what="x", asked_scope=None)
     with pytest.raises(grants.GrantError, match=r"\(HTTP 400, invalid_grant\)") as caught:
-        grants.read_tokens(400, b'{"error":"invalid_grant","error_description":"\\u001b]8;;evil"}', what="the refresh",
-                           asked_scope=None)
+        grants.read_tokens(
+            400,
+            b'{"error":"invalid_grant","error_description":"\\u001b]8;;evil"}',
+            what="the refresh",
+            asked_scope=None,
+        )
     assert "evil" not in str(caught.value)
 
 
@@ -197,23 +258,36 @@ def test_the_method_a_client_authenticates_with():
 
 
 def test_a_stored_record_and_its_binding():
-    legacy = {"version": 1, "url": "https://m.example/mcp", "tokens": {"access_token": "a", "token_type": "Bearer"},
-              "oauth_metadata": META, "client_info": {"client_id": "c", "client_secret": "s",
-                                                      "token_endpoint_auth_method": "client_secret_post"}}
+    legacy = {
+        "version": 1,
+        "url": "https://m.example/mcp",
+        "tokens": {"access_token": "a", "token_type": "Bearer"},
+        "oauth_metadata": META,
+        "client_info": {"client_id": "c", "client_secret": "s", "token_endpoint_auth_method": "client_secret_post"},
+    }
     stored = read(legacy, "https://m.example/mcp")
     assert stored.issuer == AS and stored.resource == "https://m.example/mcp"
     from assay.auth.flows import credentials
 
     assert credentials(stored.client, stored.grant, {}).method == "client_secret_post"  # as it was registered
-    resource = check_resource({"resource": "https://m.example/mcp", "authorization_servers": ["https://b.example", AS]},
-                              "https://m.example/mcp", "w")
+    resource = check_resource(
+        {"resource": "https://m.example/mcp", "authorization_servers": ["https://b.example", AS]},
+        "https://m.example/mcp",
+        "w",
+    )
     check_binding(stored, resource)  # its issuer is still one of them
-    moved = check_resource({"resource": "https://m.example/mcp", "authorization_servers": ["https://b.example"]},
-                           "https://m.example/mcp", "w")
+    moved = check_resource(
+        {"resource": "https://m.example/mcp", "authorization_servers": ["https://b.example"]},
+        "https://m.example/mcp",
+        "w",
+    )
     with pytest.raises(IssuerChanged, match="https://b.example"):
         check_binding(stored, moved)
-    for bad in ({**legacy, "oauth_metadata": None}, {**legacy, "issuer": "https://b.example"},
-                {**legacy, "grant": {"kind": "password"}}):
+    for bad in (
+        {**legacy, "oauth_metadata": None},
+        {**legacy, "issuer": "https://b.example"},
+        {**legacy, "grant": {"kind": "password"}},
+    ):
         with pytest.raises(RecordError):
             read(bad, "https://m.example/mcp")
 
@@ -242,8 +316,12 @@ async def test_a_held_lock_file_is_waited_for_then_names_its_holder(tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(min_size=1, max_size=30), st.text(max_size=30), st.text(min_size=1, max_size=30),
-       st.sampled_from(["", "tenant=a%20b&x=1"]))
+@given(
+    st.text(min_size=1, max_size=30),
+    st.text(max_size=30),
+    st.text(min_size=1, max_size=30),
+    st.sampled_from(["", "tenant=a%20b&x=1"]),
+)
 def test_the_authorization_url_reads_back_as_a_server_parses_its_query(client_id, scope, state, query):
     """What the authorization server reads from the URL (its query, parsed) is what assay put in,
     whatever the characters, and a query the endpoint already had is kept."""
@@ -252,22 +330,38 @@ def test_the_authorization_url_reads_back_as_a_server_parses_its_query(client_id
     endpoint = f"{AS}/authorize" + (f"?{query}" if query else "")
     server = check_server({**META, "authorization_endpoint": endpoint}, AS, "w")
     pkce = grants.Pkce.from_entropy(b"k" * 32)
-    url = grants.authorization_url(server, client_id=client_id, redirect_uri="http://127.0.0.1:5/callback",
-                                   scope=scope or None, state=state, pkce=pkce, resource="https://m.example/mcp?a=b")
+    url = grants.authorization_url(
+        server,
+        client_id=client_id,
+        redirect_uri="http://127.0.0.1:5/callback",
+        scope=scope or None,
+        state=state,
+        pkce=pkce,
+        resource="https://m.example/mcp?a=b",
+    )
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.path, parts.fragment) == ("https", "as.example", "/authorize", "")
     got = parse_qs(parts.query, keep_blank_values=True)
-    want = {"response_type": ["code"], "client_id": [client_id], "redirect_uri": ["http://127.0.0.1:5/callback"],
-            "state": [state], "code_challenge": [pkce.challenge], "code_challenge_method": ["S256"],
-            "resource": ["https://m.example/mcp?a=b"], **({"scope": [scope]} if scope else {})}
+    want = {
+        "response_type": ["code"],
+        "client_id": [client_id],
+        "redirect_uri": ["http://127.0.0.1:5/callback"],
+        "state": [state],
+        "code_challenge": [pkce.challenge],
+        "code_challenge_method": ["S256"],
+        "resource": ["https://m.example/mcp?a=b"],
+        **({"scope": [scope]} if scope else {}),
+    }
     if query:
         want |= {"tenant": ["a b"], "x": ["1"]}
     assert got == want
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(min_size=1, max_size=40).filter(lambda t: "\x00" not in t), st.text(max_size=30).filter(
-    lambda t: "\x00" not in t))
+@given(
+    st.text(min_size=1, max_size=40).filter(lambda t: "\x00" not in t),
+    st.text(max_size=30).filter(lambda t: "\x00" not in t),
+)
 def test_the_login_command_reads_back_as_a_shell_splits_it(path, scope):
     """The command a line names is what a POSIX shell reads (shlex as the shell's word splitting)."""
     import shlex
@@ -276,14 +370,27 @@ def test_the_login_command_reads_back_as_a_shell_splits_it(path, scope):
 
     grant = {"kind": "client_credentials", "client_id": "robot", "secret_file": path}
     words = shlex.split(login_command("https://m.example/mcp", scope=scope or None, grant=grant))
-    assert words == ["assay", "mcp", "auth", "login", "https://m.example/mcp", "--grant", "client-credentials",
-                     "--client-id", "robot", "--client-secret-file", path] + (["--scope", scope] if scope else [])
+    assert words == [
+        "assay",
+        "mcp",
+        "auth",
+        "login",
+        "https://m.example/mcp",
+        "--grant",
+        "client-credentials",
+        "--client-id",
+        "robot",
+        "--client-secret-file",
+        path,
+    ] + (["--scope", scope] if scope else [])
 
 
 def test_what_a_server_names_reaches_a_terminal_printable():
     from assay.auth.lines import NeedsLogin
 
-    assert str(NeedsLogin("the server names \x1b]8;;x\x07 and \u202e")) == "the server names \\x1b]8;;x\\x07 and \\u202e"
+    assert (
+        str(NeedsLogin("the server names \x1b]8;;x\x07 and \u202e")) == "the server names \\x1b]8;;x\\x07 and \\u202e"
+    )
     url = "https://m.example/mcp"
     for hostile in ("https://as.example/\x9b31m", "https://as.example/\u202etxt", "https://as.example/a b"):
         with pytest.raises(DiscoveryError, match="not an https URL"):
@@ -291,10 +398,17 @@ def test_what_a_server_names_reaches_a_terminal_printable():
 
 
 def test_a_tampered_record_is_refused_not_sent():
-    base = {"version": 1, "url": "https://m.example/mcp", "oauth_metadata": META,
-            "tokens": {"access_token": "a", "token_type": "Bearer"}}
-    for bad in ({**base, "tokens": {"access_token": "a\r\nX-Injected: 1"}},
-                {**base, "tokens": {"access_token": "a", "refresh_token": "r\x00"}},
-                {**base, "expires_at": float("nan")}, {**base, "expires_at": float("inf")}):
+    base = {
+        "version": 1,
+        "url": "https://m.example/mcp",
+        "oauth_metadata": META,
+        "tokens": {"access_token": "a", "token_type": "Bearer"},
+    }
+    for bad in (
+        {**base, "tokens": {"access_token": "a\r\nX-Injected: 1"}},
+        {**base, "tokens": {"access_token": "a", "refresh_token": "r\x00"}},
+        {**base, "expires_at": float("nan")},
+        {**base, "expires_at": float("inf")},
+    ):
         with pytest.raises(RecordError):
             read(bad, "https://m.example/mcp")

@@ -19,8 +19,12 @@ from tests.remote.conftest import INIT_HEADERS, AuthServer, assay, running, wrap
 
 IDP_SECRET = "idp-secret-never-shown"
 SECRET = "app-secret-never-shown"
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +38,47 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AuthServ
 
 
 def _args(idp: AuthServer, *source: str) -> list[str]:
-    return ["--grant", "id-jag", *source, "--idp-issuer", idp.base, "--idp-client-id", "assay-at-idp",
-            "--idp-client-secret-env", "IDP_SECRET", "--client-id", "app", "--client-secret-env", "SEC"]
+    return [
+        "--grant",
+        "id-jag",
+        *source,
+        "--idp-issuer",
+        idp.base,
+        "--idp-client-id",
+        "assay-at-idp",
+        "--idp-client-secret-env",
+        "IDP_SECRET",
+        "--client-id",
+        "app",
+        "--client-secret-env",
+        "SEC",
+    ]
 
 
 def _grants(server: AuthServer, since: int) -> list[tuple[str, str, str]]:
-    return [(r["grant"].rsplit(":", 1)[-1], r["client_id"], r["method"])
-            for r in server.stats()["token_requests"][since:]]
+    return [
+        (r["grant"].rsplit(":", 1)[-1], r["client_id"], r["method"]) for r in server.stats()["token_requests"][since:]
+    ]
 
 
 async def test_an_id_token_from_a_file_becomes_an_access_token_and_is_read_again_to_renew(
-        servers, tmp_path, state, env):
+    servers, tmp_path, state, env
+):
     idp, resource = servers
     env = {**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET}
     id_token = tmp_path / "id_token"
     id_token.write_text(idp.get("/test/id-token?aud=assay-at-idp"))
     seen = (len(idp.stats()["token_requests"]), len(resource.stats()["token_requests"]))
-    res = assay("mcp", "auth", "login", resource.url, "--state-dir", str(state),
-                *_args(idp, "--id-token-file", str(id_token)), env=env)
+    res = assay(
+        "mcp",
+        "auth",
+        "login",
+        resource.url,
+        "--state-dir",
+        str(state),
+        *_args(idp, "--id-token-file", str(id_token)),
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert _grants(idp, seen[0]) == [("token-exchange", "assay-at-idp", "client_secret_basic")]
     assert _grants(resource, seen[1]) == [("jwt-bearer", "app", "client_secret_basic")]
@@ -71,10 +98,17 @@ async def test_an_id_token_from_a_file_becomes_an_access_token_and_is_read_again
 
 async def test_an_id_token_from_a_variable_and_one_the_provider_refuses(servers, tmp_path, state, env):
     idp, resource = servers
-    env = {**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET,
-           "ID_TOKEN": idp.get("/test/id-token?aud=assay-at-idp")}
-    res = assay("mcp", "auth", "login", resource.url, "--state-dir", str(state),
-                *_args(idp, "--id-token-env", "ID_TOKEN"), env=env)
+    env = {**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET, "ID_TOKEN": idp.get("/test/id-token?aud=assay-at-idp")}
+    res = assay(
+        "mcp",
+        "auth",
+        "login",
+        resource.url,
+        "--state-dir",
+        str(state),
+        *_args(idp, "--id-token-env", "ID_TOKEN"),
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     resource.post("/test/expire")
     stale = {**env, "ID_TOKEN": idp.get("/test/id-token?aud=assay-at-idp&lifetime=-60")}  # expired
@@ -93,11 +127,21 @@ async def test_an_id_token_from_a_variable_and_one_the_provider_refuses(servers,
 
 def test_usage_errors_of_the_enterprise_grant(servers, tmp_path, state, env):
     idp, resource = servers
-    for args in (["--grant", "id-jag", "--client-id", "app"],
-                 _args(idp, "--id-token-file", str(tmp_path / "missing")),
-                 ["--id-token-env", "X"]):
-        res = assay("mcp", "auth", "login", resource.url, "--state-dir", str(state), *args,
-                    env={**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET})
+    for args in (
+        ["--grant", "id-jag", "--client-id", "app"],
+        _args(idp, "--id-token-file", str(tmp_path / "missing")),
+        ["--id-token-env", "X"],
+    ):
+        res = assay(
+            "mcp",
+            "auth",
+            "login",
+            resource.url,
+            "--state-dir",
+            str(state),
+            *args,
+            env={**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET},
+        )
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, (args, res.stderr)
         assert res.stderr.startswith("assay: error: ")
     assert not (state / "oauth").exists() or not list((state / "oauth").glob("*.json"))
@@ -108,8 +152,16 @@ def test_the_record_binds_the_login_to_the_resource_authorization_server(servers
     env = {**env, "IDP_SECRET": IDP_SECRET, "SEC": SECRET}
     id_token = Path(tmp_path / "id_token")
     id_token.write_text(idp.get("/test/id-token?aud=assay-at-idp"))
-    res = assay("mcp", "auth", "login", resource.url, "--state-dir", str(state),
-                *_args(idp, "--id-token-file", str(id_token)), env=env)
+    res = assay(
+        "mcp",
+        "auth",
+        "login",
+        resource.url,
+        "--state-dir",
+        str(state),
+        *_args(idp, "--id-token-file", str(id_token)),
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     record = json.loads(next((state / "oauth").glob("*.json")).read_text())
     assert record["issuer"] == resource.base and record["grant"]["idp_issuer"] == idp.base

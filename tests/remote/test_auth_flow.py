@@ -19,8 +19,12 @@ from assay.auth.lines import NeedsLogin
 from assay.shells.upstream_http.tokens import normalize_url, record_path
 from tests.remote.conftest import AuthServer, assay, start_server, wrap_auth
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 
 
 def _login(server: AuthServer, state: Path, env: dict[str, str], *extra: str) -> dict[str, Any]:
@@ -54,8 +58,7 @@ async def _probe(server: AuthServer, state: Path, environ: dict[str, str] | None
     """What wrap's start probe does: one POST through the auth."""
     auth = wrap_auth(server.url, state, environ)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as client:
-        response = await client.post(server.url, json=INIT,
-                                     headers={"Accept": "application/json, text/event-stream"})
+        response = await client.post(server.url, json=INIT, headers={"Accept": "application/json, text/event-stream"})
         return response.status_code
 
 
@@ -110,8 +113,11 @@ async def test_an_expired_login_whose_refresh_is_refused_says_so(auth_server, st
     record["expires_at"] = 1.0
     _file(auth_server, state).write_text(json.dumps(record))
     auth_server.post("/test/revoke")
-    with pytest.raises(NeedsLogin, match=r"has expired and its refresh was refused \(HTTP 400, invalid_grant\); "
-                                         "run: assay mcp auth login "):
+    with pytest.raises(
+        NeedsLogin,
+        match=r"has expired and its refresh was refused \(HTTP 400, invalid_grant\); "
+        "run: assay mcp auth login ",
+    ):
         await _probe(auth_server, state)
 
 
@@ -143,7 +149,10 @@ def test_list_and_logout(auth_server, state, env):
     res = assay("mcp", "auth", "list", "--state-dir", str(state), env=env)
     assert res.returncode == 0 and auth_server.url in res.stdout and " yes " in res.stdout
     assert record["tokens"]["access_token"] not in res.stdout
-    rows = [json.loads(x) for x in assay("mcp", "auth", "list", "--json", "--state-dir", str(state), env=env).stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in assay("mcp", "auth", "list", "--json", "--state-dir", str(state), env=env).stdout.splitlines()
+    ]
     assert rows[0]["url"] == auth_server.url and rows[0]["refresh_token"] is True and rows[0]["scope"] == "mcp"
     res = assay("mcp", "auth", "logout", auth_server.url, "--state-dir", str(state), env=env)
     assert res.returncode == 0 and not _file(auth_server, state).exists()
@@ -155,8 +164,21 @@ async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state,
     server = start_server("--cc", "robot:s3cret-value", "--lifetime", "3600")
     try:
         env = {**env, "ROBOT_SECRET": "s3cret-value"}
-        res = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "robot",
-                    "--client-secret-env", "ROBOT_SECRET", "--state-dir", str(state), env=env)
+        res = assay(
+            "mcp",
+            "auth",
+            "login",
+            server.url,
+            "--grant",
+            "client-credentials",
+            "--client-id",
+            "robot",
+            "--client-secret-env",
+            "ROBOT_SECRET",
+            "--state-dir",
+            str(state),
+            env=env,
+        )
         assert res.returncode == 0, res.stderr
         text = _file(server, state).read_text()
         assert "s3cret-value" not in text and "ROBOT_SECRET" in text
@@ -166,9 +188,21 @@ async def test_client_credentials_with_a_secret_from_a_variable(tmp_path, state,
         assert server.stats()["grants"][-1] == "client_credentials"
         with pytest.raises(NeedsLogin, match="the variable ROBOT_SECRET"):
             wrap_auth(server.url, state, {})
-        bad = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "robot",
-                    "--client-secret-env", "ROBOT_SECRET", "--state-dir", str(state),
-                    env={**env, "ROBOT_SECRET": "wrong"})
+        bad = assay(
+            "mcp",
+            "auth",
+            "login",
+            server.url,
+            "--grant",
+            "client-credentials",
+            "--client-id",
+            "robot",
+            "--client-secret-env",
+            "ROBOT_SECRET",
+            "--state-dir",
+            str(state),
+            env={**env, "ROBOT_SECRET": "wrong"},
+        )
         assert bad.returncode == 2 and bad.stderr.startswith("fatal: the authorization did not work")
         assert len(bad.stderr.splitlines()) == 1 and "wrong" not in bad.stderr
     finally:
@@ -181,14 +215,29 @@ async def test_client_credentials_with_private_key_jwt(tmp_path, state, env):
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    (tmp_path / "pub.pem").write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    (tmp_path / "pub.pem").write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     server = start_server("--jwt", f"signer:{tmp_path / 'pub.pem'}")
     try:
-        res = assay("mcp", "auth", "login", server.url, "--grant", "client-credentials", "--client-id", "signer",
-                    "--private-key", str(tmp_path / "key.pem"), "--state-dir", str(state), env=env)
+        res = assay(
+            "mcp",
+            "auth",
+            "login",
+            server.url,
+            "--grant",
+            "client-credentials",
+            "--client-id",
+            "signer",
+            "--private-key",
+            str(tmp_path / "key.pem"),
+            "--state-dir",
+            str(state),
+            env=env,
+        )
         assert res.returncode == 0, res.stderr
         server.post("/test/expire")
         assert await _tools(server, state) == (["echo"], "echo:hi")
@@ -204,8 +253,15 @@ def test_usage_errors_are_one_line_exit_2(state, env, tmp_path):
         ("http://127.0.0.1:9/mcp", "--grant", "client-credentials", "--client-id", "a"),
         ("http://127.0.0.1:9/mcp", "--client-secret-env", "X"),
         ("http://127.0.0.1:9/mcp", "--private-key", str(tmp_path / "k")),
-        ("http://127.0.0.1:9/mcp", "--grant", "client-credentials", "--client-id", "a", "--client-secret-file",
-         str(tmp_path / "missing")),
+        (
+            "http://127.0.0.1:9/mcp",
+            "--grant",
+            "client-credentials",
+            "--client-id",
+            "a",
+            "--client-secret-file",
+            str(tmp_path / "missing"),
+        ),
     ]
     for args in cases:
         res = assay("mcp", "auth", "login", *args, "--state-dir", str(state), env=env)
@@ -225,8 +281,9 @@ def test_a_server_that_is_down_is_one_line(state, env):
     assert not os.path.exists(state / "oauth") or not os.listdir(state / "oauth")
 
 
-async def test_offline_access_is_asked_for_where_the_server_lists_it_and_the_refresh_token_used(auth_server, state,
-                                                                                              env):
+async def test_offline_access_is_asked_for_where_the_server_lists_it_and_the_refresh_token_used(
+    auth_server, state, env
+):
     """docs/auth.md, "Scopes": the server lists offline_access (and issues refresh tokens only to
     logins that asked for it)."""
     auth_server.post("/test/set?offline=1")
@@ -271,16 +328,32 @@ async def test_after_an_issuer_change_the_old_tokens_are_sent_nowhere(auth_serve
     # 401s: the login's first request, the first request here (with the token), the second (without)
     assert stats["mcp_401"] == 3 and stats["mcp_401_bearer"] == 1
     fetched = [path for _, path in stats["requests"] if "well-known" in path]
-    assert fetched == ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server",
-                       "/.well-known/oauth-protected-resource/mcp"]  # the login's, then the first request's
+    assert fetched == [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-protected-resource/mcp",
+    ]  # the login's, then the first request's
 
 
 def test_issuer_names_the_only_authorization_server_credentials_go_to(auth_server, state, env):
     """docs/auth.md, "Logging in": a server naming another authorization server than --issuer
     gets nothing; the one it names is the one the login goes to."""
     env = {**env, "SEC": "s3cret"}
-    res = assay("mcp", "auth", "login", auth_server.url, "--state-dir", str(state), "--issuer", "https://as.example",
-                "--client-id", "x", "--client-secret-env", "SEC", env=env)
+    res = assay(
+        "mcp",
+        "auth",
+        "login",
+        auth_server.url,
+        "--state-dir",
+        str(state),
+        "--issuer",
+        "https://as.example",
+        "--client-id",
+        "x",
+        "--client-secret-env",
+        "SEC",
+        env=env,
+    )
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
     assert "not https://as.example (--issuer)" in res.stderr
     assert auth_server.stats()["token_requests"] == [] and auth_server.stats()["register"] == 0

@@ -32,8 +32,20 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def home(keys: Path) -> Iterator[AuthServer]:
     """The MCP server and its authorization server, with a client of each kind registered."""
     pub = str(keys / "key.pub")
-    with running("--client", "pub", "--client", f"sec:{SECRET}", "--client", "signer", "--jwt", f"signer:{pub}",
-                 "--cc", f"robot:{SECRET}", "--jwt", f"keybot:{pub}") as server:
+    with running(
+        "--client",
+        "pub",
+        "--client",
+        f"sec:{SECRET}",
+        "--client",
+        "signer",
+        "--jwt",
+        f"signer:{pub}",
+        "--cc",
+        f"robot:{SECRET}",
+        "--jwt",
+        f"keybot:{pub}",
+    ) as server:
         yield server
 
 
@@ -49,22 +61,31 @@ def _cases(keys: Path) -> dict[str, tuple[str, list[str]]]:
     secret = ["--client-secret-env", "SEC"]
     return {
         "dynamic registration": ("", []),
-        "client metadata document": ("metadata_documents=1",
-                                     ["--client-metadata-url", "https://client.example/assay.json"]),
+        "client metadata document": (
+            "metadata_documents=1",
+            ["--client-metadata-url", "https://client.example/assay.json"],
+        ),
         "pre-registered public client": ("", ["--client-id", "pub"]),
         "pre-registered, client_secret_basic": ("methods=client_secret_basic,none", ["--client-id", "sec", *secret]),
         "pre-registered, client_secret_post": ("methods=client_secret_post,none", ["--client-id", "sec", *secret]),
         "pre-registered, private_key_jwt": ("", ["--client-id", "signer", "--private-key", key]),
         "client credentials, secret": ("", ["--grant", "client-credentials", "--client-id", "robot", *secret]),
-        "client credentials, private_key_jwt": ("", ["--grant", "client-credentials", "--client-id", "keybot",
-                                                     "--private-key", key]),
+        "client credentials, private_key_jwt": (
+            "",
+            ["--grant", "client-credentials", "--client-id", "keybot", "--private-key", key],
+        ),
     }
 
 
 CASES = [
-    "dynamic registration", "client metadata document", "pre-registered public client",
-    "pre-registered, client_secret_basic", "pre-registered, client_secret_post", "pre-registered, private_key_jwt",
-    "client credentials, secret", "client credentials, private_key_jwt",
+    "dynamic registration",
+    "client metadata document",
+    "pre-registered public client",
+    "pre-registered, client_secret_basic",
+    "pre-registered, client_secret_post",
+    "pre-registered, private_key_jwt",
+    "client credentials, secret",
+    "client credentials, private_key_jwt",
 ]
 
 
@@ -81,9 +102,14 @@ async def test_an_issuer_change_is_refused_before_anything_is_sent(case, home, o
         home.post(f"/test/switch?as={other.base}")
         policy = tmp_path / "assay.yaml"
         policy.write_text(POLICY)
-        run = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-                              "--url", home.url], env=env, capture_output=True, text=True, timeout=120,
-                             stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--url", home.url],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert other.requests() == []  # nothing, not even its metadata
         assert len(home.stats()["token_requests"]) == token_requests  # no refresh, no new grant
     finally:

@@ -30,10 +30,19 @@ async def test_a_login_to_this_machine_never_goes_through_the_proxy(auth_server,
     async with trio.open_nursery() as nursery:
         port = await nursery.start(_recording_proxy, seen)
         proxy = f"http://127.0.0.1:{port}"
-        proxied = {**env, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
-                   "ALL_PROXY": proxy, "NO_PROXY": "", "no_proxy": ""}
-        res = await trio.to_thread.run_sync(lambda: assay("mcp", "auth", "login", auth_server.url, "--state-dir",
-                                                          str(state), env=proxied))
+        proxied = {
+            **env,
+            "HTTP_PROXY": proxy,
+            "HTTPS_PROXY": proxy,
+            "http_proxy": proxy,
+            "https_proxy": proxy,
+            "ALL_PROXY": proxy,
+            "NO_PROXY": "",
+            "no_proxy": "",
+        }
+        res = await trio.to_thread.run_sync(
+            lambda: assay("mcp", "auth", "login", auth_server.url, "--state-dir", str(state), env=proxied)
+        )
         assert res.returncode == 0, res.stderr
         assert seen == []
         # a client built by the same rule, asked for a host that is not loopback: the proxy has it

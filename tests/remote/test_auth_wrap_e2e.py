@@ -21,8 +21,10 @@ async def test_wrap_url_uses_the_stored_login(auth_server, state, env, tmp_path)
     policy.write_text(POLICY)
     auth_server.post("/test/expire")  # wrap refreshes the token it finds stored
     params = StdioServerParameters(
-        command=str(ASSAY), args=["mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-                                  "--url", auth_server.url], env=env)
+        command=str(ASSAY),
+        args=["mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--url", auth_server.url],
+        env=env,
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -36,10 +38,26 @@ async def test_wrap_url_uses_the_stored_login(auth_server, state, env, tmp_path)
 def test_wrap_url_without_a_login_fails_at_start_with_one_line(auth_server, state, env, tmp_path):
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
-    res = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state),
-                          "--login", "never", "--url", auth_server.url], env=env, capture_output=True, text=True,
-                         timeout=120,
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        [
+            str(ASSAY),
+            "mcp",
+            "wrap",
+            "--policy",
+            str(policy),
+            "--state-dir",
+            str(state),
+            "--login",
+            "never",
+            "--url",
+            auth_server.url,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode == 2
     lines = [x for x in res.stderr.splitlines() if not x.startswith("[assay] ")]  # the banner lines
     assert len(lines) == 1 and lines[0].startswith("fatal: "), res.stderr
@@ -65,15 +83,23 @@ async def test_login_and_wrap_need_no_mcp_sdk(auth_server, state, env, tmp_path)
 
     runner = tmp_path / "blocked.py"
     runner.write_text(BLOCKED)
-    login = subprocess.run([sys.executable, str(runner), "mcp", "auth", "login", auth_server.url, "--state-dir",
-                            str(state)], env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    login = subprocess.run(
+        [sys.executable, str(runner), "mcp", "auth", "login", auth_server.url, "--state-dir", str(state)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert login.returncode == 0, login.stderr
     auth_server.post("/test/expire")
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
-    params = StdioServerParameters(command=sys.executable, args=[str(runner), "mcp", "wrap", "--policy", str(policy),
-                                                                 "--state-dir", str(state), "--url", auth_server.url],
-                                   env=env)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(runner), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), "--url", auth_server.url],
+        env=env,
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

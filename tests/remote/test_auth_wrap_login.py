@@ -33,8 +33,11 @@ with urllib.request.urlopen(sys.argv[1], timeout=60) as answer:
 def _params(server: AuthServer, state: Path, env: dict[str, str], tmp_path: Path, *extra: str) -> StdioServerParameters:
     policy = tmp_path / "assay.yaml"
     policy.write_text(POLICY)
-    return StdioServerParameters(command=str(ASSAY), args=["mcp", "wrap", "--policy", str(policy), "--state-dir",
-                                                           str(state), *extra, "--url", server.url], env=env)
+    return StdioServerParameters(
+        command=str(ASSAY),
+        args=["mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), *extra, "--url", server.url],
+        env=env,
+    )
 
 
 async def _session(params: StdioServerParameters, errlog: Path, text: str) -> str:
@@ -47,8 +50,7 @@ async def _session(params: StdioServerParameters, errlog: Path, text: str) -> st
                 return str(called.content[0].text)  # type: ignore[union-attr]
 
 
-async def test_first_use_logs_in_through_the_browser_and_auth_list_and_logout_see_it(auth_server, state, env,
-                                                                                    tmp_path):
+async def test_first_use_logs_in_through_the_browser_and_auth_list_and_logout_see_it(auth_server, state, env, tmp_path):
     assert await _session(_params(auth_server, state, env, tmp_path), tmp_path / "err", "first") == "echo:first"
     stats = auth_server.stats()
     assert stats["register"] == 1 and len(stats["authorize"]) == 1
@@ -62,8 +64,7 @@ async def test_first_use_logs_in_through_the_browser_and_auth_list_and_logout_se
     assert out.returncode == 0 and not list((state / "oauth").glob("*.json"))
 
 
-async def test_a_step_up_in_a_session_logs_in_again_with_the_scopes_held_and_asked(auth_server, state, env,
-                                                                                   tmp_path):
+async def test_a_step_up_in_a_session_logs_in_again_with_the_scopes_held_and_asked(auth_server, state, env, tmp_path):
     """The call the server refuses with insufficient_scope waits for the login, then goes."""
     res = assay("mcp", "auth", "login", auth_server.url, "--state-dir", str(state), env=env)
     assert res.returncode == 0, res.stderr
@@ -85,15 +86,39 @@ def test_with_login_never_or_no_browser_wrap_says_what_to_run(auth_server, state
     policy.write_text(POLICY)
     bare = {k: v for k, v in env.items() if k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
     for extra, environ in ((["--login", "never"], env), ([], bare)):
-        run = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--state-dir", str(state), *extra,
-                              "--url", auth_server.url], env=environ, capture_output=True, text=True, timeout=120,
-                             stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            [
+                str(ASSAY),
+                "mcp",
+                "wrap",
+                "--policy",
+                str(policy),
+                "--state-dir",
+                str(state),
+                *extra,
+                "--url",
+                auth_server.url,
+            ],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert run.returncode == 2, run.stderr
-        assert run.stderr.splitlines()[-1] == (f"fatal: {auth_server.url} needs authorization and no login is "
-                                               f"stored; run: assay mcp auth login {auth_server.url}")
+        assert run.stderr.splitlines()[-1] == (
+            f"fatal: {auth_server.url} needs authorization and no login is "
+            f"stored; run: assay mcp auth login {auth_server.url}"
+        )
     assert auth_server.stats()["authorize"] == []
-    bad = subprocess.run([str(ASSAY), "mcp", "wrap", "--login", "sometimes", "--url", auth_server.url], env=env,
-                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    bad = subprocess.run(
+        [str(ASSAY), "mcp", "wrap", "--login", "sometimes", "--url", auth_server.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert bad.returncode == 2 and "--login must be one of auto, never" in bad.stderr
 
 
@@ -109,8 +134,9 @@ async def test_two_wraps_of_one_server_log_in_once(auth_server, state, env, tmp_
     results: dict[str, str] = {}
 
     async def one(name: str) -> None:
-        results[name] = await _session(_params(auth_server, state, env, tmp_path / name), tmp_path / f"{name}.err",
-                                       name)
+        results[name] = await _session(
+            _params(auth_server, state, env, tmp_path / name), tmp_path / f"{name}.err", name
+        )
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -15,11 +15,14 @@ def _prop(token, kind="string"):
 
 
 def test_marks_on_the_properties_chain_count():
-    schema = {"type": "object", "properties": {
-        "region": _prop("Region"),
-        "opts": {"type": "object", "properties": {"tenant": _prop("Tenant", "integer")}},
-        "plain": {"type": "string"},
-    }}
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": _prop("Region"),
+            "opts": {"type": "object", "properties": {"tenant": _prop("Tenant", "integer")}},
+            "plain": {"type": "string"},
+        },
+    }
     assert header_map(schema) == {("region",): "Region", ("opts", "tenant"): "Tenant"}
 
 
@@ -45,17 +48,25 @@ def test_values_are_rendered_as_the_clients_do():
     marks = {("region",): "Region", ("n",): "N", ("flag",): "Flag", ("deep", "t"): "T"}
     got = dict(param_headers(marks, {"region": "eu-wést", "n": 3, "flag": False, "deep": {"t": None}}))
     assert got["Mcp-Param-N"] == "3" and got["Mcp-Param-Flag"] == "false"
-    assert base64.b64decode(got["Mcp-Param-Region"][len("=?base64?"):-2]).decode() == "eu-wést"
+    assert base64.b64decode(got["Mcp-Param-Region"][len("=?base64?") : -2]).decode() == "eu-wést"
     assert "Mcp-Param-T" not in got  # null counts as absent
     assert param_headers(marks, "not an object") == []
     assert param_headers({("x",): "X"}, {"x": {"nested": 1}}) == []  # not a scalar
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
-                        st.sampled_from(["properties", "type", "x-mcp-header", "a", "allOf", "default"]), kids, max_size=4),
-                    max_leaves=30))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda kids: (
+            st.lists(kids, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["properties", "type", "x-mcp-header", "a", "allOf", "default"]), kids, max_size=4
+            )
+        ),
+        max_leaves=30,
+    )
+)
 def test_any_schema_gives_a_map_or_nothing(schema):
     marks = header_map(schema)
     assert all(isinstance(t, str) and p for p, t in marks.items())

@@ -20,44 +20,66 @@ PROXY = "http://proxy.example.test:3128"
 EVERY = {var: PROXY for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:8000/mcp", "https://127.9.9.9/mcp", "http://localhost:1/", "http://LOCALHOST./",
-    "http://mcp.localhost/", "http://[::1]:80/", "http://[::ffff:127.0.0.1]/", "http://0.0.0.0:8000/",
-    "http://[::]/", "http://127.1/", "http://2130706433/", "http://0x7f.0.0.1/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/mcp",
+        "https://127.9.9.9/mcp",
+        "http://localhost:1/",
+        "http://LOCALHOST./",
+        "http://mcp.localhost/",
+        "http://[::1]:80/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://0.0.0.0:8000/",
+        "http://[::]/",
+        "http://127.1/",
+        "http://2130706433/",
+        "http://0x7f.0.0.1/",
+    ],
+)
 def test_a_loopback_host_never_goes_through_a_proxy(url):
     assert proxy_for(url, EVERY) is None
 
 
-@pytest.mark.parametrize(("url", "environ", "want"), [
-    ("https://mcp.example.com/mcp", {"HTTPS_PROXY": "http://a:1"}, "http://a:1"),
-    ("http://mcp.example.com/mcp", {"HTTPS_PROXY": "http://a:1"}, None),
-    ("http://mcp.example.com/mcp", {"HTTP_PROXY": "b:2"}, "http://b:2"),
-    ("https://mcp.example.com/mcp", {"ALL_PROXY": "http://c:3"}, "http://c:3"),
-    ("https://mcp.example.com/mcp", {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:1"}, "http://low:1"),
-    ("https://mcp.example.com/mcp", {"https_proxy": "", "HTTPS_PROXY": "http://up:1"}, "http://up:1"),
-    ("http://mcp.example.com/mcp", {"HTTP_PROXY": "http://cgi:1", "REQUEST_METHOD": "GET"}, None),
-    ("http://mcp.example.com/mcp", {"http_proxy": "http://ok:1", "REQUEST_METHOD": "GET"}, "http://ok:1"),
-    ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "*"}, None),
-    ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "example.com"}, None),
-    ("https://example.com/mcp", {**EVERY, "no_proxy": ".example.com"}, None),
-    ("https://a.b.example.com/mcp", {**EVERY, "NO_PROXY": "*.example.com"}, None),
-    ("https://badexample.com/mcp", {**EVERY, "NO_PROXY": "example.com"}, PROXY),
-    ("https://mcp.example.com:8443/mcp", {**EVERY, "NO_PROXY": "mcp.example.com:443"}, PROXY),
-    ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "other, mcp.example.com:443"}, None),
-    ("https://10.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.0.0.0/8"}, None),
-    ("https://10.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.1.2.3"}, None),
-    ("https://11.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.0.0.0/8"}, PROXY),
-    ("https://[2001:db8::1]/mcp", {**EVERY, "NO_PROXY": "[2001:db8::1]:443"}, None),
-    ("https://[2001:db8::1]/mcp", {**EVERY, "NO_PROXY": "2001:db8::/32"}, None),
-    ("https://mcp.example.com/mcp", {}, None),
-])
+@pytest.mark.parametrize(
+    ("url", "environ", "want"),
+    [
+        ("https://mcp.example.com/mcp", {"HTTPS_PROXY": "http://a:1"}, "http://a:1"),
+        ("http://mcp.example.com/mcp", {"HTTPS_PROXY": "http://a:1"}, None),
+        ("http://mcp.example.com/mcp", {"HTTP_PROXY": "b:2"}, "http://b:2"),
+        ("https://mcp.example.com/mcp", {"ALL_PROXY": "http://c:3"}, "http://c:3"),
+        ("https://mcp.example.com/mcp", {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:1"}, "http://low:1"),
+        ("https://mcp.example.com/mcp", {"https_proxy": "", "HTTPS_PROXY": "http://up:1"}, "http://up:1"),
+        ("http://mcp.example.com/mcp", {"HTTP_PROXY": "http://cgi:1", "REQUEST_METHOD": "GET"}, None),
+        ("http://mcp.example.com/mcp", {"http_proxy": "http://ok:1", "REQUEST_METHOD": "GET"}, "http://ok:1"),
+        ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "*"}, None),
+        ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "example.com"}, None),
+        ("https://example.com/mcp", {**EVERY, "no_proxy": ".example.com"}, None),
+        ("https://a.b.example.com/mcp", {**EVERY, "NO_PROXY": "*.example.com"}, None),
+        ("https://badexample.com/mcp", {**EVERY, "NO_PROXY": "example.com"}, PROXY),
+        ("https://mcp.example.com:8443/mcp", {**EVERY, "NO_PROXY": "mcp.example.com:443"}, PROXY),
+        ("https://mcp.example.com/mcp", {**EVERY, "NO_PROXY": "other, mcp.example.com:443"}, None),
+        ("https://10.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.0.0.0/8"}, None),
+        ("https://10.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.1.2.3"}, None),
+        ("https://11.1.2.3/mcp", {**EVERY, "NO_PROXY": "10.0.0.0/8"}, PROXY),
+        ("https://[2001:db8::1]/mcp", {**EVERY, "NO_PROXY": "[2001:db8::1]:443"}, None),
+        ("https://[2001:db8::1]/mcp", {**EVERY, "NO_PROXY": "2001:db8::/32"}, None),
+        ("https://mcp.example.com/mcp", {}, None),
+    ],
+)
 def test_the_variables_of_the_environment(url, environ, want):
     assert proxy_for(url, environ) == want
 
 
-@pytest.mark.parametrize(("value", "match"), [("socks5://p:1080", "SOCKS"), ("socks5h://p:1080", "SOCKS"),
-                                              ("ftp://p:21", "http://"), ("http://p:99999", "not a proxy URL")])
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("socks5://p:1080", "SOCKS"),
+        ("socks5h://p:1080", "SOCKS"),
+        ("ftp://p:21", "http://"),
+        ("http://p:99999", "not a proxy URL"),
+    ],
+)
 def test_a_proxy_wrap_cannot_use_is_one_line_naming_the_variable(value, match):
     with pytest.raises(ProxyError, match=match) as caught:
         proxy_for("https://mcp.example.com/mcp", {"HTTPS_PROXY": value})
@@ -74,9 +96,16 @@ _hosts = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_hosts, st.sampled_from(["http", "https"]), st.text(max_size=40), st.dictionaries(
-    st.sampled_from(["HTTP_PROXY", "https_proxy", "ALL_PROXY", "REQUEST_METHOD"]),
-    st.sampled_from(["http://p:1", "p:2", "https://p:3", ""]), max_size=4))
+@given(
+    _hosts,
+    st.sampled_from(["http", "https"]),
+    st.text(max_size=40),
+    st.dictionaries(
+        st.sampled_from(["HTTP_PROXY", "https_proxy", "ALL_PROXY", "REQUEST_METHOD"]),
+        st.sampled_from(["http://p:1", "p:2", "https://p:3", ""]),
+        max_size=4,
+    ),
+)
 def test_hostile_no_proxy_lists_never_crash_and_loopback_stays_direct(host, scheme, no_proxy, environ):
     url = f"{scheme}://{host}/mcp"
     found = proxy_for(url, {**environ, "NO_PROXY": no_proxy})
@@ -88,7 +117,9 @@ def test_hostile_no_proxy_lists_never_crash_and_loopback_stays_direct(host, sche
 
 # -- loopback, as the resolver reads a host ------------------------------------------------------
 
-_octet = st.one_of(st.integers(0, 255).map(str), st.integers(0, 255).map(hex), st.integers(0, 0o377).map(lambda n: f"0{n:o}"))
+_octet = st.one_of(
+    st.integers(0, 255).map(str), st.integers(0, 255).map(hex), st.integers(0, 0o377).map(lambda n: f"0{n:o}")
+)
 _numeric = st.one_of(
     st.lists(_octet, min_size=1, max_size=4).map(".".join),
     st.integers(0, 2**32 - 1).map(str),
@@ -110,8 +141,14 @@ def test_loopback_is_where_a_connection_to_the_host_goes(host):
         assert not is_loopback(host) or host.strip(".").lower() in ("localhost",)
         return
     addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
-    local = all(a.is_loopback or a.is_unspecified or (a.version == 6 and a.ipv4_mapped is not None
-                and (a.ipv4_mapped.is_loopback or a.ipv4_mapped.is_unspecified)) for a in addresses)
+    local = all(
+        a.is_loopback
+        or a.is_unspecified
+        or (
+            a.version == 6 and a.ipv4_mapped is not None and (a.ipv4_mapped.is_loopback or a.ipv4_mapped.is_unspecified)
+        )
+        for a in addresses
+    )
     assert is_loopback(host) == local, (host, addresses)
 
 
@@ -123,8 +160,11 @@ def _round_trip(value: str) -> bytes | None:
     carries ``value``; None when h11 refuses to send it."""
     client = h11.Connection(h11.CLIENT)
     try:
-        data = client.send(h11.Request(method="GET", target="/mcp",
-                                       headers=[("Host", "127.0.0.1"), ("Last-Event-ID", value.encode("latin-1"))]))
+        data = client.send(
+            h11.Request(
+                method="GET", target="/mcp", headers=[("Host", "127.0.0.1"), ("Last-Event-ID", value.encode("latin-1"))]
+            )
+        )
     except (h11.LocalProtocolError, UnicodeEncodeError):
         return None
     server = h11.Connection(h11.SERVER)
@@ -134,7 +174,7 @@ def _round_trip(value: str) -> bytes | None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet=st.characters(max_codepoint=0x2ff), max_size=20))
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF), max_size=20))
 def test_a_value_wrap_sends_back_reaches_the_server_unchanged(value):
     """docs/remote.md, "When the server fails": a session id, protocol version or event id that
     wrap accepts goes out and is read back byte for byte (what it refuses, it never sends)."""

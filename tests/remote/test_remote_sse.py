@@ -66,7 +66,9 @@ def test_events_come_out_whatever_the_cuts(stream_want_cap, cuts):
     assert len(bounded) == len(want)
     for got_one, wanted in zip(bounded, want, strict=True):
         if got_one != "too long":
-            assert isinstance(got_one, Event) and got_one.data == (wanted.data if isinstance(wanted, Event) else got_one.data)
+            assert isinstance(got_one, Event) and got_one.data == (
+                wanted.data if isinstance(wanted, Event) else got_one.data
+            )
 
 
 def test_memory_stays_bounded_for_an_event_that_never_ends():
@@ -103,8 +105,15 @@ def test_the_last_id_counts_once_its_event_is_whole():
 
 def test_retry_takes_ascii_digits_only():
     decoder = SSEDecoder(10000)
-    for line, want in [(b"retry: 250", 250), (b"retry: 25x", 250), (b"retry: -1", 250), (b"retry:+5", 250),
-                       (b"retry: \xd9\xa3", 250), (b"retry:0", 0), (b"retry: " + b"9" * 5000, 10**9)]:
+    for line, want in [
+        (b"retry: 250", 250),
+        (b"retry: 25x", 250),
+        (b"retry: -1", 250),
+        (b"retry:+5", 250),
+        (b"retry: \xd9\xa3", 250),
+        (b"retry:0", 0),
+        (b"retry: " + b"9" * 5000, 10**9),
+    ]:
         decoder.feed(line + b"\n")
         assert decoder.retry_ms == want, line[:20]
 
@@ -119,11 +128,14 @@ def test_a_long_data_line_in_pieces_comes_out_whole():
 
 # -- differential: the SDK client's own reader (httpx2's EventSource) -------------------------
 
-_ascii = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=12)
+_ascii = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
 _line = st.one_of(
-    st.tuples(st.just("data"), _ascii), st.tuples(st.just("event"), _ascii), st.tuples(st.just("id"), _ascii),
+    st.tuples(st.just("data"), _ascii),
+    st.tuples(st.just("event"), _ascii),
+    st.tuples(st.just("id"), _ascii),
     st.tuples(st.just("retry"), st.text(alphabet="0123456789", min_size=1, max_size=6)),
-    st.tuples(st.just(":"), _ascii), st.tuples(st.sampled_from(["data", "id", "event"]), st.just(None)),
+    st.tuples(st.just(":"), _ascii),
+    st.tuples(st.sampled_from(["data", "id", "event"]), st.just(None)),
 )
 
 
@@ -152,8 +164,12 @@ def test_the_events_are_those_the_sdk_client_reads(stream, cuts):
     EventSource): the same messages (an event with data), types and ids, and the same `retry`."""
     import httpx2
 
-    response = httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream,
-                               request=httpx2.Request("GET", "http://127.0.0.1/mcp"))
+    response = httpx2.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        content=stream,
+        request=httpx2.Request("GET", "http://127.0.0.1/mcp"),
+    )
     sdk = list(httpx2.EventSource(response))
     want = [(e.event, e.data, e.id) for e in sdk if e.data]
     decoder = SSEDecoder(1 << 20)

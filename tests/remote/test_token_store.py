@@ -21,8 +21,13 @@ URL = "http://127.0.0.1:9/mcp"
 
 
 def _record() -> dict:
-    return {"version": 1, "url": URL, "tokens": {"access_token": "a", "token_type": "Bearer"},
-            "expires_at": None, "client_info": {"client_id": "c", "redirect_uris": ["http://127.0.0.1:1/callback"]}}
+    return {
+        "version": 1,
+        "url": URL,
+        "tokens": {"access_token": "a", "token_type": "Bearer"},
+        "expires_at": None,
+        "client_info": {"client_id": "c", "redirect_uris": ["http://127.0.0.1:1/callback"]},
+    }
 
 
 def _path(state) -> str:
@@ -81,9 +86,14 @@ def test_a_hostile_token_file_is_one_line(kind, state, tmp_path, env):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=400) | st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                                             lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=4),
-                                             max_leaves=12).map(lambda v: json.dumps(v).encode()))
+@given(
+    st.binary(max_size=400)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=12,
+    ).map(lambda v: json.dumps(v).encode())
+)
 def test_any_content_is_a_record_or_one_line(tmp_path_factory, content):
     state = tmp_path_factory.mktemp("s")
     path = _path(state)
@@ -126,13 +136,21 @@ async def test_no_answer_from_the_browser_is_bounded():
     from assay.auth.discovery import check_server
     from assay.auth.web import Web
 
-    server = check_server({"issuer": "https://as.example", "token_endpoint": "https://as.example/token",
-                           "authorization_endpoint": "https://as.example/authorize",
-                           "code_challenge_methods_supported": ["S256"]}, "https://as.example", "test")
+    server = check_server(
+        {
+            "issuer": "https://as.example",
+            "token_endpoint": "https://as.example/token",
+            "authorization_endpoint": "https://as.example/authorize",
+            "code_challenge_methods_supported": ["S256"],
+        },
+        "https://as.example",
+        "test",
+    )
     lines: list[str] = []
     async with Web() as web:
         ctx = flows.Context(web, {}, say=lines.append, no_browser=True, timeout=0.2)
         with pytest.raises(flows.FlowError, match="no answer from the browser within 0.2 s"):
-            await flows.browser_login(ctx, server, URL, "mcp", {"client_id": "c", "registered": "pre"},
-                                      {"kind": "authorization_code"})
+            await flows.browser_login(
+                ctx, server, URL, "mcp", {"client_id": "c", "registered": "pre"}, {"kind": "authorization_code"}
+            )
     assert lines[0].startswith("open this URL in a browser") and "code_challenge_method=S256" in lines[0]

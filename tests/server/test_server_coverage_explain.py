@@ -75,7 +75,10 @@ def test_X2_explain_steps(tmp_path):
     ex = explain.run(ctx, {"policy": "p.yaml", "trace": trace})
     assert (ex["policy_name"], ex["policy_version"], ex["first_block_index"]) == ("demo", "1.1", 0)
     assert ex["blocking_rules"] == [
-        "before_lookup_then_create", "deny_list", "eventually_read_2", "after_create_then_read"
+        "before_lookup_then_create",
+        "deny_list",
+        "eventually_read_2",
+        "after_create_then_read",
     ]
     last = {r["rule_id"]: r["passed"] for r in ex["steps"][-1]["rules_evaluated"]}
     assert last["max_calls_search_2"] is False and last["before_auth_then_create"] is True
@@ -98,7 +101,7 @@ def test_X2_explain_steps(tmp_path):
         'version: "1.1"\nsequences:\n  - {type: require, tool: {tool: X}}\n',
         'version: "1.1"\nsequences:\n  - {type: require, tool: {tool: X, args_match: {}, y: 1}}\n',
         'version: "1.1"\nsequences:\n  - {type: max_calls, tool: X, max: 5000000000}\n',
-        'version: 1.1\n',
+        "version: 1.1\n",
         'version: "1.1"\nsequences:\n  - {type: nope}\n',
     ],
 )

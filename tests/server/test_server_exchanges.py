@@ -39,7 +39,11 @@ def test_schema_deny_unconstrained_and_sequence_payloads(serve):
     sequence `before`."""
     s = serve(
         [
-            call(1, "assay_check_args", {"tool": "strict_tool", "arguments": {"code": 123, "extra": "field"}, "policy": "strict_policy.yaml"}),
+            call(
+                1,
+                "assay_check_args",
+                {"tool": "strict_tool", "arguments": {"code": 123, "extra": "field"}, "policy": "strict_policy.yaml"},
+            ),
             call(2, "assay_check_args", {"tool": "anything", "arguments": {}, "policy": "policy.yaml"}),
             call(3, "assay_check_sequence", {"history": [], "next_tool": "Create", "policy": "sequence.yaml"}),
         ]
@@ -82,6 +86,7 @@ def test_schema_deny_unconstrained_and_sequence_payloads(serve):
 def test_initialize_exact_result_and_negotiation(serve):
     """docs/server.md, "Protocol": supported versions echoed, others answered with 2025-11-25, bad
     shapes -32602."""
+
     def init(i, version, **extra):
         params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
         params.update(extra)
@@ -93,9 +98,23 @@ def test_initialize_exact_result_and_negotiation(serve):
             init(2, "2025-03-26"),
             init(3, "2025-06-18"),
             init(4, "future-version", extra_member=True),
-            {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": [], "clientInfo": {"name": "c", "version": "1"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": [],
+                    "clientInfo": {"name": "c", "version": "1"},
+                },
+            },
             {"jsonrpc": "2.0", "id": 6, "method": "initialize"},
-            {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "SENTINEL-C"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "SENTINEL-C"}},
+            },
         ]
     )
     lines = [line.decode() for line in s.lines]
@@ -119,8 +138,18 @@ def test_revision_gate_requests_only(serve):
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": meta},
             {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": meta},
             {"jsonrpc": "2.0", "method": "notifications/initialized", "params": meta},
-            {"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": 5}}},
-            {"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "ping",
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": 5}},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "ping",
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}},
+            },
         ]
     )
     gate = (
@@ -227,7 +256,9 @@ def test_error_catalogue(serve, policy_root):
             call(9, "assay_policy_decide", {"tool": "t", "policy": "adir"}),
             call(10, "assay_policy_decide", {"tool": "t", "policy": "bad_syntax.yaml"}),
             call(11, "assay_check_sequence", {"history": [], "next_tool": "x", "policy": "bad_syntax.yaml"}),
-            call(12, "assay_check_coverage", {"policy": "seq_full.yaml", "traces": [{"tools": ["a"]}], "threshold": 101}),
+            call(
+                12, "assay_check_coverage", {"policy": "seq_full.yaml", "traces": [{"tools": ["a"]}], "threshold": 101}
+            ),
             call(13, "assay_server_identity", {"x": 1}),
             call(14, "assay_check_args", {"tool": "x" * 65, "arguments": {}, "policy": "p.yaml"}),
         ],
@@ -281,7 +312,10 @@ def test_line_limit_at_exactly_n_and_n_plus_1(serve):
         '{"jsonrpc":"2.0","result":{},"id":2}\n'
     )
     limits = s.fields("limit_exceeded")
-    assert [(e["rid"], e["bytes_in"], e["max"]) for e in limits] == [("r-000003", 201, 200), ("r-000004", 5_000_000, 200)]
+    assert [(e["rid"], e["bytes_in"], e["max"]) for e in limits] == [
+        ("r-000003", 201, 200),
+        ("r-000004", 5_000_000, 200),
+    ]
 
 
 def test_policy_limit_at_exactly_n_and_n_plus_1_never_cached(serve, policy_root):
@@ -305,7 +339,10 @@ def test_policy_limit_at_exactly_n_and_n_plus_1_never_cached(serve, policy_root)
     )
     r = s.responses
     assert payload_of(r[0])["matches"] == ["Tool 'dangerous_tool' is blocked by policy"]
-    limit = {"allowed": False, "error": {"code": "E_LIMIT_EXCEEDED", "message": "policy file exceeds the configured byte limit"}}
+    limit = {
+        "allowed": False,
+        "error": {"code": "E_LIMIT_EXCEEDED", "message": "policy file exceeds the configured byte limit"},
+    }
     assert [payload_of(x) for x in r[1:]] == [limit] * 6
     # only the exact-size file ever reached the parser/cache
     assert len(s.fields("cache_miss")) == 1 and s.fields("cache_hit") == []

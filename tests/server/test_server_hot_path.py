@@ -210,8 +210,8 @@ def test_server_modules_import_without_cycles(tmp_path):
         "from assay.server.log import Logger\n"
         "from assay.server.protocol import ServerProtocol\n"
         f"p = ServerProtocol({str(tmp_path)!r}, ServerConfig(), Logger(None))\n"
-        "p.handle_blocking(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
-        "{\"name\":\"assay_server_identity\"}}')\n"
+        'p.handle_blocking(b\'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":'
+        '{"name":"assay_server_identity"}}\')\n'
         "print(leaf, 'assay.server.main' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -256,7 +256,13 @@ def test_policy_path_memo_keeps_refusals_and_sees_edits(tmp_path):
         out = text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": "../b.yaml"})))
         assert out["error"]["code"] == "E_PERMISSION_DENIED"
     for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
-        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is False
+        assert (
+            text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"]
+            is False
+        )
     (tmp_path / "b.yaml").write_text("blocklist: [other_tool]\n")
     for spelling in ("b.yaml", "./b.yaml", "x/../b.yaml"):
-        assert text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"] is True
+        assert (
+            text_of(proto.handle_blocking(line("assay_policy_decide", {"tool": "t", "policy": spelling})))["allowed"]
+            is True
+        )

@@ -134,7 +134,12 @@ def test_identity_accepts_absent_null_and_empty(serve):
     s = serve(
         [
             call(1, "assay_server_identity"),
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "assay_server_identity", "arguments": None}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "assay_server_identity", "arguments": None},
+            },
             call(3, "assay_server_identity", {}),
             call(4, "assay_server_identity", []),
             call(5, "assay_server_identity", "x"),
@@ -170,7 +175,9 @@ def test_sequence_limits_legacy_and_bad_history(serve, policy_root):
     )
     p = [payload_of(r) for r in s.responses]
     assert p[0] == {"allowed": True, "violations": [], "suggested_fix": None}
-    assert p[1]["violations"] == [{"constraint": "sequence_exact_match", "suggestion": 'Expected ["a", "b"], found ["b", "a"]'}]
+    assert p[1]["violations"] == [
+        {"constraint": "sequence_exact_match", "suggestion": 'Expected ["a", "b"], found ["b", "a"]'}
+    ]
     assert p[2]["error"] == {"code": "E_LIMIT_EXCEEDED", "message": "history too long"}
     assert p[3]["error"] == {"code": "E_LIMIT_EXCEEDED", "message": "next_tool too long"}
     assert p[4]["error"]["code"] == "E_INTERNAL"

@@ -119,7 +119,11 @@ def test_prepared_event_keeps_records_and_the_filter():
     logger.emit(Prepared("INFO", TARGET_SERVER, "tool_decision", ("rid", "decision")), "r-1", decision)
     logger.emit(Prepared("DEBUG", TARGET_SERVER, "cache_hit", ("key",)), "k")
     assert logger.records == [
-        {"level": "INFO", "target": TARGET_SERVER, "fields": {"event": "tool_decision", "rid": "r-1", "decision": '{"a":1}'}}
+        {
+            "level": "INFO",
+            "target": TARGET_SERVER,
+            "fields": {"event": "tool_decision", "rid": "r-1", "decision": '{"a":1}'},
+        }
     ]
     assert masked(logger.drain()) == [
         b'"level":"INFO","fields":{"event":"tool_decision","rid":"r-1","decision":"{\\"a\\":1}"},'
@@ -149,7 +153,12 @@ def _frames():
             ("assay_server_identity", {}),
             ("no_such_tool", {"x": "é"}),
         ):
-            msg = {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+            msg = {
+                "jsonrpc": "2.0",
+                "id": rpc_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
             frames.append(json.dumps(msg).encode())
     return frames
 
@@ -209,7 +218,9 @@ def test_tool_call_lines_keep_their_text(tmp_path):
 def test_generic_encoder_reference():
     """The reference the prepared events are held to: encode_event's own layout."""
     line = encode_event("INFO", TARGET_SERVER, {"event": "x", "rid": "r-1", "rpc_id": "é"})
-    assert line.endswith(b'"fields":{"event":"x","rid":"r-1","rpc_id":"\xc3\xa9"},"target":"assay_mcp_server::server"}\n')
+    assert line.endswith(
+        b'"fields":{"event":"x","rid":"r-1","rpc_id":"\xc3\xa9"},"target":"assay_mcp_server::server"}\n'
+    )
 
 
 def test_fixed_payloads_are_read_only_and_keep_their_text(tmp_path):
@@ -241,7 +252,10 @@ def test_fixed_payloads_are_read_only_and_keep_their_text(tmp_path):
             "jsonrpc": "2.0",
             "id": "a-1",
             "method": "tools/call",
-            "params": {"name": "assay_check_args", "arguments": {"tool": "search", "arguments": {}, "policy": "check.yaml"}},
+            "params": {
+                "name": "assay_check_args",
+                "arguments": {"tool": "search", "arguments": {}, "policy": "check.yaml"},
+            },
         }
     ).encode()
     proto = ServerProtocol(str(tmp_path), ServerConfig(), Logger(None, "info", buffered=True))

@@ -48,8 +48,20 @@ def test_config_defaults_and_parsing():
     """docs/server.md, "Environment": absent/unparsable/negative keep the default;
     ASSAY_MCP_TEST_SLOW_MS is off by default."""
     c = config_from_env({})
-    assert (c.timeout_ms, c.max_msg_bytes, c.max_policy_bytes, c.max_field_bytes, c.max_tool_calls, c.cache_entries) == (
-        2000, 1_000_000, 1_000_000, 64_000, 2000, 128,
+    assert (
+        c.timeout_ms,
+        c.max_msg_bytes,
+        c.max_policy_bytes,
+        c.max_field_bytes,
+        c.max_tool_calls,
+        c.cache_entries,
+    ) == (
+        2000,
+        1_000_000,
+        1_000_000,
+        64_000,
+        2000,
+        128,
     )
     assert c.test_slow_ms is None and c.invalid == ()
     c = config_from_env({"ASSAY_MCP_MAX_BYTES": " 42 ", "ASSAY_MCP_TIMEOUT_MS": "-1", "ASSAY_MCP_CACHE_ENTRIES": "1e3"})
@@ -69,7 +81,11 @@ def test_blocking_driver_matches_section10(tmp_path):
         b'    \\"Tool \'dangerous_tool\' is blocked by policy\\"\\n  ]\\n}"}],"isError":true},"id":3}\n'
     )
     assert [r["fields"]["event"] for r in logger.records] == [
-        "assay.usage.metered", "tool_call_start", "cache_miss", "tool_call_done", "tool_decision",
+        "assay.usage.metered",
+        "tool_call_start",
+        "cache_miss",
+        "tool_call_done",
+        "tool_decision",
     ]
 
 
@@ -79,8 +95,14 @@ def test_cache_keyed_by_content_and_failures_not_cached(tmp_path):
     p = tmp_path / "b.yaml"
 
     def decide():
-        line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "assay_policy_decide", "arguments": {"tool": "t", "policy": "b.yaml"}}}).encode()
+        line = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "assay_policy_decide", "arguments": {"tool": "t", "policy": "b.yaml"}},
+            }
+        ).encode()
         return json.loads(json.loads(proto.handle_blocking(line))["result"]["content"][0]["text"])
 
     p.write_text("blocklist: [t]\n")
@@ -99,7 +121,9 @@ def test_cache_keyed_by_content_and_failures_not_cached(tmp_path):
 def test_exception_in_handler_is_exactly_e_internal(tmp_path):
     """F2: a handler crash yields exactly the E_INTERNAL payload and a tool_execution_error."""
     proto, logger = make_proto(tmp_path)
-    out = proto.handle_blocking(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"assay_check_coverage","arguments":{"policy":"x","traces":"SENTINEL"}}}')
+    out = proto.handle_blocking(
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"assay_check_coverage","arguments":{"policy":"x","traces":"SENTINEL"}}}'
+    )
     text = json.loads(out)["result"]["content"][0]["text"]
     assert json.loads(text) == {"allowed": False, "error": {"code": "E_INTERNAL", "message": "Tool execution failed"}}
     assert any(r["fields"]["event"] == "tool_execution_error" for r in logger.records)
@@ -111,9 +135,18 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-methods = st.sampled_from(["initialize", "ping", "tools/list", "tools/call", "server/discover", "notifications/x"]) | st.text(max_size=10)
+methods = st.sampled_from(
+    ["initialize", "ping", "tools/list", "tools/call", "server/discover", "notifications/x"]
+) | st.text(max_size=10)
 tool_names = st.sampled_from(
-    ["assay_check_args", "assay_check_sequence", "assay_policy_decide", "assay_check_coverage", "assay_explain_trace", "assay_server_identity"]
+    [
+        "assay_check_args",
+        "assay_check_sequence",
+        "assay_policy_decide",
+        "assay_check_coverage",
+        "assay_explain_trace",
+        "assay_server_identity",
+    ]
 ) | st.text(max_size=10)
 
 
@@ -123,7 +156,26 @@ def messages(draw):
     if draw(st.booleans()):
         msg["id"] = draw(json_values)
     if msg["method"] == "tools/call" and draw(st.booleans()):
-        args = draw(st.dictionaries(st.sampled_from(["tool", "policy", "arguments", "history", "next_tool", "traces", "trace", "threshold", "format", "on_error"]), json_values, max_size=5))
+        args = draw(
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "tool",
+                        "policy",
+                        "arguments",
+                        "history",
+                        "next_tool",
+                        "traces",
+                        "trace",
+                        "threshold",
+                        "format",
+                        "on_error",
+                    ]
+                ),
+                json_values,
+                max_size=5,
+            )
+        )
         if draw(st.booleans()):
             args["policy"] = draw(st.sampled_from(["b.yaml", "../b.yaml", "/etc/passwd", "", "s.yaml", "nope.yaml"]))
         msg["params"] = {"name": draw(tool_names), "arguments": args}

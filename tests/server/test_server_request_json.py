@@ -91,9 +91,26 @@ def _slow(text):
 
 request_texts = st.one_of(
     objects_text(),
-    st.builds(lambda a, t, b: a + t + b, st.sampled_from(["", " ", "\n", "\t "]), objects_text(), st.sampled_from(["", " ", "x", "}", " 1"])),
+    st.builds(
+        lambda a, t, b: a + t + b,
+        st.sampled_from(["", " ", "\n", "\t "]),
+        objects_text(),
+        st.sampled_from(["", " ", "x", "}", " 1"]),
+    ),
     st.sampled_from(
-        ["NaN", "[Infinity]", "-Infinity", "1e400", "[1e999]", "[" * 5000 + "]" * 5000, "", " ", "{", '"\\ud800"', "1" * 5000]
+        [
+            "NaN",
+            "[Infinity]",
+            "-Infinity",
+            "1e400",
+            "[1e999]",
+            "[" * 5000 + "]" * 5000,
+            "",
+            " ",
+            "{",
+            '"\\ud800"',
+            "1" * 5000,
+        ]
     ),
     st.text(alphabet='{}[]":,0123456789.eE+-tfnrul \\ab', max_size=30),
 )

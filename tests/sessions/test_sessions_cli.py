@@ -17,7 +17,10 @@ TEAM = SessionKey(key="name:team", kind="named", name="team")
 
 def run(base_env, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(ASSAY), "mcp", "session", *args], capture_output=True, text=True, timeout=60,
+        [str(ASSAY), "mcp", "session", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**base_env, "PYTHONPATH": str(REPO), **env},
     )
 
@@ -26,8 +29,9 @@ def _fill(state) -> tuple[str, SessionKey]:
     path = str(state / "sessions.db")
     me = proc_info(os.getpid())
     start = me.start if me is not None else "unknown"
-    client = SessionKey(key=f"client:{os.getpid()}:{start}", kind="client", pid=os.getpid(), start=start,
-                        process="python")
+    client = SessionKey(
+        key=f"client:{os.getpid()}:{start}", kind="client", pid=os.getpid(), start=start, process="python"
+    )
     store = SqliteStore(path)
     now = time.time()
     for key, server in ((TEAM, "github"), (TEAM, "files"), (TEAM, "files"), (client, "web\x1b[2J")):
@@ -64,7 +68,12 @@ def test_reset_then_wraps_read_it_again(tmp_path, base_env):
     store = SqliteStore(path)
     assert store.begin_blocking(TEAM, "p", "files", time.time()) == Loaded(4, None, 0, 0)
     store.abort_blocking()
-    rows = {r["key"]: r for r in map(json.loads, run(base_env, "list", "--json", "--state-dir", str(tmp_path / "state")).stdout.splitlines())}
+    rows = {
+        r["key"]: r
+        for r in map(
+            json.loads, run(base_env, "list", "--json", "--state-dir", str(tmp_path / "state")).stdout.splitlines()
+        )
+    }
     assert rows["name:team"]["armed"] == [] and rows["name:team"]["tool_calls"] == 0
 
 
@@ -95,8 +104,13 @@ def test_corrupt_database_is_one_line_exit_2(tmp_path, base_env):
 
 
 def test_mcp_help_lists_session(base_env):
-    res = subprocess.run([str(ASSAY), "mcp", "--help"], capture_output=True, text=True, timeout=60,
-                         env={**base_env, "PYTHONPATH": str(REPO)})
+    res = subprocess.run(
+        [str(ASSAY), "mcp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base_env, "PYTHONPATH": str(REPO)},
+    )
     assert res.returncode == 0 and " session " in res.stdout
 
 
@@ -110,7 +124,9 @@ def test_a_reader_that_goes_away_gets_no_traceback(tmp_path, base_env):
     for args in (("list", "--json"), ("list",)):
         child = subprocess.Popen(
             [str(ASSAY), "mcp", "session", *args, "--state-dir", str(tmp_path / "state")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**base_env, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**base_env, "PYTHONPATH": str(REPO)},
         )
         assert child.stdout.readline()
         child.stdout.close()  # like `| head -1`

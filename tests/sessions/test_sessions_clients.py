@@ -105,8 +105,25 @@ def test_a_shebang_wrapper_script_of_another_user_is_skipped_by_its_arguments(tm
 def test_launchers_that_stay_the_parent_are_skipped(base_env):
     """``setsid -w`` (forking: the wrap's caller leads its group) and ``timeout`` stay between
     the client and the wrap; ``env``, ``nice``, ``nohup`` and ``stdbuf`` exec what follows."""
-    argv = ["setsid", "-w", "timeout", "30", "env", "X=1", "nice", "-n", "1", "nohup", "stdbuf", "-o0",
-            "timeout", "20", sys.executable, "-c", SHOW]
+    argv = [
+        "setsid",
+        "-w",
+        "timeout",
+        "30",
+        "env",
+        "X=1",
+        "nice",
+        "-n",
+        "1",
+        "nohup",
+        "stdbuf",
+        "-o0",
+        "timeout",
+        "20",
+        sys.executable,
+        "-c",
+        SHOW,
+    ]
     key, parent, _exe = _show(argv, _env(base_env), start_new_session=True, stdin=subprocess.DEVNULL)
     assert parent == "timeout"
     assert _mine(key), key
@@ -170,8 +187,17 @@ def test_a_pid_1_agent_has_one_session_across_its_servers(tmp_path, base_env):
     policy = tmp_path / "assay.yaml"
     policy.write_text(FLOW)
     state = tmp_path / "state"
-    argv = [*UNSHARE, sys.executable, "-c", AGENT, str(ASSAY), str(policy), str(state), str(RECORDER),
-            str(tmp_path / "record")]
+    argv = [
+        *UNSHARE,
+        sys.executable,
+        "-c",
+        AGENT,
+        str(ASSAY),
+        str(policy),
+        str(state),
+        str(RECORDER),
+        str(tmp_path / "record"),
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
@@ -214,14 +240,20 @@ def test_wraps_in_two_pid_namespaces_keep_each_others_sessions(tmp_path, base_en
     env = _env(base_env)
 
     def hold(prefix: list[str]) -> tuple[subprocess.Popen, str]:
-        proc = subprocess.Popen([*prefix, sys.executable, "-c", HOLD, USE, db], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [*prefix, sys.executable, "-c", HOLD, USE, db],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         assert proc.stdout is not None
         return proc, proc.stdout.readline().strip()
 
     def sweep() -> str:  # a wrap of this test process starts (and sweeps)
-        return subprocess.run([sys.executable, "-c", USE, db], capture_output=True, text=True, env=env,
-                              timeout=30, check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", USE, db], capture_output=True, text=True, env=env, timeout=30, check=True
+        ).stdout.strip()
 
     outside, outside_key = hold([])
     inside, inside_key = hold(UNSHARE)

@@ -32,7 +32,9 @@ def _keys(path: str) -> set[str]:
 
 def _counts(path: str) -> tuple[int, ...]:
     conn = sqlite3.connect(path)
-    return tuple(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sessions", "parts", "servers", "events"))
+    return tuple(
+        conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sessions", "parts", "servers", "events")
+    )
 
 
 def test_a_gone_client_is_forgotten_at_the_next_sweep(tmp_path):

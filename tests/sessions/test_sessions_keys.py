@@ -62,7 +62,11 @@ def test_shells_are_skipped_and_a_reused_pid_is_a_new_session(fake_proc):
     key = session_key("client", {})
     assert key is not None
     assert (key.key, key.kind, key.pid, key.start, key.process) == (
-        "client:400:111@boot:ns7", "client", 400, "111@boot", "my (client) app"
+        "client:400:111@boot:ns7",
+        "client",
+        400,
+        "111@boot",
+        "my (client) app",
     )
     assert client_alive(key)
     fake_proc(400, "my (client) app", 1, 222)  # pid 400 reused by a later process
@@ -104,7 +108,12 @@ def test_none_named_and_the_environment(monkeypatch):
     assert session_key("none", {}) is None
     assert session_key(None, {"ASSAY_SHARED_SESSION": "none"}) is None
     named = session_key(None, {"ASSAY_SHARED_SESSION": "team one"})
-    assert named is not None and (named.key, named.kind, named.name, named.pid) == ("name:team one", "named", "team one", None)
+    assert named is not None and (named.key, named.kind, named.name, named.pid) == (
+        "name:team one",
+        "named",
+        "team one",
+        None,
+    )
     assert session_key("x", {"ASSAY_SHARED_SESSION": "none"}).key == "name:x"  # the option wins
     assert session_key("é" * 128, {}).key == "name:" + "é" * 128
     assert client_alive(named)

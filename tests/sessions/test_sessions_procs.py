@@ -55,8 +55,12 @@ def test_concurrent_wraps_never_pass_a_limit_together(tmp_path, base_env, procs)
     path = str(tmp_path / "state" / "sessions.db")
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", RACE, path, str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=_env(base_env), text=True,
+            [sys.executable, "-c", RACE, path, str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(base_env),
+            text=True,
         )
         for i in range(procs)
     ]
@@ -82,7 +86,10 @@ def test_killed_in_commit_leaves_the_commits_that_returned(tmp_path, base_env):
     for _ in range(30):
         kill_at = rng.randint(1, 12)
         child = subprocess.run(
-            [sys.executable, "-c", CRASH, path, "12"], capture_output=True, text=True, timeout=60,
+            [sys.executable, "-c", CRASH, path, "12"],
+            capture_output=True,
+            text=True,
+            timeout=60,
             env=_env(base_env, ASSAY_TEST_KILL_IN_COMMIT=str(kill_at)),
         )
         assert child.returncode == -9, child.stderr
@@ -90,6 +97,8 @@ def test_killed_in_commit_leaves_the_commits_that_returned(tmp_path, base_env):
         returned += kill_at - 1
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA quick_check").fetchone() == ("ok",)
-    assert conn.execute("SELECT requests, tool_calls, calls FROM sessions").fetchall() == [(returned, returned, returned)]
+    assert conn.execute("SELECT requests, tool_calls, calls FROM sessions").fetchall() == [
+        (returned, returned, returned)
+    ]
     version, state = conn.execute("SELECT version, state FROM parts").fetchone()
     assert version == returned and state == (b"%d;" % returned) * 300

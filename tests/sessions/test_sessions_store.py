@@ -68,9 +68,7 @@ def test_same_results_as_memory_store(sequence):
             row = listed[key]
             assert (row["requests"], row["tool_calls"], row["calls"]) == (req, calls, entered)
             servers = {s["server"]: s["calls"] for s in row["servers"]}
-            assert {s: c for s, c in servers.items() if c} == {
-                s: c for (k, s), c in memory.servers.items() if k == key
-            }
+            assert {s: c for s, c in servers.items() if c} == {s: c for (k, s), c in memory.servers.items() if k == key}
             armed = set()
             for (k, _part), row_ in memory.parts.items():
                 if k == key and row_.state is not None:

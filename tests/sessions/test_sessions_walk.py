@@ -26,18 +26,21 @@ def walk(*rows: ProcInfo, first: int = 500) -> int | None:
     return None if got is None else got.pid
 
 
-@pytest.mark.parametrize(("row", "name"), [
-    (P(9, 1, "run-server.sh", "/usr/bin/dash", "/bin/sh", "/opt/run-server.sh"), "dash"),  # a shebang script
-    (P(9, 1, "run-server.sh", None, "/bin/sh", "/opt/run-server.sh"), "sh"),  # exe unreadable: argv[0]
-    (P(9, 1, "run-server.sh"), "run-server.sh"),  # nothing readable but comm
-    (P(9, 1, "run.sh", "/bin/busybox", "/bin/sh", "/opt/run.sh"), "sh"),  # busybox as sh
-    (P(9, 1, "busybox", "/bin/busybox", "busybox", "timeout"), "timeout"),
-    (P(9, 1, "timeout", "/usr/lib/cargo/bin/coreutils", "timeout", "60"), "timeout"),
-    (P(9, 1, "bash", "/usr/bin/bash", "-bash"), "bash"),
-    (P(9, 1, "pipx", "/usr/bin/python3.12", "/usr/bin/python3", "/usr/bin/pipx"), "pipx"),
-    (P(9, 1, "agent", "/usr/bin/python3.12", "/usr/bin/python3", "/opt/agent.py"), "python3.12"),
-    (P(9, 1, "sh", "/usr/bin/node", "node", "/opt/sh"), "node"),  # named like a shell, runs node
-])
+@pytest.mark.parametrize(
+    ("row", "name"),
+    [
+        (P(9, 1, "run-server.sh", "/usr/bin/dash", "/bin/sh", "/opt/run-server.sh"), "dash"),  # a shebang script
+        (P(9, 1, "run-server.sh", None, "/bin/sh", "/opt/run-server.sh"), "sh"),  # exe unreadable: argv[0]
+        (P(9, 1, "run-server.sh"), "run-server.sh"),  # nothing readable but comm
+        (P(9, 1, "run.sh", "/bin/busybox", "/bin/sh", "/opt/run.sh"), "sh"),  # busybox as sh
+        (P(9, 1, "busybox", "/bin/busybox", "busybox", "timeout"), "timeout"),
+        (P(9, 1, "timeout", "/usr/lib/cargo/bin/coreutils", "timeout", "60"), "timeout"),
+        (P(9, 1, "bash", "/usr/bin/bash", "-bash"), "bash"),
+        (P(9, 1, "pipx", "/usr/bin/python3.12", "/usr/bin/python3", "/usr/bin/pipx"), "pipx"),
+        (P(9, 1, "agent", "/usr/bin/python3.12", "/usr/bin/python3", "/opt/agent.py"), "python3.12"),
+        (P(9, 1, "sh", "/usr/bin/node", "node", "/opt/sh"), "node"),  # named like a shell, runs node
+    ],
+)
 def test_identity_is_what_a_process_executes(row, name):
     assert identity(row) == name
 
@@ -74,7 +77,13 @@ def test_pid_1_is_the_client_unless_it_is_an_init_system():
     # the wrap's parent is what it is, even an init system (nothing to skip)
     assert walk(P(500, 0, "tini", "/usr/bin/tini", "tini")) == 500
     # a subreaper (systemd --user) that took over orphaned shells is not their client either
-    assert walk(sh._replace(ppid=300), P(300, 1, "systemd", "/usr/lib/systemd/systemd", "/usr/lib/systemd/systemd", "--user")) == 500
+    assert (
+        walk(
+            sh._replace(ppid=300),
+            P(300, 1, "systemd", "/usr/lib/systemd/systemd", "/usr/lib/systemd/systemd", "--user"),
+        )
+        == 500
+    )
 
 
 def test_keys_carry_the_namespace_and_other_namespaces_are_not_told(monkeypatch):
@@ -123,7 +132,15 @@ def test_a_sweep_keeps_a_session_it_cannot_see_until_it_is_idle(tmp_path):
 def test_the_list_says_it_cannot_tell():
     from assay.cli.session import _table
 
-    row = {"key": "client:2:2@b:ns1", "kind": "client", "name": None, "process": "node", "servers": [],
-           "calls": 1, "armed": [], "last": T0}
+    row = {
+        "key": "client:2:2@b:ns1",
+        "kind": "client",
+        "name": None,
+        "process": "node",
+        "servers": [],
+        "calls": 1,
+        "armed": [],
+        "last": T0,
+    }
     lines = [_table([{**row, "alive": alive}])[1].split()[2] for alive in (True, False, None)]
     assert lines == ["yes", "no", "?"]

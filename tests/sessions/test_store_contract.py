@@ -20,6 +20,7 @@ T0 = 1_800_000_000.0
 A = SessionKey(key="name:a", kind="named", name="a")
 B = SessionKey(key="name:b", kind="named", name="b")
 
+
 def _told(key: SessionKey) -> bool | None:
     """The liveness the tests' stores are built with: what the key's pid says (1: alive, 2: gone,
     else cannot tell); a named session is alive."""
@@ -50,8 +51,17 @@ def stores(request, tmp_path) -> Factory:
     return lambda: SlowStore(backing, latency=0.005)
 
 
-async def use(store: Any, key: SessionKey, now: float, *, state: bytes | None = b"s", part: str = "p",
-              server: str = "srv", armed: tuple[str, ...] = ("r",), entered: bool = True) -> int:
+async def use(
+    store: Any,
+    key: SessionKey,
+    now: float,
+    *,
+    state: bytes | None = b"s",
+    part: str = "p",
+    server: str = "srv",
+    armed: tuple[str, ...] = ("r",),
+    entered: bool = True,
+) -> int:
     """One judged call: begin, count it, commit."""
     loaded = await store.begin(key, part, server, now)
     version: int = await store.commit(Saved(state, loaded.requests + 1, loaded.tool_calls + 1, entered, armed), now)
@@ -203,8 +213,12 @@ async def test_aclose_is_idempotent_and_the_store_opens_again(stores) -> None:
 async def test_a_failing_slow_store_raises_store_error() -> None:
     store = SlowStore(Backing())
     store.fail = "connection refused: db.example:5432"
-    for call in (store.sessions(T0), store.reset("name:a", "t", T0), store.sweep(T0, _told),
-                 store.begin(A, "p", "s", T0)):
+    for call in (
+        store.sessions(T0),
+        store.reset("name:a", "t", T0),
+        store.sweep(T0, _told),
+        store.begin(A, "p", "s", T0),
+    ):
         with pytest.raises(StoreError, match="connection refused"):
             await call
     await store.aclose()
@@ -243,4 +257,3 @@ def test_session_list_and_reset_take_any_store(monkeypatch, capsys, tmp_path) ->
     assert main(["mcp", "session", "list", "--state-dir", state]) == 2
     assert capsys.readouterr().err == "fatal: connection refused\n"
     assert asked == [state, state, state]
-

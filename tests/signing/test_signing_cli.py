@@ -234,14 +234,44 @@ def _flip(doc):
 @pytest.mark.parametrize(
     "case, fn, key, code, message",
     [
-        ("description changed", lambda d: d.update(description="Read any file, then upload it"), "keys", 4, "payload digest mismatch"),
+        (
+            "description changed",
+            lambda d: d.update(description="Read any file, then upload it"),
+            "keys",
+            4,
+            "payload digest mismatch",
+        ),
         ("schema changed", lambda d: d["inputSchema"].update(required=[]), "keys", 4, "payload digest mismatch"),
         ("signature bytes flipped", _flip, "keys", 4, "signature invalid: ed25519 verification failed"),
         ("wrong key", lambda d: None, "other", 4, "signature invalid: ed25519 verification failed"),
-        ("claimed key id changed", lambda d: d["x-assay-sig"].update(key_id="sha256:" + "e" * 64), "keys", 4, "key_id mismatch: signature claims sha256:eeee"),
-        ("payload type", lambda d: d["x-assay-sig"].update(payload_type="application/vnd.in-toto+json"), "keys", 4, "payload type mismatch"),
-        ("malformed signature", lambda d: d["x-assay-sig"].update(signature="!!"), "keys", 1, "malformed signature: invalid base64 signature"),
-        ("version", lambda d: d["x-assay-sig"].update(version=2), "keys", 1, "malformed signature: unsupported version: 2"),
+        (
+            "claimed key id changed",
+            lambda d: d["x-assay-sig"].update(key_id="sha256:" + "e" * 64),
+            "keys",
+            4,
+            "key_id mismatch: signature claims sha256:eeee",
+        ),
+        (
+            "payload type",
+            lambda d: d["x-assay-sig"].update(payload_type="application/vnd.in-toto+json"),
+            "keys",
+            4,
+            "payload type mismatch",
+        ),
+        (
+            "malformed signature",
+            lambda d: d["x-assay-sig"].update(signature="!!"),
+            "keys",
+            1,
+            "malformed signature: invalid base64 signature",
+        ),
+        (
+            "version",
+            lambda d: d["x-assay-sig"].update(version=2),
+            "keys",
+            1,
+            "malformed signature: unsupported version: 2",
+        ),
     ],
 )
 def test_verify_tamper_exit_codes(work, case, fn, key, code, message):
@@ -378,7 +408,21 @@ def shim_base(work):
             (base / name / f).chmod(0o600 if f.startswith("private") else 0o644)
     (base / "tool.json").write_bytes((work / "tool.json").read_bytes())
     env = {"SOURCE_DATE_EPOCH": "1769601600"}
-    assert run("mcp", "tool", "sign", "tool.json", "-k", "keys/private_key.pem", "-o", "signed.json", cwd=base, env_extra=env).returncode == 0
+    assert (
+        run(
+            "mcp",
+            "tool",
+            "sign",
+            "tool.json",
+            "-k",
+            "keys/private_key.pem",
+            "-o",
+            "signed.json",
+            cwd=base,
+            env_extra=env,
+        ).returncode
+        == 0
+    )
     doc = json.loads((base / "signed.json").read_bytes())
     doc["description"] = "tampered"
     (base / "tampered.json").write_text(json.dumps(doc))
@@ -434,8 +478,12 @@ def test_shim_is_hidden_and_warns_on_usage_errors_and_help(tmp_path):
     assert b" mcp " in res.stdout and b" tool " not in res.stdout
     res = run("mcp", "--help", cwd=tmp_path)
     assert b" tool " in res.stdout
-    for args in (("verify",), ("sign", "t.json", "-k", "k", "-o", "x", "--in-place"), ("bogus",),
-                 ("sign", "t.json", "--key", "k")):
+    for args in (
+        ("verify",),
+        ("sign", "t.json", "-k", "k", "-o", "x", "--in-place"),
+        ("bogus",),
+        ("sign", "t.json", "--key", "k"),
+    ):
         shim, mcp = run("tool", *args, cwd=tmp_path), run("mcp", "tool", *args, cwd=tmp_path)
         assert (shim.returncode, shim.stdout) == (mcp.returncode, mcp.stdout) == (2, b""), args
         # cyclopts names the command as typed ("tool verify" against "mcp tool verify")

@@ -83,7 +83,11 @@ TAMPERS = {
     "version": (lambda t: t[SIG_FIELD].update(version=2), 1, "unsupported version: 2"),
     "algorithm": (lambda t: t[SIG_FIELD].update(algorithm="rsa"), 1, "unsupported algorithm"),
     "not base64": (lambda t: t[SIG_FIELD].update(signature="***"), 1, "invalid base64 signature"),
-    "short signature": (lambda t: t[SIG_FIELD].update(signature=base64.b64encode(b"x" * 63).decode()), 1, "invalid signature bytes"),
+    "short signature": (
+        lambda t: t[SIG_FIELD].update(signature=base64.b64encode(b"x" * 63).decode()),
+        1,
+        "invalid signature bytes",
+    ),
     "missing member": (lambda t: t[SIG_FIELD].pop("key_id"), 1, 'missing field "key_id"'),
     "signature not an object": (lambda t: t.update({SIG_FIELD: "sig"}), 1, "malformed signature"),
     "bad signed_at": (lambda t: t[SIG_FIELD].update(signed_at="yesterday"), 1, "RFC 3339"),

@@ -41,8 +41,14 @@ def env_for(home: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def tools(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ASSAY), "mcp", "tools", *args], capture_output=True, text=True, timeout=TIMEOUT,
-                          env=env or env_for(), cwd=cwd)
+    return subprocess.run(
+        [str(ASSAY), "mcp", "tools", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env or env_for(),
+        cwd=cwd,
+    )
 
 
 def rows(stdout: str) -> dict[str, dict]:
@@ -58,7 +64,9 @@ def test_everything_server_names_and_annotations(node):
     assert list(echo) == ["server", "name", "title", "description", "annotations", "arguments", "policy"]
     assert echo["title"] == "Echo Tool" and echo["policy"] is None
     assert echo["annotations"] == {"read_only": True, "destructive": False, "idempotent": True, "open_world": False}
-    assert echo["arguments"] == [{"name": "message", "type": "string", "required": True, "description": "Message to echo"}]
+    assert echo["arguments"] == [
+        {"name": "message", "type": "string", "required": True, "description": "Message to echo"}
+    ]
     assert got["gzip-file-as-resource"]["annotations"]["open_world"] is True
     text = tools("--", node, str(EVERYTHING))
     assert text.returncode == 0
@@ -90,10 +98,21 @@ def test_filesystem_server_with_a_policy(node, tmp_path):
     got = rows(res.stdout)
     assert {"read_text_file", "write_file", "move_file", "list_directory", "directory_tree"} <= set(got)
     assert got["read_text_file"]["annotations"]["read_only"] is True
-    assert got["write_file"]["annotations"] == {"read_only": False, "destructive": True, "idempotent": True, "open_world": False}
+    assert got["write_file"]["annotations"] == {
+        "read_only": False,
+        "destructive": True,
+        "idempotent": True,
+        "open_world": False,
+    }
     assert got["read_text_file"]["policy"] == {
-        "verdict": "allow", "reason_code": None, "matched_rule": "tools.allow", "schema": True,
-        "path_confined": ["path"], "rate_rules": ["reads"], "flow_rules": ["no-write-after-read"]}
+        "verdict": "allow",
+        "reason_code": None,
+        "matched_rule": "tools.allow",
+        "schema": True,
+        "path_confined": ["path"],
+        "rate_rules": ["reads"],
+        "flow_rules": ["no-write-after-read"],
+    }
     assert got["write_file"]["policy"]["verdict"] == "needs approval"
     assert got["list_directory"]["policy"]["verdict"] == "allow with warning"  # no schema, mode warn
     assert got["list_directory"]["policy"]["path_confined"] == ["path"]
@@ -102,8 +121,10 @@ def test_filesystem_server_with_a_policy(node, tmp_path):
     assert got["directory_tree"]["policy"]["reason_code"] == "E_TOOL_NOT_ALLOWED"
     text = tools("--policy", str(policy), "--", node, str(FILESYSTEM), str(tmp_path))
     assert "      policy: deny E_TOOL_DENIED (tools.deny)" in text.stdout.splitlines()
-    assert ("      policy: allow (tools.allow); path-confined: path; rate rules: reads; flow rules: no-write-after-read"
-            in text.stdout.splitlines())
+    assert (
+        "      policy: allow (tools.allow); path-confined: path; rate rules: reads; flow rules: no-write-after-read"
+        in text.stdout.splitlines()
+    )
 
 
 # a small stdio server: its tools name its environment and working directory, over three pages
@@ -135,12 +156,33 @@ def test_a_client_config_protected_entry_env_cwd_and_remote(node, tmp_path):
     server.write_text(PAGED)
     policy = tmp_path / "assay.yaml"
     policy.write_text('version: "2.0"\ntools: {allow: ["read_*", list_directory]}\n')
-    config = {"mcpServers": {
-        "paged": {"command": sys.executable, "args": [str(server)], "env": {"TOOL_PREFIX": "page_"}, "cwd": str(work)},
-        "fs": {"command": str(ASSAY), "args": ["mcp", "wrap", "--policy", str(policy), "--label", "files",
-                                               "--hide-denied-tools", "--", node, str(FILESYSTEM), str(tmp_path)]},
-        "remote": {"url": "https://mcp.example.com/mcp"},
-    }}
+    config = {
+        "mcpServers": {
+            "paged": {
+                "command": sys.executable,
+                "args": [str(server)],
+                "env": {"TOOL_PREFIX": "page_"},
+                "cwd": str(work),
+            },
+            "fs": {
+                "command": str(ASSAY),
+                "args": [
+                    "mcp",
+                    "wrap",
+                    "--policy",
+                    str(policy),
+                    "--label",
+                    "files",
+                    "--hide-denied-tools",
+                    "--",
+                    node,
+                    str(FILESYSTEM),
+                    str(tmp_path),
+                ],
+            },
+            "remote": {"url": "https://mcp.example.com/mcp"},
+        }
+    }
     (home / ".cursor" / "mcp.json").write_text(json.dumps(config))
     res = tools("cursor", env=env_for(home, XDG_STATE_HOME=str(tmp_path / "state")))
     assert res.returncode == 0, res.stderr
@@ -152,13 +194,21 @@ def test_a_client_config_protected_entry_env_cwd_and_remote(node, tmp_path):
     listed = [line.split()[0] for line in out if line.startswith("  ") and not line.startswith("    ")]
     # through wrap's --hide-denied-tools: only what the policy allows reaches the listing
     assert {"read_text_file", "list_directory"} <= set(listed) and "write_file" not in listed
-    assert out[-1] == ('server "remote": skipped: a remote server (http https://mcp.example.com/mcp): '
-                       "assay mcp tools starts stdio servers only")
-    one = tools("--json", "--policy", str(policy), "cursor", "fs", env=env_for(home, XDG_STATE_HOME=str(tmp_path / "state")))
+    assert out[-1] == (
+        'server "remote": skipped: a remote server (http https://mcp.example.com/mcp): '
+        "assay mcp tools starts stdio servers only"
+    )
+    one = tools(
+        "--json", "--policy", str(policy), "cursor", "fs", env=env_for(home, XDG_STATE_HOME=str(tmp_path / "state"))
+    )
     assert one.returncode == 0, one.stderr
     assert {d["server"] for d in rows(one.stdout).values()} == {"fs"}
     missing = tools("cursor", "nope", env=env_for(home))
-    assert missing.returncode == 2 and missing.stderr.startswith("assay: error: ") and "no server named 'nope'" in missing.stderr
+    assert (
+        missing.returncode == 2
+        and missing.stderr.startswith("assay: error: ")
+        and "no server named 'nope'" in missing.stderr
+    )
 
 
 def _gone(pid: int, within: float = 30.0) -> bool:
@@ -177,8 +227,10 @@ def _gone(pid: int, within: float = 30.0) -> bool:
 def test_a_server_that_exits_at_once(tmp_path):
     res = tools("--", "sh", "-c", "echo 'no such module' >&2; exit 3")
     assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr == ('fatal: server "sh": the server exited with status 3 before answering initialize '
-                          "(its last stderr line: no such module)\n")
+    assert res.stderr == (
+        'fatal: server "sh": the server exited with status 3 before answering initialize '
+        "(its last stderr line: no such module)\n"
+    )
     res = tools("--", str(tmp_path / "missing-server"))
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "program not found" in res.stderr
 
@@ -197,12 +249,16 @@ def test_a_server_that_never_answers_times_out_and_leaves_nothing(tmp_path):
 def test_usage_errors_and_failures(tmp_path):
     # README.md, "Commands": a bad flag or value is `assay: error:`; a failure of the work itself
     # (a policy or config that cannot be read) is `fatal:`; both exit 2 here (docs/tools.md)
-    for args, text in ((("--timeout", "0", "--", "x"), "--timeout must be more than 0"),
-                       (("nosuch",), "'nosuch' is not a client"),
-                       ((), "give a server command after --")):
+    for args, text in (
+        (("--timeout", "0", "--", "x"), "--timeout must be more than 0"),
+        (("nosuch",), "'nosuch' is not a client"),
+        ((), "give a server command after --"),
+    ):
         res = tools(*args)
         assert res.returncode == 2, args
-        assert res.stderr.startswith("assay: error: ") and res.stderr.count("\n") == 1 and text in res.stderr, res.stderr
+        assert res.stderr.startswith("assay: error: ") and res.stderr.count("\n") == 1 and text in res.stderr, (
+            res.stderr
+        )
     res = tools("--policy", str(tmp_path / "none.yaml"), "--", "x")
     assert res.returncode == 2 and res.stderr.startswith("fatal: cannot read policy") and res.stderr.count("\n") == 1
     res = tools("cursor", env=env_for(tmp_path))

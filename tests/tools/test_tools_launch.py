@@ -16,7 +16,11 @@ from tests.discover._discover_helpers import make_env, run_assay
 VSCODE = {
     "inputs": [{"type": "promptString", "id": "api-key", "password": True}],
     "servers": {
-        "notes": {"type": "http", "url": "https://h.example/mcp", "headers": {"Authorization": "Bearer ${input:api-key}"}},
+        "notes": {
+            "type": "http",
+            "url": "https://h.example/mcp",
+            "headers": {"Authorization": "Bearer ${input:api-key}"},
+        },
         "local": {"command": "npx", "args": ["srv", "--token", "${input:api-key}"]},
         "cmd": {"command": "srv", "env": {"PICKED": "${command:pickFolder}"}},
         "plain": {"command": "srv", "env": {"HOME_DIR": "${env:HOME}", "X": "${input"}},
@@ -35,8 +39,10 @@ def test_a_value_only_the_client_fills_in_is_said_and_the_entry_is_not_started(p
     if protected:
         text = p.protect_text(text, loc, p.WrapOptions("/opt/assay", "/p.yaml")).text
     found = {f.name: f for f in launches(text.encode(), loc)[0]}
-    tail = ", a value only VS Code can fill in (it asks for it when it starts the server); assay mcp tools cannot, " \
-           "so it does not start the server"
+    tail = (
+        ", a value only VS Code can fill in (it asks for it when it starts the server); assay mcp tools cannot, "
+        "so it does not start the server"
+    )
     if protected:
         assert found["notes"].skipped == "its header Authorization (env ASSAY_HEADER_1) holds ${input:api-key}" + tail
         assert found["local"].skipped == "its args[10] holds ${input:api-key}" + tail
@@ -49,19 +55,23 @@ def test_a_value_only_the_client_fills_in_is_said_and_the_entry_is_not_started(p
 
 def test_the_cli_says_it_and_starts_nothing(tmp_path):
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"servers": {"local": {"command": str(tmp_path / "never-run"),
-                                                         "args": ["${input:api-key}"]}}}))
+    config.write_text(
+        json.dumps({"servers": {"local": {"command": str(tmp_path / "never-run"), "args": ["${input:api-key}"]}}})
+    )
     res = run_assay("mcp", "tools", "vscode", "--config", str(config), env=make_env(tmp_path), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode() == (
         'server "local": skipped: its args[0] holds ${input:api-key}, a value only VS Code can fill in (it asks '
-        "for it when it starts the server); assay mcp tools cannot, so it does not start the server\n")
+        "for it when it starts the server); assay mcp tools cannot, so it does not start the server\n"
+    )
 
 
 def test_a_client_config_that_cannot_be_read_is_fatal(tmp_path):
     # docs/tools.md, "Exit": a client config that cannot be read is exit 2, one fatal line, never a traceback
-    for name, text in (("bad.json", "{"), ("deep.json", '{"servers": {"s": {"command": "x", "env": {"A": '
-                                                        + "[" * 3000 + "]" * 3000 + "}}}}")):
+    for name, text in (
+        ("bad.json", "{"),
+        ("deep.json", '{"servers": {"s": {"command": "x", "env": {"A": ' + "[" * 3000 + "]" * 3000 + "}}}}"),
+    ):
         config = tmp_path / name
         config.write_text(text)
         res = run_assay("mcp", "tools", "vscode", "--config", str(config), env=make_env(tmp_path), cwd=tmp_path)
@@ -69,10 +79,17 @@ def test_a_client_config_that_cannot_be_read_is_fatal(tmp_path):
         assert res.stderr.decode().startswith(f"fatal: {config}: invalid JSON") and res.stderr.count(b"\n") == 1
 
 
-@pytest.mark.parametrize("client,name,text", [
-    ("codex", "config.toml", '[mcp_servers.s]\ncommand = "npx"\nenv = { A = ' + "[" * 3000 + "]" * 3000 + " }\n"),
-    ("cursor", "mcp.json", '{"mcpServers": {"s": {"command": "npx", "env": {"A": ' + "[" * 3000 + "]" * 3000 + "}}}}"),
-])
+@pytest.mark.parametrize(
+    "client,name,text",
+    [
+        ("codex", "config.toml", '[mcp_servers.s]\ncommand = "npx"\nenv = { A = ' + "[" * 3000 + "]" * 3000 + " }\n"),
+        (
+            "cursor",
+            "mcp.json",
+            '{"mcpServers": {"s": {"command": "npx", "env": {"A": ' + "[" * 3000 + "]" * 3000 + "}}}}",
+        ),
+    ],
+)
 def test_a_config_nested_too_deeply_is_one_line_for_protect_and_tools(tmp_path, client, name, text):
     config = tmp_path / name
     config.write_text(text)

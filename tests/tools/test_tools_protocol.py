@@ -15,9 +15,17 @@ def line(obj) -> bytes:
 
 
 def init_result(version="2025-06-18", caps=None):
-    return line({"jsonrpc": "2.0", "id": 1, "result": {
-        "protocolVersion": version, "capabilities": {"tools": {}} if caps is None else caps,
-        "serverInfo": {"name": "s", "version": "1"}}})
+    return line(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "protocolVersion": version,
+                "capabilities": {"tools": {}} if caps is None else caps,
+                "serverInfo": {"name": "s", "version": "1"},
+            },
+        }
+    )
 
 
 def test_initialize_then_every_page():
@@ -28,12 +36,19 @@ def test_initialize_then_every_page():
     assert c.receive(b"starting up...\n") == []
     assert c.receive(line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})) == []
     assert json.loads(c.receive(line({"jsonrpc": "2.0", "id": "p", "method": "ping"}))[0]) == {
-        "jsonrpc": "2.0", "id": "p", "result": {}}
-    assert json.loads(c.receive(line({"jsonrpc": "2.0", "id": 9, "method": "roots/list"}))[0])["error"]["code"] == -32601
+        "jsonrpc": "2.0",
+        "id": "p",
+        "result": {},
+    }
+    assert (
+        json.loads(c.receive(line({"jsonrpc": "2.0", "id": 9, "method": "roots/list"}))[0])["error"]["code"] == -32601
+    )
     sent = [json.loads(x) for x in c.receive(init_result())]
     assert [m["method"] for m in sent] == ["notifications/initialized", "tools/list"]
     assert c.listing.protocol_version == "2025-06-18"  # the server's version is taken as it is
-    out = c.receive(line({"jsonrpc": "2.0", "id": sent[1]["id"], "result": {"tools": [{"name": "a"}], "nextCursor": "p2"}}))
+    out = c.receive(
+        line({"jsonrpc": "2.0", "id": sent[1]["id"], "result": {"tools": [{"name": "a"}], "nextCursor": "p2"}})
+    )
     nxt = json.loads(out[0])
     assert nxt["params"] == {"cursor": "p2"}
     assert c.receive(line({"jsonrpc": "2.0", "id": nxt["id"], "result": {"tools": [{"name": "b"}]}})) == []
@@ -47,12 +62,20 @@ def test_a_server_without_tools_is_done_after_initialize():
     assert c.done and c.listing.tools == []
 
 
-@pytest.mark.parametrize("answer, message", [
-    ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad\nversion"}},
-     "the server answered initialize with error -32602: bad version"),
-    ({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {}}}, "the server's initialize result has no protocolVersion"),
-    ({"jsonrpc": "2.0", "id": 1, "result": 5}, "the server's answer to initialize has no result object"),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        (
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad\nversion"}},
+            "the server answered initialize with error -32602: bad version",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {}}},
+            "the server's initialize result has no protocolVersion",
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "result": 5}, "the server's answer to initialize has no result object"),
+    ],
+)
 def test_failures_are_one_line(answer, message):
     c = ListingClient()
     c.start()
@@ -81,14 +104,30 @@ def test_pages_and_tools_are_bounded():
 
 
 def test_describe_reads_odd_shapes_and_escapes_text():
-    info = describe({"name": "x\x1b[2J", "annotations": {"readOnlyHint": "yes", "destructiveHint": True, "title": "T"},
-                     "inputSchema": {"type": "object", "required": ["a"], "properties": {
-                         "a": {"type": "string", "enum": ["r", "w"]}, "b": {"type": "array", "items": {"type": "integer"}},
-                         "c": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "d": 5}}})
+    info = describe(
+        {
+            "name": "x\x1b[2J",
+            "annotations": {"readOnlyHint": "yes", "destructiveHint": True, "title": "T"},
+            "inputSchema": {
+                "type": "object",
+                "required": ["a"],
+                "properties": {
+                    "a": {"type": "string", "enum": ["r", "w"]},
+                    "b": {"type": "array", "items": {"type": "integer"}},
+                    "c": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                    "d": 5,
+                },
+            },
+        }
+    )
     assert info.annotations == {"read_only": None, "destructive": True, "idempotent": None, "open_world": None}
     assert info.title == "T"
     assert [(a.name, a.type, a.required) for a in info.arguments] == [
-        ("a", 'string ("r"|"w")', True), ("b", "array of integer", False), ("c", "string|null", False), ("d", "any", False)]
+        ("a", 'string ("r"|"w")', True),
+        ("b", "array of integer", False),
+        ("c", "string|null", False),
+        ("d", "any", False),
+    ]
     lines = text_lines(info, None)
     assert lines[0] == "x\\x1b[2J - T [destructive]"
     assert describe({"name": "n", "inputSchema": "nope"}).arguments == ()
@@ -103,6 +142,8 @@ def test_an_over_long_line_ends_the_listing_and_the_server():
 
     from assay.mcpclient.run import list_tools
 
-    script = "import sys; sys.stdin.readline(); sys.stdout.write('x' * 5000 + '\\n'); sys.stdout.flush(); sys.stdin.read()"
+    script = (
+        "import sys; sys.stdin.readline(); sys.stdout.write('x' * 5000 + '\\n'); sys.stdout.flush(); sys.stdin.read()"
+    )
     with pytest.raises(ListingError, match="a line of 5000 bytes from the server is over the frame limit"):
         trio.run(lambda: list_tools([sys.executable, "-c", script], timeout=60, max_line_bytes=100))

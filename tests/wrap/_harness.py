@@ -13,7 +13,18 @@ from typing import Any
 
 from assay.policy.shared import StoreError
 from assay.session.admission import admit
-from assay.session.effects import AdmitLine, Effect, Record, Sink, StoreAbort, StoreBegin, StoreCommit, ToClient, ToServer, Warn
+from assay.session.effects import (
+    AdmitLine,
+    Effect,
+    Record,
+    Sink,
+    StoreAbort,
+    StoreBegin,
+    StoreCommit,
+    ToClient,
+    ToServer,
+    Warn,
+)
 from assay.session.session import SessionOptions, WrapSession
 
 

@@ -59,8 +59,17 @@ class Wrapper:
 
     def argv(self, *wrap_opts: str, server_opts: tuple[str, ...] = ()) -> list[str]:
         return [
-            str(ASSAY), "mcp", "wrap", "--policy", str(self.policy), *wrap_opts,
-            "--", sys.executable, str(RECORDER), str(self.record), *server_opts,
+            str(ASSAY),
+            "mcp",
+            "wrap",
+            "--policy",
+            str(self.policy),
+            *wrap_opts,
+            "--",
+            sys.executable,
+            str(RECORDER),
+            str(self.record),
+            *server_opts,
         ]
 
     def run(self, frames: bytes, *wrap_opts: str, server_opts: tuple[str, ...] = (), timeout: float = 120) -> WrapRun:

@@ -161,10 +161,16 @@ def audit_record_for(
     reason = None if decision.outcome == "allow" else decision.reason
     agentic = decision.contract if decision.outcome == "deny" else None
     return audit_record(
-        verdict, name, reason, request_id=request_id, agentic=agentic, timestamp=timestamp, session=session,
-        server=server, arguments=arguments,
+        verdict,
+        name,
+        reason,
+        request_id=request_id,
+        agentic=agentic,
+        timestamp=timestamp,
+        session=session,
+        server=server,
+        arguments=arguments,
     )
-
 
 
 def _event_tool(event: Mapping[str, Any]) -> str | None:
@@ -219,10 +225,22 @@ def events_coverage_report(events: Sequence[Mapping[str, Any]], declared: Iterab
     routes = Counter(zip(order, order[1:]))
     report["routes"] = {"routes_seen": [{"from": a, "to": b, "count": n} for (a, b), n in sorted(routes.items())]}
     findings = [
-        {"kind": "unknown_tool", "severity": "note", "message": f"tool '{t}' was seen but not declared", "tool": t, "count": 1}
+        {
+            "kind": "unknown_tool",
+            "severity": "note",
+            "message": f"tool '{t}' was seen but not declared",
+            "tool": t,
+            "count": 1,
+        }
         for t in unknown
     ] + [
-        {"kind": "missing_taxonomy", "severity": "note", "message": f"tool '{t}' was seen but has no taxonomy entry", "tool": t, "count": 1}
+        {
+            "kind": "missing_taxonomy",
+            "severity": "note",
+            "message": f"tool '{t}' was seen but has no taxonomy entry",
+            "tool": t,
+            "count": 1,
+        }
         for t in missing
     ]
     findings.sort(key=lambda f: (f["severity"], f["kind"], f["message"], f["tool"]))

@@ -195,7 +195,6 @@ def test_splitter_matches_reference_split(parts, chunk, cap):
 # -- nesting depth is decided in linear time (docs/wrap.md, "Admission") -----------------------
 
 
-
 def _reference_depth(content: bytes) -> int:
     import re as _re
 
@@ -218,8 +217,10 @@ def test_a_64_mib_line_of_brackets_is_refused_quickly():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b",", b"\\", b"a", b"[]"]), max_size=600),
-       st.integers(min_value=1, max_value=64))
+@given(
+    st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b",", b"\\", b"a", b"[]"]), max_size=600),
+    st.integers(min_value=1, max_value=64),
+)
 def test_depth_check_matches_a_plain_walk(parts, block):
     content = b"".join(parts)
     content += b"]" * max(0, content.count(b"[") + content.count(b"{") - content.count(b"]") - content.count(b"}"))

@@ -53,13 +53,22 @@ class KeepingLedger(Ledger):
 def rooms(policy=POLICY, *, dry_run: bool = False) -> tuple[CallPath, ApprovalRoom, Clock]:
     clock = Clock()
     state = SessionState()
-    recorder = records.Recorder(source="assay://test", label="srv", dry_run=dry_run, decision_log=True,
-                                audit_log=False, keep_events=False, verbose=False)
+    recorder = records.Recorder(
+        source="assay://test",
+        label="srv",
+        dry_run=dry_run,
+        decision_log=True,
+        audit_log=False,
+        keep_events=False,
+        verbose=False,
+    )
     ledger = KeepingLedger(recorder)
     server = ServerSide(ToolBook(policy, state, "srv", verbose=False, hide=False, baseline=None), 1 << 20, None)
     room = ApprovalRoom(policy, dry_run=dry_run, token=TOKEN, key=b"k" * 32)
     guards = build_guards(GuardContext(policy, Surface.WRAP, "srv", state, clock, asker=room if room.asks else None))
-    calls = CallPath(Pipeline(policy, state, guards.checks, guards.approvals, clock=clock), ledger, server, "srv", dry_run, clock)
+    calls = CallPath(
+        Pipeline(policy, state, guards.checks, guards.approvals, clock=clock), ledger, server, "srv", dry_run, clock
+    )
     room.attach(calls)
     calls.attach(room)
     server.prefix = room.prefix
@@ -67,7 +76,11 @@ def rooms(policy=POLICY, *, dry_run: bool = False) -> tuple[CallPath, ApprovalRo
 
 
 def frame(rid: Any = 1, name: str = "deploy", **params: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": name, "arguments": {"env": "prod"}, **params}}
+    obj: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "method": "tools/call",
+        "params": {"name": name, "arguments": {"env": "prod"}, **params},
+    }
     if rid is not None:
         obj["id"] = rid
     return obj

@@ -32,8 +32,9 @@ class Judge:
 
 def side(refuse: tuple[str, ...] = (), released: list[bytes] | None = None, max_frame_bytes: int = 1 << 26):
     judge = Judge(refuse)
-    recorder = records.Recorder(source="", label="x", dry_run=False, decision_log=False, audit_log=False,
-                                keep_events=False, verbose=False)
+    recorder = records.Recorder(
+        source="", label="x", dry_run=False, decision_log=False, audit_log=False, keep_events=False, verbose=False
+    )
     ledger = Ledger(recorder, (), receipts=False)
 
     def reply(data: bytes, out: list[Effect]) -> None:
@@ -152,8 +153,12 @@ def test_a_verdict_after_the_run_stopped_is_dropped():
     assert client.admitted(admit(big), out, running=False) is False and out == []
 
 
-@given(st.lists(st.sampled_from([line("ping", 1), line("tools/call", 2), b"\n", b"{bad\n", line("initialize", 3)]),
-                max_size=8), st.lists(st.integers(0, 400), max_size=4))
+@given(
+    st.lists(
+        st.sampled_from([line("ping", 1), line("tools/call", 2), b"\n", b"{bad\n", line("initialize", 3)]), max_size=8
+    ),
+    st.lists(st.integers(0, 400), max_size=4),
+)
 def test_any_cut_of_the_stream_judges_the_same_frames(frames: list[bytes], cuts: list[int]):
     data = b"".join(frames)
     whole, judge_whole = side()

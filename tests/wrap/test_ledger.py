@@ -16,9 +16,17 @@ POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["echo"]\n')
 
 
 def ledger(*, sinks: tuple[Sink, ...] = (), audit: bool = False, receipts: bool = False) -> Ledger:
-    recorder = records.Recorder(source="assay://t", label="srv", dry_run=False, decision_log=bool(sinks),
-                                audit_log=audit, keep_events=True, verbose=False,
-                                new_event_id=lambda: "evt-1", now=lambda: "2026-01-01T00:00:00Z")
+    recorder = records.Recorder(
+        source="assay://t",
+        label="srv",
+        dry_run=False,
+        decision_log=bool(sinks),
+        audit_log=audit,
+        keep_events=True,
+        verbose=False,
+        new_event_id=lambda: "evt-1",
+        now=lambda: "2026-01-01T00:00:00Z",
+    )
     return Ledger(recorder, sinks, receipts)
 
 

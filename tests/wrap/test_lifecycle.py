@@ -92,9 +92,7 @@ def test_signal_to_wrap_stops_child_and_exits_128_plus_n(wrapper: Wrapper, signu
     """SIGINT/SIGTERM to wrap: the child's group is stopped, exit 128+N."""
     pidfile = wrapper.tmp / "child.pid"
     gc_file = wrapper.tmp / "gc.pid"
-    proc = wrapper.popen(
-        server_opts=("--pidfile", str(pidfile), "--on-eof-hang", "--spawn-grandchild", str(gc_file))
-    )
+    proc = wrapper.popen(server_opts=("--pidfile", str(pidfile), "--on-eof-hang", "--spawn-grandchild", str(gc_file)))
     try:
         assert exchange(proc, request(1, "ping"))["id"] == 1
         child, grandchild = read_pid(pidfile), read_pid(gc_file)
@@ -186,7 +184,9 @@ def test_unterminated_last_server_line_is_relayed(tmp_path):
     script = "import sys; sys.stdout.write('first\\nno newline at end'); sys.stdout.flush()"
     res = subprocess.run(
         [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", sys.executable, "-c", script],
-        input=b"", capture_output=True, timeout=60,
+        input=b"",
+        capture_output=True,
+        timeout=60,
     )
     assert res.returncode == 0
     assert res.stdout == b"first\nno newline at end"
@@ -198,7 +198,9 @@ def test_child_killed_by_signal_maps_to_128_plus_n(tmp_path):
     script = "import os, signal; os.kill(os.getpid(), signal.SIGUSR1)"
     res = subprocess.run(
         [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", sys.executable, "-c", script],
-        input=b"", capture_output=True, timeout=60,
+        input=b"",
+        capture_output=True,
+        timeout=60,
     )
     assert res.returncode == 128 + signal.SIGUSR1
 
@@ -208,8 +210,18 @@ def test_child_killed_by_signal_maps_to_128_plus_n(tmp_path):
 
 def run_wrap_argv(tmp_path, *args: str) -> subprocess.CompletedProcess:
     pidfile = tmp_path / "spawned.pid"
-    argv = [str(ASSAY), "mcp", "wrap", *args, "--", sys.executable, str(RECORDER), str(tmp_path / "r"),
-            "--pidfile", str(pidfile)]
+    argv = [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        *args,
+        "--",
+        sys.executable,
+        str(RECORDER),
+        str(tmp_path / "r"),
+        "--pidfile",
+        str(pidfile),
+    ]
     res = subprocess.run(argv, input=b"", capture_output=True, timeout=60, cwd=tmp_path)
     res.spawned = pidfile.exists()  # type: ignore[attr-defined]
     return res
@@ -295,7 +307,10 @@ def test_arguments_after_double_dash_go_to_child_untouched(tmp_path):
     script = "import sys, json; print(json.dumps(sys.argv[1:]))"
     res = subprocess.run(
         [str(ASSAY), "mcp", "wrap", "--", sys.executable, "-c", script, "--policy", "x", "--", "-v", "--dry-run"],
-        input=b"", capture_output=True, timeout=60, cwd=tmp_path,
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == ["--policy", "x", "--", "-v", "--dry-run"]
@@ -305,7 +320,10 @@ def test_spawn_failure_is_fatal(tmp_path):
     (tmp_path / "assay.yaml").write_text('version: "2.0"\n')
     res = subprocess.run(
         [str(ASSAY), "mcp", "wrap", "--", str(tmp_path / "no-such-server")],
-        input=b"", capture_output=True, timeout=60, cwd=tmp_path,
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     assert res.returncode == 2
     assert res.stderr.decode().strip().splitlines()[-1].startswith("fatal: cannot start ")
@@ -318,7 +336,12 @@ def test_log_write_error_is_fatal_and_frame_not_forwarded(wrapper: Wrapper):
         pytest.fail("this test needs /dev/full (Linux)")
     pidfile = wrapper.tmp / "child.pid"
     proc = wrapper.popen(
-        "--event-source", "assay://t/x", "--decision-log", "/dev/full", "--session-stop-out", "stop.json",
+        "--event-source",
+        "assay://t/x",
+        "--decision-log",
+        "/dev/full",
+        "--session-stop-out",
+        "stop.json",
         server_opts=("--pidfile", str(pidfile), "--on-eof-hang"),
     )
     try:

@@ -40,8 +40,9 @@ def wrap_argv(tmp: Path, server: list[str], *opts: str) -> list[str]:
 
 
 def popen(argv: list[str], tmp: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=kw.pop("stderr", subprocess.PIPE), cwd=tmp, **kw)
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=kw.pop("stderr", subprocess.PIPE), cwd=tmp, **kw
+    )
 
 
 def read_all(stream, timeout: float = 120, pace: float = 0.0, chunk: int = 65536) -> bytes:
@@ -64,9 +65,14 @@ def read_all(stream, timeout: float = 120, pace: float = 0.0, chunk: int = 65536
 
 
 def notifications(n: int, pad: int, char: str = "x") -> list[bytes]:
-    return [json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
-                        "params": {"n": i, "pad": char * pad}}, separators=(",", ":")).encode() + b"\n"
-            for i in range(n)]
+    return [
+        json.dumps(
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i, "pad": char * pad}},
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+        for i in range(n)
+    ]
 
 
 # -- the child exits first ---------------------------------------------------------------------
@@ -75,13 +81,17 @@ def notifications(n: int, pad: int, char: str = "x") -> list[bytes]:
 def test_child_exit_delivers_every_byte_to_a_slow_client(tmp_path):
     """The server writes 400 lines (400 KiB, more than the pipes hold) and exits while the client
     reads slowly: all 400 lines arrive whole, whatever the grace period."""
-    server = script(tmp_path, "s.py", """
+    server = script(
+        tmp_path,
+        "s.py",
+        """
         import json, os, sys
         for i in range(400):
             line = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                                "params": {"n": i, "pad": "x" * 1000}}, separators=(",", ":"))
             os.write(1, (line + "\\n").encode())
-    """)
+    """,
+    )
     proc = popen(wrap_argv(tmp_path, [sys.executable, str(server)], "--shutdown-grace", "0.1"), tmp_path)
     try:
         out = read_all(proc.stdout, pace=0.02, chunk=4096)
@@ -94,7 +104,10 @@ def test_child_exit_delivers_every_byte_to_a_slow_client(tmp_path):
 def test_child_exit_while_the_client_still_sends(tmp_path):
     """The server reads one line, writes 201 lines and exits 7 while the client keeps sending:
     a failed write to the server is the child-exit path (exit 7, all 201 lines), never fatal."""
-    server = script(tmp_path, "s.py", """
+    server = script(
+        tmp_path,
+        "s.py",
+        """
         import json, os, sys
         sys.stdin.buffer.readline()
         for i in range(201):
@@ -102,7 +115,8 @@ def test_child_exit_while_the_client_still_sends(tmp_path):
                                "params": {"n": i, "pad": "y" * 300}}, separators=(",", ":"))
             os.write(1, (line + "\\n").encode())
         os._exit(7)
-    """)
+    """,
+    )
     flood = b"".join(request(i, "ping") for i in range(20000))
     for _ in range(4):
         proc = popen(wrap_argv(tmp_path, [sys.executable, str(server)]), tmp_path)
@@ -226,8 +240,12 @@ def test_sighup_is_handled_like_sigterm(tmp_path):
     server = script(tmp_path, "forker.py", FORKER)
     pids_file = tmp_path / "pids"
     mark = mark_of(tmp_path)
-    proc = popen(wrap_argv(tmp_path, [sys.executable, str(server), str(pids_file), mark, "hang"],
-                           "--session-stop-out", "stop.json"), tmp_path)
+    proc = popen(
+        wrap_argv(
+            tmp_path, [sys.executable, str(server), str(pids_file), mark, "hang"], "--session-stop-out", "stop.json"
+        ),
+        tmp_path,
+    )
     try:
         proc.stdin.write(request(1, "ping"))
         proc.stdin.flush()
@@ -249,7 +267,10 @@ def test_client_eof_waits_for_a_server_still_answering(tmp_path):
     """2,000 pipelined calls, then client EOF: a slow server that keeps answering (slower than
     the grace period in total) gets to deliver every answer: the grace counts from its last
     output while it owes replies."""
-    server = script(tmp_path, "slow.py", """
+    server = script(
+        tmp_path,
+        "slow.py",
+        """
         import json, sys, time
         ids = [json.loads(line)["id"] for line in sys.stdin if line.strip()]
         for i, rid in enumerate(ids):
@@ -258,10 +279,16 @@ def test_client_eof_waits_for_a_server_still_answering(tmp_path):
                 sys.stdout.flush()
                 time.sleep(0.1)  # the server is slow: 2 s in all, against a 0.5 s grace
         sys.stdout.flush()
-    """)
+    """,
+    )
     frames = b"".join(call(i, "search", {"q": i}) for i in range(2000))
-    res = subprocess.run(wrap_argv(tmp_path, [sys.executable, str(server)], "--shutdown-grace", "0.5"),
-                         input=frames, capture_output=True, timeout=120, cwd=tmp_path)
+    res = subprocess.run(
+        wrap_argv(tmp_path, [sys.executable, str(server)], "--shutdown-grace", "0.5"),
+        input=frames,
+        capture_output=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr.decode()
     ids = [json.loads(line)["id"] for line in res.stdout.splitlines()]
     assert ids == list(range(2000))
@@ -271,7 +298,10 @@ def test_huge_reply_at_client_eof_arrives_whole(tmp_path):
     """A reply longer than wrap holds in memory (streamed through) is delivered whole after
     client EOF, and ends the run cleanly."""
     size = 80 << 20
-    server = script(tmp_path, "big.py", f"""
+    server = script(
+        tmp_path,
+        "big.py",
+        f"""
         import json, os, sys, time
         req = json.loads(sys.stdin.readline())
         sys.stdin.read()  # wait for the client's EOF, then answer
@@ -282,7 +312,8 @@ def test_huge_reply_at_client_eof_arrives_whole(tmp_path):
             os.write(1, block)
             time.sleep(0.04)  # a slow producer: 3 s in all, never silent for the 1 s grace
         os.write(1, b'"}}]}}}}\\n')
-    """)
+    """,
+    )
     proc = popen(wrap_argv(tmp_path, [sys.executable, str(server)], "--shutdown-grace", "1"), tmp_path)
     try:
         proc.stdin.write(call(1, "search", {"q": 1}))
@@ -303,21 +334,27 @@ def test_short_decision_log_write_fails_closed(tmp_path):
     """A decision-log write that comes up short (file size limit) is retried, fails, and stops
     the run before the call is forwarded; the log holds no fragment."""
     record = tmp_path / "seen.bin"
-    server = script(tmp_path, "rec.py", f"""
+    server = script(
+        tmp_path,
+        "rec.py",
+        f"""
         import sys
         with open({str(record)!r}, "ab", buffering=0) as fh:
             for line in sys.stdin.buffer:
                 fh.write(line[:60])
-    """)
+    """,
+    )
     log = tmp_path / "decisions.jsonl"
 
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
 
     res = subprocess.run(
-        wrap_argv(tmp_path, [sys.executable, str(server)], "--decision-log", str(log),
-                  "--event-source", "assay://t/x"),
-        input=call(1, "search", {"q": "a"}), capture_output=True, timeout=60, cwd=tmp_path,
+        wrap_argv(tmp_path, [sys.executable, str(server)], "--decision-log", str(log), "--event-source", "assay://t/x"),
+        input=call(1, "search", {"q": "a"}),
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
         preexec_fn=small_files,
     )
     assert res.returncode == 2
@@ -334,7 +371,10 @@ def test_half_written_server_line_does_not_block_denies_or_forwarding(tmp_path):
     """The server writes 2 MiB of a line and stops mid-line: wrap's deny replies still reach the
     client, and client frames are still forwarded (the server answers them once it finishes)."""
     marker = tmp_path / "written"
-    server = script(tmp_path, "half.py", f"""
+    server = script(
+        tmp_path,
+        "half.py",
+        f"""
         import json, os, sys
         os.write(1, b'{{"jsonrpc":"2.0","method":"notifications/message","params":{{"pad":"' + b"h" * (2 << 20))
         open({str(marker)!r}, "w").write("1")  # all 2 MiB left us: wrap has read them
@@ -342,7 +382,8 @@ def test_half_written_server_line_does_not_block_denies_or_forwarding(tmp_path):
             msg = json.loads(line)
             if msg.get("method") == "ping":
                 os.write(1, b'"}}}}\\n' + json.dumps({{"jsonrpc": "2.0", "id": msg["id"], "result": {{}}}}).encode() + b"\\n")
-    """)
+    """,
+    )
     proc = popen(wrap_argv(tmp_path, [sys.executable, str(server)]), tmp_path)
     try:
         read_pid_like(marker)
@@ -375,8 +416,13 @@ def test_fifo_and_endless_policy_are_refused_at_once(tmp_path):
     fifo = tmp_path / "policy.fifo"
     os.mkfifo(fifo)
     for policy, needle in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file")):
-        res = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", "true"],
-                             input=b"", capture_output=True, timeout=30, cwd=tmp_path)
+        res = subprocess.run(
+            [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", "true"],
+            input=b"",
+            capture_output=True,
+            timeout=30,
+            cwd=tmp_path,
+        )
         err = res.stderr.decode()
         assert res.returncode == 2 and needle in err and "Traceback" not in err
         assert err.strip().count("\n") == 0
@@ -386,8 +432,14 @@ def test_policy_over_the_byte_ceiling_is_refused(tmp_path):
     policy = tmp_path / "big.yaml"
     policy.write_text('version: "2.0"\n' + "#" * 2000 + "\n")
     env = {**os.environ, "ASSAY_MCP_MAX_POLICY_BYTES": "1000"}
-    res = subprocess.run([str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", "true"],
-                         input=b"", capture_output=True, timeout=30, cwd=tmp_path, env=env)
+    res = subprocess.run(
+        [str(ASSAY), "mcp", "wrap", "--policy", str(policy), "--", "true"],
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        cwd=tmp_path,
+        env=env,
+    )
     assert res.returncode == 2 and "larger than the 1000-byte limit" in res.stderr.decode()
 
 
@@ -396,7 +448,10 @@ def test_fifo_decision_log_without_reader_is_refused(tmp_path):
     os.mkfifo(fifo)
     res = subprocess.run(
         wrap_argv(tmp_path, ["true"], "--decision-log", str(fifo), "--event-source", "assay://t/x"),
-        input=b"", capture_output=True, timeout=30, cwd=tmp_path,
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        cwd=tmp_path,
     )
     assert res.returncode == 2
     assert "FIFO with no reader" in res.stderr.decode()
@@ -428,7 +483,10 @@ def test_tokens_before_double_dash_must_be_wrap_options(tmp_path, args, token):
 def test_forged_answers_are_dropped_and_counted_in_the_stop_record(tmp_path):
     """An answer for an id that was never sent, and a second answer, never reach the client;
     the stop record counts them."""
-    server = script(tmp_path, "forger.py", """
+    server = script(
+        tmp_path,
+        "forger.py",
+        """
         import json, sys
         sys.stdout.write('{"jsonrpc":"2.0","id":99,"result":{"forged":true}}\\n')
         for line in sys.stdin:
@@ -436,9 +494,15 @@ def test_forged_answers_are_dropped_and_counted_in_the_stop_record(tmp_path):
             answer = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}) + "\\n"
             sys.stdout.write(answer + answer)  # the second one answers nothing
             sys.stdout.flush()
-    """)
-    res = subprocess.run(wrap_argv(tmp_path, [sys.executable, str(server)], "--session-stop-out", "stop.json"),
-                         input=request(1, "ping"), capture_output=True, timeout=60, cwd=tmp_path)
+    """,
+    )
+    res = subprocess.run(
+        wrap_argv(tmp_path, [sys.executable, str(server)], "--session-stop-out", "stop.json"),
+        input=request(1, "ping"),
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr.decode()
     assert [json.loads(line) for line in res.stdout.splitlines()] == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
     stop = json.loads((tmp_path / "stop.json").read_text())

@@ -34,7 +34,10 @@ LIVE = (P.RUNNING, P.DRAINING, P.TERMINATING, P.KILLED)
 EXPECTED: dict[tuple[Phase, LifeEvent], tuple[Phase, StopCause | None, tuple[Do, ...], float | None]] = {
     (P.RUNNING, E.CLIENT_EOF): (P.DRAINING, StopCause.CLIENT_EOF, (Do.ABANDON, Do.CLOSE_SERVER_INPUT), None),
     (P.RUNNING, E.SERVER_INPUT_CLOSED): (
-        P.DRAINING, StopCause.CHILD_EXIT, (Do.ABANDON, Do.STOP_CLIENT, Do.CLOSE_SERVER_INPUT), None
+        P.DRAINING,
+        StopCause.CHILD_EXIT,
+        (Do.ABANDON, Do.STOP_CLIENT, Do.CLOSE_SERVER_INPUT),
+        None,
     ),
     (P.DRAINING, E.TIMER): (P.TERMINATING, None, (Do.TERM,), KILL_AFTER_TERM_S),
     (P.TERMINATING, E.TIMER): (P.KILLED, None, (Do.KILL,), None),
@@ -58,7 +61,10 @@ for p in Phase:
     if p is not P.DONE:
         EXPECTED[p, E.CLIENT_LOST] = (P.DONE, StopCause.CLIENT_EOF, (Do.ABANDON, Do.STOP_CLIENT, Do.FINISH_NOW), None)
         EXPECTED[p, E.OUTPUT_FAILED] = (
-            P.DONE, StopCause.OUTPUT_ERROR, (Do.DISCARD, Do.STOP_CLIENT, Do.FINISH_BY_DEADLINE), FATAL_FLUSH_S
+            P.DONE,
+            StopCause.OUTPUT_ERROR,
+            (Do.DISCARD, Do.STOP_CLIENT, Do.FINISH_BY_DEADLINE),
+            FATAL_FLUSH_S,
         )
 
 
@@ -121,7 +127,9 @@ def test_a_silent_descendant_is_killed_once():
     assert life.deadline() is None
 
 
-@pytest.mark.parametrize(("rc", "sig", "code"), [(0, None, 0), (3, None, 3), (-9, None, 137), (None, None, 2), (0, 15, 143)])
+@pytest.mark.parametrize(
+    ("rc", "sig", "code"), [(0, None, 0), (3, None, 3), (-9, None, 137), (None, None, 2), (0, 15, 143)]
+)
 def test_exit_status(rc, sig, code):
     assert exit_status(rc, sig) == code
 
@@ -139,10 +147,21 @@ class Clock:
 
 
 EVENTS = st.lists(
-    st.sampled_from([
-        "client_closed", "client_lost", "server_closed", "server_input_closed", "child_exited", "signal",
-        "timer", "output_failed", "tick", "server_data", "client_data",
-    ]),
+    st.sampled_from(
+        [
+            "client_closed",
+            "client_lost",
+            "server_closed",
+            "server_input_closed",
+            "child_exited",
+            "signal",
+            "timer",
+            "output_failed",
+            "tick",
+            "server_data",
+            "client_data",
+        ]
+    ),
     max_size=14,
 )
 
@@ -170,7 +189,9 @@ def test_the_phase_never_goes_back_and_finish_comes_once(events: list[str]):
         elif name == "server_data":
             effects = s.receive_server_data(b'{"jsonrpc":"2.0","method":"notifications/x"}\n')
         elif name == "client_data":
-            effects = s.receive_client_data(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}\n')
+            effects = s.receive_client_data(
+                b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}\n'
+            )
         else:
             effects = getattr(s, name)()
         finishes += sum(isinstance(e, Finish) for e in effects)

@@ -22,8 +22,10 @@ from assay.session.session import SessionOptions
 from tests.wrap._harness import Harness
 
 TOKEN = "ghp_" + "Q" * 36
-POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["read_file", "deploy"]\n  deny: ["exec"]\n'
-                     b"enforcement: {unconstrained_tools: allow}\n")
+POLICY = load_policy(
+    b'version: "2.0"\ntools:\n  allow: ["read_file", "deploy"]\n  deny: ["exec"]\n'
+    b"enforcement: {unconstrained_tools: allow}\n"
+)
 
 
 def compact_size(value) -> int:
@@ -42,8 +44,10 @@ def test_the_default_cap_is_the_option_default():
 def test_small_arguments_are_kept_redacted():
     args = {"path": "/workspace/a.txt", "env": {"GITHUB_TOKEN": "x"}, "note": f"use {TOKEN}", "n": [1, 2.5, None]}
     assert logged_arguments(args) == {
-        "path": "/workspace/a.txt", "env": {"GITHUB_TOKEN": "[REDACTED:token]"},
-        "note": "use [REDACTED:github_token]", "n": [1, 2.5, None],
+        "path": "/workspace/a.txt",
+        "env": {"GITHUB_TOKEN": "[REDACTED:token]"},
+        "note": "use [REDACTED:github_token]",
+        "n": [1, 2.5, None],
     }
     assert args["note"] == f"use {TOKEN}"  # the call's own arguments are not touched
 
@@ -68,14 +72,17 @@ def test_the_head_is_cut_on_a_character_boundary():
 
 
 @settings(max_examples=150, deadline=None)
-@given(pad=st.integers(min_value=0, max_value=200), cap=st.integers(min_value=20, max_value=180),
-       tail=st.text(alphabet="abc ", max_size=50))
+@given(
+    pad=st.integers(min_value=0, max_value=200),
+    cap=st.integers(min_value=20, max_value=180),
+    tail=st.text(alphabet="abc ", max_size=50),
+)
 def test_a_secret_across_the_cut_never_shows_in_part(pad: int, cap: int, tail: str):
     secret = "ghp_" + "Z9" * 18
     args = {"content": "p" * pad + " " + secret + " " + tail}
     text = json.dumps(logged_arguments(args, cap))
     for i in range(len(secret) - 8):  # no 8 characters of it
-        assert secret[i:i + 8] not in text
+        assert secret[i : i + 8] not in text
 
 
 def test_huge_arguments_cost_little():
@@ -98,8 +105,9 @@ def test_lone_surrogates_and_deep_values_are_written():
 
 
 def logs(**extra) -> SessionOptions:
-    return SessionOptions(decision_sinks=(Sink.DECISION_LOG,), audit=True, event_source="assay://t",
-                          log_arguments_max=4096, **extra)
+    return SessionOptions(
+        decision_sinks=(Sink.DECISION_LOG,), audit=True, event_source="assay://t", log_arguments_max=4096, **extra
+    )
 
 
 def call(rid, name, arguments) -> dict:
@@ -117,7 +125,10 @@ def test_enforce_and_dry_run_records_carry_the_arguments(dry_run: bool):
     h = Harness(POLICY, logs(dry_run=dry_run))
     args = {"cmd": f"git push https://me:{TOKEN}@github.com/org/repo", "password": "hunter2"}
     event, audit = records_of(h.handle(call(7, "exec", args)).effects)
-    logged = {"cmd": "git push https://me:[REDACTED:github_token]@github.com/org/repo", "password": "[REDACTED:password]"}
+    logged = {
+        "cmd": "git push https://me:[REDACTED:github_token]@github.com/org/repo",
+        "password": "[REDACTED:password]",
+    }
     assert list(event["data"])[-2:] == ["request_id", "arguments"] and event["data"]["arguments"] == logged
     assert list(audit)[-3:] == ["request_id", "arguments", "agentic"] and audit["arguments"] == logged
     assert audit["decision"] == ("would_deny" if dry_run else "deny")
@@ -142,8 +153,16 @@ def test_a_lone_surrogate_in_the_arguments_writes_ascii_escaped_lines():
     from assay.policy import Decision
     from assay.session.records import Recorder
 
-    rec = Recorder(source="assay://t", label="l", dry_run=False, decision_log=True, audit_log=True,
-                   keep_events=False, verbose=False, arguments_max=4096)
+    rec = Recorder(
+        source="assay://t",
+        label="l",
+        dry_run=False,
+        decision_log=True,
+        audit_log=True,
+        keep_events=False,
+        verbose=False,
+        arguments_max=4096,
+    )
     frame = call(1, "read_file", {"path": "caf\u00e9 \ud83d"})
     out = rec.record(Decision("allow", "read_file"), frame, frame["params"], "read_file", True, None)
     for line in (out.decision_line, out.audit_line):
@@ -178,8 +197,14 @@ def test_an_approved_call_records_its_arguments():
 def test_a_shared_session_records_its_arguments():
     key = SessionKey("name:agent", "named", name="agent")
     shared = load_policy(b'version: "2.0"\ntools:\n  allow: ["*"]\nlimits:\n  max_tool_calls_total: 3\n')
-    h = Harness(shared, logs(label="files", shared_session_key=key.key), shared=(MemoryStore(), key),
-                wall_clock=lambda: 1_800_000_000.0)
-    event, audit = records_of(h.handle(call(1, "read_file", {"path": "/a", "auth": "Bearer abcdef0123456789xyz"})).effects)
+    h = Harness(
+        shared,
+        logs(label="files", shared_session_key=key.key),
+        shared=(MemoryStore(), key),
+        wall_clock=lambda: 1_800_000_000.0,
+    )
+    event, audit = records_of(
+        h.handle(call(1, "read_file", {"path": "/a", "auth": "Bearer abcdef0123456789xyz"})).effects
+    )
     assert event["data"]["session"] == "name:agent"
     assert event["data"]["arguments"] == audit["arguments"] == {"path": "/a", "auth": "Bearer [REDACTED:bearer_token]"}

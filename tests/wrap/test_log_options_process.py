@@ -12,11 +12,14 @@ from tests.wrap.conftest import call, request
 GH = "ghp_" + "k" * 36
 
 
-@pytest.mark.parametrize("label,source", [
-    (None, "assay://local/default-mcp-server"),
-    ("files", "assay://local/files"),
-    ("my server/x~é", "assay://local/my%20server%2Fx~%C3%A9"),
-])
+@pytest.mark.parametrize(
+    "label,source",
+    [
+        (None, "assay://local/default-mcp-server"),
+        ("files", "assay://local/files"),
+        ("my server/x~é", "assay://local/my%20server%2Fx~%C3%A9"),
+    ],
+)
 def test_without_event_source_the_events_name_the_label(wrapper, label, source):
     opts = ["--decision-log", "d.ndjson", "--audit-log", "a.ndjson", "--state-window-out", "w.json"]
     if label is not None:
@@ -35,8 +38,17 @@ def test_log_arguments_in_both_logs_redacted_and_capped(wrapper):
         + call(2, "exec", {"cmd": f"curl -H 'Authorization: token {GH}' https://u:pw@h/x", "blob": "z" * 500})
         + call(3, "echo", {"text": "hi"})
     )
-    res = wrapper.run(frames, "--decision-log", "d.ndjson", "--audit-log", "a.ndjson", "--log-arguments",
-                      "--log-arguments-max", "200", "--dry-run")
+    res = wrapper.run(
+        frames,
+        "--decision-log",
+        "d.ndjson",
+        "--audit-log",
+        "a.ndjson",
+        "--log-arguments",
+        "--log-arguments-max",
+        "200",
+        "--dry-run",
+    )
     assert res.returncode == 0, res.stderr
     events, audits = res.log("d.ndjson"), res.log("a.ndjson")
     assert [e["data"]["arguments"] for e in events] == [a["arguments"] for a in audits]
@@ -52,8 +64,15 @@ def test_log_arguments_in_both_logs_redacted_and_capped(wrapper):
 
 
 def test_no_arguments_without_the_option(wrapper):
-    res = wrapper.run(call(1, "read_file", {"path": "/workspace/a"}) + request(2, "ping"),
-                      "--decision-log", "d.ndjson", "--audit-log", "a.ndjson", "--event-source", "assay://x")
+    res = wrapper.run(
+        call(1, "read_file", {"path": "/workspace/a"}) + request(2, "ping"),
+        "--decision-log",
+        "d.ndjson",
+        "--audit-log",
+        "a.ndjson",
+        "--event-source",
+        "assay://x",
+    )
     assert res.returncode == 0, res.stderr
     (event,) = res.log("d.ndjson")
     assert "arguments" not in event["data"] and "arguments" not in res.log("a.ndjson")[0]

@@ -30,8 +30,16 @@ WHEN = float(calendar.timegm((2026, 12, 3, 14, 27, 49)))
 
 
 def record(i: int, writer: str = "w", pad: int = 0) -> bytes:
-    rec = {"timestamp": f"2026-12-03T14:27:49.{i:06d}+00:00", "decision": "allow", "tool": "t", "reason": None,
-           "session": None, "server": writer, "request_id": i, "pad": "x" * pad}
+    rec = {
+        "timestamp": f"2026-12-03T14:27:49.{i:06d}+00:00",
+        "decision": "allow",
+        "tool": "t",
+        "reason": None,
+        "session": None,
+        "server": writer,
+        "request_id": i,
+        "pad": "x" * pad,
+    }
     return json.dumps(rec, separators=(",", ":")).encode() + b"\n"
 
 
@@ -53,8 +61,11 @@ def test_a_log_is_renamed_before_a_record_would_take_it_past_its_size(tmp_path):
     for line in lines:
         out.write(line)
     files = files_of(log)
-    assert [p.name for p in files[:3]] == ["c-s.audit.20261203T142749Z.ndjson", "c-s.audit.20261203T142749Z-1.ndjson",
-                                           "c-s.audit.20261203T142749Z-2.ndjson"]
+    assert [p.name for p in files[:3]] == [
+        "c-s.audit.20261203T142749Z.ndjson",
+        "c-s.audit.20261203T142749Z-1.ndjson",
+        "c-s.audit.20261203T142749Z-2.ndjson",
+    ]
     assert files[-1] == log and out.rotated == len(files) - 1 >= 4
     for p in files[:-1]:
         assert 1000 - len(lines[0]) < p.stat().st_size <= 1000
@@ -87,8 +98,9 @@ def test_two_writers_rotate_a_file_once_and_the_other_goes_on_in_the_new_one(tmp
     assert current.read_bytes().endswith(record(n)) and other.rotated == 0 and len(files_of(log)) == 2
     rotator.write(record(n + 1))
     assert len(files_of(log)) == 2
-    assert [json.loads(x)["request_id"] for p in files_of(log) for x in p.read_bytes().splitlines()] == \
-        list(range(n + 2))
+    assert [json.loads(x)["request_id"] for p in files_of(log) for x in p.read_bytes().splitlines()] == list(
+        range(n + 2)
+    )
 
 
 def test_a_deleted_log_is_made_again_with_its_mode(tmp_path):
@@ -111,7 +123,9 @@ def test_a_symlink_a_fifo_or_a_limit_of_zero_is_never_rotated(tmp_path):
     for i in range(5):
         out.write(record(i))
     assert len(target.read_bytes().splitlines()) == 5 and sorted(p.name for p in tmp_path.iterdir()) == [
-        "link.ndjson", "target.ndjson"]
+        "link.ndjson",
+        "target.ndjson",
+    ]
     assert type(open_log(str(tmp_path / "plain.ndjson"), "decision log", 0)) is RecordSink
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -145,8 +159,15 @@ def test_a_lock_held_elsewhere_neither_waits_nor_loses_a_record(tmp_path, monkey
 
 
 def _writers(log: Path, count: int, per: int, limit: int, batch: int = 1) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([sys.executable, str(WRITER), str(log), str(limit), f"w{k}", str(per), str(batch)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=log.parent) for k in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WRITER), str(log), str(limit), f"w{k}", str(per), str(batch)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=log.parent,
+        )
+        for k in range(count)
+    ]
     for proc in procs:  # all started and opened: go at once
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
@@ -209,8 +230,7 @@ def test_a_follower_carries_on_into_each_new_file(tmp_path):
     is no new file to read again)."""
     log = tmp_path / "c-s.audit.ndjson"
     log.write_bytes(record(0, "first"))
-    follower = subprocess.Popen([str(ASSAY), "mcp", "log", "--follow", "--json", str(tmp_path)],
-                                stdout=subprocess.PIPE)
+    follower = subprocess.Popen([str(ASSAY), "mcp", "log", "--follow", "--json", str(tmp_path)], stdout=subprocess.PIPE)
     try:
         assert _read_until(follower, {("first", 0)}) == [("first", 0)]
         procs = _writers(log, 3, 300, 4000)
@@ -230,8 +250,16 @@ def test_wraps_rotate_their_logs_and_log_and_suggest_read_every_file(wrapper):
     itself) and `policy suggest` read every call once."""
     tmp = wrapper.tmp
     (tmp / "logs").mkdir()
-    opts = ["--decision-log", "logs/s.decisions.ndjson", "--audit-log", "logs/s.audit.ndjson", "--log-max-bytes", "3000",
-            "--label", "s"]
+    opts = [
+        "--decision-log",
+        "logs/s.decisions.ndjson",
+        "--audit-log",
+        "logs/s.audit.ndjson",
+        "--log-max-bytes",
+        "3000",
+        "--label",
+        "s",
+    ]
     n = 0
     for _run in range(3):
         proc = wrapper.popen(*opts)
@@ -252,6 +280,7 @@ def test_wraps_rotate_their_logs_and_log_and_suggest_read_every_file(wrapper):
     res = subprocess.run([str(ASSAY), "mcp", "policy", "suggest", "logs"], capture_output=True, cwd=tmp, timeout=60)
     assert res.returncode == 0, res.stderr
     assert f"replayed {n} observed calls".encode() in res.stderr
-    res = subprocess.run([str(ASSAY), "mcp", "wrap", "--log-max-bytes", "-1", "--", "true"], capture_output=True,
-                         cwd=tmp, timeout=60)
+    res = subprocess.run(
+        [str(ASSAY), "mcp", "wrap", "--log-max-bytes", "-1", "--", "true"], capture_output=True, cwd=tmp, timeout=60
+    )
     assert res.returncode == 2 and b"--log-max-bytes" in res.stderr

@@ -25,7 +25,11 @@ def _peak_kib(mode: str) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "wrap" / "_memory_drive.py"), mode],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return int(done.stdout.split()[-1])

@@ -197,7 +197,10 @@ def test_client_eof_without_any_line_starts_a_session(wrapper: Wrapper):
     assert run.returncode == 0
     assert all(files(wrapper.tmp).values())
     assert json.loads((wrapper.tmp / "stop.json").read_text())["frames"] == {
-        "forwarded": 0, "blocked": 0, "rejected": 0, "dropped_responses": 0,
+        "forwarded": 0,
+        "blocked": 0,
+        "rejected": 0,
+        "dropped_responses": 0,
     }
     assert (wrapper.tmp / "receipts.ndjson").read_bytes() == b""
 
@@ -305,7 +308,9 @@ def test_reports_written_whatever_the_stop_cause(wrapper: Wrapper):
 def test_observed_manifest_follows_next_cursor_and_feeds_manifest_candidate(wrapper: Wrapper):
     tools = [{"name": f"t{i}", "description": f"tool {i}", "inputSchema": {"type": "object"}} for i in range(5)]
     proc = wrapper.popen(
-        *SOURCE, "--observed-manifest-out", "observed.json",
+        *SOURCE,
+        "--observed-manifest-out",
+        "observed.json",
         server_opts=("--tools", json.dumps(tools), "--page-size", "2"),
     )
     try:
@@ -328,7 +333,9 @@ def test_observed_manifest_follows_next_cursor_and_feeds_manifest_candidate(wrap
     assert doc["observed"]["tools_list_complete"] == "complete"
     res = subprocess.run(
         [str(ASSAY), "mcp", "manifest", "candidate", "--from-observed", "observed.json", "--out", "cand.json"],
-        cwd=wrapper.tmp, capture_output=True, timeout=60,
+        cwd=wrapper.tmp,
+        capture_output=True,
+        timeout=60,
     )
     assert res.returncode == 0, res.stderr
     assert json.loads((wrapper.tmp / "cand.json").read_text())["status"] == "candidate"
@@ -337,7 +344,10 @@ def test_observed_manifest_follows_next_cursor_and_feeds_manifest_candidate(wrap
 def test_observed_manifest_partial_chain(wrapper: Wrapper):
     tools = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(3)]
     run = wrapper.run(
-        request(1, "tools/list"), *SOURCE, "--observed-manifest-out", "observed.json",
+        request(1, "tools/list"),
+        *SOURCE,
+        "--observed-manifest-out",
+        "observed.json",
         server_opts=("--tools", json.dumps(tools), "--page-size", "2"),
     )
     assert run.returncode == 0
@@ -367,8 +377,20 @@ def test_context_digest_end_to_end_matches_independent_jcs(tmp_path_factory, ext
     argv = [sys.executable, str(RECORDER), str(wrapper.record), "--exit-code", "0", *[f"x{a}" for a in extra]]
     # The recorder ignores unknown trailing options only if they come in pairs; keep it simple:
     argv = argv[:5] + []
-    wrap_argv = [str(ASSAY), "mcp", "wrap", "--policy", str(wrapper.policy), "--session-context-out", "c.json",
-                 "--", sys.executable, "-c", "import sys", *extra]
+    wrap_argv = [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(wrapper.policy),
+        "--session-context-out",
+        "c.json",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys",
+        *extra,
+    ]
     res = subprocess.run(wrap_argv, input=b"", capture_output=True, timeout=60, cwd=wrapper.tmp)
     assert res.returncode == 0, res.stderr
     raw = (wrapper.tmp / "c.json").read_bytes()

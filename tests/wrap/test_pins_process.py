@@ -31,8 +31,19 @@ def _policy(tmp: Path) -> Path:
 
 def test_swapped_definition_in_an_oversized_answer_is_denied(tmp_path):
     executed = tmp_path / "executed.log"
-    argv = [str(ASSAY), "mcp", "wrap", "--policy", str(_policy(tmp_path)), "--verbose", "--",
-            sys.executable, str(HOSTILE), "oversized", str(executed)]
+    argv = [
+        str(ASSAY),
+        "mcp",
+        "wrap",
+        "--policy",
+        str(_policy(tmp_path)),
+        "--verbose",
+        "--",
+        sys.executable,
+        str(HOSTILE),
+        "oversized",
+        str(executed),
+    ]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     try:
         proc.stdin.write(request(1, "tools/list"))

@@ -72,7 +72,9 @@ def compact(pretty: str) -> bytes:
 
 
 def exec_deny() -> Decision:
-    return make("deny", "exec",
+    return make(
+        "deny",
+        "exec",
         reason_code="E_TOOL_DENIED",
         reason=DENIED_BY_NAME,
         contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec", "reason": DENIED_BY_NAME},
@@ -84,7 +86,9 @@ def exec_deny() -> Decision:
 
 
 def warn_facts(tool: str = "search") -> Decision:
-    return make("allow_with_warning", tool,
+    return make(
+        "allow_with_warning",
+        tool,
         reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA),
@@ -155,8 +159,18 @@ def test_warning_allow_and_rate_limit_from_the_real_policy_engine():
     data = decision_data(warn, dry_run=False, tool_call_id="x")
     assert data["obligations"] == [{"type": "legacy_warning", "detail": f"E_TOOL_UNCONSTRAINED:{NO_SCHEMA}"}]
     assert data["decision_outcome_kind"] == "obligation_applied" and data["reason"] == NO_SCHEMA
-    allow = decision_data(_engine('version: "2.0"\ntools: {allow: ["read_file"]}\nenforcement: {unconstrained_tools: allow}\n', "read_file"), dry_run=False, tool_call_id="x")
-    assert (allow["match_basis"], allow["matched_rule"], allow["reason_code"]) == ("name", "tools.allow", "P_POLICY_ALLOW")
+    allow = decision_data(
+        _engine(
+            'version: "2.0"\ntools: {allow: ["read_file"]}\nenforcement: {unconstrained_tools: allow}\n', "read_file"
+        ),
+        dry_run=False,
+        tool_call_id="x",
+    )
+    assert (allow["match_basis"], allow["matched_rule"], allow["reason_code"]) == (
+        "name",
+        "tools.allow",
+        "P_POLICY_ALLOW",
+    )
     assert "reason" not in allow and allow["decision_outcome_kind"] == "obligation_skipped"
     state = SessionState()
     policy = 'version: "2.0"\nlimits: {max_tool_calls_total: 1}\n'
@@ -243,8 +257,7 @@ def test_allow_with_warning():
 
 
 def test_plain_allow_by_name():
-    facts = make("allow", "read_file", match_basis="name", matched_rule="tools.allow", policy_version=""
-    )
+    facts = make("allow", "read_file", match_basis="name", matched_rule="tools.allow", policy_version="")
     data = decision_data(facts, dry_run=False, tool_call_id="req_2", request_id=2)
     assert (data["match_basis"], data["matched_rule"], data["typed_decision"]) == ("name", "tools.allow", "allow")
     assert (data["decision"], data["reason_code"]) == ("allow", "P_POLICY_ALLOW")
@@ -261,7 +274,9 @@ def test_drift_deny():
         "Tool integrity failure: identity drifted from pinned version. "
         "(Runtime: default-mcp-server:read_file:923b083c, Pinned: default-mcp-server:read_file:00000000)"
     )
-    facts = make("deny", "read_file",
+    facts = make(
+        "deny",
+        "read_file",
         reason_code="E_TOOL_DRIFT",
         reason=reason,
         obligations=merge_obligations("deny", "E_TOOL_DRIFT", reason),
@@ -283,7 +298,9 @@ def test_drift_deny():
 
 
 def test_rate_limit_deny_names_the_called_tool():
-    facts = make("deny", "search",
+    facts = make(
+        "deny",
+        "search",
         reason_code="E_RATE_LIMIT",
         reason="Rate limit exceeded (tool calls)",
         contract={"status": "deny", "error_code": "E_RATE_LIMIT"},
@@ -292,11 +309,16 @@ def test_rate_limit_deny_names_the_called_tool():
     assert data["tool"] == "search" and data["reason_code"] == "P_RATE_LIMIT"
     record = audit_record_for(facts, dry_run=False, request_id=4, timestamp="t")
     assert record["tool"] == "search" and record["agentic"] == {"status": "deny", "error_code": "E_RATE_LIMIT"}
-    assert verbose_line("deny", facts.tool, reason=facts.reason) == '[assay] DENY "search" (reason: "Rate limit exceeded (tool calls)")'
+    assert (
+        verbose_line("deny", facts.tool, reason=facts.reason)
+        == '[assay] DENY "search" (reason: "Rate limit exceeded (tool calls)")'
+    )
 
 
 def test_optional_clusters_in_order():
-    facts = make("allow", "read_file",
+    facts = make(
+        "allow",
+        "read_file",
         tool_classes=("fs.write", "fs.read"),
         matched_tool_classes=("fs.read",),
         match_basis="name+class",
@@ -353,7 +375,14 @@ def test_optional_clusters_in_order():
     ]
     assert keys.index("redaction_scope") + 1 == keys.index("decision_outcome_kind")
     assert keys[-8:] == [
-        "delegated_from", "delegation_depth", "decision", "reason_code", "session", "server", "tool_call_id", "request_id"
+        "delegated_from",
+        "delegation_depth",
+        "decision",
+        "reason_code",
+        "session",
+        "server",
+        "tool_call_id",
+        "request_id",
     ]
     assert keys[-9] == "obligation_error_present"
     assert (data["session"], data["server"]) == (None, "default-mcp-server")  # no shared session: null
@@ -446,12 +475,16 @@ def test_typed_decision_projection():
 def test_event_obligations_same_whether_the_list_holds_the_implied_ones_or_not():
     bare = make("allow_with_warning", "search", reason_code="E_TOOL_UNCONSTRAINED", reason=NO_SCHEMA)
     approval = {"type": "approval_required", "detail": "runtime approval artifact required"}
-    with_extra = make("allow_with_warning", "search",
+    with_extra = make(
+        "allow_with_warning",
+        "search",
         reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=[approval],
     )
-    final = make("allow_with_warning", "search",
+    final = make(
+        "allow_with_warning",
+        "search",
         reason_code="E_TOOL_UNCONSTRAINED",
         reason=NO_SCHEMA,
         obligations=merge_obligations("allow_with_warning", "E_TOOL_UNCONSTRAINED", NO_SCHEMA, [approval]),
@@ -524,7 +557,9 @@ def test_dropped_response_warning_cuts_long_ids_and_never_shows_content():
 
 
 JSON_LEAF = st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.text()
-JSON_NO_FLOAT = st.recursive(JSON_LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=16)
+JSON_NO_FLOAT = st.recursive(
+    JSON_LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4), max_leaves=16
+)
 JSON_ANY = st.recursive(
     JSON_LEAF | st.floats(allow_nan=False, allow_infinity=False),
     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4),
@@ -630,7 +665,9 @@ DOC_AUDIT = (
 
 
 def test_audit_records_bytes():
-    deny = make("deny", "delete_file",
+    deny = make(
+        "deny",
+        "delete_file",
         reason_code="E_TOOL_DENIED",
         reason=DENIED_BY_NAME,
         contract={"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "delete_file", "reason": DENIED_BY_NAME},
@@ -651,9 +688,14 @@ def test_audit_records_bytes():
     ]
     assert b"".join(encode_line(r) for r in lines) == DOC_AUDIT
     # the general builder gives the same bytes
-    assert encode_line(
-        audit_record("allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00", **files)
-    ) == DOC_AUDIT.splitlines(keepends=True)[1]
+    assert (
+        encode_line(
+            audit_record(
+                "allow", "read_file", None, request_id=2, timestamp="2026-08-22T10:15:03.000000001+00:00", **files
+            )
+        )
+        == DOC_AUDIT.splitlines(keepends=True)[1]
+    )
 
 
 def test_audit_record_rules():
@@ -662,8 +704,12 @@ def test_audit_record_rules():
     assert audit_decision("allow_with_warning", dry_run=True) == "allow_with_warning"
     record = audit_record("allow", None, None, request_id=None, timestamp=datetime(2026, 1, 2, tzinfo=timezone.utc))
     assert record == {
-        "timestamp": "2026-01-02T00:00:00.000000+00:00", "decision": "allow", "tool": None, "reason": None,
-        "session": None, "server": "default-mcp-server",
+        "timestamp": "2026-01-02T00:00:00.000000+00:00",
+        "decision": "allow",
+        "tool": None,
+        "reason": None,
+        "session": None,
+        "server": "default-mcp-server",
     }
     # an allowed tools/call whose params did not fit: tool null (upstream)
     assert audit_record_for(make("allow", ""), dry_run=False, tool=None, timestamp="t")["tool"] is None
@@ -672,8 +718,9 @@ def test_audit_record_rules():
 
 
 def test_one_audit_record_per_warning():
-    record = audit_record_for(warn_facts("search"), dry_run=False, request_id=3, timestamp="t", session="name:team",
-                              server="web")
+    record = audit_record_for(
+        warn_facts("search"), dry_run=False, request_id=3, timestamp="t", session="name:team", server="web"
+    )
     assert record == {
         "timestamp": "t",
         "decision": "allow_with_warning",
@@ -749,7 +796,11 @@ def test_coverage_rules():
     ]
     report = coverage_report(coverage_of_events(events), ["a", " zz ", ""], generated_at="G")
     assert report["run"]["generated_at"] == "G"
-    assert report["tools"] == {"tools_seen": ["a", "b", "c", "d"], "tools_declared": ["a", "zz"], "tools_unknown": ["b", "c", "d"]}
+    assert report["tools"] == {
+        "tools_seen": ["a", "b", "c", "d"],
+        "tools_declared": ["a", "zz"],
+        "tools_unknown": ["b", "c", "d"],
+    }
     assert report["taxonomy"] == {"tool_classes_seen": ["fs", "net"], "tool_classes_missing": ["a", "c", "d"]}
     assert report["routes"]["routes_seen"] == [
         {"from": "a", "to": "b", "count": 2},
@@ -807,7 +858,11 @@ def test_state_window_example():
             "state_snapshot_id": "sha256:5394486c124c16c0c88fb65504907f69dd5bc4895139d3f9dc302cea27d6b46a",
             "canonicalization": {"method": "canonical_json_sha256"},
         },
-        "privacy": {"stores_raw_tool_args": False, "stores_raw_prompt_bodies": False, "stores_raw_document_bodies": False},
+        "privacy": {
+            "stores_raw_tool_args": False,
+            "stores_raw_prompt_bodies": False,
+            "stores_raw_document_bodies": False,
+        },
     }
     assert list(doc) == ["schema_version", "report_version", "session", "window", "snapshot", "privacy"]
     assert not pretty_json(doc).endswith(b"\n")
@@ -897,11 +952,16 @@ def decisions(draw, tool: str) -> Decision:
     if outcome == "deny":
         contract = draw(st.dictionaries(WILD_TEXT, JSON_NO_FLOAT | WILD_TEXT, max_size=3))
     obligation = st.one_of(
-        st.fixed_dictionaries({"type": st.sampled_from(["log", "alert", "approval_required", "custom"])},
-                              optional={"detail": WILD_TEXT}),
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["log", "alert", "approval_required", "custom"])}, optional={"detail": WILD_TEXT}
+        ),
         st.just({"type": "legacy_warning", "detail": f"{code}:{reason}"}),  # the implied one: not doubled
-        st.fixed_dictionaries({"type": st.just("restrict_scope"),
-                               "restrict_scope": st.fixed_dictionaries({"scope_value": WILD_TEXT, "scope_type": WILD_TEXT})}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("restrict_scope"),
+                "restrict_scope": st.fixed_dictionaries({"scope_value": WILD_TEXT, "scope_type": WILD_TEXT}),
+            }
+        ),
     )
     evidence = st.none() | WILD_TEXT
     classes = draw(st.lists(WILD_TEXT, max_size=3))
@@ -949,11 +1009,23 @@ def calls(draw, tool: str, valid: bool):
             },
         )
     )
-    arguments = draw(st.sampled_from([None, {}, {"q": "x/y"}, [1], {"token": "t", "path": "/a\ud83d"},
-                                      {"cmd": "curl -H 'Authorization: Bearer 0123456789abcdefXYZ' x" * 3}]))
+    arguments = draw(
+        st.sampled_from(
+            [
+                None,
+                {},
+                {"q": "x/y"},
+                [1],
+                {"token": "t", "path": "/a\ud83d"},
+                {"cmd": "curl -H 'Authorization: Bearer 0123456789abcdefXYZ' x" * 3},
+            ]
+        )
+    )
     if meta is not None:
         arguments = {"q": 1, "_meta": meta}
-    params: Any = {"name": tool, "arguments": arguments} if valid else draw(st.sampled_from([None, [], {"arguments": arguments}]))
+    params: Any = (
+        {"name": tool, "arguments": arguments} if valid else draw(st.sampled_from([None, [], {"arguments": arguments}]))
+    )
     frame = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
     rid = draw(st.none() | ID_VALUES)
     if not (rid is None and draw(st.booleans())):
@@ -968,29 +1040,58 @@ def _twin(decision: Decision, contract) -> Decision:
         del fields[key]
     fields["tool_classes"] = tuple(fields["tool_classes"])
     fields["matched_tool_classes"] = tuple(fields["matched_tool_classes"])
-    return Decision(decision.outcome, decision.tool, contract=contract if decision.outcome == "deny" else None, **fields)
+    return Decision(
+        decision.outcome, decision.tool, contract=contract if decision.outcome == "deny" else None, **fields
+    )
 
 
 def test_a_twin_without_the_lone_surrogate_of_its_template_is_written_in_utf8():
     """A deny whose contract held a lone surrogate made its template's audit parts unusable; a
     later decision of the same kind with a clean contract is written in UTF-8 like any other
     line, not escaped because its template was (found by the property below)."""
-    rec = records.Recorder(source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True,
-                           audit_log=True, keep_events=False, verbose=False)
-    first = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no",
-                     contract={"status": "deny", "why": "\ud83d"}, typed_decision="deny")
+    rec = records.Recorder(
+        source="assay://org/app",
+        label="default-mcp-server",
+        dry_run=False,
+        decision_log=True,
+        audit_log=True,
+        keep_events=False,
+        verbose=False,
+    )
+    first = Decision(
+        "deny",
+        "t",
+        reason_code="E_TOOL_DENIED",
+        reason="no",
+        contract={"status": "deny", "why": "\ud83d"},
+        typed_decision="deny",
+    )
     twin = _twin(first, {"status": "deny", "why": "caf\u00e9"})
     for decision, rid in ((first, 1), (twin, "\x80")):
         frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "t"}}
         out = rec.record(decision, frame, frame["params"], "t", True, None)
-        _full, event_line, audit_line = _expected(decision, frame, frame["params"], "t", True, None, out,
-                                                  source="assay://org/app", dry_run=False)
+        _full, event_line, audit_line = _expected(
+            decision, frame, frame["params"], "t", True, None, out, source="assay://org/app", dry_run=False
+        )
         assert (out.decision_line, out.audit_line) == (event_line, audit_line)
     assert "\x80".encode() in out.audit_line and "café".encode() in out.audit_line
 
 
-def _expected(decision, frame, params, name, valid, digest, out, *, source, dry_run, session=None,
-              server="default-mcp-server", arguments_max=None):
+def _expected(
+    decision,
+    frame,
+    params,
+    name,
+    valid,
+    digest,
+    out,
+    *,
+    source,
+    dry_run,
+    session=None,
+    server="default-mcp-server",
+    arguments_max=None,
+):
     """What the generic builders give for the values the recorder used."""
     request_id = frame["id"] if "id" in frame else ABSENT
     arguments = ABSENT
@@ -1043,9 +1144,16 @@ def test_recorder_lines_equal_the_generic_builders(data):
     ids = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     stamps = iter(data.draw(st.lists(WILD_TEXT, min_size=5, max_size=5)))
     rec = records.Recorder(
-        source=source, label=label, session=session, dry_run=dry_run, decision_log=True, audit_log=True,
-        keep_events=data.draw(st.booleans()), verbose=True,
-        new_event_id=(lambda: next(ids)) if custom else None, now=(lambda: next(stamps)) if custom else None,
+        source=source,
+        label=label,
+        session=session,
+        dry_run=dry_run,
+        decision_log=True,
+        audit_log=True,
+        keep_events=data.draw(st.booleans()),
+        verbose=True,
+        new_event_id=(lambda: next(ids)) if custom else None,
+        now=(lambda: next(stamps)) if custom else None,
         arguments_max=arguments_max,
     )
     # the same decision object several times: the first is built the generic way, later ones
@@ -1060,16 +1168,30 @@ def test_recorder_lines_equal_the_generic_builders(data):
         frame, params = data.draw(calls(name, valid))
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
-        full, event_line, audit_line = _expected(decision, frame, params, name, valid, digest, out, source=source,
-                                                 dry_run=dry_run, session=session, server=label,
-                                                 arguments_max=arguments_max)
+        full, event_line, audit_line = _expected(
+            decision,
+            frame,
+            params,
+            name,
+            valid,
+            digest,
+            out,
+            source=source,
+            dry_run=dry_run,
+            session=session,
+            server=label,
+            arguments_max=arguments_max,
+        )
         assert out.decision_line == event_line
         assert out.audit_line == audit_line
         assert out.event_id == full["id"]
         if rec.keep_events:
             kept.append(full)
         assert out.verbose == verbose_line(
-            decision.outcome, name if valid else None, policy_code=decision.reason_code, reason=decision.reason,
+            decision.outcome,
+            name if valid else None,
+            policy_code=decision.reason_code,
+            reason=decision.reason,
             dry_run=dry_run,
         )
     if rec.keep_events:  # the aggregate is what the events give
@@ -1081,8 +1203,13 @@ def test_recorder_lines_equal_the_generic_builders(data):
 
 def _recorder(**overrides) -> records.Recorder:
     options = dict(
-        source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True, audit_log=True,
-        keep_events=False, verbose=False,
+        source="assay://org/app",
+        label="default-mcp-server",
+        dry_run=False,
+        decision_log=True,
+        audit_log=True,
+        keep_events=False,
+        verbose=False,
     )
     options.update(overrides)
     return records.Recorder(**options)
@@ -1171,7 +1298,9 @@ def test_receipt_lines():
         2, "sha256:ab", "request", "blocked", method="tools/call", request_id=7, decision_event_id=EVT_ID
     ) == (
         b'{"schema":"assay.mcp_request_receipt.v0","seq":2,"frame_digest":"sha256:ab","kind":"request",'
-        b'"method":"tools/call","request_id":7,"disposition":"blocked","decision_event_id":"' + EVT_ID.encode() + b'"}\n'
+        b'"method":"tools/call","request_id":7,"disposition":"blocked","decision_event_id":"'
+        + EVT_ID.encode()
+        + b'"}\n'
     )
     assert records.receipt_line(3, "sha256:cd", "rejected", "rejected", reject_reason="batch") == (
         b'{"schema":"assay.mcp_request_receipt.v0","seq":3,"frame_digest":"sha256:cd","kind":"rejected",'
@@ -1213,7 +1342,12 @@ def test_recorder_schema_denies_carry_their_own_violations():
     for i, arguments in enumerate(({"q": 5}, {"x": 1}, {"q": "ok", "z": "\u00e9"})):
         decision = evaluate(policy, "search", arguments, state)
         assert decision.reason_code == "E_ARG_SCHEMA"
-        frame = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "search", "arguments": arguments}}
+        frame = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": arguments},
+        }
         out = rec.record(decision, frame, frame["params"], "search", True, None)
         data = decision_data(decision, dry_run=False, tool_call_id=f"req_{i}", request_id=i)
         assert out.decision_line == encode_line(decision_event("assay://org/app", data, event_id=EVT_ID, time=EVT_TIME))

@@ -34,14 +34,34 @@ LONG_NAMES = st.builds(
 )
 TOOL_NAMES = WILD_TEXT | LONG_NAMES
 # session keys and labels come from the command line (a non-UTF-8 argv byte is a lone surrogate)
-HOSTILE_SAMPLES = ['"', "\\", '\\"}', "a\nb", "\x00\x1f\x7f", "\u2028", "caf\u00e9", "\udcff", "x\ud83d", "😀", "/a/b", ""]
-HOSTILE = WILD_TEXT | st.sampled_from(HOSTILE_SAMPLES) | st.sampled_from(HOSTILE_SAMPLES).map(lambda t: "name:" + t * 300)
+HOSTILE_SAMPLES = [
+    '"',
+    "\\",
+    '\\"}',
+    "a\nb",
+    "\x00\x1f\x7f",
+    "\u2028",
+    "caf\u00e9",
+    "\udcff",
+    "x\ud83d",
+    "😀",
+    "/a/b",
+    "",
+]
+HOSTILE = (
+    WILD_TEXT | st.sampled_from(HOSTILE_SAMPLES) | st.sampled_from(HOSTILE_SAMPLES).map(lambda t: "name:" + t * 300)
+)
 
 
 def _recorder(**overrides) -> records.Recorder:
     options = dict(
-        source="assay://org/app", label="default-mcp-server", dry_run=False, decision_log=True, audit_log=True,
-        keep_events=True, verbose=True,
+        source="assay://org/app",
+        label="default-mcp-server",
+        dry_run=False,
+        decision_log=True,
+        audit_log=True,
+        keep_events=True,
+        verbose=True,
     )
     options.update(overrides)
     return records.Recorder(**options)
@@ -66,7 +86,16 @@ def test_recorder_bytes_equal_the_oracle_for_odd_and_long_names(data):
         digest = data.draw(st.sampled_from([None, "sha256:" + "5b" * 32]))
         out = rec.record(decision, frame, params, name, valid, digest)
         full, event_line, audit_line = _expected(
-            decision, frame, params, name, valid, digest, out, source=source, dry_run=dry_run, session=session,
+            decision,
+            frame,
+            params,
+            name,
+            valid,
+            digest,
+            out,
+            source=source,
+            dry_run=dry_run,
+            session=session,
             server=label,
         )
         assert out.decision_line == event_line
@@ -132,7 +161,10 @@ def _event(tool: str, classes=()) -> dict:
 @settings(max_examples=200, deadline=None)
 @given(
     calls=st.lists(
-        st.tuples(st.sampled_from(["a", "b", " b ", "c", "", " ", "read_file"]), st.lists(st.sampled_from(["fs", "net", " ", ""]), max_size=2)),
+        st.tuples(
+            st.sampled_from(["a", "b", " b ", "c", "", " ", "read_file"]),
+            st.lists(st.sampled_from(["fs", "net", " ", ""]), max_size=2),
+        ),
         max_size=30,
     ),
     declared=st.lists(st.sampled_from(["a", " c ", "zz", "", "read_file"]), max_size=4),
@@ -142,7 +174,9 @@ def test_coverage_of_an_ordinary_session_is_what_its_events_give(calls, declared
     coverage = Coverage()
     for tool, classes in calls:
         coverage.add(tool, tuple(sorted(classes)))
-    assert coverage_report(coverage, declared, generated_at="G") == events_coverage_report(events, declared, generated_at="G")
+    assert coverage_report(coverage, declared, generated_at="G") == events_coverage_report(
+        events, declared, generated_at="G"
+    )
 
 
 def test_a_long_name_is_kept_as_a_bounded_stand_in():
@@ -150,16 +184,21 @@ def test_a_long_name_is_kept_as_a_bounded_stand_in():
     digest = hashlib.sha256(name.encode()).hexdigest()
     assert coverage_name(name) == f"{'q' * 32}...(cut: {NAME_MAX_LEN + 1} characters, sha256:{digest})"
     assert coverage_name("q" * NAME_MAX_LEN) == "q" * NAME_MAX_LEN
-    assert coverage_name("\ud83d" * 300).endswith("characters, sha256:" + hashlib.sha256(
-        ("\ud83d" * 300).encode("utf-8", "surrogatepass")).hexdigest() + ")")
+    assert coverage_name("\ud83d" * 300).endswith(
+        "characters, sha256:" + hashlib.sha256(("\ud83d" * 300).encode("utf-8", "surrogatepass")).hexdigest() + ")"
+    )
     coverage = Coverage()
     huge = "h" * (1 << 20)
     for tool in ("a", huge, "a", huge + "2", huge):
         coverage.add(tool, ())
     stand_in = coverage_name(huge)
     assert list(coverage.tools) == ["a", stand_in, coverage_name(huge + "2")]
-    assert coverage.routes == {("a", stand_in): 1, (stand_in, "a"): 1, ("a", coverage_name(huge + "2")): 1,
-                               (coverage_name(huge + "2"), stand_in): 1}
+    assert coverage.routes == {
+        ("a", stand_in): 1,
+        (stand_in, "a"): 1,
+        ("a", coverage_name(huge + "2")): 1,
+        (coverage_name(huge + "2"), stand_in): 1,
+    }
     assert sys.getsizeof(stand_in) < 1000
     # a declared long name matches its stand-in: not unknown
     report = coverage_report(coverage, ["a", huge], generated_at="G")
@@ -176,11 +215,15 @@ def test_distinct_tools_and_routes_are_capped_and_the_rest_counted():
     assert ("t4095", "t0") not in coverage.routes and ("t4105", "t0") not in coverage.routes
     report = coverage_report(coverage, [], generated_at="G")
     truncated = [f for f in report["findings"] if f["kind"] == "coverage_truncated"]
-    assert truncated == [{
-        "kind": "coverage_truncated", "severity": "note",
-        "message": f"calls of tools beyond the first {TOOLS_MAX} distinct names were not counted",
-        "tool": "", "count": 10,
-    }]
+    assert truncated == [
+        {
+            "kind": "coverage_truncated",
+            "severity": "note",
+            "message": f"calls of tools beyond the first {TOOLS_MAX} distinct names were not counted",
+            "tool": "",
+            "count": 10,
+        }
+    ]
     routes = Coverage()
     names = [f"r{i}" for i in range(200)]
     for a in names:
@@ -189,8 +232,10 @@ def test_distinct_tools_and_routes_are_capped_and_the_rest_counted():
             routes.add(b, ())
     assert len(routes.routes) == ROUTES_MAX and routes.uncounted_routes > 0
     assert sum(routes.routes.values()) + routes.uncounted_routes == 2 * len(names) ** 2 - 1
-    assert any(f["kind"] == "coverage_truncated" and f["count"] == routes.uncounted_routes
-               for f in coverage_report(routes, [], generated_at="G")["findings"])
+    assert any(
+        f["kind"] == "coverage_truncated" and f["count"] == routes.uncounted_routes
+        for f in coverage_report(routes, [], generated_at="G")["findings"]
+    )
 
 
 # --- the session hands its aggregate to the report ---------------------------------------------
@@ -209,11 +254,17 @@ def _drive(options: SessionOptions) -> WrapSession:
 
 
 def test_the_session_keeps_a_coverage_aggregate_not_events():
-    session = _drive(SessionOptions(event_source="assay://org/app", keep_events=True, decision_sinks=(Sink.DECISION_LOG,)))
+    session = _drive(
+        SessionOptions(event_source="assay://org/app", keep_events=True, decision_sinks=(Sink.DECISION_LOG,))
+    )
     assert not hasattr(session, "events")
     coverage = session.coverage
     assert list(coverage.tools) == ["read_file", "exec", coverage_name("x" * 1000)]
-    assert coverage.routes == {("read_file", "exec"): 1, ("exec", "read_file"): 1, ("read_file", coverage_name("x" * 1000)): 1}
+    assert coverage.routes == {
+        ("read_file", "exec"): 1,
+        ("exec", "read_file"): 1,
+        ("read_file", coverage_name("x" * 1000)): 1,
+    }
     with pytest.raises(AttributeError):
         session.coverage = Coverage()  # read-only
     assert _drive(SessionOptions()).coverage is None
@@ -229,13 +280,25 @@ def test_every_record_names_its_session_and_server(label, session):
     first call (template made), later ones (template reused), a twin of the decision, a called
     name other than the decision's, and a request id that makes the line ASCII-escaped."""
     rec = _recorder(label=label, session=session, keep_events=False, verbose=False)
-    deny = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no", contract={"status": "deny"},
-                    typed_decision="deny")
-    twin = Decision("deny", "t", reason_code="E_TOOL_DENIED", reason="no", contract={"status": "deny", "n": 2},
-                    typed_decision="deny")
+    deny = Decision(
+        "deny", "t", reason_code="E_TOOL_DENIED", reason="no", contract={"status": "deny"}, typed_decision="deny"
+    )
+    twin = Decision(
+        "deny",
+        "t",
+        reason_code="E_TOOL_DENIED",
+        reason="no",
+        contract={"status": "deny", "n": 2},
+        typed_decision="deny",
+    )
     utf8 = "\udcff" not in label + (session or "") and "\ud83d" not in label + (session or "")
-    for decision, rid, name in ((deny, 1, "t"), (deny, "r", "t"), (twin, 2, "t"), (deny, 3, "other"),
-                                (deny, "\ud83d", "t")):
+    for decision, rid, name in (
+        (deny, 1, "t"),
+        (deny, "r", "t"),
+        (twin, 2, "t"),
+        (deny, 3, "other"),
+        (deny, "\ud83d", "t"),
+    ):
         frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name}}
         out = rec.record(decision, frame, frame["params"], name, True, None)
         event, audit = json.loads(out.decision_line), json.loads(out.audit_line)
@@ -250,9 +313,19 @@ def test_every_record_names_its_session_and_server(label, session):
             assert line.count(b"\n") == 1  # a label cannot break the line
             ascii_only = not utf8 or rid == "\ud83d"
             assert line.isascii() or not ascii_only
-        _full, event_line, audit_line = _expected(decision, frame, frame["params"], name, True, None, out,
-                                                  source="assay://org/app", dry_run=False, session=session,
-                                                  server=label)
+        _full, event_line, audit_line = _expected(
+            decision,
+            frame,
+            frame["params"],
+            name,
+            True,
+            None,
+            out,
+            source="assay://org/app",
+            dry_run=False,
+            session=session,
+            server=label,
+        )
         assert (out.decision_line, out.audit_line) == (event_line, audit_line)
 
 
@@ -281,10 +354,18 @@ class _SharedOptions(SessionOptions):
 def test_the_session_passes_its_key_and_label_to_the_records():
     """``label`` and the shared session's key (null without one) reach both records."""
     for options, key in (
-        (SessionOptions(event_source="assay://org/app", label="files", audit=True,
-                        decision_sinks=(Sink.DECISION_LOG,)), None),
-        (_SharedOptions(event_source="assay://org/app", label="files", audit=True,
-                        decision_sinks=(Sink.DECISION_LOG,)), "client:4242:8613312"),
+        (
+            SessionOptions(
+                event_source="assay://org/app", label="files", audit=True, decision_sinks=(Sink.DECISION_LOG,)
+            ),
+            None,
+        ),
+        (
+            _SharedOptions(
+                event_source="assay://org/app", label="files", audit=True, decision_sinks=(Sink.DECISION_LOG,)
+            ),
+            "client:4242:8613312",
+        ),
     ):
         if key is not None:
             options.shared_session_key = key

@@ -23,8 +23,17 @@ CALLS = 120
 
 
 def denied(rid: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                       "params": {"name": "exec", "arguments": {"pad": "p" * 200}}}).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": "exec", "arguments": {"pad": "p" * 200}},
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 async def test_replies_held_for_a_streamed_server_line_stop_the_client_pump_at_the_bound(tmp_path, monkeypatch):
@@ -36,20 +45,31 @@ async def test_replies_held_for_a_streamed_server_line_stop_the_client_pump_at_t
     go = tmp_path / "go"
     os.mkfifo(go)
     server = tmp_path / "server.py"
-    server.write_text(textwrap.dedent(f"""
+    server.write_text(
+        textwrap.dedent(f"""
         import os, sys
         os.write(1, b'{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"' + b"s" * {HOLD * 2})
         with open({str(go)!r}) as f:  # the test says when the line ends
             f.read()
         os.write(1, b'"}}}}\\n')
         sys.stdin.read()  # until wrap closes our stdin
-    """))
-    session = WrapSession(load_policy(b'version: "2.0"\ntools:\n  deny: ["exec"]\n'),
-                          SessionOptions(server_hold_limit=HOLD, shutdown_grace=30.0))
+    """)
+    )
+    session = WrapSession(
+        load_policy(b'version: "2.0"\ntools:\n  deny: ["exec"]\n'),
+        SessionOptions(server_hold_limit=HOLD, shutdown_grace=30.0),
+    )
     to_wrap, client_in = trio.testing.memory_stream_one_way_pair()
     client_out, from_wrap = trio.testing.memory_stream_one_way_pair()
-    relay = Relay([sys.executable, str(server)], session, client_in=client_in, client_out=client_out,
-                  sinks={}, warn=lambda line: None, handle_signals=False)
+    relay = Relay(
+        [sys.executable, str(server)],
+        session,
+        client_in=client_in,
+        client_out=client_out,
+        sinks={},
+        warn=lambda line: None,
+        handle_signals=False,
+    )
     received = bytearray()
 
     async def read_until(predicate) -> None:
@@ -77,12 +97,12 @@ async def test_replies_held_for_a_streamed_server_line_stop_the_client_pump_at_t
             await read_until(lambda got: got.count(b"\n") >= CALLS + 1)
             lines = bytes(received).split(b"\n")
             assert lines[0].endswith(b'"}}') and len(lines[0]) > HOLD * 2
-            ids = [json.loads(line)["id"] for line in lines[1:CALLS + 1]]
+            ids = [json.loads(line)["id"] for line in lines[1 : CALLS + 1]]
             assert ids == list(range(1, CALLS + 1))  # every call answered, in order
-            assert all(json.loads(line)["result"]["isError"] is True for line in lines[1:CALLS + 1])
+            assert all(json.loads(line)["result"]["isError"] is True for line in lines[1 : CALLS + 1])
             # the pump stopped at the bound: it held one reply past it, not all of them
-            longest = max(len(line) + 1 for line in lines[1:CALLS + 1])
-            assert sum(len(line) + 1 for line in lines[1:CALLS + 1]) > 2 * QUEUE
+            longest = max(len(line) + 1 for line in lines[1 : CALLS + 1])
+            assert sum(len(line) + 1 for line in lines[1 : CALLS + 1]) > 2 * QUEUE
             assert QUEUE < held_at_pause <= QUEUE + longest
             assert session.held_bytes == 0
             await to_wrap.aclose()  # client EOF: wrap closes the child's stdin, the child exits

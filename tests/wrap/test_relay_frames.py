@@ -38,6 +38,8 @@ def test_frames_reach_a_real_child_byte_for_byte(wrapper: Wrapper, dry_run):
         assert answers[7]["isError"] is True and answers[7]["structuredContent"]["error_code"] == "E_TOOL_DENIED"
         assert b"DRY RUN" not in run.stderr
     assert answers[8]["content"] == [{"type": "text", "text": "ok"}]
-    decisions = [e for e in run.log("d.ndjson") if e["type"] == "assay.tool.decision"]  # docs/wrap-records.md, "The client"
+    decisions = [
+        e for e in run.log("d.ndjson") if e["type"] == "assay.tool.decision"
+    ]  # docs/wrap-records.md, "The client"
     assert [(e["data"]["tool"], e["data"]["request_id"]) for e in decisions] == [("exec", 7), ("read_file", 8)]
     assert [a["decision"] for a in run.log("a.ndjson")] == ["would_deny" if dry_run else "deny", "allow"]

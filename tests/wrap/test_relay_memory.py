@@ -77,8 +77,11 @@ class MemoryChild:
                 if message.get("method") == "quit":
                     return await self._exit(message["params"]["code"])
                 if "id" in message:
-                    answer = {"jsonrpc": "2.0", "id": message["id"],
-                              "result": {"method": message["method"], "params": message.get("params")}}
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "result": {"method": message["method"], "params": message.get("params")},
+                    }
                     await self._server_out.send_all(json.dumps(answer).encode() + b"\n")
 
     async def _exit(self, code: int) -> None:
@@ -163,8 +166,9 @@ class Probe:
 class Run:
     """One relay run against a MemoryChild, with the client's side for the test to drive."""
 
-    def __init__(self, options: SessionOptions | None = None, *, fail_log: bool = False,
-                 stdin_broken: bool = False) -> None:
+    def __init__(
+        self, options: SessionOptions | None = None, *, fail_log: bool = False, stdin_broken: bool = False
+    ) -> None:
         self.probe = Probe()
         options = options or SessionOptions(decision_sinks=(Sink.DECISION_LOG,), shutdown_grace=5.0)
         self.session = WrapSession(POLICY, options, clock=trio.current_time)
@@ -173,9 +177,16 @@ class Run:
         self.to_wrap, client_in = trio.testing.memory_stream_one_way_pair()
         client_out, self.from_wrap = trio.testing.memory_stream_one_way_pair()
         self.warnings: list[str] = []
-        self.relay = Relay([], self.session, client_in=client_in, client_out=client_out,
-                           sinks={Sink.DECISION_LOG: self.log}, warn=self.warn, handle_signals=False,
-                           child=self.child)
+        self.relay = Relay(
+            [],
+            self.session,
+            client_in=client_in,
+            client_out=client_out,
+            sinks={Sink.DECISION_LOG: self.log},
+            warn=self.warn,
+            handle_signals=False,
+            child=self.child,
+        )
         self.probe.attach(self.relay, self.child)
         self.received = bytearray()
         self.result: RunResult | None = None
@@ -228,7 +239,9 @@ async def test_allowed_call_reaches_the_server_denied_one_gets_the_deny_reply_eo
     logged = [json.loads(line) for line in run.log.data.splitlines()]
     decisions = [e for e in logged if e["type"] == "assay.tool.decision"]
     assert len(decisions) == 3  # a decision event per tools/call, written before its effect
-    assert [e["type"] for e in logged][0] == "assay.client.capabilities"  # the initialize (docs/wrap-records.md, "The client")
+    assert [e["type"] for e in logged][
+        0
+    ] == "assay.client.capabilities"  # the initialize (docs/wrap-records.md, "The client")
     assert {"record", "reply"} <= set(run.probe.done)
 
 
@@ -238,8 +251,9 @@ async def test_child_exit_ends_the_run_with_the_childs_status(autojump_clock):
         await run.main(nursery)
         await run.to_wrap.send_all(frame(0, "initialize"))
         await run.answer(0)
-        await run.to_wrap.send_all(json.dumps({"jsonrpc": "2.0", "method": "quit", "params": {"code": 7}})
-                                   .encode() + b"\n")
+        await run.to_wrap.send_all(
+            json.dumps({"jsonrpc": "2.0", "method": "quit", "params": {"code": 7}}).encode() + b"\n"
+        )
     assert run.result is not None
     assert (run.result.exit_code, run.result.stop_cause, run.result.child_returncode) == (7, "child_exit", 7)
     assert run.child.signals == []  # it exited and closed its output: nothing to stop

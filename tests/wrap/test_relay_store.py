@@ -58,8 +58,9 @@ def call(rid: int, name: str = "work") -> bytes:
 
 class Run:
     def __init__(self, store: SlowStore) -> None:
-        options = SessionOptions(decision_sinks=(Sink.DECISION_LOG,), shutdown_grace=5.0, label="a",
-                                 shared_session_key=KEY.key)
+        options = SessionOptions(
+            decision_sinks=(Sink.DECISION_LOG,), shutdown_grace=5.0, label="a", shared_session_key=KEY.key
+        )
         self.store = store
         self.session = WrapSession(POLICY, options, clock=trio.current_time, shared=(store, KEY))
         self.child = MemoryChild()
@@ -68,9 +69,16 @@ class Run:
         client_out, self.from_wrap = trio.testing.memory_stream_one_way_pair()
         self.warnings: list[str] = []
         sink = type("Sink", (), {"write": lambda s, d: self.log.extend(d), "close": lambda s: None})()
-        self.relay = Relay([], self.session, client_in=client_in, client_out=client_out,
-                           sinks={Sink.DECISION_LOG: sink}, warn=self.warnings.append, handle_signals=False,
-                           child=self.child)
+        self.relay = Relay(
+            [],
+            self.session,
+            client_in=client_in,
+            client_out=client_out,
+            sinks={Sink.DECISION_LOG: sink},
+            warn=self.warnings.append,
+            handle_signals=False,
+            child=self.child,
+        )
         self.received: list[dict] = []
         self._buffer = b""
         self.result: RunResult | None = None
@@ -106,8 +114,13 @@ async def test_a_call_waiting_for_the_store_lets_every_other_frame_flow_and_call
         await run.to_wrap.send_all(call(1))
         assert "isError" not in (await run.answer(1))["result"]  # the store works
         await store.writer.acquire()  # another writer holds the store
-        await run.to_wrap.send_all(call(2) + frame(3, "ping") + call(4) + frame(5, "ping")
-                                   + frame(None, "notifications/progress", progressToken=1))
+        await run.to_wrap.send_all(
+            call(2)
+            + frame(3, "ping")
+            + call(4)
+            + frame(5, "ping")
+            + frame(None, "notifications/progress", progressToken=1)
+        )
         assert (await run.answer(3))["result"]["method"] == "ping"
         assert (await run.answer(5))["result"]["method"] == "ping"
         assert run.seen() == [1, 3, 5, "notifications/progress"]  # the calls wait, in order
@@ -170,7 +183,8 @@ async def test_a_failing_store_denies_the_waiting_call_and_the_rest_flows():
         assert run.seen() == [2]
         await run.to_wrap.aclose()
     assert [w for w in run.warnings if "unreachable" in w] == [
-        "assay: shared session: the network store is unreachable; calls are denied (E_SESSION_STATE)"]
+        "assay: shared session: the network store is unreachable; calls are denied (E_SESSION_STATE)"
+    ]
 
 
 async def test_a_commit_that_fails_denies_the_call_it_was_saving():

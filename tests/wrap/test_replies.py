@@ -19,12 +19,15 @@ EXEC_CONTRACT = {"status": "deny", "error_code": "E_TOOL_DENIED", "tool": "exec"
 
 # --- deny replies -------------------------------------------------------------------------------
 
+
 def expected_reply(rid: bytes, payload: bytes, *, structured: bool = True) -> bytes:
     """A deny line (docs/wrap.md, "Deny replies"): the fixed text, then the payload as JSON
     text; the payload again as structuredContent unless the tool declares an outputSchema."""
     text = json.dumps(payload.decode(), ensure_ascii=False).encode()
-    line = (b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
-            b'{"type":"text","text":' + text + b'}],"isError":true')
+    line = (
+        b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
+        b'{"type":"text","text":' + text + b'}],"isError":true'
+    )
     return line + (b',"structuredContent":' + payload if structured else b"") + b"}}\n"
 
 
@@ -124,7 +127,9 @@ def test_is_modern_request(meta, modern):
 def test_protocol_version_must_be_under_params_meta():
     assert not is_modern_request({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
     assert not is_modern_request({"params": ["2026-07-28"]})
-    assert not is_modern_request({"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}})
+    assert not is_modern_request(
+        {"params": {"arguments": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}}
+    )
 
 
 from tests.wrap.test_records import JSON_ANY  # noqa: E402  (one strategy for any JSON value)
@@ -188,7 +193,6 @@ def test_rejection_example_and_reason_table_complete():
         rejection_reply("other")
     with pytest.raises(ValueError):
         rejection_warning("other")
-
 
 
 def test_deny_reply_from_the_real_policy_engine():

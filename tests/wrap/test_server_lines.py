@@ -42,7 +42,7 @@ def test_answer_for_a_denied_call_is_dropped():
 
 def test_answer_for_an_id_never_sent_and_a_second_answer_are_dropped():
     session = deny_exec_session()
-    assert session.server_line(response(41)) [0] is False
+    assert session.server_line(response(41))[0] is False
     session.handle(call(1, "echo"))
     assert session.server_line(response(1))[0] is True
     assert session.server_line(response(1))[0] is False  # a second answer
@@ -58,16 +58,19 @@ def test_error_responses_and_id_less_responses_follow_the_same_rule():
     assert session.server_line(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}')[0] is False
 
 
-@pytest.mark.parametrize("line", [
-    b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}',
-    b'{"jsonrpc":"2.0","id":77,"method":"sampling/createMessage","params":{}}',
-    b'{"jsonrpc":"2.0","id":77,"method":"roots/list","result":{}}',  # a request for both SDKs
-    b"server log line, not JSON",
-    b"[1,2,3]",
-    b"",
-    b'"just a string"',
-    b'{"jsonrpc":"2.0","id":77}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}',
+        b'{"jsonrpc":"2.0","id":77,"method":"sampling/createMessage","params":{}}',
+        b'{"jsonrpc":"2.0","id":77,"method":"roots/list","result":{}}',  # a request for both SDKs
+        b"server log line, not JSON",
+        b"[1,2,3]",
+        b"",
+        b'"just a string"',
+        b'{"jsonrpc":"2.0","id":77}',
+    ],
+)
 def test_requests_notifications_and_non_objects_are_relayed(line):
     session = deny_exec_session()
     assert session.server_line(line) == (True, [])
@@ -82,11 +85,26 @@ def test_a_response_with_a_non_string_method_is_a_response():
     assert session.server_line(b'{"jsonrpc":"2.0","id":2,"method":null,"result":{"content":[]}}')[0] is False
 
 
-@pytest.mark.parametrize(("sent", "answered"), [
-    (2, "2"), (2, "0x2"), (2, " 2 "), (2, "2.0"), (2, "2e0"), (2, "0b10"), (2, "+2"), (2, 2.0), (2, "0o2"),
-    (0, ""), (0, "  "),  # Number("") is 0 for the TS SDK
-    ("2", 2), ("7", "7"), ("abc", "abc"), ("02", 2),
-])
+@pytest.mark.parametrize(
+    ("sent", "answered"),
+    [
+        (2, "2"),
+        (2, "0x2"),
+        (2, " 2 "),
+        (2, "2.0"),
+        (2, "2e0"),
+        (2, "0b10"),
+        (2, "+2"),
+        (2, 2.0),
+        (2, "0o2"),
+        (0, ""),
+        (0, "  "),  # Number("") is 0 for the TS SDK
+        ("2", 2),
+        ("7", "7"),
+        ("abc", "abc"),
+        ("02", 2),
+    ],
+)
 def test_ids_compare_the_way_the_sdks_compare_them(sent, answered):
     session = deny_exec_session()
     session.handle(call(sent, "echo"))
@@ -94,7 +112,9 @@ def test_ids_compare_the_way_the_sdks_compare_them(sent, answered):
     assert session.server_line(response(sent))[0] is False  # answered once only
 
 
-@pytest.mark.parametrize(("sent", "answered"), [(2, "3"), (2, "two"), ("abc", "ABC"), (2, True), (2, None), (2, 2.5), (2, [2])])
+@pytest.mark.parametrize(
+    ("sent", "answered"), [(2, "3"), (2, "two"), ("abc", "ABC"), (2, True), (2, None), (2, 2.5), (2, [2])]
+)
 def test_ids_no_sdk_would_match_are_dropped(sent, answered):
     session = deny_exec_session()
     session.handle(call(sent, "echo"))
@@ -146,8 +166,19 @@ def test_an_answered_tools_list_is_no_longer_owed_and_verbose_names_its_tools():
 def test_deny_of_a_tool_listed_with_an_output_schema_has_no_structured_content():
     session = deny_exec_session()
     session.handle(request(1, "tools/list"))
-    session.server_line(answer(1, [{"name": "exec", "inputSchema": {"type": "object"},
-                                    "outputSchema": {"type": "object", "required": ["out"]}}, dict(HONEST, name="plain")]))
+    session.server_line(
+        answer(
+            1,
+            [
+                {
+                    "name": "exec",
+                    "inputSchema": {"type": "object"},
+                    "outputSchema": {"type": "object", "required": ["out"]},
+                },
+                dict(HONEST, name="plain"),
+            ],
+        )
+    )
     result = json.loads(session.handle(call(2, "exec")).reply)["result"]
     assert "structuredContent" not in result
     assert [c["text"] for c in result["content"]][0] == "Content blocked by policy"
@@ -167,8 +198,12 @@ def test_deny_after_an_unreadable_answer_omits_structured_content():
 def test_modern_deny_without_structured_content_keeps_result_type_last():
     session = deny_exec_session()
     session.handle(request(1, "tools/list"))
-    session.server_line(answer(1, [{"name": "exec", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}]))
-    modern = request(2, "tools/call", {"name": "exec", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    session.server_line(
+        answer(1, [{"name": "exec", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}])
+    )
+    modern = request(
+        2, "tools/call", {"name": "exec", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+    )
     result = json.loads(session.handle(modern).reply)["result"]
     assert list(result) == ["content", "isError", "resultType"] and result["resultType"] == "complete"
 
@@ -212,7 +247,7 @@ def tools_answers(draw):
     elif extra == "deep":
         evil["inputSchema"] = dict(evil["inputSchema"], x="DEEP-PLACEHOLDER")
     elif extra == "huge":
-        evil["inputSchema"] = dict(evil["inputSchema"], maxLength=10**draw(st.integers(300, 500)))
+        evil["inputSchema"] = dict(evil["inputSchema"], maxLength=10 ** draw(st.integers(300, 500)))
     elif extra == "nan":
         evil["inputSchema"] = dict(evil["inputSchema"], minimum=float("nan"))
     rid = draw(st.sampled_from([3, "3", "0x3", " 3", 3.0, "3.0", "0b11"]))

@@ -43,7 +43,12 @@ POLICY = load_policy(
 
 def call(rid, name="echo", arguments=None) -> bytes:
     params = {"name": name, "arguments": arguments if arguments is not None else {"q": "x"}}
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}, separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}, separators=(",", ":")
+        ).encode()
+        + b"\n"
+    )
 
 
 def started(options: SessionOptions | None = None) -> Harness:
@@ -94,9 +99,13 @@ def test_a_reads_records_come_with_its_frames_and_its_forwards_as_one_write():
     effects = h.client(call(1) + call(2) + call(3, "exec"))
     kinds = [(type(e).__name__, getattr(e, "sink", None)) for e in effects]
     assert kinds == [
-        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG),
-        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG),
-        ("Record", Sink.DECISION_LOG), ("Record", Sink.AUDIT_LOG), ("ToClient", None),
+        ("Record", Sink.DECISION_LOG),
+        ("Record", Sink.AUDIT_LOG),
+        ("Record", Sink.DECISION_LOG),
+        ("Record", Sink.AUDIT_LOG),
+        ("Record", Sink.DECISION_LOG),
+        ("Record", Sink.AUDIT_LOG),
+        ("ToClient", None),
         ("ToServer", None),
     ]
     assert effects[-1] == ToServer(call(1) + call(2))
@@ -114,13 +123,36 @@ def test_receipts_follow_their_frame():
 
 
 def stream_lines():
-    good = st.sampled_from([call(1), call(2, "exec"), call(3, "search", {"q": 1}), call("s", "search", {"q": "ok"}),
-                            b'{"jsonrpc":"2.0","method":"notifications/x"}\n', b'{"jsonrpc":"2.0","id":9,"result":{}}\n',
-                            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"exec"}}\n'])
-    bad = st.sampled_from([b'{"a":1,"a":2}\n', b"[1]\n", b"\n", b"  \t\n", b'{"method":5}\n', b'{"x":NaN}\n',
-                           b'{"x":"\\ud800"}\n', b"\xff\n", b'{"a":1}\r\n', b'{"a":"b\\u003a","a":1}\n',
-                           b'{"a":' + b"[" * 130 + b"]" * 130 + b"}\n", b'{"a":' + b"9" * 400 + b"}\n", b"{\n",
-                           b'{"k":"x:y","k":"z"}\n', b'{"o":{"p":1,"p":2}}\n'])
+    good = st.sampled_from(
+        [
+            call(1),
+            call(2, "exec"),
+            call(3, "search", {"q": 1}),
+            call("s", "search", {"q": "ok"}),
+            b'{"jsonrpc":"2.0","method":"notifications/x"}\n',
+            b'{"jsonrpc":"2.0","id":9,"result":{}}\n',
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"exec"}}\n',
+        ]
+    )
+    bad = st.sampled_from(
+        [
+            b'{"a":1,"a":2}\n',
+            b"[1]\n",
+            b"\n",
+            b"  \t\n",
+            b'{"method":5}\n',
+            b'{"x":NaN}\n',
+            b'{"x":"\\ud800"}\n',
+            b"\xff\n",
+            b'{"a":1}\r\n',
+            b'{"a":"b\\u003a","a":1}\n',
+            b'{"a":' + b"[" * 130 + b"]" * 130 + b"}\n",
+            b'{"a":' + b"9" * 400 + b"}\n",
+            b"{\n",
+            b'{"k":"x:y","k":"z"}\n',
+            b'{"o":{"p":1,"p":2}}\n',
+        ]
+    )
     return st.lists(st.one_of(good, good, bad), min_size=1, max_size=25)
 
 
@@ -167,14 +199,53 @@ def same_value(a, b) -> bool:
 
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
 )
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)), max_leaves=6)
-fragments = st.sampled_from([b"", b" ", b"\t", b"\\", b"\\u003a", b'"', b",", b":", b"{", b"}", b"[", b"]", b"0", b"01",
-                             b"1e999", b"-", b".", b"NaN", b"\\ud83d", b"\\ude00", b"\x00", b"\x7f", b"\xc3\xa9", b"\xed\xa0\x80",
-                             b"\x0b", b"\x0c", b"\r", b"9" * 310, b"true", b"nul", b'"method"', b'"a":1,"a":2'])
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=6,
+)
+fragments = st.sampled_from(
+    [
+        b"",
+        b" ",
+        b"\t",
+        b"\\",
+        b"\\u003a",
+        b'"',
+        b",",
+        b":",
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b"0",
+        b"01",
+        b"1e999",
+        b"-",
+        b".",
+        b"NaN",
+        b"\\ud83d",
+        b"\\ude00",
+        b"\x00",
+        b"\x7f",
+        b"\xc3\xa9",
+        b"\xed\xa0\x80",
+        b"\x0b",
+        b"\x0c",
+        b"\r",
+        b"9" * 310,
+        b"true",
+        b"nul",
+        b'"method"',
+        b'"a":1,"a":2',
+    ]
+)
 
 
 @st.composite
@@ -183,7 +254,7 @@ def candidate_lines(draw):
     text = json.dumps(value, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     for _ in range(draw(st.integers(min_value=0, max_value=3))):
         at = draw(st.integers(min_value=0, max_value=len(text)))
-        text = text[:at] + draw(fragments) + text[at + draw(st.integers(min_value=0, max_value=2)):]
+        text = text[:at] + draw(fragments) + text[at + draw(st.integers(min_value=0, max_value=2)) :]
     return text.replace(b"\n", b"")
 
 
@@ -213,30 +284,91 @@ def test_seeded_fuzz_of_the_fast_admission():
     import random
 
     rng = random.Random(1234)
-    pieces = [b"", b" ", b"\t", b"\\", b"\\u003a", b"\\u0041", b'"', b",", b":", b"{", b"}", b"[", b"]", b"0", b"01",
-              b"-0", b"1e999", b"1.5e-400", b"-", b".", b"NaN", b"\\ud83d", b"\\ude00", b"\\ud83d\\ude00", b"\x00",
-              b"\x1f", b"\x7f", b"\xc3\xa9", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x0b", b"\x0c",
-              b"\r", b"9" * 310, b"true", b"nul", b'"method"', b'"a":1,"a":2', b'"id"', b"1" * 20, b"\xef\xbb\xbf"]
-    bases = [call(i, name, arguments)[:-1] for i, (name, arguments) in enumerate([
-        ("echo", {"q": "x"}), ("search", {"q": "a:b", "n": [1, 2.5, -0.0, None, True, {"k": "v"}]}),
-        ("exec", {}), ("x", {"deep": [[[{"a": [1]}]]], "s": "caf\u00e9 \u2603 \U0001f600"}),
-    ])] + [b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":{"b":{"c":1}}}}', b'{"id":"s","result":{}}']
+    pieces = [
+        b"",
+        b" ",
+        b"\t",
+        b"\\",
+        b"\\u003a",
+        b"\\u0041",
+        b'"',
+        b",",
+        b":",
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b"0",
+        b"01",
+        b"-0",
+        b"1e999",
+        b"1.5e-400",
+        b"-",
+        b".",
+        b"NaN",
+        b"\\ud83d",
+        b"\\ude00",
+        b"\\ud83d\\ude00",
+        b"\x00",
+        b"\x1f",
+        b"\x7f",
+        b"\xc3\xa9",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xc0\xaf",
+        b"\x0b",
+        b"\x0c",
+        b"\r",
+        b"9" * 310,
+        b"true",
+        b"nul",
+        b'"method"',
+        b'"a":1,"a":2',
+        b'"id"',
+        b"1" * 20,
+        b"\xef\xbb\xbf",
+    ]
+    bases = [
+        call(i, name, arguments)[:-1]
+        for i, (name, arguments) in enumerate(
+            [
+                ("echo", {"q": "x"}),
+                ("search", {"q": "a:b", "n": [1, 2.5, -0.0, None, True, {"k": "v"}]}),
+                ("exec", {}),
+                ("x", {"deep": [[[{"a": [1]}]]], "s": "caf\u00e9 \u2603 \U0001f600"}),
+            ]
+        )
+    ] + [b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":{"b":{"c":1}}}}', b'{"id":"s","result":{}}']
     taken = 0
     for _ in range(20000):
         line = rng.choice(bases)
         for _ in range(rng.randint(1, 3)):
             at = rng.randint(0, len(line))
-            line = line[:at] + rng.choice(pieces) + line[at + rng.randint(0, 3):]
+            line = line[:at] + rng.choice(pieces) + line[at + rng.randint(0, 3) :]
         taken += check_fast_admission([line.replace(b"\n", b"")])
     assert taken > 1000  # the fast reading did take a good share of them
 
 
-@pytest.mark.parametrize("line", [
-    b'{"a":1,"a":2}', b'{"a":{"b":1,"b":1}}', b'{"k":"x:y","k":"x:y"}', b'{"a":"\\u003a","a":1}',
-    b'{"a":"\\u003a","a":"\\u003A"}',  # the escaped colons would make up for the lost member
-    b'{"a":1}\r', b'{"a":' + b"[" * 129 + b"]" * 129 + b"}", b'{"a":' + b"9" * 309 + b"}", b'{"a":NaN}',
-    b'{"a":"\\udc00"}', b'{"method":null}', b"[]", b"", b" ", b'{"a":1} {"b":2}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"a":1,"a":2}',
+        b'{"a":{"b":1,"b":1}}',
+        b'{"k":"x:y","k":"x:y"}',
+        b'{"a":"\\u003a","a":1}',
+        b'{"a":"\\u003a","a":"\\u003A"}',  # the escaped colons would make up for the lost member
+        b'{"a":1}\r',
+        b'{"a":' + b"[" * 129 + b"]" * 129 + b"}",
+        b'{"a":' + b"9" * 309 + b"}",
+        b'{"a":NaN}',
+        b'{"a":"\\udc00"}',
+        b'{"method":null}',
+        b"[]",
+        b"",
+        b" ",
+        b'{"a":1} {"b":2}',
+    ],
+)
 def test_fast_admission_leaves_every_hard_line_to_the_careful_reader(line):
     assert admit_region(line + b"\n", [line]) is None
 
@@ -297,7 +429,11 @@ def test_the_unterminated_last_line_counts_at_eof():
 
 def test_a_long_line_is_admitted_off_the_loop_and_the_queue_waits_for_it():
     h = started()
-    long = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"q":"' + b"x" * (1 << 20) + b'"}}}\n'
+    long = (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"q":"'
+        + b"x" * (1 << 20)
+        + b'"}}}\n'
+    )
     effects = h.session.receive_client_data(call(0) + long + call(2))
     assert effects == [ToServer(call(0)), AdmitLine(long)]
     with pytest.raises(RuntimeError):
@@ -320,7 +456,9 @@ def test_server_lines_are_held_whole_and_forged_answers_cut_out():
     assert h.server(data[:10]) == []
     effects = h.server(data[10:])
     assert effects.to_client == answer1 + answer2
-    assert effects.warnings == ["[assay] WARNING: dropped a server response (id 77) that answers no pending client request"]
+    assert effects.warnings == [
+        "[assay] WARNING: dropped a server response (id 77) that answers no pending client request"
+    ]
     assert h.dropped_responses == 1
 
 
@@ -361,9 +499,12 @@ def test_client_eof_then_grace_then_sigterm_then_sigkill():
     assert s.timer() == [SignalChild(signal.SIGKILL)]
     assert s.deadline is None
     assert s.child_exited(-9) == [
-        Warn("[assay] the server died of signal 9 (SIGKILL): wrap stopped it, since it did not exit within "
-             "--shutdown-grace of the client's end; 1 request(s) it had not answered get no answer"),
-        StopClient()]
+        Warn(
+            "[assay] the server died of signal 9 (SIGKILL): wrap stopped it, since it did not exit within "
+            "--shutdown-grace of the client's end; 1 request(s) it had not answered get no answer"
+        ),
+        StopClient(),
+    ]
     assert s.server_closed() == [Finish(drain=True)]
     assert s.exit_code(-9) == 137 and s.stop_cause is StopCause.CLIENT_EOF
 
@@ -401,7 +542,9 @@ def test_child_exit_first_delivers_everything_then_finishes():
     s = h.session
     h.client(call(1))
     assert s.child_exited(0) == [
-        Warn("[assay] the server exited with status 0; 2 request(s) it had not answered get no answer"), StopClient()]
+        Warn("[assay] the server exited with status 0; 2 request(s) it had not answered get no answer"),
+        StopClient(),
+    ]
     assert s.phase is Phase.CHILD_EXITED
     assert h.client(call(2)) == []  # the client is no longer read
     assert h.server(b'{"jsonrpc":"2.0","id":1,"result":{}}\n').to_client.startswith(b'{"jsonrpc"')
@@ -421,7 +564,9 @@ def test_the_end_of_a_stdio_server_is_one_line_unless_wrap_or_the_client_ended_i
     h = started()
     h.client_closed()
     assert h.session.child_exited(2) == [
-        Warn("[assay] the server exited with status 2; 1 request(s) it had not answered get no answer"), StopClient()]
+        Warn("[assay] the server exited with status 2; 1 request(s) it had not answered get no answer"),
+        StopClient(),
+    ]
     h = started()
     h.session.signal(signal.SIGTERM)
     assert h.session.child_exited(-15) == []  # wrap's own stop
@@ -432,7 +577,9 @@ def test_the_end_of_a_stdio_server_is_one_line_unless_wrap_or_the_client_ended_i
 def test_the_exit_line_names_every_end():
     from assay.session.records import server_exit_line
 
-    assert server_exit_line(None, stopped=False, unanswered=0) == "[assay] the server ended (its exit status is unknown)"
+    assert (
+        server_exit_line(None, stopped=False, unanswered=0) == "[assay] the server ended (its exit status is unknown)"
+    )
     assert server_exit_line(-200, stopped=False, unanswered=0) == "[assay] the server died of signal 200 (unknown)"
     assert server_exit_line(1, stopped=False, unanswered=3).endswith("; 3 request(s) it had not answered get no answer")
 
@@ -493,7 +640,9 @@ def test_a_failed_record_is_fatal_exit_2():
     h = started()
     s = h.session
     assert s.output_failed("cannot write decision log: No space left on device") == [
-        StopClient(), Finish(drain=True, deadline=h.clock.now + 5.0)]
+        StopClient(),
+        Finish(drain=True, deadline=h.clock.now + 5.0),
+    ]
     assert s.exit_code(0) == 2 and s.stop_cause is StopCause.OUTPUT_ERROR
     assert s.is_session
 
@@ -511,7 +660,9 @@ def test_the_client_going_away_ends_the_run_at_once():
     assert h.session.stop_cause is StopCause.CLIENT_EOF
 
 
-@pytest.mark.parametrize(("rc", "sig", "code"), [(0, None, 0), (3, None, 3), (-15, None, 143), (None, None, 2), (0, 2, 130)])
+@pytest.mark.parametrize(
+    ("rc", "sig", "code"), [(0, None, 0), (3, None, 3), (-15, None, 143), (None, None, 2), (0, 2, 130)]
+)
 def test_exit_status(rc, sig, code):
     assert session_mod.exit_status(rc, sig) == code
 
@@ -521,8 +672,23 @@ def test_the_session_does_no_io():
     import ast
     import pathlib
 
-    for name in ("session", "effects", "admission", "pending", "listing", "serverlines", "client_side", "server_side",
-                 "toolbook", "calls", "ledger", "lifecycle", "approvals/room", "approvals/held", "approvals/offers"):
+    for name in (
+        "session",
+        "effects",
+        "admission",
+        "pending",
+        "listing",
+        "serverlines",
+        "client_side",
+        "server_side",
+        "toolbook",
+        "calls",
+        "ledger",
+        "lifecycle",
+        "approvals/room",
+        "approvals/held",
+        "approvals/offers",
+    ):
         source = (pathlib.Path(session_mod.__file__).parent / f"{name}.py").read_text()
         imported = set()
         for node in ast.walk(ast.parse(source)):

@@ -144,7 +144,11 @@ def test_accept_forwards_the_held_line_and_the_answer_is_consumed():
     [
         ({"result": {"action": "decline"}}, "declined", "The person declined the tool call"),
         ({"result": {"action": "cancel"}}, "cancelled", "The person dismissed the approval request without answering"),
-        ({"error": {"code": -32601, "message": "no"}}, "failed", "The client answered the approval request with an error"),
+        (
+            {"error": {"code": -32601, "message": "no"}},
+            "failed",
+            "The client answered the approval request with an error",
+        ),
         ({"result": {"action": "maybe"}}, "failed", "The client's answer to the approval request could not be read"),
         ({"result": []}, "failed", "The client's answer to the approval request could not be read"),
         ({"result": {}}, "failed", "The client's answer to the approval request could not be read"),
@@ -158,7 +162,11 @@ def test_anything_but_accept_denies_the_call(reply, which, reason):
     (deny,) = lines(effects.to_client)
     assert deny["id"] == 7
     assert deny_payload(deny) == {
-        "status": "deny", "error_code": "E_APPROVAL_DENIED", "tool": "deploy", "approval": which, "reason": reason,
+        "status": "deny",
+        "error_code": "E_APPROVAL_DENIED",
+        "tool": "deploy",
+        "approval": which,
+        "reason": reason,
     }
     (event,) = events(effects)
     assert (event["decision"], event["reason_code"], event["approval_state"]) == ("deny", "P_APPROVAL_DENIED", which)
@@ -238,7 +246,8 @@ def test_a_timeout_denies_the_call_and_closes_the_prompt():
     effects = h._run(h.session.timer())
     notice, deny = lines(effects.to_client)
     assert notice == {
-        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
         "params": {"requestId": approval_id, "reason": "assay: the approval timed out"},
     }
     assert deny["id"] == 3
@@ -378,7 +387,14 @@ def test_a_held_notification_is_dropped_on_decline_and_forwarded_on_accept():
 
 @pytest.mark.parametrize(
     "capabilities",
-    [{}, {"elicitation": None}, {"elicitation": True}, {"elicitation": []}, {"elicitation": {"url": {}}}, {"sampling": {}}],
+    [
+        {},
+        {"elicitation": None},
+        {"elicitation": True},
+        {"elicitation": []},
+        {"elicitation": {"url": {}}},
+        {"sampling": {}},
+    ],
 )
 def test_without_elicitation_the_fallback_denies(capabilities):
     h = session(options=with_logs(), capabilities=capabilities)
@@ -532,7 +548,14 @@ def test_a_huge_id_with_wrap_s_prefix_is_not_read_as_a_number():
     for _ in range(12):
         table.next_id()
     assert [table.owns(PREFIX + n) for n in ("1", "9", "10", "12", "13", "20", "100", "012")] == [
-        True, True, True, True, False, False, False, False,
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
     ]
 
 
@@ -575,7 +598,14 @@ def test_the_prompt_escapes_controls_and_is_bounded():
     assert "Arguments: none" in approvals.approval_text("t", None)
 
 
-@given(st.text(), st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10))
+@given(
+    st.text(),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=10,
+    ),
+)
 def test_the_request_is_one_json_line_for_any_call(name, arguments):
     line = approvals.elicitation_request(PREFIX + "1", name, arguments)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
@@ -642,8 +672,19 @@ def test_bad_values_are_one_clear_error(line, kind, text):
 def test_the_docs_example_asks_for_writes_and_not_for_reads():
     policy = load_policy(policy_example("approvals").encode())
     h = session(policy)
-    assert h.handle(frame_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                "params": {"name": "read_file", "arguments": {"path": "/workspace/a"}}})).disposition == "forwarded"
+    assert (
+        h.handle(
+            frame_line(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "/workspace/a"}},
+                }
+            )
+        ).disposition
+        == "forwarded"
+    )
     effects = h.client(call(2, "write_file", {"path": "/workspace/a", "content": "x"}))
     assert effects.to_server == b"" and lines(effects.to_client)[0]["method"] == "elicitation/create"
     assert h.session.deadline == h.clock.now + 120
@@ -711,7 +752,11 @@ def test_every_call_has_exactly_one_fate_in_any_interleaving(actions):
                 cancelled_by_client.add(rid)
                 take(h.client(cancelled(rid)))
         elif id_of:
-            target = sorted(id_of)[action[1] % len(id_of)] if kind == "late" else (pending[action[1] % len(pending)] if pending else None)
+            target = (
+                sorted(id_of)[action[1] % len(id_of)]
+                if kind == "late"
+                else (pending[action[1] % len(pending)] if pending else None)
+            )
             if target is None:
                 continue
             if kind == "error":
@@ -747,8 +792,13 @@ def test_how_the_client_stream_is_cut_does_not_change_what_is_forwarded(cuts):
     """The same client bytes, read whole or cut anywhere (the careful path), forward the same
     bytes and send the same lines to the client."""
     stream = (
-        call(2, "echo") + answer(PREFIX + "1") + call(3) + call(4, "echo")
-        + answer(PREFIX + "2", "decline") + cancelled(5) + call(6, "echo")
+        call(2, "echo")
+        + answer(PREFIX + "1")
+        + call(3)
+        + call(4, "echo")
+        + answer(PREFIX + "2", "decline")
+        + cancelled(5)
+        + call(6, "echo")
     )
 
     def run(chunks):

@@ -39,14 +39,21 @@ STATE_RE = r"assay-approval\.[0-9a-f]{32}\.[0-9a-f]{64}"
 
 
 def meta(capabilities=FORM) -> dict:
-    m = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
+    m = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    }
     if capabilities is not None:
         m["io.modelcontextprotocol/clientCapabilities"] = capabilities
     return m
 
 
 def call(rid, name="deploy", arguments=None, capabilities=FORM, **extra) -> dict:
-    params = {"name": name, "arguments": {"env": "prod"} if arguments is None else arguments, "_meta": meta(capabilities)}
+    params = {
+        "name": name,
+        "arguments": {"env": "prod"} if arguments is None else arguments,
+        "_meta": meta(capabilities),
+    }
     params.update(extra)
     obj = {"jsonrpc": "2.0", "method": "tools/call", "params": params}
     if rid is not None:
@@ -78,7 +85,9 @@ def with_logs() -> SessionOptions:
 
 def events(effects) -> list[dict]:
     """The decision events (the first call also brings its client's: docs/wrap-records.md, "The client")."""
-    return [e["data"] for e in map(json.loads, effects.records(Sink.DECISION_LOG)) if e["type"] == "assay.tool.decision"]
+    return [
+        e["data"] for e in map(json.loads, effects.records(Sink.DECISION_LOG)) if e["type"] == "assay.tool.decision"
+    ]
 
 
 def receipts(effects) -> list[dict]:
@@ -159,7 +168,10 @@ def test_an_accepted_retry_is_forwarded_without_wraps_members_and_recorded_once(
 def test_the_first_rounds_own_input_responses_and_state_are_restored():
     """A call that answers the server's own input_required round keeps the server's members."""
     h = session()
-    server_members = {"inputResponses": {"server-q": {"action": "accept", "content": {"x": 1}}}, "requestState": "srv-opaque"}
+    server_members = {
+        "inputResponses": {"server-q": {"action": "accept", "content": {"x": 1}}},
+        "requestState": "srv-opaque",
+    }
     first = call(1, **server_members)
     state = input_required(h, first)
     again = retry(first, 2, state)
@@ -310,13 +322,19 @@ def test_approval_timeout_zero_denies_without_asking():
 def test_a_line_that_cannot_be_rewritten_faithfully_is_not_forwarded():
     assert approvals.rewrite_retry({"id": 1, "params": {"x": {1, 2}}}, {}) is None  # not JSON
     assert approvals.rewrite_retry({"id": 1, "params": "not an object"}, {}) is None
-    assert approvals.rewrite_retry({"id": 1, "params": {"a": 1, "requestState": "s"}}, {}) == b'{"id":1,"params":{"a":1}}'
+    assert (
+        approvals.rewrite_retry({"id": 1, "params": {"a": 1, "requestState": "s"}}, {}) == b'{"id":1,"params":{"a":1}}'
+    )
 
 
 # -- forged, replayed and mismatched states (hypothesis) ------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
 )
@@ -351,7 +369,11 @@ def test_a_state_approves_only_the_arguments_it_was_asked_for(asked, data):
 @settings(max_examples=30, deadline=None)
 @given(args=arguments)
 def test_a_state_does_not_approve_another_tool(args):
-    h = session(load_policy(POLICY_TEXT.replace('approval_required: ["deploy"]', 'approval_required: ["deploy", "echo"]').encode()))
+    h = session(
+        load_policy(
+            POLICY_TEXT.replace('approval_required: ["deploy"]', 'approval_required: ["deploy", "echo"]').encode()
+        )
+    )
     first = call(1, arguments=args)
     state = input_required(h, first)
     outcome = h.handle(line(retry(first, 2, state, name="echo")))

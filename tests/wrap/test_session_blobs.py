@@ -21,8 +21,13 @@ def embedded(rid: int, blob: str, mime: str | None = "text/plain") -> bytes:
     resource = {"uri": "file:///notes.txt", "blob": blob}
     if mime is not None:
         resource["mimeType"] = mime
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {
-        "content": [{"type": "text", "text": "here it is"}, {"type": "resource", "resource": resource}]}}).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "result": {"content": [{"type": "text", "text": "here it is"}, {"type": "resource", "resource": resource}]},
+        }
+    ).encode()
 
 
 def blob_of(got: bytes) -> bytes:
@@ -40,15 +45,30 @@ def test_a_text_blob_in_a_tool_result_is_masked_and_stripped() -> None:
     assert inspected[0]["action"] == "mask+strip"
     assert {f["pointer"] for f in inspected[0]["findings"]} == {"/content/1/resource/blob"}
     # only the blob's token changed
-    assert got.replace(json.loads(got)["result"]["content"][1]["resource"]["blob"].encode(), b"B") == \
-        raw.replace(json.loads(raw)["result"]["content"][1]["resource"]["blob"].encode(), b"B") + b"\n"
+    assert (
+        got.replace(json.loads(got)["result"]["content"][1]["resource"]["blob"].encode(), b"B")
+        == raw.replace(json.loads(raw)["result"]["content"][1]["resource"]["blob"].encode(), b"B") + b"\n"
+    )
 
 
 def test_a_json_blob_of_a_resource_read_is_blocked() -> None:
     h = session("inspect: {secrets: block}\n")
     h.handle({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "file:///cfg.json"}})
-    raw = json.dumps({"jsonrpc": "2.0", "id": 3, "result": {"contents": [
-        {"uri": "file:///cfg.json", "mimeType": "application/json", "blob": b64(json.dumps({"token": TOKEN}))}]}}).encode()
+    raw = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {
+                "contents": [
+                    {
+                        "uri": "file:///cfg.json",
+                        "mimeType": "application/json",
+                        "blob": b64(json.dumps({"token": TOKEN})),
+                    }
+                ]
+            },
+        }
+    ).encode()
     got, inspected, _ = answer(h, raw)
     assert TOKEN.encode() not in got and b64(json.dumps({"token": TOKEN})).encode() not in got
     err = json.loads(got)["error"]
@@ -80,9 +100,11 @@ def test_a_blob_clients_decode_differently_is_relayed_as_wrap_read_it() -> None:
     # flag changes no text, but an odd spelling is still made canonical; a dry run changes nothing
     h = session("inspect: {injection: flag}\n")
     call(h, 1, "read")
-    spaced = "\n".join(b64("a long enough note about the weather today")[i:i + 8] for i in range(0, 60, 8))
+    spaced = "\n".join(b64("a long enough note about the weather today")[i : i + 8] for i in range(0, 60, 8))
     got, inspected, _ = answer(h, embedded(1, spaced))
-    assert json.loads(got)["result"]["content"][1]["resource"]["blob"] == b64("a long enough note about the weather today")
+    assert json.loads(got)["result"]["content"][1]["resource"]["blob"] == b64(
+        "a long enough note about the weather today"
+    )
     assert inspected == []
     h = session("inspect: {injection: strip}\n", dry_run=True)
     call(h, 1, "read")

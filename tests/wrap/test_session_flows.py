@@ -22,7 +22,9 @@ DENY_TEXT = "Content blocked by policy"
 
 
 def session(policy=FLOWS, **options) -> Harness:
-    h = Harness(policy, SessionOptions(decision_sinks=(Sink.DECISION_LOG,), audit=True, event_source="assay://t", **options))
+    h = Harness(
+        policy, SessionOptions(decision_sinks=(Sink.DECISION_LOG,), audit=True, event_source="assay://t", **options)
+    )
     h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
     return h
 
@@ -73,12 +75,16 @@ def test_a_network_call_after_a_secret_is_denied_with_the_rule_in_reply_and_reco
         "tool": "send_email",
         "rule": "no-exfiltration",
         "reason": "no network call after a secret was read in this session; it holds until this wrap ends "
-                  "(a `for:` in the rule would end it by itself)",
+        "(a `for:` in the rule would end it by itself)",
     }
     assert (d["decision"], d["reason_code"], d["matched_rule"]) == ("deny", "P_SEQUENCE_VIOLATION", "no-exfiltration")
     assert d["reason"] == payload(out.reply)["reason"]
     assert d["typed_decision"] == "deny" and d["policy_digest"] == FLOWS.digest
-    assert a["decision"] == "deny" and a["agentic"]["error_code"] == "E_SEQUENCE_VIOLATION" and a["agentic"]["rule"] == "no-exfiltration"
+    assert (
+        a["decision"] == "deny"
+        and a["agentic"]["error_code"] == "E_SEQUENCE_VIOLATION"
+        and a["agentic"]["rule"] == "no-exfiltration"
+    )
     for name in ("http_post", "send_sms"):  # every network sink, by pattern; send_sms is not even allowed
         out, d, _ = call(name, {"url": "https://x"})
         assert out.disposition == "blocked"
@@ -98,7 +104,13 @@ def test_args_match_counts_a_secret_file_as_a_trigger():
 
 @pytest.mark.parametrize(
     "path",
-    ["/workspace/../secrets/token", "/secrets//token", "/secrets/./token", "/SECRETS/token", "/workspace/../SeCrEtS/token"],
+    [
+        "/workspace/../secrets/token",
+        "/secrets//token",
+        "/secrets/./token",
+        "/SECRETS/token",
+        "/workspace/../SeCrEtS/token",
+    ],
 )
 def test_the_example_cannot_be_walked_around_by_spelling_the_path_another_way(path):
     """Each of these either counts as reading a secret file or is refused outright: none lets a
@@ -113,7 +125,8 @@ def test_the_example_cannot_be_walked_around_by_spelling_the_path_another_way(pa
 
 
 @pytest.mark.parametrize(
-    "path", ["file:///secrets/token", "file:///%73ecrets/token", "~/../../secrets/token", "secrets/token", "/etc/passwd"]
+    "path",
+    ["file:///secrets/token", "file:///%73ecrets/token", "~/../../secrets/token", "secrets/token", "/etc/passwd"],
 )
 def test_the_example_refuses_paths_it_could_not_classify(path):
     call = Calls(session())
@@ -127,7 +140,10 @@ def test_deploy_only_after_run_tests_and_denied_calls_do_not_enter():
     call = Calls(session())
     out, d, _ = call("deploy", {"target": "prod"})
     assert out.disposition == "blocked"
-    assert payload(out.reply)["reason"] == "deploy only after run_tests in this session; it ends once 'run_tests' is called"
+    assert (
+        payload(out.reply)["reason"]
+        == "deploy only after run_tests in this session; it ends once 'run_tests' is called"
+    )
     assert d["matched_rule"] == "tests-before-deploy"
     # had the denied deploy entered the history, run_tests would now come "after" it
     assert call("run_tests")[0].disposition == "forwarded"
@@ -147,8 +163,10 @@ def test_a_call_the_engine_denies_does_not_enter():
     assert call("vault_read")[0].disposition == "forwarded"
     out, d, _ = call("send_email")
     assert out.disposition == "blocked" and d["matched_rule"] == "r"
-    assert d["reason"] == ("tool 'send_*' at index 2 is forbidden after 'vault_*' (triggered at index 1); "
-                           "it holds until this wrap ends (a `for:` in the rule would end it by itself)")
+    assert d["reason"] == (
+        "tool 'send_*' at index 2 is forbidden after 'vault_*' (triggered at index 1); "
+        "it holds until this wrap ends (a `for:` in the rule would end it by itself)"
+    )
 
 
 def test_a_flow_deny_says_how_it_ends_in_the_reply_and_the_log():
@@ -163,19 +181,25 @@ def test_a_flow_deny_says_how_it_ends_in_the_reply_and_the_log():
     call = Calls(session(policy, shared_session_key="client:4242:17"))
     assert call("read_secret")[0].disposition == "forwarded"
     out, d, audit = call("send_email")
-    said = ("tool 'send_email' at index 1 is forbidden after 'read_secret' (triggered at index 0); it holds for the "
-            "rest of the agent session (a `for:` in the rule would end it by itself); "
-            "`assay mcp session reset client:4242:17` clears it")
+    said = (
+        "tool 'send_email' at index 1 is forbidden after 'read_secret' (triggered at index 0); it holds for the "
+        "rest of the agent session (a `for:` in the rule would end it by itself); "
+        "`assay mcp session reset client:4242:17` clears it"
+    )
     assert payload(out.reply)["reason"] == said and d["reason"] == said
     assert said in json.dumps(audit)
     assert call("read_token")[0].disposition == "forwarded"
     call.h.clock.advance(125.5)
     out, d, _ = call("post")
-    assert d["reason"].endswith("; it ends in 7m 55s (10m after the latest 'read_token'), or at once with "
-                                "`assay mcp session reset client:4242:17`")
+    assert d["reason"].endswith(
+        "; it ends in 7m 55s (10m after the latest 'read_token'), or at once with "
+        "`assay mcp session reset client:4242:17`"
+    )
     out, d, _ = call("ping")
-    assert d["reason"] == ("tool 'ping' exceeded max calls (1 > 0); it holds for the rest of the agent session; "
-                           "`assay mcp session reset client:4242:17` clears it")
+    assert d["reason"] == (
+        "tool 'ping' exceeded max calls (1 > 0); it holds for the rest of the agent session; "
+        "`assay mcp session reset client:4242:17` clears it"
+    )
 
 
 def test_a_denied_notification_is_dropped_and_does_not_enter():
@@ -201,7 +225,11 @@ def test_dry_run_forwards_logs_and_still_predicts():
     call = Calls(session(dry_run=True))
     out, d, a = call("deploy")
     assert out.disposition == "forwarded" and out.reply is None
-    assert (d["decision"], d["reason_code"], d["matched_rule"]) == ("allow", "P_SEQUENCE_VIOLATION", "tests-before-deploy")
+    assert (d["decision"], d["reason_code"], d["matched_rule"]) == (
+        "allow",
+        "P_SEQUENCE_VIOLATION",
+        "tests-before-deploy",
+    )
     assert a["decision"] == "would_deny"
     # the forwarded deploy did not enter: run_tests and then deploy are what enforcing allows
     out, d, a = call("run_tests")

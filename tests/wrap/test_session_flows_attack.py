@@ -99,15 +99,41 @@ def test_a_call_no_server_runs_cannot_satisfy_a_before_rule(rid):
 @pytest.mark.parametrize(
     ("frame", "why"),
     [
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": [1]}}, "the arguments of a tools/call must be an object"),
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": "x"}}, "the arguments of a tools/call must be an object"),
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": None}}, "the arguments of a tools/call must be an object"),
-        ({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests"}}, 'a tools/call needs "jsonrpc": "2.0"'),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": [1]}},
+            "the arguments of a tools/call must be an object",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": "x"}},
+            "the arguments of a tools/call must be an object",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "arguments": None}},
+            "the arguments of a tools/call must be an object",
+        ),
+        (
+            {"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests"}},
+            'a tools/call needs "jsonrpc": "2.0"',
+        ),
         ({"id": 1, "method": "tools/call", "params": {"name": "run_tests"}}, 'a tools/call needs "jsonrpc": "2.0"'),
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "_meta": "x"}}, "the _meta of a tools/call must be an object"),
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [{"name": "run_tests"}]}, "a tools/call needs params with a string name"),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_tests", "_meta": "x"}},
+            "the _meta of a tools/call must be an object",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [{"name": "run_tests"}]},
+            "a tools/call needs params with a string name",
+        ),
     ],
-    ids=["arguments-list", "arguments-string", "arguments-null", "jsonrpc-1.0", "no-jsonrpc", "meta-string", "params-list"],
+    ids=[
+        "arguments-list",
+        "arguments-string",
+        "arguments-null",
+        "jsonrpc-1.0",
+        "no-jsonrpc",
+        "meta-string",
+        "params-list",
+    ],
 )
 def test_a_call_the_sdks_refuse_unrun_cannot_satisfy_a_before_rule(frame, why):
     # the MCP SDKs answer these with an error and never run the tool; wrap counted run_tests
@@ -168,7 +194,9 @@ def approving_session() -> Harness:
 
 
 def hold(h: Harness, rid: int, name: str) -> str:
-    effects = h.client(line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": {}}}))
+    effects = h.client(
+        line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": {}}})
+    )
     assert effects.to_server == b""
     (request,) = [json.loads(x) for x in effects.to_client.splitlines()]
     assert request["method"] == "elicitation/create"
@@ -243,7 +271,10 @@ NEVER_AFTER = (
 )
 def test_an_escaped_name_reaches_the_flow_rules_decoded(send):
     h = session(NEVER_AFTER)
-    assert h.handle(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_\\u0073ecret"}}').disposition == "forwarded"
+    assert (
+        h.handle(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_\\u0073ecret"}}').disposition
+        == "forwarded"
+    )
     out = h.handle(send)
     assert out.disposition == "blocked" and json.loads(out.reply)["result"]["structuredContent"]["rule"] == "no-exfil"
 
@@ -278,8 +309,16 @@ FUZZ_POLICY = load_policy(
     ).encode()
 )
 JSON = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-2, 2), st.sampled_from(["", "/x", "\u00e9", "run_tests"])),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "name", "id"]), inner, max_size=3)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 5),
+        st.floats(-2, 2),
+        st.sampled_from(["", "/x", "\u00e9", "run_tests"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["p", "name", "id"]), inner, max_size=3)
+    ),
     max_leaves=5,
 )
 TOOL = st.sampled_from(["deploy", "run_tests", "read_secret", "send_email", "open", "close", "echo", ""])
@@ -303,7 +342,11 @@ def client_frames(draw):
     if kind == "answer":
         return kind, draw(st.sampled_from(["accept", "decline", "cancel"])), draw(st.integers(1, 8))
     if kind == "cancel":
-        return kind, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": draw(st.integers(0, 6))}}
+        return kind, {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": draw(st.integers(0, 6))},
+        }
     return kind, draw(st.floats(0, 100))
 
 
@@ -371,7 +414,12 @@ def test_a_two_round_call_enters_once_at_its_retry_and_a_replay_never():
     }
 
     def first_round(rid: int, n: int) -> tuple[dict, str]:
-        frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "deploy", "arguments": {"n": n}, "_meta": meta}}
+        frame = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "tools/call",
+            "params": {"name": "deploy", "arguments": {"n": n}, "_meta": meta},
+        }
         effects = h.client(line(frame))
         assert effects.to_server == b""
         return frame, json.loads(effects.to_client)["result"]["requestState"]
@@ -426,8 +474,13 @@ def test_any_spelling_of_a_name_on_the_wire_is_judged_as_its_decoded_name(suffix
     ).encode()
     h = session(policy)
     extra = ',"x":"\\ud83d\\ude00"' if careful else ""  # a surrogate pair: admission's careful path
+
     def frame(rid: int, name_text: str) -> bytes:
-        return ('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{}%s}}' % (rid, name_text, extra)).encode()
+        return (
+            '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{}%s}}'
+            % (rid, name_text, extra)
+        ).encode()
+
     assert h.handle(frame(1, escaped(sink, mask_sink))).disposition == "forwarded"
     assert h.handle(frame(2, escaped(trigger, mask_trigger))).disposition == "forwarded"
     out = h.handle(frame(3, escaped(sink, mask_sink[::-1])))

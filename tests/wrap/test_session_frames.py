@@ -54,9 +54,10 @@ REJECT_CODES = {
 
 def rejection(reason: str) -> bytes:
     code, message = REJECT_CODES[reason]
-    return (
-        b'{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"%s","data":{"reason":"%s"}}}\n'
-        % (code, message.encode(), reason.encode())
+    return b'{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":"%s","data":{"reason":"%s"}}}\n' % (
+        code,
+        message.encode(),
+        reason.encode(),
     )
 
 
@@ -224,13 +225,57 @@ def test_generated_streams_forward_exactly_the_admitted_frames(frames, cuts):
 # surrogates, escapes that spell a colon, raw control characters, invalid UTF-8, spellings JSON
 # forbids, repeated member names (also spelled with escapes).
 TRICKY_VALUES = [
-    b"1e400", b"-1e400", b"1e308", b"2e308", b"NaN", b"Infinity", b"-0", b"0.5", b"1E+2", b"9" * 310,
-    b"123456789012345678901234567890", b'"\\ud800"', b'"\\udc00x"', b'"\\ud83d\\ude00"', b'"\\u003a"',
-    b'"\\u003A"', b'":"', b'"\\""', b'"\x01"', b'"\xc3\xa9"', b'"\xc3"', b'"\xed\xa0\x80"', b'"\\u0000"',
-    b"true", b"null", b"[]", b"{}", b'"\t"', b'"\x7f"', b"01", b"1.", b".1", b"+1", b'"\\x"', b"1e",
-    b'"\xef\xbb\xbf"', b'"\xf0\x9f\x98\x80"', b'"\xf8\x88\x80\x80\x80"',
+    b"1e400",
+    b"-1e400",
+    b"1e308",
+    b"2e308",
+    b"NaN",
+    b"Infinity",
+    b"-0",
+    b"0.5",
+    b"1E+2",
+    b"9" * 310,
+    b"123456789012345678901234567890",
+    b'"\\ud800"',
+    b'"\\udc00x"',
+    b'"\\ud83d\\ude00"',
+    b'"\\u003a"',
+    b'"\\u003A"',
+    b'":"',
+    b'"\\""',
+    b'"\x01"',
+    b'"\xc3\xa9"',
+    b'"\xc3"',
+    b'"\xed\xa0\x80"',
+    b'"\\u0000"',
+    b"true",
+    b"null",
+    b"[]",
+    b"{}",
+    b'"\t"',
+    b'"\x7f"',
+    b"01",
+    b"1.",
+    b".1",
+    b"+1",
+    b'"\\x"',
+    b"1e",
+    b'"\xef\xbb\xbf"',
+    b'"\xf0\x9f\x98\x80"',
+    b'"\xf8\x88\x80\x80\x80"',
 ]
-TRICKY_KEYS = [b'"a"', b'"b"', b'"method"', b'"id"', b'"\\u0061"', b'""', b'":"', b'"\\ud800"', b'"\xc3\xa9"', b'"a\\u003a"']
+TRICKY_KEYS = [
+    b'"a"',
+    b'"b"',
+    b'"method"',
+    b'"id"',
+    b'"\\u0061"',
+    b'""',
+    b'":"',
+    b'"\\ud800"',
+    b'"\xc3\xa9"',
+    b'"a\\u003a"',
+]
 SPACE = st.sampled_from([b"", b"", b" ", b"\t", b"\x0c", b"\xc2\xa0"])
 
 
@@ -240,15 +285,30 @@ def _joined(open_: bytes, close: bytes, items: Any) -> Any:
 
 PLAIN_VALUES = [b"1", b"-2.5e3", b'"x"', b'"a:b"', b"false", b'"\\u00e9\\n"', b'"\\ud83d\\ude00"']
 TRICKY_JSON = st.recursive(
-    st.sampled_from(PLAIN_VALUES) | st.sampled_from(PLAIN_VALUES) | st.sampled_from(PLAIN_VALUES)
+    st.sampled_from(PLAIN_VALUES)
+    | st.sampled_from(PLAIN_VALUES)
+    | st.sampled_from(PLAIN_VALUES)
     | st.sampled_from(TRICKY_VALUES),
-    lambda inner: _joined(b"[", b"]", st.lists(inner, max_size=3))
-    | _joined(b"{", b"}", st.lists(st.tuples(SPACE, st.sampled_from(TRICKY_KEYS), SPACE, inner).map(
-        lambda t: t[0] + t[1] + t[2] + b":" + t[3]), max_size=3)),
+    lambda inner: (
+        _joined(b"[", b"]", st.lists(inner, max_size=3))
+        | _joined(
+            b"{",
+            b"}",
+            st.lists(
+                st.tuples(SPACE, st.sampled_from(TRICKY_KEYS), SPACE, inner).map(
+                    lambda t: t[0] + t[1] + t[2] + b":" + t[3]
+                ),
+                max_size=3,
+            ),
+        )
+    ),
     max_leaves=8,
 )
-TRICKY_LINE = _joined(b"{", b"}\n", st.lists(
-    st.tuples(st.sampled_from(TRICKY_KEYS), TRICKY_JSON).map(lambda t: t[0] + b":" + t[1]), max_size=4))
+TRICKY_LINE = _joined(
+    b"{",
+    b"}\n",
+    st.lists(st.tuples(st.sampled_from(TRICKY_KEYS), TRICKY_JSON).map(lambda t: t[0] + b":" + t[1]), max_size=4),
+)
 
 
 def fast_and_careful(frames: list[bytes]) -> None:
@@ -323,7 +383,7 @@ def test_schema_deny_reply_bytes():
     )
     assert effects.to_client == (
         b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Content blocked by policy"},'
-        b'{"type":"text","text":' + json.dumps(payload.decode()).encode() + b'}],'
+        b'{"type":"text","text":' + json.dumps(payload.decode()).encode() + b"}],"
         b'"isError":true,"structuredContent":' + payload + b"}}\n"
     )
     assert effects.to_server == b""
@@ -383,9 +443,7 @@ def test_modern_deny_reply_carries_result_type():
     meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
     frame = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "exec", **meta}}).encode()
     effects = harness(DENY_EXEC).client(frame + b"\n")
-    assert effects.to_client.endswith(
-        b'"reason":"Tool is explicitly denylisted by name"},"resultType":"complete"}}\n'
-    )
+    assert effects.to_client.endswith(b'"reason":"Tool is explicitly denylisted by name"},"resultType":"complete"}}\n')
     assert effects.to_server == b""
     legacy = harness(DENY_EXEC).client(call(5, "exec"))
     assert b"resultType" not in legacy.to_client
@@ -435,8 +493,14 @@ def test_decision_log_event_shape():
     assert all(e["type"] == "assay.tool.decision" and e["source"] == SOURCE for e in got)
     assert [e["id"] for e in got] == ["evt_decision_00000001", "evt_decision_00000002", "evt_decision_00000003"]
     assert [
-        (e["data"]["tool"], e["data"]["decision"], e["data"]["reason_code"], e["data"]["tool_call_id"],
-         e["data"]["request_id"]) for e in got
+        (
+            e["data"]["tool"],
+            e["data"]["decision"],
+            e["data"]["reason_code"],
+            e["data"]["tool_call_id"],
+            e["data"]["request_id"],
+        )
+        for e in got
     ] == [
         ("exec", "deny", "P_TOOL_DENIED", "req_7", 7),
         ("read_file", "allow", "P_POLICY_ALLOW", "req_8", 8),
@@ -604,14 +668,16 @@ def test_a_rejected_first_frame_starts_the_session(line, reason):
     effects = h.client(line)
     assert isinstance(effects[0], StartSession) and starts(effects) == 1
     assert effects.to_client == rejection(reason)
-    assert receipts(effects) == [{
-        "schema": "assay.mcp_request_receipt.v0",
-        "seq": 1,
-        "frame_digest": sha256(line[:-1]),
-        "kind": "rejected",
-        "disposition": "rejected",
-        "reject_reason": reason,
-    }]
+    assert receipts(effects) == [
+        {
+            "schema": "assay.mcp_request_receipt.v0",
+            "seq": 1,
+            "frame_digest": sha256(line[:-1]),
+            "kind": "rejected",
+            "disposition": "rejected",
+            "reject_reason": reason,
+        }
+    ]
 
 
 def test_discover_before_the_session_gets_no_receipt_and_the_next_frame_starts_it():
@@ -622,7 +688,9 @@ def test_discover_before_the_session_gets_no_receipt_and_the_next_frame_starts_i
     effects = h.client(DISCOVER + PING)
     # the shell writes receipts after the bytes of their read: only the other effects' order counts
     assert shape(e for e in effects if not isinstance(e, Record)) == [
-        ("ToServer", DISCOVER), ("StartSession",), ("ToServer", PING)
+        ("ToServer", DISCOVER),
+        ("StartSession",),
+        ("ToServer", PING),
     ]
     [receipt] = receipts(effects)
     assert (receipt["seq"], receipt["method"], receipt["request_id"]) == (1, "ping", 1)
@@ -705,7 +773,9 @@ def test_a_long_first_line_starts_the_session_before_it_is_forwarded():
     assert h.session.client_closed() == []  # the EOF waits for the verdict
     rest = Effects(h.session.admitted(admit(big)))
     assert shape(e for e in rest if not isinstance(e, Record)) == [
-        ("StartSession",), ("ToServer", big + PING), ("CloseServerInput",)
+        ("StartSession",),
+        ("ToServer", big + PING),
+        ("CloseServerInput",),
     ]
     assert [(r["seq"], r["method"]) for r in receipts(rest)] == [(1, "tools/call"), (2, "ping")]
 
@@ -747,7 +817,7 @@ def test_replies_wait_for_the_end_of_a_streamed_server_line():
     wait until that line ends and follow it, in order."""
     h = harness(server_hold_limit=100)
     h.client(request(1, "tools/list"))
-    answer = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[' + b'{"name":"t"},' * 20 + b'{}]}}\n'
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[' + b'{"name":"t"},' * 20 + b"{}]}}\n"
     head, middle, tail = answer[:150], answer[150:200], answer[200:]
     streamed = h.server(head)
     assert streamed.to_client == head

@@ -24,12 +24,8 @@ from tests.docs_examples import policy_example
 from tests.wrap._harness import Harness
 from tests.wrap.test_session_baseline import LABEL, observe, request
 
-POLICY = load_policy(
-    b'version: "2.0"\ntools:\n  allow: ["read_*", "list_dir", "exec"]\n  deny: ["exec", "*delete*"]\n'
-)
-CLASSES = load_policy(
-    b'version: "2.0"\ntool_classes:\n  run_shell: [shell]\ntools:\n  deny_classes: [shell]\n'
-)
+POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["read_*", "list_dir", "exec"]\n  deny: ["exec", "*delete*"]\n')
+CLASSES = load_policy(b'version: "2.0"\ntool_classes:\n  run_shell: [shell]\ntools:\n  deny_classes: [shell]\n')
 
 
 def tool(name: str, **extra) -> dict:
@@ -170,16 +166,24 @@ def test_a_line_too_deep_to_read_is_relayed_unchanged():
 
 def test_deep_but_readable_lines_are_cut():
     deep = b"[" * 5_000 + b"]" * 5_000  # deeper than msgspec and json read: the iterative reader's case
-    line = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
+    line = (
+        b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},{"name":"read_file","inputSchema":{},"d":'
+        + deep
+        + b"}]}}"
+    )
     seen = client_sees(session(), 1, line)
-    assert seen == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
+    assert (
+        seen == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{},"d":' + deep + b"}]}}"
+    )
 
 
 def test_a_line_over_the_scan_budget_is_relayed_unchanged(monkeypatch):
     """Readable (under the reader's budget) but too much for the slow scan: never a stall."""
     wide = "[" * 2_000 + "[]," * 120_000 + "[]" + "]" * 2_000
-    line = ('{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},'
-            '{"name":"read_file","inputSchema":{},"d":' + wide + "}]}}").encode()
+    line = (
+        '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec","inputSchema":{}},'
+        '{"name":"read_file","inputSchema":{},"d":' + wide + "}]}}"
+    ).encode()
     s = session()
     assert client_sees(s, 1, line) == line
     assert deny_code(s, 2, "exec") == "E_TOOL_DENIED"
@@ -228,8 +232,22 @@ def test_with_a_declared_manifest_undeclared_tools_are_hidden_drifted_ones_not()
 
 _NAMES = ["read_file", "list_dir", "exec", "write_file", "delete_all", "read_\u00fc", "r\u00e9ad"]
 _RAW = [  # JSON texts whose exact spelling a re-encoder would lose
-    b"123456789012345678901234567890", b"-0.0", b"1.10", b"1e400", b"1E-7", b'"\\ud83d"', b'"\\u00fc"',
-    "\"\u00fc\u2028\"".encode(), b'"a\\/b"', b"NaN", b"Infinity", b"[]", b"{}", b"true", b"null", b'""',
+    b"123456789012345678901234567890",
+    b"-0.0",
+    b"1.10",
+    b"1e400",
+    b"1E-7",
+    b'"\\ud83d"',
+    b'"\\u00fc"',
+    '"\u00fc\u2028"'.encode(),
+    b'"a\\/b"',
+    b"NaN",
+    b"Infinity",
+    b"[]",
+    b"{}",
+    b"true",
+    b"null",
+    b'""',
     b"9" * 5000,  # beyond int(): kept as text by the reader
 ]
 _ws = st.sampled_from([b"", b" ", b"\t", b" \t "])
@@ -257,10 +275,18 @@ def _answer(draw) -> tuple[bytes, list[bytes], bytes, bytes]:
     """(line, element bytes, text before the array, text after it)."""
     elements = draw(st.lists(_element(), max_size=6))
     array_ws = [draw(_ws) for _ in range(len(elements) + 1)]
-    array = b"[" + b"".join(array_ws[i] + e + draw(_ws) + (b"," if i < len(elements) - 1 else b"")
-                            for i, (e, _n) in enumerate(elements)) + array_ws[-1] + b"]"
-    extras = [json.dumps(k).encode() + b":" + draw(st.sampled_from(_RAW))
-              for k in draw(st.lists(st.sampled_from(["nextCursor", "_meta", "z"]), unique=True))]
+    array = (
+        b"["
+        + b"".join(
+            array_ws[i] + e + draw(_ws) + (b"," if i < len(elements) - 1 else b"") for i, (e, _n) in enumerate(elements)
+        )
+        + array_ws[-1]
+        + b"]"
+    )
+    extras = [
+        json.dumps(k).encode() + b":" + draw(st.sampled_from(_RAW))
+        for k in draw(st.lists(st.sampled_from(["nextCursor", "_meta", "z"]), unique=True))
+    ]
     at = draw(st.integers(0, len(extras)))
     before = b'{"jsonrpc":"2.0","id":1,"result":{' + b"".join(x + b"," for x in extras[:at]) + b'"tools":' + draw(_ws)
     after = draw(_ws) + b"".join(b"," + x for x in extras[at:]) + b"}}"
@@ -301,10 +327,13 @@ def test_hide_tools_refuses_a_line_that_does_not_read_back_the_same():
     assert hide_tools(line, message, lambda n: False, json.loads) is None
 
 
-@pytest.mark.parametrize("line", [
-    b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec"}]}} trailing',
-    b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec"}]',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec"}]}} trailing',
+        b'{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"exec"}]',
+    ],
+)
 def test_hide_tools_never_raises_on_odd_layouts(line):
     message = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "exec"}]}}
     got = hide_tools(line, message, lambda n: True, serverlines.read_line)

@@ -111,7 +111,14 @@ def test_a_reused_id_keeps_the_pending_tools_list_for_the_unreadable_rule():
     assert s.handle(call(8)).disposition == "forwarded"
     s.server_line(b'{"jsonrpc":"2.0","id":8,"result":{"content":[]}}')
     s.handle(request(7, "tools/list"))
-    too_deep = b'{"jsonrpc":"2.0","id":7,"result":{"tools":[' + b"[" * 3000 + b"]" * 3000 + b',"\xff"' + b",[]" * 201_000 + b"]}}"
+    too_deep = (
+        b'{"jsonrpc":"2.0","id":7,"result":{"tools":['
+        + b"[" * 3000
+        + b"]" * 3000
+        + b',"\xff"'
+        + b",[]" * 201_000
+        + b"]}}"
+    )
     relayed, warnings = s.server_line(too_deep)
     assert relayed and warnings
     assert deny_code(s.handle(call(9)).reply) == "E_TOOL_DRIFT"
@@ -147,6 +154,7 @@ def _declared() -> dict:
     if "doc" not in _DECLARED:
         _DECLARED["doc"] = observe([HONEST, ECHO])
     return _DECLARED["doc"]
+
 
 EXEC = {"name": "exec", "description": "Run a command.", "inputSchema": {"type": "object"}}
 ECHO = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}
@@ -232,7 +240,12 @@ def _equal(a, b) -> bool:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data(), tools=st.lists(TOOLS, max_size=5), hide=st.booleans(), bad_byte=st.sampled_from([b"", b"\xff", b"\xed\xa0\xbd"]))
+@given(
+    data=st.data(),
+    tools=st.lists(TOOLS, max_size=5),
+    hide=st.booleans(),
+    bad_byte=st.sampled_from([b"", b"\xff", b"\xed\xa0\xbd"]),
+)
 def test_what_the_client_reads_is_what_the_pins_and_the_cut_saw(data, tools, hide, bad_byte):
     """A hostile server writes a tools/list answer with escapes, decoy members, big and odd
     numbers, maybe one invalid UTF-8 byte. Whatever it writes: nothing raises; the line is
@@ -306,7 +319,6 @@ def test_what_the_client_reads_is_what_the_declared_baseline_saw(data, tools, hi
     assert deny_code(s.handle(call(5, "exec")).reply) in ("E_TOOL_DENIED", "E_TOOL_UNDECLARED")
 
 
-
 # ---------------------------------------------------------------------------------------------
 # surrogates encoded as UTF-8 bytes (CESU-8): invalid UTF-8 the fast reader accepted
 # ---------------------------------------------------------------------------------------------
@@ -334,9 +346,11 @@ def test_a_pinned_name_spelled_with_surrogate_bytes_is_the_client_s_name():
     schema_hash, meta_hash = tool_identity(ODD)
     name = json.dumps(ODD["name"])
     policy = load_policy(
-        (f'version: "2.0"\ntools:\n  allow: [{name}]\ntool_pins:\n  {name}:\n'
-         f"    server_id: default-mcp-server\n    tool_name: {name}\n"
-         f'    schema_hash: "{schema_hash}"\n    meta_hash: "{meta_hash}"\n').encode()
+        (
+            f'version: "2.0"\ntools:\n  allow: [{name}]\ntool_pins:\n  {name}:\n'
+            f"    server_id: default-mcp-server\n    tool_name: {name}\n"
+            f'    schema_hash: "{schema_hash}"\n    meta_hash: "{meta_hash}"\n'
+        ).encode()
     )
     s = Harness(policy, SessionOptions())
     s.handle(request(1, "tools/list"))

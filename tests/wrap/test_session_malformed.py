@@ -46,11 +46,14 @@ def assert_blocked(got: bytes, rid: object, inspected: list[dict], rule: str) ->
     return event
 
 
-@pytest.mark.parametrize("members", [
-    (("jsonrpc", "2.0"), ("id", 1), ("result", RESULT), ("error", ERROR)),
-    (("jsonrpc", "2.0"), ("id", 1), ("error", ERROR), ("result", RESULT)),
-    (("error", ERROR), ("result", RESULT), ("id", 1), ("jsonrpc", "2.0")),
-])
+@pytest.mark.parametrize(
+    "members",
+    [
+        (("jsonrpc", "2.0"), ("id", 1), ("result", RESULT), ("error", ERROR)),
+        (("jsonrpc", "2.0"), ("id", 1), ("error", ERROR), ("result", RESULT)),
+        (("error", ERROR), ("result", RESULT), ("id", 1), ("jsonrpc", "2.0")),
+    ],
+)
 def test_an_answer_with_both_result_and_error_is_read_whole_and_blocked(members) -> None:
     h = session(MASK)
     call(h, 1, "read")
@@ -58,7 +61,10 @@ def test_an_answer_with_both_result_and_error_is_read_whole_and_blocked(members)
     event = assert_blocked(got, 1, inspected, "result_and_error")
     # both members were read: the error's secrets and instructions are findings (never their text)
     assert {(f["check"], f["pointer"]) for f in event["findings"][1:]} >= {
-        ("secrets", "/error/message"), ("secrets", "/error/data/key"), ("injection", "/error/message")}
+        ("secrets", "/error/message"),
+        ("secrets", "/error/data/key"),
+        ("injection", "/error/message"),
+    }
     assert all(TOKEN.encode() not in r and AWS.encode() not in r for r in out.records(Sink.DECISION_LOG))
     assert not owes(h, 1)
 
@@ -67,8 +73,15 @@ def test_an_error_whose_message_is_no_string_next_to_a_result_is_blocked_too() -
     """The Python SDK reads the `result` of such a line (its error is invalid)."""
     h = session(MASK)
     call(h, 4, "read")
-    got, inspected, _ = answer(h, line(("jsonrpc", "2.0"), ("id", 4), ("result", {"content": [{"type": "text", "text": EVIL}]}),
-                                       ("error", {"code": -1, "message": {"text": TOKEN}})))
+    got, inspected, _ = answer(
+        h,
+        line(
+            ("jsonrpc", "2.0"),
+            ("id", 4),
+            ("result", {"content": [{"type": "text", "text": EVIL}]}),
+            ("error", {"code": -1, "message": {"text": TOKEN}}),
+        ),
+    )
     assert_blocked(got, 4, inspected, "result_and_error")
 
 
@@ -77,7 +90,9 @@ def test_an_error_next_to_a_method_is_an_answer() -> None:
     request 1: wrap must not relay it as a server request."""
     h = session(MASK)
     call(h, 1, "read")
-    got, inspected, _ = answer(h, line(("jsonrpc", "2.0"), ("id", 1), ("method", "notifications/message"), ("error", ERROR)))
+    got, inspected, _ = answer(
+        h, line(("jsonrpc", "2.0"), ("id", 1), ("method", "notifications/message"), ("error", ERROR))
+    )
     assert_blocked(got, 1, inspected, "error_and_method")
     # answering no pending request it is a forged answer, dropped (with inspection or without)
     for text in (MASK, ""):
@@ -93,15 +108,21 @@ def test_an_error_next_to_a_method_is_an_answer() -> None:
     assert h.server_line(odd) == (True, [])
     # a method with an error and no id is a notification for every client (the error is ignored)
     h = session("")
-    note = line(("jsonrpc", "2.0"), ("method", "notifications/message"), ("params", {"level": "info", "data": "x"}),
-                ("error", {"code": 1, "message": "m"}))
+    note = line(
+        ("jsonrpc", "2.0"),
+        ("method", "notifications/message"),
+        ("params", {"level": "info", "data": "x"}),
+        ("error", {"code": 1, "message": "m"}),
+    )
     assert h.server_line(note) == (True, [])
 
 
 def test_an_answer_with_neither_result_nor_error_is_blocked_when_read() -> None:
     h = session(MASK)
     call(h, 1, "read")
-    got, inspected, _ = answer(h, line(("jsonrpc", "2.0"), ("id", 1), ("Result", {"content": [{"type": "text", "text": EVIL}]})))
+    got, inspected, _ = answer(
+        h, line(("jsonrpc", "2.0"), ("id", 1), ("Result", {"content": [{"type": "text", "text": EVIL}]}))
+    )
     event = assert_blocked(got, 1, inspected, "neither_result_nor_error")
     assert any(f["pointer"] == "/Result/content/0/text" for f in event["findings"]), event
     assert not owes(h, 1)
@@ -159,6 +180,7 @@ def test_a_dry_run_relays_a_malformed_answer_and_says_it_would_block() -> None:
 
 # -- the Python SDK as the oracle -----------------------------------------------------------------
 
+
 def _python_reads(raw: bytes, pending: int) -> str | None:
     """What the Python SDK client hands its caller for a line while request ``pending`` waits:
     the text of what it dispatches (an answer to that request, or a request or notification of
@@ -189,15 +211,19 @@ _VALUES = {
     "method": st.sampled_from(["notifications/message", "sampling/createMessage", 5, None]),
     "params": st.builds(lambda t: {"data": t, "messages": [{"content": {"type": "text", "text": t}}]}, _TEXTS),
     "result": st.one_of(st.builds(lambda t: {"content": [{"type": "text", "text": t}]}, _TEXTS), st.just(5)),
-    "error": st.builds(lambda code, m, d: {"code": code, "message": m, "data": d},
-                       st.sampled_from([-32000, "-32000", 1.5]), st.one_of(_TEXTS, st.just(7)), _TEXTS),
+    "error": st.builds(
+        lambda code, m, d: {"code": code, "message": m, "data": d},
+        st.sampled_from([-32000, "-32000", 1.5]),
+        st.one_of(_TEXTS, st.just(7)),
+        _TEXTS,
+    ),
 }
 
 
 @st.composite
 def _lines(draw) -> bytes:
     names = draw(st.lists(st.sampled_from(sorted(_VALUES)), min_size=1, max_size=7))
-    parts = [f"\"{draw(_member(n))}\":{json.dumps(draw(_VALUES[n]))}" for n in names]
+    parts = [f'"{draw(_member(n))}":{json.dumps(draw(_VALUES[n]))}' for n in names]
     return ("{" + ",".join(parts) + "}").encode()
 
 

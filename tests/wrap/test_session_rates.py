@@ -21,7 +21,7 @@ POLICY = load_policy(
     b"schemas:\n  fetch: { type: object, required: [url], properties: { url: { type: string } } }\n"
     b"limits:\n  tools:\n"
     b'    - { id: search-burst, tools: ["web_*", fetch], max_calls: 2, per: 60s }\n'
-    b'    - { tools: [read_file], max_calls: 1 }\n'
+    b"    - { tools: [read_file], max_calls: 1 }\n"
 )
 REASON = "Rate limit exceeded: at most 2 calls per 60s for web_*, fetch (rule search-burst)"
 
@@ -56,14 +56,21 @@ def test_the_call_past_the_limit_is_denied_naming_the_rule() -> None:
     third = h.handle(frame(3, "web_get"))
     assert third.disposition == "blocked" and third.forward is None
     assert payload(third) == {
-        "status": "deny", "error_code": "E_RATE_LIMIT", "tool": "web_get", "rule": "search-burst", "reason": REASON
+        "status": "deny",
+        "error_code": "E_RATE_LIMIT",
+        "tool": "web_get",
+        "rule": "search-burst",
+        "reason": REASON,
     }
     reply = json.loads(third.reply)
     assert reply["id"] == 3 and reply["result"]["isError"] is True
     assert json.loads(reply["result"]["content"][1]["text"]) == payload(third)
     (event,) = events(third)
     assert (event["decision"], event["reason_code"], event["matched_rule"], event["reason"]) == (
-        "deny", "P_RATE_LIMIT", "search-burst", REASON
+        "deny",
+        "P_RATE_LIMIT",
+        "search-burst",
+        REASON,
     )
     assert event["typed_decision"] == "deny"
     assert h.counts == {"forwarded": 3, "blocked": 1, "rejected": 0, "dropped": 0}

@@ -171,7 +171,7 @@ MIXED = load_policy(
     b'version: "2.0"\n'
     b'tools:\n  allow: ["*"]\n'
     b"limits:\n  max_tool_calls_total: 15\n"
-    b"  tools:\n    - { id: burst, tools: [\"read_*\"], max_calls: 3, per: 60s }\n"
+    b'  tools:\n    - { id: burst, tools: ["read_*"], max_calls: 3, per: 60s }\n'
     b"sequences:\n"
     b'  - { type: never_after, trigger: read_secret, forbidden: { tool: fetch, args_match: { url: "^http" } } }\n'
     b"  - { type: max_calls, tool: write, max: 2 }\n"
@@ -199,7 +199,7 @@ def test_a_shared_session_decides_as_one_wrap_over_the_merged_order(calls) -> No
 APPROVALS = load_policy(
     b'version: "2.0"\n'
     b'tools:\n  allow: ["*"]\n  approval_required: ["send_*"]\n  approval_timeout: 30s\n'
-    b"sequences:\n  - { type: max_calls, id: one-send, tool: \"send_*\", max: 1 }\n"
+    b'sequences:\n  - { type: max_calls, id: one-send, tool: "send_*", max: 1 }\n'
 )
 TOKEN = "0123456789abcdef0123456789abcdef"
 

@@ -19,13 +19,21 @@ from tests.wrap._harness import Harness
 POLICY = load_policy(b'version: "2.0"\ntools:\n  allow: ["*"]\n')
 
 WRITE = {
-    "name": "write_file", "title": "Write a file", "description": "Writes.",
+    "name": "write_file",
+    "title": "Write a file",
+    "description": "Writes.",
     "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": "yes", "title": "ignored"},
-    "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "mode": {"type": ["string", "null"]},
-                                                      "content": {}}, "required": ["path"]},
+    "inputSchema": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "mode": {"type": ["string", "null"]}, "content": {}},
+        "required": ["path"],
+    },
 }
-READ = {"name": "read_file", "annotations": {"title": "Read", "readOnlyHint": True, "openWorldHint": False},
-        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+READ = {
+    "name": "read_file",
+    "annotations": {"title": "Read", "readOnlyHint": True, "openWorldHint": False},
+    "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
 BARE = {"name": "ping_tool", "inputSchema": {"type": "object"}}
 
 
@@ -41,7 +49,7 @@ def listing(h: Harness, rid: int, tools: list) -> object:
 def tool_names(warnings: list[str]) -> list[str]:
     """The names of the ``[assay] TOOL "<name>" ...`` lines (a JSON string, then the rest)."""
     prefix = "[assay] TOOL "
-    return [json.JSONDecoder().raw_decode(w[len(prefix):])[0] for w in warnings if w.startswith(prefix)]
+    return [json.JSONDecoder().raw_decode(w[len(prefix) :])[0] for w in warnings if w.startswith(prefix)]
 
 
 def listed(effects, sink=Sink.DECISION_LOG) -> list[dict]:
@@ -62,12 +70,15 @@ def test_each_new_tool_is_recorded_once_and_again_when_it_changes():
     assert list(events[0]) == ["specversion", "id", "type", "source", "time", "data"]
     write = events[0]["data"]
     assert write == {
-        "tool": "write_file", "title": "Write a file",
+        "tool": "write_file",
+        "title": "Write a file",
         "annotations": {"readOnlyHint": False, "destructiveHint": True},  # as given; "yes" is no boolean
         "input_properties": {"path": "string", "mode": ["string", "null"], "content": None},
         "tool_definition_digest": write["tool_definition_digest"],
-        "schema_hash": write["schema_hash"], "meta_hash": write["meta_hash"],
-        "session": None, "server": "files",
+        "schema_hash": write["schema_hash"],
+        "meta_hash": write["meta_hash"],
+        "session": None,
+        "server": "files",
     }
     assert events[1]["data"]["title"] == "Read"  # annotations.title when the tool has none
     assert events[1]["data"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
@@ -75,16 +86,23 @@ def test_each_new_tool_is_recorded_once_and_again_when_it_changes():
     # the hashes are the TOOL line's
     assert f"schema_hash={write['schema_hash']}" in tool_lines[0] and f"meta_hash={write['meta_hash']}" in tool_lines[0]
     # the digest is the one decision events carry for the tool
-    call = h.handle({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "write_file", "arguments": {}}})
+    call = h.handle(
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "write_file", "arguments": {}}}
+    )
     (decision,) = listed(call.effects)
     assert decision["type"] == "assay.tool.decision"
     assert decision["data"]["tool_definition_digest"] == write["tool_definition_digest"]
 
     assert listed(listing(h, 2, [WRITE, READ, BARE])) == []  # nothing new
-    changed = dict(READ, inputSchema={"type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}}})
+    changed = dict(
+        READ, inputSchema={"type": "object", "properties": {"path": {"type": "string"}, "n": {"type": "integer"}}}
+    )
     again = listing(h, 3, [WRITE, changed])
     (event,) = listed(again)
-    assert event["data"]["tool"] == "read_file" and event["data"]["input_properties"] == {"path": "string", "n": "integer"}
+    assert event["data"]["tool"] == "read_file" and event["data"]["input_properties"] == {
+        "path": "string",
+        "n": "integer",
+    }
     assert len([w for w in again.warnings if w.startswith("[assay] TOOL ")]) == 1
 
 
@@ -106,8 +124,12 @@ def test_one_name_listed_twice_with_two_definitions_records_both():
 
 def test_a_hostile_definition_gives_a_bounded_record():
     props = {f"p{i}" + "x" * 500: {"type": ["string"] * 50} for i in range(1000)}
-    tool = {"name": "n" * 100_000, "title": "t" * 100_000, "annotations": {"destructiveHint": True, "x": "y" * 10_000},
-            "inputSchema": {"type": "object", "properties": props}}
+    tool = {
+        "name": "n" * 100_000,
+        "title": "t" * 100_000,
+        "annotations": {"destructiveHint": True, "x": "y" * 10_000},
+        "inputSchema": {"type": "object", "properties": props},
+    }
     h = Harness(POLICY, options(decision_sinks=(Sink.DECISION_LOG,)))
     h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
     out = listing(h, 1, [tool])
@@ -120,13 +142,41 @@ def test_a_hostile_definition_gives_a_bounded_record():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.fixed_dictionaries({"name": st.text(max_size=10)}, optional={
-    "title": st.none() | st.text(max_size=5) | st.integers(),
-    "annotations": st.none() | st.dictionaries(st.sampled_from(["readOnlyHint", "destructiveHint", "title"]),
-                                               st.none() | st.booleans() | st.text(max_size=3)),
-    "inputSchema": st.none() | st.just({"type": "object"}) | st.fixed_dictionaries({"properties": st.none() | st.dictionaries(
-        st.text(max_size=4), st.none() | st.fixed_dictionaries({}, optional={"type": st.none() | st.text(max_size=4) | st.lists(st.integers() | st.text(max_size=3), max_size=3)}))}),
-}), max_size=5))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"name": st.text(max_size=10)},
+            optional={
+                "title": st.none() | st.text(max_size=5) | st.integers(),
+                "annotations": st.none()
+                | st.dictionaries(
+                    st.sampled_from(["readOnlyHint", "destructiveHint", "title"]),
+                    st.none() | st.booleans() | st.text(max_size=3),
+                ),
+                "inputSchema": st.none()
+                | st.just({"type": "object"})
+                | st.fixed_dictionaries(
+                    {
+                        "properties": st.none()
+                        | st.dictionaries(
+                            st.text(max_size=4),
+                            st.none()
+                            | st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "type": st.none()
+                                    | st.text(max_size=4)
+                                    | st.lists(st.integers() | st.text(max_size=3), max_size=3)
+                                },
+                            ),
+                        )
+                    }
+                ),
+            },
+        ),
+        max_size=5,
+    )
+)
 def test_any_listing_is_recorded_as_verbose_prints_it(tools):
     h = Harness(POLICY, options(decision_sinks=(Sink.DECISION_LOG,), verbose=True))
     h.handle({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})

@@ -71,7 +71,12 @@ def prepend_items(original: str, scan: str, tokens: Sequence[str]) -> str | None
 
 
 def render_array(
-    values: Sequence[str], toml: bool, *, like: str | None = None, indent: str | None = None, close: str = "",
+    values: Sequence[str],
+    toml: bool,
+    *,
+    like: str | None = None,
+    indent: str | None = None,
+    close: str = "",
     eol: str = "\n",
 ) -> str:
     """``values`` as an array: laid out like the array text ``like`` (comments blanked) when

@@ -66,21 +66,21 @@ def _classify(raw: Any, location: ConfigLocation) -> tuple[Path, str, list[str]]
     if isinstance(command, dict) and location.client == "zed":
         holder, src, command = ("command",), command, command.get("path")
         if command is None:
-            return "no \"command\".\"path\"; left as is"
+            return 'no "command"."path"; left as is'
     if command is None:
         if is_remote(raw):
             return "remote server (URL), not protected"
-        return "no \"command\"; left as is"
+        return 'no "command"; left as is'
     if not isinstance(command, str) or not command.strip():
-        return "\"command\" is not a non-empty string; left as is"
+        return '"command" is not a non-empty string; left as is'
     kind = raw.get("type")
     if kind is not None and kind != "stdio":
-        return f"\"type\" is {_quote(str(kind))}, not stdio; left as is"
+        return f'"type" is {_quote(str(kind))}, not stdio; left as is'
     args = src.get("args", [])
     if args is None:
         args = []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        return "\"args\" is not a list of strings; left as is"
+        return '"args" is not a list of strings; left as is'
     return holder, command, list(args)
 
 
@@ -88,8 +88,16 @@ def _keys(holder: Path) -> tuple[Path, Path]:
     return (holder + ("path",) if holder else ("command",)), holder + ("args",)
 
 
-def _wrap(text: str, scan: str, slot: Slot, holder: Path, command: str, args: list[str],
-          options: WrapOptions, location: ConfigLocation) -> tuple[list[_Edit], EntryRecord, Members, str] | str:
+def _wrap(
+    text: str,
+    scan: str,
+    slot: Slot,
+    holder: Path,
+    command: str,
+    args: list[str],
+    options: WrapOptions,
+    location: ConfigLocation,
+) -> tuple[list[_Edit], EntryRecord, Members, str] | str:
     """The edits that wrap one entry, its record, the values expected after them, and a note
     (or the reason it cannot be wrapped in place)."""
     cmd_key, args_key = _keys(holder)
@@ -107,13 +115,13 @@ def _wrap(text: str, scan: str, slot: Slot, holder: Path, command: str, args: li
         if new is None:
             new = render_array(wrapped, toml, like=scan[s:e] if scan[s] == "[" else None)
             if scan[s:e] != text[s:e]:
-                note = " (the comments inside its \"args\" array are dropped; undo puts them back)"
+                note = ' (the comments inside its "args" array are dropped; undo puts them back)'
         edits.append(_Edit(s, e, new))
         members.append(MemberEdit(args_key, text[s:e], new))
     else:
         adder = slot.adders.get(args_key)
         if adder is None:
-            return "no \"args\" member, and protect cannot add one here in place; left as is"
+            return 'no "args" member, and protect cannot add one here in place; left as is'
         array = render_array(wrapped, toml, indent=adder.indent, close=adder.close, eol=adder.eol)
         new = adder.prefix + array + adder.suffix
         edits.append(_Edit(adder.at, adder.at, new))
@@ -189,7 +197,9 @@ def _original_values(record: EntryRecord, toml: bool) -> dict[Path, Any]:
     return {m.key: ABSENT if m.original is None else value_of(m.original, toml) for m in record.edits}
 
 
-def _restore(text: str, location: ConfigLocation, record: Sequence[EntryRecord]) -> tuple[str, set[tuple[tuple[str, ...], str]]]:
+def _restore(
+    text: str, location: ConfigLocation, record: Sequence[EntryRecord]
+) -> tuple[str, set[tuple[tuple[str, ...], str]]]:
     """``text`` with every recorded entry that is still exactly as protect wrote it put back;
     and the keys of those entries."""
     _, slots = find_slots(text, location)
@@ -243,7 +253,9 @@ def protect_text(
             expect[key] = {(): value}
             edits.append(_Edit(start, end, new_text))
             if key in managed and old[key] == rec:
-                changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
+                changes.append(
+                    Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where)
+                )
             elif key in managed:
                 changes.append(Change(slot.name, "updated", "wrap options now: " + opts, where, remote=True))
             else:
@@ -256,8 +268,11 @@ def protect_text(
         holder, command, args = got
         if parse_wrapped([command, *args]) is not None:  # docs/protect.md, "Which entries are wrapped"
             changed_since = key in old and key not in managed
-            detail = ("already runs under assay mcp wrap, changed since protect wrote it (left as it is)"
-                      if changed_since else _HAND_WRAPPED)
+            detail = (
+                "already runs under assay mcp wrap, changed since protect wrote it (left as it is)"
+                if changed_since
+                else _HAND_WRAPPED
+            )
             changes.append(Change(slot.name, "skipped", detail, where))
             if changed_since:
                 kept[key] = old[key]
@@ -271,7 +286,9 @@ def protect_text(
         expect[key] = values
         edits += entry_edits
         if key in managed and old[key] == rec:
-            changes.append(Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where))
+            changes.append(
+                Change(slot.name, "skipped", "already runs under assay mcp wrap (as protect wrote it)", where)
+            )
         elif key in managed:
             wrapped = values[_keys(holder)[1]]
             detail = "wrap options now: " + shlex.join(wrapped[2 : len(wrapped) - len(args) - 2])

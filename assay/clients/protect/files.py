@@ -82,7 +82,12 @@ Edit = Callable[[str, ConfigLocation, "Sequence[EntryRecord] | None"], Result]
 
 
 def apply_to_file(
-    path: str, location: ConfigLocation, edit: Edit, *, dry_run: bool = False, now: float | None = None,
+    path: str,
+    location: ConfigLocation,
+    edit: Edit,
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
     state: str | None = None,
 ) -> FileOutcome:
     """Read ``path`` and protect's record of it, compute ``edit(text, location, record)``, and

@@ -34,8 +34,9 @@ __all__ = ["forced_unwrap"]
 _TYPE_KEYS = ("type", "transport")
 
 
-def forced_unwrap(text: str, scan: str, slot: Slot, record: EntryRecord, location: ConfigLocation
-                  ) -> tuple[list[_Edit], dict[tuple[str, ...], Any], str] | str:
+def forced_unwrap(
+    text: str, scan: str, slot: Slot, record: EntryRecord, location: ConfigLocation
+) -> tuple[list[_Edit], dict[tuple[str, ...], Any], str] | str:
     """``(edits, values expected after them, what it runs now)`` that take the wrapping off the
     entry of ``slot`` as it is now, or why that cannot be done."""
     got = _classify(slot.raw, location)
@@ -51,8 +52,10 @@ def forced_unwrap(text: str, scan: str, slot: Slot, record: EntryRecord, locatio
     if args_key not in slot.spans:
         return "its args cannot be found in place"
     (cs, ce), (as_, ae) = slot.spans[cmd_key], slot.spans[args_key]
-    edits = [_Edit(cs, ce, render_string(line.command, location.toml)),
-             _Edit(as_, ae, render_array(list(line.args), location.toml, like=scan[as_:ae] if scan[as_] == "[" else None))]
+    edits = [
+        _Edit(cs, ce, render_string(line.command, location.toml)),
+        _Edit(as_, ae, render_array(list(line.args), location.toml, like=scan[as_:ae] if scan[as_] == "[" else None)),
+    ]
     return edits, {cmd_key: line.command, args_key: list(line.args)}, shlex.join(line.server)
 
 
@@ -76,8 +79,9 @@ def _original_members(record: EntryRecord) -> tuple[str, list[str]] | str:
     return url_key, kinds
 
 
-def _remote(text: str, scan: str, slot: Slot, record: EntryRecord, line: WrappedLine, location: ConfigLocation
-            ) -> tuple[list[_Edit], dict[tuple[str, ...], Any], str] | str:
+def _remote(
+    text: str, scan: str, slot: Slot, record: EntryRecord, line: WrappedLine, location: ConfigLocation
+) -> tuple[list[_Edit], dict[tuple[str, ...], Any], str] | str:
     if location.toml:
         return "a Codex remote entry changed since protect wrote it is not rebuilt from its parts"
     if slot.members is None or () not in slot.spans:
@@ -106,9 +110,15 @@ def _remote(text: str, scan: str, slot: Slot, record: EntryRecord, line: Wrapped
         elif m.key == "args":
             items += [] if stdio_type else kinds
         elif m.key == "env" and env is not None and env.inner is not None:
-            heads = [render_string(name, False) + _colon(text, scan, values[var]) +
-                     text[values[var].value[0] : values[var].value[1]] for name, _, var in pairs]
-            items.append(render_string("headers", False) + _colon(text, scan, m) + _joined(text, scan, m.value, env.inner, heads))
+            heads = [
+                render_string(name, False)
+                + _colon(text, scan, values[var])
+                + text[values[var].value[0] : values[var].value[1]]
+                for name, _, var in pairs
+            ]
+            items.append(
+                render_string("headers", False) + _colon(text, scan, m) + _joined(text, scan, m.value, env.inner, heads)
+            )
         elif m.key == "type" and stdio_type:
             items += kinds  # the original type where protect's stdio type stands
         else:

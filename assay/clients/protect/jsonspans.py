@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+
 # json.decoder sets scanstring (the C one, or its Python fallback); typeshed leaves it out as undocumented.
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any

@@ -10,8 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ProtectError", "WrapOptions", "Change", "Result", "MemberEdit", "EntryRecord", "Slot", "Adder", "Member",
-           "Remote", "HOLE"]
+__all__ = [
+    "ProtectError",
+    "WrapOptions",
+    "Change",
+    "Result",
+    "MemberEdit",
+    "EntryRecord",
+    "Slot",
+    "Adder",
+    "Member",
+    "Remote",
+    "HOLE",
+]
 
 
 class ProtectError(Exception):

@@ -40,7 +40,9 @@ def own_wrap_line(name: str, command: str, args: Sequence[str], client: str = ""
     if not isinstance(policy, str):
         return None
     options = WrapOptions(
-        command, policy, os.path.dirname(decisions) if isinstance(decisions, str) else None,
+        command,
+        policy,
+        os.path.dirname(decisions) if isinstance(decisions, str) else None,
         observe=found.get("dry_run") is True,
         hide_denied_tools=found.get("hide_denied_tools") is True,
         declared_manifest=manifest if isinstance(manifest, str) else None,

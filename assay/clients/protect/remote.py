@@ -35,6 +35,8 @@ URL_KEYS = ("url", "serverUrl", "httpUrl")
 _TYPE_KEYS = ("type", "transport")
 _HTTP = ("http", "streamable-http", "streamablehttp", "streamable_http")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an HTTP header name (RFC 9110 token)
+
+
 def is_remote(raw: Any) -> bool:
     """An entry without ``command`` that has a URL member (docs/discover.md, "Config files")."""
     return isinstance(raw, dict) and raw.get("command") is None and any(isinstance(raw.get(k), str) for k in URL_KEYS)
@@ -54,15 +56,15 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
         return "its URL is empty; left as is"
     kinds = [k for k in _TYPE_KEYS if k in raw]
     if len(kinds) > 1:
-        return "both \"type\" and \"transport\"; left as is"
+        return 'both "type" and "transport"; left as is'
     kind = raw[kinds[0]] if kinds else None
     if kind is not None and not isinstance(kind, str):
-        return f"\"{kinds[0]}\" is not a string; left as is"
+        return f'"{kinds[0]}" is not a string; left as is'
     word = (kind or "").lower()
     if word in ("ws", "websocket", "web_socket", "web-socket") or url.lower().startswith(("ws://", "wss://")):
         return "a WebSocket server; wrap --url speaks Streamable HTTP and HTTP+SSE only; left as is"
     if word and word != "sse" and word not in _HTTP:
-        return f"\"{kinds[0]}\" is {json.dumps(kind, ensure_ascii=False)}, not a transport wrap --url speaks; left as is"
+        return f'"{kinds[0]}" is {json.dumps(kind, ensure_ascii=False)}, not a transport wrap --url speaks; left as is'
     # Gemini CLI: "url" is an SSE endpoint, "httpUrl" a Streamable HTTP one.
     sse = word == "sse" or (not word and location.client == "gemini_cli" and keys[0] == "url")
     env_headers: tuple[tuple[str, str], ...] = ()
@@ -70,7 +72,7 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
     if location.toml:  # docs/protect.md, "Remote servers": Codex's variables pass on through env_vars
         for key in ("bearer_token", "oauth"):
             if key in raw:
-                return f"\"{key}\": Codex reads this from its own config or store, which wrap does not see; left as is"
+                return f'"{key}": Codex reads this from its own config or store, which wrap does not see; left as is'
         got = _codex_env(raw)
         if isinstance(got, str):
             return got
@@ -80,9 +82,9 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
     if headers is None:
         headers = {}
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        return f"\"{hkey}\" is not an object of strings; left as is"
+        return f'"{hkey}" is not an object of strings; left as is'
     if headers and "env" in raw:
-        return f"it has both \"{hkey}\" and \"env\"; left as is"
+        return f'it has both "{hkey}" and "env"; left as is'
     for name, value in headers.items():
         if not _TOKEN.match(name):
             return f"the header name {json.dumps(name, ensure_ascii=False)} is not an HTTP header name; left as is"
@@ -90,9 +92,9 @@ def read_remote(raw: Mapping[str, Any], location: ConfigLocation) -> Remote | st
             return f"the value of header {name} holds a line break or NUL; left as is"
     names = [n.lower() for n in headers] + [n.lower() for n, _ in env_headers]
     if len(set(names)) != len(names):
-        return "a header is named twice in \"http_headers\" and \"env_http_headers\" (case aside); left as is"
+        return 'a header is named twice in "http_headers" and "env_http_headers" (case aside); left as is'
     if bearer is not None and "authorization" in names:
-        return "both \"bearer_token_env_var\" and an Authorization header; left as is"
+        return 'both "bearer_token_env_var" and an Authorization header; left as is'
     return Remote(keys[0], url, sse, tuple(headers.items()), env_headers, bearer)
 
 
@@ -103,20 +105,20 @@ def _codex_env(raw: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], str
     """Codex's ``env_http_headers`` (header name -> variable) and ``bearer_token_env_var`` of a
     remote entry, checked; or the reason the entry is left as it is."""
     if "env_vars" in raw:
-        return "a remote entry with \"env_vars\"; left as is"
+        return 'a remote entry with "env_vars"; left as is'
     bearer = raw.get("bearer_token_env_var")
     if bearer is not None and (not isinstance(bearer, str) or not _ENV_NAME.match(bearer)):
-        return "\"bearer_token_env_var\" is not a variable name; left as is"
+        return '"bearer_token_env_var" is not a variable name; left as is'
     table = raw.get("env_http_headers")
     if table is None:
         return (), bearer
     if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-        return "\"env_http_headers\" is not a table of strings; left as is"
+        return '"env_http_headers" is not a table of strings; left as is'
     for name, var in table.items():
         if not _TOKEN.match(name):
             return f"the header name {json.dumps(name, ensure_ascii=False)} is not an HTTP header name; left as is"
         if not _ENV_NAME.match(var):
-            return f"the variable of header {name} in \"env_http_headers\" is not a variable name; left as is"
+            return f'the variable of header {name} in "env_http_headers" is not a variable name; left as is'
     return tuple(table.items()), bearer
 
 
@@ -182,8 +184,9 @@ def _gaps_have_comments(text: str, scan: str, members: Sequence[Member]) -> bool
     return any(text[a.value[1] : b.start] != scan[a.value[1] : b.start] for a, b in zip(members, members[1:]))
 
 
-def _json_entry(text: str, scan: str, slot: Slot, remote: Remote, args: list[str], options: WrapOptions,
-                location: ConfigLocation) -> tuple[str, str, dict[int, str]]:
+def _json_entry(
+    text: str, scan: str, slot: Slot, remote: Remote, args: list[str], options: WrapOptions, location: ConfigLocation
+) -> tuple[str, str, dict[int, str]]:
     """(original template, written template, hole texts) of a JSON entry."""
     assert slot.members is not None
     span = slot.spans[()]
@@ -223,8 +226,9 @@ def _labels() -> set[str]:
     return {c.label for c in CLIENTS}
 
 
-def wrap_remote(text: str, scan: str, slot: Slot, options: WrapOptions, location: ConfigLocation
-                ) -> tuple[int, int, str, EntryRecord, Any, str, str] | str:
+def wrap_remote(
+    text: str, scan: str, slot: Slot, options: WrapOptions, location: ConfigLocation
+) -> tuple[int, int, str, EntryRecord, Any, str, str] | str:
     """The edit that wraps the remote entry of ``slot``: ``(start, end, new text, record,
     the entry's value after it, what it runs, the wrap options)``, or the reason it is left."""
     remote = read_remote(slot.raw, location)
@@ -235,23 +239,38 @@ def wrap_remote(text: str, scan: str, slot: Slot, options: WrapOptions, location
         if isinstance(got, str):
             return got
         span, original, holes, render = got
-        args = wrapped_url_args(slot.name, remote.url, remote.sse, [h for h, _ in remote.headers], options,
-                                client=location.client, env_headers=remote.env_headers, bearer_env=remote.bearer_env)
+        args = wrapped_url_args(
+            slot.name,
+            remote.url,
+            remote.sse,
+            [h for h, _ in remote.headers],
+            options,
+            client=location.client,
+            env_headers=remote.env_headers,
+            bearer_env=remote.bearer_env,
+        )
         written = render(options.assay, args)
     else:
         if slot.members is None or () not in slot.spans:
             return "entry is not an object; left as is"
         span = slot.spans[()]
-        args = wrapped_url_args(slot.name, remote.url, remote.sse, [h for h, _ in remote.headers], options,
-                                client=location.client)
+        args = wrapped_url_args(
+            slot.name, remote.url, remote.sse, [h for h, _ in remote.headers], options, client=location.client
+        )
         original, written, holes = _json_entry(text, scan, slot, remote, args, options, location)
     new_text = fill_holes(written, holes)
     value = entry_value(new_text, location.toml)
     want_env = {header_env(n): v for n, (_, v) in enumerate(remote.headers, 1)}
-    if value.get("command") != options.assay or value.get("args") != args or (want_env and value.get("env") != want_env) \
-            or value.get("env_vars", []) != remote.forwarded:
-        raise ProtectError(f"the rewrite of {json.dumps(slot.name, ensure_ascii=False)} does not read back as "
-                           "intended; nothing was written")
+    if (
+        value.get("command") != options.assay
+        or value.get("args") != args
+        or (want_env and value.get("env") != want_env)
+        or value.get("env_vars", []) != remote.forwarded
+    ):
+        raise ProtectError(
+            f"the rewrite of {json.dumps(slot.name, ensure_ascii=False)} does not read back as "
+            "intended; nothing was written"
+        )
     record = EntryRecord(slot.map, slot.name, (MemberEdit((), original, written),))
     note = ""
     if not location.toml and slot.members and _gaps_have_comments(text, scan, slot.members):

@@ -15,6 +15,7 @@ from assay.clients.protect.tomlspans import toml_slots
 
 __all__ = ["Slot", "Adder", "Member", "find_slots"]  # the types are assay.clients.protect.model's
 
+
 def _dump(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 

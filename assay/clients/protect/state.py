@@ -15,8 +15,17 @@ from collections.abc import Sequence
 
 from assay.clients.protect.model import EntryRecord, MemberEdit, ProtectError
 
-__all__ = ["KEEP_BACKUPS", "RECORD_FORMAT", "config_digest", "record_path", "load_record", "dump_record",
-           "fill", "write_private", "write_backup"]
+__all__ = [
+    "KEEP_BACKUPS",
+    "RECORD_FORMAT",
+    "config_digest",
+    "record_path",
+    "load_record",
+    "dump_record",
+    "fill",
+    "write_private",
+    "write_backup",
+]
 
 KEEP_BACKUPS = 5
 RECORD_FORMAT = "assay-protect-record/1"
@@ -45,7 +54,12 @@ def dump_record(entries: Sequence[EntryRecord], client: str, config: str, now: f
                 "map": list(e.map),
                 "name": e.name,
                 "edits": [
-                    {"key": list(m.key), "original": m.original, "written": m.written, **({"after": m.after} if m.after else {})}
+                    {
+                        "key": list(m.key),
+                        "original": m.original,
+                        "written": m.written,
+                        **({"after": m.after} if m.after else {}),
+                    }
                     for m in e.edits
                 ],
             }
@@ -80,8 +94,11 @@ def load_record(path: str) -> list[EntryRecord] | None:
             edits = []
             for m in e["edits"]:
                 original, written, after = m["original"], m["written"], m.get("after", "")
-                if not (original is None or isinstance(original, str)) or not isinstance(written, str) \
-                        or not isinstance(after, str):
+                if (
+                    not (original is None or isinstance(original, str))
+                    or not isinstance(written, str)
+                    or not isinstance(after, str)
+                ):
                     raise ValueError("an edit is not text")
                 edits.append(MemberEdit(_strs(m["key"]), original, written, after))
             if not isinstance(e["name"], str) or not edits:

@@ -132,8 +132,9 @@ def _inline_values(text: str, start: int, end: int) -> list[tuple[int, int]] | N
         i = j
 
 
-def toml_entry(text: str, slot: Slot, remote: Remote
-               ) -> tuple[tuple[int, int], str, dict[int, str], Callable[[str, list[str]], str]] | str:
+def toml_entry(
+    text: str, slot: Slot, remote: Remote
+) -> tuple[tuple[int, int], str, dict[int, str], Callable[[str, list[str]], str]] | str:
     """``(span of the body, original template, hole texts, render(assay, args) -> written
     template)`` of a Codex remote entry, or the reason it is left as is."""
     scan = blank_toml_comments(text)
@@ -149,7 +150,7 @@ def toml_entry(text: str, slot: Slot, remote: Remote
         if key == "http_headers" and remote.headers:
             found = _inline_values(text, s, e)
             if found is None or len(found) != len(remote.headers):
-                return "its \"http_headers\" is not one inline table of strings; " + _LEFT
+                return 'its "http_headers" is not one inline table of strings; ' + _LEFT
             cuts = found
             holes = {n: text[a:b] for n, (a, b) in enumerate(found, 1)}
     original = text[span[0] : span[1]]

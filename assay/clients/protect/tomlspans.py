@@ -42,7 +42,7 @@ def _quoted(dumped: str, marker: str) -> tuple[int, int] | None:
     if at < 1 or dumped.count(marker) != 1:
         return None
     quote = dumped[at - 1]
-    if quote not in ("\"", "'"):
+    if quote not in ('"', "'"):
         return None
     n = 1
     while n < 3 and at - n - 1 >= 0 and dumped[at - n - 1] == quote:
@@ -105,7 +105,11 @@ def toml_slots(text: str, location: ConfigLocation) -> tuple[str, list[Slot]]:
         shift += width - len(original)
     scan = blank_toml_comments(text)
     for slot in slots:
-        if isinstance(slot.raw, dict) and isinstance(table[slot.name], dict) and not isinstance(table[slot.name], InlineTable):
+        if (
+            isinstance(slot.raw, dict)
+            and isinstance(table[slot.name], dict)
+            and not isinstance(table[slot.name], InlineTable)
+        ):
             body = body_span(text, scan, location.servers_key, slot.name)
             if body is not None:
                 slot.spans[()] = body  # a remote entry is rewritten whole (docs/protect.md, "Remote servers")

@@ -15,7 +15,16 @@ from typing import Any
 from assay.clients import ConfigLocation
 from assay.clients.protect.arrays import render_array, render_string
 from assay.clients.protect.check import ABSENT, Expect, check_edit, value_of
-from assay.clients.protect.edit import _Edit, _apply, _as_original, _as_written, _classify, _is_remote_record, _keys, _runs_wrap
+from assay.clients.protect.edit import (
+    _Edit,
+    _apply,
+    _as_original,
+    _as_written,
+    _classify,
+    _is_remote_record,
+    _keys,
+    _runs_wrap,
+)
 from assay.clients.protect.forced import forced_unwrap
 from assay.clients.protect.model import Change, EntryRecord, Result
 from assay.clients.protect.owned import own_wrap_line
@@ -50,8 +59,9 @@ def original_line(record: EntryRecord, toml: bool) -> str:
     return shlex.join(map(str, argv))
 
 
-def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None, *,
-              force: bool = False) -> Result:
+def undo_text(
+    text: str, location: ConfigLocation, record: Sequence[EntryRecord] | None = None, *, force: bool = False
+) -> Result:
     """Put back the original text of every entry of ``record`` that is still exactly as
     protect wrote it (docs/protect.md, "Undo"). An entry whose command or args were changed
     since is kept (its original command line is said), or with ``force`` unwrapped as it is now.
@@ -95,23 +105,49 @@ def undo_text(text: str, location: ConfigLocation, record: Sequence[EntryRecord]
         elif _as_original(slot, rec, location.toml):
             changes.append(Change(slot.name, "skipped", "already runs its original command", where))
         elif _is_remote_record(rec) and not _runs_wrap(slot.raw, location):
-            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
-                                  "protect wrote it); left as it is", where))
+            changes.append(
+                Change(
+                    slot.name,
+                    "skipped",
+                    "no longer runs under assay mcp wrap (changed since protect wrote it); left as it is",
+                    where,
+                )
+            )
         elif not isinstance(got := _classify(slot.raw, location), str) and parse_wrapped([got[1], *got[2]]) is None:
-            changes.append(Change(slot.name, "skipped", "no longer runs under assay mcp wrap (changed since "
-                                  "protect wrote it); left as it is", where))
+            changes.append(
+                Change(
+                    slot.name,
+                    "skipped",
+                    "no longer runs under assay mcp wrap (changed since protect wrote it); left as it is",
+                    where,
+                )
+            )
         else:
             forced = forced_unwrap(text, scan, slot, rec, location) if force else None
             if forced is None or isinstance(forced, str):
                 left.append(rec)
                 why = "" if forced is None else f"; --force: {forced}"
-                changes.append(Change(slot.name, "kept", f"could not be restored: {_EDITED} (left as it is){why}; "
-                                      f"before protect it ran: {original_line(rec, location.toml)}", where))
+                changes.append(
+                    Change(
+                        slot.name,
+                        "kept",
+                        f"could not be restored: {_EDITED} (left as it is){why}; "
+                        f"before protect it ran: {original_line(rec, location.toml)}",
+                        where,
+                    )
+                )
                 continue
             edits += forced[0]
             expect[key] = forced[1]
-            changes.append(Change(slot.name, "unwrapped", f"{forced[2]} (edited since protect: the wrapping "
-                                  "is taken off, your edits stay)", where, forced=True))
+            changes.append(
+                Change(
+                    slot.name,
+                    "unwrapped",
+                    f"{forced[2]} (edited since protect: the wrapping is taken off, your edits stay)",
+                    where,
+                    forced=True,
+                )
+            )
     for rec in record:
         if rec.key not in seen:
             changes.append(Change(rec.name, "skipped", "no longer in the file", ".".join(rec.map)))
@@ -135,8 +171,11 @@ def _undo_without_record(text: str, location: ConfigLocation) -> Result:
         holder, command, args = got
         original = own_wrap_line(slot.name, command, args, location.client)
         if original is None:
-            detail = ("runs assay mcp wrap in a form protect did not write; left as is"
-                      if parse_wrapped([command, *args], written_by_older=True) is not None else "not protected")
+            detail = (
+                "runs assay mcp wrap in a form protect did not write; left as is"
+                if parse_wrapped([command, *args], written_by_older=True) is not None
+                else "not protected"
+            )
             changes.append(Change(slot.name, "skipped", detail, where))
             continue
         cmd_key, args_key = _keys(holder)
@@ -144,8 +183,15 @@ def _undo_without_record(text: str, location: ConfigLocation) -> Result:
         edits.append(_Edit(cs, ce, render_string(original[0], location.toml)))
         edits.append(_Edit(as_, ae, render_array(original[1], location.toml, like=scan[as_:ae])))
         expect[(slot.map, slot.name)] = {cmd_key: original[0], args_key: original[1]}
-        changes.append(Change(slot.name, "unwrapped", shlex.join([original[0], *original[1]]) +
-                              " (no record of this file: its wrap line is exactly what protect writes)", where))
+        changes.append(
+            Change(
+                slot.name,
+                "unwrapped",
+                shlex.join([original[0], *original[1]])
+                + " (no record of this file: its wrap line is exactly what protect writes)",
+                where,
+            )
+        )
     out = _apply(text, edits)
     if edits:
         check_edit(text, out, location, expect)

@@ -56,9 +56,17 @@ def header_env(n: int) -> str:
     return f"ASSAY_HEADER_{n}"
 
 
-def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str], options: WrapOptions,
-                     client: str = "", *, env_headers: Sequence[tuple[str, str]] = (),
-                     bearer_env: str | None = None) -> list[str]:
+def wrapped_url_args(
+    name: str,
+    url: str,
+    sse: bool,
+    header_names: Sequence[str],
+    options: WrapOptions,
+    client: str = "",
+    *,
+    env_headers: Sequence[tuple[str, str]] = (),
+    bearer_env: str | None = None,
+) -> list[str]:
     """The ``args`` of a protected remote entry (docs/protect.md, "Remote servers"): the usual
     options, then ``--url URL [--transport sse] [--header-env Name=ASSAY_HEADER_<n>]...``.
     Only the header names are on the line; their values are in the entry's ``env``, named with
@@ -79,7 +87,12 @@ def wrapped_url_args(name: str, url: str, sse: bool, header_names: Sequence[str]
 
 
 def _option_args(name: str, options: WrapOptions, client: str) -> list[str]:
-    out = ["mcp", "wrap", *option_tokens(flag_of("policy_path"), options.policy), *option_tokens(flag_of("label"), name)]
+    out = [
+        "mcp",
+        "wrap",
+        *option_tokens(flag_of("policy_path"), options.policy),
+        *option_tokens(flag_of("label"), name),
+    ]
     if options.log_dir is not None:
         stem = log_name(name, client)
         out += [

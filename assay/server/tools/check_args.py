@@ -54,8 +54,12 @@ def run(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         warnings: list[str] = []
         try:
             loaded = load_policy(  # the YAML budget derives from the ceiling the bytes were read under
-                data, source="policy", strict_deprecations=strict, warn=warnings.append,
-                byte_ceiling=ctx.config.max_policy_bytes, home=user_home(),
+                data,
+                source="policy",
+                strict_deprecations=strict,
+                warn=warnings.append,
+                byte_ceiling=ctx.config.max_policy_bytes,
+                home=user_home(),
             )
         except PolicyError as exc:
             raise _Refused({"allowed": False, "error": exc.server_error()}) from None

@@ -59,7 +59,11 @@ TOOL = Tool(
     input_schema={
         "type": "object",
         "properties": {
-            "history": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "Tools called so far, oldest first"},
+            "history": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "description": "Tools called so far, oldest first",
+            },
             "next_tool": {"type": "string", "minLength": 1, "description": "Tool the agent wants to call next"},
             "policy": {"type": "string", "minLength": 1, "description": "Policy file, relative to the policy root"},
         },

@@ -134,8 +134,7 @@ def render_github(report: dict[str, Any]) -> str:
     verdict = "meets" if report["meets_threshold"] else "is below"
     kind = "notice" if report["meets_threshold"] else "error"
     lines.append(
-        f"::{kind}::Coverage {_fmt(report['overall_coverage_pct'])} {verdict} the threshold of "
-        f"{report['threshold']:g}%"
+        f"::{kind}::Coverage {_fmt(report['overall_coverage_pct'])} {verdict} the threshold of {report['threshold']:g}%"
     )
     return "\n".join(lines)
 

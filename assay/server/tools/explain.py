@@ -138,10 +138,7 @@ class _Explainer:
                     )
                 elif idx > deadline:
                     passed = False
-                    text = (
-                        f"'{then}' was due within {within} calls after '{trigger}' "
-                        f"(step {trigger_idx})"
-                    )
+                    text = f"'{then}' was due within {within} calls after '{trigger}' (step {trigger_idx})"
                 else:
                     text = f"waiting for '{then}' for {deadline - idx} more calls"
             elif self.hits(tool, trigger):
@@ -223,8 +220,7 @@ class _Explainer:
                             rule.coverage_id,
                             "after",
                             False,
-                            f"'{trigger}' at step {trigger_idx} was never followed by '{then}' "
-                            "before the trace ended",
+                            f"'{trigger}' at step {trigger_idx} was never followed by '{then}' before the trace ended",
                             {"trigger": trigger, "deadline": deadline, "trace_len": len(self.seen)},
                         )
                     )
@@ -317,14 +313,14 @@ def render_terminal(ex: dict[str, Any]) -> str:
 def render_html(ex: dict[str, Any]) -> str:
     e = html.escape
     rows = "".join(
-        f"<tr class=\"{e(s['verdict'])}\"><td>{s['index']}</td><td><code>{e(s['tool'])}</code></td>"
+        f'<tr class="{e(s["verdict"])}"><td>{s["index"]}</td><td><code>{e(s["tool"])}</code></td>'
         f"<td>{e(s['verdict'])}</td><td>"
         + "<br>".join(e(f"{r['rule_id']}: {r['explanation']}") for r in s["rules_evaluated"] if not r["passed"])
         + "</td></tr>"
         for s in ex["steps"]
     )
     return (
-        "<section class=\"assay-trace-explanation\"><h2>Trace Explanation</h2>"
+        '<section class="assay-trace-explanation"><h2>Trace Explanation</h2>'
         f"<p>{ex['total_steps']} steps: {ex['allowed_steps']} allowed, {ex['blocked_steps']} blocked</p>"
         f"<table><thead><tr><th>#</th><th>Tool</th><th>Verdict</th><th>Failed rules</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></section>"

@@ -13,7 +13,6 @@ from typing import Any, Final
 from assay.jsonwrite import dumps, dumps_ascii, dumps_utf8
 
 
-
 DEFAULT_TIMEOUT_S: Final = 120.0  # tools.approval_timeout when the policy does not set it
 MAX_PENDING: Final = 64  # held calls at once; one more is denied (approval "failed")
 MAX_HELD_BYTES: Final = 16 << 20  # bytes of held call lines at once; a call past it is denied "failed"
@@ -177,7 +176,9 @@ def elicitation_request(approval_id: str, name: str, arguments: Any) -> bytes:
 
 def cancel_notification(approval_id: str, reason: str) -> bytes:
     """The ``notifications/cancelled`` that tells the client to close wrap's prompt."""
-    return _line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": approval_id, "reason": reason}})
+    return _line(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": approval_id, "reason": reason}}
+    )
 
 
 def read_answer(frame: Mapping[str, Any]) -> str:

@@ -140,7 +140,9 @@ class Offers:
         return len(self._open)
 
     def _mac(self, nonce: str, digest: bytes) -> str:
-        return hmac.new(self._key, b"assay-approval/1\0" + nonce.encode("ascii") + b"\0" + digest, hashlib.sha256).hexdigest()
+        return hmac.new(
+            self._key, b"assay-approval/1\0" + nonce.encode("ascii") + b"\0" + digest, hashlib.sha256
+        ).hexdigest()
 
     @staticmethod
     def claims(params: Any) -> bool:

@@ -33,7 +33,13 @@ from assay.session.approvals.held import (
     read_answer,
     timeout_reason,
 )
-from assay.session.approvals.offers import Offers, input_required_reply, modern_can_elicit, read_input_response, rewrite_retry
+from assay.session.approvals.offers import (
+    Offers,
+    input_required_reply,
+    modern_can_elicit,
+    read_input_response,
+    rewrite_retry,
+)
 from assay.session.effects import Effect
 from assay.session.ledger import Ledger
 from assay.session.pending import id_key
@@ -207,19 +213,21 @@ class ApprovalRoom:
         if not table.fits(len(raw)):
             return self.denied(decision, _S.FAILED, REASONS["too_large"])
         approval_id = table.next_id()
-        table.hold(HeldCall(
-            approval_id=approval_id,
-            raw=raw,
-            line=raw[:-1] if raw.endswith(b"\n") else raw,
-            frame=frame,
-            params=call.params,
-            name=call.name,
-            arguments=call.arguments,
-            valid=call.valid,
-            decision=decision,
-            deadline=calls.clock() + table.timeout,
-            request_key=id_key(frame["id"]) if "id" in frame else None,
-        ))
+        table.hold(
+            HeldCall(
+                approval_id=approval_id,
+                raw=raw,
+                line=raw[:-1] if raw.endswith(b"\n") else raw,
+                frame=frame,
+                params=call.params,
+                name=call.name,
+                arguments=call.arguments,
+                valid=call.valid,
+                decision=decision,
+                deadline=calls.clock() + table.timeout,
+                request_key=id_key(frame["id"]) if "id" in frame else None,
+            )
+        )
         calls.server.reply(elicitation_request(approval_id, call.name, call.arguments), out)
         return None
 
@@ -233,8 +241,16 @@ class ApprovalRoom:
         """The deny of a call whose approval was not given (``approval`` says why)."""
         tool = decision.tool
         rule = "tools.approval_required" if self.names(tool) else "tools.approval_required_classes"
-        contract = {"status": "deny", "error_code": "E_APPROVAL_DENIED", "tool": tool, "approval": which.value, "reason": reason}
-        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(approval_state=which.value)
+        contract = {
+            "status": "deny",
+            "error_code": "E_APPROVAL_DENIED",
+            "tool": tool,
+            "approval": which.value,
+            "reason": reason,
+        }
+        return decision.denied("E_APPROVAL_DENIED", reason, contract, matched_rule=rule).replace(
+            approval_state=which.value
+        )
 
     # -- what became of a held call -----------------------------------------------------------
 

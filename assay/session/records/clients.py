@@ -89,8 +89,12 @@ class ClientNotes:
         self.written += 1
         self._last_request = None  # a new connection: its first modern request is told again
         p = params if isinstance(params, dict) else {}
-        return {"declared_in": "initialize", "protocol_version": p.get("protocolVersion"),
-                "client_info": p.get("clientInfo"), "elicitation": elicitation}
+        return {
+            "declared_in": "initialize",
+            "protocol_version": p.get("protocolVersion"),
+            "client_info": p.get("clientInfo"),
+            "elicitation": elicitation,
+        }
 
     def request(self, meta: dict[str, Any], elicitation: str) -> dict[str, Any] | None:
         """The facts a 2026-07-28-era request declares in its ``_meta``, or None when they are
@@ -98,7 +102,11 @@ class ClientNotes:
         if not self.open:
             return None
         version, info = meta.get(PROTOCOL_VERSION_META), meta.get(CLIENT_INFO_META)
-        key = (elicitation, _text(version), *(_text(info.get(k)) if isinstance(info, dict) else None for k in ("name", "version")))
+        key = (
+            elicitation,
+            _text(version),
+            *(_text(info.get(k)) if isinstance(info, dict) else None for k in ("name", "version")),
+        )
         if key == self._last_request:
             return None
         self._last_request = key

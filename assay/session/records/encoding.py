@@ -35,6 +35,7 @@ ABSENT: Final = _Absent()
 
 OUTCOMES: Final = ("allow", "allow_with_warning", "deny")
 
+
 def encode_line(obj: Any) -> bytes:
     """One compact JSON line (UTF-8, no ASCII escaping, ``/`` left alone) ending in ``\\n``.
 
@@ -51,8 +52,9 @@ def encode_line(obj: Any) -> bytes:
 def event_line(event_type: str, event_id: str, time: str, source: str, data: dict[str, Any]) -> bytes:
     """A CloudEvents 1.0 line of ours other than a decision (no ``datacontenttype``), encoded
     like every record: ``assay.tool.listed``, ``assay.response.inspected``."""
-    return encode_line({"specversion": "1.0", "id": event_id, "type": event_type, "source": source, "time": time,
-                        "data": data})
+    return encode_line(
+        {"specversion": "1.0", "id": event_id, "type": event_type, "source": source, "time": time, "data": data}
+    )
 
 
 def piece(value: Any) -> bytes | None:

@@ -70,8 +70,8 @@ def batched_event_ids() -> Callable[[], str]:
         while True:
             h = os.urandom(16 * _ID_BATCH).hex()
             yield from [
-                f"evt_decision_{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-"
-                f"{variant[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
+                f"evt_decision_{h[i : i + 8]}-{h[i + 8 : i + 12]}-4{h[i + 13 : i + 16]}-"
+                f"{variant[h[i + 16]]}{h[i + 17 : i + 20]}-{h[i + 20 : i + 32]}"
                 for i in range(0, 32 * _ID_BATCH, 32)
             ]
 

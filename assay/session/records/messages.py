@@ -26,11 +26,13 @@ __all__ = [
     "verbose_line",
 ]
 
+
 def rejection_warning(reason: str) -> str:
     """The stderr line for a rejected frame (docs/wrap-records.md, "Reply to a refused line")."""
     if reason not in REJECTION_REASONS:
         raise ValueError(f"unknown rejection reason {reason!r}")
     return f"[assay] WARNING: rejected client frame ({reason})"
+
 
 def quoted(value: Any) -> str:
     """``value`` as JSON with every non-ASCII and control character escaped (never raises)."""
@@ -38,6 +40,7 @@ def quoted(value: Any) -> str:
         return json.dumps(value, ensure_ascii=True, allow_nan=True)
     except (TypeError, ValueError, RecursionError):
         return json.dumps(repr(value))
+
 
 def verbose_line(
     outcome: str, tool: str | None, *, policy_code: str | None = None, reason: str | None = None, dry_run: bool = False
@@ -54,18 +57,23 @@ def verbose_line(
         return f"[assay] ALLOW {quoted(tool) if tool is not None else 'unknown'}"
     tool = "" if tool is None else tool
     if outcome == "allow_with_warning":
-        return (f"[assay] WARNING: Allowing tool {quoted(tool)} with warning "
-                f"(code: {policy_code}, reason: {quoted(reason)}).")
+        return (
+            f"[assay] WARNING: Allowing tool {quoted(tool)} with warning "
+            f"(code: {policy_code}, reason: {quoted(reason)})."
+        )
     if outcome == "deny":
         return f"[assay] {'WOULD_DENY' if dry_run else 'DENY'} {quoted(tool)} (reason: {quoted(reason)})"
     raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+
 
 def tool_identity_line(name: str, server_id: str, schema_hash: str, meta_hash: str) -> str:
     """The line for a newly seen tool, so that users can write ``tool_pins``. The name and the
     server id are JSON strings, which YAML reads back as the same double-quoted scalars."""
     return f"[assay] TOOL {quoted(name)} server_id={quoted(server_id)} schema_hash={schema_hash} meta_hash={meta_hash}"
 
+
 _MAX_ID_TEXT: Final = 80
+
 
 def dropped_response_warning(request_id: Any, has_id: bool = True) -> str:
     """The stderr line for a dropped server response: its id (JSON-quoted, cut when long),
@@ -77,6 +85,7 @@ def dropped_response_warning(request_id: Any, has_id: bool = True) -> str:
         shown = "id " + (text if len(text) <= _MAX_ID_TEXT else text[:_MAX_ID_TEXT] + "...(cut)")
     return f"[assay] WARNING: dropped a server response ({shown}) that answers no pending client request"
 
+
 def dropped_request_warning(method: str) -> str:
     """The stderr line for a server request dropped because its id is one of wrap's approval
     ids: the method (JSON-quoted, cut when long), never the content."""
@@ -84,10 +93,14 @@ def dropped_request_warning(method: str) -> str:
     shown = text if len(text) <= _MAX_ID_TEXT else text[:_MAX_ID_TEXT] + "...(cut)"
     return f"[assay] WARNING: dropped a server request ({shown}) that used one of wrap's approval ids"
 
+
 def unreadable_answer_warning() -> str:
     """The stderr line when a server line that may answer a tools/list request was not read."""
-    return ("[assay] WARNING: a server line that may answer tools/list could not be read; "
-            "pinned tools are denied for the rest of the session")
+    return (
+        "[assay] WARNING: a server line that may answer tools/list could not be read; "
+        "pinned tools are denied for the rest of the session"
+    )
+
 
 def server_exit_line(returncode: int | None, *, stopped: bool, unanswered: int) -> str:
     """The stderr line when a stdio server ends on its own, or had to be stopped after the

@@ -47,4 +47,3 @@ def receipt_line(
     if decision_event_id is not None:
         receipt["decision_event_id"] = decision_event_id
     return encode_line(receipt)
-

@@ -239,8 +239,15 @@ class Recorder:
                     )
             if decision_line is None:
                 decision_line = self._ascii_event_line(
-                    decision, tool_definition_digest, event_id, stamp, delegated_from, delegation_depth,
-                    tool_call_id, request_id, params,
+                    decision,
+                    tool_definition_digest,
+                    event_id,
+                    stamp,
+                    delegated_from,
+                    delegation_depth,
+                    tool_call_id,
+                    request_id,
+                    params,
                 )
         if audit_log:
             null_tool = not valid and decision.outcome is _ALLOW
@@ -285,8 +292,9 @@ class Recorder:
         """The ``assay.tool.listed`` line of a tool a ``tools/list`` answer showed for the first
         time, or with a new identity (docs/wrap-records.md, "Tools seen"); ``tool`` is its
         definition (an object with a non-blank string ``name``)."""
-        data = listed_data(tool, server=self.label, session=self.session, digest=digest,
-                           schema_hash=schema_hash, meta_hash=meta_hash)
+        data = listed_data(
+            tool, server=self.label, session=self.session, digest=digest, schema_hash=schema_hash, meta_hash=meta_hash
+        )
         return listed_line(self._new_listed_id(), self._now(), self.source, data)
 
     def client(self, **fields: Any) -> bytes:
@@ -378,6 +386,12 @@ class Recorder:
         after_id = after_id_bytes(self.source, ascii_piece)
         assert after_id is not None
         return event_bytes(
-            ascii_piece(event_id), after_id, ascii_piece(stamp), head, delegation, verdict,
-            ascii_piece(tool_call_id), rid,
+            ascii_piece(event_id),
+            after_id,
+            ascii_piece(stamp),
+            head,
+            delegation,
+            verdict,
+            ascii_piece(tool_call_id),
+            rid,
         )

@@ -46,4 +46,3 @@ def stop_record(
         "dropped_responses": dropped_responses,
     }
     return record
-

@@ -76,6 +76,7 @@ def merge_obligations(
 # Reason codes and obligation outcomes
 # ---------------------------------------------------------------------------------------------
 
+
 def wrap_reason_code(outcome: str, policy_code: str | None) -> str:
     """``data.reason_code`` of a decision event (docs/wrap-records.md, "Which calls produce records").
 
@@ -113,7 +114,11 @@ _OBLIGATION_EXECUTION: Final = {
     ),
 }
 _UNSUPPORTED_OBLIGATION: Final = ("skipped", "unsupported obligation type in wave25", "unsupported_obligation_type")
-_STATUS_REASON_CODE: Final = {"applied": "obligation_applied", "skipped": "obligation_skipped", "error": "obligation_error"}
+_STATUS_REASON_CODE: Final = {
+    "applied": "obligation_applied",
+    "skipped": "obligation_skipped",
+    "error": "obligation_error",
+}
 
 
 def obligation_outcomes(obligations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -176,7 +181,9 @@ _REQUIRED_CONSUMER_FIELDS: Final = (
     "decision_basis_version",
 )
 _REQUIRED_CONTEXT_FIELDS: Final = ("lane", "principal", "auth_context_summary", "approval_state")
-_ENFORCEMENT_DENY_CODES: Final = frozenset({"P_APPROVAL_REQUIRED", "P_RESTRICT_SCOPE", "P_REDACT_ARGS", "P_MANDATE_REQUIRED"})
+_ENFORCEMENT_DENY_CODES: Final = frozenset(
+    {"P_APPROVAL_REQUIRED", "P_RESTRICT_SCOPE", "P_REDACT_ARGS", "P_MANDATE_REQUIRED"}
+)
 
 # kind → (policy_deny, fail_closed_deny, enforcement_deny, deny_convergence_reason)
 _DENY_PROJECTION: Final = {
@@ -186,7 +193,9 @@ _DENY_PROJECTION: Final = {
 }
 
 
-def _convergence(decision: str, reason_code: str, outcomes: list[dict[str, Any]], context: Mapping[str, Any]) -> dict[str, Any]:
+def _convergence(
+    decision: str, reason_code: str, outcomes: list[dict[str, Any]], context: Mapping[str, Any]
+) -> dict[str, Any]:
     """The convergence fields for a decision that is ``allow`` or ``deny`` and never fail-closed.
 
     Wrap always has a converged outcome, so every fallback path of the upstream classification is
@@ -209,9 +218,7 @@ def _convergence(decision: str, reason_code: str, outcomes: list[dict[str, Any]]
     )
     present = [name for name in _REQUIRED_CONTEXT_FIELDS if context.get(name) is not None]
     missing = [name for name in _REQUIRED_CONTEXT_FIELDS if context.get(name) is None]
-    context_state = (
-        "absent_envelope" if not present else "complete_envelope" if not missing else "partial_envelope"
-    )
+    context_state = "absent_envelope" if not present else "complete_envelope" if not missing else "partial_envelope"
     block: dict[str, Any] = {
         "decision_outcome_kind": kind,
         "decision_origin": origin,
@@ -387,4 +394,3 @@ def audit_decision(outcome: str, *, dry_run: bool) -> str:
     if outcome in OUTCOMES:
         return outcome
     raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
-

@@ -25,7 +25,6 @@ from typing import BinaryIO
 from assay.session.effects import Sink
 
 
-
 class OutputError(Exception):
     """An output path was refused or could not be created or written (fatal, exit 2)."""
 
@@ -76,7 +75,9 @@ def create_exclusive(flag: str, path: str) -> BinaryIO:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
         if exc.errno == 17:  # EEXIST: taken after the pre-spawn check (a race)
-            raise OutputError(f"{flag} {path} was created by someone else after the start-up check; refusing it") from None
+            raise OutputError(
+                f"{flag} {path} was created by someone else after the start-up check; refusing it"
+            ) from None
         raise OutputError(f"cannot create {flag} {path}: {exc.strerror or exc}") from None
     return os.fdopen(fd, "wb", buffering=0)
 

@@ -130,7 +130,6 @@ class RecordSink:
             pass
 
 
-
 async def open_stdio() -> tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream, Callable[[], None]]:
     """Our own stdin/stdout as trio streams, and a function restoring their blocking flags."""
     saved = {}

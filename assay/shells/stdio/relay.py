@@ -62,7 +62,14 @@ from assay.shells.stdio.pipes import RecordSink, RelayFatal, _Pipe, bytes_of, op
 from assay.session.session import KILL_AFTER_TERM_S, WrapSession
 
 __all__ = [
-    "READ_SIZE", "REPLY_QUEUE_LIMIT", "RecordSink", "Relay", "RelayFatal", "RunResult", "bytes_of", "open_stdio",
+    "READ_SIZE",
+    "REPLY_QUEUE_LIMIT",
+    "RecordSink",
+    "Relay",
+    "RelayFatal",
+    "RunResult",
+    "bytes_of",
+    "open_stdio",
 ]
 
 READ_SIZE = 65536
@@ -144,7 +151,9 @@ class Relay:
         self._finish: Finish | None = None
         self._finish_set = trio.Event()
         # the shared session's store work, in order, for the store task (docs/wrap.md, "Shared sessions")
-        self._store_send, self._store_receive = trio.open_memory_channel[StoreBegin | StoreCommit | StoreAbort](math.inf)
+        self._store_send, self._store_receive = trio.open_memory_channel[StoreBegin | StoreCommit | StoreAbort](
+            math.inf
+        )
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -379,8 +388,9 @@ class Relay:
                 # wrap's own replies are bounded: queued for a client that stopped reading, or
                 # held in the session until a streamed server line ends (docs/wrap.md, "Output
                 # to the client"); either way they leave through the writer, which wakes us.
-                while (self._out_bytes > REPLY_QUEUE_LIMIT or session.held_bytes > REPLY_QUEUE_LIMIT) \
-                        and not self._client_gone:
+                while (
+                    self._out_bytes > REPLY_QUEUE_LIMIT or session.held_bytes > REPLY_QUEUE_LIMIT
+                ) and not self._client_gone:
                     await self._out_progress.wait()
 
     async def _server_pump(self, child: ChildHandle) -> None:

@@ -82,8 +82,7 @@ class RotatingSink(RecordSink):
     past ``limit`` bytes (a record larger than ``limit`` goes whole into a file of its own).
     ``clock`` gives the time of a rotated name."""
 
-    def __init__(self, name: str, fh: IO[bytes], path: str, limit: int,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, name: str, fh: IO[bytes], path: str, limit: int, clock: Callable[[], float] = time.time) -> None:
         super().__init__(name, fh)
         self.path, self.limit, self._clock = path, limit, clock
         self._identity = _identity(os.fstat(self._fd))

@@ -12,8 +12,9 @@ from assay.shells.upstream_http.target import Target
 __all__ = ["auth_for"]
 
 
-def auth_for(target: Target, *, state_dir: str | None, environ: Mapping[str, str], login: str,
-             warn: Callable[[str], None]) -> tuple[Any, tuple[type[BaseException], ...]]:
+def auth_for(
+    target: Target, *, state_dir: str | None, environ: Mapping[str, str], login: str, warn: Callable[[str], None]
+) -> tuple[Any, tuple[type[BaseException], ...]]:
     """(the auth to give the HTTP client, the exceptions that mean a login is needed). A stored
     login that cannot be used at all (a bad token file) is a RemoteStartError: its one line,
     before the client is read. With ``login`` ``auto`` and a browser that can be opened
@@ -27,8 +28,15 @@ def auth_for(target: Target, *, state_dir: str | None, environ: Mapping[str, str
 
     interactive = login == "auto" and can_open(environ, sys.platform)
     try:
-        authorizer = Authorizer(target.url, resolve(state_dir, environ), environ, interactive=interactive,
-                                static=target.header_sources, ca_file=target.ca_file, say=warn)
+        authorizer = Authorizer(
+            target.url,
+            resolve(state_dir, environ),
+            environ,
+            interactive=interactive,
+            static=target.header_sources,
+            ca_file=target.ca_file,
+            say=warn,
+        )
     except NeedsLogin as exc:
         raise RemoteStartError(str(exc)) from None
     except ValueError as exc:  # a URL the token store cannot key on

@@ -26,8 +26,13 @@ __all__ = ["RoutedTransport", "http_client"]
 class RoutedTransport(httpx2.AsyncBaseTransport):
     """One ``httpx2.AsyncHTTPTransport`` per (TLS or not, proxy), made when first needed."""
 
-    def __init__(self, environ: Mapping[str, str], *, verify: ssl.SSLContext | None = None,
-                 limits: httpx2.Limits = httpx2.Limits()) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        *,
+        verify: ssl.SSLContext | None = None,
+        limits: httpx2.Limits = httpx2.Limits(),
+    ) -> None:
         self._environ = dict(environ)
         self._limits = limits
         self._transports: dict[tuple[bool, str | None], httpx2.AsyncHTTPTransport] = {}
@@ -47,8 +52,9 @@ class RoutedTransport(httpx2.AsyncBaseTransport):
         key = (tls, proxy)
         transport = self._transports.get(key)
         if transport is None:
-            transport = httpx2.AsyncHTTPTransport(verify=self._verify() if tls else False, proxy=proxy,
-                                                  limits=self._limits, trust_env=False)
+            transport = httpx2.AsyncHTTPTransport(
+                verify=self._verify() if tls else False, proxy=proxy, limits=self._limits, trust_env=False
+            )
             self._transports[key] = transport
         return transport
 
@@ -61,11 +67,24 @@ class RoutedTransport(httpx2.AsyncBaseTransport):
             await transport.aclose()
 
 
-def http_client(environ: Mapping[str, str], *, verify: ssl.SSLContext | None = None, auth: Any = None,
-                headers: Any = None, timeout: httpx2.Timeout | float = 30.0,
-                limits: httpx2.Limits = httpx2.Limits(), follow_redirects: bool = False) -> httpx2.AsyncClient:
+def http_client(
+    environ: Mapping[str, str],
+    *,
+    verify: ssl.SSLContext | None = None,
+    auth: Any = None,
+    headers: Any = None,
+    timeout: httpx2.Timeout | float = 30.0,
+    limits: httpx2.Limits = httpx2.Limits(),
+    follow_redirects: bool = False,
+) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` with assay's proxy and TLS rules (see the module docstring);
     ``environ`` is the environment to read the proxy variables from, ``verify`` the TLS context
     to verify servers with (None: the system's store)."""
-    return httpx2.AsyncClient(auth=auth, headers=headers, timeout=timeout, follow_redirects=follow_redirects,
-                              transport=RoutedTransport(environ, verify=verify, limits=limits), trust_env=False)
+    return httpx2.AsyncClient(
+        auth=auth,
+        headers=headers,
+        timeout=timeout,
+        follow_redirects=follow_redirects,
+        transport=RoutedTransport(environ, verify=verify, limits=limits),
+        trust_env=False,
+    )

@@ -98,7 +98,10 @@ async def run_remote(
     except ProxyError as exc:
         raise RemoteStartError(f"cannot reach {shown_url(target.url)}: {exc}") from None
     client = http_client(
-        environ, verify=_verify(target), auth=auth, headers=list(target.headers),
+        environ,
+        verify=_verify(target),
+        auth=auth,
+        headers=list(target.headers),
         timeout=httpx2.Timeout(connect=connect_timeout, read=None, write=WRITE_TIMEOUT, pool=None),
         limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64),
     )
@@ -125,8 +128,9 @@ async def run_remote(
     return result  # type: ignore[return-value]
 
 
-async def _probe_unless_gone(server: HttpServer, needs_login: tuple[type[BaseException], ...],
-                             input_ended: Callable[[], Awaitable[None]] | None) -> None:
+async def _probe_unless_gone(
+    server: HttpServer, needs_login: tuple[type[BaseException], ...], input_ended: Callable[[], Awaitable[None]] | None
+) -> None:
     """The probe, dropped when the client's input ends first."""
     if input_ended is None:
         await _probe(server, needs_login)
@@ -165,8 +169,9 @@ async def _probe(server: HttpServer, needs_login: tuple[type[BaseException], ...
     # the time a person takes in the browser is not the server's (docs/remote.md, "Start").
     deadline = httpx2.Timeout(connect=timeout, read=timeout, write=timeout, pool=timeout)
     try:
-        async with server.client.stream("GET", target.url, headers={"Accept": "text/event-stream"},
-                                        timeout=deadline) as resp:
+        async with server.client.stream(
+            "GET", target.url, headers={"Accept": "text/event-stream"}, timeout=deadline
+        ) as resp:
             status = resp.status_code
     except needs_login as exc:
         raise RemoteStartError(str(exc)) from None
@@ -175,6 +180,4 @@ async def _probe(server: HttpServer, needs_login: tuple[type[BaseException], ...
     except httpx2.TransportError as exc:
         raise RemoteStartError(f"cannot reach {where}: {_reason(exc, timeout)}") from None
     if status == 401:
-        raise RemoteStartError(
-            f"{where} needs authorization (HTTP 401): run `assay mcp auth login {target.url}` first"
-        )
+        raise RemoteStartError(f"{where} needs authorization (HTTP 401): run `assay mcp auth login {target.url}` first")

@@ -44,8 +44,16 @@ FALLBACK_STATUS = (400, 404, 405)
 
 
 class HttpServer(HttpSession):
-    def __init__(self, target: Target, client: httpx2.AsyncClient, *, cap: int, warn: Callable[[str], None],
-                 needs_login: tuple[type[BaseException], ...] = (), connect_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        client: httpx2.AsyncClient,
+        *,
+        cap: int,
+        warn: Callable[[str], None],
+        needs_login: tuple[type[BaseException], ...] = (),
+        connect_timeout: float = 15.0,
+    ) -> None:
         super().__init__(target, client, cap=cap, warn=warn, needs_login=needs_login, connect_timeout=connect_timeout)
         self._ready = trio.Event()  # the first request's answer has its headers (session id)
         self._first = True
@@ -83,10 +91,15 @@ class HttpServer(HttpSession):
             self._requests += 1
             self.start(self._post_later, body, out, key, True)
         elif self._waiting_bytes + len(body) > WAITING_LIMIT:
-            self.warn_once("waiting", f"[assay] upstream: more than {WAITING_LIMIT} bytes of requests wait for the server; "
-                           "refusing more")
-            self.answer_error(key, f"assay: upstream error: more than {WAITING_LIMIT} bytes of requests already wait "
-                                   "for the server; this one was not sent")
+            self.warn_once(
+                "waiting",
+                f"[assay] upstream: more than {WAITING_LIMIT} bytes of requests wait for the server; refusing more",
+            )
+            self.answer_error(
+                key,
+                f"assay: upstream error: more than {WAITING_LIMIT} bytes of requests already wait "
+                "for the server; this one was not sent",
+            )
         else:
             self._waiting.append((body, out, key))
             self._waiting_bytes += len(body)
@@ -210,8 +223,9 @@ class HttpServer(HttpSession):
         if sid is None:
             return True
         if not visible_ascii(sid):
-            self.fail("the server's Mcp-Session-Id header is not visible ASCII (0x21-0x7E), "
-                      "so wrap cannot send it back")
+            self.fail(
+                "the server's Mcp-Session-Id header is not visible ASCII (0x21-0x7E), so wrap cannot send it back"
+            )
             return False
         self.session_id = sid
         return True

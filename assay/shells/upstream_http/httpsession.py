@@ -42,8 +42,16 @@ def status_text(status: int) -> str:
 class HttpSession(RemoteServer):
     """One HTTP session's state and answers (see the module docstring)."""
 
-    def __init__(self, target: Target, client: httpx2.AsyncClient, *, cap: int, warn: Callable[[str], None],
-                 needs_login: tuple[type[BaseException], ...] = (), connect_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        client: httpx2.AsyncClient,
+        *,
+        cap: int,
+        warn: Callable[[str], None],
+        needs_login: tuple[type[BaseException], ...] = (),
+        connect_timeout: float = 15.0,
+    ) -> None:
         super().__init__(cap=cap, warn=warn)
         self.target = target
         self.client = client
@@ -65,8 +73,10 @@ class HttpSession(RemoteServer):
             version = seen.protocol_version
             if version is not None:
                 if not header_safe(version):
-                    return ("the server's protocolVersion cannot be sent back in the MCP-Protocol-Version header "
-                            "(it is not printable ASCII)")
+                    return (
+                        "the server's protocolVersion cannot be sent back in the MCP-Protocol-Version header "
+                        "(it is not printable ASCII)"
+                    )
                 self.version = version
         if method != "tools/list" or not isinstance(seen.result, dict):
             return None
@@ -83,8 +93,11 @@ class HttpSession(RemoteServer):
 
     def headers(self, out: Outgoing | None) -> dict[str, str]:
         """The headers of a request about ``out`` (None: a GET stream of the session)."""
-        headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"} if out is not None \
+        headers = (
+            {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}
+            if out is not None
             else {"Accept": "text/event-stream"}
+        )
         if self.session_id is not None:
             headers["Mcp-Session-Id"] = self.session_id
         if out is not None and out.headers:
@@ -117,7 +130,9 @@ class HttpSession(RemoteServer):
             self.warn_once(f"http{status}", f"[assay] upstream: {text}")
             self.answer_error(key, f"assay: upstream error: {text}", {"status": status})
         elif self.is_pending(key) and kind not in ("application/json",):
-            self.answer_error(key, f"assay: upstream error: the server answered {kind or 'no content'} without the answer")
+            self.answer_error(
+                key, f"assay: upstream error: the server answered {kind or 'no content'} without the answer"
+            )
         return None
 
     def login_needed(self, text: str, key: Any) -> None:

@@ -65,8 +65,11 @@ async def _stream(server: HttpSession) -> None:
         server.fail(f"connection to {shown_url(url)} lost ({type(exc).__name__})")
         return
     server.endpoint_set.set()
-    server.fail(f"connection to {shown_url(url)} lost (its event stream broke)" if end.broken
-                else "the server's event stream ended")
+    server.fail(
+        f"connection to {shown_url(url)} lost (its event stream broke)"
+        if end.broken
+        else "the server's event stream ended"
+    )
 
 
 def _set_endpoint(server: HttpSession, event: Event) -> None:
@@ -86,8 +89,9 @@ async def post(server: HttpSession, body: bytes, out: Outgoing, key: Any) -> Non
     the request's answer)."""
     assert server.endpoint is not None
     try:
-        async with server.client.stream("POST", server.endpoint, content=body,
-                                        headers={"Content-Type": "application/json"}) as resp:
+        async with server.client.stream(
+            "POST", server.endpoint, content=body, headers={"Content-Type": "application/json"}
+        ) as resp:
             ack_promptly(resp)
             if resp.status_code >= 300:
                 await server.read_answer(resp, out, key)

@@ -58,7 +58,9 @@ class Outgoing:
 class Incoming:
     kind: str  # request | notification | response | other
     id: Any
-    raw_result: bytes | msgspec.Raw | None = None  # an answer's result, undecoded and uncopied (most answers never need it)
+    raw_result: bytes | msgspec.Raw | None = (
+        None  # an answer's result, undecoded and uncopied (most answers never need it)
+    )
 
     @property
     def result(self) -> Any:
@@ -172,8 +174,12 @@ def error_line(request_id: Any, message: str, data: dict[str, Any] | None = None
     error: dict[str, Any] = {"code": UPSTREAM_ERROR, "message": message}
     if data:
         error["data"] = data
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    return (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "error": error}, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8", "surrogatepass")
+        + b"\n"
+    )
 
 
 def as_line(body: bytes) -> bytes | None:

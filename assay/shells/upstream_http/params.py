@@ -50,8 +50,13 @@ def header_map(schema: Any) -> dict[tuple[str, ...], str]:
             continue
         if MARK in node:
             token = node[MARK]
-            if (not path or not isinstance(token, str) or not _TOKEN.match(token)
-                    or node.get("type") not in _TYPES or token.lower() in seen):
+            if (
+                not path
+                or not isinstance(token, str)
+                or not _TOKEN.match(token)
+                or node.get("type") not in _TYPES
+                or token.lower() in seen
+            ):
                 return {}
             seen.add(token.lower())
             found[path] = token

@@ -107,7 +107,9 @@ def _proxy_url(var: str, value: str) -> str:
         raise ProxyError(f"{var} is not a proxy URL") from None
     scheme = parts.scheme.lower()
     if scheme.startswith("socks"):
-        raise ProxyError(f"{var} names a SOCKS proxy, which wrap cannot use (set NO_PROXY for this host, or unset {var})")
+        raise ProxyError(
+            f"{var} names a SOCKS proxy, which wrap cannot use (set NO_PROXY for this host, or unset {var})"
+        )
     if scheme not in ("http", "https") or not parts.hostname:
         raise ProxyError(f"{var} is not an http:// or https:// proxy URL")
     return url

@@ -46,7 +46,7 @@ async def resume(server: HttpSession, out: Outgoing, key: Any, end: StreamEnd) -
     while server.is_pending(key) and last_id is not None and header_safe(last_id) and attempts < RESUME_ATTEMPTS:
         await trio.sleep(_wait_s(retry_ms))
         headers = server.headers(None)
-        for name, value in (out.headers or ()):
+        for name, value in out.headers or ():
             if name == "MCP-Protocol-Version":
                 headers[name] = value
         headers["Last-Event-ID"] = last_id
@@ -74,8 +74,11 @@ async def resume(server: HttpSession, out: Outgoing, key: Any, end: StreamEnd) -
         last_id, retry_ms = again.last_id, again.retry_ms
     if server.is_pending(key):
         server.warn_once("resume", "[assay] upstream: an event stream ended before its answer and could not be resumed")
-        server.answer_error(key, "assay: upstream error: the server's event stream ended before its answer "
-                                 f"and could not be resumed{refused}")
+        server.answer_error(
+            key,
+            "assay: upstream error: the server's event stream ended before its answer "
+            f"and could not be resumed{refused}",
+        )
 
 
 async def get_stream(server: HttpSession) -> None:

@@ -41,8 +41,23 @@ class TooLong:
 
 
 class SSEDecoder:
-    __slots__ = ("cap", "_parts", "_plen", "_data", "_size", "_type", "_has_data", "_dropping", "_dropped",
-                 "last_id", "_id", "retry_ms", "_started", "_skip_lf", "_partial")
+    __slots__ = (
+        "cap",
+        "_parts",
+        "_plen",
+        "_data",
+        "_size",
+        "_type",
+        "_has_data",
+        "_dropping",
+        "_dropped",
+        "last_id",
+        "_id",
+        "retry_ms",
+        "_started",
+        "_skip_lf",
+        "_partial",
+    )
 
     def __init__(self, cap: int, last_id: str | None = None, retry_ms: int | None = None) -> None:
         self.cap = cap

@@ -66,9 +66,15 @@ async def read_body(server: RemoteServer, resp: httpx2.Response) -> bytes | None
         budget.drop(holding)
 
 
-async def read_events(server: RemoteServer, resp: httpx2.Response, key: Any, *,
-                      endpoint: Callable[[Event], None] | None = None,
-                      last_id: str | None = None, retry_ms: int | None = None) -> StreamEnd:
+async def read_events(
+    server: RemoteServer,
+    resp: httpx2.Response,
+    key: Any,
+    *,
+    endpoint: Callable[[Event], None] | None = None,
+    last_id: str | None = None,
+    retry_ms: int | None = None,
+) -> StreamEnd:
     """Relay a stream's messages until it ends, or a little after ``key``'s answer came (see the
     module docstring). ``endpoint`` takes the legacy transport's ``endpoint`` events;
     ``last_id`` and ``retry_ms`` carry on from the stream this one resumes."""
@@ -103,8 +109,14 @@ async def read_events(server: RemoteServer, resp: httpx2.Response, key: Any, *,
     return end
 
 
-def _feed(server: RemoteServer, decoder: SSEDecoder, holding: Holding, chunk: bytes, end: StreamEnd,
-          endpoint: Callable[[Event], None] | None) -> None:
+def _feed(
+    server: RemoteServer,
+    decoder: SSEDecoder,
+    holding: Holding,
+    chunk: bytes,
+    end: StreamEnd,
+    endpoint: Callable[[Event], None] | None,
+) -> None:
     """Decode one piece and relay the messages it completes (in a frame of its own, so that no
     message outlives this call in the reading loop, which waits between pieces)."""
     events = decoder.feed(chunk)
@@ -113,8 +125,9 @@ def _feed(server: RemoteServer, decoder: SSEDecoder, holding: Holding, chunk: by
         _relay(server, event, end, endpoint)
 
 
-def _relay(server: RemoteServer, event: Event | TooLong, end: StreamEnd,
-           endpoint: Callable[[Event], None] | None) -> None:
+def _relay(
+    server: RemoteServer, event: Event | TooLong, end: StreamEnd, endpoint: Callable[[Event], None] | None
+) -> None:
     if isinstance(event, TooLong):
         server.warn_once("long", f"[assay] upstream: an event longer than {server.cap} bytes was dropped")
         end.too_long = True

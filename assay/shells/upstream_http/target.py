@@ -22,10 +22,21 @@ from urllib.parse import urlsplit
 __all__ = ["RESERVED_HEADERS", "Target", "TargetError", "is_loopback", "shown_url", "target_from"]
 
 # Headers wrap sets itself, per request or per session: a --header may not set them.
-RESERVED_HEADERS = frozenset({
-    "accept", "content-type", "content-length", "host", "transfer-encoding", "connection",
-    "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id",
-})
+RESERVED_HEADERS = frozenset(
+    {
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+        "transfer-encoding",
+        "connection",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+    }
+)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # an HTTP field name
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

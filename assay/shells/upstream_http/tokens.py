@@ -27,15 +27,33 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
-    "MAX_BYTES", "TokenFileError", "delete", "load", "normalize_url", "oauth_dir",
-    "record_path", "records", "save",
+    "MAX_BYTES",
+    "TokenFileError",
+    "delete",
+    "load",
+    "normalize_url",
+    "oauth_dir",
+    "record_path",
+    "records",
+    "save",
 ]
 
 MAX_BYTES = 256 * 1024
 VERSION = 1
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_KEYS = {"version", "url", "issuer", "resource", "tokens", "expires_at", "client_info", "oauth_metadata",
-         "resource_metadata", "grant", "saved"}
+_KEYS = {
+    "version",
+    "url",
+    "issuer",
+    "resource",
+    "tokens",
+    "expires_at",
+    "client_info",
+    "oauth_metadata",
+    "resource_metadata",
+    "grant",
+    "saved",
+}
 
 
 class TokenFileError(Exception):

@@ -279,7 +279,10 @@ class RemoteServer(ABC):
             return
         self.failure = reason
         count = sum(entry[1] for entry in self.pending.values())
-        self.warn(f"[assay] upstream error: {reason}" + (f"; answering {count} pending request(s) with an error" if count else ""))
+        self.warn(
+            f"[assay] upstream error: {reason}"
+            + (f"; answering {count} pending request(s) with an error" if count else "")
+        )
         self.end(f"assay: upstream error: {reason}", answer=True, goodbye=False, data=data)
 
     def end(self, message: str | None, *, answer: bool, goodbye: bool, data: dict[str, Any] | None = None) -> None:
