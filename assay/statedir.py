@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Mapping
 
-from assay.policy.shared import StoreError
+from assay.policy.storeapi import StoreError
 
 __all__ = ["DB_NAME", "db_path", "ensure_state_dir", "state_dir"]
 

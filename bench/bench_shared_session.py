@@ -91,7 +91,8 @@ def db_size(calls: int) -> tuple[int, float]:
     from assay.policy.guards import Part
     from assay.policy.pipeline import Call, FlowGuard, Pipeline, RateGuard
     from assay.policy.rates import tracker_for
-    from assay.policy.shared import SessionKey, SharedSession, part_of
+    from assay.policy.shared import SharedSession, part_of
+    from assay.policy.storeapi import SessionKey
     from assay.policy.state import SessionState
     from assay.store.sqlite import SqliteStore
 

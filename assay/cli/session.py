@@ -21,7 +21,7 @@ from assay.cli.output import printable as _safe
 from assay.cli.output import aligned, local_time, write_out
 
 if TYPE_CHECKING:
-    from assay.policy.shared import Store
+    from assay.policy.storeapi import Store
 
 
 def _store(state_dir: str | None) -> Store:
@@ -103,7 +103,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         json
             One JSON object per line instead of the table.
         """
-        from assay.policy.shared import StoreError
+        from assay.policy.storeapi import StoreError
 
         store = _store(state_dir)
         path = store.where
@@ -138,7 +138,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         """
         import getpass
 
-        from assay.policy.shared import StoreError
+        from assay.policy.storeapi import StoreError
 
         store = _store(state_dir)
         path = store.where

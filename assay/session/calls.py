@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from assay.policy import Decision
 from assay.policy.decision import Outcome
 from assay.policy.pipeline import Call, Pipeline, store_failed
-from assay.policy.shared import Loaded, StoreError
+from assay.policy.storeapi import Loaded, StoreError
 from assay.session import approvals, replies
 from assay.session.effects import Effect, StoreAbort, StoreBegin, StoreCommit, ToServer, Warn
 from assay.session.pending import id_key

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 from assay.policy import Policy, SessionState
 from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
-from assay.policy.shared import Loaded, SessionKey, SharedSession, Store, StoreError, part_of, shares_state
+from assay.policy.shared import SharedSession, part_of, shares_state
+from assay.policy.storeapi import Loaded, SessionKey, Store, StoreError
 from assay.session import approvals, records
 from assay.session.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
 from assay.session.approvals.room import ApprovalRoom

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from assay.policy.shared import SessionKey
+from assay.policy.storeapi import SessionKey
 
 __all__ = [
     "INITS",

@@ -1,6 +1,6 @@
 """The shared sessions of one machine in one SQLite file (docs/wrap.md, "Shared sessions").
 
-:class:`SqliteStore` is the :class:`assay.policy.shared.Store` of every wrap on the machine:
+:class:`SqliteStore` is the :class:`assay.policy.storeapi.Store` of every wrap on the machine:
 :meth:`~SqliteStore.begin` takes the database's write lock (``BEGIN IMMEDIATE``, so it is held
 *before* anything is read: two wraps can never both pass a ``max: 1``) and reads the session's
 totals and one part's state; :meth:`~SqliteStore.commit` writes them back and ends the
@@ -10,7 +10,7 @@ open after one, and the next :meth:`~SqliteStore.begin` opens the file again.
 
 The file holds one row per session, per (session, part) and per (session, server), and the
 ``reset`` events (at most :data:`EVENTS_KEPT` per session): nothing grows with the number of
-calls. Sessions expire (:func:`assay.policy.shared.expired`) when the wrap sweeps
+calls. Sessions expire (:func:`assay.policy.storeapi.expired`) when the wrap sweeps
 (:meth:`~SqliteStore.sweep`, :func:`assay.store.store.keep_swept`).
 
 :meth:`~SqliteStore.sessions`, :meth:`~SqliteStore.reset` and :meth:`~SqliteStore.sweep` are
@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import trio
 
-from assay.policy.shared import (
+from assay.policy.storeapi import (
     NAMED_IDLE,
     Alive,
     Loaded,
@@ -173,7 +173,7 @@ _LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled beg
 
 
 class SqliteStore:
-    """:class:`assay.policy.shared.Store` in the SQLite file ``path`` (its directory is created
+    """:class:`assay.policy.storeapi.Store` in the SQLite file ``path`` (its directory is created
     private, see :func:`assay.statedir.ensure_state_dir`). ``timeout``: how long
     :meth:`begin` waits for another wrap's transaction. ``alive`` fills
     :attr:`SessionRow.alive` in :meth:`sessions` (whether a client session's process still
@@ -406,7 +406,7 @@ def _forget(conn: sqlite3.Connection, keys: list[str]) -> None:
 
 
 def _sweep(conn: sqlite3.Connection, now: float, alive: Alive) -> int:
-    """Forget the sessions :func:`assay.policy.shared.expired` at ``now`` (inside the caller's
+    """Forget the sessions :func:`assay.policy.storeapi.expired` at ``now`` (inside the caller's
     transaction); how many."""
     gone: list[str] = []
     for key, kind, pid, start, last in conn.execute("SELECT key, kind, pid, start, last FROM sessions").fetchall():

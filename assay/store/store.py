@@ -1,7 +1,7 @@
 """The store of this machine's shared sessions and its upkeep while a wrap runs (docs/wrap.md,
 "Shared sessions").
 
-:func:`open_store` is the one place that says which :class:`assay.policy.shared.Store` a state
+:func:`open_store` is the one place that says which :class:`assay.policy.storeapi.Store` a state
 directory means (the SQLite file in it, :mod:`assay.store.sqlite`); ``assay mcp wrap`` and
 ``assay mcp session list|reset`` both take theirs from it and use nothing but the interface.
 Another store (a networked one, for a gateway on several machines) is another class returned
@@ -21,7 +21,7 @@ from functools import partial
 
 import trio
 
-from assay.policy.shared import Alive, Store, StoreError
+from assay.policy.storeapi import Alive, Store, StoreError
 from assay.store.keys import client_alive
 from assay.statedir import db_path
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the relay, the session and trio are imported when the run s
     import trio
 
     from assay.policy import Policy
-    from assay.policy.shared import SessionKey, Store
+    from assay.policy.storeapi import SessionKey, Store
     from assay.proc.keeper import Forked
     from assay.shells.upstream_http.target import Target
     from assay.shells.stdio.pipes import RecordSink

@@ -17,7 +17,7 @@ from assay.wrap.options import DEFAULT_SHARED_SESSION, SHARED_SESSION_ENV
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
-    from assay.policy.shared import SessionKey, Store
+    from assay.policy.storeapi import SessionKey, Store
 
 __all__ = ["SharingError", "shared_for"]
 

@@ -18,7 +18,8 @@ from assay.policy import SessionState, load_policy
 from assay.policy.explain import explain
 from assay.policy.guards import REGISTRY, GuardContext, Surface, build_guards
 from assay.policy.pipeline import Call, Pipeline
-from assay.policy.shared import MemoryStore, SessionKey, SharedSession, part_of
+from assay.policy.shared import SharedSession, part_of
+from assay.policy.storeapi import MemoryStore, SessionKey
 from tests.policy import _toy_guard
 
 OPEN = 'version: "2.0"\nenforcement: {unconstrained_tools: allow}\n'

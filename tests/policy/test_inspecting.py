@@ -13,7 +13,8 @@ from assay.policy.flows import FlowTracker
 from assay.policy.inspecting import Settings
 from assay.policy.guards import Part
 from assay.policy.pipeline import Call, FlowGuard, Pipeline
-from assay.policy.shared import MemoryStore, SessionKey, SharedSession, part_of, shares_state, uses_taint
+from assay.policy.shared import SharedSession, part_of, shares_state, uses_taint
+from assay.policy.storeapi import MemoryStore, SessionKey
 
 HEAD = 'version: "2.0"\ntools: {allow: ["*"]}\n'
 # the digest of HEAD before these sections existed (a policy without them keeps it)
@@ -144,7 +145,7 @@ def test_update_runs_in_the_shared_transaction_and_the_other_wrap_sees_it() -> N
 
 
 def _got(begin):
-    from assay.policy.shared import StoreError
+    from assay.policy.storeapi import StoreError
 
     try:
         return begin()

@@ -7,14 +7,14 @@ are several processes (or machines) on one database.
 
 It is one class and nothing else: the wrap and ``assay mcp session`` take it as they take the
 SQLite store (tests/sessions/test_store_contract.py). The data model is
-:class:`assay.policy.shared.MemoryStore`'s, one twin per store object.
+:class:`assay.policy.storeapi.MemoryStore`'s, one twin per store object.
 """
 
 from __future__ import annotations
 
 import trio
 
-from assay.policy.shared import Alive, Loaded, MemoryStore, Saved, SessionKey, SessionRow, StoreError
+from assay.policy.storeapi import Alive, Loaded, MemoryStore, Saved, SessionKey, SessionRow, StoreError
 
 
 class Backing:

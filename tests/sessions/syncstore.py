@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import trio
 
-from assay.policy.shared import Alive
+from assay.policy.storeapi import Alive
 from assay.store.keys import client_alive
 from assay.store.sqlite import SqliteStore
 

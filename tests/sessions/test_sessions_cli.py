@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from assay.policy.shared import Loaded, Saved, SessionKey
+from assay.policy.storeapi import Loaded, Saved, SessionKey
 from assay.store.keys import proc_info
 from assay.store.sqlite import SqliteStore
 from tests.conftest import ASSAY, REPO

@@ -214,7 +214,7 @@ def test_a_pid_1_agent_has_one_session_across_its_servers(tmp_path, base_env):
 USE = textwrap.dedent("""\
     import sys, time
     import trio
-    from assay.policy.shared import Saved
+    from assay.policy.storeapi import Saved
     from assay.store.keys import client_alive, session_key
     from assay.store.sqlite import SqliteStore
     store = SqliteStore(sys.argv[1])

@@ -11,7 +11,7 @@ import sys
 
 import trio
 
-from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey
+from assay.policy.storeapi import Loaded, MemoryStore, Saved, SessionKey
 from assay.store.keys import proc_info
 from assay.store.sqlite import NAMED_IDLE, SqliteStore
 from assay.store.store import SWEEP_EVERY, serving

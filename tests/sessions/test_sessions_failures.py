@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from assay.policy.shared import Loaded, Saved, SessionKey, StoreError
+from assay.policy.storeapi import Loaded, Saved, SessionKey, StoreError
 from assay.store import sqlite as store_mod
 from assay.statedir import ensure_state_dir, state_dir
 from assay.store.sqlite import SqliteStore

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 
 RACE = """
 import sys, time
-from assay.policy.shared import Saved, SessionKey
+from assay.policy.storeapi import Saved, SessionKey
 from assay.store.sqlite import SqliteStore
 store = SqliteStore(sys.argv[1], timeout=30)
 key = SessionKey(key="name:race", kind="named", name="race")
@@ -33,7 +33,7 @@ print(counted)
 
 CRASH = """
 import sys
-from assay.policy.shared import Saved, SessionKey
+from assay.policy.storeapi import Saved, SessionKey
 from assay.store.sqlite import SqliteStore
 store = SqliteStore(sys.argv[1], timeout=30)
 key = SessionKey(key="name:crash", kind="named", name="crash")

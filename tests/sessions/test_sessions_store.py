@@ -1,5 +1,5 @@
 """The SQLite store of shared sessions against the reference semantics of
-:class:`assay.policy.shared.MemoryStore` (docs/wrap.md, "Shared sessions"), its bounds and
+:class:`assay.policy.storeapi.MemoryStore` (docs/wrap.md, "Shared sessions"), its bounds and
 ``reset``, in real SQLite files."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey
+from assay.policy.storeapi import Loaded, MemoryStore, Saved, SessionKey
 from assay.store import sqlite as store_mod
 from assay.store.sqlite import SqliteStore
 from tests.sessions.syncstore import list_sessions, reset

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.policy.shared import Saved, SessionKey
+from assay.policy.storeapi import Saved, SessionKey
 from assay.store import keys
 from assay.store.keys import ProcInfo, client_alive, find_client, identity, key_namespace
 from assay.store.sqlite import NAMED_IDLE, SqliteStore

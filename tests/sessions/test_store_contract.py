@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from assay.policy.shared import NAMED_IDLE, Loaded, MemoryStore, Saved, SessionKey, StoreError
+from assay.policy.storeapi import NAMED_IDLE, Loaded, MemoryStore, Saved, SessionKey, StoreError
 from assay.store.sqlite import SqliteStore
 from tests.sessions.slowstore import Backing, SlowStore
 

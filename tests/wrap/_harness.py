@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.policy.shared import StoreError
+from assay.policy.storeapi import StoreError
 from assay.session.admission import admit
 from assay.session.effects import (
     AdmitLine,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.policy.shared import MemoryStore, SessionKey
+from assay.policy.storeapi import MemoryStore, SessionKey
 from assay.wrap import options as wrap_options
 from assay.session.effects import Sink
 from assay.session.records.arguments import DEFAULT_MAX_BYTES, logged_arguments

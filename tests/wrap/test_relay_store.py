@@ -1,6 +1,6 @@
 """The shared session's store as the relay awaits it (docs/wrap.md, "Shared sessions"), in
 memory: a real WrapSession and Relay, an in-memory child, and a store that takes time and waits
-for a lock like a networked one would (``SlowStore``: the :class:`assay.policy.shared.Store`
+for a lock like a networked one would (``SlowStore``: the :class:`assay.policy.storeapi.Store`
 interface, one more class). While a call waits for the store, every other frame flows both ways;
 the calls of the wrap queue behind it in order; a cancelled waiting call is never sent nor
 counted; the client's end waits for it; a failing store denies it."""
@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from assay.policy import load_policy
-from assay.policy.shared import Loaded, MemoryStore, Saved, SessionKey, StoreError
+from assay.policy.storeapi import Loaded, MemoryStore, Saved, SessionKey, StoreError
 from assay.session.effects import Sink
 from assay.shells.stdio.relay import Relay, RunResult
 from assay.session.session import SessionOptions, WrapSession

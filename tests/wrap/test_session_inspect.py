@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from assay.inspect.secrets import find_secrets
 from assay.policy import load_policy
-from assay.policy.shared import MemoryStore, SessionKey
+from assay.policy.storeapi import MemoryStore, SessionKey
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions
 

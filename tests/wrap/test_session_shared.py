@@ -12,7 +12,7 @@ import trio
 from hypothesis import given, settings, strategies as st
 
 from assay.policy import load_policy
-from assay.policy.shared import MemoryStore, SessionKey
+from assay.policy.storeapi import MemoryStore, SessionKey
 from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness

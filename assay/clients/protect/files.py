@@ -67,7 +67,7 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
 
 
 def _state(path: str) -> str:
-    from assay.policy.shared import StoreError
+    from assay.policy.storeapi import StoreError
     from assay.statedir import ensure_state_dir
 
     try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import trio
 
-from assay.policy.shared import Loaded, StoreError
+from assay.policy.storeapi import Loaded, StoreError
 
 from assay import proc
 from assay.proc import ByteReceiver, ByteSender, ChildHandle

@@ -93,7 +93,7 @@ def record_path(state: str, url: str) -> str:
 
 def ensure_dir(state: str) -> str:
     """Create (or check) the state directory and its ``oauth`` directory, both 0700."""
-    from assay.policy.shared import StoreError
+    from assay.policy.storeapi import StoreError
     from assay.statedir import ensure_state_dir
 
     try:
