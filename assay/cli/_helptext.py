@@ -4,45 +4,45 @@ The help pages cyclopts renders at 80 columns, plain; assay.cli.help_fast prints
 """
 
 PAGES: dict[str, str] = {
-    "root": (
-        "Usage: assay COMMAND\n"
-        "\n"
-        "Policy guard between AI agents and the MCP tools they call.\n"
-        "\n"
-        "╭─ Commands ───────────────────────────────────────────────────────────────────╮\n"
-        "│ mcp          MCP runtime commands.                                           │\n"
-        "│ --help (-h)  Display this message and exit.                                  │\n"
-        "│ --version    Display application version.                                    │\n"
-        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    'root': (
+        'Usage: assay COMMAND\n'
+        '\n'
+        'Policy guard between AI agents and the MCP tools they call.\n'
+        '\n'
+        '╭─ Commands ───────────────────────────────────────────────────────────────────╮\n'
+        '│ mcp          MCP runtime commands.                                           │\n'
+        '│ --help (-h)  Display this message and exit.                                  │\n'
+        '│ --version    Display application version.                                    │\n'
+        '╰──────────────────────────────────────────────────────────────────────────────╯\n'
     ),
-    "mcp": (
-        "Usage: assay mcp COMMAND\n"
-        "\n"
-        "MCP runtime commands.\n"
-        "\n"
-        "╭─ Commands ───────────────────────────────────────────────────────────────────╮\n"
-        "│ auth         Log in to remote MCP servers that need OAuth (docs/auth.md).    │\n"
+    'mcp': (
+        'Usage: assay mcp COMMAND\n'
+        '\n'
+        'MCP runtime commands.\n'
+        '\n'
+        '╭─ Commands ───────────────────────────────────────────────────────────────────╮\n'
+        '│ auth         Log in to remote MCP servers that need OAuth (docs/auth.md).    │\n'
         "│ config-path  Show a client's MCP config file and a ready-to-paste entry that │\n"
-        "│              runs a server through assay mcp wrap.                           │\n"
-        "│ discover     List MCP servers in client config files and among running       │\n"
-        "│              processes.                                                      │\n"
-        "│ kill         Stop running MCP server processes.                              │\n"
-        "│ log          Show the calls wrap decided: time, client/server, tool,         │\n"
-        "│              outcome, reason code, rule, reason, arguments.                  │\n"
-        "│ manifest     Turn an observed tool manifest into a reviewable candidate,     │\n"
-        "│              then promote it.                                                │\n"
-        "│ policy       Check a policy file, explain its decisions, suggest one from    │\n"
-        "│              the logs.                                                       │\n"
-        "│ preflight    Check that assay-mcp-server on PATH matches this CLI and starts │\n"
-        "│              with a policy root.                                             │\n"
+        '│              runs a server through assay mcp wrap.                           │\n'
+        '│ discover     List MCP servers in client config files and among running       │\n'
+        '│              processes.                                                      │\n'
+        '│ kill         Stop running MCP server processes.                              │\n'
+        '│ log          Show the calls wrap decided: time, client/server, tool,         │\n'
+        '│              outcome, reason code, rule, reason, arguments.                  │\n'
+        '│ manifest     Turn an observed tool manifest into a reviewable candidate,     │\n'
+        '│              then promote it.                                                │\n'
+        '│ policy       Check a policy file, explain its decisions, suggest one from    │\n'
+        '│              the logs.                                                       │\n'
+        '│ preflight    Check that assay-mcp-server on PATH matches this CLI and starts │\n'
+        '│              with a policy root.                                             │\n'
         "│ protect      Rewrite a client's MCP config so every server, stdio or remote, │\n"
-        "│              runs under assay mcp wrap (or undo it).                         │\n"
-        "│ session      List and reset the shared sessions of this machine.             │\n"
-        "│ tool         Sign and verify MCP tool definitions.                           │\n"
-        "│ tools        List the tools an MCP server offers: names, titles, hints,      │\n"
-        "│              arguments, and with --policy what the policy does with each.    │\n"
-        "│ wrap         Wrap an MCP server (a command over stdio, or a remote one) and  │\n"
-        "│              enforce a policy on its tool calls.                             │\n"
-        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+        '│              runs under assay mcp wrap (or undo it).                         │\n'
+        '│ session      List and reset the shared sessions of this machine.             │\n'
+        '│ tool         Sign and verify MCP tool definitions.                           │\n'
+        '│ tools        List the tools an MCP server offers: names, titles, hints,      │\n'
+        '│              arguments, and with --policy what the policy does with each.    │\n'
+        '│ wrap         Wrap an MCP server (a command over stdio, or a remote one) and  │\n'
+        '│              enforce a policy on its tool calls.                             │\n'
+        '╰──────────────────────────────────────────────────────────────────────────────╯\n'
     ),
 }
