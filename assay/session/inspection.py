@@ -333,7 +333,7 @@ class Inspector:
         if verdict.blocked is not None:
             return self._blocked(watch, rid, verdict.findings, found.total, "the answer " + verdict.blocked, out)
         if verdict.findings:
-            self._record(watch, rid, verdict.action, verdict.findings, found.total, out)
+            self.record(watch, rid, verdict.action, verdict.findings, found.total, out)
         if self.dry_run:
             return True
         new = rewritten(line, message, found.changed, valid)
@@ -432,7 +432,7 @@ class Inspector:
     def _oversize(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
         finding = [{"check": "limits", "kind": "oversize", "rule": "max_bytes", "pointer": ""}]
         if self.oversize == "pass":
-            self._record(watch, _client_id(watch, head_id(line)), "pass", finding, 1, out, size=len(line))
+            self.record(watch, _client_id(watch, head_id(line)), "pass", finding, 1, out, size=len(line))
             return True
         return self._blocked(
             watch,
@@ -454,7 +454,7 @@ class Inspector:
         out: list[Effect],
         size: int | None = None,
     ) -> bool | bytes:
-        self._record(watch, rid, "block", findings, total, out, size=size)
+        self.record(watch, rid, "block", findings, total, out, size=size)
         if self.dry_run:
             return True
         contract = {"status": "deny", "error_code": RESPONSE_BLOCKED, "tool": watch.target[:256], "reason": why}
@@ -470,7 +470,7 @@ class Inspector:
         structured = self.tools is None or not self.tools.may_have_output_schema(watch.target)
         return replies.deny_reply(rid, contract, modern=watch.modern, structured=structured).rstrip(b"\n")
 
-    def _record(
+    def record(
         self,
         watch: Watch,
         rid: Any,
@@ -480,6 +480,8 @@ class Inspector:
         out: list[Effect],
         size: int | None = None,
     ) -> None:
+        """One inspection record (docs/wrap-records.md, "Inspection findings"): ``action`` as
+        taken, ``would_<action>`` in a dry run for what would have changed the line."""
         if self.dry_run and action not in ("flag", "pass"):
             action = "would_" + action
         self.ledger.inspected(

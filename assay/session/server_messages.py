@@ -25,7 +25,6 @@ from assay.session.watching import Watch
 
 if TYPE_CHECKING:
     from assay.policy.inspecting import Settings
-    from assay.session.ledger import Ledger
 
 __all__ = ["BLOCKED", "Room", "ServerMessages"]
 
@@ -40,8 +39,6 @@ class Room(Protocol):
     @property
     def dry_run(self) -> bool: ...
     @property
-    def ledger(self) -> Ledger: ...
-    @property
     def max_bytes(self) -> int: ...
     @property
     def oversize(self) -> str: ...
@@ -49,6 +46,17 @@ class Room(Protocol):
     def user(self) -> Callable[[str], Any] | None: ...
 
     def settings(self, name: str) -> Settings: ...
+
+    def record(
+        self,
+        watch: Watch,
+        rid: Any,
+        action: str,
+        findings: list[dict[str, str]],
+        total: int,
+        out: list[Effect],
+        size: int | None = None,
+    ) -> None: ...
 
     def remember(
         self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]
@@ -75,7 +83,7 @@ class ServerMessages:
             finding = {"check": "limits", "kind": "oversize", "rule": "max_bytes", "pointer": ""}
             rid = head_id(line)  # the whole line is not read
             if inspector.oversize == "pass":
-                self._record(watch, rid, "pass", [finding], 1, out, size=len(line))
+                self.inspector.record(watch, rid, "pass", [finding], 1, out, size=len(line))
                 return True
             return self._blocked(watch, rid, [finding], 1, "it is over the inspection ceiling", out, size=len(line))
         message = read(line)
@@ -88,7 +96,7 @@ class ServerMessages:
         if verdict.blocked is not None:
             return self._blocked(watch, rid, verdict.findings, found.total, "it " + verdict.blocked, out)
         if verdict.findings:
-            self._record(watch, rid, verdict.action, verdict.findings, found.total, out)
+            self.inspector.record(watch, rid, verdict.action, verdict.findings, found.total, out)
         if inspector.dry_run:
             return True
         new = rewritten(line, message, found.changed)
@@ -124,7 +132,7 @@ class ServerMessages:
     ) -> bool:
         """Not relayed: recorded ``block``; a request (an id) is answered, to the server, with
         the JSON-RPC error a refused request gets. In a dry run: relayed, ``would_block``."""
-        self._record(watch, rid, "block", findings, total, out, size=size)
+        self.inspector.record(watch, rid, "block", findings, total, out, size=size)
         if self.inspector.dry_run:
             return True
         if rid is not None:
@@ -136,30 +144,6 @@ class ServerMessages:
             }
             out.append(ToServer(error_line(rid, contract) + b"\n"))
         return False
-
-    def _record(
-        self,
-        watch: Watch,
-        rid: Any,
-        action: str,
-        findings: list[dict[str, str]],
-        total: int,
-        out: list[Effect],
-        size: int | None = None,
-    ) -> None:
-        inspector = self.inspector
-        if inspector.dry_run and action not in ("flag", "pass"):
-            action = "would_" + action
-        inspector.ledger.inspected(
-            out,
-            method=watch.method,
-            request_id=rid,
-            target=watch.target,
-            action=action,
-            findings=findings,
-            total=total,
-            bytes_=size,
-        )
 
 
 def _id(message: Any) -> Any:
