@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent / "assay"
 
 #: The sans-IO core: plain code over bytes and values (docs/architecture.md): the policy and its
 #: decision pipeline, the detectors, and the agent session core.
-CORE = ("assay.policy", "assay.inspect", "assay.session")
+CORE = ("assay.policy", "assay.inspect", "assay.session", "assay.gateway")
 #: The process runtime: everything that spawns goes through it (shells use it; it uses no shell).
 RUNTIME = ("assay.proc",)
 #: The shells, by name: the packages that perform I/O under trio around the core. A module is in
@@ -31,10 +31,11 @@ SHELLS: dict[str, tuple[str, ...]] = {
     "stdio": ("assay.shells.stdio",),
     "upstream_http": ("assay.shells.upstream_http",),
     "store": ("assay.store",),
+    "serve": ("assay.shells.serve",),
 }
 #: What puts a run together (the core, a shell, an upstream, the store) and what parses a command
 #: line: above every shell, so no shell imports them.
-ENTRIES = ("assay.wrap.run", "assay.wrap.remote", "assay.wrap.sharing", "assay.cli")
+ENTRIES = ("assay.wrap.run", "assay.wrap.remote", "assay.wrap.sharing", "assay.serve", "assay.cli")
 # (assay.wrap.options, the one declaration of wrap's options, and assay.wrap.errors are plain
 # declarations every layer may read)
 #: Libraries of the shells (their top-level import names).
