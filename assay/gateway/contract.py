@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Conversation", "Emit", "Gateway", "GatewayError", "Identity"]
+__all__ = ["AuthFailure", "Authenticate", "Conversation", "Emit", "Gateway", "GatewayError", "Identity"]
 
 #: Sends one message to the client (a server request or notification; on the stream of the POST
 #: that caused it, or on the GET stream).
@@ -38,6 +38,22 @@ class Identity:
     scopes: frozenset[str] = frozenset()
     #: the raw bearer token, for token exchange to an upstream only; never sent upstream as is
     token: str | None = field(default=None, repr=False, compare=False)
+
+
+class AuthFailure(Exception):
+    """A request that authentication refuses: the front answers ``status`` (401, or 403 for a
+    missing scope) with this ``WWW-Authenticate`` header and a body naming nothing secret."""
+
+    def __init__(self, status: int, www_authenticate: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.www_authenticate = www_authenticate
+        self.reason = reason
+
+
+#: Establishes who a request comes from, given its ``Authorization`` header's value (None when
+#: absent); raises :class:`AuthFailure`. The front calls it for every request to /mcp.
+Authenticate = Callable[[str | None], Awaitable[Identity]]
 
 
 class GatewayError(Exception):
