@@ -14,6 +14,10 @@ each run first:
   wrap dry-run  the same with --dry-run
   wrap + logs   wrap enforce with --decision-log, --audit-log (files in a temp dir) and
                 --event-source assay://bench/relay
+  byte relay > json, wrap > json
+                the byte relay and wrap enforce in front of the JSON echo server: the
+                throughput a client sees through wrap in front of a server that reads its JSON,
+                as a share of that server's own ("wrap > json" vs "direct json")
 wrap runs as a command (the `assay` script next to this Python, or --assay PATH), never imported,
 so the benchmark measures any version of wrap the same way.
 
@@ -75,9 +79,20 @@ schemas:
       safe: {type: boolean}
       cursor: {type: string, pattern: "^[a-z0-9]*$"}
 """
-SETUPS = ("direct raw", "direct json", "byte relay", "wrap enforce", "wrap dry-run", "wrap + logs")
+SETUPS = (
+    "direct raw",
+    "direct json",
+    "byte relay",
+    "wrap enforce",
+    "wrap dry-run",
+    "wrap + logs",
+    "byte relay > json",
+    "wrap > json",
+)
 RELAYS = SETUPS[2:]  # setups with a relay process between client and server
-WRAPS = SETUPS[3:]
+WRAPS = ("wrap enforce", "wrap dry-run", "wrap + logs", "wrap > json")
+#: the byte relay each wrap setup's added latency is measured against (the same server behind)
+RELAY_OF = {"wrap > json": "byte relay > json"}
 CMP = " @cmp"  # suffix of the wrap setups run with --compare's assay
 
 
@@ -91,6 +106,7 @@ TARGET_CPU_US = 5.0
 TARGET_CPU_LOGS_US = 15.0
 TARGET_VS_JSON = 0.9
 TARGET_VS_RAW = 0.30
+TARGET_THROUGH_WRAP = 0.8  # wrap in front of the JSON server, as a share of that server direct
 TARGET_OVER_RELAY_US = 40.0
 TARGET_STARTUP_MS = 200.0
 TARGET_RSS_MB = 40.0
@@ -138,6 +154,10 @@ class Setup:
             return [*BYTE_RELAY, *ECHO]
         if self.base == "wrap enforce":
             return [*wrap, "--", *ECHO]
+        if self.base == "byte relay > json":
+            return [*BYTE_RELAY, *JSON_ECHO]
+        if self.base == "wrap > json":
+            return [*wrap, "--", *JSON_ECHO]
         if self.base == "wrap dry-run":
             return [*wrap, "--dry-run", "--", *ECHO]
         if self.base == "wrap + logs":
@@ -384,7 +404,8 @@ def summarize(
             "startup_ms": med([s for p in per for s in p["startup_ms"]]),
         }
         if base_of(name) in WRAPS:
-            m["added_p50_over_byte_relay_us"] = med([r[name]["p50"] - r["byte relay"]["p50"] for r in runs])
+            relay = RELAY_OF.get(base_of(name), "byte relay")
+            m["added_p50_over_byte_relay_us"] = med([r[name]["p50"] - r[relay]["p50"] for r in runs])
         if base_of(name) in RELAYS:
             m["cpu_us_per_frame"] = med([p["cpu_us"] for p in per])
             m["cpu_us_per_frame_min"] = min(p["cpu_us"] for p in per)
@@ -407,6 +428,7 @@ def targets(
         for k in ("cpu_us_per_frame", "vs_direct_json", "vs_direct_raw", "added_p50_over_byte_relay_us")
     }
     logs = {"cpu_us_per_frame": logs.get("cpu_us_per_frame", nan)}
+    through = s.get("wrap > json", {}).get("vs_direct_json", nan)
     rss = max((s[w]["rss_mb_max"] for w in WRAPS if w in s), default=nan)
     if any(w not in s for w in WRAPS):
         rss = nan  # a failed wrap setup: its RSS is unknown
@@ -425,6 +447,12 @@ def targets(
             f"{e['vs_direct_json']:.2f}",
             f">= {TARGET_VS_JSON:g}",
             e["vs_direct_json"] >= TARGET_VS_JSON,
+        ),
+        (
+            "throughput through wrap vs the JSON server direct (wrap > json)",
+            f"{through:.2f}",
+            f">= {TARGET_THROUGH_WRAP:g}",
+            through >= TARGET_THROUGH_WRAP,
         ),
         (
             "throughput vs direct raw (wrap enforce)",
