@@ -57,12 +57,13 @@ def register(policy: cyclopts.App) -> None:
             Refuse the deprecated v1 format, as wrap --deny-deprecations does (also ASSAY_STRICT_DEPRECATIONS=1).
         """
         from assay.policy.convert import UNKNOWN_KEY_WARNING
-        from assay.policy.lint import inspect_warnings, schema_warnings, summary
+        from assay.policy.lint import inspect_warnings, schema_warnings, summary, users_lint
 
         warnings: list[str] = []
         loaded = load(path, deny_deprecations, warnings.append)
         warnings += schema_warnings(loaded, path, warnings)
         warnings += inspect_warnings(loaded, path)
+        warnings += users_lint(loaded, path)
         unknown = f"{path}: {UNKNOWN_KEY_WARNING}"
         errors = [w for w in warnings if w.startswith(unknown)]
         warnings = [w for w in warnings if not w.startswith(unknown)]
