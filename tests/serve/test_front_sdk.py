@@ -60,7 +60,18 @@ async def test_modern_era_discover_then_stateless_calls() -> None:
             assert "echo" in [t.name for t in tools.tools]
             echoed = await client.call_tool("echo", {"text": "yo"})
             assert echoed.content[0].text == "bob:yo"  # type: ignore[union-attr]
-    # one conversation per request, each closed when answered; no session was minted
-    methods = [init["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] for _, init in gateway.opened]
-    assert methods and set(methods) == {"2026-07-28"}
-    assert gateway.closed == len(gateway.opened)
+        # one conversation per request, each closed once answered; no session was minted
+        await gateway.until(lambda: gateway.closed == len(gateway.opened))
+    versions = [init["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] for _, init in gateway.opened]
+    assert versions and set(versions) == {"2026-07-28"}
+
+
+async def test_http2_prior_knowledge() -> None:
+    gateway = FakeGateway()
+    async with running(gateway) as (bound, _stop):
+        async with httpx2.AsyncClient(http1=False, http2=True) as http:
+            headers = {"authorization": "Bearer carol", "accept": "application/json, text/event-stream"}
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+            response = await http.post(bound.url, json=init, headers=headers)
+            assert response.http_version == "HTTP/2"
+            assert response.status_code == 200 and response.headers["mcp-session-id"]
