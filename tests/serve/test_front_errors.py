@@ -242,7 +242,22 @@ async def test_drain_answers_requests_in_flight_and_refuses_new_ones() -> None:
     answers: list[httpx2.Response] = []
     async with running(gateway, drain_timeout_s=30) as (bound, stop):
         sid = await _session(httpx2.AsyncClient(), bound.url)
+        ended = trio.Event()
+
+        async def listen() -> None:
+            async with httpx2.AsyncClient(timeout=30) as http:
+                get = _headers(mcp_session_id=sid)
+                async with http.stream("GET", bound.url, headers=get) as stream:
+                    assert stream.status_code == 200
+                    second = await http.get(bound.url, headers=get)
+                    assert second.status_code == 409  # one GET stream per session
+                    async for _ in stream.aiter_bytes():
+                        pass
+            ended.set()
+
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen)
+            await gateway.until(lambda: gateway.listening == 1)
             for n in range(5):  # each on its own connection
                 client = httpx2.AsyncClient()
                 nursery.start_soon(
@@ -257,6 +272,8 @@ async def test_drain_answers_requests_in_flight_and_refuses_new_ones() -> None:
                 assert refused.status_code == 503
             except httpx2.ConnectError:
                 pass  # the listener is closed: refused at connect
+            with trio.fail_after(10):  # the drain ends the GET stream (not the 30 s deadline)
+                await ended.wait()
             gateway.release.set()
         assert sorted(r.status_code for r in answers) == [200] * 5
         assert sorted(r.json()["id"] for r in answers) == [20, 21, 22, 23, 24]

@@ -206,7 +206,7 @@ class Front:
         try:
             if message.kind == "request":
                 conversation = session.conversation
-                await self._answer(message, accept, conversation.request, receive, send, 200)
+                await self._answer(message, accept, conversation.request, receive, send)
             else:
                 await session.conversation.notify(message.message)
                 await _respond(send, 202, b"", [])
@@ -229,7 +229,7 @@ class Front:
                 reply = {"jsonrpc": "2.0", "id": message.id, "result": discover_result(result)}
                 await self._answer_now(send, accept, reply, [])
             else:
-                await self._answer(message, accept, conversation.request, receive, send, None)
+                await self._answer(message, accept, conversation.request, receive, send)
         finally:
             await _close(conversation)
 
@@ -248,11 +248,11 @@ class Front:
         request: Callable[[dict[str, Any], Emit], Awaitable[dict[str, Any]]],
         receive: Receive,
         send: Send,
-        error_status: int | None,
     ) -> None:
         """The request's answer: JSON when its response comes first (and JSON is accepted), else
         an event stream of the related messages, then the response. The client going away
-        cancels the request (the 2026-07-28 era's cancellation)."""
+        cancels the request (the 2026-07-28 era's cancellation). In that era a method the gateway
+        does not know is a 404."""
         out, into = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
 
         async def related(msg: dict[str, Any]) -> None:
@@ -278,10 +278,8 @@ class Front:
                 while not final:
                     final, msg = await into.receive()
             if final and accept.json:
-                status = 200
-                if error_status is None and message.era is Era.MODERN:
-                    error = msg.get("error")
-                    status = 404 if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND else 200
+                error = msg.get("error") if message.era is Era.MODERN else None
+                status = 404 if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND else 200
                 await _respond(send, status, encode(msg), [_JSON])
             else:
                 await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
