@@ -1,0 +1,440 @@
+"""The HTTP front's protocol logic, sans-IO (docs/serve.md, "How a request flows").
+
+What a request to the gateway's endpoint must be before anything reaches the gateway, read from
+its method, path, headers and body as plain values: the route (/mcp, the protected-resource
+metadata, else 404), ``Origin`` (403), the body's size (413), ``Accept`` (406), the JSON-RPC
+message (400 with a parse or invalid-request error), the protocol era and, for a 2026-07-28
+request, its routing headers against its body (400 with -32020). A refusal is a
+:class:`Refusal`: the HTTP status, the headers and the JSON-RPC error body to answer with.
+
+Also here: the 2025-era session table (random ids bound to the user who opened them, idle
+expiry on an injected clock), the per-user count of requests in flight, the event-stream
+encoding and the ``server/discover`` answer. No trio, no sockets: the shell
+(:mod:`assay.shells.serve`) feeds values in and writes what comes out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "LEGACY_VERSIONS",
+    "MCP_PATH",
+    "METADATA_PATH",
+    "MODERN_VERSIONS",
+    "Accepts",
+    "Era",
+    "InFlight",
+    "Message",
+    "Refusal",
+    "Route",
+    "Session",
+    "Sessions",
+    "accepts",
+    "check_head",
+    "discover_result",
+    "encode",
+    "error_message",
+    "header_map",
+    "read_message",
+    "sse_event",
+    "synthesized_initialize",
+]
+
+MCP_PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+#: the stateless era (per-request ``_meta``, no session)
+MODERN_VERSIONS = ("2026-07-28",)
+#: the eras of the ``initialize`` handshake and ``Mcp-Session-Id``
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+#: the methods whose ``Mcp-Name`` header mirrors a parameter, and which one
+NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+#: a request's identity or session is refused (401, 403, 404)
+REFUSED = -32001
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+
+_ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name", "mcp-session-id")
+_B64_PREFIX, _B64_SUFFIX = "=?base64?", "?="
+
+
+@dataclass(frozen=True)
+class Refusal(Exception):
+    """A request answered with an HTTP error: ``status``, ``headers``, and a JSON-RPC error body
+    (``code``, ``message``, ``data``; ``id`` the request's when it was read, else null)."""
+
+    status: int
+    code: int
+    message: str
+    id: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+    data: Any = None
+
+    def body(self) -> bytes:
+        return encode(error_message(self.id, self.code, self.message, self.data))
+
+
+def error_message(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
+
+
+def encode(message: Any) -> bytes:
+    """One JSON text on one line (a body, an event's data)."""
+    return msgspec.json.encode(message)
+
+
+def sse_event(message: Any) -> bytes:
+    """One server-sent event carrying one JSON-RPC message."""
+    return b"event: message\ndata: " + encode(message) + b"\n\n"
+
+
+def header_map(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Header names lowercased -> values (latin-1); repeated fields joined by ", ". A routing
+    header (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Mcp-Session-Id``) given
+    twice is refused: two readers could take different copies."""
+    found: dict[str, str] = {}
+    for raw_name, raw_value in raw:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1").strip(" \t")
+        if name in found:
+            if name in _ROUTING:
+                raise Refusal(
+                    400, HEADER_MISMATCH if name != "mcp-session-id" else INVALID_REQUEST, f"{name} given twice"
+                )
+            found[name] = f"{found[name]}, {value}"
+        else:
+            found[name] = value
+    return found
+
+
+# -- the head of a request ---------------------------------------------------------------------
+
+
+class Route(Enum):
+    MCP = "mcp"
+    METADATA = "metadata"
+
+
+@dataclass(frozen=True)
+class Accepts:
+    json: bool
+    sse: bool
+
+
+def accepts(header: str | None) -> Accepts:
+    """What an ``Accept`` header allows of the two answers (no header: both)."""
+    if header is None or not header.strip():
+        return Accepts(True, True)
+    json_ok = sse_ok = False
+    for item in header.split(","):
+        kind, _, params = item.strip().partition(";")
+        kind = kind.strip().lower()
+        if any(p.strip().replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params.split(";")):
+            continue
+        if kind in ("*/*", "application/*", "application/json"):
+            json_ok = True
+        if kind in ("*/*", "text/*", "text/event-stream"):
+            sse_ok = True
+    return Accepts(json_ok, sse_ok)
+
+
+def check_head(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    *,
+    origins: Iterable[str],
+    max_body_bytes: int,
+    resource_path: str = MCP_PATH,
+) -> Route:
+    """The route of a request, read from its method, path and headers; a :class:`Refusal` for
+    an unknown path (404), an ``Origin`` not allowed (403), a method /mcp does not take (405), a
+    declared body over the cap (413), a content type not JSON (415) or an ``Accept`` that allows
+    none of the answers (406)."""
+    if path in (METADATA_PATH, METADATA_PATH + resource_path) and resource_path.startswith("/"):
+        if method not in ("GET", "HEAD"):
+            raise Refusal(405, INVALID_REQUEST, "Method not allowed", headers=(("allow", "GET"),))
+        return Route.METADATA
+    if path != MCP_PATH:
+        raise Refusal(404, INVALID_REQUEST, "Not found")
+    origin = headers.get("origin")
+    if origin is not None and origin not in set(origins):
+        raise Refusal(403, INVALID_REQUEST, "Origin not allowed")
+    if method not in ("POST", "GET", "DELETE"):
+        raise Refusal(405, INVALID_REQUEST, "Method not allowed", headers=(("allow", "POST, GET, DELETE"),))
+    accept = accepts(headers.get("accept"))
+    if method == "POST":
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isascii() or not length.isdigit():
+                raise Refusal(400, INVALID_REQUEST, "Bad Content-Length")
+            if int(length) > max_body_bytes:
+                raise Refusal(413, INVALID_REQUEST, f"Request body over {max_body_bytes} bytes")
+        kind = headers.get("content-type", "application/json").partition(";")[0].strip().lower()
+        if kind != "application/json":
+            raise Refusal(415, INVALID_REQUEST, "Content-Type must be application/json")
+        if not (accept.json or accept.sse):
+            raise Refusal(406, INVALID_REQUEST, "Accept must allow application/json or text/event-stream")
+    elif method == "GET" and not accept.sse:
+        raise Refusal(406, INVALID_REQUEST, "Accept must allow text/event-stream")
+    return Route.MCP
+
+
+# -- the body ----------------------------------------------------------------------------------
+
+
+class Era(Enum):
+    #: 2025-03-26 .. 2025-11-25: ``initialize``, ``Mcp-Session-Id``
+    LEGACY = "legacy"
+    #: 2026-07-28: per-request ``_meta``, no session
+    MODERN = "modern"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One checked JSON-RPC message of a POST."""
+
+    era: Era
+    kind: str  # request | notification | response
+    message: dict[str, Any]
+    id: Any = None
+    method: str | None = None
+    #: the 2026-07-28 request's protocol version (from ``_meta``)
+    version: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _decode_name(value: str) -> str | None:
+    """An ``Mcp-Name`` value as the client meant it (the ``=?base64?...?=`` form decoded);
+    None when it cannot be decoded."""
+    if value.startswith(_B64_PREFIX) and value.endswith(_B64_SUFFIX) and len(value) >= 11:
+        try:
+            return base64.b64decode(value[len(_B64_PREFIX) : -len(_B64_SUFFIX)], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+    return value
+
+
+def _kind(msg: dict[str, Any]) -> str | None:
+    has_id = "id" in msg
+    if has_id:
+        msg_id = msg["id"]
+        if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int)):
+            return None
+    if "method" in msg:
+        if not isinstance(msg["method"], str) or "result" in msg or "error" in msg:
+            return None
+        params = msg.get("params", {})
+        if not isinstance(params, (dict, list)):
+            return None
+        return "request" if has_id else "notification"
+    if has_id and (("result" in msg) != ("error" in msg)):
+        return "response"
+    return None
+
+
+def read_message(body: bytes, headers: Mapping[str, str]) -> Message:
+    """The JSON-RPC message of a POST body and its era; a :class:`Refusal` (400) for what is not
+    one JSON-RPC message, an unsupported ``MCP-Protocol-Version``, or a 2026-07-28 request whose
+    routing headers disagree with its body (-32020)."""
+    try:
+        msg = msgspec.json.decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        raise Refusal(400, PARSE_ERROR, "Parse error: the body is not JSON") from None
+    if isinstance(msg, list):
+        raise Refusal(400, INVALID_REQUEST, "Invalid request: one JSON-RPC message per POST (no batches)")
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+        raise Refusal(400, INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
+    kind = _kind(msg)
+    msg_id = msg.get("id") if kind in ("request", "response") else None
+    if kind is None:
+        raise Refusal(400, INVALID_REQUEST, "Invalid request: not a JSON-RPC request, notification or response")
+    method = msg.get("method") if kind != "response" else None
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    header_version = headers.get("mcp-protocol-version")
+    modern = (isinstance(meta, dict) and VERSION_META in meta) or header_version in MODERN_VERSIONS
+    if not modern:
+        if header_version is not None and header_version not in LEGACY_VERSIONS and method != "initialize":
+            raise _unsupported(msg_id, header_version)
+        return Message(Era.LEGACY, kind, msg, msg_id, method)
+    return _modern(kind, msg, msg_id, method, params, meta, headers)
+
+
+def _unsupported(msg_id: Any, requested: str) -> Refusal:
+    data = {"supported": [*MODERN_VERSIONS, *LEGACY_VERSIONS], "requested": requested}
+    return Refusal(400, UNSUPPORTED_VERSION, "Unsupported protocol version", msg_id, data=data)
+
+
+def _modern(
+    kind: str, msg: dict[str, Any], msg_id: Any, method: str | None, params: Any, meta: Any, headers: Mapping[str, str]
+) -> Message:
+    if kind == "response":
+        raise Refusal(400, INVALID_REQUEST, "Invalid request: a 2026-07-28 client sends no responses", msg_id)
+    if not isinstance(meta, dict) or VERSION_META not in meta:
+        raise Refusal(400, INVALID_PARAMS, f"params._meta must carry {VERSION_META}", msg_id)
+    version = meta[VERSION_META]
+
+    def mismatch(what: str) -> Refusal:
+        return Refusal(400, HEADER_MISMATCH, f"Header mismatch: {what}", msg_id)
+
+    if headers.get("mcp-protocol-version") != version:
+        raise mismatch("MCP-Protocol-Version does not match params._meta")
+    if headers.get("mcp-method") != method:
+        raise mismatch("Mcp-Method does not match the body's method")
+    name_key = NAME_PARAM.get(method or "")
+    if name_key is not None and isinstance(params, dict) and params.get(name_key) is not None:
+        given = headers.get("mcp-name")
+        if given is None or _decode_name(given) != params[name_key]:
+            raise mismatch(f"Mcp-Name does not match the body's {name_key}")
+    if not isinstance(version, str) or version not in MODERN_VERSIONS:
+        raise _unsupported(msg_id, str(version))
+    if kind == "request" and CLIENT_CAPABILITIES_META not in meta:
+        raise Refusal(400, INVALID_PARAMS, f"params._meta must carry {CLIENT_CAPABILITIES_META}", msg_id)
+    return Message(Era.MODERN, kind, msg, msg_id, method, version, meta)
+
+
+def synthesized_initialize(request: Message) -> dict[str, Any]:
+    """The ``initialize`` a 2026-07-28 request stands for (its ``_meta``: version, client info,
+    capabilities), for :meth:`assay.gateway.contract.Gateway.open`."""
+    info = request.meta.get(CLIENT_INFO_META)
+    caps = request.meta.get(CLIENT_CAPABILITIES_META)
+    params = {
+        "protocolVersion": request.version,
+        "capabilities": caps if isinstance(caps, dict) else {},
+        "clientInfo": info if isinstance(info, dict) else {"name": "unknown", "version": "0"},
+        "_meta": dict(request.meta),
+    }
+    return {"jsonrpc": "2.0", "id": request.id, "method": "initialize", "params": params}
+
+
+def discover_result(initialize_result: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``server/discover`` answer from the gateway's ``initialize`` result."""
+    result: dict[str, Any] = {
+        "supportedVersions": [*MODERN_VERSIONS, *LEGACY_VERSIONS],
+        "capabilities": initialize_result.get("capabilities", {}),
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+    }
+    if isinstance(initialize_result.get("instructions"), str):
+        result["instructions"] = initialize_result["instructions"]
+    if isinstance(initialize_result.get("serverInfo"), dict):
+        result["_meta"] = {SERVER_INFO_META: initialize_result["serverInfo"]}
+    return result
+
+
+# -- sessions and the users' requests in flight ------------------------------------------------
+
+T = TypeVar("T")
+
+
+def new_session_id() -> str:
+    """192 random bits, URL-safe (visible ASCII, as a header value must be)."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass
+class Session(Generic[T]):
+    id: str
+    owner: str  # the Identity.key that opened it
+    conversation: T
+    last_used: float
+    busy: int = 0
+
+
+class Sessions(Generic[T]):
+    """The 2025-era sessions: id -> the conversation, bound to the user who opened it. Another
+    user's id, or an unknown one, is a 404 (the two are not told apart)."""
+
+    def __init__(self, idle_s: float, make_id: Callable[[], str] = new_session_id) -> None:
+        self.idle_s = idle_s
+        self._make_id = make_id
+        self._table: dict[str, Session[T]] = {}
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def add(self, owner: str, conversation: T, now: float) -> Session[T]:
+        session_id = self._make_id()
+        while session_id in self._table:
+            session_id = self._make_id()
+        session = Session(session_id, owner, conversation, now)
+        self._table[session_id] = session
+        return session
+
+    def find(self, session_id: str, owner: str, now: float, msg_id: Any = None) -> Session[T]:
+        session = self._table.get(session_id)
+        if session is None or not secrets.compare_digest(session.owner.encode(), owner.encode()):
+            raise Refusal(404, REFUSED, "Session not found", msg_id)
+        session.last_used = now
+        return session
+
+    def remove(self, session_id: str) -> Session[T] | None:
+        return self._table.pop(session_id, None)
+
+    def expired(self, now: float) -> list[Session[T]]:
+        """Removes and returns the sessions idle (no request in flight) for ``idle_s``."""
+        gone = [s for s in self._table.values() if s.busy == 0 and now - s.last_used >= self.idle_s]
+        for session in gone:
+            del self._table[session.id]
+        return gone
+
+    def next_expiry(self) -> float | None:
+        """When the next idle session expires, if nothing uses it."""
+        idle = [s.last_used + self.idle_s for s in self._table.values() if s.busy == 0]
+        return min(idle, default=None)
+
+    def clear(self) -> list[Session[T]]:
+        gone = list(self._table.values())
+        self._table.clear()
+        return gone
+
+
+class InFlight:
+    """Requests of each user in flight, capped: past the cap a request is refused (429)."""
+
+    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self._count: dict[str, int] = {}
+
+    def acquire(self, key: str) -> None:
+        count = self._count.get(key, 0)
+        if count >= self.limit:
+            raise Refusal(
+                429, INVALID_REQUEST, "Too many requests in flight", headers=(("retry-after", str(self.retry_after_s)),)
+            )
+        self._count[key] = count + 1
+
+    def release(self, key: str) -> None:
+        count = self._count.get(key, 0) - 1
+        if count > 0:
+            self._count[key] = count
+        else:
+            self._count.pop(key, None)
+
+    def __getitem__(self, key: str) -> int:
+        return self._count.get(key, 0)

@@ -1,0 +1,349 @@
+"""The ASGI application of the HTTP front (docs/serve.md, "How a request flows").
+
+A minimal ASGI app of its own: each request is checked by the sans-IO core
+(:mod:`assay.gateway.http`), authenticated, counted against its user's cap, read under the body
+cap and the read deadline, and handed to the :class:`~assay.gateway.contract.Gateway`. Answers
+are JSON, or an event stream when messages related to a request come before its response. The
+``Authorization`` header is read once, handed to ``authenticate`` and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import trio
+
+from assay.gateway.config import Limits
+from assay.gateway.contract import AuthFailure, Authenticate, Conversation, Emit, Gateway, GatewayError, Identity
+from assay.gateway.http import (
+    INTERNAL_ERROR,
+    MCP_PATH,
+    METHOD_NOT_FOUND,
+    REFUSED,
+    Accepts,
+    Era,
+    InFlight,
+    Message,
+    Refusal,
+    Route,
+    Session,
+    Sessions,
+    accepts,
+    check_head,
+    discover_result,
+    encode,
+    error_message,
+    header_map,
+    read_message,
+    sse_event,
+    synthesized_initialize,
+)
+
+__all__ = ["Front"]
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_JSON = (b"content-type", b"application/json")
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+class _Disconnected(Exception):
+    """The client went away before its request was read."""
+
+
+class Front:
+    """The ASGI app: the endpoint /mcp (both eras) and the protected-resource metadata."""
+
+    def __init__(
+        self,
+        *,
+        gateway: Gateway,
+        authenticate: Authenticate,
+        limits: Limits,
+        origins: Iterable[str] = (),
+        resource_path: str = MCP_PATH,
+        resource_metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.gateway = gateway
+        self.authenticate = authenticate
+        self.limits = limits
+        self.origins = frozenset(origins)
+        self.resource_path = resource_path
+        self.metadata = None if resource_metadata is None else encode(dict(resource_metadata))
+        self.sessions: Sessions[Conversation] = Sessions(limits.session_idle_s)
+        self.in_flight = InFlight(limits.per_user_concurrency)
+        self.draining = False
+        self._streams: set[trio.CancelScope] = set()
+        self._listening: set[str] = set()
+
+    # -- the lifecycle, driven by serve_http ----------------------------------------------------
+
+    def drain(self) -> None:
+        """Stop taking requests (503); the GET streams end; pending requests go on."""
+        self.draining = True
+        for scope in list(self._streams):
+            scope.cancel()
+
+    async def close_sessions(self) -> None:
+        for session in self.sessions.clear():
+            await _close(session.conversation)
+
+    async def expire_sessions(self) -> None:
+        """Closes the sessions idle past the limit, for ever (run in the server's nursery)."""
+        while True:
+            due = self.sessions.next_expiry()
+            if due is None:
+                due = trio.current_time() + self.limits.session_idle_s
+            await trio.sleep_until(max(due, trio.current_time() + 0.05))
+            for session in self.sessions.expired(trio.current_time()):
+                await _close(session.conversation)
+
+    # -- ASGI ---------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._http(scope, receive, send)
+        except Refusal as refusal:
+            await _respond(send, refusal.status, refusal.body(), [_JSON, *_encoded(refusal.headers)])
+        except _Disconnected:
+            return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = header_map(scope.get("headers", ()))
+        method: str = scope["method"]
+        if self.draining:
+            raise Refusal(503, INTERNAL_ERROR, "Shutting down", headers=(("retry-after", "1"), ("connection", "close")))
+        route = check_head(
+            method,
+            scope["path"],
+            headers,
+            origins=self.origins,
+            max_body_bytes=self.limits.max_body_bytes,
+            resource_path=self.resource_path,
+        )
+        if route is Route.METADATA:
+            if self.metadata is None:
+                raise Refusal(404, REFUSED, "Not found")
+            await _respond(send, 200, self.metadata if method == "GET" else b"", [_JSON])
+            return
+        who = await self._identity(headers.get("authorization"))
+        if method == "GET":
+            await self._listen(headers, who, receive, send)
+        elif method == "DELETE":
+            session = self._session(headers, who, None)
+            self.sessions.remove(session.id)
+            await _close(session.conversation)
+            await _respond(send, 204, b"", [])
+        else:
+            self.in_flight.acquire(who.key)
+            try:
+                await self._post(headers, who, receive, send)
+            finally:
+                self.in_flight.release(who.key)
+
+    async def _identity(self, authorization: str | None) -> Identity:
+        try:
+            return await self.authenticate(authorization)
+        except AuthFailure as failure:
+            raise Refusal(
+                failure.status, REFUSED, failure.reason, headers=(("www-authenticate", failure.www_authenticate),)
+            ) from None
+
+    def _session(self, headers: Mapping[str, str], who: Identity, msg_id: Any) -> Session[Conversation]:
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise Refusal(400, -32600, "Bad Request: Mcp-Session-Id header is required", msg_id)
+        return self.sessions.find(session_id, who.key, trio.current_time(), msg_id)
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        cap = self.limits.max_body_bytes
+        chunks: list[bytes] = []
+        total = 0
+        with trio.move_on_after(self.limits.read_timeout_s):
+            while True:
+                event = await receive()
+                if event["type"] == "http.disconnect":
+                    raise _Disconnected
+                chunk = event.get("body", b"")
+                total += len(chunk)
+                if total > cap:
+                    raise Refusal(413, -32600, f"Request body over {cap} bytes", headers=(("connection", "close"),))
+                chunks.append(chunk)
+                if not event.get("more_body", False):
+                    return b"".join(chunks)
+        raise Refusal(408, -32600, "Request body not received in time", headers=(("connection", "close"),))
+
+    # -- POST ---------------------------------------------------------------------------------
+
+    async def _post(self, headers: Mapping[str, str], who: Identity, receive: Receive, send: Send) -> None:
+        body = await self._read_body(receive)
+        message = read_message(body, headers)
+        accept = accepts(headers.get("accept"))
+        if message.era is Era.MODERN:
+            await self._modern(message, who, accept, receive, send)
+            return
+        if message.kind == "request" and message.method == "initialize":
+            try:
+                conversation, result = await self.gateway.open(who, message.message)
+            except GatewayError as error:
+                await self._answer_now(send, accept, error_message(message.id, error.code, error.message), [])
+                return
+            session = self.sessions.add(who.key, conversation, trio.current_time())
+            reply = {"jsonrpc": "2.0", "id": message.id, "result": result}
+            await self._answer_now(send, accept, reply, [(b"mcp-session-id", session.id.encode())])
+            return
+        session = self._session(headers, who, message.id)
+        session.busy += 1
+        try:
+            if message.kind == "request":
+                conversation = session.conversation
+                await self._answer(message, accept, conversation.request, receive, send)
+            else:
+                await session.conversation.notify(message.message)
+                await _respond(send, 202, b"", [])
+        finally:
+            session.busy -= 1
+            session.last_used = trio.current_time()
+
+    async def _modern(self, message: Message, who: Identity, accept: Accepts, receive: Receive, send: Send) -> None:
+        if message.kind != "request":
+            await _respond(send, 202, b"", [])  # no 2026-07-28 client notification has a use here
+            return
+        try:
+            conversation, result = await self.gateway.open(who, synthesized_initialize(message))
+        except GatewayError as error:
+            status = 404 if error.code == METHOD_NOT_FOUND else 200
+            await self._answer_now(send, accept, error_message(message.id, error.code, error.message), [], status)
+            return
+        try:
+            if message.method == "server/discover":
+                reply = {"jsonrpc": "2.0", "id": message.id, "result": discover_result(result)}
+                await self._answer_now(send, accept, reply, [])
+            else:
+                await self._answer(message, accept, conversation.request, receive, send)
+        finally:
+            await _close(conversation)
+
+    async def _answer_now(
+        self, send: Send, accept: Accepts, reply: dict[str, Any], extra: list[tuple[bytes, bytes]], status: int = 200
+    ) -> None:
+        if accept.json:
+            await _respond(send, status, encode(reply), [_JSON, *extra])
+        else:
+            await _respond(send, status, sse_event(reply), [*_SSE_HEADERS, *extra])
+
+    async def _answer(
+        self,
+        message: Message,
+        accept: Accepts,
+        request: Callable[[dict[str, Any], Emit], Awaitable[dict[str, Any]]],
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """The request's answer: JSON when its response comes first (and JSON is accepted), else
+        an event stream of the related messages, then the response. The client going away
+        cancels the request (the 2026-07-28 era's cancellation). In that era a method the gateway
+        does not know is a 404."""
+        out, into = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
+
+        async def related(msg: dict[str, Any]) -> None:
+            out.send_nowait((False, msg))
+
+        async def run() -> None:
+            try:
+                reply = await request(message.message, related)
+            except GatewayError as error:
+                reply = error_message(message.id, error.code, error.message)
+            out.send_nowait((True, reply))
+
+        async def watch(nursery: trio.Nursery) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            nursery.start_soon(watch, nursery)
+            final, msg = await into.receive()
+            if not accept.sse:  # JSON only: what comes before the response is not deliverable
+                while not final:
+                    final, msg = await into.receive()
+            if final and accept.json:
+                error = msg.get("error") if message.era is Era.MODERN else None
+                status = 404 if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND else 200
+                await _respond(send, status, encode(msg), [_JSON])
+            else:
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                while True:
+                    await send({"type": "http.response.body", "body": sse_event(msg), "more_body": True})
+                    if final:
+                        break
+                    final, msg = await into.receive()
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            nursery.cancel_scope.cancel()
+
+    # -- GET: the session's stream --------------------------------------------------------------
+
+    async def _listen(self, headers: Mapping[str, str], who: Identity, receive: Receive, send: Send) -> None:
+        session = self._session(headers, who, None)
+        if session.id in self._listening:
+            raise Refusal(409, -32600, "Conflict: one GET stream per session")
+        self._listening.add(session.id)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+
+            async def emit(msg: dict[str, Any]) -> None:
+                await send({"type": "http.response.body", "body": sse_event(msg), "more_body": True})
+
+            async def watch(nursery: trio.Nursery) -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            with trio.CancelScope() as scope:
+                self._streams.add(scope)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(watch, nursery)
+                        await session.conversation.listen(emit)
+                        nursery.cancel_scope.cancel()
+                finally:
+                    self._streams.discard(scope)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self._listening.discard(session.id)
+
+
+async def _close(conversation: Conversation) -> None:
+    """Ends a conversation, even from a cancelled task, within a bound."""
+    with trio.CancelScope(shield=True), trio.move_on_after(5):
+        await conversation.aclose()
+
+
+def _encoded(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,109 @@
+"""serve_http: hypercorn's trio worker running the front inside the caller's nursery
+(docs/serve.md, "How a request flows", "Stopping").
+
+HTTP/1.1 and HTTP/2 (h2 over TLS by ALPN; h2c by prior knowledge or upgrade on plain HTTP).
+``stop`` set (the entry sets it on SIGTERM) drains: no new requests (the listeners close, a
+request on an open connection gets 503), the GET streams end, pending requests are answered
+within ``limits.drain_timeout_s``, then cancelled; the sessions are closed last.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import trio
+
+from assay.gateway.config import Limits
+from assay.gateway.contract import Authenticate, Gateway
+from assay.gateway.http import MCP_PATH
+
+from .app import Front
+
+__all__ = ["Bound", "serve_http"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Where the front listens, once it does (``port`` the bound one when ``listen`` said 0)."""
+
+    host: str
+    port: int
+    #: the endpoint's URL (http:// or https://)
+    url: str
+
+
+def _bound(binds: list[str]) -> Bound:
+    first = urlsplit(binds[0])
+    return Bound(first.hostname or "", first.port or 0, f"{binds[0]}{MCP_PATH}")
+
+
+async def serve_http(
+    *,
+    listen: str,
+    gateway: Gateway,
+    authenticate: Authenticate,
+    limits: Limits,
+    origins: Iterable[str] = (),
+    resource_url: str | None = None,
+    resource_metadata: Mapping[str, Any] | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    on_ready: Callable[[Bound], None] | None = None,
+    stop: trio.Event | None = None,
+    task_status: trio.TaskStatus[Bound] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serves /mcp on ``listen`` (``host:port``) until ``stop`` is set (then drains) or the
+    caller cancels (then stops at once). Reports where it listens through ``task_status`` and
+    ``on_ready``."""
+    from hypercorn.config import Config  # serve's path only
+    from hypercorn.trio import serve
+
+    resource_path = urlsplit(resource_url).path if resource_url else MCP_PATH
+    front = Front(
+        gateway=gateway,
+        authenticate=authenticate,
+        limits=limits,
+        origins=origins,
+        resource_path=resource_path or MCP_PATH,
+        resource_metadata=resource_metadata,
+    )
+    config = Config()
+    config.bind = [listen]
+    config.accesslog = None  # an access log would be one more place a header could leak
+    config.errorlog = logging.getLogger("assay.serve.http")
+    config.include_server_header = False
+    config.graceful_timeout = limits.drain_timeout_s
+    config.keep_alive_timeout = 30
+    if tls_cert is not None and tls_key is not None:
+        config.certfile, config.keyfile = tls_cert, tls_key
+    stop = stop if stop is not None else trio.Event()
+    served = trio.Event()
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        front.drain()
+
+    async def worker(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await serve(
+                cast(Any, front), config, shutdown_trigger=shutdown_trigger, task_status=task_status, mode="asgi"
+            )
+        finally:
+            served.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(front.expire_sessions)
+        try:
+            binds: list[str] = await nursery.start(worker)
+            bound = _bound(binds)
+            task_status.started(bound)
+            if on_ready is not None:
+                on_ready(bound)
+            await served.wait()
+        finally:
+            nursery.cancel_scope.cancel()
+            await front.close_sessions()
