@@ -43,7 +43,7 @@ def register(policy: cyclopts.App) -> None:
     ) -> int:
         """Load a policy file as assay mcp wrap does and print its warnings, one per line; an unknown key is an error.
 
-        The policy file is YAML. Its keys, in short: version ("2.0"). tools: allow and deny (tool-name patterns: name, prefix*, *suffix, *infix*, *; once allow is present every tool not listed is denied; deny beats allow), approval_required (a person approves each call through the client), approval_fallback (deny or allow, for a client that cannot ask). schemas.<tool>: a JSON Schema the tool's arguments must match, else the call is denied. enforcement.unconstrained_tools: what a tool without a schema gets: allow, warn (allowed, logged as a warning) or deny. path_confinement: a list of {tools, args, within}: the named path arguments must lie inside these absolute directories after the path is normalized (.. resolved), so a schema pattern is never the way to confine a path. limits: max_requests_total, max_tool_calls_total, and tools: [{id, tools, max_calls, per}] rate limits. sequences (with aliases): flow rules over the calls of the agent session (never_after with for, before, require, max_calls, ...). inspect: what comes back and what calls send: secrets (mask, block, flag), injection (strip, block, flag), descriptions (hide, deny, flag), arguments: {secrets: deny, tainted: deny}. resources and prompts: allow and deny lists of URIs and names. tool_pins: the identities wrap --verbose prints.
+        The policy file is YAML. Its keys, in short: version ("2.0"). tools: allow and deny (tool-name patterns: name, prefix*, *suffix, *infix*, *; once allow is present every tool not listed is denied; deny beats allow), approval_required (a person approves each call through the client), approval_fallback (deny or allow, for a client that cannot ask). schemas.<tool>: a JSON Schema the tool's arguments must match, else the call is denied. enforcement.unconstrained_tools: what a tool without a schema gets: allow, warn (allowed, logged as a warning) or deny. path_confinement: a list of {tools, args, within}: the named path arguments must lie inside these absolute directories after the path is normalized (.. resolved), so a schema pattern is never the way to confine a path. limits: max_requests_total, max_tool_calls_total, and tools: [{id, tools, max_calls, per}] rate limits. sequences (with aliases): flow rules over the calls of the agent session (never_after with for, before, require, max_calls, ...). inspect: what comes back and what calls send: secrets (mask, block, flag), injection (strip, block, flag), descriptions (hide, deny, flag), arguments: {secrets: deny, tainted: deny}. resources and prompts: allow and deny lists of URIs and names. tool_pins: the identities wrap --verbose prints. users: [{name, when: {claims: {groups: [ops]}}, tools: {allow, deny, ...}}]: lists added for the users of assay mcp serve whose token claims match (a claim equals an accepted value, or a list claim holds one; a deny always wins; never in wrap).
 
         Exit codes: 0 it loads (warnings printed; with --strict, none); 1 a key is unknown (wrap would ignore it), or --strict and there are warnings; 2 it does not load, or a usage error.
 
@@ -57,12 +57,13 @@ def register(policy: cyclopts.App) -> None:
             Refuse the deprecated v1 format, as wrap --deny-deprecations does (also ASSAY_STRICT_DEPRECATIONS=1).
         """
         from assay.policy.convert import UNKNOWN_KEY_WARNING
-        from assay.policy.lint import inspect_warnings, schema_warnings, summary
+        from assay.policy.lint import inspect_warnings, schema_warnings, summary, users_lint
 
         warnings: list[str] = []
         loaded = load(path, deny_deprecations, warnings.append)
         warnings += schema_warnings(loaded, path, warnings)
         warnings += inspect_warnings(loaded, path)
+        warnings += users_lint(loaded, path)
         unknown = f"{path}: {UNKNOWN_KEY_WARNING}"
         errors = [w for w in warnings if w.startswith(unknown)]
         warnings = [w for w in warnings if not w.startswith(unknown)]

@@ -22,12 +22,13 @@ def register(policy: cyclopts.App) -> None:
         tool: Annotated[str, Parameter(name="--tool")],
         args: Annotated[str | None, Parameter(name="--args")] = None,
         server: Annotated[str, Parameter(name="--server")] = "default-mcp-server",
+        claims: Annotated[str | None, Parameter(name="--claims")] = None,
         json: Annotated[bool, Parameter(name="--json", negative=())] = False,
         deny_deprecations: Annotated[bool, Parameter(name="--deny-deprecations", negative=())] = False,
     ) -> int:
         """Explain the decision of one tools/call: the verdict, the reason code, the rule, and each check in pipeline order.
 
-        Exit codes: 0 the call would go through (allow, allow with warning, needs approval); 1 it is denied; 2 the policy does not load, bad --args, or a usage error.
+        Exit codes: 0 the call would go through (allow, allow with warning, needs approval); 1 it is denied; 2 the policy does not load, bad --args or --claims, or a usage error.
 
         Parameters
         ----------
@@ -39,6 +40,8 @@ def register(policy: cyclopts.App) -> None:
             The call's arguments as one JSON text (absent: the call has no arguments).
         server
             The server label the call goes to (wrap's --label; flow-rule selectors with server: read it).
+        claims
+            The user's claims as one JSON object, e.g. '{"groups": ["ops"]}': explain the call of that user of assay mcp serve (the policy's users entries whose when.claims they meet apply). Absent: no entry applies, as in wrap.
         json
             One JSON object instead of the text.
         deny_deprecations
@@ -54,8 +57,16 @@ def register(policy: cyclopts.App) -> None:
                 arguments = loads_strict(args)
             except (ValueError, RecursionError) as exc:
                 raise UsageError(f"--args is not one JSON text: {exc}") from None
+        user_claims = None
+        if claims is not None:
+            try:
+                user_claims = loads_strict(claims)
+            except (ValueError, RecursionError) as exc:
+                raise UsageError(f"--claims is not one JSON text: {exc}") from None
+            if not isinstance(user_claims, dict):
+                raise UsageError('--claims must be a JSON object (claim name -> value), e.g. \'{"groups": ["ops"]}\'')
         loaded = load(path, deny_deprecations, lambda line: sys.stderr.write(line + "\n"))
-        got = explain(loaded, tool, arguments, server=server)
+        got = explain(loaded, tool, arguments, server=server, claims=user_claims)
         if json:
             sys.stdout.write(_json.dumps(got.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
         else:

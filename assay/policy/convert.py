@@ -139,6 +139,12 @@ def convert(
         except ValueError as exc:
             raise PolicyError("validation", str(exc), source=source) from None
 
+    users: tuple[Any, ...] = ()
+    if "users" in doc:  # docs/policy.md, "Policy by user (serve)"
+        from assay.policy.users import read_users
+
+        users = read_users(r, doc["users"])
+
     for path in r.unknown:  # docs/policy.md, "Loading": ignored, with the key it most likely misspells
         warnings.append(UNKNOWN_KEY_WARNING + path)
 
@@ -197,6 +203,11 @@ def convert(
             if key.startswith(EXACT)
         )
 
+    if users:
+        from assay.policy.users import users_warnings
+
+        warnings.extend(users_warnings(users, tools))
+
     if signatures is not None and signatures["check_descriptions"]:
         warnings.append("signatures.check_descriptions has no effect (descriptions are not verified at runtime)")
 
@@ -219,6 +230,7 @@ def convert(
         inspect=inspect,
         resources=resources,
         prompts=prompts,
+        users=users,
         v1_format=v1,
         source=source,
         warnings=tuple(warnings),

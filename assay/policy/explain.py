@@ -22,6 +22,7 @@ engine does).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from assay.policy.patterns import pattern_matches
 from assay.policy.plans import Plan, compile_policy
 from assay.policy.guards import GuardContext, Guards, Surface, build_guards
 from assay.policy.pipeline import Call, Pipeline
+from assay.policy.users import applying, claim_holds, for_user, origins
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
@@ -94,6 +96,9 @@ class Explanation:
     arguments: Any
     decision: Decision
     steps: tuple[Step, ...]
+    #: the user's claims (``--claims``), None when not given; ``users`` the entries that applied
+    claims: Mapping[str, Any] | None = None
+    users: tuple[int, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -137,6 +142,8 @@ class Explanation:
             "matched_rule": d.matched_rule,
             "approval_state": None if d.approval_state is None else str(d.approval_state),
             "agrees": self.agrees,
+            "claims": None if self.claims is None else dict(self.claims),
+            "users": list(self.users),
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -173,16 +180,86 @@ def _guards(policy: Policy, server: str) -> Guards:
     return build_guards(GuardContext(policy, Surface.EXPLAIN, server))
 
 
-def explain(policy: Policy, tool: str, arguments: Any = None, *, server: str = DEFAULT_SERVER_ID) -> Explanation:
+#: the text naming the matching items of ``tools.<key>``: ``tools.deny "rm"`` (with a user's
+#: claims, each item under the list it comes from: ``users[0] ("ops").tools.allow "deploy"``)
+Where = Callable[[str, list[str]], list[str]]
+
+
+def _plain(key: str, items: list[str]) -> list[str]:
+    return [f"tools.{key} {_quoted(items)}"] if items else []
+
+
+def _from_users(base: Policy, which: tuple[int, ...]) -> Where:
+    def where(key: str, items: list[str]) -> list[str]:
+        found = origins(base, which, key)
+        groups: dict[str, list[str]] = {}
+        for item in items:
+            origin = found.get(item)
+            groups.setdefault(f"tools.{key}" if origin is None else origin.text(key), []).append(item)
+        return [f"{name} {_quoted(got)}" for name, got in groups.items()]
+
+    return where
+
+
+def explain(
+    policy: Policy,
+    tool: str,
+    arguments: Any = None,
+    *,
+    server: str = DEFAULT_SERVER_ID,
+    claims: Mapping[str, Any] | None = None,
+) -> Explanation:
     """The decision of the first call of a fresh session (no pins compared, no declared
-    baseline, no person asked) and the steps that explain it."""
+    baseline, no person asked) and the steps that explain it. With ``claims``, the call of a
+    user with those claims: the policy :func:`assay.policy.users.for_user` makes for them
+    decides (docs/policy.md, "Policy by user (serve)")."""
+    base = policy
+    which = applying(base, claims)
+    policy = for_user(base, claims)
+    where: Where = _from_users(base, which) if which else _plain
     guards = _guards(policy, server)
     pipeline = Pipeline(policy, None, guards.checks, guards.approvals, clock=lambda: 0.0)
     decision = pipeline.decide(Call(tool, arguments, server), 0.0)
     fresh = _guards(policy, server)  # fresh trackers for the trace (the pipeline's are used)
     rates, flows = fresh.tracker("rates"), fresh.tracker("flows")
-    steps = _engine_steps(policy, tool, arguments, server) + _guard_steps(policy, tool, arguments, server, rates, flows)
-    return Explanation(tool, server, arguments, decision, tuple(_reached(steps)))
+    steps = _users_steps(base, claims, which)
+    steps += _engine_steps(policy, tool, arguments, server, where)
+    steps += _guard_steps(policy, tool, arguments, server, rates, flows, where)
+    return Explanation(tool, server, arguments, decision, tuple(_reached(steps)), claims, which)
+
+
+def _unmet(base: Policy, index: int, claims: Mapping[str, Any]) -> str:
+    """Why ``users[index]`` does not apply: its first condition that does not hold."""
+    entry = base.users[index]
+    for name, accepted in entry.claims.items():
+        if name not in claims:
+            return f"users[{index}]: no {json.dumps(name, ensure_ascii=False)} claim"
+        if not claim_holds(claims[name], accepted):
+            got = json.dumps(claims[name], ensure_ascii=False)
+            if len(got) > 80:
+                got = got[:77] + "..."
+            return f"users[{index}]: {json.dumps(name, ensure_ascii=False)} is {got}, not one of {_quoted(accepted)}"
+    return f"users[{index}]: applies"  # never: only entries that do not apply are asked about
+
+
+def _users_steps(base: Policy, claims: Mapping[str, Any] | None, which: tuple[int, ...]) -> list[Step]:
+    """The ``users`` step: only when the policy has a ``users`` section or claims are given (so
+    the trace of every other policy is what it was)."""
+    n = len(base.users)
+    if claims is None:
+        if not n:
+            return []
+        return [Step("users", NA, f"no claims given: none of the {n} users entries applies (wrap, a stdio user)")]
+    if not n:
+        return [Step("users", NA, "the policy has no users section: the claims change nothing")]
+    if not which:
+        why = "; ".join(_unmet(base, i, claims) for i in range(min(n, 5))) + ("; ..." if n > 5 else "")
+        return [Step("users", NA, f"the claims meet no users entry ({why})")]
+    named = ", ".join(
+        f"users[{i}]" + (f" ({json.dumps(base.users[i].name, ensure_ascii=False)})" if base.users[i].name else "")
+        for i in which
+    )
+    return [Step("users", PASS, f"the claims meet {named}: their tools lists are added to the policy's")]
 
 
 def _reached(steps: list[Step]) -> list[Step]:
@@ -198,7 +275,7 @@ def _reached(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> list[Step]:
+def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str, where: Where = _plain) -> list[Step]:
     engine = compile_policy(policy)
     plan = engine.plan(tool)
     code = plan.decision.reason_code if plan.decision.outcome is Outcome.DENY else None
@@ -228,7 +305,7 @@ def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> lis
                 over = f"limits.{key} is {value}: every call is denied"
     if over is not None:
         steps.append(Step("session limits", FAIL, over, "E_RATE_LIMIT"))
-        return steps + _after_limits(policy, plan, tool, arguments, classes, None)
+        return steps + _after_limits(policy, plan, tool, arguments, classes, None, where)
     steps.append(
         Step(
             "session limits",
@@ -236,11 +313,17 @@ def _engine_steps(policy: Policy, tool: str, arguments: Any, server: str) -> lis
             f"the first call of a session is within {', '.join(bits)}" if bits else "no session totals",
         )
     )
-    return steps + _after_limits(policy, plan, tool, arguments, classes, code)
+    return steps + _after_limits(policy, plan, tool, arguments, classes, code, where)
 
 
 def _after_limits(
-    policy: Policy, plan: Plan, tool: str, arguments: Any, classes: tuple[str, ...], code: str | None
+    policy: Policy,
+    plan: Plan,
+    tool: str,
+    arguments: Any,
+    classes: tuple[str, ...],
+    code: str | None,
+    where: Where = _plain,
 ) -> list[Step]:
     t = policy.tools
     steps: list[Step] = []
@@ -248,11 +331,7 @@ def _after_limits(
     names = _matching(t.deny, tool)
     deny_cls = [c for c in classes if c in (t.deny_classes or ())]
     if code == "E_TOOL_DENIED":
-        what = []
-        if names:
-            what.append(f"tools.deny {_quoted(names)}")
-        if deny_cls:
-            what.append(f"tools.deny_classes {_quoted(deny_cls)}")
+        what = where("deny", names) + where("deny_classes", deny_cls)
         steps.append(Step("deny list", FAIL, f"{plan.decision.reason}: {'; '.join(what)}", code))
     else:
         steps.append(Step("deny list", PASS, "no tools.deny pattern or tools.deny_classes class matches"))
@@ -262,13 +341,9 @@ def _after_limits(
     elif code == "E_TOOL_NOT_ALLOWED":
         steps.append(Step("allow list", FAIL, "no tools.allow pattern or tools.allow_classes class matches", code))
     else:
-        what = []
         allow_names = _matching(t.allow, tool) if t.allow is not None else []
         allow_cls = [c for c in classes if c in (t.allow_classes or ())]
-        if allow_names:
-            what.append(f"tools.allow {_quoted(allow_names)}")
-        if allow_cls:
-            what.append(f"tools.allow_classes {_quoted(allow_cls)}")
+        what = where("allow", allow_names) + where("allow_classes", allow_cls)
         steps.append(
             Step("allow list", PASS, f"matched {'; '.join(what)}") if what else Step("allow list", NA, "not checked")
         )
@@ -344,7 +419,9 @@ def _paths_step(policy: Policy, plan: Plan, tool: str, arguments: Any) -> Step:
     return Step("path confinement", PASS, f"arguments {_quoted(args)} (when present) are within {', '.join(within)}")
 
 
-def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: Any, flows: Any) -> list[Step]:
+def _guard_steps(
+    policy: Policy, tool: str, arguments: Any, server: str, rates: Any, flows: Any, where: Where = _plain
+) -> list[Step]:
     steps = [_inspection_step(policy, tool, arguments, server)] if policy.inspect is not None else []
     steps.append(Step("declared baseline", NA, "wrap --declared-manifest only (not checked here)"))
     # per-tool rate limits
@@ -395,9 +472,7 @@ def _guard_steps(policy: Policy, tool: str, arguments: Any, server: str, rates: 
     names = _matching(t.approval_required, tool)
     cls = [c for c in policy.classes_for(tool) if c in (t.approval_required_classes or ())]
     if names or cls:
-        what = ([f"tools.approval_required {_quoted(names)}"] if names else []) + (
-            [f"tools.approval_required_classes {_quoted(cls)}"] if cls else []
-        )
+        what = where("approval_required", names) + where("approval_required_classes", cls)
         steps.append(
             Step(
                 "approvals",
@@ -437,6 +512,8 @@ def render(explanation: Explanation) -> list[str]:
         f"reason: {d.reason or '-'}",
         f"rule: {d.matched_rule or '-'}",
     ]
+    if explanation.claims is not None:
+        lines.append(f"claims: {json.dumps(dict(explanation.claims), ensure_ascii=False, separators=(',', ':'))}")
     width = max(len(s.name) for s in explanation.steps)
     for s in explanation.steps:
         status = s.status.upper() if s.status == FAIL else s.status

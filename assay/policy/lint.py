@@ -14,7 +14,7 @@ from assay.policy.plans import schema_errors
 if TYPE_CHECKING:
     from assay.policy.model import Policy
 
-__all__ = ["inspect_warnings", "schema_warnings", "summary"]
+__all__ = ["inspect_warnings", "schema_warnings", "summary", "users_lint"]
 
 
 def schema_warnings(policy: Policy, source: str, warnings: list[str]) -> list[str]:
@@ -89,6 +89,8 @@ def summary(policy: Policy) -> str:
         parts.append("resources under the policy")
     if policy.prompts is not None:
         parts.append("prompts under the policy")
+    if policy.users:
+        parts.append(_n(len(policy.users), "users entry", "users entries"))
     return ", ".join(parts)
 
 
@@ -107,3 +109,29 @@ def inspect_warnings(policy: Policy, source: str) -> list[str]:
             "result is looked at for secrets), so no call is judged by it"
         ]
     return []
+
+
+def users_lint(policy: Policy, source: str) -> list[str]:
+    """A ``users`` entry's ``allow`` of one tool (a pattern naming one name) that a deny of the
+    policy itself or of the same entry always denies (a deny always wins, docs/policy.md,
+    "Policy by user (serve)"): that line allows nothing."""
+    import json
+
+    from assay.policy.patterns import exact_name, pattern_matches
+
+    out = []
+    own = policy.tools.deny or ()
+    for i, entry in enumerate(policy.users):
+        for pattern in entry.allow or ():
+            name = exact_name(pattern)
+            if name is None:
+                continue
+            for where, denies in (("tools.deny", own), (f"users[{i}].tools.deny", entry.deny or ())):
+                hit = next((d for d in denies if pattern_matches(name, d)), None)
+                if hit is not None:
+                    out.append(
+                        f"{source}: users[{i}].tools.allow {json.dumps(pattern, ensure_ascii=False)}: {where} "
+                        f"{json.dumps(hit, ensure_ascii=False)} denies it (a deny always wins), so this allows nothing"
+                    )
+                    break
+    return out

@@ -19,6 +19,7 @@ __all__ = [
     "RateRule",
     "PathRule",
     "FlowRule",
+    "UserEntry",
     "UNCONSTRAINED_MODES",
     "APPROVAL_FALLBACKS",
 ]
@@ -79,6 +80,7 @@ _ROOT_KEYS = (
     "inspect",
     "resources",
     "prompts",
+    "users",
 )
 _PIN_FIELDS = ("server_id", "tool_name", "schema_hash", "meta_hash")
 
@@ -239,6 +241,41 @@ class FlowRule:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class UserEntry:
+    """One ``users`` entry (docs/policy.md, "Policy by user (serve)"): the ``tools`` lists that
+    apply to a user whose claims meet every condition of ``claims`` (claim name -> accepted
+    values; :mod:`assay.policy.users` decides and applies). ``None`` means the key is absent."""
+
+    name: str | None
+    claims: dict[str, tuple[str, ...]]
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] | None = None
+    allow_classes: tuple[str, ...] | None = None
+    deny_classes: tuple[str, ...] | None = None
+    approval_required: tuple[str, ...] | None = None
+    approval_required_classes: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        tools = {}
+        for key in (
+            "allow",
+            "deny",
+            "allow_classes",
+            "deny_classes",
+            "approval_required",
+            "approval_required_classes",
+        ):
+            value = getattr(self, key)
+            if value is not None:
+                tools[key] = list(value)
+        return {
+            "name": self.name,
+            "when": {"claims": {k: list(v) for k, v in self.claims.items()}},
+            "tools": tools,
+        }
+
+
 @dataclass(frozen=True, eq=False)
 class Policy:
     """A loaded, normalized MCP policy. Treat every container as read-only.
@@ -269,6 +306,8 @@ class Policy:
     inspect: Any = None
     resources: Any = None
     prompts: Any = None
+    # docs/policy.md, "Policy by user (serve)": what applies to some users only, by their claims
+    users: tuple[UserEntry, ...] = ()
     v1_format: bool = False
     source: str = "assay.yaml"
     warnings: tuple[str, ...] = ()
@@ -276,6 +315,8 @@ class Policy:
     # the engine's compiled form, attached by the engine on first use (never part of equality
     # or the digest); this module does not know its type
     _engine: Any = field(default=None, repr=False, compare=False)
+    # the policies assay.policy.users.for_user made from this one, by the entries that applied
+    _users: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.digest:
@@ -340,6 +381,7 @@ class Policy:
                 for key, value in (("inspect", self.inspect), ("resources", self.resources), ("prompts", self.prompts))
                 if value is not None  # only when present: the digest of a policy without them is unchanged
             }
+            | ({"users": [entry.to_dict() for entry in self.users]} if self.users else {})
         )
 
     def classes_for(self, tool_name: str) -> tuple[str, ...]:

@@ -150,7 +150,8 @@ def test_explain_needs_approval_denied_and_bad_args(tmp_path):
 def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_path):
     """docs/policy-tools.md: every ```text block that starts with `$ assay mcp policy ...` run
     on the page's example prints that (the block that shows a misspelt key runs on the example
-    with `approval_required` misspelt `approvals_required`)."""
+    with `approval_required` misspelt `approvals_required`; a block with `--claims` runs on the
+    example of docs/policy.md, "Policy by user (serve)", as the page says)."""
     import re
     import shlex
 
@@ -164,9 +165,8 @@ def test_the_runs_shown_in_docs_policy_tools_are_what_the_commands_print(tmp_pat
     for command, shown in blocks:
         args = shlex.split(command)[3:]
         misspelt = "approvals_required" in shown
-        (tmp_path / "assay.yaml").write_text(
-            example.replace("approval_required", "approvals_required") if misspelt else example
-        )
+        text = example.replace("approval_required", "approvals_required") if misspelt else example
+        (tmp_path / "assay.yaml").write_text(policy_examples()["users"] if "--claims" in args else text)
         res = subprocess.run(
             [str(ASSAY), "mcp", "policy", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
         )
