@@ -146,9 +146,7 @@ def _code_salt() -> bytes | None:
     except (OSError, ImportError, ValueError):
         return None
     pyyaml = f"{spec.origin}\0{st.st_size}\0{st.st_mtime_ns}"
-    return f"{FORMAT}\0{__version__}\0{hashlib.sha256(source).hexdigest()}\0{pyyaml}".encode(
-        "utf-8", "surrogateescape"
-    )
+    return f"{FORMAT}\0{__version__}\0{hashlib.sha256(source).hexdigest()}\0{pyyaml}".encode("utf-8", "surrogateescape")
 
 
 def _mine(st: os.stat_result) -> bool:
