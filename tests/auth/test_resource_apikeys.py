@@ -107,3 +107,15 @@ async def test_a_jwt_goes_to_oauth_any_other_token_to_the_keys(tmp_path):
         caught.value.www_authenticate
     )
     assert ident.describe() == f"identity: OAuth (issuer {ISSUER}) and API keys (1)"
+
+
+def test_the_example_of_the_docs_is_a_valid_file():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text(encoding="utf-8")
+    section = page.split("### API keys (`api_keys`)", 1)[1]
+    lines = [line[4:] for line in section.split("\n\n")[2].splitlines()]
+    table = parse_api_keys("\n".join(lines).encode(), "serve.md")
+    ci = table.find("test")
+    assert ci is not None and ci.claims == {"team": "build", "sub": "ci"}
+    assert [key.id for key in table.keys] == ["ci", "dana"]
