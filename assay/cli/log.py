@@ -70,6 +70,7 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         client: Annotated[list[str] | None, Parameter(name="--client", consume_multiple=False, negative=())] = None,
         server: Annotated[list[str] | None, Parameter(name="--server", consume_multiple=False, negative=())] = None,
         tool: Annotated[list[str] | None, Parameter(name="--tool", consume_multiple=False, negative=())] = None,
+        subject: Annotated[list[str] | None, Parameter(name="--subject", consume_multiple=False, negative=())] = None,
         outcome: Annotated[
             list[str] | None, Parameter(name="--outcome", consume_multiple=False, negative=(), help=_OUTCOMES_HELP)
         ] = None,
@@ -94,6 +95,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             Only these servers (--label; tool-name patterns such as 'git*'; with a slash, client/server: 'cursor/*'; repeat or comma-separate).
         tool
             Only these tools (tool-name patterns; repeat or comma-separate).
+        subject
+            Only the calls of these users of `assay mcp serve` (a token's sub or an API key's id, exactly; repeat or comma-separate).
         since
             Only calls since this long ago (30m, 2h, 1d) or since an RFC 3339 time.
         json
@@ -109,7 +112,14 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         if follow and stats:
             raise UsageError("--follow and --stats do not go together")
         try:
-            keep = Filter(_split(server), _split(tool), _split(outcome), _since(since, time.time()), _split(client))
+            keep = Filter(
+                _split(server),
+                _split(tool),
+                _split(outcome),
+                _since(since, time.time()),
+                _split(client),
+                _split(subject),
+            )
         except ValueError as exc:
             raise UsageError(f"--outcome: {exc}") from None
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"

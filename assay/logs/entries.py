@@ -86,6 +86,8 @@ class Entry(msgspec.Struct, kw_only=True):
     kind: str = "decision"
     file: str = ""
     error_code: str | None = None
+    #: the user of an `assay mcp serve` record (docs/serve.md, "Records"); None in wrap's
+    subject: str | None = None
 
     def key(self) -> tuple[str, str | None, str | None, str, str]:
         """What a call's decision event and its audit record have in common (wrap gives both the
@@ -237,6 +239,7 @@ def _event_entry(
         outcome=outcome,
         server=_str(data.get("server")),
         session=_str(data.get("session")),
+        subject=_str(data.get("subject")),
         client=client_of(_str(doc.get("source"))) or client,
         file=file,
         **rest,
@@ -303,6 +306,7 @@ def _from_audit(doc: dict[str, Any], file: str, client: str | None) -> Entry | s
         outcome=outcome,
         server=_str(doc.get("server")),
         session=_str(doc.get("session")),
+        subject=_str(doc.get("subject")),
         client=client,
         reason_code=code,
         error_code=error_code if outcome in ("deny", "would_deny") else None,

@@ -60,6 +60,7 @@ _KEYS: Final = (
     "kind",
     "file",
     "error_code",
+    "subject",
 )
 NAME_MAX: Final = 256  # characters of a name kept as a --stats key
 _encoder = msgspec.json.Encoder()
@@ -104,6 +105,9 @@ class Filter:
     outcomes: tuple[str, ...] = ()
     since: float | None = None
     clients: tuple[str, ...] = ()
+    #: ``--subject``: exact subjects (a user's ``sub`` or an API key's id); a record without one
+    #: never matches
+    subjects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         slashed = [p.split("/", 1) for p in self.servers if "/" in p]
@@ -133,6 +137,8 @@ class Filter:
         if clients is not None and not (entry.client and clients(entry.client)):
             return False
         if tools is not None and not tools(entry.tool):
+            return False
+        if self.subjects and entry.subject not in self.subjects:
             return False
         if self.outcomes and not (
             entry.outcome in self.outcomes

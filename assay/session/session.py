@@ -101,6 +101,9 @@ class SessionOptions:
     # one stderr line when the server ends on its own (a stdio server; a remote one says why it
     # was lost itself: docs/remote.md, "When the server fails")
     announce_exit: bool = True
+    # the user whose calls these are (`assay mcp serve`; docs/serve.md, "Records"): the records'
+    # ``subject``; None in wrap
+    subject: str | None = None
 
 
 class WrapSession:
@@ -135,6 +138,7 @@ class WrapSession:
             new_event_id=new_event_id,
             now=now,
             arguments_max=options.log_arguments_max,
+            subject=options.subject,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
         baseline: Baseline | None = None

@@ -114,7 +114,9 @@ def test_log_shows_exactly_the_calls_of_the_session(protected_logs):
         "kind",
         "file",
         "error_code",
+        "subject",
     ]
+    assert doc["subject"] is None  # a wrap's record has no user
     assert doc["tool"] == "wipe" and doc["outcome"] == "deny" and doc["client"] == "claude_desktop"
     assert doc["kind"] == "decision" and doc["session"].startswith("client:")
 

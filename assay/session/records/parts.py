@@ -45,11 +45,17 @@ class Origin(NamedTuple):
 
     session: str | None
     server: str
+    #: the user a gateway's records belong to (docs/serve.md, "Records"); None in wrap, whose
+    #: records then have no ``subject`` member at all
+    subject: str | None = None
 
 
 def origin_members(origin: Origin) -> dict[str, str | None]:
-    """``{"session": .., "server": ..}``: the members both records carry, in this order."""
-    return {"session": origin.session, "server": origin.server}
+    """``{"session": .., "server": ..}``, then ``"subject"`` when there is one: the members both
+    records carry, in this order."""
+    if origin.subject is None:
+        return {"session": origin.session, "server": origin.server}
+    return {"session": origin.session, "server": origin.server, "subject": origin.subject}
 
 
 _HEADS_PER_DECISION: Final = 64  # tool bindings kept per template

@@ -93,6 +93,7 @@ class Recorder:
         "source",
         "label",
         "session",
+        "subject",
         "dry_run",
         "decision_log",
         "audit_log",
@@ -127,6 +128,7 @@ class Recorder:
         session: str | None = None,
         arguments_max: int | None = None,
         new_listed_id: Callable[[], str] | None = None,
+        subject: str | None = None,
     ) -> None:
         self.source = source
         self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
@@ -151,7 +153,8 @@ class Recorder:
         self._templates: dict[int, Template] = {}
         self._shapes: dict[tuple[Any, ...], Template] = {}
         self._after_id = after_id_bytes(source, piece)
-        self._origin = Origin(session, label)
+        self.subject = subject
+        self._origin = Origin(session, label, subject)
         self._new_listed_id: Callable[[], str] = new_listed_id if new_listed_id is not None else _listed_id
 
     @property
