@@ -37,7 +37,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from assay.auth.jwks import PublicKey
-from assay.gateway.config import OAuthIdentity
+from assay.gateway.config import OAuthIdentity, is_loopback
 from assay.gateway.contract import AuthFailure, Identity
 from assay.strictjson import StrictJSONError, finite_float, refuse_constant, unique_pairs
 
@@ -97,17 +97,13 @@ def resource_metadata(oauth: OAuthIdentity) -> dict[str, Any]:
     return doc
 
 
-def _loopback(host: str | None) -> bool:
-    return host is not None and (host == "localhost" or host == "::1" or host.startswith("127."))
-
-
 def _url_problem(what: str, value: str) -> str | None:
     try:
         parts = urlsplit(value)
         host = parts.hostname
     except ValueError:
         return f"{what}: not a URL"
-    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(host)):
+    if parts.scheme == "https" or (parts.scheme == "http" and host is not None and is_loopback(host)):
         if not host:
             return f"{what}: the URL has no host"
         if parts.fragment or "#" in value:
@@ -121,31 +117,31 @@ def _url_problem(what: str, value: str) -> str | None:
 def oauth_problems(oauth: OAuthIdentity) -> list[str]:
     """What is wrong with an ``oauth`` section, one line each (none: it can be served)."""
     problems = []
-    for what, value in (("oauth.issuer", oauth.issuer), ("oauth.jwks_url", oauth.jwks_url)):
+    for what, value in (("identity.oauth.issuer", oauth.issuer), ("identity.oauth.jwks_url", oauth.jwks_url)):
         problem = _url_problem(what, value)
         if problem:
             problems.append(problem)
-    problem = _url_problem("oauth.audience", oauth.audience)
+    problem = _url_problem("identity.oauth.audience", oauth.audience)
     if problem:
         problems.append(problem)
     elif urlsplit(oauth.audience).query:
-        problems.append("oauth.audience: the resource URL has a query")
+        problems.append("identity.oauth.audience: the resource URL has a query")
     for server in oauth.authorization_servers:
-        problem = _url_problem("oauth.authorization_servers", server)
+        problem = _url_problem("identity.oauth.authorization_servers", server)
         if problem:
             problems.append(problem)
     if not oauth.algorithms:
-        problems.append("oauth.algorithms: at least one algorithm is needed")
+        problems.append("identity.oauth.algorithms: at least one algorithm is needed")
     for alg in oauth.algorithms:
         if alg not in ASYMMETRIC:
             problems.append(
-                f"oauth.algorithms: {alg!r} is not allowed (public-key signatures only: {', '.join(sorted(ASYMMETRIC))})"
+                f"identity.oauth.algorithms: {alg!r} is not allowed (public-key signatures only: {', '.join(sorted(ASYMMETRIC))})"
             )
     for scope in oauth.scopes:
         if not _SCOPE_TOKEN.fullmatch(scope):
-            problems.append(f"oauth.scopes: {scope!r} is not a scope token")
+            problems.append(f"identity.oauth.scopes: {scope!r} is not a scope token")
     if not (isinstance(oauth.leeway_s, (int, float)) and 0 <= oauth.leeway_s <= 600):
-        problems.append("oauth.leeway: must be between 0 and 10 minutes")
+        problems.append("identity.oauth.leeway: must be between 0 and 10 minutes")
     return problems
 
 

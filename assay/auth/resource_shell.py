@@ -38,7 +38,7 @@ from assay.auth.resource import (
     oauth_problems,
     resource_metadata,
 )
-from assay.gateway.config import ConfigError, ServeConfig
+from assay.gateway.config import ConfigError, ServeConfig, is_loopback, split_listen
 from assay.gateway.contract import AuthFailure, Identity
 from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input_file
 from assay.shells.upstream_http.client import http_client
@@ -192,9 +192,11 @@ class Identifier:
         return "identity: " + " and ".join(parts)
 
 
-def _loopback_listen(listen: str) -> bool:
-    host = listen.rpartition(":")[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+def _listen_host(listen: str) -> str:
+    try:
+        return split_listen(listen)[0]
+    except ValueError:
+        return listen
 
 
 async def open_identity(
@@ -210,14 +212,13 @@ async def open_identity(
     retried by requests) and its API key file read. Problems: :class:`ConfigError`."""
     if config.no_auth:
         if config.oauth is not None or config.api_keys is not None:
-            raise ConfigError(["no_auth: cannot be combined with oauth or api_keys"])
-        if not _loopback_listen(config.listen):
-            raise ConfigError(
-                [f"no_auth: refused on {config.listen} (only a loopback address may serve without authentication)"]
-            )
+            raise ConfigError(["identity.none: cannot go with oauth or api_keys"])
+        host = _listen_host(config.listen)
+        if not is_loopback(host):
+            raise ConfigError([f"identity.none: no authentication is only allowed on a loopback address, not {host}"])
         return Identifier(Challenger(), no_auth=True, clock=clock)
     if config.oauth is None and config.api_keys is None:
-        raise ConfigError(["one of oauth, api_keys or no_auth is needed"])
+        raise ConfigError(["identity: needs oauth, api_keys, or none: true (loopback only)"])
     problems: list[str] = []
     api_keys: KeyTable | None = None
     if config.api_keys is not None:
@@ -225,7 +226,7 @@ async def open_identity(
         try:
             api_keys = parse_api_keys(read_input_file(path, limit=SMALL_FILE_BYTES, what="API key file"), path)
         except InputFileError as exc:
-            problems.append(f"api_keys.file: {exc}")
+            problems.append(f"identity.api_keys: {exc}")
         except ConfigError as exc:
             problems.extend(exc.problems)
     if config.oauth is None:

@@ -113,7 +113,7 @@ def test_the_example_of_the_docs_is_a_valid_file():
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text(encoding="utf-8")
-    section = page.split("### API keys (`api_keys`)", 1)[1]
+    section = page.split("### API keys (`identity.api_keys`)", 1)[1]
     lines = [line[4:] for line in section.split("\n\n")[2].splitlines()]
     table = parse_api_keys("\n".join(lines).encode(), "serve.md")
     ci = table.find("test")

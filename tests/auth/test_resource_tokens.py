@@ -134,7 +134,7 @@ async def test_hs256_signed_with_the_public_key_is_refused():
     # and the verifier never accepts HS* even where a config lists it (the config check refuses it)
     verifier = TokenVerifier(oauth(algorithms=("HS256", "RS256")))
     assert verifier.algorithms == {"RS256"}
-    assert "oauth.algorithms: 'HS256' is not allowed" in oauth_problems(oauth(algorithms=("HS256",)))[0]
+    assert "identity.oauth.algorithms: 'HS256' is not allowed" in oauth_problems(oauth(algorithms=("HS256",)))[0]
     assert oauth_problems(oauth(algorithms=("none",)))
 
 
@@ -272,17 +272,19 @@ def test_config_problems_of_oauth():
         oauth(jwks_url="http://issuer.example/jwks", audience="https://gw.example/mcp#x", scopes=('a"b',), leeway_s=-1)
     )
     assert problems == [
-        "oauth.jwks_url: must be an https URL (http only on a loopback host)",
-        "oauth.audience: the URL has a fragment",
-        "oauth.scopes: 'a\"b' is not a scope token",
-        "oauth.leeway: must be between 0 and 10 minutes",
+        "identity.oauth.jwks_url: must be an https URL (http only on a loopback host)",
+        "identity.oauth.audience: the URL has a fragment",
+        "identity.oauth.scopes: 'a\"b' is not a scope token",
+        "identity.oauth.leeway: must be between 0 and 10 minutes",
     ]
 
 
 async def test_open_identity_refuses_no_auth_off_loopback_and_nothing_configured():
     with pytest.raises(ConfigError) as caught:
         await open_identity(config(oauth=None, no_auth=True, listen="0.0.0.0:8787"))
-    assert caught.value.problems[0].startswith("no_auth: refused on 0.0.0.0:8787")
+    assert caught.value.problems[0].startswith(
+        "identity.none: no authentication is only allowed on a loopback address, not 0.0.0.0"
+    )
     with pytest.raises(ConfigError):
         await open_identity(config(oauth=None))
     ident = await open_identity(config(oauth=None, no_auth=True, listen="[::1]:8787"))
@@ -297,7 +299,7 @@ async def test_api_key_file_problems_are_config_errors(tmp_path):
     assert caught.value.problems == [f"{tmp_path}/keys:1: the second field must be sha256: and 64 hex digits"]
     with pytest.raises(ConfigError) as caught:
         await open_identity(config(base_dir=str(tmp_path), api_keys=ApiKeys("missing")), fetch=FakeFetch())
-    assert caught.value.problems[0].startswith("api_keys.file: ")
+    assert caught.value.problems[0].startswith("identity.api_keys: ")
 
 
 def test_bearer_token_reading():
