@@ -4,7 +4,6 @@ as a bearer token, and how a token is routed when both OAuth and API keys are co
 from __future__ import annotations
 
 import hashlib
-import secrets
 
 import pytest
 from rsfakes import ISSUER, RSA, Clock, FakeFetch, oauth, token
@@ -14,8 +13,8 @@ from assay.auth.resource_shell import open_identity
 from assay.gateway.config import ApiKeys, ConfigError, ServeConfig
 from assay.gateway.contract import AuthFailure
 
-CI_KEY = secrets.token_urlsafe(32)
-OPS_KEY = secrets.token_urlsafe(32)
+CI_KEY = "Zk9xV1cT3s0pQ2mY7uLr8eNa4bHd6jWg5iKo1fEy0cA"  # as secrets.token_urlsafe(32) makes them
+OPS_KEY = "q3Rt7YwUe2Ii9Oo0Pp1Aa4Ss5Dd6Ff8Gg-Hh_Jj2Kk3"
 
 
 def sha(key: str) -> str:
