@@ -109,14 +109,15 @@ def check_values(values: dict[str, object], command: Sequence[str]) -> None:
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
 
 
-def launch(config: WrapConfig) -> int:
+def launch(config: WrapConfig, *, resume_gc: bool = False) -> int:
     """Run one wrap session under trio; a fatal start-up error is one `fatal: ...` line, exit 2.
 
     For a command: the run is checked and its policy loaded (:func:`assay.wrap.run.prepare_wrap`),
     its server started (:func:`start_early`), and then trio, the relay and the session are
     imported while the server starts (docs/testing.md, "Start-up of `assay mcp wrap`"); the
     run takes the server over, or it is ended here: nothing of it is left running when this
-    returns."""
+    returns. ``resume_gc``: the caller paused the cyclic garbage collector for the imports
+    (:func:`assay.cli.app.main`); it is enabled again before the run starts."""
     import sys
 
     from assay.cli.errors import fatal
@@ -129,15 +130,20 @@ def launch(config: WrapConfig) -> int:
             import_trio()
             import trio
 
+            _resume_gc(resume_gc)
             return trio.run(run_wrap, config)
         prepared = prepare_wrap(config)
         try:
             early = start_early(config)
             import_trio()
             import trio
+
+            import assay.session.session  # noqa: F401  (what run_prepared imports first: here, before
+            import assay.shells.stdio.relay  # noqa: F401  the collector is resumed)
         except BaseException:
             prepared.close()
             raise
+        _resume_gc(resume_gc)
         return trio.run(partial(run_prepared, prepared, early=early))
     except WrapError as exc:
         sys.stdout.flush()
@@ -145,6 +151,13 @@ def launch(config: WrapConfig) -> int:
     finally:
         if early is not None:
             early.abandon()  # the run ended before it took the server over
+
+
+def _resume_gc(resume: bool) -> None:
+    if resume:
+        import gc
+
+        gc.enable()
 
 
 def start_early(config: WrapConfig) -> Forked | None:
@@ -219,6 +232,7 @@ def import_trio() -> None:
         drop_stand_in()
 
 
-def run(values: dict[str, object], command: Sequence[str]) -> int:
-    """Parse result -> exit status: the one place both parsers hand a wrap run to."""
-    return launch(config_from(values, command))
+def run(values: dict[str, object], command: Sequence[str], *, resume_gc: bool = False) -> int:
+    """Parse result -> exit status: the one place both parsers hand a wrap run to
+    (``resume_gc``: :func:`launch`'s)."""
+    return launch(config_from(values, command), resume_gc=resume_gc)
