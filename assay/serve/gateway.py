@@ -151,7 +151,9 @@ class _User:
                     if call is not None:
                         await call.related({**message, "params": {**params, "requestId": mine}})
             return
-        if isinstance(method, str) and (method.endswith("/list_changed") or method == "notifications/resources/updated"):
+        if isinstance(method, str) and (
+            method.endswith("/list_changed") or method == "notifications/resources/updated"
+        ):
             for conversation in list(self.conversations.values()):
                 conversation.tell(message)
 
@@ -384,9 +386,7 @@ class ServeGateway:
         user = self.users.get(key)
         return {} if user is None else {n: link for n, link in user.links.items() if link.alive}
 
-    async def _open_link(
-        self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str
-    ) -> Link:
+    async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
         if self.store_for is not None and shares_state(policy):

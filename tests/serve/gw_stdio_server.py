@@ -39,10 +39,17 @@ def handle(msg):
     if msg_id is None:
         return
     if method == "initialize":
-        out({"jsonrpc": "2.0", "id": msg_id, "result": {
-            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
-            "capabilities": {"tools": {"listChanged": True}, "prompts": {}, "resources": {}},
-            "serverInfo": {"name": "gw-stdio", "version": "1"}}})
+        out(
+            {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "result": {
+                    "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                    "capabilities": {"tools": {"listChanged": True}, "prompts": {}, "resources": {}},
+                    "serverInfo": {"name": "gw-stdio", "version": "1"},
+                },
+            }
+        )
     elif method == "tools/list":
         half = len(TOOLS) // 2
         if params.get("cursor") == "2":
@@ -76,8 +83,14 @@ def handle(msg):
             os._exit(3)
         elif name == "ask":
             asked[f"q{msg_id}"] = msg_id
-            out({"jsonrpc": "2.0", "id": f"q{msg_id}", "method": "sampling/createMessage",
-                 "params": {"messages": [], "maxTokens": 5}})
+            out(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"q{msg_id}",
+                    "method": "sampling/createMessage",
+                    "params": {"messages": [], "maxTokens": 5},
+                }
+            )
         elif name == "change":
             out({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             text(msg_id, "changed")

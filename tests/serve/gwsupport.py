@@ -98,8 +98,14 @@ class Client:
                 await self.changed.wait()
 
 
-async def connect(gw: ServeGateway, who: Identity, version: str = "2025-06-18", caps: dict | None = None) -> tuple[Client, dict]:
-    params = {"protocolVersion": version, "capabilities": caps or {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}
+async def connect(
+    gw: ServeGateway, who: Identity, version: str = "2025-06-18", caps: dict | None = None
+) -> tuple[Client, dict]:
+    params = {
+        "protocolVersion": version,
+        "capabilities": caps or {"sampling": {}},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
     conversation, result = await gw.open(who, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     return Client(conversation), result
 
@@ -112,3 +118,36 @@ def text_of(answer: dict[str, Any]) -> str:
 def denied(answer: dict[str, Any]) -> bool:
     result = answer.get("result")
     return isinstance(result, dict) and result.get("isError") is True or "error" in answer
+
+
+REPO = HERE.parent.parent
+REMOTE_SERVER = REPO / "tests" / "e2e" / "remote_server.py"
+EVERYTHING_SERVER = (
+    REPO / "tests" / "e2e" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+)
+
+
+@asynccontextmanager
+async def remote_server(tmp: Path) -> AsyncIterator[str]:
+    """tests/e2e/remote_server.py (the Python SDK's Streamable HTTP server) on 127.0.0.1; its URL,
+    once it printed ``READY <url>``."""
+    import subprocess
+
+    argv = [sys.executable, str(REMOTE_SERVER), "--mode", "streamable", "--call-log", str(tmp / "calls.ndjson")]
+    process = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        buffer = b""
+        with trio.fail_after(TIMEOUT):
+            while b"\n" not in buffer:
+                chunk = await process.stdout.receive_some(4096)
+                assert chunk, "the remote server ended before it was ready"
+                buffer += chunk
+        line = buffer.split(b"\n", 1)[0].decode()
+        assert line.startswith("READY "), line
+        yield line.split()[1]
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True), trio.move_on_after(30):
+            await process.wait()
+        await process.stdout.aclose()
