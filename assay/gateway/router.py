@@ -227,7 +227,7 @@ class UriBook:
     """Which upstream a resource URI belongs to, learnt from the lists one user's client was
     given: a URI a ``resources/list`` gave, else the longest literal head (the text before the
     first ``{``) of a template a ``resources/templates/list`` gave. A URI no list gave is not
-    routed (docs/serve.md, "Resources")."""
+    routed (docs/serve.md, "Upstreams and the agent session of a user")."""
 
     uris: dict[str, str] = field(default_factory=dict)
     templates: dict[str, str] = field(default_factory=dict)  # uriTemplate -> upstream
