@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import trio
 
-from assay.gateway.config import ServeConfig, Upstream
+from assay.gateway.config import ClientCredentials, ServeConfig, TokenExchange, Upstream
 from assay.gateway.contract import Emit, GatewayError, Identity
 from assay.gateway.http import VERSION_META
 from assay.gateway.router import (
@@ -47,7 +47,8 @@ from assay.policy.model import Policy
 from assay.policy.shared import shares_state
 from assay.policy.storeapi import SessionKey, Store
 from assay.policy.users import for_user
-from assay.serve.link import Link, LinkError
+from assay.serve.credentials import TokenCache, subject_token
+from assay.serve.link import Link, LinkError, read_secret
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -366,6 +367,7 @@ class ServeGateway:
         self.names = Names(tuple(self.upstreams), config.separator)
         self.users: dict[str, _User] = {}
         self._conversations = 0
+        self.tokens = TokenCache(self.environ)
 
     async def open(self, who: Identity, initialize: dict[str, Any]) -> tuple[_Conversation, dict[str, Any]]:
         params = initialize.get("params")
@@ -375,6 +377,8 @@ class ServeGateway:
         user = self.users.get(who.key)
         if user is None:
             user = self.users[who.key] = _User(self, who, for_user(self.policy, who.claims))
+        else:
+            user.who = who  # the latest token (a token exchange's subject)
         caps = params.get("capabilities")
         self._conversations += 1
         conversation = _Conversation(user, self._conversations, version, caps if isinstance(caps, dict) else {})
@@ -403,6 +407,20 @@ class ServeGateway:
             subject=user.who.subject,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
+        cred = upstream.credential
+        token = None
+        if isinstance(cred, (ClientCredentials, TokenExchange)):
+            try:
+                secret = read_secret(cred.client_secret, self.config.base_dir, self.environ)
+            except LinkError:
+                if shared is not None:
+                    await shared[0].aclose()
+                raise
+            if isinstance(cred, TokenExchange):  # per user: the user's token is the subject
+                key: tuple[str, ...] = ("exchange", upstream.name, user.who.key)
+                token = self.tokens.getter(key, cred, secret, subject_token(user.who.token))
+            else:  # the gateway's own, for every user
+                token = self.tokens.getter(("client", upstream.name), cred, secret, None)
         link = Link(
             upstream,
             session,
@@ -414,6 +432,7 @@ class ServeGateway:
             base_dir=self.config.base_dir,
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
+            token=token,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -131,6 +131,7 @@ class Link:
         base_dir: str,
         environ: Mapping[str, str],
         max_frame_bytes: int,
+        token: Callable[[bool], Awaitable[str]] | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -143,6 +144,7 @@ class Link:
         self.base_dir = base_dir
         self.environ = environ
         self.max_frame_bytes = max_frame_bytes
+        self.token = token  # a remote upstream's OAuth token (assay.serve.credentials)
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -282,8 +284,15 @@ class Link:
         cred = up.credential
         if isinstance(cred, StaticHeader):
             headers = ((cred.header, cred.prefix + read_secret(cred.value, self.base_dir, self.environ)),)
-        elif cred is not None:
-            raise LinkError(f"upstream {up.name}: the {type(cred).__name__} credential is not supported yet")
+        auth = None
+        if self.token is not None:
+            from assay.serve.credentials import BearerAuth, TokenError
+
+            try:
+                await self.token(False)  # a token endpoint that refuses fails the start, in one line
+            except TokenError as exc:
+                raise LinkError(f"upstream {up.name}: {exc}") from None
+            auth = BearerAuth(self.token)
         target = Target(url=up.url, transport="auto", headers=headers, ca_file=None)
 
         async def body(server: HttpServer) -> None:
@@ -299,6 +308,7 @@ class Link:
                 warn=self.warn,
                 environ=self.environ,
                 connect_timeout=up.connect_timeout_s,
+                auth=auth,
             )
         except RemoteStartError as exc:
             raise LinkError(f"upstream {up.name}: {exc}") from None

@@ -128,13 +128,16 @@ EVERYTHING_SERVER = (
 
 
 @asynccontextmanager
-async def remote_server(tmp: Path) -> AsyncIterator[str]:
+async def remote_server(tmp: Path, env: dict[str, str] | None = None) -> AsyncIterator[str]:
     """tests/e2e/remote_server.py (the Python SDK's Streamable HTTP server) on 127.0.0.1; its URL,
     once it printed ``READY <url>``."""
     import subprocess
 
     argv = [sys.executable, str(REMOTE_SERVER), "--mode", "streamable", "--call-log", str(tmp / "calls.ndjson")]
-    process = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    import os
+
+    environ = {**os.environ, **(env or {})}
+    process = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=environ)
     assert process.stdout is not None
     try:
         buffer = b""
