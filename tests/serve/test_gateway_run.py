@@ -72,3 +72,13 @@ def test_session_list_shows_a_user_session_by_its_subject() -> None:
         "last": 0.0,
     }
     assert _table([row])[1].split()[:2] == ["user:https://i#alice", "alice"]
+
+
+def test_a_user_session_expires_after_a_week_without_a_call_whatever_its_liveness() -> None:
+    from assay.policy.storeapi import NAMED_IDLE, SessionKey, expired
+    from assay.store.keys import client_alive
+
+    key = SessionKey(key="user:https://i#alice", kind="user", name="alice")
+    assert client_alive(key) is True
+    assert not expired(key, 0.0, NAMED_IDLE - 1, client_alive)
+    assert expired(key, 0.0, NAMED_IDLE + 1, client_alive)
