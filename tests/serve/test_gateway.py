@@ -216,3 +216,18 @@ async def test_server_everything_over_stdio(tmp_path: Path) -> None:
         assert "every__echo" in names and "local__pid" in names
         answer = await a.call("every__echo", {"message": "hi"})
         assert "hi" in text_of(answer)
+
+
+async def test_an_approval_asks_the_conversation_whose_call_waits_for_it(tmp_path: Path) -> None:
+    policy = 'version: "2.0"\ntools:\n  allow: ["*"]\n  approval_required: ["send"]\nenforcement: { unconstrained_tools: allow }\n'
+    async with gateway(tmp_path, [stdio("local")], policy=policy) as (gw, _):
+        yes, _i = await connect(gw, ALICE, caps={"elicitation": {}})
+        yes.answers["elicitation/create"] = {"action": "accept", "content": {}}
+        no, _i = await connect(gw, BOB, caps={"elicitation": {}})
+        no.answers["elicitation/create"] = {"action": "decline"}
+        assert text_of(await yes.call("local__send", {"text": "ok"}, msg_id=1)) == "sent ok"
+        refused = await no.call("local__send", {"text": "no"}, msg_id=1)
+        assert denied(refused)
+        for client in (yes, no):
+            asked = [m for m in client.related if m.get("method") == "elicitation/create"]
+            assert len(asked) == 1 and "send" in asked[0]["params"]["message"]
