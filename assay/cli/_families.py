@@ -10,10 +10,26 @@ from assay.cli import (
     policy,
     preflight,
     protect,
+    serve,
     session,
     tool,
     tools,
     wrap,
 )
 
-FAMILIES = (wrap, preflight, manifest, discover, kill, config_path, protect, tool, session, auth, log, tools, policy)
+FAMILIES = (
+    wrap,
+    preflight,
+    manifest,
+    discover,
+    kill,
+    config_path,
+    protect,
+    tool,
+    session,
+    auth,
+    log,
+    tools,
+    policy,
+    serve,
+)

@@ -37,6 +37,9 @@ PAGES: dict[str, str] = {
         '│              with a policy root.                                             │\n'
         "│ protect      Rewrite a client's MCP config so every server, stdio or remote, │\n"
         '│              runs under assay mcp wrap (or undo it).                         │\n'
+        '│ serve        Serve the guard as one Streamable HTTP endpoint (/mcp) for a    │\n'
+        '│              team: users by OAuth or API keys, one agent session per user    │\n'
+        '│              across the upstream servers.                                    │\n'
         '│ session      List and reset the shared sessions of this machine.             │\n'
         '│ tool         Sign and verify MCP tool definitions.                           │\n'
         '│ tools        List the tools an MCP server offers: names, titles, hints,      │\n'

@@ -1,0 +1,208 @@
+"""`assay mcp serve`'s config file (docs/serve.md, "The config file"): every rule, one line per
+problem, several problems at once, and never anything but a config or ConfigError."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assay.gateway.config import (
+    ClientCredentials,
+    ConfigError,
+    Secret,
+    StaticHeader,
+    TokenExchange,
+    parse_config,
+    split_listen,
+)
+
+GOOD = """\
+policy: assay.yaml
+listen: 127.0.0.1:8787
+public_url: https://gw.example/mcp
+origins: [https://app.example]
+identity:
+  oauth:
+    issuer: https://issuer.example
+    jwks_url: https://issuer.example/jwks
+    scopes: [mcp]
+  api_keys: keys.txt
+limits: {max_body: 1MiB, per_user_concurrency: 4, read_timeout: 5s, session_idle: 10m}
+upstreams:
+  files:
+    command: [npx, server-filesystem, /srv]
+    env: {LOG: debug, TOKEN: {env: FILES_TOKEN}}
+    idle_timeout: 5m
+  search:
+    url: https://search.example/mcp
+    credential: {header: Authorization, prefix: "Bearer ", value: {file: search.token}}
+  tickets:
+    url: https://tickets.example/mcp
+    credential:
+      token_exchange: {token_url: https://issuer.example/token, client_id: gw, client_secret: {env: GW_SECRET}, audience: tickets}
+"""
+
+
+def parse(text: str):
+    return parse_config(textwrap.dedent(text).encode(), base_dir="/etc/assay")
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        parse(text)
+    return err.value.problems
+
+
+def test_a_whole_config_reads_into_the_model():
+    c = parse(GOOD)
+    assert c.policy == "assay.yaml" and c.base_dir == "/etc/assay"
+    assert c.oauth is not None and c.oauth.audience == "https://gw.example/mcp"  # defaults to public_url
+    assert c.oauth.authorization_servers == ("https://issuer.example",) and c.oauth.scopes == ("mcp",)
+    assert c.api_keys is not None and c.api_keys.file == "keys.txt" and not c.no_auth
+    assert c.limits.max_body_bytes == 1024 * 1024 and c.limits.per_user_concurrency == 4
+    assert c.limits.read_timeout_s == 5.0 and c.limits.session_idle_s == 600.0
+    files, search, tickets = c.upstreams
+    assert files.transport == "stdio" and files.command == ("npx", "server-filesystem", "/srv")
+    assert files.env == (("LOG", "debug"), ("TOKEN", Secret(env="FILES_TOKEN"))) and files.idle_timeout_s == 300
+    assert search.transport == "http"
+    assert search.credential == StaticHeader("Authorization", Secret(file="search.token"), "Bearer ")
+    assert isinstance(tickets.credential, TokenExchange) and tickets.credential.audience == "tickets"
+    assert c.separator == "__" and c.store == "sqlite"
+
+
+def test_a_literal_secret_is_refused_without_echoing_it():
+    got = problems(GOOD.replace("{file: search.token}", "hunter2-secret"))
+    assert got == [
+        "serve.yaml: upstreams.search.credential.value: a secret is never written in the file: use {file: PATH} or {env: VARIABLE}"
+    ]
+    assert "hunter2" not in "\n".join(got)
+
+
+def test_no_auth_only_on_loopback():
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    assert parse(base).no_auth
+    assert parse("listen: '[::1]:9000'\n" + base).no_auth
+    assert parse("listen: localhost:9000\n" + base).no_auth
+    got = problems("listen: 0.0.0.0:8787\n" + base)
+    assert got == ["serve.yaml: identity.none: no authentication is only allowed on a loopback address, not 0.0.0.0"]
+
+
+def test_every_problem_is_one_line_and_all_are_reported():
+    got = problems(
+        """\
+        listen: nowhere
+        identity: {}
+        limits: {max_body: lots, per_user_concurrency: 0}
+        upstreams:
+          "bad name": {command: [x]}
+          a__b: {command: [x]}
+          both: {command: [x], url: https://x.example}
+          plain: {url: http://example.com/mcp}
+        colour: blue
+        """
+    )
+    assert all("\n" not in p and p.startswith("serve.yaml: ") for p in got)
+    text = "\n".join(got)
+    for needle in (
+        "colour: unknown key",
+        "policy: is required",
+        "listen: expected host:port",
+        "identity: needs oauth, api_keys, or none",
+        "limits.max_body: expected a size",
+        "limits.per_user_concurrency: must be a whole number above zero",
+        "upstreams.bad name: a name is",
+        "upstreams.a__b: a name must not contain the separator '__'",
+        "upstreams.both: needs exactly one of command",
+        "upstreams.plain.url: must be an https URL",
+    ):
+        assert needle in text, (needle, got)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("tls: {cert: c.pem}", "tls: cert and key go together"),
+        ("origins: [https://a.example/path]", "origins[0]: must be an origin"),
+        ("origins: https://a.example", 'write ["https://a.example"]'),
+        ("separator: ''", "separator: must be a non-empty string"),
+        ("version: 2", "version: must be 1"),
+        ("approval_key: abc", "approval_key: a secret is never written"),
+    ],
+)
+def test_single_rules(text, needle):
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    assert any(needle in p for p in problems(base + text + "\n")), problems(base + text + "\n")
+
+
+def test_oauth_rules():
+    base = "policy: p.yaml\nupstreams: {a: {command: [x]}}\n"
+    got = problems(base + "identity: {oauth: {issuer: https://i.example, jwks_url: https://i.example/k}}\n")
+    assert got == ["serve.yaml: identity.oauth.audience: is required when public_url is not set"]
+    got = problems(
+        base + "identity: {oauth: {issuer: i, jwks_url: https://i/k, audience: a, algorithms: [RS256, HS256, none]}}\n"
+    )
+    assert [p.split(": ", 2)[2] for p in got] == [
+        "HS256 is not allowed (asymmetric algorithms only)",
+        "none is not allowed (asymmetric algorithms only)",
+    ]
+    cc = parse(
+        base.replace(
+            "{a: {command: [x]}}",
+            "{a: {url: 'http://127.0.0.1:9/mcp', credential: {client_credentials: "
+            "{token_url: https://i.example/t, client_id: gw, client_secret: {file: s}}}}}",
+        )
+        + "identity: {api_keys: {file: k}}\n"
+    )
+    assert isinstance(cc.upstreams[0].credential, ClientCredentials)
+
+
+def test_a_key_with_controls_is_shown_escaped():
+    got = problems('policy: p\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"bad\\nkey\\u202e": 1\n')
+    assert got == ["serve.yaml: bad\\nkey\\u202e: unknown key (known: " + got[0].split("(known: ")[1]]
+
+
+def test_yaml_errors_are_one_line():
+    assert problems("policy: [\n")[0].startswith("serve.yaml:")
+    assert problems("a: 1\na: 2\n")[0].startswith("serve.yaml:2:")
+    assert problems("- just\n- a list\n") == ["serve.yaml: must be a mapping, got a list"]
+
+
+def test_listen_forms():
+    assert split_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert split_listen("[::1]:8787") == ("::1", 8787)
+    for bad in ("::1:80", "host", "host:99999", "[::1]8787"):
+        with pytest.raises(ValueError):
+            split_listen(bad)
+
+
+_yamlish = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=20,
+)
+_keys = st.sampled_from(
+    ["policy", "listen", "identity", "upstreams", "limits", "tls", "origins", "separator", "approval_key", "x"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _yamlish, max_size=6))
+def test_any_document_is_a_config_or_a_config_error(doc):
+    import json
+
+    try:
+        parse_config(json.dumps(doc).encode(), base_dir="/")
+    except ConfigError as exc:
+        assert exc.problems and all(isinstance(p, str) and "\n" not in p for p in exc.problems)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_a_config_or_a_config_error(data):
+    try:
+        parse_config(data, base_dir="/")
+    except ConfigError as exc:
+        assert exc.problems
