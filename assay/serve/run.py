@@ -12,6 +12,8 @@ from typing import Any
 from assay.gateway.config import ConfigError, ServeConfig
 from assay.gateway.contract import Authenticate
 from assay.policy.storeapi import Store
+from assay.session.effects import Sink
+from assay.shells.stdio.pipes import RecordSink
 
 __all__ = ["run_serve", "store_of"]
 
@@ -29,6 +31,24 @@ def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], St
         return lambda: open_store(directory)
     path = os.path.join(config.base_dir, config.store)
     return lambda: SqliteStore(path)
+
+
+def open_sinks(config: ServeConfig) -> dict[Sink, RecordSink]:
+    """The config's decision and audit logs, opened for appending as wrap opens its own (rotated
+    at ``log_max_bytes``); one that cannot be opened is a :class:`ConfigError`."""
+    from assay.shells.stdio.rotation import LogOpenError, open_log
+
+    sinks: dict[Sink, RecordSink] = {}
+    for sink, name, what in (
+        (Sink.DECISION_LOG, config.decision_log, "decision log"),
+        (Sink.AUDIT_LOG, config.audit_log, "audit log"),
+    ):
+        if name is not None:
+            try:
+                sinks[sink] = open_log(os.path.join(config.base_dir, name), what, config.log_max_bytes)
+            except LogOpenError as exc:
+                raise ConfigError([f"logs: {exc}"]) from None
+    return sinks
 
 
 async def run_serve(
@@ -55,9 +75,10 @@ async def run_serve(
     except (PolicyFileError, PolicyError, OSError) as exc:
         raise ConfigError([f"policy: {exc}"]) from None
     store_for = store_of(config, env)
+    sinks = open_sinks(config)
     async with (
         serving(store_for()),
-        open_gateway(config, policy, store_for=store_for, warn=warn, environ=env) as gateway,
+        open_gateway(config, policy, store_for=store_for, sinks=sinks, warn=warn, environ=env) as gateway,
     ):
         await serve_http(
             listen=listen or config.listen,
