@@ -53,6 +53,8 @@ TOKEN_CAP = 64 * 1024
 #: a token request's whole time: connection, request, answer
 TOKEN_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
+#: a 401 of an upstream whose Content-Length says more is not retried
+REFUSAL_CAP = 64 * 1024
 
 
 def read_secret(secret: Secret, base_dir: str, environ: Mapping[str, str]) -> str:
@@ -226,6 +228,13 @@ class _StaticAuth(httpx2.Auth):
             )
 
 
+def _no_long_refusal(response: httpx2.Response, name: str) -> None:
+    """A 401 that says its body is longer than :data:`REFUSAL_CAP` is not retried."""
+    length = response.headers.get("content-length")
+    if length is not None and not (length.isascii() and length.isdigit() and int(length) <= REFUSAL_CAP):
+        raise UpstreamCredError(f"upstream {name} refused the token (HTTP 401, with a body over {REFUSAL_CAP} bytes)")
+
+
 class _TokenAuth(httpx2.Auth):
     """A bearer token kept under ``key``; on a 401 a fresh one, once."""
 
@@ -244,6 +253,7 @@ class _TokenAuth(httpx2.Auth):
         if response.status_code != 401:
             return
         self.tokens.cache.drop(self.key, token)
+        _no_long_refusal(response, self.name)  # httpx2 reads a refusal's body whole before a retry
         token = await self.tokens.token(self.key, self.fetch)
         request.headers["Authorization"] = f"Bearer {token}"
         response = yield request

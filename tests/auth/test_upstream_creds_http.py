@@ -39,6 +39,7 @@ class Servers:
         self.gate: trio.Event | None = None  # the token endpoint waits for it
         self.issued = 0
         self.refuse = False  # the upstream refuses every credential
+        self.refusal = b"{}"  # the body of the upstream's 401
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -61,9 +62,15 @@ class Servers:
         else:
             self.upstream_requests.append(headers)
             given = headers.get("authorization") or headers.get("x-api-key")
-            status, answer = (200, b'{"ok": true}') if given in self.valid and not self.refuse else (401, b"{}")
+            ok = given in self.valid and not self.refuse
+            status, answer = (200, b'{"ok": true}') if ok else (401, self.refusal)
+        length = str(len(answer)).encode()
         await send(
-            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", length)],
+            }
         )
         await send({"type": "http.response.body", "body": answer})
 
@@ -261,6 +268,12 @@ async def test_a_401_gets_one_fresh_token_and_one_retry_then_the_error(servers, 
     assert (await client.post(up.url, auth=auth, content=b"{}")).status_code == 200
     assert len(servers.token_requests) == 4
     assert servers.upstream_requests[-1]["authorization"] == "Bearer ex-alice-4"
+    # a refusal whose body says it is long is not read whole for a retry
+    servers.refuse = True
+    servers.refusal = b" " * (64 * 1024 + 1)
+    with pytest.raises(UpstreamCredError, match=r"^upstream docs refused the token \(HTTP 401, with a body over 65536"):
+        await client.post(up.url, auth=auth, content=b"{}")
+    assert len(servers.token_requests) == 4
 
 
 async def test_a_token_endpoint_refusal_is_one_line_naming_the_error_never_a_secret(servers, client, tokens):
