@@ -327,3 +327,30 @@ async def test_token_exchange_needs_the_user_token(servers, tokens):
         UpstreamCredError, match=r"^upstream docs exchanges the user's token, and ci signed in without one"
     ):
         auth_for_upstream(_upstream(servers, cred), keyed, base_dir="/", environ={}, cache=tokens)
+
+
+async def test_through_run_remote_a_refusal_is_the_one_line_start_error(servers, tokens):
+    # as the gateway wires it: run_remote(..., auth=..., needs_login=(UpstreamCredError,))
+    from assay.shells.upstream_http.connect import RemoteStartError, run_remote
+    from assay.shells.upstream_http.target import Target
+
+    cred = TokenExchange(f"{servers.base}/token", "gw", Secret(env="S"), audience="aud")
+    up = _upstream(servers, cred)
+    auth = auth_for_upstream(up, ALICE, base_dir="/", environ={"S": "s"}, cache=tokens)
+    target = Target(up.url, "streamable-http", (), None)
+
+    async def body(server: Any) -> str:
+        return "ran"
+
+    kw: dict[str, Any] = {
+        "cap": 1 << 20,
+        "warn": lambda _line: None,
+        "environ": {},
+        "needs_login": (UpstreamCredError,),
+    }
+    assert await run_remote(target, body, auth=auth, **kw) == "ran"
+    assert servers.upstream_requests[0]["authorization"] == "Bearer ex-alice-1"
+    servers.refuse = True
+    with pytest.raises(RemoteStartError, match=r"^upstream docs refused a fresh token too \(HTTP 401\)$"):
+        await run_remote(target, body, auth=auth, **kw)
+    assert all(ALICE.token not in v for h in servers.upstream_requests for v in h.values())
