@@ -92,6 +92,20 @@ def test_a_config_that_is_not_a_file_is_exit_2(tmp_path):
     assert res.returncode == 2
 
 
+def test_a_bad_api_key_file_is_exit_1_and_a_bad_oauth_section_exit_2(tmp_path):
+    cfg = setup(tmp_path, CONFIG)
+    (tmp_path / "keys.txt").write_text("alice sha256:" + "0" * 64 + "\nalice sha256:" + "1" * 64 + "\n")
+    res = run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "x"})
+    assert res.returncode == 1 and "alice" in res.stderr and "1111" not in res.stderr
+    cfg = setup(
+        tmp_path,
+        "policy: assay.yaml\nidentity: {oauth: {issuer: 'ftp://i', jwks_url: https://i.example/k, audience: a}}\n"
+        "upstreams: {a: {command: [x]}}\n",
+    )
+    res = run("--config", str(cfg), "--check")
+    assert res.returncode == 2 and res.stderr.startswith("serve.yaml: identity.oauth.issuer"), res.stderr
+
+
 def test_listen_override_is_checked(tmp_path):
     cfg = setup(tmp_path, "policy: assay.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n")
     res = run("--config", str(cfg), "--listen", "nowhere", "--check")
