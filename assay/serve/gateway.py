@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import trio
 
-from assay.gateway.config import ClientCredentials, ServeConfig, TokenExchange, Upstream
+from assay.gateway.config import ServeConfig, Upstream
 from assay.gateway.contract import Emit, GatewayError, Identity
 from assay.gateway.http import VERSION_META
 from assay.gateway.router import (
@@ -47,8 +47,9 @@ from assay.policy.model import Policy
 from assay.policy.shared import shares_state
 from assay.policy.storeapi import SessionKey, Store
 from assay.policy.users import for_user
-from assay.serve.credentials import TokenCache, subject_token
-from assay.serve.link import Link, LinkError, read_secret
+from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
+from assay.auth.upstream_creds import UpstreamCredError
+from assay.serve.link import Link, LinkError
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -367,7 +368,9 @@ class ServeGateway:
         self.names = Names(tuple(self.upstreams), config.separator)
         self.users: dict[str, _User] = {}
         self._conversations = 0
-        self.tokens = TokenCache(self.environ)
+        # tokens for url upstreams (client credentials, per-user token exchange), kept per key
+        # until shortly before they expire (docs/serve.md, "Credentials to upstreams")
+        self.tokens = UpstreamTokens(environ=self.environ)
 
     async def open(self, who: Identity, initialize: dict[str, Any]) -> tuple[_Conversation, dict[str, Any]]:
         params = initialize.get("params")
@@ -407,20 +410,16 @@ class ServeGateway:
             subject=user.who.subject,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
-        cred = upstream.credential
-        token = None
-        if isinstance(cred, (ClientCredentials, TokenExchange)):
+        auth = None
+        if upstream.url is not None:
             try:
-                secret = read_secret(cred.client_secret, self.config.base_dir, self.environ)
-            except LinkError:
+                auth = auth_for_upstream(
+                    upstream, user.who, base_dir=self.config.base_dir, environ=self.environ, cache=self.tokens
+                )
+            except UpstreamCredError as exc:
                 if shared is not None:
                     await shared[0].aclose()
-                raise
-            if isinstance(cred, TokenExchange):  # per user: the user's token is the subject
-                key: tuple[str, ...] = ("exchange", upstream.name, user.who.key)
-                token = self.tokens.getter(key, cred, secret, subject_token(user.who.token))
-            else:  # the gateway's own, for every user
-                token = self.tokens.getter(("client", upstream.name), cred, secret, None)
+                raise LinkError(f"upstream {upstream.name}: {exc}") from None
         link = Link(
             upstream,
             session,
@@ -432,7 +431,7 @@ class ServeGateway:
             base_dir=self.config.base_dir,
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
-            token=token,
+            auth=auth,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -484,3 +483,5 @@ async def open_gateway(
             yield gateway
         finally:
             gateway.close_links()
+            with trio.CancelScope(shield=True):
+                await gateway.tokens.aclose()

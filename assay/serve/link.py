@@ -28,7 +28,7 @@ import msgspec
 import trio
 
 from assay import proc
-from assay.gateway.config import Secret, StaticHeader, Upstream
+from assay.gateway.config import Secret, Upstream
 from assay.gateway.router import UPSTREAM_FAILED, error
 from assay.session.effects import Sink
 from assay.session.session import WrapSession
@@ -131,7 +131,7 @@ class Link:
         base_dir: str,
         environ: Mapping[str, str],
         max_frame_bytes: int,
-        token: Callable[[bool], Awaitable[str]] | None = None,
+        auth: Any = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -144,7 +144,8 @@ class Link:
         self.base_dir = base_dir
         self.environ = environ
         self.max_frame_bytes = max_frame_bytes
-        self.token = token  # a remote upstream's OAuth token (assay.serve.credentials)
+        # a url upstream's httpx2 auth (assay.auth.upstream_auth: docs/serve.md, "Credentials to upstreams")
+        self.auth = auth
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -280,20 +281,9 @@ class Link:
 
         up = self.upstream
         assert up.url is not None
-        headers: tuple[tuple[str, str], ...] = ()
-        cred = up.credential
-        if isinstance(cred, StaticHeader):
-            headers = ((cred.header, cred.prefix + read_secret(cred.value, self.base_dir, self.environ)),)
-        auth = None
-        if self.token is not None:
-            from assay.serve.credentials import BearerAuth, TokenError
+        from assay.auth.upstream_creds import UpstreamCredError
 
-            try:
-                await self.token(False)  # a token endpoint that refuses fails the start, in one line
-            except TokenError as exc:
-                raise LinkError(f"upstream {up.name}: {exc}") from None
-            auth = BearerAuth(self.token)
-        target = Target(url=up.url, transport="auto", headers=headers, ca_file=None)
+        target = Target(url=up.url, transport="auto", headers=(), ca_file=None)
 
         async def body(server: HttpServer) -> None:
             await self._drive(self._relay(server), task_status)
@@ -308,7 +298,8 @@ class Link:
                 warn=self.warn,
                 environ=self.environ,
                 connect_timeout=up.connect_timeout_s,
-                auth=auth,
+                auth=self.auth,
+                needs_login=(UpstreamCredError,),
             )
         except RemoteStartError as exc:
             raise LinkError(f"upstream {up.name}: {exc}") from None
