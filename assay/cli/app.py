@@ -74,17 +74,23 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         gc.disable()
         try:
             from assay.cli import wrap_args
-
+        except BaseException:
+            if collecting:
+                gc.enable()
+            raise
+        wrap_args.gc_paused = collecting
+        try:
             parsed = wrap_args.parse_fast(tokens[2:]) if fast_wrap else None
             if parsed is not None:
                 try:
-                    return wrap_args.run(*parsed, resume_gc=collecting)
+                    return wrap_args.run(*parsed)
                 except UsageError as exc:
                     sys.stderr.write(f"assay: error: {one_line(exc)}\n")
                     return 2
                 except KeyboardInterrupt:
                     return 130
         finally:
+            wrap_args.gc_paused = False
             if collecting:
                 gc.enable()
     elif fast_help:  # docs/testing.md, "Start-up of --version and --help"

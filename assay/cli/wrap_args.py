@@ -109,15 +109,15 @@ def check_values(values: dict[str, object], command: Sequence[str]) -> None:
         raise UsageError("--shutdown-grace must be a non-negative number of seconds")
 
 
-def launch(config: WrapConfig, *, resume_gc: bool = False) -> int:
+def launch(config: WrapConfig) -> int:
     """Run one wrap session under trio; a fatal start-up error is one `fatal: ...` line, exit 2.
 
     For a command: the run is checked and its policy loaded (:func:`assay.wrap.run.prepare_wrap`),
     its server started (:func:`start_early`), and then trio, the relay and the session are
     imported while the server starts (docs/testing.md, "Start-up of `assay mcp wrap`"); the
     run takes the server over, or it is ended here: nothing of it is left running when this
-    returns. ``resume_gc``: the caller paused the cyclic garbage collector for the imports
-    (:func:`assay.cli.app.main`); it is enabled again before the run starts."""
+    returns. A pause of the garbage collector for the imports (:func:`assay.cli.app.main`'s)
+    ends before the run starts."""
     import sys
 
     from assay.cli.errors import fatal
@@ -130,7 +130,7 @@ def launch(config: WrapConfig, *, resume_gc: bool = False) -> int:
             import_trio()
             import trio
 
-            _resume_gc(resume_gc)
+            resume_gc()
             return trio.run(run_wrap, config)
         prepared = prepare_wrap(config)
         try:
@@ -143,7 +143,7 @@ def launch(config: WrapConfig, *, resume_gc: bool = False) -> int:
         except BaseException:
             prepared.close()
             raise
-        _resume_gc(resume_gc)
+        resume_gc()
         return trio.run(partial(run_prepared, prepared, early=early))
     except WrapError as exc:
         sys.stdout.flush()
@@ -153,8 +153,17 @@ def launch(config: WrapConfig, *, resume_gc: bool = False) -> int:
             early.abandon()  # the run ended before it took the server over
 
 
-def _resume_gc(resume: bool) -> None:
-    if resume:
+#: :func:`assay.cli.app.main` paused the cyclic garbage collector for a wrap's imports (it was
+#: on): :func:`resume_gc` ends the pause
+gc_paused = False
+
+
+def resume_gc() -> None:
+    """End :func:`assay.cli.app.main`'s pause of the garbage collector, if there is one (a
+    collector the caller had disabled stays disabled)."""
+    global gc_paused
+    if gc_paused:
+        gc_paused = False
         import gc
 
         gc.enable()
@@ -232,7 +241,6 @@ def import_trio() -> None:
         drop_stand_in()
 
 
-def run(values: dict[str, object], command: Sequence[str], *, resume_gc: bool = False) -> int:
-    """Parse result -> exit status: the one place both parsers hand a wrap run to
-    (``resume_gc``: :func:`launch`'s)."""
-    return launch(config_from(values, command), resume_gc=resume_gc)
+def run(values: dict[str, object], command: Sequence[str]) -> int:
+    """Parse result -> exit status: the one place both parsers hand a wrap run to."""
+    return launch(config_from(values, command))
