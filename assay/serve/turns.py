@@ -19,7 +19,11 @@ class Turns:
     """The lock the store objects of one database share in this process."""
 
     def __init__(self) -> None:
-        self.lock = trio.Lock()
+        # a semaphore, not a Lock: a transaction may end in another task than the one that began it
+        self.lock = trio.Semaphore(1)
+
+    def locked(self) -> bool:
+        return self.lock.value == 0
 
 
 class TurnStore:
