@@ -4,7 +4,9 @@
 :meth:`~SqliteStore.begin` takes the database's write lock (``BEGIN IMMEDIATE``, so it is held
 *before* anything is read: two wraps can never both pass a ``max: 1``) and reads the session's
 totals and one part's state; :meth:`~SqliteStore.commit` writes them back and ends the
-transaction. A wrap killed in between leaves the database as it was (the transaction never
+transaction. :meth:`~SqliteStore.attempt` is both in one trip to the worker thread: under the
+same lock it compares the part's version and the totals with what the wrap decided on and
+writes, or stays open with the fresh state. A wrap killed in between leaves the database as it was (the transaction never
 committed). Every failure is a :class:`StoreError` with a one-line cause; no transaction stays
 open after one, and the next :meth:`~SqliteStore.begin` opens the file again.
 
@@ -36,6 +38,7 @@ import trio
 from assay.policy.storeapi import (
     NAMED_IDLE,
     Alive,
+    Expect,
     Loaded,
     Saved,
     ServerRow,
@@ -221,6 +224,40 @@ class SqliteStore:
     async def abort(self) -> None:
         await trio.to_thread.run_sync(self.abort_blocking)
 
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        stop = threading.Event()
+        done = threading.Event()
+        box: list[int | Loaded | BaseException] = []
+
+        def work() -> None:
+            try:
+                box.append(self.attempt_blocking(session, part, server, expect, saved, now, stop))
+            except BaseException as exc:  # handed to the awaiting task, or looked at after a cancel
+                box.append(exc)
+            finally:
+                done.set()
+
+        try:
+            await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except trio.Cancelled:
+            # the thread stops waiting for the lock and writes nothing from now on; but it may
+            # have written already: then the version is returned (the write is the caller's to
+            # know), the cancellation coming at the caller's next checkpoint
+            stop.set()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(done.wait)
+                if box and isinstance(box[0], Loaded):
+                    await trio.to_thread.run_sync(self.abort_blocking)
+            if box and isinstance(box[0], int):
+                return box[0]
+            raise
+        got = box[0]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
     # -- the same work on the calling thread -----------------------------------------------------
 
     def _fail(self, exc: BaseException) -> StoreError:
@@ -245,37 +282,70 @@ class SqliteStore:
             if self._open is not None:
                 raise RuntimeError("SqliteStore: a transaction is already open")
             try:
-                conn = self._conn
-                if conn is None:
-                    ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
-                    conn = self._conn = _connect(self.path, self.timeout, create=True)
-                    conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
-                _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+                conn = self._begin(stop)
                 self._open = (session.key, part, server)
-                row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
-                        (
-                            session.key,
-                            session.kind,
-                            session.pid,
-                            session.start,
-                            session.name,
-                            session.process,
-                            now,
-                            now,
-                        ),
-                    )
-                    row = (0, 0)
+                return self._load(conn, session, part, now)
+            except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+
+    def _begin(self, stop: threading.Event | None) -> sqlite3.Connection:
+        """The connection (opened when there is none), in a write transaction."""
+        conn = self._conn
+        if conn is None:
+            ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
+            conn = self._conn = _connect(self.path, self.timeout, create=True)
+            conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
+        _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+        return conn
+
+    def _load(self, conn: sqlite3.Connection, session: SessionKey, part: str, now: float) -> Loaded:
+        """The session's totals (its row created when absent) and ``part``'s state, in the open
+        transaction."""
+        row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
+                (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+            )
+            row = (0, 0)
+        got = conn.execute(
+            "SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)
+        ).fetchone()
+        version, state = (0, None) if got is None else (int(got[0]), got[1])
+        if state is not None and not isinstance(state, bytes):
+            state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
+        self._version = version
+        return Loaded(version, state, int(row[0]), int(row[1]))
+
+    def attempt_blocking(
+        self,
+        session: SessionKey,
+        part: str,
+        server: str,
+        expect: Expect,
+        saved: Saved,
+        now: float,
+        stop: threading.Event | None = None,
+    ) -> int | Loaded:
+        """:meth:`attempt` on the calling thread; ``stop`` set: give up (before anything is
+        written; a :class:`StoreError`)."""
+        with self._lock:
+            if self._open is not None:
+                raise RuntimeError("SqliteStore: a transaction is already open")
+            try:
+                conn = self._begin(stop)
+                if stop is not None and stop.is_set():
+                    raise StoreError("cancelled")
+                self._open = (session.key, part, server)
                 got = conn.execute(
-                    "SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)
+                    "SELECT s.requests, s.tool_calls, p.version FROM sessions AS s "
+                    "LEFT JOIN parts AS p ON p.key = s.key AND p.part = ? WHERE s.key = ?",
+                    (part, session.key),
                 ).fetchone()
-                version, state = (0, None) if got is None else (int(got[0]), got[1])
-                if state is not None and not isinstance(state, bytes):
-                    state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
-                self._version = version
-                return Loaded(version, state, int(row[0]), int(row[1]))
+                if got is None or (int(got[2] or 0), int(got[0]), int(got[1])) != expect:
+                    return self._load(conn, session, part, now)  # another wrap wrote: stay open
+                self._version = expect.version
+                return self._write(conn, saved, now)
             except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
                 raise self._fail(exc) from None
 
@@ -284,36 +354,40 @@ class SqliteStore:
         with self._lock:
             if self._open is None or self._conn is None:
                 raise RuntimeError("SqliteStore: no transaction is open")
-            key, part, server = self._open
-            conn = self._conn
-            entered = 1 if saved.entered else 0
             try:
-                conn.execute(
-                    "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
-                    (saved.requests, saved.tool_calls, now, entered, key),
-                )
-                conn.execute(
-                    "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
-                    "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
-                    (key, server, entered, now, os.getpid()),
-                )
-                version = self._version
-                if saved.state is not None:
-                    version += 1
-                    conn.execute(
-                        "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
-                        "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
-                        (key, part, version, saved.state, json.dumps(list(saved.armed))),
-                    )
-                if self._kill_at:
-                    _commits_done[0] += 1
-                    if _commits_done[0] == self._kill_at:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                conn.execute("COMMIT")
+                return self._write(self._conn, saved, now)
             except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
                 raise self._fail(exc) from None
-            self._open = None
-            return version
+
+    def _write(self, conn: sqlite3.Connection, saved: Saved, now: float) -> int:
+        """Write ``saved`` in the open transaction and commit it; the part's version now."""
+        assert self._open is not None
+        key, part, server = self._open
+        entered = 1 if saved.entered else 0
+        conn.execute(
+            "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
+            (saved.requests, saved.tool_calls, now, entered, key),
+        )
+        conn.execute(
+            "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
+            "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
+            (key, server, entered, now, os.getpid()),
+        )
+        version = self._version
+        if saved.state is not None:
+            version += 1
+            conn.execute(
+                "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
+                "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
+                (key, part, version, saved.state, json.dumps(list(saved.armed))),
+            )
+        if self._kill_at:
+            _commits_done[0] += 1
+            if _commits_done[0] == self._kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        conn.execute("COMMIT")
+        self._open = None
+        return version
 
     def abort_blocking(self) -> None:
         """:meth:`abort` on the calling thread."""

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from assay.policy import load_policy
-from assay.policy.storeapi import Loaded, MemoryStore, Saved, SessionKey, StoreError
+from assay.policy.storeapi import Expect, Loaded, MemoryStore, Saved, SessionKey, StoreError
 from assay.session.effects import Sink
 from assay.shells.stdio.relay import Relay, RunResult
 from assay.session.session import SessionOptions, WrapSession
@@ -25,8 +25,8 @@ KEY = SessionKey("name:agent", "named", name="agent")
 
 
 class SlowStore(MemoryStore):
-    """A store with latency (``latency`` seconds in each begin and commit) and another writer's
-    lock (``writer``: while the test holds it, begin waits)."""
+    """A store with latency (``latency`` seconds in each begin, commit and attempt) and another
+    writer's lock (``writer``: while the test holds it, begin and attempt wait)."""
 
     def __init__(self, latency: float = 0.01) -> None:
         super().__init__()
@@ -43,6 +43,14 @@ class SlowStore(MemoryStore):
     async def commit(self, saved: Saved, now: float) -> int:
         await trio.sleep(self.latency)
         return self.commit_blocking(saved, now)
+
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        async with self.writer:
+            await trio.sleep(self.latency)
+            self.begun += 1
+            return self.attempt_blocking(session, part, server, expect, saved, now)
 
 
 def frame(rid: int | None, method: str, **params: object) -> bytes:
