@@ -172,6 +172,9 @@ class SharedSession:
         state = self.state
         state.requests_count = got.requests + (state.requests_count - self._requests)
         state.tool_calls_count = got.tool_calls + (state.tool_calls_count - self._calls)
+        # what was counted since is this wrap's, over the store's totals now (also when the
+        # transaction ends without a commit: another wrap's calls are never counted twice)
+        self._requests, self._calls = got.requests, got.tool_calls
         if got.version != self._version:
             try:
                 self._restore(got.state)

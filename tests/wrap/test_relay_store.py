@@ -33,6 +33,7 @@ class SlowStore(MemoryStore):
         self.latency = latency
         self.writer = trio.Lock()
         self.begun = 0
+        self.conflicts = 0  # attempts that found another writer's write
 
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         async with self.writer:
@@ -50,7 +51,9 @@ class SlowStore(MemoryStore):
         async with self.writer:
             await trio.sleep(self.latency)
             self.begun += 1
-            return self.attempt_blocking(session, part, server, expect, saved, now)
+            got = self.attempt_blocking(session, part, server, expect, saved, now)
+            self.conflicts += isinstance(got, Loaded)
+            return got
 
 
 def frame(rid: int | None, method: str, **params: object) -> bytes:
@@ -157,6 +160,60 @@ async def test_a_cancelled_waiting_call_is_never_sent_nor_counted():
         assert run.seen() == [3, 2]  # neither call 1 nor its cancellation reached the server
         assert store.totals[KEY.key][1] == 1
         assert len(bytes(run.log).splitlines()) == 1  # one decision recorded: call 2's
+        await run.to_wrap.aclose()
+    assert run.result is not None and run.result.exit_code == 0
+
+
+def _other_wrap_calls(store: SlowStore) -> None:
+    """Another wrap of the session (another part, another server) saves one call."""
+    other = store.twin()
+    loaded = other.begin_blocking(KEY, "another part", "b", 0.0)
+    other.commit_blocking(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), 0.0)
+
+
+async def test_a_call_cancelled_while_its_attempt_finds_another_write_is_never_sent_nor_counted():
+    """The call was decided on the cached state and sent to the store; the client cancels it
+    while the store waits for another writer, who writes: the store writes nothing of the call,
+    and instead of being decided again it is dropped, its cancellation consumed."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await run.to_wrap.send_all(call(1))
+        await run.answer(1)  # saved: the next call is one attempt
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=2, reason="user")
+        await run.to_wrap.send_all(call(2) + cancel + frame(3, "ping"))
+        await run.answer(3)
+        _other_wrap_calls(store)
+        store.writer.release()
+        await run.to_wrap.send_all(call(4))
+        await run.answer(4)
+        assert run.seen() == [1, 3, 4]  # neither call 2 nor its cancellation reached the server
+        assert store.conflicts == 1
+        assert store.totals[KEY.key][1] == 3  # 1, the other wrap's, 4
+        assert len(bytes(run.log).splitlines()) == 2  # calls 1 and 4 recorded, not 2
+        await run.to_wrap.aclose()
+    assert run.result is not None and run.result.exit_code == 0
+
+
+async def test_a_call_cancelled_while_its_attempt_is_written_goes_with_its_cancellation():
+    """The store wrote the call (nobody else wrote): it was counted, so it goes to the server,
+    and the client's cancellation follows it."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await run.to_wrap.send_all(call(1))
+        await run.answer(1)
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=2, reason="user")
+        await run.to_wrap.send_all(call(2) + cancel + frame(3, "ping"))
+        await run.answer(3)
+        store.writer.release()
+        await run.answer(2)
+        assert run.seen() == [1, 3, 2, "notifications/cancelled"]
+        assert (store.conflicts, store.totals[KEY.key][1]) == (0, 2)
         await run.to_wrap.aclose()
     assert run.result is not None and run.result.exit_code == 0
 
