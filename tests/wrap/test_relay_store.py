@@ -197,6 +197,26 @@ async def test_a_call_cancelled_while_its_attempt_finds_another_write_is_never_s
     assert run.result is not None and run.result.exit_code == 0
 
 
+async def test_a_transaction_ended_without_a_commit_never_counts_another_wraps_calls_twice():
+    """A call cancelled while its begin waits for another writer, who writes: the transaction
+    is aborted, and the next call counts the other wrap's call once."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=1, reason="user")
+        await run.to_wrap.send_all(call(1) + cancel + frame(2, "ping"))
+        await run.answer(2)
+        _other_wrap_calls(store)
+        store.writer.release()
+        await run.to_wrap.send_all(call(3))
+        await run.answer(3)
+        assert run.seen() == [2, 3]
+        assert store.totals[KEY.key][1] == 2  # the other wrap's call and call 3
+        await run.to_wrap.aclose()
+
+
 async def test_a_call_cancelled_while_its_attempt_is_written_goes_with_its_cancellation():
     """The store wrote the call (nobody else wrote): it was counted, so it goes to the server,
     and the client's cancellation follows it."""
