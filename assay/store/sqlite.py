@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import sqlite3
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -172,6 +173,91 @@ def _rollback(conn: sqlite3.Connection) -> None:
         pass
 
 
+_IDLE_S = 30.0  # a store thread without work for this long ends (the next call starts another)
+
+R = TypeVar("R")
+
+
+def _value(got: R | BaseException) -> R:
+    """What a store thread's work gave: its value, or its exception raised."""
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
+class _StoreThread:
+    """One long-lived thread that runs a store object's work in order, fed by a queue and
+    waking the awaiting task through its run's token: one hop costs a queue put and a
+    ``run_sync_soon`` (``trio.to_thread.run_sync`` adds a capacity limiter, a thread cache
+    hand-off and a context copy: about twice as long, bench/bench_shared_session.py). The
+    thread ends after :data:`_IDLE_S` idle or at :meth:`stop`; a later :meth:`run` starts
+    another."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] | None = None
+
+    def _loop(self, jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=_IDLE_S)
+            except queue.Empty:
+                with self._mutex:
+                    if self._queue is jobs and jobs.empty():
+                        self._queue = None
+                        return
+                continue
+            if job is None:
+                return
+            job()
+
+    def _put(self, job: Callable[[], None]) -> None:
+        with self._mutex:
+            jobs = self._queue
+            if jobs is None:
+                jobs = self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._loop, args=(jobs,), name="assay-store", daemon=True).start()
+            jobs.put(job)
+
+    def stop(self) -> None:
+        """End the thread once the work queued is done."""
+        with self._mutex:
+            jobs, self._queue = self._queue, None
+        if jobs is not None:
+            jobs.put(None)
+
+    async def run(self, work: Callable[[], R], stop: threading.Event | None = None) -> tuple[R | BaseException, bool]:
+        """``work()`` on the thread; what it gave (:func:`_value` unwraps it) and whether the
+        awaiting task was cancelled meanwhile. A cancellation sets ``stop`` (the work gives up
+        waiting for the lock) but the result is still awaited, so what the work did is always
+        known; the cancellation itself comes at the caller's next checkpoint."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        token = trio.lowlevel.current_trio_token()
+        task = trio.lowlevel.current_task()
+        box: list[R | BaseException] = []
+        cancelled: list[bool] = []
+
+        def job() -> None:
+            try:
+                box.append(work())
+            except BaseException as exc:  # handed to the awaiting task
+                box.append(exc)
+            try:
+                token.run_sync_soon(trio.lowlevel.reschedule, task)
+            except trio.RunFinishedError:  # not reached: the task waits for it
+                pass
+
+        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+            cancelled.append(True)
+            if stop is not None:
+                stop.set()
+            return trio.lowlevel.Abort.FAILED  # the result is still delivered
+
+        self._put(job)
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return box[0], bool(cancelled)
+
+
 _LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
 
 
@@ -182,8 +268,11 @@ class SqliteStore:
     :attr:`SessionRow.alive` in :meth:`sessions` (whether a client session's process still
     runs, None when this process cannot tell; tests inject it).
 
-    The coroutines run the SQLite work in a worker thread (``trio.to_thread``), one at a time
-    on one connection, so the event loop never waits for the file or for another writer's lock.
+    The coroutines run the SQLite work off the event loop, one at a time on one connection, so
+    the event loop never waits for the file or for another writer's lock: ``begin``, ``commit``,
+    ``abort`` and ``attempt`` on the store's own long-lived thread (:class:`_StoreThread`: about
+    half the cost of a ``trio.to_thread`` hop, measured; a judged call is one or two hops),
+    ``sessions``, ``reset`` and ``sweep`` in ``trio.to_thread`` workers.
     The wait for the lock is cut in steps of :data:`_LOCK_STEP_MS` up to ``timeout``: a
     cancelled :meth:`begin` stops waiting within one step and leaves no transaction open. The
     ``*_blocking`` methods are the same work on the calling thread (tests, and scripts without
@@ -197,6 +286,7 @@ class SqliteStore:
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._lock = threading.Lock()  # one thread at a time on the connection
+        self._thread = _StoreThread()  # where begin, commit, abort and attempt run
         try:
             self._kill_at = int(os.environ.get(_KILL_ENV, "0"))
         except ValueError:
@@ -206,54 +296,40 @@ class SqliteStore:
 
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         stop = threading.Event()
-        try:
-            return await trio.to_thread.run_sync(
-                self.begin_blocking, session, part, server, now, stop, abandon_on_cancel=True
-            )
-        except trio.Cancelled:
-            stop.set()  # the thread stops waiting for the lock; what it opened is rolled back
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.abort_blocking)
-            raise
+        got, cancelled = await self._thread.run(lambda: self.begin_blocking(session, part, server, now, stop), stop)
+        if cancelled:  # the thread stopped waiting for the lock; what it opened is rolled back
+            if isinstance(got, Loaded):
+                with trio.CancelScope(shield=True):
+                    await self._thread.run(self.abort_blocking)
+            await trio.lowlevel.checkpoint()  # raises the cancellation
+        return _value(got)
 
     async def commit(self, saved: Saved, now: float) -> int:
-        # not abandoned on cancel: the write is short (the lock is held) and either all of it is
-        # committed or none, never left open
-        return await trio.to_thread.run_sync(self.commit_blocking, saved, now)
+        # not given up on cancel: the write is short (the lock is held) and either all of it is
+        # committed or none, never left open; the cancellation comes at the next checkpoint
+        got, _cancelled = await self._thread.run(lambda: self.commit_blocking(saved, now))
+        return _value(got)
 
     async def abort(self) -> None:
-        await trio.to_thread.run_sync(self.abort_blocking)
+        await self._thread.run(self.abort_blocking)
 
     async def attempt(
         self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
     ) -> int | Loaded:
         stop = threading.Event()
-        done = threading.Event()
-        box: list[int | Loaded | BaseException] = []
 
-        def work() -> None:
-            try:
-                box.append(self.attempt_blocking(session, part, server, expect, saved, now, stop))
-            except BaseException as exc:  # handed to the awaiting task, or looked at after a cancel
-                box.append(exc)
-            finally:
-                done.set()
+        def work() -> int | Loaded:
+            return self.attempt_blocking(session, part, server, expect, saved, now, stop)
 
-        try:
-            await trio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except trio.Cancelled:
-            # the thread stops waiting for the lock and writes nothing from now on; but it may
-            # have written already: then the version is returned (the write is the caller's to
-            # know), the cancellation coming at the caller's next checkpoint
-            stop.set()
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(done.wait)
-                if box and isinstance(box[0], Loaded):
-                    await trio.to_thread.run_sync(self.abort_blocking)
-            if box and isinstance(box[0], int):
-                return box[0]
-            raise
-        got = box[0]
+        got, cancelled = await self._thread.run(work, stop)
+        if cancelled and not isinstance(got, int):
+            # the thread stopped waiting for the lock and wrote nothing; a transaction it opened
+            # is rolled back. (When it wrote before it could stop, the version is returned: the
+            # write is the caller's to know, the cancellation comes at its next checkpoint.)
+            if isinstance(got, Loaded):
+                with trio.CancelScope(shield=True):
+                    await self._thread.run(self.abort_blocking)
+            await trio.lowlevel.checkpoint()  # raises the cancellation
         if isinstance(got, BaseException):
             raise got
         return got
@@ -412,7 +488,8 @@ class SqliteStore:
         return self.path
 
     async def aclose(self) -> None:
-        await trio.to_thread.run_sync(self.close)
+        await self._thread.run(self.close)
+        self._thread.stop()
 
     async def _read(self, work: Callable[[sqlite3.Connection], T], absent: T) -> T:
         """``work`` on a connection of its own in a worker thread (so it never waits for, nor
