@@ -287,3 +287,29 @@ def test_two_wraps_decide_as_one_wrap_over_the_order_of_their_writes(script) -> 
         name = names[(which, rid)]
         replay.append(alone.handle(frame(seq, name, _args(name))).disposition == "forwarded")
     assert replay == [went for _w, _rid, went in order]
+
+
+def test_a_call_decided_again_records_its_argument_findings_once() -> None:
+    from assay.session.effects import Sink
+
+    flagging = load_policy(
+        b'version: "2.0"\ntools: {allow: ["*"]}\nenforcement: {unconstrained_tools: allow}\n'
+        b"limits: {max_tool_calls_total: 10}\ninspect: {arguments: {secrets: flag}}\n"
+    )
+    store, clock = Counting(), Clock()
+    a, b = (
+        Harness(
+            flagging,
+            SessionOptions(decision_sinks=(Sink.DECISION_LOG,), event_source="assay://t", label=label),
+            shared=(store, KEY),
+            wall_clock=clock,
+        )
+        for label in ("a", "b")
+    )
+    assert a.handle(frame(1, "x")).disposition == "forwarded"
+    assert b.handle(frame(1, "x")).disposition == "forwarded"
+    out = a.handle(frame(2, "send", {"body": "here: ghp_" + "Ab3" * 12}))
+    assert out.disposition == "forwarded" and store.conflicts == 1
+    events = [json.loads(r) for r in out.effects.records(Sink.DECISION_LOG)]
+    flagged = [e["data"] for e in events if e["type"] == "assay.response.inspected"]
+    assert len(flagged) == 1 and flagged[0]["findings"][0]["pointer"] == "/body"
