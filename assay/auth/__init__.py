@@ -18,7 +18,10 @@ trio/httpx2 shell, like the rest of assay (docs/architecture.md, "The OAuth clie
 - :mod:`assay.auth.authorizer` a stored login as wrap and ``auth login`` use it;
 - :mod:`assay.auth.wrapauth`   the ``httpx2.Auth`` of wrap's client;
 - :mod:`assay.auth.listing`    the tools listing ``auth login`` checks a login with;
+- :mod:`assay.auth.upstream_creds` serve's credentials to upstreams as values (token requests,
+  answers checked, the bounded token cache); :mod:`assay.auth.upstream_auth` their
+  ``httpx2.Auth`` (docs/serve.md, "Credentials to upstreams");
 - :mod:`assay.auth.login`      ``assay mcp auth login``.
 
-Imported only on the ``--url`` and ``auth`` paths: a stdio wrap loads none of it.
+Imported only on the ``--url``, ``auth`` and ``serve`` paths: a stdio wrap loads none of it.
 """

@@ -66,8 +66,19 @@ def usable_problems(config: ServeConfig) -> list[str]:
         elif isinstance(cred, (ClientCredentials, TokenExchange)):
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
+    if config.api_keys is not None:
+        from assay.auth.apikeys import parse_api_keys
+        from assay.gateway.config import ConfigError
+        from assay.inputs import InputFileError, read_input_file
+
+        path = os.path.join(config.base_dir, config.api_keys.file)
+        try:
+            parse_api_keys(read_input_file(path, limit=1024 * 1024, what="API key file"), config.api_keys.file)
+        except InputFileError as exc:
+            found.append(f"identity.api_keys: {exc}")
+        except ConfigError as exc:
+            found.extend(exc.problems)
     for where, name in (
-        ("identity.api_keys", config.api_keys.file if config.api_keys else None),
         ("tls.cert", config.tls_cert),
         ("tls.key", config.tls_key),
     ):
@@ -113,6 +124,14 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             for line in exc.problems:
                 print(line, file=sys.stderr)
             return 2
+        if loaded.oauth is not None:
+            from assay.auth.resource import oauth_problems
+
+            bad = oauth_problems(loaded.oauth)
+            for line in bad:
+                print(f"{os.path.basename(config)}: {line}", file=sys.stderr)
+            if bad:
+                return 2
         if listen is not None:
             try:
                 split_listen(listen)

@@ -66,7 +66,7 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     head = ("KEY", "CLIENT", "ALIVE", "SERVERS", "CALLS", "ARMED", "LAST")
     lines = [head]
     for r in rows:
-        client = r["name"] if r["kind"] == "named" else r["process"] or "?"
+        client = r["name"] if r["kind"] in ("named", "user") else r["process"] or "?"  # user: serve's subject
         servers = ",".join(f"{s['server']}({s['calls']})" for s in r["servers"]) or "-"
         lines.append(
             (

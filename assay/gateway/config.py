@@ -167,6 +167,11 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     #: HMAC key of 2026-era approval requestState (docs/serve.md, "Approvals")
     approval_key: Secret | None = None
+    #: the decision log and the audit log (wrap's records, with the user: docs/serve.md,
+    #: "Records"); relative to the config's directory; rotated at ``log_max_bytes`` (0: never)
+    decision_log: str | None = None
+    audit_log: str | None = None
+    log_max_bytes: int = 16 * 1024 * 1024
 
 
 # -- reading the file --------------------------------------------------------------------------
@@ -341,6 +346,7 @@ def parse_config(
             "limits",
             "approval_key",
             "upstreams",
+            "logs",
         ),
     )
     if top is None:
@@ -378,6 +384,15 @@ def parse_config(
     limits = _limits(r, top.get("limits"))
     approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
     upstreams = _upstreams(r, top.get("upstreams"), separator, env)
+    decision_log = audit_log = None
+    log_max = 16 * 1024 * 1024
+    if top.get("logs") is not None:
+        logs = r.mapping(top["logs"], "logs", ("decisions", "audit", "max_size"))
+        if logs is not None:
+            decision_log = r.string(logs.get("decisions"), "logs.decisions")
+            audit_log = r.string(logs.get("audit"), "logs.audit")
+            size = logs.get("max_size")
+            log_max = 0 if size == 0 and not isinstance(size, bool) else r.size(size, "logs.max_size", log_max)
     if r.problems:
         raise ConfigError(r.problems)
     assert policy is not None
@@ -398,6 +413,9 @@ def parse_config(
         separator=separator,
         limits=limits,
         approval_key=approval_key,
+        decision_log=decision_log,
+        audit_log=audit_log,
+        log_max_bytes=log_max,
     )
 
 

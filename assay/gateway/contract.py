@@ -41,8 +41,8 @@ class Identity:
 
 
 class AuthFailure(Exception):
-    """A request that authentication refuses: the front answers ``status`` (401, or 403 for a
-    missing scope) with this ``WWW-Authenticate`` header and a body naming nothing secret."""
+    """A request that authentication refuses: the front answers ``status`` (401; 403 for a
+    missing scope; 503 while the issuer's key set cannot be had) with this ``WWW-Authenticate`` header and a body naming nothing secret."""
 
     def __init__(self, status: int, www_authenticate: str, reason: str) -> None:
         super().__init__(reason)

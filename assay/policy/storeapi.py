@@ -47,7 +47,9 @@ class SessionKey(msgspec.Struct, frozen=True, gc=False):
     ``key`` is the store's key and what records carry: ``client:<pid>:<start>:ns<inode>`` for
     the client process that started the wrap (its pid, its start time, so a reused pid is a new
     session, and its PID namespace; docs/wrap.md, "Session keys") or ``name:<name>`` for a named
-    session. ``kind`` is ``client`` or ``named``;
+    session, or ``Identity.key`` for a user of ``assay mcp serve`` (docs/serve.md, "Upstreams and the
+    agent session of a user"). ``kind`` is ``client``, ``named`` or ``user`` (a user's ``name`` is
+    its subject);
     ``pid``/``start`` are the client's (``None`` for a named session), ``name`` the name
     (``None`` for a client session), ``process`` the client's command name when known."""
 
@@ -141,9 +143,9 @@ class SessionRow(msgspec.Struct, frozen=True, gc=False):
 
 def expired(session: SessionKey, last: float, now: float, alive: Alive) -> bool:
     """Whether a sweep at ``now`` forgets ``session``, last used at ``last``: a client session
-    when ``alive`` says its client is gone, a named session idle for more than
-    :data:`NAMED_IDLE`, and a client session ``alive`` cannot tell about (None: its PID namespace
-    is not this process's) idle as long. A sweep never forgets a session for a client it
+    when ``alive`` says its client is gone, a named or user session idle for more than
+    :data:`NAMED_IDLE`, and a client session ``alive`` cannot tell about (None: its PID
+    namespace is not this process's) idle as long. A sweep never forgets a session for a client it
     cannot see."""
     if session.kind == "client":
         state = alive(session)

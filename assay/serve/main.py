@@ -1,15 +1,81 @@
-"""`assay mcp serve`'s run (docs/serve.md): the trio run of the gateway for the command line."""
+"""`assay mcp serve`'s run for the command line (docs/serve.md): identity, the gateway and the
+HTTP front in one trio run; SIGTERM and SIGINT drain (no new requests, pending ones answered
+within ``limits.drain_timeout``), a second signal stops at once.
+
+The start line on stderr says where the gateway listens and who it lets in:
+``assay: serving http://127.0.0.1:8787/mcp (2 upstreams; identity: API keys (3))``."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from assay.gateway.config import ServeConfig
 
 
-def serve_main(config: ServeConfig, listen: str | None) -> int:
-    """Run the gateway until SIGTERM or SIGINT; the exit code."""
-    from assay.cli.errors import fatal
+def _warn(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
-    return fatal("assay mcp serve: the gateway is not wired in this build yet (use --check)")
+
+async def serve(config: ServeConfig, listen: str | None) -> None:
+    """The whole run: raises ConfigError for what cannot be served (exit 2)."""
+    import trio
+
+    from assay.auth.resource_shell import open_identity
+    from assay.serve.run import run_serve
+    from assay.shells.serve.server import Bound, serve_http
+
+    identity = await open_identity(config, warn=_warn)
+    stop = trio.Event()
+
+    def started(bound: Bound) -> None:
+        n = len(config.upstreams)
+        _warn(f"assay: serving {bound.url} ({n} upstream{'s' if n != 1 else ''}; {identity.describe()})")
+
+    async with trio.open_nursery() as nursery:
+
+        async def signals() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                async for _ in received:
+                    if stop.is_set():
+                        nursery.cancel_scope.cancel()  # a second signal: stop at once
+                        return
+                    _warn("assay: draining (a second signal stops at once)")
+                    stop.set()
+
+        nursery.start_soon(signals)
+        await run_serve(
+            config,
+            listen=listen,
+            authenticate=identity,
+            serve_http=serve_http,
+            warn=_warn,
+            resource_metadata=identity.metadata,
+            on_ready=started,
+            stop=stop,
+        )
+        nursery.cancel_scope.cancel()
+
+
+def serve_main(config: ServeConfig, listen: str | None) -> int:
+    """Run the gateway until SIGTERM or SIGINT; the exit code (0, or 2 with one line per problem
+    of what cannot be served)."""
+    import trio
+
+    from assay.gateway.config import ConfigError
+
+    try:
+        trio.run(serve, config, listen)
+    except ConfigError as exc:
+        for line in exc.problems:
+            _warn(line)
+        return 2
+    except OSError as exc:  # the address cannot be bound, a TLS file cannot be read
+        _warn(f"fatal: {exc.strerror or exc}")
+        return 2
+    return 0

@@ -58,7 +58,7 @@ def test_an_invalid_config_is_exit_2_one_line_each(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [
         "serve.yaml: x: unknown key (known: version, policy, listen, public_url, tls, origins, identity, store, "
-        "state_dir, separator, limits, approval_key, upstreams)",
+        "state_dir, separator, limits, approval_key, upstreams, logs)",
         "serve.yaml: identity.none: no authentication is only allowed on a loopback address, not 0.0.0.0",
         "serve.yaml: upstreams.a: needs exactly one of command (a list of strings) or url",
     ]
@@ -90,6 +90,20 @@ def test_a_config_that_is_not_a_file_is_exit_2(tmp_path):
     assert res.returncode == 2 and "not a regular file" in res.stderr
     res = run("--config", str(tmp_path / "absent.yaml"), "--listen", "nowhere", "--check")
     assert res.returncode == 2
+
+
+def test_a_bad_api_key_file_is_exit_1_and_a_bad_oauth_section_exit_2(tmp_path):
+    cfg = setup(tmp_path, CONFIG)
+    (tmp_path / "keys.txt").write_text("alice sha256:" + "0" * 64 + "\nalice sha256:" + "1" * 64 + "\n")
+    res = run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "x"})
+    assert res.returncode == 1 and "alice" in res.stderr and "1111" not in res.stderr
+    cfg = setup(
+        tmp_path,
+        "policy: assay.yaml\nidentity: {oauth: {issuer: 'ftp://i', jwks_url: https://i.example/k, audience: a}}\n"
+        "upstreams: {a: {command: [x]}}\n",
+    )
+    res = run("--config", str(cfg), "--check")
+    assert res.returncode == 2 and res.stderr.startswith("serve.yaml: identity.oauth.issuer"), res.stderr
 
 
 def test_listen_override_is_checked(tmp_path):

@@ -1,0 +1,93 @@
+"""``assay mcp serve`` put together (docs/serve.md): the policy, the store, the gateway, the
+HTTP front. The front (:func:`assay.shells.serve.server.serve_http`) and authentication are
+parameters, so the gateway runs with any front (a test's) and the command wires the real ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from assay.gateway.config import ConfigError, ServeConfig
+from assay.gateway.contract import Authenticate
+from assay.policy.storeapi import Store
+from assay.session.effects import Sink
+from assay.shells.stdio.pipes import RecordSink
+
+__all__ = ["run_serve", "store_of"]
+
+
+def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], Store]:
+    """A new store object on the config's sessions (one per link: a store holds one transaction
+    at a time): ``sqlite``, the state directory's database (the one ``assay mcp session`` lists),
+    or the SQLite file the config names."""
+    from assay.statedir import state_dir
+    from assay.store.sqlite import SqliteStore
+    from assay.store.store import open_store
+
+    if config.store == "sqlite":
+        directory = state_dir(config.state_dir, environ)
+        return lambda: open_store(directory)
+    path = os.path.join(config.base_dir, config.store)
+    return lambda: SqliteStore(path)
+
+
+def open_sinks(config: ServeConfig) -> dict[Sink, RecordSink]:
+    """The config's decision and audit logs, opened for appending as wrap opens its own (rotated
+    at ``log_max_bytes``); one that cannot be opened is a :class:`ConfigError`."""
+    from assay.shells.stdio.rotation import LogOpenError, open_log
+
+    sinks: dict[Sink, RecordSink] = {}
+    for sink, name, what in (
+        (Sink.DECISION_LOG, config.decision_log, "decision log"),
+        (Sink.AUDIT_LOG, config.audit_log, "audit log"),
+    ):
+        if name is not None:
+            try:
+                sinks[sink] = open_log(os.path.join(config.base_dir, name), what, config.log_max_bytes)
+            except LogOpenError as exc:
+                raise ConfigError([f"logs: {exc}"]) from None
+    return sinks
+
+
+async def run_serve(
+    config: ServeConfig,
+    *,
+    listen: str | None,
+    authenticate: Authenticate,
+    serve_http: Callable[..., Awaitable[None]],
+    warn: Callable[[str], None],
+    environ: Mapping[str, str] | None = None,
+    **front: Any,
+) -> None:
+    """Load the policy (a bad one: :class:`ConfigError`, exit 2), open the store (swept while
+    serving, closed at the end), build the gateway and serve until the front returns; every
+    upstream is stopped on the way out. ``front``: more keyword arguments for ``serve_http``."""
+    from assay.policy import PolicyError, PolicyFileError, load_policy_file
+    from assay.serve.gateway import open_gateway
+    from assay.store.store import serving
+
+    env = os.environ if environ is None else environ
+    path = os.path.join(config.base_dir, config.policy)
+    try:
+        policy = load_policy_file(path, warn=warn)
+    except (PolicyFileError, PolicyError, OSError) as exc:
+        raise ConfigError([f"policy: {exc}"]) from None
+    store_for = store_of(config, env)
+    sinks = open_sinks(config)
+    async with (
+        serving(store_for()),
+        open_gateway(config, policy, store_for=store_for, sinks=sinks, warn=warn, environ=env) as gateway,
+    ):
+        await serve_http(
+            listen=listen or config.listen,
+            gateway=gateway,
+            authenticate=authenticate,
+            limits=config.limits,
+            origins=config.origins,
+            resource_url=config.public_url,
+            tls_cert=config.tls_cert,
+            tls_key=config.tls_key,
+            **front,
+        )

@@ -1,0 +1,323 @@
+"""`assay mcp serve` under load (docs/serve.md): a benchmark, not a test.
+
+    .venv/bin/python bench/bench_serve.py [--runs 3] [--clients 50] [--users 10] [--seconds 5]
+
+Each run starts a real `assay mcp serve` (the `assay` next to this Python) with OAuth identity
+(a JWKS served on 127.0.0.1, RS256 tokens minted here, every request's token checked), a policy
+with an allowlist, a schema and a flow rule (no inspection), and one stdio upstream,
+bench/mcp_fast_server.py (started by the gateway for each user). Figures:
+
+  throughput  --clients concurrent clients (2025 era: initialize once, then tools/call after
+              tools/call with the session id), spread over --users users, for --seconds:
+              tools/call answered per second. The clients run in this process (trio, httpx2)
+              on the same 2 cores: what they cost is part of the figure, as for a real team on
+              one machine.
+  latency     one client at 100 calls/s for --paced calls: p50 and p99 through serve, and
+              against the same upstream called directly over its pipes (the baseline) in the
+              same run; the difference of the p50s is what serve adds (HTTP, JWT, policy,
+              session store, the relay to the upstream).
+  sessions    --idle 2025-era sessions opened (initialize only) and left idle: the serve
+              process's RSS (VmRSS) after them, and before.
+
+Figures are medians over --runs runs; the load average is printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import trio
+
+HERE = Path(__file__).resolve().parent
+ASSAY = str(Path(sys.executable).parent / "assay")
+UPSTREAM = [sys.executable, str(HERE / "mcp_fast_server.py")]
+POLICY = """\
+version: "2.0"
+tools:
+  allow: ["search", "read_file", "send_*"]
+schemas:
+  search:
+    type: object
+    additionalProperties: false
+    required: [query]
+    properties:
+      query: {type: string, maxLength: 200}
+      limit: {type: integer, minimum: 1, maximum: 100}
+sequences:
+  - { type: never_after, id: no-send-after-secret, trigger: { tool: "read_file", args_match: { path: "secrets/" } }, forbidden: "send_*", for: 1h }
+"""
+TARGET_TPUT = 500.0
+TARGET_ADDED_MS = 2.0
+TARGET_IDLE_MB = 100.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Issuer:
+    """A JWKS on 127.0.0.1 and RS256 tokens for it."""
+
+    def __init__(self) -> None:
+        from joserfc.jwk import RSAKey
+
+        self.key = RSAKey.generate_key(2048, parameters={"kid": "bench"})
+        jwks = json.dumps({"keys": [self.key.as_dict(private=False)]}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(jwks)))
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def token(self, sub: str, audience: str) -> str:
+        from joserfc import jwt
+
+        now = int(time.time())
+        claims = {"iss": self.url, "sub": sub, "aud": audience, "iat": now, "exp": now + 3600, "scope": "mcp"}
+        return jwt.encode({"alg": "RS256", "kid": "bench"}, claims, self.key)
+
+
+class Serve:
+    def __init__(self, tmp: Path, issuer: Issuer) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        (tmp / "assay.yaml").write_text(POLICY)
+        (tmp / "serve.yaml").write_text(
+            f"policy: assay.yaml\nlisten: 127.0.0.1:{self.port}\npublic_url: {self.url}\n"
+            f"state_dir: {tmp / 'state'}\n"
+            f"identity:\n  oauth: {{issuer: '{issuer.url}', jwks_url: '{issuer.url}/jwks', scopes: [mcp]}}\n"
+            f"limits: {{per_user_concurrency: 64}}\n"
+            f"upstreams:\n  fast: {{command: {json.dumps(UPSTREAM)}}}\n"
+        )
+        self.proc = subprocess.Popen(
+            [ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+        )
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            if b"assay: serving" in raw:
+                break
+        else:
+            raise SystemExit("bench_serve: serve did not start")
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def session(http, url: str, token: str) -> dict[str, str]:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    r = await http.post(url, headers=headers, json=init)
+    r.raise_for_status()
+    headers = {**headers, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    (await http.post(url, headers=headers, json=note)).raise_for_status()
+    return headers
+
+
+def call(i: int) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {"name": "fast__search", "arguments": {"query": f"q{i}", "limit": 10}},
+    }
+
+
+async def one_call(http, url: str, headers: dict[str, str], i: int) -> None:
+    r = await http.post(url, headers=headers, json=call(i))
+    if r.status_code != 200:
+        raise SystemExit(f"bench_serve: HTTP {r.status_code}: {r.text[:200]}")
+    body = r.text
+    if '"result"' not in body or '"isError":true' in body.replace(" ", ""):
+        raise SystemExit(f"bench_serve: the call was not answered with a result: {body[:300]}")
+
+
+async def throughput(url: str, tokens: list[str], clients: int, seconds: float) -> float:
+    import httpx2
+
+    done = 0
+    limits = httpx2.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
+    async with httpx2.AsyncClient(limits=limits, timeout=60) as http:
+        heads = [await session(http, url, tokens[c % len(tokens)]) for c in range(clients)]
+        await one_call(http, url, heads[0], 1)  # the upstream of the first user starts
+        for h in heads[: len(tokens)]:
+            await one_call(http, url, h, 2)  # every user's upstream is up before timing
+        end = trio.current_time() + seconds
+        start = trio.current_time()
+
+        async def client(h: dict[str, str]) -> None:
+            nonlocal done
+            i = 10
+            while trio.current_time() < end:
+                await one_call(http, url, h, i)
+                done += 1
+                i += 1
+
+        async with trio.open_nursery() as n:
+            for h in heads:
+                n.start_soon(client, h)
+        return done / (trio.current_time() - start)
+
+
+async def paced(url: str, token: str, n: int) -> list[float]:
+    import httpx2
+
+    out = []
+    async with httpx2.AsyncClient(timeout=60) as http:
+        h = await session(http, url, token)
+        for i in range(20):
+            await one_call(http, url, h, i)
+        for i in range(n):
+            t0 = trio.current_time()
+            await one_call(http, url, h, 100 + i)
+            out.append((trio.current_time() - t0) * 1000)
+            await trio.sleep(max(0.0, 0.01 - (trio.current_time() - t0)))
+    return out
+
+
+def direct(n: int) -> list[float]:
+    """The upstream over its pipes, one call at a time at 100 calls/s (the baseline)."""
+    proc = subprocess.Popen(UPSTREAM, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    out = []
+    try:
+        for i in range(20 + n):
+            t0 = time.perf_counter()
+            proc.stdin.write(json.dumps(call(i)).encode() + b"\n")
+            proc.stdin.flush()
+            proc.stdout.readline()
+            took = time.perf_counter() - t0
+            if i >= 20:
+                out.append(took * 1000)
+            time.sleep(max(0.0, 0.01 - took))
+    finally:
+        proc.stdin.close()
+        proc.wait()
+    return out
+
+
+async def idle_sessions(url: str, tokens: list[str], n: int) -> None:
+    import httpx2
+
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for i in range(n):
+            await session(http, url, tokens[i % len(tokens)])
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--users", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--paced", type=int, default=500)
+    ap.add_argument("--idle", type=int, default=1000)
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} CPUs, load average {loadavg()} at start", flush=True)
+    issuer = Issuer()
+    runs = []
+    for k in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
+            serve = Serve(Path(tmp), issuer)
+            try:
+                tokens = [issuer.token(f"user{u}", serve.url) for u in range(args.users)]
+                tput = trio.run(throughput, serve.url, tokens, args.clients, args.seconds)
+                lat = trio.run(paced, serve.url, tokens[0], args.paced)
+                base = direct(args.paced)
+                rss0 = serve.rss_mb()
+                trio.run(idle_sessions, serve.url, tokens, args.idle)
+                rss1 = serve.rss_mb()
+            finally:
+                serve.stop()
+        run = {
+            "tput": tput,
+            "p50": statistics.median(lat),
+            "p99": pct(lat, 0.99),
+            "direct_p50": statistics.median(base),
+            "direct_p99": pct(base, 0.99),
+            "rss_before": rss0,
+            "rss_idle": rss1,
+        }
+        runs.append(run)
+        print(f"  run {k + 1}/{args.runs}: " + ", ".join(f"{key} {v:.2f}" for key, v in run.items()), flush=True)
+    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    added = statistics.median(r["p50"] - r["direct_p50"] for r in runs)
+    print()
+    print(f"tools/call per second, {args.clients} clients of {args.users} users: {med['tput']:.0f}")
+    print(f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms")
+    print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
+    print("targets:")
+    for name, ok, shown in (
+        (f">= {TARGET_TPUT:.0f} tools/call/s", med["tput"] >= TARGET_TPUT, f"{med['tput']:.0f}"),
+        (f"<= +{TARGET_ADDED_MS:g} ms p50 over direct", added <= TARGET_ADDED_MS, f"{added:+.2f} ms"),
+        (
+            f"{args.idle} idle sessions <= {TARGET_IDLE_MB:g} MB RSS",
+            med["rss_idle"] <= TARGET_IDLE_MB,
+            f"{med['rss_idle']:.1f} MB",
+        ),
+    ):
+        print(f"  {'ok  ' if ok else 'MISS'} {name}: {shown}")
+    print(f"load average {loadavg()} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

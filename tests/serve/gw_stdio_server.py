@@ -1,0 +1,107 @@
+"""A small MCP server over stdio for the gateway's tests (docs/serve.md, "Upstreams and the
+agent session of a user"): newline-delimited JSON-RPC, no SDK (it starts at once).
+
+Tools: ``pid`` (this process's pid), ``read_secret`` (a fixed text), ``send`` (echoes ``text``),
+``delete_all`` (denied by the tests' policy), ``hang`` (logs ``hanging`` to the client, then never
+answers), ``die`` (the process exits at once), ``ask`` (asks the client for a sampling, answers
+with its text), ``change`` (announces a changed tool list, then answers). One prompt ``greet``,
+one resource ``mem://note`` and a template ``mem://notes/{id}``. The tools list comes in two
+pages (a ``nextCursor``).
+"""
+
+import json
+import os
+import sys
+
+TOOLS = [
+    {"name": name, "description": f"the {name} tool", "inputSchema": {"type": "object"}}
+    for name in ("pid", "read_secret", "send", "delete_all", "hang", "die", "ask", "change")
+]
+asked = {}
+
+
+def out(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def text(msg_id, value):
+    out({"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": str(value)}]}})
+
+
+def handle(msg):
+    method, msg_id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if method is None and msg_id in asked:  # the client's answer to our sampling request
+        call_id = asked.pop(msg_id)
+        got = (msg.get("result") or {}).get("content", {}).get("text", "?")
+        text(call_id, f"sampled {got}")
+        return
+    if msg_id is None:
+        return
+    if method == "initialize":
+        out(
+            {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "result": {
+                    "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                    "capabilities": {"tools": {"listChanged": True}, "prompts": {}, "resources": {}},
+                    "serverInfo": {"name": "gw-stdio", "version": "1"},
+                },
+            }
+        )
+    elif method == "tools/list":
+        half = len(TOOLS) // 2
+        if params.get("cursor") == "2":
+            out({"jsonrpc": "2.0", "id": msg_id, "result": {"tools": TOOLS[half:]}})
+        else:
+            out({"jsonrpc": "2.0", "id": msg_id, "result": {"tools": TOOLS[:half], "nextCursor": "2"}})
+    elif method == "prompts/list":
+        out({"jsonrpc": "2.0", "id": msg_id, "result": {"prompts": [{"name": "greet"}]}})
+    elif method == "prompts/get":
+        body = {"messages": [{"role": "user", "content": {"type": "text", "text": f"hello from {params.get('name')}"}}]}
+        out({"jsonrpc": "2.0", "id": msg_id, "result": body})
+    elif method == "resources/list":
+        out({"jsonrpc": "2.0", "id": msg_id, "result": {"resources": [{"uri": "mem://note", "name": "note"}]}})
+    elif method == "resources/templates/list":
+        templates = [{"uriTemplate": "mem://notes/{id}", "name": "notes"}]
+        out({"jsonrpc": "2.0", "id": msg_id, "result": {"resourceTemplates": templates}})
+    elif method == "resources/read":
+        contents = [{"uri": params["uri"], "text": f"note at {params['uri']}"}]
+        out({"jsonrpc": "2.0", "id": msg_id, "result": {"contents": contents}})
+    elif method == "tools/call":
+        name, args = params.get("name"), params.get("arguments") or {}
+        if name == "pid":
+            text(msg_id, os.getpid())
+        elif name == "read_secret":
+            text(msg_id, "the plans are in the drawer")
+        elif name in ("send", "delete_all"):
+            text(msg_id, f"sent {args.get('text', '')}")
+        elif name == "hang":
+            out({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hanging"}})
+        elif name == "die":
+            os._exit(3)
+        elif name == "ask":
+            asked[f"q{msg_id}"] = msg_id
+            out(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"q{msg_id}",
+                    "method": "sampling/createMessage",
+                    "params": {"messages": [], "maxTokens": 5},
+                }
+            )
+        elif name == "change":
+            out({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            text(msg_id, "changed")
+        else:
+            out({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32602, "message": "Unknown tool"}})
+    elif method == "ping":
+        out({"jsonrpc": "2.0", "id": msg_id, "result": {}})
+    else:
+        out({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "Method not found"}})
+
+
+for line in sys.stdin:
+    if line.strip():
+        handle(json.loads(line))
