@@ -157,6 +157,8 @@ class Identifier:
     clock: Callable[[], float] = time.time
     #: the protected-resource metadata document (None without OAuth)
     metadata: dict[str, Any] | None = None
+    #: tokens that passed every check, until their exp (see :meth:`_oauth`)
+    verified: VerifiedTokens | None = None
 
     async def __call__(self, authorization: str | None) -> Identity:
         if self.no_auth:
@@ -172,13 +174,21 @@ class Identifier:
 
     async def _oauth(self, token: str) -> Identity:
         assert self.verifier is not None and self.source is not None
+        now = self.clock()
+        if self.verified is not None:
+            known = self.verified.get(token, now, self.verifier.oauth.leeway_s)
+            if known is not None:
+                return known
         header = self.verifier.header(token)
         keys = await self.source.keys(header.kid)
         if not keys and not self.source.cache.loaded:
             raise AuthFailure(
                 503, self.challenger.unauthenticated("").www_authenticate, "the issuer's keys are not available"
             )
-        return self.verifier.verify(token, header, keys, self.clock())
+        identity = self.verifier.verify(token, header, keys, now)
+        if self.verified is not None:
+            self.verified.put(token, identity)
+        return identity
 
     def describe(self) -> str:
         """The start line's identity part."""
@@ -190,6 +200,48 @@ class Identifier:
         if self.api_keys is not None:
             parts.append(f"API keys ({len(self.api_keys)})")
         return "identity: " + " and ".join(parts)
+
+
+class VerifiedTokens:
+    """Tokens that passed every check, so a client sending the same token with every request
+    pays for one signature check (docs/serve.md, "OAuth 2.1"): each is served again only while
+    its ``exp`` (and ``nbf``), with the leeway, still hold at the request's time; the rest of what
+    was checked (signature, issuer, audience, subject, scopes) does not change with time. Bounded
+    in entries and in the bytes of the tokens kept; the oldest go first."""
+
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 4 * 1024 * 1024) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._kept: dict[str, tuple[Identity, float, float]] = {}
+        self._bytes = 0
+
+    def get(self, token: str, now: float, leeway: float) -> Identity | None:
+        kept = self._kept.get(token)
+        if kept is None:
+            return None
+        identity, exp, nbf = kept
+        if now >= exp + leeway or now < nbf - leeway:
+            self._drop(token)
+            return None
+        return identity
+
+    def put(self, token: str, identity: Identity) -> None:
+        claims = identity.claims
+        exp, nbf = claims.get("exp"), claims.get("nbf", float("-inf"))
+        if not isinstance(exp, (int, float)) or not isinstance(nbf, (int, float)) or len(token) > self.max_bytes:
+            return
+        self._drop(token)
+        while self._kept and (len(self._kept) >= self.max_entries or self._bytes + len(token) > self.max_bytes):
+            self._drop(next(iter(self._kept)))
+        self._kept[token] = (identity, float(exp), float(nbf))
+        self._bytes += len(token)
+
+    def _drop(self, token: str) -> None:
+        if self._kept.pop(token, None) is not None:
+            self._bytes -= len(token)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def _listen_host(listen: str) -> str:
@@ -249,4 +301,5 @@ async def open_identity(
         api_keys=api_keys,
         clock=clock,
         metadata=resource_metadata(oauth),
+        verified=VerifiedTokens(),
     )

@@ -26,11 +26,14 @@ def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], St
     from assay.store.sqlite import SqliteStore
     from assay.store.store import open_store
 
+    from assay.serve.turns import Turns, TurnStore
+
+    turns = Turns()  # the links of this gateway write one database: one at a time, queued on trio
     if config.store == "sqlite":
         directory = state_dir(config.state_dir, environ)
-        return lambda: open_store(directory)
+        return lambda: TurnStore(open_store(directory), turns)
     path = os.path.join(config.base_dir, config.store)
-    return lambda: SqliteStore(path)
+    return lambda: TurnStore(SqliteStore(path), turns)
 
 
 def open_sinks(config: ServeConfig) -> dict[Sink, RecordSink]:

@@ -211,6 +211,7 @@ async def test_a_flood_of_random_kids_costs_one_fetch_per_interval():
 async def test_keys_are_kept_for_max_age_within_bounds_and_kept_while_refetch_fails():
     fetch, clock = FakeFetch(cache_control="public, max-age=120"), Clock()
     ident = await identifier(fetch, clock)
+    ident.verified = None  # about the key set: every request's token is checked against it
     clock.now += 119
     await ident("Bearer " + token(exp=NOW + 3600))
     assert fetch.calls == 1
@@ -349,3 +350,45 @@ def test_any_authorization_header_is_an_identity_or_an_auth_failure(value):
                 assert value.split(" ", 1)[-1] not in failure.reason
 
     trio.run(main)
+
+
+async def test_a_verified_token_is_checked_once_and_served_until_it_expires(monkeypatch):
+    from assay.auth import resource
+
+    clock = Clock()
+    ident = await identifier(clock=clock)
+    verifies = []
+    real = resource.TokenVerifier.verify
+
+    def counting(self, *args, **kwargs):
+        verifies.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(resource.TokenVerifier, "verify", counting)
+    signed = token(exp=NOW + 100)
+    for _ in range(3):
+        assert (await ident("Bearer " + signed)).subject == "alice"
+    assert len(verifies) == 1
+    # another token of the same user is checked on its own
+    assert (await ident("Bearer " + token(exp=NOW + 101))).subject == "alice" and len(verifies) == 2
+    # past exp plus the leeway (30 s), the kept one is refused as a new one would be
+    clock.now = NOW + 100 + 30
+    failure = await refused(ident, "Bearer " + signed)
+    assert failure.reason == "the token has expired" and len(verifies) == 3
+
+
+async def test_a_token_not_valid_yet_is_never_served_from_what_was_kept():
+    from assay.auth.resource_shell import VerifiedTokens
+
+    kept = VerifiedTokens(max_entries=2, max_bytes=10_000)
+    who = Identity(key="user:i#a", subject="a", claims={"exp": NOW + 100, "nbf": NOW})
+    kept.put("t1", who)
+    assert kept.get("t1", NOW - 31, 30) is None and len(kept) == 0  # before nbf - leeway: dropped
+    kept.put("t1", who)
+    kept.put("t2", who)
+    kept.put("t3", who)  # over the entries bound: the oldest goes
+    assert kept.get("t1", NOW, 30) is None and kept.get("t3", NOW, 30) is who and len(kept) == 2
+    big = VerifiedTokens(max_entries=10, max_bytes=10)
+    big.put("x" * 6, who)
+    big.put("y" * 6, who)  # over the bytes bound
+    assert len(big) == 1 and big.get("y" * 6, NOW, 30) is who
