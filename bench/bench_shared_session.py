@@ -9,7 +9,9 @@ per-tool rate limit. Each run measures, back to back, the same policy with
 `--shared-session none` (the baseline: every wrap alone) and with a named shared session in a
 fresh state directory (every tools/call decided in one SQLite write transaction), for
 `tools/call` and for `ping` (a frame that is not a call). A figure is the median over the runs
-of each run's median; the difference is formed within each run first.
+of each run's median; the difference is formed within each run first. The ``cpu/request`` rows
+are the wrap process's CPU time (every thread, from /proc) over the measured requests: less
+sensitive to a loaded machine than the latencies.
 
 Size: ``--db-calls N`` commits N calls of that policy through the store itself (in process,
 the same SharedSession and SqliteStore wrap uses) and prints the database's size on disk.
@@ -50,7 +52,14 @@ def frame(rid: int, method: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method}).encode() + b"\n"
 
 
-def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> list[float]:
+def cpu_of(pid: int) -> float:
+    """The CPU time (user + system, every thread) process ``pid`` used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> tuple[list[float], float]:
+    """Each request's round trip after the warm-up, and the wrap's CPU time per request."""
     argv = [
         str(ASSAY),
         "mcp",
@@ -68,8 +77,11 @@ def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> l
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
     assert proc.stdin is not None and proc.stdout is not None
     out: list[float] = []
+    cpu = 0.0
     try:
         for rid in range(1, n + 51):
+            if rid == 51:
+                cpu = cpu_of(proc.pid)
             data = frame(rid, method)
             t = time.perf_counter()
             proc.stdin.write(data)
@@ -79,10 +91,11 @@ def latencies(policy: Path, state: Path, session: str, method: str, n: int) -> l
                 raise SystemExit("wrap ended early")
             if rid > 50:  # warm-up: imports, caches, the database's first open
                 out.append(took)
+        cpu = (cpu_of(proc.pid) - cpu) / n
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
-    return out
+    return out, cpu
 
 
 def db_size(calls: int) -> tuple[int, float]:
@@ -116,11 +129,18 @@ def db_size(calls: int) -> tuple[int, float]:
         for i in range(calls):  # what wrap's call path does around each decision (docs/architecture.md)
             call = Call("read_file", {"path": f"/ws/{i}"}, "bench")
             now = time.time()
-            shared.loaded(store.begin_blocking(shared.key, shared.part, shared.server, now))
+            expect = shared.expecting()  # after the first call: decided at once, one attempt
+            if expect is None:
+                shared.loaded(store.begin_blocking(shared.key, shared.part, shared.server, now))
             pipeline.decide(call, now)
             pipeline.enter(call, now)
             saved = shared.saving(True)
-            shared.committed(saved, store.commit_blocking(saved, now))
+            if expect is None:
+                shared.committed(saved, store.commit_blocking(saved, now))
+            else:
+                got = store.attempt_blocking(shared.key, shared.part, shared.server, expect, saved, now)
+                assert isinstance(got, int)  # nobody else writes here
+                shared.committed(saved, got)
         took = time.perf_counter() - t
         store.close()
         size = sum(p.stat().st_size for p in tmp.iterdir())
@@ -143,14 +163,20 @@ def main() -> None:
             for method in ("tools/call", "ping"):
                 for session in ("none", "bench"):
                     state = Path(tmp) / f"state-{run}-{method.replace('/', '_')}-{session}"
-                    p50 = statistics.median(latencies(policy, state, session, method, args.calls))
-                    rows.setdefault(f"{method} {session}", []).append(p50)
+                    took, cpu = latencies(policy, state, session, method, args.calls)
+                    rows.setdefault(f"{method} {session}", []).append(statistics.median(took))
+                    rows.setdefault(f"{method} {session} cpu", []).append(cpu)
             for method in ("tools/call", "ping"):
-                rows.setdefault(f"{method} added", []).append(rows[f"{method} bench"][-1] - rows[f"{method} none"][-1])
+                for what in ("", " cpu"):
+                    rows.setdefault(f"{method} added{what}", []).append(
+                        rows[f"{method} bench{what}"][-1] - rows[f"{method} none{what}"][-1]
+                    )
         print(f"assay: {ASSAY}; {args.runs} runs x {args.calls} requests, one at a time; load {os.getloadavg()[0]:.2f}")
-        for name, values in rows.items():
+        for name, values in sorted(rows.items(), key=lambda item: item[0].endswith(" cpu")):
+            what = "cpu/request" if name.endswith(" cpu") else "p50"
             print(
-                f"  {name:22} p50 {statistics.median(values) * 1e6:8.1f} us   (runs: {', '.join(f'{v * 1e6:.0f}' for v in values)})"
+                f"  {name.removesuffix(' cpu'):22} {what:11} {statistics.median(values) * 1e6:8.1f} us   "
+                f"(runs: {', '.join(f'{v * 1e6:.0f}' for v in values)})"
             )
     if args.db_calls:
         size, per = db_size(args.db_calls)

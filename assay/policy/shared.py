@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from assay.policy.storeapi import Loaded, Saved, SessionKey, Store, StoreError
+from assay.policy.storeapi import Expect, Loaded, Saved, SessionKey, Store, StoreError
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy
@@ -104,7 +104,10 @@ class SharedSession:
     :meth:`loaded` (the store's state into the trackers and counters; a cause string when the
     store failed, then the call is denied and nothing is open), :meth:`saving` (after the call
     went to the server, or was denied: what to write back) and :meth:`committed`, or
-    :meth:`aborting`. Requests that are not ``tools/call`` are counted in ``state`` only and reach
+    :meth:`aborting`. Once a transaction was saved, the next call may be decided on what it left,
+    without opening one (:meth:`expecting`: what the store is to still hold; the store's
+    ``attempt`` checks it and writes in one round trip), and when another wrap wrote meanwhile
+    decided again on the fresh state (:meth:`conflicted`, then :meth:`loaded`). Requests that are not ``tools/call`` are counted in ``state`` only and reach
     the store with the next judged call (they are never blocked, so they need no decision).
     """
 
@@ -169,6 +172,9 @@ class SharedSession:
         state = self.state
         state.requests_count = got.requests + (state.requests_count - self._requests)
         state.tool_calls_count = got.tool_calls + (state.tool_calls_count - self._calls)
+        # what was counted since is this wrap's, over the store's totals now (also when the
+        # transaction ends without a commit: another wrap's calls are never counted twice)
+        self._requests, self._calls = got.requests, got.tool_calls
         if got.version != self._version:
             try:
                 self._restore(got.state)
@@ -222,6 +228,21 @@ class SharedSession:
         if saved.state is not None:
             self._version = got
         return None
+
+    def expecting(self) -> Expect | None:
+        """What the store holds if no other wrap wrote since this wrap's last transaction (the
+        part's version, the totals as saved): a call may be decided on the trackers as they
+        are and saved with the store's ``attempt``. None when the trackers are not known to be
+        the store's (no transaction yet, or the last one failed or was aborted)."""
+        if self._version < 0 or self._open:
+            return None
+        return Expect(self._version, self._requests, self._calls)
+
+    def conflicted(self) -> None:
+        """The store's ``attempt`` found another wrap's write (and handed over the fresh state,
+        its transaction open): what the trackers hold now (the call decided on them) is read
+        again from the store at :meth:`loaded`, whatever its version."""
+        self._version = -1
 
     def aborting(self) -> None:
         """The transaction ends without saving (the caller aborts it); the trackers are read

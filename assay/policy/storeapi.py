@@ -5,7 +5,10 @@
 state of one *part* (:func:`assay.policy.shared.part_of`); :meth:`Store.commit` writes what the
 decision changed and ends it. A call is decided inside that transaction, so two wraps deciding
 at the same moment see each other's calls, and a wrap killed mid-decision leaves the store as it
-was. Besides the transaction, the interface lists the sessions (:meth:`Store.sessions`, what
+was. :meth:`Store.attempt` is the same in one round trip when the wrap still holds what its last
+transaction left (optimistic concurrency): one transaction checks that the part's version and
+the totals are what the wrap decided on (:class:`Expect`) and writes, or, when another wrap wrote
+meanwhile, stays open and hands over the fresh state as :meth:`Store.begin` would. Besides the transaction, the interface lists the sessions (:meth:`Store.sessions`, what
 ``assay mcp session list`` shows, as :class:`SessionRow`), resets one (:meth:`Store.reset`),
 forgets the expired ones (:meth:`Store.sweep`, with the caller's liveness of a client,
 :data:`Alive`) and closes (:meth:`Store.aclose`); every method is a coroutine, and the wrap and
@@ -23,6 +26,7 @@ import msgspec
 __all__ = [
     "NAMED_IDLE",
     "Alive",
+    "Expect",
     "Loaded",
     "MemoryStore",
     "Saved",
@@ -63,6 +67,15 @@ class Loaded(NamedTuple):
 
     version: int
     state: bytes | None
+    requests: int
+    tool_calls: int
+
+
+class Expect(NamedTuple):
+    """What a decision made without the store read (:meth:`Store.attempt`): the part's
+    ``version`` and the session's totals as the wrap's last transaction left them."""
+
+    version: int
     requests: int
     tool_calls: int
 
@@ -170,6 +183,21 @@ class Store(Protocol):
     async def abort(self) -> None:
         """End the transaction without writing. Never raises."""
 
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        """:meth:`begin` and :meth:`commit` in one round trip, for a call decided on what the
+        wrap's last transaction left (docs/wrap.md, "Shared sessions"): in one write transaction,
+        when the part's version and the session's totals are those of ``expect``, write
+        ``saved`` as :meth:`commit` would and end it: the part's version now (an ``int``).
+        Otherwise (another wrap wrote meanwhile, the session was reset or forgotten) write
+        nothing, keep the transaction open and hand over the fresh state as :meth:`begin`
+        would (a :class:`Loaded`): the caller decides again and commits or aborts. Raises
+        :class:`StoreError` (then nothing was written and no transaction is open). A cancelled
+        attempt leaves no transaction open; it returns the version anyway when the store wrote
+        before it could stop (what it wrote is then known to the caller)."""
+        ...
+
     async def sessions(self, now: float) -> list[SessionRow]:
         """Every session, the most recent activity first (then by key). ``now`` is the
         caller's wall clock. Reading a store that does not exist yet creates nothing. Raises
@@ -257,6 +285,11 @@ class MemoryStore:
     async def abort(self) -> None:
         self.abort_blocking()
 
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        return self.attempt_blocking(session, part, server, expect, saved, now)
+
     def begin_blocking(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         """:meth:`begin` without an event loop (tests that drive a session by hand)."""
         if self._open is not None:
@@ -291,6 +324,15 @@ class MemoryStore:
     def abort_blocking(self) -> None:
         """:meth:`abort` without an event loop."""
         self._open = None
+
+    def attempt_blocking(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        """:meth:`attempt` without an event loop."""
+        loaded = self.begin_blocking(session, part, server, now)
+        if session.key in self.known and expect == (loaded.version, loaded.requests, loaded.tool_calls):
+            return self.commit_blocking(saved, now)
+        return loaded
 
     def _note(self, key: str, server: str, now: float) -> None:
         """The session as a commit leaves it: known (created now if new), used at ``now``."""

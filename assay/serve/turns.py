@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import trio
 
-from assay.policy.storeapi import Alive, Loaded, Saved, SessionKey, SessionRow, Store
+from assay.policy.storeapi import Alive, Expect, Loaded, Saved, SessionKey, SessionRow, Store
 
 __all__ = ["Turns", "TurnStore"]
 
@@ -27,8 +27,9 @@ class Turns:
 
 
 class TurnStore:
-    """A :class:`~assay.policy.storeapi.Store` that holds ``turns`` from :meth:`begin` until its
-    transaction ends (commit, abort, a failed begin or commit, close)."""
+    """A :class:`~assay.policy.storeapi.Store` that holds ``turns`` from :meth:`begin` (or
+    :meth:`attempt`) until its transaction ends (commit, abort, an attempt that wrote, a failed
+    begin, attempt or commit, close)."""
 
     def __init__(self, store: Store, turns: Turns) -> None:
         self._store = store
@@ -52,6 +53,20 @@ class TurnStore:
         except BaseException:
             self._release()
             raise
+
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        await self._turns.lock.acquire()
+        self._holding = True
+        try:
+            got = await self._store.attempt(session, part, server, expect, saved, now)
+        except BaseException:
+            self._release()
+            raise
+        if not isinstance(got, Loaded):
+            self._release()  # written and ended; a Loaded: the transaction stays open, the turn held
+        return got
 
     async def commit(self, saved: Saved, now: float) -> int:
         try:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from assay.policy import Decision
 from assay.policy.decision import Outcome
 from assay.policy.pipeline import Call, Pipeline, store_failed
-from assay.policy.storeapi import Loaded, StoreError
+from assay.policy.storeapi import Expect, Loaded, StoreError
 from assay.session import approvals, replies
-from assay.session.effects import Effect, StoreAbort, StoreBegin, StoreCommit, ToServer, Warn
+from assay.session.effects import Effect, StoreAbort, StoreAttempt, StoreBegin, StoreCommit, ToServer, Warn
 from assay.session.pending import id_key
 from assay.session.requests import JUDGED_METHODS
 from assay.session.jobs import _CALL, _MERGE, _RECHECK, Job, ToolCall, tool_call_of
@@ -59,7 +59,15 @@ class CallPath:
     :class:`~assay.session.effects.StoreBegin`; the shell answers with :meth:`begun` (decide, then
     :class:`~assay.session.effects.StoreCommit`) and :meth:`committed` (the post-decision path,
     the forward or the deny). One transaction at a time: the jobs queue in order, and every
-    frame that is not a call flows meanwhile."""
+    frame that is not a call flows meanwhile.
+
+    Once a transaction was saved, the next job is done in one round trip (optimistic
+    concurrency): decided at once on what that transaction left, and sent as
+    :class:`~assay.session.effects.StoreAttempt`, which the store writes only if no other wrap
+    wrote since; the shell answers with :meth:`attempted`. When another wrap wrote, the store
+    hands over the fresh state with its transaction open, and the job is decided again on it as
+    after :meth:`begun` (once: that transaction holds the lock). A session whose policy asks
+    for approvals always opens the transaction first (asking cannot be taken back)."""
 
     __slots__ = (
         "pipeline",
@@ -278,7 +286,15 @@ class CallPath:
         if self.jobs:
             self.busy = busy = self.jobs.popleft()
             self.parked_bytes -= busy.size
-            out.append(StoreBegin(shared.key, shared.part, shared.server, shared.clock()))
+            expect = (
+                shared.expecting()
+                if busy.kind != _RECHECK and not busy.cancelled and self.pipeline.approvals is None
+                else None
+            )
+            if expect is not None:
+                self._attempt(busy, expect, out)
+            else:
+                out.append(StoreBegin(shared.key, shared.part, shared.server, shared.clock()))
             return
         self.busy = None
         if self._trailing and self.pipeline.state is not None:
@@ -292,6 +308,69 @@ class CallPath:
         """Whether a call (fresh or held) waits for the store."""
         busy = self.busy
         return (busy is not None and busy.kind != _MERGE) or any(job.kind != _MERGE for job in self.jobs)
+
+    def _attempt(self, job: Job, expect: Expect, out: list[Effect]) -> None:
+        """Decide ``job`` now on what the last transaction left (no approval is asked: the
+        policy asks for none) and save it in one round trip."""
+        pipeline = self.pipeline
+        shared = pipeline.shared
+        state = pipeline.state
+        assert shared is not None and state is not None
+        if job.before:
+            state.requests_count += job.before
+            job.before = 0
+        inspector = self.inspector
+        job.undo = (
+            state.requests_count,
+            state.tool_calls_count,
+            len(inspector.flagged) if inspector is not None else 0,
+        )
+        now = shared.clock()
+        if job.kind == _MERGE:
+            assert job.change is not None
+            saved = shared.saving(False, save=job.change(now))
+        else:
+            call = job.call
+            assert call is not None
+            decision = pipeline.decide(call, now)
+            job.decision = decision
+            if decision.outcome is not _DENY:
+                pipeline.enter(call, now)
+                job.entered = True
+            saved = shared.saving(job.entered)
+        job.saved = saved
+        job.attempting = True
+        out.append(StoreAttempt(shared.key, shared.part, shared.server, expect, saved, now))
+
+    def attempted(self, got: int | Loaded | StoreError, out: list[Effect]) -> None:
+        """What the store's ``attempt`` of the job in hand gave: written (the version) or failed,
+        as after :meth:`committed`; or the fresh state of another wrap's write, its transaction
+        open: what the job's decision counted and entered is taken back, and the job is decided
+        again on that state, as after :meth:`begun` (a call the client cancelled meanwhile is
+        dropped instead, never sent)."""
+        job = self.busy
+        if job is None or not job.attempting:  # not reached: the shell answers only a StoreAttempt
+            raise RuntimeError("store_attempted without a StoreAttempt")
+        job.attempting = False
+        if not isinstance(got, Loaded):
+            self.committed(got, out)
+            return
+        pipeline = self.pipeline
+        shared = pipeline.shared
+        state = pipeline.state
+        assert shared is not None and state is not None and job.undo is not None
+        state.requests_count, state.tool_calls_count, flagged = job.undo
+        inspector = self.inspector
+        if inspector is not None:
+            del inspector.flagged[flagged:]
+        shared.conflicted()  # the trackers are read again from the fresh state
+        job.decision, job.entered, job.saved, job.undo = None, False, None, None
+        note = job.cancel_note
+        if note is not None:  # cancelled during the trip: the cancellation is consumed with the call
+            job.after.clear()
+            if self.ledger.receipting:
+                self.ledger.receipt(note[0], note[1], False, None, out, disposition="consumed")
+        self.begun(got, out)
 
     def begun(self, got: Loaded | StoreError, out: list[Effect]) -> None:
         """The store's transaction for the job in hand is open (or failed): decide, then save."""
@@ -401,8 +480,8 @@ class CallPath:
         """The run stopped (a signal, the child gone): the calls that wait for the store are
         never sent, nothing of them counted or recorded."""
         for job in (self.busy, *self.jobs):
-            if job is not None and job.kind != _MERGE and job.saved is None:
-                job.cancelled = True
+            if job is not None and job.kind != _MERGE and (job.saved is None or job.attempting):
+                job.cancelled = True  # an attempting call is dropped if the store did not write it
 
     def _cancel_parked(self, raw: bytes | None, frame: dict[str, Any], out: list[Effect]) -> bool:
         """``notifications/cancelled`` for a call that waits for the store: it is never sent and
@@ -427,6 +506,9 @@ class CallPath:
                 continue
             if job.saved is not None:  # decided, being saved: the cancellation follows the call
                 job.after.append(_line(raw, frame))
+                if job.attempting:  # unless the store did not write it: then the call is dropped
+                    job.cancelled = True
+                    job.cancel_note = (raw, frame)
                 return True
             job.cancelled = True
             if job is not self.busy:

@@ -18,9 +18,10 @@ How the shell performs a list (docs/architecture.md, "One frame's way through wr
   nothing else gathered with it takes effect (fail closed);
 - :class:`StartSession` creates the one-run outputs; when that fails the shell reports it with
   ``WrapSession.start_failed`` and performs nothing after it;
-- :class:`StoreBegin`, :class:`StoreCommit` and :class:`StoreAbort` go, in order, to the shell's
-  one store task, which awaits the shared session's store and feeds what it gave back to the
-  session as an event (``store_begun``, ``store_committed``): the list goes on at once.
+- :class:`StoreAttempt`, :class:`StoreBegin`, :class:`StoreCommit` and :class:`StoreAbort` go,
+  in order, to the shell's one store task, which awaits the shared session's store and feeds
+  what it gave back to the session as an event (``store_attempted``, ``store_begun``,
+  ``store_committed``): the list goes on at once.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "StartSession",
     "StopCause",
     "StoreAbort",
+    "StoreAttempt",
     "StoreBegin",
     "StoreCommit",
     "StopClient",
@@ -156,6 +158,21 @@ class StoreBegin(_Effect, frozen=True, gc=False):
     now: float
 
 
+class StoreAttempt(_Effect, frozen=True, gc=False):
+    """Write a decision made on what the last transaction left, in one round trip
+    (``Store.attempt(key, part, server, expect, saved, now)``), and hand what it gave (the
+    version, the fresh ``Loaded`` of a transaction left open because another wrap wrote
+    meanwhile, or the ``StoreError``) to ``WrapSession.store_attempted`` (docs/wrap.md,
+    "Shared sessions")."""
+
+    key: Any  # the SessionKey
+    part: str
+    server: str
+    expect: Any  # the Expect
+    saved: Any  # the Saved
+    now: float
+
+
 class StoreCommit(_Effect, frozen=True, gc=False):
     """Commit the open transaction (``Store.commit(saved, now)``) and hand what it gave (the
     version or the ``StoreError``) to ``WrapSession.store_committed``."""
@@ -198,6 +215,7 @@ Effect = (
     | Warn
     | StartSession
     | AdmitLine
+    | StoreAttempt
     | StoreBegin
     | StoreCommit
     | StoreAbort

@@ -53,7 +53,11 @@ class Job:
     ``before``: the client's requests read before the call and after the call queued before
     it (counted in that order); ``cancelled``: the client cancelled the call while it waited;
     ``after``: client lines to forward after the call (a cancellation that came while it was
-    being saved)."""
+    being saved). ``attempting``: decided on what the last transaction left and being saved in
+    one round trip (the store's ``attempt``); ``undo``: the counters (and the number of
+    inspection findings) before that decision, put back when the store says another wrap wrote
+    meanwhile; ``cancel_note``: the client's cancellation (line, frame) that came during the
+    attempt (the call is dropped if it is decided again)."""
 
     __slots__ = (
         "kind",
@@ -68,6 +72,9 @@ class Job:
         "saved",
         "entered",
         "size",
+        "attempting",
+        "undo",
+        "cancel_note",
     )
 
     def __init__(
@@ -89,6 +96,9 @@ class Job:
         self.decision: Decision | None = None
         self.saved: Any = None  # the Saved being committed
         self.entered = False
+        self.attempting = False
+        self.undo: tuple[int, int, int] | None = None
+        self.cancel_note: tuple[bytes | None, dict[str, Any]] | None = None
         # what the job holds, counted against the bound on what waits (docs/wrap.md, "Shared sessions")
         line = call.raw if call is not None else held.line if held is not None else None
         self.size = JOB_BASE_BYTES + (len(line) if line is not None else 0)

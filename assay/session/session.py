@@ -13,6 +13,7 @@ bytes from the client                  :meth:`receive_client_data`
 the client's end of file               :meth:`client_closed`
 the client stopped reading (EPIPE)     :meth:`client_lost`
 the verdict of an :class:`AdmitLine`   :meth:`admitted`
+what a :class:`StoreAttempt` gave      :meth:`store_attempted`
 what a :class:`StoreBegin` gave        :meth:`store_begun`
 what a :class:`StoreCommit` gave       :meth:`store_committed`
 bytes from the child's stdout          :meth:`receive_server_data`
@@ -275,6 +276,17 @@ class WrapSession:
         if self._life.phase is not Phase.RUNNING:
             self._calls.drop_calls()
         self._calls.begun(got, out)
+        return out
+
+    def store_attempted(self, got: int | Loaded | StoreError) -> list[Effect]:
+        """What the store's ``attempt`` of the last :class:`StoreAttempt` gave (the version, the
+        fresh ``Loaded`` of another wrap's write with the transaction open, or the
+        ``StoreError`` it raised): the call's forward or deny, or its decision again on the
+        fresh state (unless the run stopped meanwhile: then it is never sent)."""
+        out: list[Effect] = []
+        if self._life.phase is not Phase.RUNNING:
+            self._calls.drop_calls()
+        self._calls.attempted(got, out)
         return out
 
     def store_committed(self, got: int | StoreError) -> list[Effect]:

@@ -4,7 +4,9 @@
 :meth:`~SqliteStore.begin` takes the database's write lock (``BEGIN IMMEDIATE``, so it is held
 *before* anything is read: two wraps can never both pass a ``max: 1``) and reads the session's
 totals and one part's state; :meth:`~SqliteStore.commit` writes them back and ends the
-transaction. A wrap killed in between leaves the database as it was (the transaction never
+transaction. :meth:`~SqliteStore.attempt` is both in one trip to the worker thread: under the
+same lock it compares the part's version and the totals with what the wrap decided on and
+writes, or stays open with the fresh state. A wrap killed in between leaves the database as it was (the transaction never
 committed). Every failure is a :class:`StoreError` with a one-line cause; no transaction stays
 open after one, and the next :meth:`~SqliteStore.begin` opens the file again.
 
@@ -23,19 +25,21 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import sqlite3
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
 from assay.policy.storeapi import (
     NAMED_IDLE,
     Alive,
+    Expect,
     Loaded,
     Saved,
     ServerRow,
@@ -169,6 +173,91 @@ def _rollback(conn: sqlite3.Connection) -> None:
         pass
 
 
+_IDLE_S = 30.0  # a store thread without work for this long ends (the next call starts another)
+
+R = TypeVar("R")
+
+
+def _value(got: R | BaseException) -> R:
+    """What a store thread's work gave: its value, or its exception raised."""
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
+class _StoreThread:
+    """One long-lived thread that runs a store object's work in order, fed by a queue and
+    waking the awaiting task through its run's token: one hop costs a queue put and a
+    ``run_sync_soon`` (``trio.to_thread.run_sync`` adds a capacity limiter, a thread cache
+    hand-off and a context copy: about twice as long, bench/bench_shared_session.py). The
+    thread ends after :data:`_IDLE_S` idle or at :meth:`stop`; a later :meth:`run` starts
+    another."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] | None = None
+
+    def _loop(self, jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=_IDLE_S)
+            except queue.Empty:
+                with self._mutex:
+                    if self._queue is jobs and jobs.empty():
+                        self._queue = None
+                        return
+                continue
+            if job is None:
+                return
+            job()
+
+    def _put(self, job: Callable[[], None]) -> None:
+        with self._mutex:
+            jobs = self._queue
+            if jobs is None:
+                jobs = self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._loop, args=(jobs,), name="assay-store", daemon=True).start()
+            jobs.put(job)
+
+    def stop(self) -> None:
+        """End the thread once the work queued is done."""
+        with self._mutex:
+            jobs, self._queue = self._queue, None
+        if jobs is not None:
+            jobs.put(None)
+
+    async def run(self, work: Callable[[], R], stop: threading.Event | None = None) -> tuple[R | BaseException, bool]:
+        """``work()`` on the thread; what it gave (:func:`_value` unwraps it) and whether the
+        awaiting task was cancelled meanwhile. A cancellation sets ``stop`` (the work gives up
+        waiting for the lock) but the result is still awaited, so what the work did is always
+        known; the cancellation itself comes at the caller's next checkpoint."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        token = trio.lowlevel.current_trio_token()
+        task = trio.lowlevel.current_task()
+        box: list[R | BaseException] = []
+        cancelled: list[bool] = []
+
+        def job() -> None:
+            try:
+                box.append(work())
+            except BaseException as exc:  # handed to the awaiting task
+                box.append(exc)
+            try:
+                token.run_sync_soon(trio.lowlevel.reschedule, task)
+            except trio.RunFinishedError:  # not reached: the task waits for it
+                pass
+
+        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+            cancelled.append(True)
+            if stop is not None:
+                stop.set()
+            return trio.lowlevel.Abort.FAILED  # the result is still delivered
+
+        self._put(job)
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return box[0], bool(cancelled)
+
+
 _LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
 
 
@@ -179,8 +268,11 @@ class SqliteStore:
     :attr:`SessionRow.alive` in :meth:`sessions` (whether a client session's process still
     runs, None when this process cannot tell; tests inject it).
 
-    The coroutines run the SQLite work in a worker thread (``trio.to_thread``), one at a time
-    on one connection, so the event loop never waits for the file or for another writer's lock.
+    The coroutines run the SQLite work off the event loop, one at a time on one connection, so
+    the event loop never waits for the file or for another writer's lock: ``begin``, ``commit``,
+    ``abort`` and ``attempt`` on the store's own long-lived thread (:class:`_StoreThread`: about
+    half the cost of a ``trio.to_thread`` hop, measured; a judged call is one or two hops),
+    ``sessions``, ``reset`` and ``sweep`` in ``trio.to_thread`` workers.
     The wait for the lock is cut in steps of :data:`_LOCK_STEP_MS` up to ``timeout``: a
     cancelled :meth:`begin` stops waiting within one step and leaves no transaction open. The
     ``*_blocking`` methods are the same work on the calling thread (tests, and scripts without
@@ -194,6 +286,7 @@ class SqliteStore:
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._lock = threading.Lock()  # one thread at a time on the connection
+        self._thread = _StoreThread()  # where begin, commit, abort and attempt run
         try:
             self._kill_at = int(os.environ.get(_KILL_ENV, "0"))
         except ValueError:
@@ -203,23 +296,43 @@ class SqliteStore:
 
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         stop = threading.Event()
-        try:
-            return await trio.to_thread.run_sync(
-                self.begin_blocking, session, part, server, now, stop, abandon_on_cancel=True
-            )
-        except trio.Cancelled:
-            stop.set()  # the thread stops waiting for the lock; what it opened is rolled back
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.abort_blocking)
-            raise
+        got, cancelled = await self._thread.run(lambda: self.begin_blocking(session, part, server, now, stop), stop)
+        if cancelled:  # the thread stopped waiting for the lock; what it opened is rolled back
+            if isinstance(got, Loaded):
+                with trio.CancelScope(shield=True):
+                    await self._thread.run(self.abort_blocking)
+            await trio.lowlevel.checkpoint()  # raises the cancellation
+        return _value(got)
 
     async def commit(self, saved: Saved, now: float) -> int:
-        # not abandoned on cancel: the write is short (the lock is held) and either all of it is
-        # committed or none, never left open
-        return await trio.to_thread.run_sync(self.commit_blocking, saved, now)
+        # not given up on cancel: the write is short (the lock is held) and either all of it is
+        # committed or none, never left open; the cancellation comes at the next checkpoint
+        got, _cancelled = await self._thread.run(lambda: self.commit_blocking(saved, now))
+        return _value(got)
 
     async def abort(self) -> None:
-        await trio.to_thread.run_sync(self.abort_blocking)
+        await self._thread.run(self.abort_blocking)
+
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        stop = threading.Event()
+
+        def work() -> int | Loaded:
+            return self.attempt_blocking(session, part, server, expect, saved, now, stop)
+
+        got, cancelled = await self._thread.run(work, stop)
+        if cancelled and not isinstance(got, int):
+            # the thread stopped waiting for the lock and wrote nothing; a transaction it opened
+            # is rolled back. (When it wrote before it could stop, the version is returned: the
+            # write is the caller's to know, the cancellation comes at its next checkpoint.)
+            if isinstance(got, Loaded):
+                with trio.CancelScope(shield=True):
+                    await self._thread.run(self.abort_blocking)
+            await trio.lowlevel.checkpoint()  # raises the cancellation
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
     # -- the same work on the calling thread -----------------------------------------------------
 
@@ -245,37 +358,70 @@ class SqliteStore:
             if self._open is not None:
                 raise RuntimeError("SqliteStore: a transaction is already open")
             try:
-                conn = self._conn
-                if conn is None:
-                    ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
-                    conn = self._conn = _connect(self.path, self.timeout, create=True)
-                    conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
-                _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+                conn = self._begin(stop)
                 self._open = (session.key, part, server)
-                row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
-                        (
-                            session.key,
-                            session.kind,
-                            session.pid,
-                            session.start,
-                            session.name,
-                            session.process,
-                            now,
-                            now,
-                        ),
-                    )
-                    row = (0, 0)
+                return self._load(conn, session, part, now)
+            except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
+                raise self._fail(exc) from None
+
+    def _begin(self, stop: threading.Event | None) -> sqlite3.Connection:
+        """The connection (opened when there is none), in a write transaction."""
+        conn = self._conn
+        if conn is None:
+            ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
+            conn = self._conn = _connect(self.path, self.timeout, create=True)
+            conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
+        _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+        return conn
+
+    def _load(self, conn: sqlite3.Connection, session: SessionKey, part: str, now: float) -> Loaded:
+        """The session's totals (its row created when absent) and ``part``'s state, in the open
+        transaction."""
+        row = conn.execute("SELECT requests, tool_calls FROM sessions WHERE key = ?", (session.key,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) VALUES (?,?,?,?,?,?,?,?)",
+                (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+            )
+            row = (0, 0)
+        got = conn.execute(
+            "SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)
+        ).fetchone()
+        version, state = (0, None) if got is None else (int(got[0]), got[1])
+        if state is not None and not isinstance(state, bytes):
+            state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
+        self._version = version
+        return Loaded(version, state, int(row[0]), int(row[1]))
+
+    def attempt_blocking(
+        self,
+        session: SessionKey,
+        part: str,
+        server: str,
+        expect: Expect,
+        saved: Saved,
+        now: float,
+        stop: threading.Event | None = None,
+    ) -> int | Loaded:
+        """:meth:`attempt` on the calling thread; ``stop`` set: give up (before anything is
+        written; a :class:`StoreError`)."""
+        with self._lock:
+            if self._open is not None:
+                raise RuntimeError("SqliteStore: a transaction is already open")
+            try:
+                conn = self._begin(stop)
+                if stop is not None and stop.is_set():
+                    raise StoreError("cancelled")
+                self._open = (session.key, part, server)
                 got = conn.execute(
-                    "SELECT version, state FROM parts WHERE key = ? AND part = ?", (session.key, part)
+                    "SELECT s.requests, s.tool_calls, p.version FROM sessions AS s "
+                    "LEFT JOIN parts AS p ON p.key = s.key AND p.part = ? WHERE s.key = ?",
+                    (part, session.key),
                 ).fetchone()
-                version, state = (0, None) if got is None else (int(got[0]), got[1])
-                if state is not None and not isinstance(state, bytes):
-                    state = bytes(state) if isinstance(state, (bytearray, memoryview)) else str(state).encode()
-                self._version = version
-                return Loaded(version, state, int(row[0]), int(row[1]))
+                if got is None or (int(got[2] or 0), int(got[0]), int(got[1])) != expect:
+                    return self._load(conn, session, part, now)  # another wrap wrote: stay open
+                self._version = expect.version
+                return self._write(conn, saved, now)
             except (sqlite3.Error, OSError, StoreError, ValueError, TypeError, OverflowError) as exc:
                 raise self._fail(exc) from None
 
@@ -284,36 +430,40 @@ class SqliteStore:
         with self._lock:
             if self._open is None or self._conn is None:
                 raise RuntimeError("SqliteStore: no transaction is open")
-            key, part, server = self._open
-            conn = self._conn
-            entered = 1 if saved.entered else 0
             try:
-                conn.execute(
-                    "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
-                    (saved.requests, saved.tool_calls, now, entered, key),
-                )
-                conn.execute(
-                    "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
-                    "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
-                    (key, server, entered, now, os.getpid()),
-                )
-                version = self._version
-                if saved.state is not None:
-                    version += 1
-                    conn.execute(
-                        "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
-                        "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
-                        (key, part, version, saved.state, json.dumps(list(saved.armed))),
-                    )
-                if self._kill_at:
-                    _commits_done[0] += 1
-                    if _commits_done[0] == self._kill_at:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                conn.execute("COMMIT")
+                return self._write(self._conn, saved, now)
             except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
                 raise self._fail(exc) from None
-            self._open = None
-            return version
+
+    def _write(self, conn: sqlite3.Connection, saved: Saved, now: float) -> int:
+        """Write ``saved`` in the open transaction and commit it; the part's version now."""
+        assert self._open is not None
+        key, part, server = self._open
+        entered = 1 if saved.entered else 0
+        conn.execute(
+            "UPDATE sessions SET requests = ?, tool_calls = ?, last = ?, calls = calls + ? WHERE key = ?",
+            (saved.requests, saved.tool_calls, now, entered, key),
+        )
+        conn.execute(
+            "INSERT INTO servers(key, server, calls, last, pid) VALUES (?,?,?,?,?) ON CONFLICT(key, server) "
+            "DO UPDATE SET calls = calls + excluded.calls, last = excluded.last, pid = excluded.pid",
+            (key, server, entered, now, os.getpid()),
+        )
+        version = self._version
+        if saved.state is not None:
+            version += 1
+            conn.execute(
+                "INSERT INTO parts(key, part, version, state, armed) VALUES (?,?,?,?,?) ON CONFLICT(key, part) "
+                "DO UPDATE SET version = excluded.version, state = excluded.state, armed = excluded.armed",
+                (key, part, version, saved.state, json.dumps(list(saved.armed))),
+            )
+        if self._kill_at:
+            _commits_done[0] += 1
+            if _commits_done[0] == self._kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        conn.execute("COMMIT")
+        self._open = None
+        return version
 
     def abort_blocking(self) -> None:
         """:meth:`abort` on the calling thread."""
@@ -338,7 +488,8 @@ class SqliteStore:
         return self.path
 
     async def aclose(self) -> None:
-        await trio.to_thread.run_sync(self.close)
+        await self._thread.run(self.close)
+        self._thread.stop()
 
     async def _read(self, work: Callable[[sqlite3.Connection], T], absent: T) -> T:
         """``work`` on a connection of its own in a worker thread (so it never waits for, nor

@@ -6,7 +6,8 @@ machine waits for the database's row lock), and ``fail`` makes every call raise
 are several processes (or machines) on one database.
 
 It is one class and nothing else: the wrap and ``assay mcp session`` take it as they take the
-SQLite store (tests/sessions/test_store_contract.py). The data model is
+SQLite store (tests/sessions/test_store_contract.py). :meth:`SlowStore.attempt` is one round trip,
+as a networked store's would be (one statement batch that checks and writes under the row lock). The data model is
 :class:`assay.policy.storeapi.MemoryStore`'s, one twin per store object.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import trio
 
-from assay.policy.storeapi import Alive, Loaded, MemoryStore, Saved, SessionKey, SessionRow, StoreError
+from assay.policy.storeapi import Alive, Expect, Loaded, MemoryStore, Saved, SessionKey, SessionRow, StoreError
 
 
 class Backing:
@@ -70,6 +71,24 @@ class SlowStore:
     async def abort(self) -> None:
         self._data.abort_blocking()
         self._release()
+
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        if self._holding:
+            raise RuntimeError("SlowStore: a transaction is already open")
+        await self._trip()  # one round trip: the check and the write go together
+        await self.backing.lock.acquire()
+        self._holding = True
+        try:
+            got = self._data.attempt_blocking(session, part, server, expect, saved, now)
+        except BaseException:
+            self._data.abort_blocking()
+            self._release()
+            raise
+        if not isinstance(got, Loaded):
+            self._release()  # written and ended
+        return got  # else: another writer came first; the transaction stays open
 
     def _release(self) -> None:
         if self._holding:

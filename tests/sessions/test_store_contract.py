@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from assay.policy.storeapi import NAMED_IDLE, Loaded, MemoryStore, Saved, SessionKey, StoreError
+from assay.policy.storeapi import NAMED_IDLE, Expect, Loaded, MemoryStore, Saved, SessionKey, StoreError
 from assay.store.sqlite import SqliteStore
 from tests.sessions.slowstore import Backing, SlowStore
 
@@ -115,6 +115,87 @@ async def test_a_second_writer_waits_for_the_first(stores, request) -> None:
         assert got == []  # still waiting for the write lock
         await one.commit(Saved(b"x", 5, 5, True), T0)
     assert got == [Loaded(1, b"x", 5, 5)]
+    await one.aclose()
+    await two.aclose()
+
+
+# -- attempt: begin and commit in one round trip ------------------------------------------------
+
+
+async def test_an_attempt_on_what_the_last_commit_left_writes_at_once(stores) -> None:
+    one, two = stores(), stores()
+    assert await use(one, A, T0) == 1  # the part at version 1, the totals (1, 1)
+    got = await one.attempt(A, "p", "srv", Expect(1, 1, 1), Saved(b"y", 2, 2, True, ("r",)), T0 + 1)
+    assert got == 2
+    assert await two.begin(A, "p", "srv", T0 + 2) == Loaded(2, b"y", 2, 2)  # written and ended
+    await two.abort()
+    assert await one.attempt(A, "p", "srv", Expect(2, 2, 2), Saved(None, 3, 2, False), T0 + 3) == 2  # no state
+    assert (await two.sessions(T0 + 4))[0].calls == 2
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_an_attempt_after_another_write_hands_over_the_fresh_state_and_stays_open(stores, request) -> None:
+    one, two = stores(), stores()
+    await use(one, A, T0)
+    await use(two, A, T0 + 1)  # another wrap: the part at version 2, the totals (2, 2)
+    got = await one.attempt(A, "p", "srv", Expect(1, 1, 1), Saved(b"stale", 2, 2, True), T0 + 2)
+    assert got == Loaded(2, b"s", 2, 2)  # nothing written; the transaction is open
+    if request.node.callspec.params["stores"] != "memory":  # another writer waits for it
+        begun: list[Loaded] = []
+
+        async def second() -> None:
+            begun.append(await two.begin(A, "p", "srv", T0 + 3))
+            await two.abort()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(second)
+            await trio.sleep(0.2)
+            assert begun == []
+            assert await one.commit(Saved(b"z", 3, 3, True), T0 + 2) == 3
+        assert begun == [Loaded(3, b"z", 3, 3)]
+    else:
+        assert await one.commit(Saved(b"z", 3, 3, True), T0 + 2) == 3
+    # a write to another part moves only the totals: that is another wrap's write too
+    await two.begin(A, "q", "other", T0 + 4)
+    await two.commit(Saved(b"q", 4, 4, True), T0 + 4)
+    assert await one.attempt(A, "p", "srv", Expect(3, 3, 3), Saved(b"w", 4, 4, True), T0 + 5) == Loaded(3, b"z", 4, 4)
+    await one.abort()
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_an_attempt_after_a_reset_or_a_sweep_sees_it(stores) -> None:
+    one, two = stores(), stores()
+    await use(one, A, T0)
+    assert await two.reset(A.key, "cli", T0 + 1) is True  # every part's version moves on
+    got = await one.attempt(A, "p", "srv", Expect(1, 1, 1), Saved(b"y", 2, 2, True), T0 + 2)
+    assert got == Loaded(2, None, 0, 0)
+    await one.commit(Saved(b"y", 1, 1, True), T0 + 2)
+    assert await two.sweep(T0 + 3 + NAMED_IDLE, _told) == 1  # forgotten: the session starts afresh
+    got = await one.attempt(A, "p", "srv", Expect(3, 1, 1), Saved(b"x", 2, 2, True), T0 + 4 + NAMED_IDLE)
+    assert got == Loaded(0, None, 0, 0)
+    assert await one.commit(Saved(b"x", 1, 1, True), T0 + 4 + NAMED_IDLE) == 1
+    assert [(r.key, r.tool_calls) for r in await two.sessions(T0)] == [(A.key, 1)]
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_a_cancelled_attempt_writes_nothing_and_leaves_nothing_open(stores, request) -> None:
+    """Cancelled while another store object holds the write lock: the attempt stops waiting,
+    nothing of it is written, and the store object is usable at once."""
+    if request.node.callspec.params["stores"] == "memory":
+        pytest.skip("MemoryStore is one process: its transactions never overlap")
+    one, two = stores(), stores()
+    await use(one, A, T0)
+    await use(two, A, T0)  # two's object is open on the file, its cache at version 2
+    await one.begin(A, "p", "srv", T0 + 1)  # holds the lock
+    with trio.move_on_after(0.3) as scope:
+        await two.attempt(A, "p", "srv", Expect(2, 2, 2), Saved(b"never", 3, 3, True), T0 + 1)
+    assert scope.cancelled_caught
+    assert await one.commit(Saved(b"one", 3, 3, True), T0 + 1) == 3
+    assert await two.begin(A, "p", "srv", T0 + 2) == Loaded(3, b"one", 3, 3)
+    await two.abort()
     await one.aclose()
     await two.aclose()
 

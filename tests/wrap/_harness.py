@@ -19,6 +19,7 @@ from assay.session.effects import (
     Record,
     Sink,
     StoreAbort,
+    StoreAttempt,
     StoreBegin,
     StoreCommit,
     ToClient,
@@ -101,6 +102,14 @@ class Harness:
             effect = todo.pop(0)
             if isinstance(effect, AdmitLine):
                 todo[0:0] = self.session.admitted(admit(effect.line))
+            elif isinstance(effect, StoreAttempt):
+                try:
+                    got = self.store.attempt_blocking(
+                        effect.key, effect.part, effect.server, effect.expect, effect.saved, effect.now
+                    )
+                except StoreError as exc:
+                    got = exc
+                todo[0:0] = self.session.store_attempted(got)
             elif isinstance(effect, StoreBegin):
                 try:
                     got: Any = self.store.begin_blocking(effect.key, effect.part, effect.server, effect.now)

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from assay.policy import load_policy
-from assay.policy.storeapi import Loaded, MemoryStore, Saved, SessionKey, StoreError
+from assay.policy.storeapi import Expect, Loaded, MemoryStore, Saved, SessionKey, StoreError
 from assay.session.effects import Sink
 from assay.shells.stdio.relay import Relay, RunResult
 from assay.session.session import SessionOptions, WrapSession
@@ -25,14 +25,15 @@ KEY = SessionKey("name:agent", "named", name="agent")
 
 
 class SlowStore(MemoryStore):
-    """A store with latency (``latency`` seconds in each begin and commit) and another writer's
-    lock (``writer``: while the test holds it, begin waits)."""
+    """A store with latency (``latency`` seconds in each begin, commit and attempt) and another
+    writer's lock (``writer``: while the test holds it, begin and attempt wait)."""
 
     def __init__(self, latency: float = 0.01) -> None:
         super().__init__()
         self.latency = latency
         self.writer = trio.Lock()
         self.begun = 0
+        self.conflicts = 0  # attempts that found another writer's write
 
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
         async with self.writer:
@@ -43,6 +44,16 @@ class SlowStore(MemoryStore):
     async def commit(self, saved: Saved, now: float) -> int:
         await trio.sleep(self.latency)
         return self.commit_blocking(saved, now)
+
+    async def attempt(
+        self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
+    ) -> int | Loaded:
+        async with self.writer:
+            await trio.sleep(self.latency)
+            self.begun += 1
+            got = self.attempt_blocking(session, part, server, expect, saved, now)
+            self.conflicts += isinstance(got, Loaded)
+            return got
 
 
 def frame(rid: int | None, method: str, **params: object) -> bytes:
@@ -149,6 +160,80 @@ async def test_a_cancelled_waiting_call_is_never_sent_nor_counted():
         assert run.seen() == [3, 2]  # neither call 1 nor its cancellation reached the server
         assert store.totals[KEY.key][1] == 1
         assert len(bytes(run.log).splitlines()) == 1  # one decision recorded: call 2's
+        await run.to_wrap.aclose()
+    assert run.result is not None and run.result.exit_code == 0
+
+
+def _other_wrap_calls(store: SlowStore) -> None:
+    """Another wrap of the session (another part, another server) saves one call."""
+    other = store.twin()
+    loaded = other.begin_blocking(KEY, "another part", "b", 0.0)
+    other.commit_blocking(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), 0.0)
+
+
+async def test_a_call_cancelled_while_its_attempt_finds_another_write_is_never_sent_nor_counted():
+    """The call was decided on the cached state and sent to the store; the client cancels it
+    while the store waits for another writer, who writes: the store writes nothing of the call,
+    and instead of being decided again it is dropped, its cancellation consumed."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await run.to_wrap.send_all(call(1))
+        await run.answer(1)  # saved: the next call is one attempt
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=2, reason="user")
+        await run.to_wrap.send_all(call(2) + cancel + frame(3, "ping"))
+        await run.answer(3)
+        _other_wrap_calls(store)
+        store.writer.release()
+        await run.to_wrap.send_all(call(4))
+        await run.answer(4)
+        assert run.seen() == [1, 3, 4]  # neither call 2 nor its cancellation reached the server
+        assert store.conflicts == 1
+        assert store.totals[KEY.key][1] == 3  # 1, the other wrap's, 4
+        assert len(bytes(run.log).splitlines()) == 2  # calls 1 and 4 recorded, not 2
+        await run.to_wrap.aclose()
+    assert run.result is not None and run.result.exit_code == 0
+
+
+async def test_a_transaction_ended_without_a_commit_never_counts_another_wraps_calls_twice():
+    """A call cancelled while its begin waits for another writer, who writes: the transaction
+    is aborted, and the next call counts the other wrap's call once."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=1, reason="user")
+        await run.to_wrap.send_all(call(1) + cancel + frame(2, "ping"))
+        await run.answer(2)
+        _other_wrap_calls(store)
+        store.writer.release()
+        await run.to_wrap.send_all(call(3))
+        await run.answer(3)
+        assert run.seen() == [2, 3]
+        assert store.totals[KEY.key][1] == 2  # the other wrap's call and call 3
+        await run.to_wrap.aclose()
+
+
+async def test_a_call_cancelled_while_its_attempt_is_written_goes_with_its_cancellation():
+    """The store wrote the call (nobody else wrote): it was counted, so it goes to the server,
+    and the client's cancellation follows it."""
+    store = SlowStore()
+    run = Run(store)
+    async with trio.open_nursery() as nursery:
+        await run.start(nursery)
+        await run.to_wrap.send_all(call(1))
+        await run.answer(1)
+        await store.writer.acquire()
+        cancel = frame(None, "notifications/cancelled", requestId=2, reason="user")
+        await run.to_wrap.send_all(call(2) + cancel + frame(3, "ping"))
+        await run.answer(3)
+        store.writer.release()
+        await run.answer(2)
+        assert run.seen() == [1, 3, 2, "notifications/cancelled"]
+        assert (store.conflicts, store.totals[KEY.key][1]) == (0, 2)
         await run.to_wrap.aclose()
     assert run.result is not None and run.result.exit_code == 0
 

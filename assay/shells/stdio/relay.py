@@ -52,6 +52,7 @@ from assay.session.effects import (
     StartSession,
     StopClient,
     StoreAbort,
+    StoreAttempt,
     StoreBegin,
     StoreCommit,
     ToClient,
@@ -151,9 +152,9 @@ class Relay:
         self._finish: Finish | None = None
         self._finish_set = trio.Event()
         # the shared session's store work, in order, for the store task (docs/wrap.md, "Shared sessions")
-        self._store_send, self._store_receive = trio.open_memory_channel[StoreBegin | StoreCommit | StoreAbort](
-            math.inf
-        )
+        self._store_send, self._store_receive = trio.open_memory_channel[
+            StoreAttempt | StoreBegin | StoreCommit | StoreAbort
+        ](math.inf)
 
     # -- entry -----------------------------------------------------------------------------------
 
@@ -264,7 +265,7 @@ class Relay:
                         finally:
                             await self._take_back()
                         todo.extendleft(reversed(session.admitted(verdict)))
-                    case StoreBegin() | StoreCommit() | StoreAbort():
+                    case StoreAttempt() | StoreBegin() | StoreCommit() | StoreAbort():
                         self._store_send.send_nowait(effect)  # the store task; the list goes on
                     case CloseServerInput():
                         if not await self._settle(batch, todo, effect):
@@ -454,12 +455,12 @@ class Relay:
                 await self._perform(session.timer())
 
     async def _store_task(self) -> None:
-        """The shared session's store: each :class:`StoreBegin` and :class:`StoreCommit` is
-        awaited here (the store does its I/O and lock waits off the event loop) and what it gave
-        goes back to the session as an event, whose effects the runner performs; every other
-        task goes on meanwhile. A result is handed to the session even when the run is being
-        cancelled at that moment (the runner is taken back shielded), so a call the store
-        counted is recorded."""
+        """The shared session's store: each :class:`StoreAttempt`, :class:`StoreBegin` and
+        :class:`StoreCommit` is awaited here (the store does its I/O and lock waits off the
+        event loop) and what it gave goes back to the session as an event, whose effects the
+        runner performs; every other task goes on meanwhile. A result is handed to the session
+        even when the run is being cancelled at that moment (the runner is taken back
+        shielded), so a call the store counted is recorded."""
         session = self.session
         store = session.store
         assert store is not None
@@ -467,22 +468,28 @@ class Relay:
             if isinstance(effect, StoreAbort):
                 await store.abort()
                 continue
-            begun: Loaded | StoreError | None = None
-            committed: int | StoreError = 0
+            got: int | Loaded | StoreError
             try:
-                if isinstance(effect, StoreBegin):
-                    begun = await store.begin(effect.key, effect.part, effect.server, effect.now)
+                if isinstance(effect, StoreAttempt):
+                    got = await store.attempt(
+                        effect.key, effect.part, effect.server, effect.expect, effect.saved, effect.now
+                    )
+                elif isinstance(effect, StoreBegin):
+                    got = await store.begin(effect.key, effect.part, effect.server, effect.now)
                 else:
-                    committed = await store.commit(effect.saved, effect.now)
+                    got = await store.commit(effect.saved, effect.now)
             except StoreError as exc:
-                begun = committed = exc
+                got = exc
             await self._take_back()  # shielded: a result the store gave is always told
             try:
-                if isinstance(effect, StoreBegin):
-                    assert begun is not None
-                    effects = session.store_begun(begun)
+                if isinstance(effect, StoreAttempt):
+                    effects = session.store_attempted(got)
+                elif isinstance(effect, StoreBegin):
+                    assert not isinstance(got, int)
+                    effects = session.store_begun(got)
                 else:
-                    effects = session.store_committed(committed)
+                    assert not isinstance(got, Loaded)
+                    effects = session.store_committed(got)
                 await self._run(effects)
             finally:
                 self._runner.release()
