@@ -594,6 +594,47 @@ def test_wrap_starts_its_server_after_the_checks_and_before_trio(tmp_path):
     assert json.loads((tmp_path / "seen.json").read_text()) == {"code": 0, "seen": [["assay.policy"]]}
 
 
+def test_wrap_pauses_the_garbage_collector_for_its_imports_only(tmp_path):
+    """docs/testing.md, "Start-up of `assay mcp wrap`": the cyclic garbage collector is paused
+    while wrap imports what it runs (here: off when the keeper is forked), and on again when the
+    run starts and after main returns; a caller that had it off finds it off."""
+    (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
+    probe = textwrap.dedent("""\
+        import gc, json, sys
+        from assay.proc import keeper
+        import assay.wrap.run as run
+        seen = {}
+        real_fork, real_run = keeper.fork_keeper, run.run_prepared
+        def fork_spy(*args, **kwargs):
+            seen["fork"] = gc.isenabled()
+            return real_fork(*args, **kwargs)
+        async def run_spy(*args, **kwargs):
+            seen["run"] = gc.isenabled()
+            return await real_run(*args, **kwargs)
+        keeper.fork_keeper, run.run_prepared = fork_spy, run_spy
+        from assay.cli import main
+        line = ["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, "server.py"]
+        seen["code"] = main(line)
+        seen["after"] = gc.isenabled()
+        gc.disable()
+        main(["mcp", "wrap", "--policy", "missing.yaml", "--", sys.executable, "server.py"])
+        seen["kept_off"] = not gc.isenabled()
+        with open("seen.json", "w") as fh:
+            json.dump(seen, fh)
+    """)
+    (tmp_path / "server.py").write_text(
+        'import sys\nsys.stdin.readline()\nprint(\'{"jsonrpc":"2.0","id":1,"result":{}}\', flush=True)\n'
+    )
+    frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ASSAY_")}
+    res = subprocess.run(
+        [sys.executable, "-c", probe], input=frame, capture_output=True, timeout=60, cwd=tmp_path, env=env
+    )
+    assert res.returncode == 0, res.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {"fork": False, "run": True, "code": 0, "after": True, "kept_off": True}, res.stderr
+
+
 def test_a_run_refused_after_its_server_started_leaves_nothing_running(tmp_path):
     """A run that fails after the server was started early (here: the relay refuses to start)
     ends with the documented `fatal: ...` line and exit 2, and no process of the run is left

@@ -66,17 +66,33 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
                 "assay mcp wrap [OPTIONS] -- <command> [args...]\n"
             )
             return 2
-        from assay.cli import wrap_args
+        import gc
 
-        parsed = wrap_args.parse_fast(tokens[2:]) if fast_wrap else None
-        if parsed is not None:
-            try:
-                return wrap_args.run(*parsed)
-            except UsageError as exc:
-                sys.stderr.write(f"assay: error: {one_line(exc)}\n")
-                return 2
-            except KeyboardInterrupt:
-                return 130
+        # docs/testing.md, "Start-up of `assay mcp wrap`": no cyclic garbage collection while
+        # wrap imports what it runs (wrap_args.launch resumes it before the run starts)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            from assay.cli import wrap_args
+        except BaseException:
+            if collecting:
+                gc.enable()
+            raise
+        wrap_args.gc_paused = collecting
+        try:
+            parsed = wrap_args.parse_fast(tokens[2:]) if fast_wrap else None
+            if parsed is not None:
+                try:
+                    return wrap_args.run(*parsed)
+                except UsageError as exc:
+                    sys.stderr.write(f"assay: error: {one_line(exc)}\n")
+                    return 2
+                except KeyboardInterrupt:
+                    return 130
+        finally:
+            wrap_args.gc_paused = False
+            if collecting:
+                gc.enable()
     elif fast_help:  # docs/testing.md, "Start-up of --version and --help"
         if tokens == ["--version"]:
             from assay._version import __version__

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from assay.wrap import options
@@ -115,7 +116,8 @@ def launch(config: WrapConfig) -> int:
     its server started (:func:`start_early`), and then trio, the relay and the session are
     imported while the server starts (docs/testing.md, "Start-up of `assay mcp wrap`"); the
     run takes the server over, or it is ended here: nothing of it is left running when this
-    returns."""
+    returns. A pause of the garbage collector for the imports (:func:`assay.cli.app.main`'s)
+    ends before the run starts."""
     import sys
 
     from assay.cli.errors import fatal
@@ -128,15 +130,20 @@ def launch(config: WrapConfig) -> int:
             import_trio()
             import trio
 
+            resume_gc()
             return trio.run(run_wrap, config)
         prepared = prepare_wrap(config)
         try:
             early = start_early(config)
             import_trio()
             import trio
+
+            import assay.session.session  # noqa: F401  (what run_prepared imports first: here, before
+            import assay.shells.stdio.relay  # noqa: F401  the collector is resumed)
         except BaseException:
             prepared.close()
             raise
+        resume_gc()
         return trio.run(partial(run_prepared, prepared, early=early))
     except WrapError as exc:
         sys.stdout.flush()
@@ -144,6 +151,22 @@ def launch(config: WrapConfig) -> int:
     finally:
         if early is not None:
             early.abandon()  # the run ended before it took the server over
+
+
+#: :func:`assay.cli.app.main` paused the cyclic garbage collector for a wrap's imports (it was
+#: on): :func:`resume_gc` ends the pause
+gc_paused = False
+
+
+def resume_gc() -> None:
+    """End :func:`assay.cli.app.main`'s pause of the garbage collector, if there is one (a
+    collector the caller had disabled stays disabled)."""
+    global gc_paused
+    if gc_paused:
+        gc_paused = False
+        import gc
+
+        gc.enable()
 
 
 def start_early(config: WrapConfig) -> Forked | None:
@@ -165,37 +188,57 @@ def start_early(config: WrapConfig) -> Forked | None:
 
 
 def import_trio() -> None:
-    """Import trio without the `ldconfig -p` child its import starts.
+    """Import trio without ``ctypes.util`` and the `ldconfig -p` child its import starts.
 
-    trio looks up libpthread with ``ctypes.util.find_library("pthread")`` when it is imported
-    (to name its worker threads), and on Linux that runs `/sbin/ldconfig -p` and parses its
-    output: a fork, an exec and 5-20 ms of every wrap start (measured on the loaded 2-core dev
-    machine). Where ``libpthread.so.0`` opens, that is the answer find_library gives on glibc,
-    so it is given at once; anywhere else (musl, not Linux) the real lookup runs. find_library
-    is restored once trio is imported.
+    trio imports ``ctypes.util`` and calls ``find_library("pthread")`` once, when it is imported
+    (to name its worker threads). On Linux that runs `/sbin/ldconfig -p` and parses its output (a
+    fork, an exec and 5-20 ms of every wrap start on the loaded 2-core dev machine), and the
+    import of ``ctypes.util`` itself brings shutil, tempfile, random and the compression modules
+    (~5 ms more) that nothing else on wrap's start-up path needs. So while trio is imported,
+    ``ctypes.util`` is a stand-in module whose one function answers ``"libpthread.so.0"`` where
+    that library opens (the answer find_library gives on glibc); anywhere else (musl, not Linux,
+    any other name) it drops the stand-in and asks the real ``ctypes.util``. Once trio is
+    imported the stand-in is gone: a later ``import ctypes.util`` gets the real module.
     """
     import sys
 
     if "trio" in sys.modules:
         return
-    import ctypes.util
+    import ctypes
 
-    real = ctypes.util.find_library
+    real_util = sys.modules.get("ctypes.util")
+    stand_in = ModuleType("ctypes.util")
+
+    def drop_stand_in() -> None:
+        if sys.modules.get("ctypes.util") is stand_in:
+            del sys.modules["ctypes.util"]
+        if getattr(ctypes, "util", None) is stand_in:
+            if real_util is None:
+                del ctypes.util
+            else:
+                ctypes.util = real_util
 
     def find_library(name: str) -> str | None:
         if name == "pthread" and sys.platform.startswith("linux"):
             try:
                 ctypes.CDLL("libpthread.so.0")
             except OSError:
-                return real(name)
-            return "libpthread.so.0"
-        return real(name)
+                pass
+            else:
+                return "libpthread.so.0"
+        drop_stand_in()
+        from importlib import import_module
 
-    ctypes.util.find_library = find_library
+        real: str | None = import_module("ctypes.util").find_library(name)
+        return real
+
+    stand_in.find_library = find_library  # type: ignore[attr-defined]
+    sys.modules["ctypes.util"] = stand_in
+    ctypes.util = stand_in
     try:
         import trio  # noqa: F401
     finally:
-        ctypes.util.find_library = real
+        drop_stand_in()
 
 
 def run(values: dict[str, object], command: Sequence[str]) -> int:

@@ -27,6 +27,8 @@ The sequence-rule dialect of ``assay_check_sequence`` lives in :mod:`assay.polic
 (evaluation) and :mod:`assay.policy.sequence_rules` (its values and parser).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from assay.policy.engine import (
     DEFAULT_SERVER_ID,
     REASONS,
@@ -42,9 +44,22 @@ from assay.policy.engine import (
 )
 from assay.policy.errors import PolicyError
 from assay.policy.files import PolicyFileError, load_policy_file, policy_ceiling, read_policy_fd, read_policy_file
-from assay.policy.loader import load_policy
 from assay.policy.model import Limits, PathRule, Policy, RateRule, ToolPin, ToolRules
 from assay.policy.patterns import NameMatcher, exact_name, exact_pattern, pattern_matches
+
+if TYPE_CHECKING:
+    from assay.policy.loader import load_policy
+
+
+def __getattr__(name: str) -> Any:
+    """``load_policy`` on first use: the loader brings the section readers and, when it parses,
+    PyYAML (docs/testing.md, "Start-up of `assay mcp wrap`")."""
+    if name == "load_policy":
+        from assay.policy.loader import load_policy
+
+        return load_policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PolicyError",

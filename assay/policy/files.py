@@ -22,12 +22,37 @@ This is the only module of :mod:`assay.policy` that touches the file system (thr
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from assay.inputs import InputFileError, policy_byte_limit, read_fd, read_input_file
-from assay.policy.loader import load_policy
 from assay.policy.model import Policy
 
-__all__ = ["PolicyFileError", "policy_ceiling", "read_policy_file", "read_policy_fd", "load_policy_file", "user_home"]
+__all__ = [
+    "DocumentCache",
+    "PolicyFileError",
+    "policy_ceiling",
+    "read_policy_file",
+    "read_policy_fd",
+    "load_policy_file",
+    "user_home",
+]
+
+
+class DocumentCache(Protocol):
+    """Where :func:`load_policy_file` may find the parsed YAML document of a policy file's bytes
+    instead of parsing them (wrap's: :mod:`assay.wrap.policycache`). Only the parse is skipped:
+    the document is converted, checked and warned about as a parsed one is, so a hit loads the
+    same policy, with the same warnings and errors, as a miss."""
+
+    def lookup(self, data: bytes, ceiling: int) -> dict[str, Any] | None:
+        """The document parsed from ``data`` under ``ceiling``, or None (a miss)."""
+
+    def snapshot(self, doc: Any) -> object | None:
+        """What :meth:`store` keeps of a just-parsed document, taken before it is converted;
+        None when it cannot be kept."""
+
+    def store(self, data: bytes, ceiling: int, snapshot: object) -> None:
+        """Keep a snapshot of a document that loaded (never raises)."""
 
 
 class PolicyFileError(InputFileError):
@@ -76,6 +101,7 @@ def load_policy_file(
     warn: Callable[[str], object] | None = None,
     limit: int | None = None,
     on_read: Callable[[str], object] | None = None,
+    cache: DocumentCache | None = None,
 ) -> Policy:
     """:func:`read_policy_file` then :func:`~assay.policy.loader.load_policy` under the same
     ceiling (``limit``, default ``ASSAY_MCP_MAX_POLICY_BYTES``); raises :class:`PolicyFileError`
@@ -84,14 +110,26 @@ def load_policy_file(
     ``on_read(path)`` is called once the bytes are read, before they are parsed (wrap prints
     its ``[assay] loading policy from <path>`` line there: docs/wrap.md, "Startup").
     ``strict_deprecations`` and ``warn`` are :func:`~assay.policy.loader.load_policy`'s.
+    ``cache``: where the parsed document of these bytes may already be (then YAML is neither
+    imported nor parsed), and where a document that loaded is kept (:class:`DocumentCache`).
     """
+    from assay.policy.loader import parse_policy_bytes, policy_from_document
+
     ceiling = policy_ceiling(limit)
     data = read_policy_file(path, limit=ceiling)
     if on_read is not None:
         on_read(path)
-    return load_policy(
-        data, source=path, strict_deprecations=strict_deprecations, warn=warn, byte_ceiling=ceiling, home=user_home()
+    doc = None if cache is None else cache.lookup(data, ceiling)
+    snapshot = None
+    if doc is None:
+        doc = parse_policy_bytes(data, source=path, byte_ceiling=ceiling)
+        snapshot = None if cache is None else cache.snapshot(doc)
+    policy = policy_from_document(
+        doc, source=path, strict_deprecations=strict_deprecations, warn=warn, home=user_home()
     )
+    if cache is not None and snapshot is not None:
+        cache.store(data, ceiling, snapshot)
+    return policy
 
 
 def user_home() -> str | None:

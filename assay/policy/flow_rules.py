@@ -16,9 +16,8 @@ from assay.policy.argregex import ArgRegexError, compile_arg_regex
 from assay.policy.durations import DurationError, parse_duration
 from assay.policy.model import FlowRule
 from assay.policy.patterns import EXACT
-from assay.policy.reader import unknown_key
+from assay.policy.reader import type_name, unknown_key
 from assay.policy.sequence_rules import RULE_KINDS, Rule, Selector
-from assay.policy.yamlio import type_name
 
 __all__ = ["FlowError", "RESPONSE_KINDS", "parse_flows"]
 

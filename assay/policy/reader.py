@@ -11,9 +11,7 @@ import json
 import math
 from typing import Any, Literal, overload
 
-from assay.policy.yamlio import type_name
-
-__all__ = ["Structure", "Reader", "join", "json_value", "unknown_key", "U64_MAX"]
+__all__ = ["Structure", "Reader", "join", "json_value", "type_name", "unknown_key", "U64_MAX"]
 
 U64_MAX = 2**64 - 1
 
@@ -134,3 +132,22 @@ def json_value(value: Any, path: str) -> Any:
             continue
         raise Structure(where, f"{type_name(item)} is not a JSON value")
     return value
+
+
+def type_name(value: Any) -> str:
+    """How a policy error names the kind of a parsed YAML value: ``a string``, ``a list``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__

@@ -26,8 +26,7 @@ from assay.policy.model import (
     ToolRules,
 )
 from assay.policy.paths import PathRefused, normalize_path
-from assay.policy.reader import Reader, Structure, join
-from assay.policy.yamlio import type_name
+from assay.policy.reader import Reader, Structure, join, type_name
 
 __all__ = [
     "tools",

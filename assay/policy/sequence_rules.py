@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
-from assay.policy.yamlio import DEFAULT_BYTE_CEILING, YamlStructureError, YamlSyntaxError, parse_yaml
+from assay.inputs import DEFAULT_POLICY_BYTES as DEFAULT_BYTE_CEILING
 
 __all__ = [
     "SequencePolicyError",
@@ -375,6 +375,8 @@ def parse_sequence_policy(data: bytes, *, byte_ceiling: int = DEFAULT_BYTE_CEILI
     """Bytes → :class:`SequencePolicy`, trying the three forms (v1.1 mapping, bare list of rules,
     legacy list of names) in order. The YAML expansion budget derives from ``byte_ceiling``, the
     ceiling the bytes were read under (docs/policy.md, "File ceilings")."""
+    from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml  # a policy file loads without it
+
     try:
         doc = parse_yaml(bytes(data).decode("utf-8"), byte_ceiling=byte_ceiling)
     except (UnicodeDecodeError, YamlSyntaxError, YamlStructureError) as exc:

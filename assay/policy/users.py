@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.policy.errors import PolicyError
 from assay.policy.model import UserEntry
-from assay.policy.reader import Reader, Structure, join
-from assay.policy.yamlio import type_name
+from assay.policy.reader import Reader, Structure, join, type_name
 
 if TYPE_CHECKING:
     from assay.policy.model import Policy, ToolRules

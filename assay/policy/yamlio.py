@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import BaseResolver
 
 from assay.inputs import DEFAULT_POLICY_BYTES
+from assay.policy.reader import type_name as type_name  # (re-exported: it names what this module reads)
 
 __all__ = [
     "type_name",
@@ -325,22 +326,3 @@ def parse_yaml(
             raise YamlStructureError("document nested too deeply") from None
     finally:
         loader.dispose()
-
-
-def type_name(value: Any) -> str:
-    """How a policy error names the kind of a parsed YAML value: ``a string``, ``a list``, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__

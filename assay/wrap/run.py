@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the relay, the session and trio are imported when the run s
     import trio
 
     from assay.policy import Policy
+    from assay.policy.files import DocumentCache
     from assay.policy.storeapi import SessionKey, Store
     from assay.proc.keeper import Forked
     from assay.shells.upstream_http.target import Target
@@ -134,12 +135,18 @@ def validate_event_source(value: str | None, logging_enabled: bool, label: str =
 
 
 def load_policy_file(
-    path: str, *, strict_deprecations: bool, warn: Callable[[str], None], limit: int | None = None
+    path: str,
+    *,
+    strict_deprecations: bool,
+    warn: Callable[[str], None],
+    limit: int | None = None,
+    cache: DocumentCache | None = None,
 ) -> Policy:
     """Read and load the policy; missing means fatal, never allow-all (docs/wrap.md, "Startup").
 
     The read, the ceiling (``limit``, default ``ASSAY_MCP_MAX_POLICY_BYTES``), the YAML budget
-    and the messages are :func:`assay.policy.load_policy_file`'s, as for every command."""
+    and the messages are :func:`assay.policy.load_policy_file`'s, as for every command;
+    ``cache``: wrap's parsed documents (docs/wrap.md, "The policy cache")."""
     from assay.policy import PolicyError, PolicyFileError
     from assay.policy import load_policy_file as load
 
@@ -154,6 +161,7 @@ def load_policy_file(
             warn=warn,
             limit=limit,
             on_read=lambda p: warn(f"[assay] loading policy from {p}"),
+            cache=cache,
         )
     except (PolicyFileError, PolicyError) as exc:
         raise WrapError(str(exc)) from None
@@ -275,6 +283,7 @@ def prepare_wrap(
     if not (math.isfinite(config.shutdown_grace) and config.shutdown_grace >= 0):
         raise WrapError("--shutdown-grace must be a non-negative number of seconds")
     from assay.inputs import policy_byte_limit
+    from assay.wrap.policycache import policy_cache
 
     env = os.environ if environ is None else environ
     target = None
@@ -287,6 +296,7 @@ def prepare_wrap(
         strict_deprecations=strict_deprecations(config, env),
         warn=warn,
         limit=policy_byte_limit(env),
+        cache=policy_cache(config.state_dir, env),
     )
     declared = load_declared_manifest(config.declared_manifest, config.label) if config.declared_manifest else None
     try:  # refused before spawn: docs/wrap.md, "One-run outputs and session reports"
