@@ -154,8 +154,7 @@ class Link:
         self._outbox = _Outbox(self._received)
         self._pending: dict[int, _Waiter] = {}
         self._next = 0
-        self._active = trio.Event()  # set on every request (the idle watch starts over)
-        self.last_used = trio.current_time()
+        self.last_used = trio.current_time()  # a request sent or answered (the idle watch reads it)
 
     # -- the gateway's side ------------------------------------------------------------------------
 
@@ -201,7 +200,6 @@ class Link:
 
     def _touch(self) -> None:
         self.last_used = trio.current_time()
-        self._active.set()
 
     def _gone(self) -> str:
         why = f": {self.failure}" if self.failure else ""
@@ -212,6 +210,7 @@ class Link:
             msg_id = message.get("id")
             waiter = self._pending.pop(msg_id, None) if isinstance(msg_id, int) else None
             if waiter is not None:
+                self.last_used = trio.current_time()
                 waiter.answer = message
                 waiter.done.set()
             return
@@ -350,28 +349,18 @@ class Link:
 
     async def _idle_watch(self, ended: trio.Event) -> None:
         """Return once the link had nothing in flight for ``idle_timeout_s``, or its relay ended."""
+        # No task or event per request: the watch sleeps until the link would be idle, then looks
+        # at what happened meanwhile (requests only move ``last_used`` on).
         idle = self.upstream.idle_timeout_s
-        while not ended.is_set():
-            self._active = trio.Event()
-            if self._pending:
-                await _first(ended.wait, self._active.wait)
-                continue
-            with trio.move_on_at(self.last_used + idle):
-                await _first(ended.wait, self._active.wait)
-                continue
-            return
-
-
-async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
-    """Return when the first of ``waits`` returns."""
-    async with trio.open_nursery() as nursery:
-
-        async def one(wait: Callable[[], Awaitable[object]]) -> None:
-            await wait()
-            nursery.cancel_scope.cancel()
-
-        for wait in waits:
-            nursery.start_soon(one, wait)
+        while True:
+            deadline = self.last_used + idle
+            if self._pending:  # a request in flight: look again once it could be idle
+                deadline = max(deadline, trio.current_time() + idle)
+            with trio.move_on_at(deadline):
+                await ended.wait()
+                return
+            if not self._pending and trio.current_time() >= self.last_used + idle:
+                return
 
 
 def _version() -> str:
