@@ -71,11 +71,23 @@ def serve_main(config: ServeConfig, listen: str | None) -> int:
 
     try:
         trio.run(serve, config, listen)
-    except ConfigError as exc:
-        for line in exc.problems:
-            _warn(line)
-        return 2
-    except OSError as exc:  # the address cannot be bound, a TLS file cannot be read
-        _warn(f"fatal: {exc.strerror or exc}")
-        return 2
+    except BaseException as exc:  # noqa: BLE001 - what cannot be served is one line, else re-raised
+        leaf = _leaf(exc)
+        if isinstance(leaf, ConfigError):
+            for line in leaf.problems:
+                _warn(line)
+            return 2
+        if isinstance(leaf, OSError):  # the address cannot be bound, a TLS file cannot be read
+            where = listen or config.listen
+            _warn(f"fatal: cannot serve on {where}: {leaf.strerror or leaf}")
+            return 2
+        raise
     return 0
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside nested exception groups of one exception each (trio's nurseries
+    wrap what a task raised); ``exc`` itself otherwise."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

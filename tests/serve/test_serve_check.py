@@ -110,3 +110,17 @@ def test_listen_override_is_checked(tmp_path):
     cfg = setup(tmp_path, "policy: assay.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n")
     res = run("--config", str(cfg), "--listen", "nowhere", "--check")
     assert res.returncode == 2 and res.stderr.startswith("fatal: --listen nowhere: expected host:port")
+
+
+def test_an_address_in_use_is_one_line_and_exit_2(tmp_path):
+    import socket
+
+    cfg = setup(tmp_path, "policy: assay.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = run("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines()[-1] == f"fatal: cannot serve on 127.0.0.1:{port}: Address already in use"
+    assert "Traceback" not in res.stderr
