@@ -61,7 +61,7 @@ class UpstreamCredError(Exception):
 @dataclass(frozen=True)
 class TokenRequest:
     """One POST to a token endpoint: the form (``application/x-www-form-urlencoded``) and the
-    headers (the client's ``Authorization: Basic``)."""
+    headers (the client's id and secret in a Basic ``Authorization`` header)."""
 
     url: str
     form: dict[str, str] = field(repr=False)
