@@ -164,3 +164,42 @@ async def test_users_sessions_across_upstreams_in_both_eras(tmp_path: Path, mode
     )
     assert res.returncode == 0 and [json.loads(x)["tool"] for x in res.stdout.splitlines()] == ["send"]
     assert os.path.exists(tmp_path / "state")
+
+
+TS_CLIENT = Path(__file__).resolve().parent.parent / "e2e" / "ts_serve_client.mjs"
+
+
+@pytest.mark.parametrize(("sdk", "mode"), [("v1", None), ("v2", "auto")])
+async def test_typescript_clients_through_serve(tmp_path: Path, sdk: str, mode: str | None) -> None:
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH (./dev test installs it and the pinned MCP packages)", pytrace=False)
+    with issuer() as (iss, key), trio.fail_after(120):
+        async with remote_server(tmp_path, {"E2E_EXPECT_AUTH": "Bearer static-up"}) as remote:
+            async with serve(tmp_path, iss, remote) as (url, _proc):
+                alice = token(iss, key, "alice", "http://127.0.0.1/mcp")
+                steps = [
+                    {"op": "list"},
+                    {"op": "call", "name": "local__read_secret"},
+                    {"op": "call", "name": "web__echo", "arguments": {"message": "the plans"}},
+                ]
+                spec = {"sdk": sdk, "mode": mode, "url": url, "token": alice, "steps": steps}
+                done = await trio.run_process(
+                    [node, str(TS_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True, capture_stderr=True
+                )
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert lines[0] == {"kind": "connected"}, done.stderr
+    assert "local__read_secret" in lines[1]["tools"] and "local__delete_all" not in lines[1]["tools"]
+    assert lines[2] == {
+        "kind": "call",
+        "name": "local__read_secret",
+        "is_error": False,
+        "texts": ["the plans are in the drawer"],
+    }
+    # the send after the secret read is denied: the flow rule spans the user's upstreams
+    denied = lines[3]
+    assert denied["is_error"] is True and denied["texts"][0] == "Content blocked by policy", denied
+    contract = json.loads(denied["texts"][1])
+    assert contract["error_code"] == "E_SEQUENCE_VIOLATION" and contract["rule"] == "no-exfiltration"

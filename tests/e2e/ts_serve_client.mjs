@@ -1,0 +1,49 @@
+// A real MCP client for the e2e tests of `assay mcp serve` (docs/serve.md): the official
+// TypeScript SDK `Client` over its Streamable HTTP transport, v1 (`@modelcontextprotocol/sdk`
+// 1.x, what most hosts ship) or v2 (`@modelcontextprotocol/client`; with "mode": "auto" it
+// negotiates the 2026-07-28 era).
+//
+// Input: one JSON object on stdin:
+//   {"sdk": "v1" | "v2", "mode": "auto" (v2 only, optional), "url": "...", "token": "...",
+//    "steps": [{"op": "list"}, {"op": "call", "name": "...", "arguments": {...}}, ...]}
+// Output (stdout), one JSON object per line:
+//   {"kind":"connected"}
+//   {"kind":"list","tools":[names]}
+//   {"kind":"call","name":...,"is_error":bool,"texts":[...]} or {"kind":"call","name":...,"thrown":"..."}
+// A connect failure exits 1 with the error on stderr.
+import { readFileSync } from 'node:fs';
+
+const spec = JSON.parse(readFileSync(0, 'utf8'));
+const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
+const v2 = spec.sdk === 'v2';
+const { Client } = await import(v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/sdk/client/index.js');
+const { StreamableHTTPClientTransport } = await import(
+    v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/sdk/client/streamableHttp.js'
+);
+const transport = new StreamableHTTPClientTransport(new URL(spec.url), {
+    requestInit: { headers: { Authorization: `Bearer ${spec.token}` } },
+});
+const options = v2 && spec.mode === 'auto' ? { capabilities: {}, versionNegotiation: { mode: 'auto' } } : { capabilities: {} };
+const client = new Client({ name: `assay-e2e-ts-${v2 ? 'v2' : 'v1'}-serve-client`, version: '1.0.0' }, options);
+try {
+    await client.connect(transport, { timeout: 60000 });
+} catch (err) {
+    process.stderr.write(`ts_serve_client: ${err?.stack ?? err}\n`);
+    process.exit(1);
+}
+out({ kind: 'connected' });
+for (const step of spec.steps) {
+    if (step.op === 'list') {
+        const listed = await client.listTools();
+        out({ kind: 'list', tools: listed.tools.map(t => t.name) });
+    } else {
+        try {
+            const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
+            const texts = (result.content ?? []).filter(c => c.type === 'text').map(c => c.text);
+            out({ kind: 'call', name: step.name, is_error: result.isError === true, texts });
+        } catch (err) {
+            out({ kind: 'call', name: step.name, thrown: String(err?.message ?? err) });
+        }
+    }
+}
+await client.close();
