@@ -7,7 +7,7 @@
 //   {"sdk": "v1" | "v2", "mode": "auto" (v2 only, optional), "url": "...", "token": "...",
 //    "steps": [{"op": "list"}, {"op": "call", "name": "...", "arguments": {...}}, ...]}
 // Output (stdout), one JSON object per line:
-//   {"kind":"connected"}
+//   {"kind":"connected","protocolVersion":...}
 //   {"kind":"list","tools":[names]}
 //   {"kind":"call","name":...,"is_error":bool,"texts":[...]} or {"kind":"call","name":...,"thrown":"..."}
 // A connect failure exits 1 with the error on stderr.
@@ -31,7 +31,8 @@ try {
     process.stderr.write(`ts_serve_client: ${err?.stack ?? err}\n`);
     process.exit(1);
 }
-out({ kind: 'connected' });
+const version = v2 ? client.getNegotiatedProtocolVersion?.() ?? null : transport.protocolVersion ?? null;
+out({ kind: 'connected', protocolVersion: version });
 for (const step of spec.steps) {
     if (step.op === 'list') {
         const listed = await client.listTools();

@@ -190,7 +190,8 @@ async def test_typescript_clients_through_serve(tmp_path: Path, sdk: str, mode: 
                     [node, str(TS_CLIENT)], stdin=json.dumps(spec).encode(), capture_stdout=True, capture_stderr=True
                 )
     lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
-    assert lines[0] == {"kind": "connected"}, done.stderr
+    era = "2026-07-28" if sdk == "v2" else "2025-11-25"  # v2 on auto settles on the modern era
+    assert lines[0] == {"kind": "connected", "protocolVersion": era}, done.stderr
     assert "local__read_secret" in lines[1]["tools"] and "local__delete_all" not in lines[1]["tools"]
     assert lines[2] == {
         "kind": "call",
