@@ -78,7 +78,7 @@ _SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
 
 def metadata_url(resource: str) -> str:
-    """Where the protected-resource metadata of ``resource`` is (RFC 9728 §3.1): the well-known
+    """Where the protected-resource metadata of ``resource`` is (RFC 9728, section 3.1): the well-known
     path inserted between the host and the resource's path."""
     parts = urlsplit(resource)
     path = parts.path.rstrip("/")
@@ -86,7 +86,7 @@ def metadata_url(resource: str) -> str:
 
 
 def resource_metadata(oauth: OAuthIdentity) -> dict[str, Any]:
-    """The protected-resource metadata document (RFC 9728 §2)."""
+    """The protected-resource metadata document (RFC 9728, section 2)."""
     doc: dict[str, Any] = {
         "resource": oauth.audience,
         "authorization_servers": list(oauth.authorization_servers or (oauth.issuer,)),
@@ -150,7 +150,7 @@ def oauth_problems(oauth: OAuthIdentity) -> list[str]:
 
 @dataclass(frozen=True)
 class Challenger:
-    """The ``WWW-Authenticate`` values of refusals (RFC 6750 §3, RFC 9728 §5.1)."""
+    """The ``WWW-Authenticate`` values of refusals (RFC 6750, section 3, RFC 9728, section 5.1)."""
 
     #: the protected-resource metadata's URL (None: no OAuth, API keys only)
     metadata_url: str | None = None
