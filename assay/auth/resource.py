@@ -37,7 +37,8 @@ from joserfc import jwt
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from assay.auth.jwks import PublicKey
-from assay.gateway.config import OAuthIdentity, is_loopback
+from assay.gateway.config import OAuthIdentity
+from assay.gateway.configfile import is_loopback
 from assay.gateway.contract import AuthFailure, Identity
 from assay.strictjson import StrictJSONError, finite_float, refuse_constant, unique_pairs
 

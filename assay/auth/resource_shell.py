@@ -38,7 +38,8 @@ from assay.auth.resource import (
     oauth_problems,
     resource_metadata,
 )
-from assay.gateway.config import ConfigError, ServeConfig, is_loopback, split_listen
+from assay.gateway.config import ConfigError, ServeConfig
+from assay.gateway.configfile import is_loopback, split_listen
 from assay.gateway.contract import AuthFailure, Identity
 from assay.inputs import SMALL_FILE_BYTES, InputFileError, read_input_file
 from assay.shells.upstream_http.client import http_client

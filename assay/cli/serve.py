@@ -22,7 +22,7 @@ CONFIG_MAX_BYTES = 1024 * 1024
 
 def load_config(path: str) -> ServeConfig:
     """The config at ``path``; raises ConfigError (every problem one line) or InputFileError."""
-    from assay.gateway.config import parse_config
+    from assay.gateway.configfile import parse_config
     from assay.inputs import read_input_file
 
     data = read_input_file(path, limit=CONFIG_MAX_BYTES, what="config")
@@ -113,7 +113,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         check
             Load and check the config and the policy it names, print one line, and exit.
         """
-        from assay.gateway.config import ConfigError, split_listen
+        from assay.gateway.config import ConfigError
+        from assay.gateway.configfile import split_listen
         from assay.inputs import InputFileError
 
         try:

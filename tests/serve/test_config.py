@@ -15,9 +15,8 @@ from assay.gateway.config import (
     Secret,
     StaticHeader,
     TokenExchange,
-    parse_config,
-    split_listen,
 )
+from assay.gateway.configfile import parse_config, split_listen
 
 GOOD = """\
 policy: assay.yaml

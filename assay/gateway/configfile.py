@@ -1,0 +1,457 @@
+"""Reading `assay mcp serve`'s config file into its model (docs/serve.md, "The config file"):
+:func:`parse_config`, every problem one line (sans-IO: the command reads the file, capped, and
+the secrets when the gateway starts), and the listen address's helpers."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from assay.gateway.config import (
+    ApiKeys,
+    ClientCredentials,
+    ConfigError,
+    Credential,
+    Limits,
+    OAuthIdentity,
+    Secret,
+    ServeConfig,
+    StaticHeader,
+    TokenExchange,
+    Upstream,
+)
+from assay.policy.durations import DurationError, parse_duration
+from assay.policy.yamlio import YamlStructureError, YamlSyntaxError, parse_yaml, type_name
+
+__all__ = ["is_loopback", "parse_config", "split_listen"]
+
+# -- the reader --------------------------------------------------------------------------
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_SIZE = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_LOOPBACK_HOSTS = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 without brackets) is this machine alone, as
+    an address to *listen* on: ``0.0.0.0`` and ``::`` are every interface here, not loopback
+    (the upstream shell's ``is_loopback`` counts them as this host, rightly for connecting)."""
+    if host.lower() in _LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:8787`` for IPv6) as (host, port); raises ValueError."""
+    if value.startswith("["):
+        host, sep, rest = value[1:].partition("]:")
+        if not sep:
+            raise ValueError("expected [IPv6]:port")
+        port = rest
+    else:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or ":" in host:
+            raise ValueError("expected host:port (an IPv6 address in brackets: [::1]:8787)")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("the port must be a number from 0 to 65535")
+    return host, int(port)
+
+
+class _Reader:
+    """Reads the parsed YAML into the model, one line per problem in :attr:`problems`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.problems: list[str] = []
+
+    def problem(self, path: str, text: str) -> None:
+        line = f"{self.name}: {path}: {text}" if path else f"{self.name}: {text}"
+        # one line a terminal shows as it is, whatever a key of the file holds
+        self.problems.append("".join(c if c.isprintable() else ascii(c)[1:-1] for c in line))
+
+    def mapping(self, value: Any, path: str, known: tuple[str, ...]) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.problem(path, f"must be a mapping, got {type_name(value)}")
+            return None
+        for key in value:
+            if not isinstance(key, str) or key not in known:
+                self.problem(f"{path}.{key}" if path else str(key), f"unknown key (known: {', '.join(known)})")
+        return value
+
+    def string(self, value: Any, path: str, *, required: bool = False) -> str | None:
+        if value is None:
+            if required:
+                self.problem(path, "is required")
+            return None
+        if not isinstance(value, str) or not value:
+            self.problem(path, f"must be a non-empty string, got {type_name(value)}")
+            return None
+        return value
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            hint = f' (write ["{value}"])' if isinstance(value, str) else ""
+            self.problem(path, f"must be a list of non-empty strings{hint}")
+            return None
+        return tuple(value)
+
+    def duration(self, value: Any, path: str, default: float) -> float:
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except DurationError as exc:
+            self.problem(path, str(exc))
+            return default
+
+    def size(self, value: Any, path: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+        if m is None or int(m.group(1)) <= 0:
+            self.problem(path, "expected a size such as 4MiB, 512KiB or a number of bytes above zero")
+            return default
+        return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+    def count(self, value: Any, path: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            self.problem(path, "must be a whole number above zero")
+            return default
+        return value
+
+    def secret(self, value: Any, path: str, environ: Mapping[str, str]) -> Secret | None:
+        if isinstance(value, str):
+            # never echo a value that may be the secret itself
+            self.problem(path, "a secret is never written in the file: use {file: PATH} or {env: VARIABLE}")
+            return None
+        got = self.mapping(value, path, ("file", "env"))
+        if got is None:
+            return None
+        file, env = got.get("file"), got.get("env")
+        if (file is None) == (env is None):
+            self.problem(path, "exactly one of file or env")
+            return None
+        if env is not None:
+            if not isinstance(env, str) or not _ENV_NAME.fullmatch(env):
+                self.problem(f"{path}.env", "must be an environment variable's name")
+                return None
+            return Secret(env=env)
+        name = self.string(file, f"{path}.file")
+        return None if name is None else Secret(file=name)
+
+    def url(self, value: Any, path: str, *, required: bool = False) -> str | None:
+        text = self.string(value, path, required=required)
+        if text is None:
+            return None
+        parts = urlsplit(text)
+        if parts.scheme == "https" and parts.hostname:
+            return text
+        if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
+            return text
+        self.problem(path, "must be an https URL (http only to a loopback address)")
+        return None
+
+
+def parse_config(
+    data: bytes, *, base_dir: str, name: str = "serve.yaml", environ: Mapping[str, str] | None = None
+) -> ServeConfig:
+    """The config in ``data`` (docs/serve.md, "The config file"); relative paths are kept as
+    written and read from ``base_dir``. Raises :class:`ConfigError` with every problem found."""
+    env = {} if environ is None else environ
+    r = _Reader(name)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{name}: invalid UTF-8 at byte {exc.start}"]) from None
+    try:
+        doc = parse_yaml(text)
+    except YamlSyntaxError as exc:
+        where = f"{exc.line}:{exc.column}: " if exc.line is not None else ""
+        raise ConfigError([f"{name}:{where}invalid YAML: {exc}".replace(":invalid", ": invalid", 1)]) from None
+    except YamlStructureError as exc:
+        raise ConfigError([f"{name}: {exc}"]) from None
+    top = r.mapping(
+        doc,
+        "",
+        (
+            "version",
+            "policy",
+            "listen",
+            "public_url",
+            "tls",
+            "origins",
+            "identity",
+            "store",
+            "state_dir",
+            "separator",
+            "limits",
+            "approval_key",
+            "upstreams",
+            "logs",
+        ),
+    )
+    if top is None:
+        raise ConfigError(r.problems or [f"{name}: the config must be a mapping"])
+    version = top.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        r.problem("version", "must be 1")
+    policy = r.string(top.get("policy"), "policy", required=True)
+    listen = r.string(top.get("listen"), "listen") or "127.0.0.1:8787"
+    host = "127.0.0.1"
+    try:
+        host, _port = split_listen(listen)
+    except ValueError as exc:
+        r.problem("listen", str(exc))
+    public_url = r.url(top.get("public_url"), "public_url")
+    tls_cert = tls_key = None
+    if top.get("tls") is not None:
+        tls = r.mapping(top["tls"], "tls", ("cert", "key"))
+        if tls is not None:
+            tls_cert, tls_key = r.string(tls.get("cert"), "tls.cert"), r.string(tls.get("key"), "tls.key")
+            if (tls_cert is None) != (tls_key is None):
+                r.problem("tls", "cert and key go together")
+    origins = r.strings(top.get("origins"), "origins") or ()
+    for i, origin in enumerate(origins):
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query or parts.fragment:
+            r.problem(f"origins[{i}]", "must be an origin: scheme://host[:port], nothing after it")
+    oauth, api_keys, no_auth = _identity(r, top.get("identity"), public_url, host)
+    store = r.string(top.get("store"), "store") or "sqlite"
+    state_dir = r.string(top.get("state_dir"), "state_dir")
+    separator = top.get("separator", "__")
+    if not isinstance(separator, str) or not separator or any(c.isspace() or c == "/" for c in separator):
+        r.problem("separator", "must be a non-empty string without spaces or '/'")
+        separator = "__"
+    limits = _limits(r, top.get("limits"))
+    approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
+    upstreams = _upstreams(r, top.get("upstreams"), separator, env)
+    decision_log = audit_log = None
+    log_max = 16 * 1024 * 1024
+    if top.get("logs") is not None:
+        logs = r.mapping(top["logs"], "logs", ("decisions", "audit", "max_size"))
+        if logs is not None:
+            decision_log = r.string(logs.get("decisions"), "logs.decisions")
+            audit_log = r.string(logs.get("audit"), "logs.audit")
+            size = logs.get("max_size")
+            log_max = 0 if size == 0 and not isinstance(size, bool) else r.size(size, "logs.max_size", log_max)
+    if r.problems:
+        raise ConfigError(r.problems)
+    assert policy is not None
+    return ServeConfig(
+        base_dir=base_dir,
+        policy=policy,
+        upstreams=upstreams,
+        listen=listen,
+        public_url=public_url,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        origins=origins,
+        oauth=oauth,
+        api_keys=api_keys,
+        no_auth=no_auth,
+        store=store,
+        state_dir=state_dir,
+        separator=separator,
+        limits=limits,
+        approval_key=approval_key,
+        decision_log=decision_log,
+        audit_log=audit_log,
+        log_max_bytes=log_max,
+    )
+
+
+def _identity(
+    r: _Reader, value: Any, public_url: str | None, host: str
+) -> tuple[OAuthIdentity | None, ApiKeys | None, bool]:
+    got = r.mapping(value, "identity", ("oauth", "api_keys", "none")) if value is not None else None
+    if got is None:
+        if value is None:
+            r.problem("identity", "is required: oauth, api_keys, or none: true (loopback only)")
+        return None, None, False
+    oauth = None
+    if got.get("oauth") is not None:
+        o = r.mapping(
+            got["oauth"],
+            "identity.oauth",
+            ("issuer", "jwks_url", "audience", "algorithms", "scopes", "authorization_servers", "leeway"),
+        )
+        if o is not None:
+            issuer = r.string(o.get("issuer"), "identity.oauth.issuer", required=True)
+            jwks = r.url(o.get("jwks_url"), "identity.oauth.jwks_url", required=True)
+            audience = r.string(o.get("audience"), "identity.oauth.audience") or public_url
+            if audience is None:
+                r.problem("identity.oauth.audience", "is required when public_url is not set")
+            algorithms = r.strings(o.get("algorithms"), "identity.oauth.algorithms") or ("RS256", "ES256")
+            for alg in algorithms:
+                if alg.lower() == "none" or alg.upper().startswith("HS"):
+                    r.problem("identity.oauth.algorithms", f"{alg} is not allowed (asymmetric algorithms only)")
+            scopes = r.strings(o.get("scopes"), "identity.oauth.scopes") or ()
+            servers = r.strings(o.get("authorization_servers"), "identity.oauth.authorization_servers") or ()
+            leeway = r.duration(o.get("leeway"), "identity.oauth.leeway", 30.0)
+            if issuer and jwks and audience:
+                oauth = OAuthIdentity(
+                    issuer=issuer,
+                    jwks_url=jwks,
+                    audience=audience,
+                    algorithms=algorithms,
+                    scopes=scopes,
+                    authorization_servers=servers or (issuer,),
+                    leeway_s=leeway,
+                )
+    api_keys = None
+    keys = got.get("api_keys")
+    if keys is not None:
+        if isinstance(keys, dict):
+            k = r.mapping(keys, "identity.api_keys", ("file",))
+            keys = k.get("file") if k is not None else None
+        file = r.string(keys, "identity.api_keys")
+        if file is not None:
+            api_keys = ApiKeys(file=file)
+    none = got.get("none", False)
+    if not isinstance(none, bool):
+        r.problem("identity.none", "must be true or false")
+        none = False
+    if none and (oauth is not None or api_keys is not None):
+        r.problem("identity.none", "cannot go with oauth or api_keys")
+    if none and not is_loopback(host):
+        r.problem("identity.none", f"no authentication is only allowed on a loopback address, not {host}")
+    if not none and oauth is None and api_keys is None and not any("identity." in p for p in r.problems):
+        r.problem("identity", "needs oauth, api_keys, or none: true (loopback only)")
+    return oauth, api_keys, bool(none)
+
+
+def _limits(r: _Reader, value: Any) -> Limits:
+    if value is None:
+        return Limits()
+    got = r.mapping(
+        value, "limits", ("max_body", "per_user_concurrency", "read_timeout", "drain_timeout", "session_idle")
+    )
+    if got is None:
+        return Limits()
+    d = Limits()
+    return Limits(
+        max_body_bytes=r.size(got.get("max_body"), "limits.max_body", d.max_body_bytes),
+        per_user_concurrency=r.count(
+            got.get("per_user_concurrency"), "limits.per_user_concurrency", d.per_user_concurrency
+        ),
+        read_timeout_s=r.duration(got.get("read_timeout"), "limits.read_timeout", d.read_timeout_s),
+        drain_timeout_s=r.duration(got.get("drain_timeout"), "limits.drain_timeout", d.drain_timeout_s),
+        session_idle_s=r.duration(got.get("session_idle"), "limits.session_idle", d.session_idle_s),
+    )
+
+
+def _upstreams(r: _Reader, value: Any, separator: str, environ: Mapping[str, str]) -> tuple[Upstream, ...]:
+    if value is None:
+        r.problem("upstreams", "is required: at least one upstream server")
+        return ()
+    if not isinstance(value, dict) or not value:
+        r.problem("upstreams", "must be a non-empty mapping of names to servers")
+        return ()
+    out = []
+    for name, spec in value.items():
+        path = f"upstreams.{name}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 64:
+            r.problem(path, "a name is letters, digits, '_' and '-', starting with a letter or digit (at most 64)")
+            continue
+        if separator in name:
+            r.problem(path, f"a name must not contain the separator {separator!r}")
+            continue
+        got = r.mapping(spec, path, ("command", "env", "cwd", "url", "credential", "idle_timeout", "connect_timeout"))
+        if got is None:
+            continue
+        command = r.strings(got.get("command"), f"{path}.command") or ()
+        url = r.url(got.get("url"), f"{path}.url")
+        if bool(command) == (url is not None or got.get("url") is not None):
+            r.problem(path, "needs exactly one of command (a list of strings) or url")
+        env: list[tuple[str, Secret | str]] = []
+        if got.get("env") is not None:
+            if not isinstance(got["env"], dict):
+                r.problem(f"{path}.env", "must be a mapping of variable names to values")
+            else:
+                for key, val in got["env"].items():
+                    if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+                        r.problem(f"{path}.env", f"{key!r} is not an environment variable's name")
+                    elif isinstance(val, str):
+                        env.append((key, val))
+                    else:
+                        s = r.secret(val, f"{path}.env.{key}", environ)
+                        if s is not None:
+                            env.append((key, s))
+        if url is not None and (env or got.get("cwd") is not None):
+            r.problem(path, "env and cwd are for a command, not a url")
+        credential = _credential(r, got.get("credential"), f"{path}.credential", environ)
+        if credential is not None and command:
+            r.problem(f"{path}.credential", "is for a url upstream (a command gets env)")
+        out.append(
+            Upstream(
+                name=name,
+                command=command,
+                env=tuple(env),
+                cwd=r.string(got.get("cwd"), f"{path}.cwd"),
+                url=url,
+                credential=credential,
+                idle_timeout_s=r.duration(got.get("idle_timeout"), f"{path}.idle_timeout", 600.0),
+                connect_timeout_s=r.duration(got.get("connect_timeout"), f"{path}.connect_timeout", 10.0),
+            )
+        )
+    return tuple(out)
+
+
+def _credential(r: _Reader, value: Any, path: str, environ: Mapping[str, str]) -> Credential | None:
+    if value is None:
+        return None
+    got = r.mapping(value, path, ("header", "prefix", "value", "client_credentials", "token_exchange"))
+    if got is None:
+        return None
+    kinds = [k for k in ("header", "client_credentials", "token_exchange") if k in got]
+    if len(kinds) != 1:
+        r.problem(path, "exactly one of header (with value), client_credentials or token_exchange")
+        return None
+    if kinds[0] == "header":
+        header = r.string(got.get("header"), f"{path}.header", required=True)
+        if header is not None and not _HEADER_NAME.fullmatch(header):
+            r.problem(f"{path}.header", "is not an HTTP header name")
+        prefix = got.get("prefix", "")
+        if not isinstance(prefix, str) or any(c in prefix for c in "\r\n"):
+            r.problem(f"{path}.prefix", "must be a string on one line")
+            prefix = ""
+        if "value" not in got:
+            r.problem(f"{path}.value", "is required: {file: PATH} or {env: VARIABLE}")
+            return None
+        secret = r.secret(got["value"], f"{path}.value", environ)
+        return None if header is None or secret is None else StaticHeader(header=header, value=secret, prefix=prefix)
+    kind = kinds[0]
+    known = ("token_url", "client_id", "client_secret", "scope", "audience")
+    body = r.mapping(got[kind], f"{path}.{kind}", known)
+    if body is None:
+        return None
+    token_url = r.url(body.get("token_url"), f"{path}.{kind}.token_url", required=True)
+    client_id = r.string(body.get("client_id"), f"{path}.{kind}.client_id", required=True)
+    if body.get("client_secret") is None:
+        r.problem(f"{path}.{kind}.client_secret", "is required: {file: PATH} or {env: VARIABLE}")
+        return None
+    secret = r.secret(body["client_secret"], f"{path}.{kind}.client_secret", environ)
+    scope = r.string(body.get("scope"), f"{path}.{kind}.scope")
+    audience = r.string(body.get("audience"), f"{path}.{kind}.audience", required=kind == "token_exchange")
+    if token_url is None or client_id is None or secret is None:
+        return None
+    if kind == "client_credentials":
+        return ClientCredentials(token_url, client_id, secret, scope=scope, audience=audience)
+    if audience is None:
+        return None
+    return TokenExchange(token_url, client_id, secret, audience=audience, scope=scope)
