@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import sqlite3
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -42,13 +41,13 @@ from assay.policy.storeapi import (
     Expect,
     Loaded,
     Saved,
-    ServerRow,
     SessionKey,
     SessionRow,
     StoreError,
-    expired,
 )
 from assay.store.keys import client_alive
+from assay.store.rows import session_rows, sweep_expired
+from assay.store.thread import StoreThread, value_of
 from assay.statedir import ensure_state_dir
 
 __all__ = ["EVENTS_KEPT", "NAMED_IDLE", "SCHEMA_VERSION", "SqliteStore"]
@@ -173,91 +172,6 @@ def _rollback(conn: sqlite3.Connection) -> None:
         pass
 
 
-_IDLE_S = 30.0  # a store thread without work for this long ends (the next call starts another)
-
-R = TypeVar("R")
-
-
-def _value(got: R | BaseException) -> R:
-    """What a store thread's work gave: its value, or its exception raised."""
-    if isinstance(got, BaseException):
-        raise got
-    return got
-
-
-class _StoreThread:
-    """One long-lived thread that runs a store object's work in order, fed by a queue and
-    waking the awaiting task through its run's token: one hop costs a queue put and a
-    ``run_sync_soon`` (``trio.to_thread.run_sync`` adds a capacity limiter, a thread cache
-    hand-off and a context copy: about twice as long, bench/bench_shared_session.py). The
-    thread ends after :data:`_IDLE_S` idle or at :meth:`stop`; a later :meth:`run` starts
-    another."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._queue: queue.SimpleQueue[Callable[[], None] | None] | None = None
-
-    def _loop(self, jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
-        while True:
-            try:
-                job = jobs.get(timeout=_IDLE_S)
-            except queue.Empty:
-                with self._mutex:
-                    if self._queue is jobs and jobs.empty():
-                        self._queue = None
-                        return
-                continue
-            if job is None:
-                return
-            job()
-
-    def _put(self, job: Callable[[], None]) -> None:
-        with self._mutex:
-            jobs = self._queue
-            if jobs is None:
-                jobs = self._queue = queue.SimpleQueue()
-                threading.Thread(target=self._loop, args=(jobs,), name="assay-store", daemon=True).start()
-            jobs.put(job)
-
-    def stop(self) -> None:
-        """End the thread once the work queued is done."""
-        with self._mutex:
-            jobs, self._queue = self._queue, None
-        if jobs is not None:
-            jobs.put(None)
-
-    async def run(self, work: Callable[[], R], stop: threading.Event | None = None) -> tuple[R | BaseException, bool]:
-        """``work()`` on the thread; what it gave (:func:`_value` unwraps it) and whether the
-        awaiting task was cancelled meanwhile. A cancellation sets ``stop`` (the work gives up
-        waiting for the lock) but the result is still awaited, so what the work did is always
-        known; the cancellation itself comes at the caller's next checkpoint."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        token = trio.lowlevel.current_trio_token()
-        task = trio.lowlevel.current_task()
-        box: list[R | BaseException] = []
-        cancelled: list[bool] = []
-
-        def job() -> None:
-            try:
-                box.append(work())
-            except BaseException as exc:  # handed to the awaiting task
-                box.append(exc)
-            try:
-                token.run_sync_soon(trio.lowlevel.reschedule, task)
-            except trio.RunFinishedError:  # not reached: the task waits for it
-                pass
-
-        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
-            cancelled.append(True)
-            if stop is not None:
-                stop.set()
-            return trio.lowlevel.Abort.FAILED  # the result is still delivered
-
-        self._put(job)
-        await trio.lowlevel.wait_task_rescheduled(abort)
-        return box[0], bool(cancelled)
-
-
 _LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
 
 
@@ -270,7 +184,7 @@ class SqliteStore:
 
     The coroutines run the SQLite work off the event loop, one at a time on one connection, so
     the event loop never waits for the file or for another writer's lock: ``begin``, ``commit``,
-    ``abort`` and ``attempt`` on the store's own long-lived thread (:class:`_StoreThread`: about
+    ``abort`` and ``attempt`` on the store's own long-lived thread (:class:`StoreThread`: about
     half the cost of a ``trio.to_thread`` hop, measured; a judged call is one or two hops),
     ``sessions``, ``reset`` and ``sweep`` in ``trio.to_thread`` workers.
     The wait for the lock is cut in steps of :data:`_LOCK_STEP_MS` up to ``timeout``: a
@@ -286,7 +200,7 @@ class SqliteStore:
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._lock = threading.Lock()  # one thread at a time on the connection
-        self._thread = _StoreThread()  # where begin, commit, abort and attempt run
+        self._thread = StoreThread()  # where begin, commit, abort and attempt run
         try:
             self._kill_at = int(os.environ.get(_KILL_ENV, "0"))
         except ValueError:
@@ -302,13 +216,13 @@ class SqliteStore:
                 with trio.CancelScope(shield=True):
                     await self._thread.run(self.abort_blocking)
             await trio.lowlevel.checkpoint()  # raises the cancellation
-        return _value(got)
+        return value_of(got)
 
     async def commit(self, saved: Saved, now: float) -> int:
         # not given up on cancel: the write is short (the lock is held) and either all of it is
         # committed or none, never left open; the cancellation comes at the next checkpoint
         got, _cancelled = await self._thread.run(lambda: self.commit_blocking(saved, now))
-        return _value(got)
+        return value_of(got)
 
     async def abort(self) -> None:
         await self._thread.run(self.abort_blocking)
@@ -516,7 +430,7 @@ class SqliteStore:
 
     async def sessions(self, now: float) -> list[SessionRow]:
         alive = self.alive
-        return await self._read(lambda conn: _rows(conn, alive), [])
+        return await self._read(lambda conn: session_rows(conn, alive), [])
 
     async def reset(self, key: str, who: str, now: float) -> bool:
         timeout = self.timeout
@@ -544,65 +458,8 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> int:
             _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
-            gone = _sweep(conn, now, alive)
+            gone = sweep_expired(conn, now, alive)
             conn.execute("COMMIT")
             return gone
 
         return await self._read(work, 0)
-
-
-def _forget(conn: sqlite3.Connection, keys: list[str]) -> None:
-    for table in ("parts", "servers", "events", "sessions"):
-        conn.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
-
-
-def _sweep(conn: sqlite3.Connection, now: float, alive: Alive) -> int:
-    """Forget the sessions :func:`assay.policy.storeapi.expired` at ``now`` (inside the caller's
-    transaction); how many."""
-    gone: list[str] = []
-    for key, kind, pid, start, last in conn.execute("SELECT key, kind, pid, start, last FROM sessions").fetchall():
-        if expired(SessionKey(key=key, kind=kind, pid=pid, start=start), float(last), now, alive):
-            gone.append(key)
-    if gone:
-        _forget(conn, gone)
-    return len(gone)
-
-
-def _rows(conn: sqlite3.Connection, alive: Alive) -> list[SessionRow]:
-    """Every session of the database, the most recent activity first (then by key)."""
-    servers: dict[str, list[ServerRow]] = {}
-    for key, server, calls, last, pid in conn.execute(
-        "SELECT key, server, calls, last, pid FROM servers ORDER BY key, server"
-    ):
-        servers.setdefault(key, []).append(ServerRow(str(server), int(calls), float(last), pid))
-    armed: dict[str, set[str]] = {}
-    for key, text in conn.execute("SELECT key, armed FROM parts WHERE state IS NOT NULL"):
-        try:
-            ids = json.loads(text) if text else []
-        except ValueError:
-            ids = []
-        armed.setdefault(key, set()).update(str(i) for i in ids if isinstance(ids, list))
-    out = []
-    for key, kind, pid, start, name, process, created, last, requests, tool_calls, calls in conn.execute(
-        "SELECT key, kind, pid, start, name, process, created, last, requests, tool_calls, calls "
-        "FROM sessions ORDER BY last DESC, key"
-    ):
-        session = SessionKey(key=key, kind=kind, pid=pid, start=start, name=name, process=process)
-        out.append(
-            SessionRow(
-                key,
-                kind,
-                pid,
-                process,
-                name,
-                alive(session),
-                servers.get(key, []),
-                int(calls),
-                int(requests),
-                int(tool_calls),
-                sorted(armed.get(key, ())),
-                float(created),
-                float(last),
-            )
-        )
-    return out
