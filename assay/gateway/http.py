@@ -243,16 +243,23 @@ def _kind(msg: dict[str, Any]) -> str | None:
         msg_id = msg["id"]
         if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int)):
             return None
+    # MCP's JSON-RPC, as the SDKs read it: params and a result are objects; an error an object
+    # with an integer code and a string message (tests/serve/test_front_differential.py)
     if "method" in msg:
         if not isinstance(msg["method"], str) or "result" in msg or "error" in msg:
             return None
-        params = msg.get("params", {})
-        if not isinstance(params, (dict, list)):
+        if not isinstance(msg.get("params", {}), dict):
             return None
         return "request" if has_id else "notification"
-    if has_id and (("result" in msg) != ("error" in msg)):
-        return "response"
-    return None
+    if not has_id or ("result" in msg) == ("error" in msg):
+        return None
+    if "result" in msg:
+        return "response" if isinstance(msg["result"], dict) else None
+    error = msg["error"]
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+        return None
+    code = error.get("code")
+    return "response" if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def read_message(body: bytes, headers: Mapping[str, str]) -> Message:
