@@ -20,11 +20,10 @@ flags, other modules' ``exec``) is passed to the builtins as it was given.
 attrs writes a per-process number into each class's ``__hash__`` (``hash((<seed>, self.a,
 ...))``, the hash of a string): such a text is kept with a placeholder for the number, and a hit
 gets this process's number put back in its place (:func:`_seeded`), so the code is the one a
-compile of the text gives. Any other text that differs from one start to the next under the same
-generated file name is compiled every time and never kept, so the file is written only when
-something new and stable was compiled: after the first start, an upgrade, or
-a first import (a policy that needs a module no start needed before). At most
-:data:`MAX_ENTRIES` entries and :data:`MAX_BYTES` are kept.
+compile of the text gives. The file is written only when something was compiled (the first
+start, an upgrade, a policy that needs a module no start needed before); a text compiled under
+the file name of a kept one (a class that changed with an upgrade) replaces it. At most
+:data:`MAX_ENTRIES` entries and :data:`MAX_BYTES` are kept (over that, what this start used).
 
 Trust, as for the policy cache (:mod:`assay.wrap.policycache`): an entry is code wrap runs, so
 the file is read only when the state directory and ``code-cache/`` are directories of this user
@@ -101,8 +100,6 @@ class CodeCache:
         self._loaded: dict[bytes, CodeType] | None = None
         self._used: dict[bytes, CodeType] = {}
         self._new: dict[bytes, CodeType] = {}
-        self._volatile: set[str] = set()
-        self._files: set[str] | None = None
         self.hits = 0
         self.misses = 0
 
@@ -163,17 +160,8 @@ class CodeCache:
             return found
         self.misses += 1
         code: CodeType = builtins_compile(source, filename, mode, flags, True, optimize)
-        self._used[key] = code
-        if filename != "<string>" and filename in self._known_files():
-            self._volatile.add(filename)  # the same generated file with another text: not kept
-        else:
-            self._new[key] = code
+        self._used[key] = self._new[key] = code
         return code
-
-    def _known_files(self) -> set[str]:
-        if self._files is None:
-            self._files = {code.co_filename for code in self._entries().values()}
-        return self._files
 
     # -- the hooks ---------------------------------------------------------------------------
 
@@ -227,12 +215,15 @@ class CodeCache:
     # -- writing -----------------------------------------------------------------------------
 
     def save(self) -> None:
-        """Keep what was compiled anew (nothing when nothing stable was new)."""
+        """Keep what was compiled anew (nothing when nothing was): with what this start used,
+        and what else was kept unless a new text has its file name."""
         if not self._new:
             return
-        entries = {**self._entries(), **self._new}
+        renamed = {code.co_filename for code in self._new.values()} - {"<string>"}
+        entries = {k: v for k, v in self._entries().items() if v.co_filename not in renamed}
+        entries.update(self._used)
         if len(entries) > MAX_ENTRIES:
-            entries = {k: v for k, v in self._used.items() if k not in self._volatile_keys()}
+            entries = dict(self._used)
         self._new = {}
         try:
             body = _header() + marshal.dumps(entries)
@@ -244,9 +235,6 @@ class CodeCache:
             _write(self.state_dir, self.directory, self.path, body)
         except (OSError, ValueError):
             pass  # a cache: a run never fails for it
-
-    def _volatile_keys(self) -> set[bytes]:
-        return {k for k, v in self._used.items() if v.co_filename in self._volatile}
 
 
 builtins_compile = builtins.compile
