@@ -17,8 +17,8 @@ No heavy imports here: this module is on the start-up path of every wrap run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -157,15 +157,21 @@ def launch(config: WrapConfig) -> int:
             early.abandon()  # the run ended before it took the server over
 
 
-def compiling_through_cache(config: WrapConfig) -> AbstractContextManager[object]:
+@contextmanager
+def compiling_through_cache(config: WrapConfig) -> Iterator[None]:
     """While wrap imports what it runs, generated code (dataclasses', attrs') is compiled
     through the state directory's code cache (:mod:`assay.wrap.codecache`; docs/wrap.md,
-    "The code cache")."""
+    "The code cache"): the window :func:`assay.cli.app.main` opened, when it named this state
+    directory, else one opened now."""
     import os
 
-    from assay.wrap.codecache import code_cache
+    from assay.wrap import codecache
 
-    return code_cache(config.state_dir, os.environ).installed()
+    codecache.open_window(config.state_dir, os.environ)
+    try:
+        yield
+    finally:
+        codecache.close_window()
 
 
 #: :func:`assay.cli.app.main` paused the cyclic garbage collector for a wrap's imports (it was

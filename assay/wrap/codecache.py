@@ -42,7 +42,7 @@ import marshal
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER
 from types import CodeType, ModuleType
@@ -102,6 +102,7 @@ class CodeCache:
         self._new: dict[bytes, CodeType] = {}
         self.hits = 0
         self.misses = 0
+        self._had_exec = False
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -194,22 +195,32 @@ class CodeCache:
 
         return exec_
 
-    @contextmanager
-    def installed(self) -> Iterator[CodeCache]:
-        """Compile through the cache until the block ends (then :meth:`save`)."""
+    def install(self) -> None:
+        """Compile through the cache until :meth:`uninstall`."""
         import dataclasses
 
         global last
         last = self
         builtins.compile = self._compile_hook
-        had_exec = "exec" in vars(dataclasses)
+        self._had_exec = "exec" in vars(dataclasses)
         dataclasses.exec = self._exec_hook_for(dataclasses)  # type: ignore[attr-defined]
+
+    def uninstall(self) -> None:
+        """Compile as before :meth:`install`."""
+        import dataclasses
+
+        builtins.compile = builtins_compile
+        if not self._had_exec:
+            vars(dataclasses).pop("exec", None)
+
+    @contextmanager
+    def installed(self) -> Iterator[CodeCache]:
+        """Compile through the cache until the block ends (then :meth:`save`)."""
+        self.install()
         try:
             yield self
         finally:
-            builtins.compile = builtins_compile
-            if not had_exec:
-                del dataclasses.exec  # type: ignore[attr-defined]
+            self.uninstall()
             self.save()
 
     # -- writing -----------------------------------------------------------------------------
@@ -243,12 +254,42 @@ builtins_exec = builtins.exec
 last: CodeCache | None = None
 
 
-def code_cache(state_dir_option: str | None, env: Any) -> CodeCache:
+def code_cache(state_dir_option: str | None, env: Mapping[str, str]) -> CodeCache:
     """The cache of the state directory a wrap run with these options uses
     (:func:`assay.statedir.state_dir`)."""
     from assay.statedir import state_dir
 
     return CodeCache(state_dir(state_dir_option, env))
+
+
+#: the cache of the window open now (:func:`open_window`), if one is
+current: CodeCache | None = None
+
+
+def open_window(state_dir_option: str | None, env: Mapping[str, str]) -> None:
+    """Compile through the cache of this state directory until :func:`close_window`: wrap's
+    imports (:func:`assay.cli.app.main` opens the window as early as the command line names the
+    state directory, :func:`assay.cli.wrap_args.launch` once the run's config does). A window
+    already open on another state directory is closed first, and what it compiled is not kept
+    there."""
+    global current
+    cache = code_cache(state_dir_option, env)
+    if current is not None:
+        if current.state_dir == cache.state_dir:
+            return
+        current.uninstall()
+        current = None
+    cache.install()
+    current = cache
+
+
+def close_window() -> None:
+    """Compile as before the window, and keep what it compiled (nothing if none is open)."""
+    global current
+    cache, current = current, None
+    if cache is not None:
+        cache.uninstall()
+        cache.save()
 
 
 def _write(state_dir: str, directory: str, path: str, body: bytes) -> None:

@@ -192,7 +192,11 @@ def test_an_unusable_state_directory_is_no_error(tmp_path):
     assert cache.misses > 0 and Point(1).y == 2
 
 
-def test_the_second_wrap_start_compiles_only_what_varies(tmp_path, base_env):
+@pytest.mark.parametrize("where", ["environment", "option", "option=value"])
+def test_the_second_wrap_start_compiles_nothing(tmp_path, base_env, where):
+    """Also its options' and policy's dataclasses: the window opens before wrap's first
+    import when the line names the state directory plainly (or not at all), else once the
+    line is parsed."""
     (tmp_path / "assay.yaml").write_text('version: "2.0"\ntools:\n  allow: ["echo"]\n')
     (tmp_path / "server.py").write_text(
         "import sys\nsys.stdin.readline()\n"
@@ -203,13 +207,20 @@ def test_the_second_wrap_start_compiles_only_what_varies(tmp_path, base_env):
         import json, sys
         from assay.cli import main
         from assay.wrap import codecache
-        code = main(["mcp", "wrap", "--policy", "assay.yaml", "--", sys.executable, "server.py"])
+        code = main(["mcp", "wrap", "--policy", "assay.yaml", *OPTIONS, "--", sys.executable, "server.py"])
         c = codecache.last
         with open("counts.json", "w") as fh:
             json.dump({"code": code, "hits": c.hits, "misses": c.misses}, fh)
     """)
+    state = tmp_path / "xdg" / "assay"
+    options = {
+        "environment": [],
+        "option": ["--state-dir", str(state)],
+        "option=value": [f"--state-dir={state}"],  # (read by cyclopts)
+    }[where]
+    probe = probe.replace("*OPTIONS", repr(options)[1:-1] or "*()")
     frame = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}\n'
-    env = {**base_env, "XDG_STATE_HOME": str(tmp_path / "xdg")}
+    env = {**base_env, "XDG_STATE_HOME": str(tmp_path / "xdg") if where == "environment" else str(tmp_path / "no")}
     seen = []
     stamps = []
     for _ in range(3):
