@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -282,7 +283,9 @@ class _Conversation:
         if token is not None:
             user.tokens[token] = call
         try:
-            return await link.request(method, params)
+            # a 2026-07-28-era request: the link's session is told so (its approvals answer
+            # with input_required), though the link itself is a 2025-era session
+            return await link.request(method, params, era=self.capabilities if self.modern else None)
         finally:
             user.calls.remove(call)
             if self._calls.get(client_id) is call:
@@ -328,6 +331,11 @@ class _Conversation:
         return {"jsonrpc": "2.0", "id": client_id, "result": {key: items}}
 
 
+def _asks_approval(policy: Policy) -> bool:
+    tools = policy.tools
+    return tools.approval_required is not None or tools.approval_required_classes is not None
+
+
 def _for_link(params: dict[str, Any]) -> dict[str, Any]:
     """A 2026-07-28 request's params as a link (a session of the 2025 era) takes them: without
     the per-request ``io.modelcontextprotocol/`` members of ``_meta``."""
@@ -355,8 +363,12 @@ class ServeGateway:
         warn: Callable[[str], None],
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
+        approval_key: bytes | None = None,
     ) -> None:
         self.config = config
+        # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
+        # this process's own (an approval asked then is taken by this process only)
+        self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -396,8 +408,10 @@ class ServeGateway:
     async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
-        if self.store_for is not None and shares_state(policy):
+        # approvals share the session too: a retry's approval is taken once across the user's links
+        if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
+        eras: dict[Any, Mapping[str, Any]] = {}
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -408,6 +422,8 @@ class ServeGateway:
             shared_session_key=user.who.key,
             announce_exit=False,
             subject=user.who.subject,
+            approval_signing_key=self.approval_key,
+            request_era=lambda frame: eras.get(frame.get("id")),
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -432,6 +448,7 @@ class ServeGateway:
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
+            eras=eras,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -474,11 +491,21 @@ async def open_gateway(
     sinks: dict[Sink, RecordSink] | None = None,
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
+    approval_key: bytes | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
     async with trio.open_nursery() as nursery:
-        gateway = ServeGateway(config, policy, nursery, store_for=store_for, sinks=sinks, warn=warn, environ=environ)
+        gateway = ServeGateway(
+            config,
+            policy,
+            nursery,
+            store_for=store_for,
+            sinks=sinks,
+            warn=warn,
+            environ=environ,
+            approval_key=approval_key,
+        )
         try:
             yield gateway
         finally:
