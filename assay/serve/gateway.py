@@ -51,6 +51,7 @@ from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
+from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -72,6 +73,7 @@ class _Call:
     link: str
     related: Emit
     scope: trio.CancelScope
+    flight: bool = False  # a 2026-07-28-era request in rounds: it outlives its conversation
 
 
 @dataclass(eq=False)
@@ -87,6 +89,7 @@ class _User:
     uris: UriBook = field(default_factory=UriBook)
     tokens: dict[str, _Call] = field(default_factory=dict)
     asked: dict[str, _Call] = field(default_factory=dict)
+    parked: Parked = field(default_factory=Parked)  # 2026-07-28-era requests waiting for a retry
 
     @property
     def key(self) -> SessionKey:
@@ -113,7 +116,7 @@ class _User:
 
     def latest_call(self, link: str) -> _Call | None:
         for call in reversed(self.calls):
-            if call.link == link and not call.conversation.closed:
+            if call.link == link and (call.flight or not call.conversation.closed):
                 return call
         return None
 
@@ -210,7 +213,10 @@ class _Conversation:
                 target = target_of(method, params, self.user.gateway.names, self.user.uris)
                 if isinstance(target, str):
                     return error(msg_id, INVALID_PARAMS, target)
-                answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
+                if self.modern and self.user.parked.claims(target[1]):
+                    answer = await self._resume(method, target[1], related)
+                else:
+                    answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
         if scope.cancelled_caught:
             return error(msg_id, REQUEST_CANCELLED, "Request cancelled")
         answer = {**answer, "id": msg_id}
@@ -276,6 +282,8 @@ class _Conversation:
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
+        if self.modern:
+            return await self._flight(link, method, params, client_id, related)
         params, token = user.ids.map_token(self.number, params)
         call = _Call(self, client_id, upstream, related, scope)
         user.calls.append(call)
@@ -293,6 +301,43 @@ class _Conversation:
             if token is not None:
                 user.tokens.pop(token, None)
                 user.ids.tokens.pop(token, None)
+
+    async def _flight(
+        self, link: Link, method: str, params: dict[str, Any], client_id: Any, related: Emit
+    ) -> dict[str, Any]:
+        """A 2026-07-28-era request: a flight of the gateway's own, asked in rounds
+        (:mod:`assay.serve.rounds`); this is its first round."""
+        user = self.user
+        flight = Flight(method, params)
+        mapped, token = user.ids.map_token(self.number, params)
+        call = _Call(self, client_id, link.name, flight.related, flight.scope, flight=True)
+        user.calls.append(call)
+        if token is not None:
+            user.tokens[token] = call
+
+        def end() -> None:
+            user.calls.remove(call)
+            user.parked.drop(flight)
+            if token is not None:
+                user.tokens.pop(token, None)
+                user.ids.tokens.pop(token, None)
+
+        async def send() -> dict[str, Any]:
+            return await link.request(method, mapped, era=self.capabilities)
+
+        user.gateway.nursery.start_soon(flight.run, send, end)
+        return await flight.round(related, user.parked.park)
+
+    async def _resume(self, method: str, params: dict[str, Any], related: Emit) -> dict[str, Any]:
+        """A retry of a 2026-07-28-era request whose upstream asked something: the answers go
+        to the upstream's requests, and the round waits for what comes next."""
+        user = self.user
+        got = user.parked.take(params.get("requestState"), method, params)
+        if isinstance(got, dict):
+            return got
+        for response in got.resume(params):
+            await user.from_client(response)
+        return await got.round(related, user.parked.park)
 
     async def _fanout(
         self, method: str, params: dict[str, Any], client_id: Any, related: Emit, scope: trio.CancelScope
