@@ -201,6 +201,7 @@ async def test_typescript_clients_through_serve(tmp_path: Path, sdk: str, mode: 
         "is_error": False,
         "texts": ["the plans are in the drawer"],
         "asked": 0,
+        "sampled": 0,
     }
     # the send after the secret read is denied: the flow rule spans the user's upstreams
     denied = lines[3]
