@@ -34,10 +34,11 @@ import trio
 from assay.gateway.contract import Emit
 from assay.gateway.router import INVALID_PARAMS, UPSTREAM_FAILED, error
 
-__all__ = ["MAX_PARKED", "PARK_S", "STATE_PREFIX", "Flight", "Parked", "same_request"]
+__all__ = ["MAX_ASKS", "MAX_PARKED", "PARK_S", "STATE_PREFIX", "Flight", "Parked", "same_request"]
 
 STATE_PREFIX: Final = "assay-upstream."
 PARK_S: Final = 300.0  # a flight waits this long for the client's retry, then is cancelled
+MAX_ASKS: Final = 8  # the upstream's unanswered requests in one flight (past it the call is cancelled)
 MAX_PARKED: Final = 64  # flights waiting for a retry, per user (past it the oldest is cancelled)
 _STATE = re.compile(r"assay-upstream\.([0-9a-f]{32})")
 _ROUND_MEMBERS: Final = ("inputResponses", "requestState", "_meta")
@@ -59,7 +60,7 @@ def same_request(a: dict[str, Any], b: dict[str, Any]) -> bool:
 class Flight:
     """One 2026-07-28-era request in flight upstream, across the client's rounds."""
 
-    __slots__ = ("method", "params", "answer", "done", "asks", "_changed", "emit", "scope", "token")
+    __slots__ = ("method", "params", "answer", "done", "asks", "shown", "_changed", "emit", "scope", "token")
 
     def __init__(self, method: str, params: dict[str, Any]) -> None:
         self.method = method
@@ -67,6 +68,7 @@ class Flight:
         self.answer: dict[str, Any] | None = None
         self.done = trio.Event()
         self.asks: dict[str, dict[str, Any]] = {}  # gateway id -> the upstream's request, unanswered
+        self.shown: tuple[str, ...] = ()  # the ids the last input_required asked the client
         self._changed = trio.Event()
         self.emit: Emit | None = None  # the round in hand's stream (notifications go there)
         self.scope = trio.CancelScope()
@@ -75,10 +77,17 @@ class Flight:
     async def related(self, message: dict[str, Any]) -> None:
         """What the upstream sends during the call: a request is asked in the next
         ``input_required``; a notification goes to the round in hand (none: dropped)."""
-        if "id" in message and isinstance(message.get("method"), str):
+        method = message.get("method")
+        if "id" in message and isinstance(method, str):
+            if len(self.asks) >= MAX_ASKS:  # an upstream that asks without end fails its call
+                self.scope.cancel()
+                return
             self.asks[str(message["id"])] = message
             self._wake()
             return
+        params = message.get("params")
+        if method == "notifications/cancelled" and isinstance(params, dict):  # the upstream withdrew one
+            self.asks.pop(str(params.get("requestId")), None)
         emit = self.emit
         if emit is not None:
             await emit(message)
@@ -119,6 +128,7 @@ class Flight:
         self.token = park(self)
         self.scope.deadline = trio.current_time() + PARK_S
         requests = {mine: {"method": m["method"], "params": m.get("params", {})} for mine, m in self.asks.items()}
+        self.shown = tuple(requests)
         result = {"resultType": "input_required", "inputRequests": requests, "requestState": STATE_PREFIX + self.token}
         return {"jsonrpc": "2.0", "id": None, "result": result}
 
@@ -130,8 +140,11 @@ class Flight:
         responses = params.get("inputResponses")
         responses = responses if isinstance(responses, dict) else {}
         out: list[dict[str, Any]] = []
-        for mine in list(self.asks):
-            del self.asks[mine]
+        # only what the client was shown: a request the upstream made since waits for the next round
+        shown, self.shown = self.shown, ()
+        for mine in shown:
+            if self.asks.pop(mine, None) is None:
+                continue
             answer = responses.get(mine)
             if isinstance(answer, dict):
                 out.append({"jsonrpc": "2.0", "id": mine, "result": answer})
