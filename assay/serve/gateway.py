@@ -275,6 +275,7 @@ class _Conversation:
         client_id: Any,
         related: Emit,
         scope: trio.CancelScope,
+        rounds: bool = True,
     ) -> dict[str, Any]:
         user = self.user
         try:
@@ -282,7 +283,7 @@ class _Conversation:
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
-        if self.modern:
+        if self.modern and rounds:  # a list's pages are not asked in rounds
             return await self._flight(link, method, params, client_id, related)
         params, token = user.ids.map_token(self.number, params)
         call = _Call(self, client_id, upstream, related, scope)
@@ -352,7 +353,7 @@ class _Conversation:
             cursor: Any = None
             for _ in range(MAX_PAGES):
                 asked = base if cursor is None else {**base, "cursor": cursor}
-                answer = await self._forward(name, method, asked, client_id, related, scope)
+                answer = await self._forward(name, method, asked, client_id, related, scope, rounds=False)
                 result = answer.get("result")
                 if not isinstance(result, dict):
                     if cursor is None:
