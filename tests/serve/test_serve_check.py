@@ -124,3 +124,16 @@ def test_an_address_in_use_is_one_line_and_exit_2(tmp_path):
     assert res.returncode == 2, res.stderr
     assert res.stderr.splitlines()[-1] == f"fatal: cannot serve on 127.0.0.1:{port}: Address already in use"
     assert "Traceback" not in res.stderr
+
+
+def test_an_approval_key_shorter_than_16_bytes_cannot_be_used(tmp_path):
+    cfg = setup(tmp_path, CONFIG + "approval_key: {file: approval.key}\n")
+    (tmp_path / "keys.txt").write_text("alice sha256:" + "0" * 64 + "\n")
+    (tmp_path / "approval.key").write_text("short-key\n")
+    res = run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "s3cr3t-value"})
+    assert res.returncode == 1 and res.stderr.splitlines() == [
+        "serve.yaml: approval_key: the key must be at least 16 bytes"
+    ], res.stderr
+    assert "short-key" not in res.stderr
+    (tmp_path / "approval.key").write_text("a-key-of-sixteen-bytes\n")
+    assert run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "s3cr3t-value"}).returncode == 0
