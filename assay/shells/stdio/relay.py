@@ -528,17 +528,27 @@ class Relay:
         call's deadline came first or the call was settled otherwise (the scope cancelled: the
         session's timer, or whatever settled it, has its deny)."""
         answer = "failed"
+        failure: str | None = None
         with scope:
             try:
                 answer = await approver(effect)
             except Exception as exc:  # noqa: BLE001 - an approver that fails denies the call
-                self.warn(f"[assay] the approver failed: {exc.__class__.__name__}")
-                answer = "failed"
+                failure = exc.__class__.__name__
         if self._asking.get(effect.approval_id) is scope:
             del self._asking[effect.approval_id]
         if scope.cancelled_caught:
             return
-        await self._perform(self.session.approver_answered(effect.approval_id, answer))
+        runner = self._runner
+        try:
+            runner.acquire_nowait()
+        except trio.WouldBlock:
+            await runner.acquire()
+        try:
+            if failure is not None:
+                self.warn(f"[assay] the approver failed ({failure}): the call is denied")
+            await self._run(self.session.approver_answered(effect.approval_id, answer))
+        finally:
+            runner.release()
 
     async def _signal_watch(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         import signal
