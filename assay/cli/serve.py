@@ -66,6 +66,8 @@ def usable_problems(config: ServeConfig) -> list[str]:
         elif isinstance(cred, (ClientCredentials, TokenExchange)):
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
+    if config.approvals is not None:
+        check(config.approvals.secret, "approvals.secret")
     if config.api_keys is not None:
         from assay.auth.apikeys import parse_api_keys
         from assay.gateway.config import ConfigError
