@@ -53,6 +53,7 @@ from assay.serve.link import Link, LinkError
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
+from assay.shells.stdio.relay import Approver
 
 __all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]
 
@@ -355,8 +356,10 @@ class ServeGateway:
         warn: Callable[[str], None],
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
+        approver: Approver | None = None,
     ) -> None:
         self.config = config
+        self.approver = approver  # the config's approvals (docs/serve.md, "Out-of-band approvers")
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -408,6 +411,8 @@ class ServeGateway:
             shared_session_key=user.who.key,
             announce_exit=False,
             subject=user.who.subject,
+            approver=self.config.approvals.kind if self.config.approvals is not None else None,
+            approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -432,6 +437,7 @@ class ServeGateway:
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
+            approver=self.approver,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -474,11 +480,14 @@ async def open_gateway(
     sinks: dict[Sink, RecordSink] | None = None,
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
+    approver: Approver | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
     async with trio.open_nursery() as nursery:
-        gateway = ServeGateway(config, policy, nursery, store_for=store_for, sinks=sinks, warn=warn, environ=environ)
+        gateway = ServeGateway(
+            config, policy, nursery, store_for=store_for, sinks=sinks, warn=warn, environ=environ, approver=approver
+        )
         try:
             yield gateway
         finally:
