@@ -153,9 +153,10 @@ class QueueApprover:
     async def __call__(self, ask: AskApprover) -> str:
         queue = self.queue
         arguments = _json(ask.arguments).decode("utf-8")
+        expires = _wall(ask.deadline)
         try:
             approval_id = await queue.run(
-                lambda: queue.put(ask.subject, ask.server, ask.tool, arguments, time.time(), _wall(ask.deadline))
+                lambda: queue.put(ask.subject, ask.server, ask.tool, arguments, time.time(), expires)
             )
         except QueueError as exc:
             self.warn(f"[assay] {exc}; the call is denied")

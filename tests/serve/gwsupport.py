@@ -51,13 +51,23 @@ def user(name: str) -> Identity:
 
 @asynccontextmanager
 async def gateway(
-    tmp: Path, upstreams: list[Upstream], policy: str = POLICY, store: MemoryStore | None = None
+    tmp: Path,
+    upstreams: list[Upstream],
+    policy: str = POLICY,
+    store: MemoryStore | None = None,
+    *,
+    config: ServeConfig | None = None,
+    approver: Any = None,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
+    """A gateway over ``upstreams`` (or ``config``'s), with an out-of-band ``approver`` hook."""
     store = store or MemoryStore()
     warnings: list[str] = []
-    config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
+    if config is None:
+        config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
     with trio.fail_after(TIMEOUT):
-        async with open_gateway(config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append) as gw:
+        async with open_gateway(
+            config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append, approver=approver
+        ) as gw:
             yield gw, warnings
 
 
