@@ -55,6 +55,7 @@ async def gateway(
     upstreams: list[Upstream],
     policy: str = POLICY,
     store: MemoryStore | None = None,
+    approval_key: bytes | None = None,
     *,
     config: ServeConfig | None = None,
     approver: Any = None,
@@ -66,7 +67,12 @@ async def gateway(
         config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
     with trio.fail_after(TIMEOUT):
         async with open_gateway(
-            config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append, approver=approver
+            config,
+            load_policy(policy.encode()),
+            store_for=store.twin,
+            warn=warnings.append,
+            approval_key=approval_key,
+            approver=approver,
         ) as gw:
             yield gw, warnings
 
