@@ -55,6 +55,7 @@ from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
+from assay.shells.stdio.relay import Approver
 
 __all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]
 
@@ -410,11 +411,13 @@ class ServeGateway:
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
         approval_key: bytes | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.config = config
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
+        self.approver = approver  # the config's approvals (docs/serve.md, "Out-of-band approvers")
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -470,6 +473,8 @@ class ServeGateway:
             subject=user.who.subject,
             approval_signing_key=self.approval_key,
             request_era=lambda frame: eras.get(frame.get("id")),
+            approver=self.config.approvals.kind if self.config.approvals is not None else None,
+            approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -495,6 +500,7 @@ class ServeGateway:
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
             eras=eras,
+            approver=self.approver,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -538,6 +544,7 @@ async def open_gateway(
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
     approval_key: bytes | None = None,
+    approver: Approver | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -551,6 +558,7 @@ async def open_gateway(
             warn=warn,
             environ=environ,
             approval_key=approval_key,
+            approver=approver,
         )
         try:
             yield gateway

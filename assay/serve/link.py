@@ -33,7 +33,7 @@ from assay.gateway.router import UPSTREAM_FAILED, error
 from assay.session.effects import Sink
 from assay.session.session import WrapSession
 from assay.shells.stdio.pipes import RecordSink
-from assay.shells.stdio.relay import Relay
+from assay.shells.stdio.relay import Approver, Relay
 
 __all__ = ["BASE_ENV", "Link", "LinkError", "read_secret"]
 
@@ -133,6 +133,7 @@ class Link:
         max_frame_bytes: int,
         auth: Any = None,
         eras: dict[Any, Mapping[str, Any]] | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -147,6 +148,8 @@ class Link:
         self.max_frame_bytes = max_frame_bytes
         # a url upstream's httpx2 auth (assay.auth.upstream_auth: docs/serve.md, "Credentials to upstreams")
         self.auth = auth
+        # the out-of-band approver the relay asks (docs/serve.md, "Out-of-band approvers")
+        self.approver = approver
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -255,6 +258,7 @@ class Link:
             warn=self.warn,
             handle_signals=False,
             child=child,
+            approver=self.approver,
         )
 
     def _child_env(self) -> dict[str, str]:

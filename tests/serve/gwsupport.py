@@ -56,13 +56,23 @@ async def gateway(
     policy: str = POLICY,
     store: MemoryStore | None = None,
     approval_key: bytes | None = None,
+    *,
+    config: ServeConfig | None = None,
+    approver: Any = None,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
+    """A gateway over ``upstreams`` (or ``config``'s), with an out-of-band ``approver`` hook."""
     store = store or MemoryStore()
     warnings: list[str] = []
-    config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
+    if config is None:
+        config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
     with trio.fail_after(TIMEOUT):
         async with open_gateway(
-            config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append, approval_key=approval_key
+            config,
+            load_policy(policy.encode()),
+            store_for=store.twin,
+            warn=warnings.append,
+            approval_key=approval_key,
+            approver=approver,
         ) as gw:
             yield gw, warnings
 
