@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from assay._version import __version__
-from assay.gateway.http import LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_META
+from assay.gateway.http import CLIENT_INFO_META, LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_META
 
 __all__ = [
     "INVALID_PARAMS",
@@ -27,6 +27,7 @@ __all__ = [
     "Names",
     "Route",
     "UriBook",
+    "client_info",
     "error",
     "for_era",
     "initialize_result",
@@ -125,6 +126,35 @@ def initialize_result(version: str, instructions: str | None = None) -> dict[str
     if instructions:
         result["instructions"] = instructions
     return result
+
+
+#: characters of a client's name or version kept for the records (docs/serve.md, "Records")
+CLIENT_TEXT_MAX = 128
+
+
+def client_info(params: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The client an ``initialize`` names, as the records carry it (docs/serve.md, "Records"):
+    (name, version) of its ``clientInfo``, or for a 2026-07-28 request of its ``_meta``'s
+    ``io.modelcontextprotocol/clientInfo`` (optional there: None without it). Each string cut to
+    :data:`CLIENT_TEXT_MAX` characters, every character that is not printable (controls, escapes,
+    bidi and other format controls, line separators, lone surrogates) replaced by U+FFFD, so a
+    terminal shows a record as it is; a version that is not a string is None."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and VERSION_META in meta:
+        info = meta.get(CLIENT_INFO_META)
+    else:
+        info = params.get("clientInfo")
+    if not isinstance(info, dict):
+        return None
+    name = _record_text(info.get("name"))
+    return None if name is None else (name, _record_text(info.get("version")))
+
+
+def _record_text(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    value = value[:CLIENT_TEXT_MAX]
+    return value if value.isprintable() else "".join(c if c.isprintable() else "\ufffd" for c in value)
 
 
 def for_era(result: dict[str, Any], method: str, modern: bool) -> dict[str, Any]:

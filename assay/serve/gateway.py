@@ -34,6 +34,7 @@ from assay.gateway.router import (
     Names,
     Route,
     UriBook,
+    client_info,
     error,
     for_era,
     initialize_result,
@@ -175,10 +176,19 @@ class _User:
 class _Conversation:
     """One MCP session of one user (the contract's :class:`~assay.gateway.contract.Conversation`)."""
 
-    def __init__(self, user: _User, number: int, version: str, capabilities: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        user: _User,
+        number: int,
+        version: str,
+        capabilities: Mapping[str, Any],
+        client: tuple[str, str | None] | None = None,
+    ) -> None:
         self.user = user
         self.number = number
         self.version = version
+        #: the client's name and version, as its calls' records carry them (docs/serve.md, "Records")
+        self.client = client
         self.modern = is_modern(version)
         self.capabilities = dict(capabilities)
         self.closed = False
@@ -282,7 +292,7 @@ class _Conversation:
         if token is not None:
             user.tokens[token] = call
         try:
-            return await link.request(method, params)
+            return await link.request(method, params, client=self.client)
         finally:
             user.calls.remove(call)
             if self._calls.get(client_id) is call:
@@ -384,7 +394,9 @@ class ServeGateway:
             user.who = who  # the latest token (a token exchange's subject)
         caps = params.get("capabilities")
         self._conversations += 1
-        conversation = _Conversation(user, self._conversations, version, caps if isinstance(caps, dict) else {})
+        conversation = _Conversation(
+            user, self._conversations, version, caps if isinstance(caps, dict) else {}, client_info(params)
+        )
         user.conversations[conversation.number] = conversation
         return conversation, initialize_result(version)
 
@@ -396,6 +408,7 @@ class ServeGateway:
     async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
+        clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
         if self.store_for is not None and shares_state(policy):
             shared = (self.store_for(), user.key)
         options = SessionOptions(
@@ -408,6 +421,7 @@ class ServeGateway:
             shared_session_key=user.who.key,
             announce_exit=False,
             subject=user.who.subject,
+            client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -432,6 +446,7 @@ class ServeGateway:
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
+            clients=clients,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

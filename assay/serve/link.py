@@ -132,6 +132,7 @@ class Link:
         environ: Mapping[str, str],
         max_frame_bytes: int,
         auth: Any = None,
+        clients: dict[int, tuple[str, str | None]] | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -146,6 +147,9 @@ class Link:
         self.max_frame_bytes = max_frame_bytes
         # a url upstream's httpx2 auth (assay.auth.upstream_auth: docs/serve.md, "Credentials to upstreams")
         self.auth = auth
+        # the client of each request in flight, by the link's id (what the session's records ask:
+        # docs/serve.md, "Records")
+        self.clients: dict[int, tuple[str, str | None]] = {} if clients is None else clients
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -162,14 +166,19 @@ class Link:
     def busy(self) -> int:
         return len(self._pending)
 
-    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, client: tuple[str, str | None] | None = None
+    ) -> dict[str, Any]:
         """Send one request with the gateway's own id; its answer (``result`` or ``error``, that
-        id). Cancelled: the upstream is told (``notifications/cancelled``)."""
+        id). Cancelled: the upstream is told (``notifications/cancelled``). ``client``: the
+        name and version of the client it comes from, which its records carry."""
         if not self.alive:
             return error(None, UPSTREAM_FAILED, self._gone())
         self._next += 1
         mine = self._next
         waiter = self._pending[mine] = _Waiter()
+        if client is not None:
+            self.clients[mine] = client
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": mine, "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -182,6 +191,7 @@ class Link:
                 self.write({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": mine}})
             raise
         finally:
+            self.clients.pop(mine, None)
             self._touch()
         assert waiter.answer is not None
         return waiter.answer

@@ -105,6 +105,10 @@ class SessionOptions:
     # the user whose calls these are (`assay mcp serve`; docs/serve.md, "Records"): the records'
     # ``subject``; None in wrap
     subject: str | None = None
+    # given a call's request id, the (name, version) of the client it came from, bounded and
+    # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
+    # docs/serve.md, "Records"); None in wrap
+    client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
 
 
 class WrapSession:
@@ -140,6 +144,7 @@ class WrapSession:
             now=now,
             arguments_max=options.log_arguments_max,
             subject=options.subject,
+            client_of=options.client_of,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
         baseline: Baseline | None = None

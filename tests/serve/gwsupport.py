@@ -51,13 +51,20 @@ def user(name: str) -> Identity:
 
 @asynccontextmanager
 async def gateway(
-    tmp: Path, upstreams: list[Upstream], policy: str = POLICY, store: MemoryStore | None = None
+    tmp: Path, upstreams: list[Upstream], policy: str = POLICY, store: MemoryStore | None = None, **config_more: Any
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
+    """A gateway over ``upstreams``; ``config_more``: more of the config (``decision_log``,
+    ``audit_log``: the logs are opened as ``assay mcp serve`` opens them)."""
+    from assay.serve.run import open_sinks
+
     store = store or MemoryStore()
     warnings: list[str] = []
-    config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
+    config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams), **config_more)
+    sinks = open_sinks(config)
     with trio.fail_after(TIMEOUT):
-        async with open_gateway(config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append) as gw:
+        async with open_gateway(
+            config, load_policy(policy.encode()), store_for=store.twin, sinks=sinks, warn=warnings.append
+        ) as gw:
             yield gw, warnings
 
 
@@ -99,12 +106,16 @@ class Client:
 
 
 async def connect(
-    gw: ServeGateway, who: Identity, version: str = "2025-06-18", caps: dict | None = None
+    gw: ServeGateway,
+    who: Identity,
+    version: str = "2025-06-18",
+    caps: dict | None = None,
+    client_info: dict | None = None,
 ) -> tuple[Client, dict]:
     params = {
         "protocolVersion": version,
         "capabilities": caps or {"sampling": {}},
-        "clientInfo": {"name": "t", "version": "1"},
+        "clientInfo": client_info or {"name": "t", "version": "1"},
     }
     conversation, result = await gw.open(who, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     return Client(conversation), result

@@ -5,6 +5,7 @@ server-everything over stdio. Every wait is on an event."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ import trio
 from assay.gateway.config import Upstream
 from gwsupport import (
     EVERYTHING_SERVER,
+    Client,
     TIMEOUT,
     connect,
     denied,
@@ -231,3 +233,39 @@ async def test_an_approval_asks_the_conversation_whose_call_waits_for_it(tmp_pat
         for client in (yes, no):
             asked = [m for m in client.related if m.get("method") == "elicitation/create"]
             assert len(asked) == 1 and "send" in asked[0]["params"]["message"]
+
+
+async def test_each_call_is_recorded_with_the_client_of_its_own_conversation(tmp_path: Path) -> None:
+    # docs/serve.md, "Records": one link of a user carries the calls of all the user's
+    # conversations, each recorded with its own client's name and version, bounded and printable
+    logs = {"decision_log": "decisions.ndjson", "audit_log": "audit.ndjson"}
+    async with gateway(tmp_path, [stdio("local")], **logs) as (gw, _):
+        cursor, _i = await connect(gw, ALICE, client_info={"name": "cursor", "version": "1.2"})
+        odd, _i = await connect(gw, ALICE, client_info={"name": "evil\x1b[31m\u202e" + "x" * 500, "version": 7})
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        init = {"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "unknown"}, "_meta": meta}
+        modern, _r = await gw.open(ALICE, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        bare, _i = await connect(gw, ALICE, client_info={"version": "no name"})
+        stateless = Client(modern)
+        for client, text in ((cursor, "a"), (odd, "b"), (cursor, "c"), (stateless, "d"), (bare, "e")):
+            assert text_of(await client.call("local__send", {"text": text})) == f"sent {text}"
+        assert len(gw.links_of(ALICE.key)) == 1  # one link carried them all
+    audit = [json.loads(line) for line in (tmp_path / "audit.ndjson").read_text().splitlines()]
+    events = [json.loads(line)["data"] for line in (tmp_path / "decisions.ndjson").read_text().splitlines()]
+    odd_name = ("evil\ufffd[31m\ufffd" + "x" * 500)[:128]  # cut to 128 characters
+    want = [
+        ("cursor", "1.2"),
+        (odd_name, None),
+        ("cursor", "1.2"),
+        ("claude-code", "2.0"),
+        (None, None),
+    ]
+    for records in (audit, [e for e in events if e.get("tool") == "send"]):
+        assert [(r.get("client_name"), r.get("client_version")) for r in records] == want
+        keys = list(records[0])
+        assert keys[keys.index("subject") + 1 :][:2] == ["client_name", "client_version"]
+        assert "client_name" not in records[4] and all(r["subject"] == "alice" for r in records)
