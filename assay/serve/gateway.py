@@ -110,6 +110,7 @@ class _User:
         finally:
             del self.starting[name]
             event.set()
+            self.gateway.forget_if_idle(self)
 
     def latest_call(self, link: str) -> _Call | None:
         for call in reversed(self.calls):
@@ -132,6 +133,8 @@ class _User:
                 return
             mine = self.ids.ask(link.name, message["id"])
             self.asked[mine] = call
+            while len(self.asked) > len(self.ids.asked):  # the oldest the ids forgot (bounded)
+                self.asked.pop(next(iter(self.asked)))
             await call.related({**message, "id": mine})
             return
         if method == "notifications/progress":
@@ -149,7 +152,7 @@ class _User:
         if method == "notifications/cancelled" and isinstance(params, dict):
             for mine, (upstream, theirs) in list(self.ids.asked.items()):
                 if upstream == link.name and theirs == params.get("requestId"):
-                    self.ids.asked.pop(mine, None)
+                    self.ids.answered(mine)
                     call = self.asked.pop(mine, None)
                     if call is not None:
                         await call.related({**message, "params": {**params, "requestId": mine}})
@@ -254,6 +257,7 @@ class _Conversation:
         for call in list(self._calls.values()):
             call.scope.cancel()
         self._send.close()
+        self.user.gateway.forget_if_idle(self.user)
 
     # -- the gateway's side ---------------------------------------------------------------------
 
@@ -400,6 +404,16 @@ class ServeGateway:
         user.conversations[conversation.number] = conversation
         return conversation, initialize_result(version)
 
+    def forget_if_idle(self, user: _User) -> None:
+        """Forget ``user`` once no conversation of theirs is open and no link of theirs is open or
+        opening, so the gateway's memory is bounded by the users it serves, not the users it
+        served (docs/serve.md, "Upstreams and the agent session of a user"). Their agent session
+        is the store's and stays; what the gateway learnt for them (the URIs listed) goes."""
+        if user.conversations or user.starting or any(not link.closed.is_set() for link in user.links.values()):
+            return
+        if self.users.get(user.who.key) is user:
+            del self.users[user.who.key]
+
     def links_of(self, key: str) -> dict[str, Link]:
         """The live links of the user ``key`` (tests, the status of a user)."""
         user = self.users.get(key)
@@ -460,6 +474,9 @@ class ServeGateway:
                 if shared is not None:
                     with trio.CancelScope(shield=True):
                         await shared[0].aclose()
+                if user.links.get(upstream.name) is link:
+                    del user.links[upstream.name]
+                self.forget_if_idle(user)
 
         try:
             await self.nursery.start(run)

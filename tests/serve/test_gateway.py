@@ -9,9 +9,11 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from assay.gateway.config import Upstream
 from gwsupport import (
@@ -269,3 +271,39 @@ async def test_each_call_is_recorded_with_the_client_of_its_own_conversation(tmp
         keys = list(records[0])
         assert keys[keys.index("subject") + 1 :][:2] == ["client_name", "client_version"]
         assert "client_name" not in records[4] and all(r["subject"] == "alice" for r in records)
+
+
+async def _settled(predicate: Any) -> None:
+    """Wait, on the scheduler and no clock, until ``predicate()`` holds."""
+    with trio.fail_after(TIMEOUT):
+        while not predicate():
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_user_with_no_conversation_and_no_link_is_forgotten(tmp_path: Path) -> None:
+    # docs/serve.md, "Upstreams and the agent session of a user": memory bounded by the users served now
+    async with gateway(tmp_path, [stdio("local", idle_timeout_s=0.2), stdio("slow", idle_timeout_s=3)]) as (gw, _):
+        for n in range(50):  # users that opened a conversation and closed it, no link ever opened
+            c, _i = await connect(gw, user(f"u{n}"))
+            await c.conversation.aclose()
+        assert gw.users == {}
+        a, _i = await connect(gw, ALICE)
+        int(text_of(await a.call("local__pid")))
+        link = gw.links_of(ALICE.key)["local"]
+        with trio.fail_after(TIMEOUT):
+            await link.closed.wait()  # idle: the link ends, the conversation stays, so does alice
+        await _settled(lambda: "local" not in gw.users[ALICE.key].links)
+        assert ALICE.key in gw.users
+        await a.conversation.aclose()
+        assert ALICE.key not in gw.users  # no conversation, no link: forgotten
+        b, _i = await connect(gw, BOB)
+        pid = int(text_of(await b.call("slow__pid")))
+        link = gw.links_of(BOB.key)["slow"]
+        await b.conversation.aclose()
+        assert BOB.key in gw.users  # its link is open (3 s idle)
+        with trio.fail_after(TIMEOUT):
+            await link.closed.wait()
+        await _settled(lambda: BOB.key not in gw.users)  # once it closes, bob is forgotten
+        assert not Path(f"/proc/{pid}").exists()
+        again, _i = await connect(gw, BOB)  # and served again as new
+        assert int(text_of(await again.call("slow__pid"))) != pid
