@@ -40,7 +40,7 @@ async def test_tools_of_every_upstream_merged_and_prefixed_denied_ones_hidden(tm
         assert set(init["capabilities"]) >= {"tools", "resources", "prompts", "completions"}
         names = [t["name"] for t in (await a.request("tools/list"))["result"]["tools"]]
         # both pages of each upstream, in the config's order; delete_all hidden (the policy denies it)
-        own = ["pid", "read_secret", "send", "hang", "die", "ask", "change"]
+        own = ["pid", "read_secret", "send", "hang", "die", "ask", "change", "wait"]
         assert names == [f"local__{n}" for n in own] + [f"other__{n}" for n in own]
         answer = await a.call("local__delete_all")
         assert denied(answer) and "E_TOOL_DENIED" in text_of(answer)
