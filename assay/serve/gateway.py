@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
+from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -72,6 +74,7 @@ class _Call:
     link: str
     related: Emit
     scope: trio.CancelScope
+    flight: bool = False  # a 2026-07-28-era request in rounds: it outlives its conversation
 
 
 @dataclass(eq=False)
@@ -87,6 +90,7 @@ class _User:
     uris: UriBook = field(default_factory=UriBook)
     tokens: dict[str, _Call] = field(default_factory=dict)
     asked: dict[str, _Call] = field(default_factory=dict)
+    parked: Parked = field(default_factory=Parked)  # 2026-07-28-era requests waiting for a retry
 
     @property
     def key(self) -> SessionKey:
@@ -114,7 +118,7 @@ class _User:
 
     def latest_call(self, link: str) -> _Call | None:
         for call in reversed(self.calls):
-            if call.link == link and not call.conversation.closed:
+            if call.link == link and (call.flight or not call.conversation.closed):
                 return call
         return None
 
@@ -222,7 +226,10 @@ class _Conversation:
                 target = target_of(method, params, self.user.gateway.names, self.user.uris)
                 if isinstance(target, str):
                     return error(msg_id, INVALID_PARAMS, target)
-                answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
+                if self.modern and self.user.parked.claims(target[1]):
+                    answer = await self._resume(method, target[1], related)
+                else:
+                    answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
         if scope.cancelled_caught:
             return error(msg_id, REQUEST_CANCELLED, "Request cancelled")
         answer = {**answer, "id": msg_id}
@@ -289,6 +296,8 @@ class _Conversation:
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
+        if self.modern:
+            return await self._flight(link, method, params, client_id, related)
         params, token = user.ids.map_token(self.number, params)
         call = _Call(self, client_id, upstream, related, scope)
         user.calls.append(call)
@@ -296,7 +305,11 @@ class _Conversation:
         if token is not None:
             user.tokens[token] = call
         try:
-            return await link.request(method, params, client=self.client)
+            # a 2026-07-28-era request: the link's session is told so (its approvals answer
+            # with input_required), though the link itself is a 2025-era session
+            return await link.request(
+                method, params, era=self.capabilities if self.modern else None, client=self.client
+            )
         finally:
             user.calls.remove(call)
             if self._calls.get(client_id) is call:
@@ -304,6 +317,43 @@ class _Conversation:
             if token is not None:
                 user.tokens.pop(token, None)
                 user.ids.tokens.pop(token, None)
+
+    async def _flight(
+        self, link: Link, method: str, params: dict[str, Any], client_id: Any, related: Emit
+    ) -> dict[str, Any]:
+        """A 2026-07-28-era request: a flight of the gateway's own, asked in rounds
+        (:mod:`assay.serve.rounds`); this is its first round."""
+        user = self.user
+        flight = Flight(method, params)
+        mapped, token = user.ids.map_token(self.number, params)
+        call = _Call(self, client_id, link.name, flight.related, flight.scope, flight=True)
+        user.calls.append(call)
+        if token is not None:
+            user.tokens[token] = call
+
+        def end() -> None:
+            user.calls.remove(call)
+            user.parked.drop(flight)
+            if token is not None:
+                user.tokens.pop(token, None)
+                user.ids.tokens.pop(token, None)
+
+        async def send() -> dict[str, Any]:
+            return await link.request(method, mapped, era=self.capabilities, client=self.client)
+
+        user.gateway.nursery.start_soon(flight.run, send, end)
+        return await flight.round(related, user.parked.park)
+
+    async def _resume(self, method: str, params: dict[str, Any], related: Emit) -> dict[str, Any]:
+        """A retry of a 2026-07-28-era request whose upstream asked something: the answers go
+        to the upstream's requests, and the round waits for what comes next."""
+        user = self.user
+        got = user.parked.take(params.get("requestState"), method, params)
+        if isinstance(got, dict):
+            return got
+        for response in got.resume(params):
+            await user.from_client(response)
+        return await got.round(related, user.parked.park)
 
     async def _fanout(
         self, method: str, params: dict[str, Any], client_id: Any, related: Emit, scope: trio.CancelScope
@@ -342,6 +392,11 @@ class _Conversation:
         return {"jsonrpc": "2.0", "id": client_id, "result": {key: items}}
 
 
+def _asks_approval(policy: Policy) -> bool:
+    tools = policy.tools
+    return tools.approval_required is not None or tools.approval_required_classes is not None
+
+
 def _for_link(params: dict[str, Any]) -> dict[str, Any]:
     """A 2026-07-28 request's params as a link (a session of the 2025 era) takes them: without
     the per-request ``io.modelcontextprotocol/`` members of ``_meta``."""
@@ -369,8 +424,12 @@ class ServeGateway:
         warn: Callable[[str], None],
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
+        approval_key: bytes | None = None,
     ) -> None:
         self.config = config
+        # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
+        # this process's own (an approval asked then is taken by this process only)
+        self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -405,11 +464,13 @@ class ServeGateway:
         return conversation, initialize_result(version)
 
     def forget_if_idle(self, user: _User) -> None:
-        """Forget ``user`` once no conversation of theirs is open and no link of theirs is open or
-        opening, so the gateway's memory is bounded by the users it serves, not the users it
+        """Forget ``user`` once no conversation, call or parked 2026-07-28-era request of theirs is
+        left and no link of theirs is open or opening, so the gateway's memory is bounded by the users it serves, not the users it
         served (docs/serve.md, "Upstreams and the agent session of a user"). Their agent session
         is the store's and stays; what the gateway learnt for them (the URIs listed) goes."""
-        if user.conversations or user.starting or any(not link.closed.is_set() for link in user.links.values()):
+        if user.conversations or user.starting or user.calls or len(user.parked):
+            return  # (a 2026-07-28-era flight outlives its conversation, and its retry finds it here)
+        if any(not link.closed.is_set() for link in user.links.values()):
             return
         if self.users.get(user.who.key) is user:
             del self.users[user.who.key]
@@ -423,8 +484,10 @@ class ServeGateway:
         policy = user.policy
         shared = None
         clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
-        if self.store_for is not None and shares_state(policy):
+        # approvals share the session too: a retry's approval is taken once across the user's links
+        if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
+        eras: dict[Any, Mapping[str, Any]] = {}
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -435,6 +498,8 @@ class ServeGateway:
             shared_session_key=user.who.key,
             announce_exit=False,
             subject=user.who.subject,
+            approval_signing_key=self.approval_key,
+            request_era=lambda frame: eras.get(frame.get("id")),
             client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
@@ -460,6 +525,7 @@ class ServeGateway:
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
+            eras=eras,
             clients=clients,
         )
 
@@ -506,11 +572,21 @@ async def open_gateway(
     sinks: dict[Sink, RecordSink] | None = None,
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
+    approval_key: bytes | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
     async with trio.open_nursery() as nursery:
-        gateway = ServeGateway(config, policy, nursery, store_for=store_for, sinks=sinks, warn=warn, environ=environ)
+        gateway = ServeGateway(
+            config,
+            policy,
+            nursery,
+            store_for=store_for,
+            sinks=sinks,
+            warn=warn,
+            environ=environ,
+            approval_key=approval_key,
+        )
         try:
             yield gateway
         finally:

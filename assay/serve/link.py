@@ -132,6 +132,7 @@ class Link:
         environ: Mapping[str, str],
         max_frame_bytes: int,
         auth: Any = None,
+        eras: dict[Any, Mapping[str, Any]] | None = None,
         clients: dict[int, tuple[str, str | None]] | None = None,
     ) -> None:
         self.upstream = upstream
@@ -157,6 +158,9 @@ class Link:
         self._inbox = _Inbox()
         self._outbox = _Outbox(self._received)
         self._pending: dict[int, _Waiter] = {}
+        # the requests in flight of 2026-07-28-era clients: their id -> the client's capabilities
+        # (the link's session reads it: SessionOptions.request_era)
+        self.eras: dict[Any, Mapping[str, Any]] = {} if eras is None else eras
         self._next = 0
         self.last_used = trio.current_time()  # a request sent or answered (the idle watch reads it)
 
@@ -167,16 +171,24 @@ class Link:
         return len(self._pending)
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *, client: tuple[str, str | None] | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        era: Mapping[str, Any] | None = None,
+        client: tuple[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Send one request with the gateway's own id; its answer (``result`` or ``error``, that
-        id). Cancelled: the upstream is told (``notifications/cancelled``). ``client``: the
-        name and version of the client it comes from, which its records carry."""
+        id). Cancelled: the upstream is told (``notifications/cancelled``). ``era``: the client's
+        capabilities when the request is of the 2026-07-28 era. ``client``: the name and version
+        of the client it comes from, which its records carry."""
         if not self.alive:
             return error(None, UPSTREAM_FAILED, self._gone())
         self._next += 1
         mine = self._next
         waiter = self._pending[mine] = _Waiter()
+        if era is not None:
+            self.eras[mine] = era
         if client is not None:
             self.clients[mine] = client
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": mine, "method": method}
@@ -191,6 +203,7 @@ class Link:
                 self.write({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": mine}})
             raise
         finally:
+            self.eras.pop(mine, None)
             self.clients.pop(mine, None)
             self._touch()
         assert waiter.answer is not None

@@ -51,7 +51,12 @@ def user(name: str) -> Identity:
 
 @asynccontextmanager
 async def gateway(
-    tmp: Path, upstreams: list[Upstream], policy: str = POLICY, store: MemoryStore | None = None, **config_more: Any
+    tmp: Path,
+    upstreams: list[Upstream],
+    policy: str = POLICY,
+    store: MemoryStore | None = None,
+    approval_key: bytes | None = None,
+    **config_more: Any,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
     """A gateway over ``upstreams``; ``config_more``: more of the config (``decision_log``,
     ``audit_log``: the logs are opened as ``assay mcp serve`` opens them)."""
@@ -63,7 +68,12 @@ async def gateway(
     sinks = open_sinks(config)
     with trio.fail_after(TIMEOUT):
         async with open_gateway(
-            config, load_policy(policy.encode()), store_for=store.twin, sinks=sinks, warn=warnings.append
+            config,
+            load_policy(policy.encode()),
+            store_for=store.twin,
+            sinks=sinks,
+            warn=warnings.append,
+            approval_key=approval_key,
         ) as gw:
             yield gw, warnings
 
