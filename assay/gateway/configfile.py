@@ -243,6 +243,16 @@ def parse_config(
     approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
     approvals = _approvals(r, top.get("approvals"), env)
     upstreams = _upstreams(r, top.get("upstreams"), separator, env)
+    if oauth is None and (api_keys is not None or no_auth):
+        # a token exchange sends the user's bearer token; API keys and no authentication give
+        # none, so no user could ever use such an upstream (docs/serve.md, "Credentials to upstreams")
+        for up in upstreams:
+            if isinstance(up.credential, TokenExchange):
+                r.problem(
+                    f"upstreams.{up.name}.credential.token_exchange",
+                    "needs the user's OAuth token, and identity has no oauth (API keys and no"
+                    " authentication give none): no user could use this upstream",
+                )
     decision_log = audit_log = None
     log_max = 16 * 1024 * 1024
     if top.get("logs") is not None:

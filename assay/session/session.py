@@ -117,6 +117,10 @@ class SessionOptions:
     # both eras, never of the client; its timeout (None: the policy's approval_timeout)
     approver: str | None = None
     approver_timeout: float | None = None
+    # given a call's request id, the (name, version) of the client it came from, bounded and
+    # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
+    # docs/serve.md, "Records"); None in wrap
+    client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
 
 
 def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
@@ -164,6 +168,7 @@ class WrapSession:
             now=now,
             arguments_max=options.log_arguments_max,
             subject=options.subject,
+            client_of=options.client_of,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
         baseline: Baseline | None = None
