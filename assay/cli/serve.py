@@ -74,6 +74,8 @@ def usable_problems(config: ServeConfig) -> list[str]:
             read_approval_key(config, os.environ)  # at least 16 bytes
         except ConfigError as exc:
             found.extend(exc.problems)
+    if config.approvals is not None:
+        check(config.approvals.secret, "approvals.secret")
     if config.api_keys is not None:
         from assay.auth.apikeys import parse_api_keys
         from assay.gateway.config import ConfigError

@@ -78,6 +78,7 @@ class Front:
         self.in_flight = InFlight(limits.per_user_concurrency)
         self.draining = False
         self._streams: set[trio.CancelScope] = set()
+        self._requests: set[trio.CancelScope] = set()  # the POSTed requests waiting for their answer
         self._listening: set[str] = set()
 
     # -- the lifecycle, driven by serve_http ----------------------------------------------------
@@ -86,6 +87,12 @@ class Front:
         """Stop taking requests (503); the GET streams end; pending requests go on."""
         self.draining = True
         for scope in list(self._streams):
+            scope.cancel()
+
+    def cancel_requests(self) -> None:
+        """The drain deadline: every request still waiting for its answer is cancelled (the
+        upstream is told) and answered with an error (docs/serve.md, "Stopping")."""
+        for scope in list(self._requests):
             scope.cancel()
 
     async def close_sessions(self) -> None:
@@ -259,10 +266,15 @@ class Front:
             out.send_nowait((False, msg))
 
         async def run() -> None:
-            try:
-                reply = await request(message.message, related)
-            except GatewayError as error:
-                reply = error_message(message.id, error.code, error.message)
+            reply = error_message(message.id, INTERNAL_ERROR, "Shutting down: not answered within the drain timeout")
+            with trio.CancelScope() as scope:  # cancelled at the drain deadline: answered with that error
+                self._requests.add(scope)
+                try:
+                    reply = await request(message.message, related)
+                except GatewayError as error:
+                    reply = error_message(message.id, error.code, error.message)
+                finally:
+                    self._requests.discard(scope)
             out.send_nowait((True, reply))
 
         async def watch(nursery: trio.Nursery) -> None:
