@@ -141,6 +141,8 @@ class CodeCache:
         return self._compile(source, filename, mode, flags, optimize)
 
     def _compile(self, source: str, filename: str, mode: str, flags: int, optimize: int) -> CodeType:
+        if optimize == -1:  # the interpreter's own level (-O): part of the key as the level it is
+            optimize = sys.flags.optimize
         key = hashlib.blake2b(
             b"%s\0%d\0%d\0%s\0%s"
             % (

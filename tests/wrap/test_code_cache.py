@@ -91,6 +91,30 @@ def test_flags_are_inherited_as_compile_inherits_them(tmp_path):
     assert ns_got["f"].__annotations__ == {"x": int, "return": int}  # type: ignore[attr-defined]
 
 
+def test_the_interpreters_optimization_level_is_part_of_the_key(tmp_path):
+    """Code kept by a plain start is not what `python -O` gets (its asserts are gone)."""
+    probe = textwrap.dedent("""\
+        import sys
+        from assay.wrap.codecache import CodeCache
+        with CodeCache(sys.argv[1]).installed() as cache:
+            code = compile("def f():\\n    assert False\\n    return 1\\n", "<attrs generated m.F>", "exec")
+        ns = {}
+        exec(code, ns)
+        try:
+            result = ns["f"]()
+        except AssertionError:
+            result = "assert"
+        print(result, cache.hits, cache.misses)
+    """)
+    state = str(tmp_path / "state")
+    seen = [
+        subprocess.run([sys.executable, *flags, "-c", probe, state], capture_output=True, text=True, timeout=60).stdout
+        for flags in ([], ["-O"], [], ["-O"])
+    ]
+    assert [line.split()[0] for line in seen] == ["assert", "1", "assert", "1"], seen
+    assert seen[1].split()[1:] == ["0", "1"]  # the plain start's code was not taken
+
+
 def test_what_is_no_code_of_a_str_passes_through(tmp_path):
     with CodeCache(str(tmp_path / "s")).installed() as cache:
         tree = compile("x = 1", "<t>", "exec", flags=ast.PyCF_ONLY_AST)
