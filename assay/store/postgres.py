@@ -547,26 +547,25 @@ class PostgresStore:
         entered = 1 if saved.entered else 0
         version = self._version
         self._writing = True
-        with conn.pipeline():  # the writes and the commit in one round trip
+        conn.execute(
+            "UPDATE sessions SET requests = %s, tool_calls = %s, last = %s, calls = calls + %s WHERE key = %s",
+            (saved.requests, saved.tool_calls, now, entered, key),
+        )
+        conn.execute(
+            "INSERT INTO servers(key, server, calls, last, pid) VALUES (%s,%s,%s,%s,%s) "
+            "ON CONFLICT (key, server) DO UPDATE SET calls = servers.calls + excluded.calls, "
+            "last = excluded.last, pid = excluded.pid",
+            (key, server, entered, now, os.getpid()),
+        )
+        if saved.state is not None:
+            version += 1
             conn.execute(
-                "UPDATE sessions SET requests = %s, tool_calls = %s, last = %s, calls = calls + %s WHERE key = %s",
-                (saved.requests, saved.tool_calls, now, entered, key),
+                "INSERT INTO parts(key, part, version, state, armed) VALUES (%s,%s,%s,%s,%s) "
+                "ON CONFLICT (key, part) DO UPDATE SET version = excluded.version, state = excluded.state, "
+                "armed = excluded.armed",
+                (key, part, version, saved.state, json.dumps(list(saved.armed))),
             )
-            conn.execute(
-                "INSERT INTO servers(key, server, calls, last, pid) VALUES (%s,%s,%s,%s,%s) "
-                "ON CONFLICT (key, server) DO UPDATE SET calls = servers.calls + excluded.calls, "
-                "last = excluded.last, pid = excluded.pid",
-                (key, server, entered, now, os.getpid()),
-            )
-            if saved.state is not None:
-                version += 1
-                conn.execute(
-                    "INSERT INTO parts(key, part, version, state, armed) VALUES (%s,%s,%s,%s,%s) "
-                    "ON CONFLICT (key, part) DO UPDATE SET version = excluded.version, state = excluded.state, "
-                    "armed = excluded.armed",
-                    (key, part, version, saved.state, json.dumps(list(saved.armed))),
-                )
-            conn.commit()
+        conn.commit()
         self._open = None
         self._release()
         return version
