@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from assay.serve.gateway import ServeGateway
     from assay.serve.observe import Metrics
 
-__all__ = ["open_sinks", "probe_of", "read_approval_key", "run_serve", "store_of"]
+#: the one line when admin_listen is set and prometheus-client is not installed
+METRICS_MISSING = "admin_listen: the metrics need prometheus-client: pip install 'assay-mcp[metrics]'"
+
+__all__ = ["METRICS_MISSING", "open_sinks", "probe_of", "read_approval_key", "run_serve", "store_of"]
 
 
 def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], Store]:
@@ -118,7 +121,10 @@ async def run_serve(
     if config.admin_listen is not None:  # docs/serve.md, "Health and metrics": only then kept
         from assay.serve.observe import Metrics, TimedStore
 
-        metrics = Metrics()
+        try:
+            metrics = Metrics()
+        except ImportError:
+            raise ConfigError([METRICS_MISSING]) from None
         plain = store_for
 
         def store_for() -> Store:

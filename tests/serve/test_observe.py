@@ -249,8 +249,12 @@ async def test_not_ready_while_the_store_is_unusable_and_its_errors_are_counted(
 _PROBE = """\
 import sys, trio
 from pathlib import Path
+from assay.gateway.config import ConfigError
 from assay.gateway.configfile import parse_config
 from assay.serve.run import run_serve
+
+if sys.argv[2] == "missing":
+    sys.modules["prometheus_client"] = None  # as if not installed
 
 path = Path(sys.argv[1])
 config = parse_config(path.read_bytes(), base_dir=str(path.parent))
@@ -262,15 +266,22 @@ async def front(**kwargs):
 async def allow(authorization):
     raise AssertionError
 
-trio.run(lambda: run_serve(config, listen=None, authenticate=allow, serve_http=front, warn=print))
+try:
+    trio.run(lambda: run_serve(config, listen=None, authenticate=allow, serve_http=front, warn=print))
+except ConfigError as exc:
+    print(*exc.problems)
 """
 
 
-@pytest.mark.parametrize("admin", [False, True])
-def test_without_admin_listen_prometheus_is_not_imported(tmp_path: Path, admin: bool) -> None:
-    config = _config(tmp_path, "admin_listen: 127.0.0.1:0" if admin else "")
+@pytest.mark.parametrize("admin", ["off", "on", "missing"])
+def test_without_admin_listen_prometheus_is_not_imported(tmp_path: Path, admin: str) -> None:
+    config = _config(tmp_path, "admin_listen: 127.0.0.1:0" if admin != "off" else "")
     got = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(config)], capture_output=True, text=True, timeout=60, env=os.environ
+        [sys.executable, "-c", _PROBE, str(config), admin], capture_output=True, text=True, timeout=60, env=os.environ
     )
     assert got.returncode == 0, got.stderr
-    assert got.stdout.splitlines()[-1] == ("admin" if admin else "no-admin"), got.stdout
+    last = got.stdout.splitlines()[-1]
+    if admin == "missing":  # one line, no traceback (exit 2 from the command)
+        assert last == "admin_listen: the metrics need prometheus-client: pip install 'assay-mcp[metrics]'"
+    else:
+        assert last == ("admin" if admin == "on" else "no-admin"), got.stdout
