@@ -314,7 +314,9 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
     if "tput" in args.only:
         print(f"tools/call per second, {args.clients} clients of {args.users} users: {med['tput']:.0f}")
     if "latency" in args.only:
-        print(f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms")
+        print(
+            f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms"
+        )
         print(f"serve CPU per call (paced calls): {med['cpu_ms']:.3f} ms")
     if "idle" in args.only:
         print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
