@@ -21,12 +21,16 @@ bench/mcp_fast_server.py (started by the gateway for each user). Figures:
               processes share the machine, as a wall-clock p50 moves with their load.
   sessions    --idle 2025-era sessions opened (initialize only) and left idle: the serve
               process's RSS (VmRSS) after them, and before.
+  floor       the same paced client against bench/hypercorn_floor.py: hypercorn configured as
+              serve configures it, answering a fixed result (no identity, policy or upstream).
+              What the HTTP stack alone (httpx2 client, hypercorn) adds over direct on this
+              machine, under this load: what is left of the difference of the p50s is assay's.
 
 Figures are medians over --runs runs; the load average is printed at the start and the end.
 --compare DIR runs every measurement a second time, interleaved run by run, with the assay
 package under DIR (PYTHONPATH=DIR), e.g. an export of the previous commit
 (``git archive HEAD~1 assay | tar -x -C DIR``): before and after in one sitting, under the same
-load. --only runs some of the three measurements.
+load. --only runs some of the measurements (tput, latency, idle, floor).
 """
 
 from __future__ import annotations
@@ -266,6 +270,36 @@ def direct(n: int) -> list[float]:
     return out
 
 
+class Floor:
+    """bench/hypercorn_floor.py running; ``url`` its endpoint."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "hypercorn_floor.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert self.proc.stdout is not None
+        port = self.proc.stdout.readline().split()[-1].decode()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+async def floor_paced(url: str, n: int) -> list[float]:
+    import httpx2
+
+    out = []
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for i in range(20 + n):
+            t0 = trio.current_time()
+            await one_call(http, url, HEADERS, i)
+            if i >= 20:
+                out.append((trio.current_time() - t0) * 1000)
+            await trio.sleep(max(0.0, 0.01 - (trio.current_time() - t0)))
+    return out
+
+
 async def idle_sessions(url: str, tokens: list[str], n: int) -> None:
     import httpx2
 
@@ -285,7 +319,8 @@ def loadavg() -> str:
 
 def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> dict[str, float]:
     nan = float("nan")
-    run = dict.fromkeys(("tput", "p50", "p99", "direct_p50", "direct_p99", "cpu_ms", "rss_before", "rss_idle"), nan)
+    keys = ("tput", "p50", "p99", "direct_p50", "direct_p99", "cpu_ms", "floor_p50", "rss_before", "rss_idle")
+    run = dict.fromkeys(keys, nan)
     with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
         serve = Serve(Path(tmp), issuer, package)
         try:
@@ -297,6 +332,14 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
                 base = direct(args.paced)
                 run.update(p50=statistics.median(lat), p99=pct(lat, 0.99))
                 run.update(direct_p50=statistics.median(base), direct_p99=pct(base, 0.99))
+            if "floor" in args.only:
+                floor = Floor()
+                try:
+                    run["floor_p50"] = statistics.median(trio.run(floor_paced, floor.url, args.paced))
+                finally:
+                    floor.stop()
+                if run["direct_p50"] != run["direct_p50"]:
+                    run["direct_p50"] = statistics.median(direct(args.paced))
             if "idle" in args.only:
                 run["rss_before"] = serve.rss_mb()
                 trio.run(idle_sessions, serve.url, tokens, args.idle)
@@ -318,6 +361,11 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
             f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms"
         )
         print(f"serve CPU per call (paced calls): {med['cpu_ms']:.3f} ms")
+    if "floor" in args.only:
+        floor = statistics.median(r["floor_p50"] - r["direct_p50"] for r in runs)
+        print(
+            f"HTTP floor (httpx2 + hypercorn, a fixed answer): p50 {med['floor_p50']:.2f} ms, {floor:+.2f} ms over direct"
+        )
     if "idle" in args.only:
         print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
     print("targets:")
@@ -344,7 +392,7 @@ def main() -> int:
     ap.add_argument("--paced", type=int, default=500)
     ap.add_argument("--idle", type=int, default=1000)
     ap.add_argument("--compare", metavar="DIR", help="also run serve with the assay package under DIR")
-    ap.add_argument("--only", default="tput,latency,idle", help="a comma-separated subset of tput,latency,idle")
+    ap.add_argument("--only", default="tput,latency,idle", help="a comma-separated subset of tput,latency,idle,floor")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     if args.compare and not (Path(args.compare) / "assay").is_dir():

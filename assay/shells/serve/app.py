@@ -351,16 +351,16 @@ class _Stream:
         self.started = False
         self.closed = False
         self.scope = trio.CancelScope()
-        self._done = trio.Event()
         self._error: Exception | None = None
-        self._out, self._in = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
 
     def related(self, tasks: trio.Nursery) -> Emit:
         async def emit(msg: dict[str, Any]) -> None:
             if self.closed:
                 return
-            if not self.started:
+            if not self.started:  # the channel and the writer only now: most answers need neither
                 self.started = True
+                self._done = trio.Event()
+                self._out, self._in = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
                 tasks.start_soon(self._write)
             self._out.send_nowait((False, msg))
 
