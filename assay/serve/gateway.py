@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
+from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -71,6 +73,7 @@ class _Call:
     link: str
     related: Emit
     scope: trio.CancelScope
+    flight: bool = False  # a 2026-07-28-era request in rounds: it outlives its conversation
 
 
 @dataclass(eq=False)
@@ -86,6 +89,7 @@ class _User:
     uris: UriBook = field(default_factory=UriBook)
     tokens: dict[str, _Call] = field(default_factory=dict)
     asked: dict[str, _Call] = field(default_factory=dict)
+    parked: Parked = field(default_factory=Parked)  # 2026-07-28-era requests waiting for a retry
 
     @property
     def key(self) -> SessionKey:
@@ -112,7 +116,7 @@ class _User:
 
     def latest_call(self, link: str) -> _Call | None:
         for call in reversed(self.calls):
-            if call.link == link and not call.conversation.closed:
+            if call.link == link and (call.flight or not call.conversation.closed):
                 return call
         return None
 
@@ -209,7 +213,10 @@ class _Conversation:
                 target = target_of(method, params, self.user.gateway.names, self.user.uris)
                 if isinstance(target, str):
                     return error(msg_id, INVALID_PARAMS, target)
-                answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
+                if self.modern and self.user.parked.claims(target[1]):
+                    answer = await self._resume(method, target[1], related)
+                else:
+                    answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
         if scope.cancelled_caught:
             return error(msg_id, REQUEST_CANCELLED, "Request cancelled")
         answer = {**answer, "id": msg_id}
@@ -275,6 +282,8 @@ class _Conversation:
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
+        if self.modern:
+            return await self._flight(link, method, params, client_id, related)
         params, token = user.ids.map_token(self.number, params)
         call = _Call(self, client_id, upstream, related, scope)
         user.calls.append(call)
@@ -282,7 +291,9 @@ class _Conversation:
         if token is not None:
             user.tokens[token] = call
         try:
-            return await link.request(method, params)
+            # a 2026-07-28-era request: the link's session is told so (its approvals answer
+            # with input_required), though the link itself is a 2025-era session
+            return await link.request(method, params, era=self.capabilities if self.modern else None)
         finally:
             user.calls.remove(call)
             if self._calls.get(client_id) is call:
@@ -290,6 +301,43 @@ class _Conversation:
             if token is not None:
                 user.tokens.pop(token, None)
                 user.ids.tokens.pop(token, None)
+
+    async def _flight(
+        self, link: Link, method: str, params: dict[str, Any], client_id: Any, related: Emit
+    ) -> dict[str, Any]:
+        """A 2026-07-28-era request: a flight of the gateway's own, asked in rounds
+        (:mod:`assay.serve.rounds`); this is its first round."""
+        user = self.user
+        flight = Flight(method, params)
+        mapped, token = user.ids.map_token(self.number, params)
+        call = _Call(self, client_id, link.name, flight.related, flight.scope, flight=True)
+        user.calls.append(call)
+        if token is not None:
+            user.tokens[token] = call
+
+        def end() -> None:
+            user.calls.remove(call)
+            user.parked.drop(flight)
+            if token is not None:
+                user.tokens.pop(token, None)
+                user.ids.tokens.pop(token, None)
+
+        async def send() -> dict[str, Any]:
+            return await link.request(method, mapped, era=self.capabilities)
+
+        user.gateway.nursery.start_soon(flight.run, send, end)
+        return await flight.round(related, user.parked.park)
+
+    async def _resume(self, method: str, params: dict[str, Any], related: Emit) -> dict[str, Any]:
+        """A retry of a 2026-07-28-era request whose upstream asked something: the answers go
+        to the upstream's requests, and the round waits for what comes next."""
+        user = self.user
+        got = user.parked.take(params.get("requestState"), method, params)
+        if isinstance(got, dict):
+            return got
+        for response in got.resume(params):
+            await user.from_client(response)
+        return await got.round(related, user.parked.park)
 
     async def _fanout(
         self, method: str, params: dict[str, Any], client_id: Any, related: Emit, scope: trio.CancelScope
@@ -328,6 +376,11 @@ class _Conversation:
         return {"jsonrpc": "2.0", "id": client_id, "result": {key: items}}
 
 
+def _asks_approval(policy: Policy) -> bool:
+    tools = policy.tools
+    return tools.approval_required is not None or tools.approval_required_classes is not None
+
+
 def _for_link(params: dict[str, Any]) -> dict[str, Any]:
     """A 2026-07-28 request's params as a link (a session of the 2025 era) takes them: without
     the per-request ``io.modelcontextprotocol/`` members of ``_meta``."""
@@ -355,8 +408,12 @@ class ServeGateway:
         warn: Callable[[str], None],
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
+        approval_key: bytes | None = None,
     ) -> None:
         self.config = config
+        # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
+        # this process's own (an approval asked then is taken by this process only)
+        self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -396,8 +453,10 @@ class ServeGateway:
     async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
-        if self.store_for is not None and shares_state(policy):
+        # approvals share the session too: a retry's approval is taken once across the user's links
+        if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
+        eras: dict[Any, Mapping[str, Any]] = {}
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -408,6 +467,8 @@ class ServeGateway:
             shared_session_key=user.who.key,
             announce_exit=False,
             subject=user.who.subject,
+            approval_signing_key=self.approval_key,
+            request_era=lambda frame: eras.get(frame.get("id")),
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -432,6 +493,7 @@ class ServeGateway:
             environ=self.environ,
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
+            eras=eras,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -474,11 +536,21 @@ async def open_gateway(
     sinks: dict[Sink, RecordSink] | None = None,
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
+    approval_key: bytes | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
     async with trio.open_nursery() as nursery:
-        gateway = ServeGateway(config, policy, nursery, store_for=store_for, sinks=sinks, warn=warn, environ=environ)
+        gateway = ServeGateway(
+            config,
+            policy,
+            nursery,
+            store_for=store_for,
+            sinks=sinks,
+            warn=warn,
+            environ=environ,
+            approval_key=approval_key,
+        )
         try:
             yield gateway
         finally:

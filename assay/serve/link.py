@@ -132,6 +132,7 @@ class Link:
         environ: Mapping[str, str],
         max_frame_bytes: int,
         auth: Any = None,
+        eras: dict[Any, Mapping[str, Any]] | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -153,6 +154,9 @@ class Link:
         self._inbox = _Inbox()
         self._outbox = _Outbox(self._received)
         self._pending: dict[int, _Waiter] = {}
+        # the requests in flight of 2026-07-28-era clients: their id -> the client's capabilities
+        # (the link's session reads it: SessionOptions.request_era)
+        self.eras: dict[Any, Mapping[str, Any]] = {} if eras is None else eras
         self._next = 0
         self.last_used = trio.current_time()  # a request sent or answered (the idle watch reads it)
 
@@ -162,14 +166,19 @@ class Link:
     def busy(self) -> int:
         return len(self._pending)
 
-    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, era: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Send one request with the gateway's own id; its answer (``result`` or ``error``, that
-        id). Cancelled: the upstream is told (``notifications/cancelled``)."""
+        id). Cancelled: the upstream is told (``notifications/cancelled``). ``era``: the client's
+        capabilities when the request is of the 2026-07-28 era."""
         if not self.alive:
             return error(None, UPSTREAM_FAILED, self._gone())
         self._next += 1
         mine = self._next
         waiter = self._pending[mine] = _Waiter()
+        if era is not None:
+            self.eras[mine] = era
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": mine, "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -182,6 +191,7 @@ class Link:
                 self.write({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": mine}})
             raise
         finally:
+            self.eras.pop(mine, None)
             self._touch()
         assert waiter.answer is not None
         return waiter.answer

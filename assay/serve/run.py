@@ -15,7 +15,7 @@ from assay.policy.storeapi import Store
 from assay.session.effects import Sink
 from assay.shells.stdio.pipes import RecordSink
 
-__all__ = ["run_serve", "store_of"]
+__all__ = ["open_sinks", "read_approval_key", "run_serve", "store_of"]
 
 
 def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], Store]:
@@ -34,6 +34,22 @@ def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], St
         return lambda: TurnStore(open_store(directory), turns)
     path = os.path.join(config.base_dir, config.store)
     return lambda: TurnStore(SqliteStore(path), turns)
+
+
+def read_approval_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
+    """The config's ``approval_key`` (its UTF-8 bytes, at least 16), read once at start; None
+    when the config names none. One that cannot be read is a :class:`ConfigError`."""
+    from assay.serve.link import LinkError, read_secret
+
+    if config.approval_key is None:
+        return None
+    try:
+        key = read_secret(config.approval_key, config.base_dir, environ).encode("utf-8", "surrogatepass")
+    except LinkError as exc:
+        raise ConfigError([f"approval_key: {exc}"]) from None
+    if len(key) < 16:
+        raise ConfigError(["approval_key: the key must be at least 16 bytes"])
+    return key
 
 
 def open_sinks(config: ServeConfig) -> dict[Sink, RecordSink]:
@@ -77,11 +93,14 @@ async def run_serve(
         policy = load_policy_file(path, warn=warn)
     except (PolicyFileError, PolicyError, OSError) as exc:
         raise ConfigError([f"policy: {exc}"]) from None
+    approval_key = read_approval_key(config, env)
     store_for = store_of(config, env)
     sinks = open_sinks(config)
     async with (
         serving(store_for()),
-        open_gateway(config, policy, store_for=store_for, sinks=sinks, warn=warn, environ=env) as gateway,
+        open_gateway(
+            config, policy, store_for=store_for, sinks=sinks, warn=warn, environ=env, approval_key=approval_key
+        ) as gateway,
     ):
         await serve_http(
             listen=listen or config.listen,

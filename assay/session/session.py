@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,24 @@ class SessionOptions:
     # the user whose calls these are (`assay mcp serve`; docs/serve.md, "Records"): the records'
     # ``subject``; None in wrap
     subject: str | None = None
+    # signed 2026-07-28-era approvals (`assay mcp serve`; docs/serve.md, "Approvals"): the
+    # gateway's key; None: wrap's own, kept in this session's memory
+    approval_signing_key: bytes | None = None
+    # the client capabilities of a request the shell knows is of the 2026-07-28 era though its
+    # frame does not say so (serve: a link is a 2025-era session); None: read from the frame
+    request_era: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None
+
+
+def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
+    """How the approvals room signs 2026-07-28-era approvals (given the timeout), when the
+    session is given a key (serve); None: wrap's in-memory approvals."""
+    key = options.approval_signing_key
+    if key is None:
+        return None
+    from assay.session.approvals.signed import SignedOffers
+
+    subject = options.shared_session_key or ""
+    return lambda ttl: SignedOffers(key, subject, options.label, wall_clock, ttl)
 
 
 class WrapSession:
@@ -174,7 +192,14 @@ class WrapSession:
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
-        self._room = ApprovalRoom(policy, dry_run=options.dry_run, token=approval_token, key=approval_key)
+        self._room = ApprovalRoom(
+            policy,
+            dry_run=options.dry_run,
+            token=approval_token,
+            key=approval_key,
+            signed=_signer(options, wall_clock),
+            era=options.request_era,
+        )
         # the decision pipeline's guards after the engine, in the registry's order
         # (assay.policy.guards; docs/policy.md, "Evaluation and reason codes")
         built = build_guards(
@@ -197,7 +222,7 @@ class WrapSession:
         # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
         # pipeline decides in the store's transaction, and times are the wall clock's
         sharing: SharedSession | None = None
-        if shared is not None and shares_state(policy):
+        if shared is not None and (shares_state(policy) or built.parts):
             store, key = shared
             sharing = SharedSession(store, key, part_of(policy), options.label, self.state, built.parts, wall_clock)
         pipeline = Pipeline(
@@ -525,4 +550,5 @@ class WrapSession:
 
     @property
     def _offers(self) -> approvals.Offers | None:
-        return self._room.offers
+        offers = self._room.offers
+        return offers if isinstance(offers, approvals.Offers) else None

@@ -76,7 +76,9 @@ def handle(msg):
         elif name == "read_secret":
             text(msg_id, "the plans are in the drawer")
         elif name in ("send", "delete_all"):
-            text(msg_id, f"sent {args.get('text', '')}")
+            # " +members": the call came with a multi round-trip member (a gateway leaked its own)
+            leaked = " +members" if "requestState" in params or "inputResponses" in params else ""
+            text(msg_id, f"sent {args.get('text', '')}{leaked}")
         elif name == "hang":
             out({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hanging"}})
         elif name == "die":

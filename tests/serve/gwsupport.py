@@ -51,13 +51,19 @@ def user(name: str) -> Identity:
 
 @asynccontextmanager
 async def gateway(
-    tmp: Path, upstreams: list[Upstream], policy: str = POLICY, store: MemoryStore | None = None
+    tmp: Path,
+    upstreams: list[Upstream],
+    policy: str = POLICY,
+    store: MemoryStore | None = None,
+    approval_key: bytes | None = None,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
     store = store or MemoryStore()
     warnings: list[str] = []
     config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
     with trio.fail_after(TIMEOUT):
-        async with open_gateway(config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append) as gw:
+        async with open_gateway(
+            config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append, approval_key=approval_key
+        ) as gw:
             yield gw, warnings
 
 

@@ -65,8 +65,10 @@ def token(iss: str, key: RSAKey, sub: str, aud: str, *, exp: int = 3600, **claim
 
 
 @asynccontextmanager
-async def serve(tmp: Path, iss: str, remote: str) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
-    (tmp / "policy.yaml").write_text(POLICY)
+async def serve(
+    tmp: Path, iss: str, remote: str, policy: str = POLICY, extra: str = ""
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    (tmp / "policy.yaml").write_text(policy)
     (tmp / "keys.txt").write_text(f"bob sha256:{hashlib.sha256(API_KEY.encode()).hexdigest()}\n")
     (tmp / "web.token").write_text("static-up\n")
     (tmp / "serve.yaml").write_text(
@@ -84,7 +86,7 @@ upstreams:
   web:
     url: "{remote}"
     credential: {{header: Authorization, prefix: "Bearer ", value: {{file: web.token}}}}
-"""
+{extra}"""
     )
     proc = subprocess.Popen(
         [ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
@@ -198,6 +200,8 @@ async def test_typescript_clients_through_serve(tmp_path: Path, sdk: str, mode: 
         "name": "local__read_secret",
         "is_error": False,
         "texts": ["the plans are in the drawer"],
+        "asked": 0,
+        "sampled": 0,
     }
     # the send after the secret read is denied: the flow rule spans the user's upstreams
     denied = lines[3]

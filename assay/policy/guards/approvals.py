@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from assay.policy.decision import ApprovalState
-from assay.policy.guards import Built
+from assay.policy.guards import Built, Part
 
 if TYPE_CHECKING:
     from assay.policy.decision import Decision
@@ -47,4 +47,9 @@ class ApprovalGuard:
 
 
 def build(ctx: GuardContext) -> Built | None:
-    return None if ctx.asker is None else Built(ApprovalGuard(ctx.asker), settles=True, tracker=ctx.asker)
+    asker = ctx.asker
+    if asker is None:
+        return None
+    # signed approvals (serve) keep their used nonces in the shared session (docs/serve.md, "Approvals")
+    part: Part | None = asker.shared_part(NAME)
+    return Built(ApprovalGuard(asker), part=part, settles=True, tracker=asker)

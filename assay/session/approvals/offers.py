@@ -117,6 +117,7 @@ class Offer:
     issued: float  # session-clock time
     restore: dict[str, Any]  # the first round's inputResponses / requestState (the server's)
     size: int
+    expires: float = float("inf")  # wall-clock expiry (signed approvals: assay.session.approvals.signed)
 
 
 class Offers:
@@ -182,3 +183,8 @@ class Offers:
         del self._open[nonce]
         self.held_bytes -= offer.size
         return offer
+
+    def expired(self, offer: Offer, now: float, timeout: float) -> bool:
+        """Whether the approval's time is up: ``timeout`` seconds after it was asked (``now``:
+        the session clock)."""
+        return now >= offer.issued + timeout

@@ -14,12 +14,13 @@ A held call's fate goes to ``settle`` (the call path: records, deny reply or for
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from assay.policy import Decision, NameMatcher, Policy
 from assay.policy.decision import ApprovalState
 from assay.policy.pipeline import Call, Pipeline
+from assay.policy.shared import Part
 from assay.session import replies
 from assay.session.approvals.held import (
     CANCEL_REASONS,
@@ -28,18 +29,20 @@ from assay.session.approvals.held import (
     WHICH,
     Approvals,
     HeldCall,
+    can_elicit,
     cancel_notification,
     elicitation_request,
     read_answer,
     timeout_reason,
 )
 from assay.session.approvals.offers import (
+    CLIENT_CAPABILITIES_META,
     Offers,
     input_required_reply,
-    modern_can_elicit,
     read_input_response,
     rewrite_retry,
 )
+from assay.session.approvals.signed import SignedOffers
 from assay.session.effects import Effect
 from assay.session.ledger import Ledger
 from assay.session.pending import id_key
@@ -89,12 +92,26 @@ class ApprovalRoom:
     (the policy asks for no approval, or a dry run): then the pipeline has no approval step
     (:attr:`asks` is False). The call path is attached (:meth:`attach`) once it is built."""
 
-    __slots__ = ("_calls", "table", "offers", "fallback", "names", "_retry")
+    __slots__ = ("_calls", "table", "offers", "fallback", "names", "_retry", "_era")
 
-    def __init__(self, policy: Policy, *, dry_run: bool, token: str | None = None, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        dry_run: bool,
+        token: str | None = None,
+        key: bytes | None = None,
+        signed: Callable[[float], SignedOffers] | None = None,
+        era: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
+    ) -> None:
         self._calls: CallSide | None = None
         self.table: Approvals | None = None
-        self.offers: Offers | None = None  # 2026-07-28-era approvals asked, not answered
+        # 2026-07-28-era approvals asked, not answered (in memory), or signed ones whose state
+        # carries what the retry needs (``signed``, given the approval timeout: serve)
+        self.offers: Offers | SignedOffers | None = None
+        # the client capabilities of a request the shell knows is of the 2026-07-28 era when its
+        # frame does not say so (serve: a link is a 2025-era session); None: read from the frame
+        self._era = era
         self.fallback = "deny"
         self.names = NameMatcher(())
         self._retry: bytes | None = None  # an approved retry, rewritten (without its LF)
@@ -104,8 +121,9 @@ class ApprovalRoom:
             self.names = NameMatcher(tools.approval_required or ())
             if not dry_run:
                 timeout = tools.approval_timeout
-                self.table = Approvals(DEFAULT_TIMEOUT_S if timeout is None else timeout, token=token)
-                self.offers = Offers(key)
+                ttl = DEFAULT_TIMEOUT_S if timeout is None else timeout
+                self.table = Approvals(ttl, token=token)
+                self.offers = Offers(key) if signed is None else signed(ttl)
 
     @property
     def asks(self) -> bool:
@@ -150,7 +168,8 @@ class ApprovalRoom:
         if table is None or offers is None:  # not reached: the room is a step only when it asks
             return self._fallback(decision)
         frame = call.frame or {}
-        if not replies.is_modern_request(frame):
+        modern = self.modern(frame)
+        if modern is None:
             if not self.calls.can_elicit:
                 return self._fallback(decision)
             if table.timeout <= 0:  # approval_timeout: 0 denies without asking
@@ -163,7 +182,7 @@ class ApprovalRoom:
             offer = offers.redeem(params.get("requestState"), call.name, call.arguments)
             if offer is None:
                 return self.denied(decision, _S.FAILED, REASONS["state"])
-            if self.calls.clock() >= offer.issued + table.timeout:
+            if offers.expired(offer, self.calls.clock(), table.timeout):
                 return self.denied(decision, _S.TIMED_OUT, timeout_reason(table.timeout))
             answer = read_input_response(params)
             if answer is None:
@@ -176,7 +195,7 @@ class ApprovalRoom:
                 return self.denied(decision, _S.FAILED, REASONS["rewrite"])
             self._retry = line
             return decision.replace(approval_state=_S.APPROVED.value)
-        if "id" not in frame or not modern_can_elicit(params):
+        if "id" not in frame or not can_elicit({"capabilities": modern}):
             return self._fallback(decision)  # a notification gets no reply to ask with
         if table.timeout <= 0:  # approval_timeout: 0 denies without asking
             return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
@@ -194,7 +213,7 @@ class ApprovalRoom:
             return self._fallback(decision)
         frame = call.frame
         calls = self.calls
-        if replies.is_modern_request(frame):
+        if self.modern(frame) is not None:
             name, arguments = call.name, call.arguments
             state = offers.issue(name, arguments, call.params, calls.clock())
             if state is None:
@@ -230,6 +249,28 @@ class ApprovalRoom:
         )
         calls.server.reply(elicitation_request(approval_id, call.name, call.arguments), out)
         return None
+
+    def shared_part(self, name: str) -> Part | None:
+        """The state a shared session keeps for this room (the used nonces of signed
+        approvals), under the guard's ``name``; None when it keeps none (in-memory approvals)."""
+        offers = self.offers
+        if not isinstance(offers, SignedOffers):
+            return None
+        return Part(name, offers.export, offers.restore)
+
+    def modern(self, frame: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The client capabilities of a 2026-07-28-era request (its ``_meta``'s, or the
+        shell's word); None for a request of the 2025 era."""
+        era = self._era
+        if era is not None:
+            told = era(frame)
+            if told is not None:
+                return told
+        if not replies.is_modern_request(frame):
+            return None
+        meta = frame["params"]["_meta"]
+        caps = meta.get(CLIENT_CAPABILITIES_META)
+        return caps if isinstance(caps, Mapping) else {}
 
     def _fallback(self, decision: Decision) -> Decision:
         """``tools.approval_fallback`` for a call whose client cannot be asked."""
