@@ -21,6 +21,10 @@ bench/mcp_fast_server.py (started by the gateway for each user). Figures:
               processes share the machine, as a wall-clock p50 moves with their load.
   sessions    --idle 2025-era sessions opened (initialize only) and left idle: the serve
               process's RSS (VmRSS) after them, and before.
+  instructions  (valgrind) the serve process under callgrind: its instructions per tools/call,
+              (count after N2 calls - count after N1) / (N2 - N1), start-up and shutdown
+              cancelled out; and the same for bench/hypercorn_floor.py. A figure the machine's
+              load cannot move (PYTHONHASHSEED fixed); slow: minutes.
   floor       the same paced client against bench/hypercorn_floor.py: hypercorn configured as
               serve configures it, answering a fixed result (no identity, policy or upstream).
               What the HTTP stack alone (httpx2 client, hypercorn) adds over direct on this
@@ -30,7 +34,8 @@ Figures are medians over --runs runs; the load average is printed at the start a
 --compare DIR runs every measurement a second time, interleaved run by run, with the assay
 package under DIR (PYTHONPATH=DIR), e.g. an export of the previous commit
 (``git archive HEAD~1 assay | tar -x -C DIR``): before and after in one sitting, under the same
-load. --only runs some of the measurements (tput, latency, idle, floor).
+load. --only runs some of the measurements (tput, latency, idle, floor, instructions; the
+default is the first three).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -118,7 +124,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Serve:
-    def __init__(self, tmp: Path, issuer: Issuer, package: str | None = None) -> None:
+    def __init__(self, tmp: Path, issuer: Issuer, package: str | None = None, prefix: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         (tmp / "assay.yaml").write_text(POLICY)
@@ -133,7 +139,7 @@ class Serve:
         if package is not None:
             env["PYTHONPATH"] = os.path.abspath(package)
         self.proc = subprocess.Popen(
-            [ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")],
+            [*prefix, ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,
@@ -152,10 +158,10 @@ class Serve:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 15) -> None:
         self.proc.terminate()
         try:
-            self.proc.wait(15)
+            self.proc.wait(wait)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -273,9 +279,11 @@ def direct(n: int) -> list[float]:
 class Floor:
     """bench/hypercorn_floor.py running; ``url`` its endpoint."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "hypercorn_floor.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            [*prefix, sys.executable, str(HERE / "hypercorn_floor.py")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
         assert self.proc.stdout is not None
         port = self.proc.stdout.readline().split()[-1].decode()
@@ -284,6 +292,51 @@ class Floor:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait()
+
+
+async def calls_in_a_row(url: str, token: str | None, n: int) -> None:
+    """``n`` tools/call one after another (a session first when there is a token)."""
+    import httpx2
+
+    async with httpx2.AsyncClient(timeout=600) as http:
+        heads = HEADERS if token is None else await session(http, url, token)
+        for i in range(n):
+            await one_call(http, url, heads, i)
+
+
+CALLS_N1, CALLS_N2 = 50, 250
+
+
+def instructions(issuer: Issuer, package: str | None, floor: bool) -> float:
+    """Millions of instructions per tools/call of the serve process (or of hypercorn_floor.py),
+    under callgrind."""
+    counts = []
+    for n in (CALLS_N1, CALLS_N2):
+        with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
+            prefix = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p")
+            os.environ["PYTHONHASHSEED"] = "0"  # the child's hashing, so its count, fixed
+            try:
+                if floor:
+                    server = Floor(prefix)
+                    try:
+                        trio.run(calls_in_a_row, server.url, None, n)
+                    finally:
+                        server.stop()
+                else:
+                    serve = Serve(Path(tmp), issuer, package, prefix)
+                    try:
+                        trio.run(calls_in_a_row, serve.url, issuer.token("user0", serve.url), n)
+                    finally:
+                        serve.stop(600)
+            finally:
+                del os.environ["PYTHONHASHSEED"]
+            total = 0
+            for out in Path(tmp).glob("cg.*"):
+                for line in out.read_text().splitlines():
+                    if line.startswith(("summary:", "totals:")):
+                        total = max(total, int(line.split()[1]))
+            counts.append(total)
+    return (counts[1] - counts[0]) / (CALLS_N2 - CALLS_N1) / 1e6
 
 
 async def floor_paced(url: str, n: int) -> list[float]:
@@ -319,8 +372,24 @@ def loadavg() -> str:
 
 def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> dict[str, float]:
     nan = float("nan")
-    keys = ("tput", "p50", "p99", "direct_p50", "direct_p99", "cpu_ms", "floor_p50", "rss_before", "rss_idle")
+    keys = (
+        "tput",
+        "p50",
+        "p99",
+        "direct_p50",
+        "direct_p99",
+        "cpu_ms",
+        "floor_p50",
+        "rss_before",
+        "rss_idle",
+        "minstr",
+        "floor_minstr",
+    )
     run = dict.fromkeys(keys, nan)
+    if "instructions" in args.only:
+        run["minstr"] = instructions(issuer, package, floor=False)
+        if "floor" in args.only:
+            run["floor_minstr"] = instructions(issuer, package, floor=True)
     with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
         serve = Serve(Path(tmp), issuer, package)
         try:
@@ -366,9 +435,14 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
         print(
             f"HTTP floor (httpx2 + hypercorn, a fixed answer): p50 {med['floor_p50']:.2f} ms, {floor:+.2f} ms over direct"
         )
+    if "instructions" in args.only:
+        print(f"serve: {med['minstr']:.3f} M instructions per tools/call (callgrind)")
+        if "floor" in args.only:
+            print(f"HTTP floor: {med['floor_minstr']:.3f} M instructions per call (callgrind)")
     if "idle" in args.only:
         print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
-    print("targets:")
+    if args.only & {"tput", "latency", "idle"}:
+        print("targets:")
     for phase, name, ok, shown in (
         ("tput", f">= {TARGET_TPUT:.0f} tools/call/s", med["tput"] >= TARGET_TPUT, f"{med['tput']:.0f}"),
         ("latency", f"<= +{TARGET_ADDED_MS:g} ms p50 over direct", added <= TARGET_ADDED_MS, f"{added:+.2f} ms"),
@@ -395,6 +469,9 @@ def main() -> int:
     ap.add_argument("--only", default="tput,latency,idle", help="a comma-separated subset of tput,latency,idle,floor")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
+    if "instructions" in args.only and shutil.which("valgrind") is None:
+        print("bench_serve: instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
+        return 2
     if args.compare and not (Path(args.compare) / "assay").is_dir():
         print(f"bench_serve: no assay package under {args.compare}", file=sys.stderr)
         return 2
