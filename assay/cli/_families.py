@@ -1,6 +1,7 @@
 """Registry of command families, in the order `assay mcp --help` lists them (the command table of README.md)."""
 
 from assay.cli import (
+    approvals,
     auth,
     config_path,
     discover,
@@ -32,4 +33,5 @@ FAMILIES = (
     tools,
     policy,
     serve,
+    approvals,
 )

@@ -21,6 +21,8 @@ PAGES: dict[str, str] = {
         'MCP runtime commands.\n'
         '\n'
         '╭─ Commands ───────────────────────────────────────────────────────────────────╮\n'
+        '│ approvals    List and answer the tool calls a gateway holds for approval     │\n'
+        '│              (approvals: {approver: queue}).                                 │\n'
         '│ auth         Log in to remote MCP servers that need OAuth (docs/auth.md).    │\n'
         "│ config-path  Show a client's MCP config file and a ready-to-paste entry that │\n"
         '│              runs a server through assay mcp wrap.                           │\n'

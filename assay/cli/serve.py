@@ -66,6 +66,16 @@ def usable_problems(config: ServeConfig) -> list[str]:
         elif isinstance(cred, (ClientCredentials, TokenExchange)):
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
+    if config.approval_key is not None and not any(p.startswith("approval_key:") for p in found):
+        from assay.gateway.config import ConfigError
+        from assay.serve.run import read_approval_key
+
+        try:
+            read_approval_key(config, os.environ)  # at least 16 bytes
+        except ConfigError as exc:
+            found.extend(exc.problems)
+    if config.approvals is not None:
+        check(config.approvals.secret, "approvals.secret")
     if config.api_keys is not None:
         from assay.auth.apikeys import parse_api_keys
         from assay.gateway.config import ConfigError

@@ -11,6 +11,7 @@ from typing import Literal
 
 __all__ = [
     "ApiKeys",
+    "Approver",
     "ClientCredentials",
     "ConfigError",
     "Limits",
@@ -132,6 +133,20 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Approver:
+    """An out-of-band approver (docs/serve.md, "Out-of-band approvers"): the calls that need
+    approval are asked of it, not of the user's client. ``webhook``: a POST to ``url`` answered
+    allow or deny, signed with ``secret`` when given; ``queue``: a queue in the state directory
+    that ``assay mcp approvals`` answers."""
+
+    kind: Literal["webhook", "queue"]
+    url: str | None = None
+    secret: Secret | None = None
+    #: how long a call waits for the approver before it is denied; None: the policy's approval_timeout
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     #: the config file's directory: relative paths in the file are read from here
     base_dir: str
@@ -156,6 +171,8 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     #: HMAC key of 2026-era approval requestState (docs/serve.md, "Approvals")
     approval_key: Secret | None = None
+    #: an out-of-band approver (docs/serve.md, "Out-of-band approvers"); None: the client is asked
+    approvals: Approver | None = None
     #: the decision log and the audit log (wrap's records, with the user: docs/serve.md,
     #: "Records"); relative to the config's directory; rotated at ``log_max_bytes`` (0: never)
     decision_log: str | None = None

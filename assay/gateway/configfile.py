@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from assay.gateway.config import (
     ApiKeys,
+    Approver,
     ClientCredentials,
     ConfigError,
     Credential,
@@ -201,6 +202,7 @@ def parse_config(
             "separator",
             "limits",
             "approval_key",
+            "approvals",
             "upstreams",
             "logs",
         ),
@@ -239,7 +241,18 @@ def parse_config(
         separator = "__"
     limits = _limits(r, top.get("limits"))
     approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
+    approvals = _approvals(r, top.get("approvals"), env)
     upstreams = _upstreams(r, top.get("upstreams"), separator, env)
+    if oauth is None and (api_keys is not None or no_auth):
+        # a token exchange sends the user's bearer token; API keys and no authentication give
+        # none, so no user could ever use such an upstream (docs/serve.md, "Credentials to upstreams")
+        for up in upstreams:
+            if isinstance(up.credential, TokenExchange):
+                r.problem(
+                    f"upstreams.{up.name}.credential.token_exchange",
+                    "needs the user's OAuth token, and identity has no oauth (API keys and no"
+                    " authentication give none): no user could use this upstream",
+                )
     decision_log = audit_log = None
     log_max = 16 * 1024 * 1024
     if top.get("logs") is not None:
@@ -269,6 +282,7 @@ def parse_config(
         separator=separator,
         limits=limits,
         approval_key=approval_key,
+        approvals=approvals,
         decision_log=decision_log,
         audit_log=audit_log,
         log_max_bytes=log_max,
@@ -353,6 +367,32 @@ def _limits(r: _Reader, value: Any) -> Limits:
         drain_timeout_s=r.duration(got.get("drain_timeout"), "limits.drain_timeout", d.drain_timeout_s),
         session_idle_s=r.duration(got.get("session_idle"), "limits.session_idle", d.session_idle_s),
     )
+
+
+def _approvals(r: _Reader, value: Any, environ: Mapping[str, str]) -> Approver | None:
+    """``approvals``: an out-of-band approver (docs/serve.md, "Out-of-band approvers")."""
+    if value is None:
+        return None
+    got = r.mapping(value, "approvals", ("approver", "url", "secret", "timeout"))
+    if got is None:
+        return None
+    kind = got.get("approver")
+    if kind not in ("webhook", "queue"):
+        r.problem("approvals.approver", "is required: webhook or queue")
+        return None
+    timeout = None
+    if got.get("timeout") is not None:
+        timeout = r.duration(got["timeout"], "approvals.timeout", 0.0)
+        if timeout <= 0 and not any(p.startswith(f"{r.name}: approvals.timeout:") for p in r.problems):
+            r.problem("approvals.timeout", "must be above zero")
+    if kind == "queue":
+        for key in ("url", "secret"):
+            if key in got:
+                r.problem(f"approvals.{key}", "is for a webhook approver, not the queue")
+        return Approver("queue", timeout_s=timeout)
+    url = r.url(got.get("url"), "approvals.url", required=True)
+    secret = r.secret(got["secret"], "approvals.secret", environ) if got.get("secret") is not None else None
+    return None if url is None else Approver("webhook", url=url, secret=secret, timeout_s=timeout)
 
 
 def _upstreams(r: _Reader, value: Any, separator: str, environ: Mapping[str, str]) -> tuple[Upstream, ...]:

@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from assay._version import __version__
-from assay.gateway.http import LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_META
+from assay.gateway.http import CLIENT_INFO_META, LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_META
 
 __all__ = [
     "INVALID_PARAMS",
@@ -27,6 +27,7 @@ __all__ = [
     "Names",
     "Route",
     "UriBook",
+    "client_info",
     "error",
     "for_era",
     "initialize_result",
@@ -125,6 +126,35 @@ def initialize_result(version: str, instructions: str | None = None) -> dict[str
     if instructions:
         result["instructions"] = instructions
     return result
+
+
+#: characters of a client's name or version kept for the records (docs/serve.md, "Records")
+CLIENT_TEXT_MAX = 128
+
+
+def client_info(params: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The client an ``initialize`` names, as the records carry it (docs/serve.md, "Records"):
+    (name, version) of its ``clientInfo``, or for a 2026-07-28 request of its ``_meta``'s
+    ``io.modelcontextprotocol/clientInfo`` (optional there: None without it). Each string cut to
+    :data:`CLIENT_TEXT_MAX` characters, every character that is not printable (controls, escapes,
+    bidi and other format controls, line separators, lone surrogates) replaced by U+FFFD, so a
+    terminal shows a record as it is; a version that is not a string is None."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and VERSION_META in meta:
+        info = meta.get(CLIENT_INFO_META)
+    else:
+        info = params.get("clientInfo")
+    if not isinstance(info, dict):
+        return None
+    name = _record_text(info.get("name"))
+    return None if name is None else (name, _record_text(info.get("version")))
+
+
+def _record_text(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    value = value[:CLIENT_TEXT_MAX]
+    return value if value.isprintable() else "".join(c if c.isprintable() else "\ufffd" for c in value)
 
 
 def for_era(result: dict[str, Any], method: str, modern: bool) -> dict[str, Any]:
@@ -227,22 +257,30 @@ class UriBook:
     """Which upstream a resource URI belongs to, learnt from the lists one user's client was
     given: a URI a ``resources/list`` gave, else the longest literal head (the text before the
     first ``{``) of a template a ``resources/templates/list`` gave. A URI no list gave is not
-    routed (docs/serve.md, "Upstreams and the agent session of a user")."""
+    routed (docs/serve.md, "Upstreams and the agent session of a user").
+
+    Bounded for every user: at most :attr:`LIMIT` URIs and as many templates, and
+    :attr:`MAX_CHARS` characters of their text (each kind); past either, the least recently listed are
+    forgotten first (listing them again learns them again)."""
 
     uris: dict[str, str] = field(default_factory=dict)
     templates: dict[str, str] = field(default_factory=dict)  # uriTemplate -> upstream
+    #: characters of the URIs (templates) held, with their upstreams' names
+    uri_chars: int = 0
+    template_chars: int = 0
     LIMIT = 100_000
+    MAX_CHARS = 8 << 20  # of each kind (at most 4 bytes a character in UTF-8)
 
     def learn(self, method: str, upstream: str, items: Iterable[Any]) -> None:
         for item in items:
             if not isinstance(item, dict):
                 continue
             if method == "resources/list" and isinstance(item.get("uri"), str):
-                if len(self.uris) < self.LIMIT or item["uri"] in self.uris:
-                    self.uris[item["uri"]] = upstream
+                self.uri_chars = _remember(self.uris, item["uri"], upstream, self.uri_chars, self.LIMIT, self.MAX_CHARS)
             elif method == "resources/templates/list" and isinstance(item.get("uriTemplate"), str):
-                if len(self.templates) < self.LIMIT or item["uriTemplate"] in self.templates:
-                    self.templates[item["uriTemplate"]] = upstream
+                self.template_chars = _remember(
+                    self.templates, item["uriTemplate"], upstream, self.template_chars, self.LIMIT, self.MAX_CHARS
+                )
 
     def route(self, uri: Any) -> str | None:
         if not isinstance(uri, str):
@@ -256,6 +294,23 @@ class UriBook:
             if head and uri.startswith(head) and (best is None or len(head) > best[0]):
                 best = (len(head), upstream)
         return None if best is None else best[1]
+
+
+def _remember(book: dict[str, str], key: str, upstream: str, chars: int, limit: int, max_chars: int) -> int:
+    """``book[key] = upstream``, as the most recent entry, the oldest ones forgotten while the
+    book is over ``limit`` entries or ``max_chars`` characters; the characters it then holds."""
+    cost = len(key) + len(upstream)
+    if cost > max_chars:
+        return chars  # one entry larger than the whole book: not learnt
+    old = book.pop(key, None)
+    if old is not None:
+        chars -= len(key) + len(old)
+    book[key] = upstream
+    chars += cost
+    while len(book) > limit or chars > max_chars:
+        first = next(iter(book))
+        chars -= len(first) + len(book.pop(first))
+    return chars
 
 
 # -- ids and tokens ------------------------------------------------------------------------------
@@ -273,6 +328,11 @@ class Ids:
     tokens: dict[str, tuple[int, Any]] = field(default_factory=dict)
     #: gateway id toward a client -> (upstream, the upstream's request id)
     asked: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    #: characters of the upstreams' string ids in ``asked``
+    asked_chars: int = 0
+    #: upstream requests kept waiting for a client's answer, and the characters of their ids
+    ASKED_MAX = 1024
+    ASKED_CHARS_MAX = 1 << 20
 
     def new(self) -> int:
         self.counter += 1
@@ -298,13 +358,26 @@ class Ids:
         return mapped[0], {**params, "progressToken": mapped[1]}
 
     def ask(self, upstream: str, upstream_id: Any) -> str:
-        """A new id toward a client for the upstream's request ``upstream_id``."""
+        """A new id toward a client for the upstream's request ``upstream_id``. At most
+        :attr:`ASKED_MAX` are kept waiting for the client's answer: past it the oldest is
+        forgotten (its answer, should it come, then goes nowhere)."""
         mine = f"s{self.new()}"
         self.asked[mine] = (upstream, upstream_id)
+        self.asked_chars += _id_chars(upstream_id)
+        while len(self.asked) > self.ASKED_MAX or self.asked_chars > self.ASKED_CHARS_MAX:
+            self.answered(next(iter(self.asked)))
         return mine
 
     def answered(self, mine: Any) -> tuple[str, Any] | None:
-        return self.asked.pop(mine, None) if isinstance(mine, str) else None
+        """Whose the client's answer ``mine`` is (forgotten then); None when no upstream asked it."""
+        found = self.asked.pop(mine, None) if isinstance(mine, str) else None
+        if found is not None:
+            self.asked_chars -= _id_chars(found[1])
+        return found
+
+
+def _id_chars(upstream_id: Any) -> int:
+    return len(upstream_id) if isinstance(upstream_id, str) else 0
 
 
 def merged(method: str, items: list[Any]) -> dict[str, Any]:

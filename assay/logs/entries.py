@@ -88,6 +88,10 @@ class Entry(msgspec.Struct, kw_only=True):
     error_code: str | None = None
     #: the user of an `assay mcp serve` record (docs/serve.md, "Records"); None in wrap's
     subject: str | None = None
+    #: the name and version of the client a serve record's call came from (docs/serve.md,
+    #: "Records"); None in wrap's
+    client_name: str | None = None
+    client_version: str | None = None
 
     def key(self) -> tuple[str, str | None, str | None, str, str]:
         """What a call's decision event and its audit record have in common (wrap gives both the
@@ -240,6 +244,8 @@ def _event_entry(
         server=_str(data.get("server")),
         session=_str(data.get("session")),
         subject=_str(data.get("subject")),
+        client_name=_str(data.get("client_name")),
+        client_version=_str(data.get("client_version")),
         client=client_of(_str(doc.get("source"))) or client,
         file=file,
         **rest,
@@ -307,6 +313,8 @@ def _from_audit(doc: dict[str, Any], file: str, client: str | None) -> Entry | s
         server=_str(doc.get("server")),
         session=_str(doc.get("session")),
         subject=_str(doc.get("subject")),
+        client_name=_str(doc.get("client_name")),
+        client_version=_str(doc.get("client_version")),
         client=client,
         reason_code=code,
         error_code=error_code if outcome in ("deny", "would_deny") else None,

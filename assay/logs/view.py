@@ -61,6 +61,8 @@ _KEYS: Final = (
     "file",
     "error_code",
     "subject",
+    "client_name",
+    "client_version",
 )
 NAME_MAX: Final = 256  # characters of a name kept as a --stats key
 _encoder = msgspec.json.Encoder()

@@ -35,6 +35,7 @@ from assay.gateway.router import (
     Names,
     Route,
     UriBook,
+    client_info,
     error,
     for_era,
     initialize_result,
@@ -55,6 +56,7 @@ from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
+from assay.shells.stdio.relay import Approver
 
 __all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]
 
@@ -113,6 +115,7 @@ class _User:
         finally:
             del self.starting[name]
             event.set()
+            self.gateway.forget_if_idle(self)
 
     def latest_call(self, link: str) -> _Call | None:
         for call in reversed(self.calls):
@@ -135,6 +138,8 @@ class _User:
                 return
             mine = self.ids.ask(link.name, message["id"])
             self.asked[mine] = call
+            while len(self.asked) > len(self.ids.asked):  # the oldest the ids forgot (bounded)
+                self.asked.pop(next(iter(self.asked)))
             await call.related({**message, "id": mine})
             return
         if method == "notifications/progress":
@@ -152,7 +157,7 @@ class _User:
         if method == "notifications/cancelled" and isinstance(params, dict):
             for mine, (upstream, theirs) in list(self.ids.asked.items()):
                 if upstream == link.name and theirs == params.get("requestId"):
-                    self.ids.asked.pop(mine, None)
+                    self.ids.answered(mine)
                     call = self.asked.pop(mine, None)
                     if call is not None:
                         await call.related({**message, "params": {**params, "requestId": mine}})
@@ -179,10 +184,19 @@ class _User:
 class _Conversation:
     """One MCP session of one user (the contract's :class:`~assay.gateway.contract.Conversation`)."""
 
-    def __init__(self, user: _User, number: int, version: str, capabilities: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        user: _User,
+        number: int,
+        version: str,
+        capabilities: Mapping[str, Any],
+        client: tuple[str, str | None] | None = None,
+    ) -> None:
         self.user = user
         self.number = number
         self.version = version
+        #: the client's name and version, as its calls' records carry them (docs/serve.md, "Records")
+        self.client = client
         self.modern = is_modern(version)
         self.capabilities = dict(capabilities)
         self.closed = False
@@ -251,6 +265,7 @@ class _Conversation:
         for call in list(self._calls.values()):
             call.scope.cancel()
         self._send.close()
+        self.user.gateway.forget_if_idle(self.user)
 
     # -- the gateway's side ---------------------------------------------------------------------
 
@@ -275,6 +290,7 @@ class _Conversation:
         client_id: Any,
         related: Emit,
         scope: trio.CancelScope,
+        rounds: bool = True,
     ) -> dict[str, Any]:
         user = self.user
         try:
@@ -282,7 +298,7 @@ class _Conversation:
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
-        if self.modern:
+        if self.modern and rounds:  # a list's pages are not asked in rounds
             return await self._flight(link, method, params, client_id, related)
         params, token = user.ids.map_token(self.number, params)
         call = _Call(self, client_id, upstream, related, scope)
@@ -293,7 +309,9 @@ class _Conversation:
         try:
             # a 2026-07-28-era request: the link's session is told so (its approvals answer
             # with input_required), though the link itself is a 2025-era session
-            return await link.request(method, params, era=self.capabilities if self.modern else None)
+            return await link.request(
+                method, params, era=self.capabilities if self.modern else None, client=self.client
+            )
         finally:
             user.calls.remove(call)
             if self._calls.get(client_id) is call:
@@ -323,7 +341,7 @@ class _Conversation:
                 user.ids.tokens.pop(token, None)
 
         async def send() -> dict[str, Any]:
-            return await link.request(method, mapped, era=self.capabilities)
+            return await link.request(method, mapped, era=self.capabilities, client=self.client)
 
         user.gateway.nursery.start_soon(flight.run, send, end)
         return await flight.round(related, user.parked.park)
@@ -352,7 +370,7 @@ class _Conversation:
             cursor: Any = None
             for _ in range(MAX_PAGES):
                 asked = base if cursor is None else {**base, "cursor": cursor}
-                answer = await self._forward(name, method, asked, client_id, related, scope)
+                answer = await self._forward(name, method, asked, client_id, related, scope, rounds=False)
                 result = answer.get("result")
                 if not isinstance(result, dict):
                     if cursor is None:
@@ -409,11 +427,13 @@ class ServeGateway:
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = 16 << 20,
         approval_key: bytes | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.config = config
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
+        self.approver = approver  # the config's approvals (docs/serve.md, "Out-of-band approvers")
         self.policy = policy
         self.nursery = nursery
         self.store_for = store_for
@@ -441,9 +461,23 @@ class ServeGateway:
             user.who = who  # the latest token (a token exchange's subject)
         caps = params.get("capabilities")
         self._conversations += 1
-        conversation = _Conversation(user, self._conversations, version, caps if isinstance(caps, dict) else {})
+        conversation = _Conversation(
+            user, self._conversations, version, caps if isinstance(caps, dict) else {}, client_info(params)
+        )
         user.conversations[conversation.number] = conversation
         return conversation, initialize_result(version)
+
+    def forget_if_idle(self, user: _User) -> None:
+        """Forget ``user`` once no conversation, call or parked 2026-07-28-era request of theirs is
+        left and no link of theirs is open or opening, so the gateway's memory is bounded by the users it serves, not the users it
+        served (docs/serve.md, "Upstreams and the agent session of a user"). Their agent session
+        is the store's and stays; what the gateway learnt for them (the URIs listed) goes."""
+        if user.conversations or user.starting or user.calls or len(user.parked):
+            return  # (a 2026-07-28-era flight outlives its conversation, and its retry finds it here)
+        if any(not link.closed.is_set() for link in user.links.values()):
+            return
+        if self.users.get(user.who.key) is user:
+            del self.users[user.who.key]
 
     def links_of(self, key: str) -> dict[str, Link]:
         """The live links of the user ``key`` (tests, the status of a user)."""
@@ -453,6 +487,7 @@ class ServeGateway:
     async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
+        clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
         # approvals share the session too: a retry's approval is taken once across the user's links
         if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
@@ -469,6 +504,9 @@ class ServeGateway:
             subject=user.who.subject,
             approval_signing_key=self.approval_key,
             request_era=lambda frame: eras.get(frame.get("id")),
+            approver=self.config.approvals.kind if self.config.approvals is not None else None,
+            approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
+            client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -494,6 +532,8 @@ class ServeGateway:
             max_frame_bytes=self.max_frame_bytes,
             auth=auth,
             eras=eras,
+            approver=self.approver,
+            clients=clients,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -507,6 +547,9 @@ class ServeGateway:
                 if shared is not None:
                     with trio.CancelScope(shield=True):
                         await shared[0].aclose()
+                if user.links.get(upstream.name) is link:
+                    del user.links[upstream.name]
+                self.forget_if_idle(user)
 
         try:
             await self.nursery.start(run)
@@ -537,6 +580,7 @@ async def open_gateway(
     warn: Callable[[str], None],
     environ: Mapping[str, str] | None = None,
     approval_key: bytes | None = None,
+    approver: Approver | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -550,6 +594,7 @@ async def open_gateway(
             warn=warn,
             environ=environ,
             approval_key=approval_key,
+            approver=approver,
         )
         try:
             yield gateway

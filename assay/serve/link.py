@@ -33,7 +33,7 @@ from assay.gateway.router import UPSTREAM_FAILED, error
 from assay.session.effects import Sink
 from assay.session.session import WrapSession
 from assay.shells.stdio.pipes import RecordSink
-from assay.shells.stdio.relay import Relay
+from assay.shells.stdio.relay import Approver, Relay
 
 __all__ = ["BASE_ENV", "Link", "LinkError", "read_secret"]
 
@@ -133,6 +133,8 @@ class Link:
         max_frame_bytes: int,
         auth: Any = None,
         eras: dict[Any, Mapping[str, Any]] | None = None,
+        approver: Approver | None = None,
+        clients: dict[int, tuple[str, str | None]] | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -147,6 +149,11 @@ class Link:
         self.max_frame_bytes = max_frame_bytes
         # a url upstream's httpx2 auth (assay.auth.upstream_auth: docs/serve.md, "Credentials to upstreams")
         self.auth = auth
+        # the out-of-band approver the relay asks (docs/serve.md, "Out-of-band approvers")
+        self.approver = approver
+        # the client of each request in flight, by the link's id (what the session's records ask:
+        # docs/serve.md, "Records")
+        self.clients: dict[int, tuple[str, str | None]] = {} if clients is None else clients
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -167,11 +174,17 @@ class Link:
         return len(self._pending)
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *, era: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        era: Mapping[str, Any] | None = None,
+        client: tuple[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Send one request with the gateway's own id; its answer (``result`` or ``error``, that
         id). Cancelled: the upstream is told (``notifications/cancelled``). ``era``: the client's
-        capabilities when the request is of the 2026-07-28 era."""
+        capabilities when the request is of the 2026-07-28 era. ``client``: the name and version
+        of the client it comes from, which its records carry."""
         if not self.alive:
             return error(None, UPSTREAM_FAILED, self._gone())
         self._next += 1
@@ -179,6 +192,8 @@ class Link:
         waiter = self._pending[mine] = _Waiter()
         if era is not None:
             self.eras[mine] = era
+        if client is not None:
+            self.clients[mine] = client
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": mine, "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -192,6 +207,7 @@ class Link:
             raise
         finally:
             self.eras.pop(mine, None)
+            self.clients.pop(mine, None)
             self._touch()
         assert waiter.answer is not None
         return waiter.answer
@@ -255,6 +271,7 @@ class Link:
             warn=self.warn,
             handle_signals=False,
             child=child,
+            approver=self.approver,
         )
 
     def _child_env(self) -> dict[str, str]:

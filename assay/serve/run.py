@@ -84,6 +84,7 @@ async def run_serve(
     serving, closed at the end), build the gateway and serve until the front returns; every
     upstream is stopped on the way out. ``front``: more keyword arguments for ``serve_http``."""
     from assay.policy import PolicyError, PolicyFileError, load_policy_file
+    from assay.serve.approver import open_approver
     from assay.serve.gateway import open_gateway
     from assay.store.store import serving
 
@@ -96,20 +97,33 @@ async def run_serve(
     approval_key = read_approval_key(config, env)
     store_for = store_of(config, env)
     sinks = open_sinks(config)
-    async with (
-        serving(store_for()),
-        open_gateway(
-            config, policy, store_for=store_for, sinks=sinks, warn=warn, environ=env, approval_key=approval_key
-        ) as gateway,
-    ):
-        await serve_http(
-            listen=listen or config.listen,
-            gateway=gateway,
-            authenticate=authenticate,
-            limits=config.limits,
-            origins=config.origins,
-            resource_url=config.public_url,
-            tls_cert=config.tls_cert,
-            tls_key=config.tls_key,
-            **front,
-        )
+    approver = open_approver(config, env, warn)  # docs/serve.md, "Out-of-band approvers"
+    hook = approver[0] if approver is not None else None
+    try:
+        async with (
+            serving(store_for()),
+            open_gateway(
+                config,
+                policy,
+                store_for=store_for,
+                sinks=sinks,
+                warn=warn,
+                environ=env,
+                approval_key=approval_key,
+                approver=hook,
+            ) as gateway,
+        ):
+            await serve_http(
+                listen=listen or config.listen,
+                gateway=gateway,
+                authenticate=authenticate,
+                limits=config.limits,
+                origins=config.origins,
+                resource_url=config.public_url,
+                tls_cert=config.tls_cert,
+                tls_key=config.tls_key,
+                **front,
+            )
+    finally:
+        if approver is not None:
+            approver[1]()

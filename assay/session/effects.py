@@ -21,7 +21,10 @@ How the shell performs a list (docs/architecture.md, "One frame's way through wr
 - :class:`StoreAttempt`, :class:`StoreBegin`, :class:`StoreCommit` and :class:`StoreAbort` go,
   in order, to the shell's one store task, which awaits the shared session's store and feeds
   what it gave back to the session as an event (``store_attempted``, ``store_begun``,
-  ``store_committed``): the list goes on at once.
+  ``store_committed``): the list goes on at once;
+- :class:`AskApprover` starts a task of the shell's own that asks the out-of-band approver and
+  hands its answer to ``WrapSession.approver_answered``; :class:`WithdrawApproval` cancels that
+  task (docs/serve.md, "Out-of-band approvers"): the list goes on at once.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import msgspec
 
 __all__ = [
     "AdmitLine",
+    "AskApprover",
     "CloseServerInput",
     "Effect",
     "Finish",
@@ -50,6 +54,7 @@ __all__ = [
     "ToClient",
     "ToServer",
     "Warn",
+    "WithdrawApproval",
 ]
 
 
@@ -185,6 +190,27 @@ class StoreAbort(_Effect, frozen=True, gc=False):
     """End the open transaction without writing (``Store.abort()``); nothing is handed back."""
 
 
+class AskApprover(_Effect, frozen=True, gc=False):
+    """Ask the out-of-band approver whether the held call ``approval_id`` may run (docs/serve.md,
+    "Out-of-band approvers") and hand its answer (``accept``, ``decline``, ``cancel`` or
+    ``failed``) to ``WrapSession.approver_answered``. Nothing waits for it: the call stays held,
+    and at ``deadline`` (a session-clock time) the session's timer denies it ``timed_out``."""
+
+    approval_id: str
+    subject: str | None  # the user whose call it is (serve), None in wrap
+    server: str  # the server's label
+    tool: str
+    arguments: Any
+    deadline: float
+
+
+class WithdrawApproval(_Effect, frozen=True, gc=False):
+    """The held call ``approval_id`` was settled without the approver (it timed out, the client
+    cancelled it, the run ended): stop asking (an answer that comes anyway is ignored)."""
+
+    approval_id: str
+
+
 class CloseServerInput(_Effect, frozen=True, gc=False):
     """Close the child's stdin."""
 
@@ -219,6 +245,8 @@ Effect = (
     | StoreBegin
     | StoreCommit
     | StoreAbort
+    | AskApprover
+    | WithdrawApproval
     | CloseServerInput
     | StopClient
     | SignalChild

@@ -16,6 +16,7 @@ the verdict of an :class:`AdmitLine`   :meth:`admitted`
 what a :class:`StoreAttempt` gave      :meth:`store_attempted`
 what a :class:`StoreBegin` gave        :meth:`store_begun`
 what a :class:`StoreCommit` gave       :meth:`store_committed`
+the answer to an :class:`AskApprover`   :meth:`approver_answered`
 bytes from the child's stdout          :meth:`receive_server_data`
 the child's stdout closed              :meth:`server_closed`
 the child stopped reading (EPIPE)      :meth:`server_input_closed`
@@ -111,6 +112,15 @@ class SessionOptions:
     # the client capabilities of a request the shell knows is of the 2026-07-28 era though its
     # frame does not say so (serve: a link is a 2025-era session); None: read from the frame
     request_era: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None
+    # an out-of-band approver (`assay mcp serve`'s approvals: docs/serve.md, "Out-of-band
+    # approvers"), by name: a call that needs approval is held and asked of it (AskApprover), in
+    # both eras, never of the client; its timeout (None: the policy's approval_timeout)
+    approver: str | None = None
+    approver_timeout: float | None = None
+    # given a call's request id, the (name, version) of the client it came from, bounded and
+    # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
+    # docs/serve.md, "Records"); None in wrap
+    client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
 
 
 def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
@@ -158,6 +168,7 @@ class WrapSession:
             now=now,
             arguments_max=options.log_arguments_max,
             subject=options.subject,
+            client_of=options.client_of,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
         baseline: Baseline | None = None
@@ -192,6 +203,9 @@ class WrapSession:
             inspector.tools = tools
             tools.inspector = inspector
             self._server.inspector = inspector
+        approver = None
+        if options.approver is not None:
+            approver = (options.approver, options.label, options.subject, options.approver_timeout)
         self._room = ApprovalRoom(
             policy,
             dry_run=options.dry_run,
@@ -199,6 +213,7 @@ class WrapSession:
             key=approval_key,
             signed=_signer(options, wall_clock),
             era=options.request_era,
+            approver=approver,
         )
         # the decision pipeline's guards after the engine, in the registry's order
         # (assay.policy.guards; docs/policy.md, "Evaluation and reason codes")
@@ -330,6 +345,15 @@ class WrapSession:
         if self._server_eof_due and self._calls.busy is None:
             self._server_eof_due = False
             self._server_end(out)
+
+    def approver_answered(self, approval_id: str, answer: str) -> list[Effect]:
+        """The out-of-band approver's answer to :class:`AskApprover` ``approval_id``: ``accept``,
+        ``decline``, ``cancel`` or ``failed`` (docs/serve.md, "Out-of-band approvers"). The held
+        call is settled as a client's answer settles it; an id not held (unknown, settled by a
+        timeout, a cancel or the end) is ignored."""
+        out: list[Effect] = []
+        self._room.approver_answered(approval_id, answer, out)
+        return out
 
     def client_lost(self) -> list[Effect]:
         """Writing to the client failed: nobody reads replies any more. The run ends now.

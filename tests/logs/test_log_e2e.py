@@ -115,8 +115,10 @@ def test_log_shows_exactly_the_calls_of_the_session(protected_logs):
         "file",
         "error_code",
         "subject",
+        "client_name",
+        "client_version",
     ]
-    assert doc["subject"] is None  # a wrap's record has no user
+    assert doc["subject"] is None and doc["client_name"] is None  # a wrap's record has no user
     assert doc["tool"] == "wipe" and doc["outcome"] == "deny" and doc["client"] == "claude_desktop"
     assert doc["kind"] == "decision" and doc["session"].startswith("client:")
 

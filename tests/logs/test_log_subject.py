@@ -59,6 +59,7 @@ def test_log_subject_shows_one_users_calls(tmp_path):
         }
         if who:
             rec["subject"] = who
+            rec["client_name"], rec["client_version"] = "cursor", "1.2"
         rec["request_id"] = rid
         lines.append(json.dumps(rec))
     log = tmp_path / "audit.ndjson"
@@ -72,5 +73,41 @@ def test_log_subject_shows_one_users_calls(tmp_path):
     assert run.returncode == 0, run.stderr
     shown = [json.loads(line) for line in run.stdout.splitlines()]
     assert [(e["subject"], e["request_id"]) for e in shown] == [("bob", 2)]
+    assert (shown[0]["client_name"], shown[0]["client_version"]) == ("cursor", "1.2")
+    assert list(shown[0])[-3:] == ["subject", "client_name", "client_version"]
     every = subprocess.run([ASSAY, "mcp", "log", str(log), "--json"], capture_output=True, text=True, timeout=60)
     assert [json.loads(line)["subject"] for line in every.stdout.splitlines()] == ["alice", "bob", None]
+
+
+def test_each_call_is_recorded_with_the_client_its_request_id_names():
+    # a gateway's link records the calls of several clients (docs/serve.md, "Records"): the
+    # client is asked per call, and one decision's cached parts never carry another's client
+    clients = {1: ("cursor", "1.2"), 2: ("claude-code", None)}
+    rec = Recorder(
+        source="assay://test",
+        label="files",
+        dry_run=False,
+        decision_log=True,
+        audit_log=True,
+        keep_events=False,
+        verbose=False,
+        session="user:https://issuer.example#alice",
+        subject="alice",
+        client_of=clients.get,
+    )
+    decision = Decision("allow", "read_file")
+    got = []
+    for rid in (1, 2, 1, 3, 2):
+        frame = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "read_file"}}
+        out = rec.record(decision, frame, frame["params"], "read_file", True, None)
+        assert out.decision_line is not None and out.audit_line is not None
+        event, audit = json.loads(out.decision_line)["data"], json.loads(out.audit_line)
+        assert (event.get("client_name"), event.get("client_version")) == (
+            audit.get("client_name"),
+            audit.get("client_version"),
+        )
+        got.append((audit.get("client_name"), audit.get("client_version")))
+        keys = list(audit)
+        if rid != 3:
+            assert keys[keys.index("subject") + 1 : keys.index("subject") + 3] == ["client_name", "client_version"]
+    assert got == [("cursor", "1.2"), ("claude-code", None), ("cursor", "1.2"), (None, None), ("claude-code", None)]

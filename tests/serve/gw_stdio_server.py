@@ -4,7 +4,9 @@ agent session of a user"): newline-delimited JSON-RPC, no SDK (it starts at once
 Tools: ``pid`` (this process's pid), ``read_secret`` (a fixed text), ``send`` (echoes ``text``),
 ``delete_all`` (denied by the tests' policy), ``hang`` (logs ``hanging`` to the client, then never
 answers), ``die`` (the process exits at once), ``ask`` (asks the client for a sampling, answers
-with its text), ``change`` (announces a changed tool list, then answers). One prompt ``greet``,
+with its text), ``change`` (announces a changed tool list, then answers), ``wait`` (writes
+``arrived <pid> <tag>`` to stderr, then answers ``released <tag>`` once a line is written to the
+FIFO named by ``GW_RELEASE``, or never when ``arguments.hold`` is true). One prompt ``greet``,
 one resource ``mem://note`` and a template ``mem://notes/{id}``. The tools list comes in two
 pages (a ``nextCursor``).
 """
@@ -12,17 +14,38 @@ pages (a ``nextCursor``).
 import json
 import os
 import sys
+import threading
 
 TOOLS = [
     {"name": name, "description": f"the {name} tool", "inputSchema": {"type": "object"}}
-    for name in ("pid", "read_secret", "send", "delete_all", "hang", "die", "ask", "change")
+    for name in ("pid", "read_secret", "send", "delete_all", "hang", "die", "ask", "change", "wait")
 ]
 asked = {}
+waiting = []  # (id, tag) of the wait calls a release answers
+lock = threading.Lock()
 
 
 def out(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    with lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def releases(path):
+    """Each line written to the FIFO answers the wait calls held so far."""
+    while True:
+        with open(path) as fifo:
+            for _line in fifo:
+                with lock:
+                    done, waiting[:] = list(waiting), []
+                for msg_id, tag in done:
+                    text(msg_id, f"released {tag}")
+                sys.stderr.write(f"released {len(done)}\n")
+                sys.stderr.flush()
+
+
+if os.environ.get("GW_RELEASE"):
+    threading.Thread(target=releases, args=(os.environ["GW_RELEASE"],), daemon=True).start()
 
 
 def text(msg_id, value):
@@ -93,6 +116,12 @@ def handle(msg):
                     "params": {"messages": [], "maxTokens": 5},
                 }
             )
+        elif name == "wait":
+            if not args.get("hold"):
+                with lock:
+                    waiting.append((msg_id, args.get("tag")))
+            sys.stderr.write(f"arrived {os.getpid()} {args.get('tag')}\n")
+            sys.stderr.flush()
         elif name == "change":
             out({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             text(msg_id, "changed")

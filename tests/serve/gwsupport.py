@@ -56,13 +56,30 @@ async def gateway(
     policy: str = POLICY,
     store: MemoryStore | None = None,
     approval_key: bytes | None = None,
+    *,
+    config: ServeConfig | None = None,
+    approver: Any = None,
+    **config_more: Any,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
+    """A gateway over ``upstreams`` (or ``config``'s), with an out-of-band ``approver`` hook;
+    ``config_more``: more of the config (``decision_log``, ``audit_log``: the logs are opened as
+    ``assay mcp serve`` opens them)."""
+    from assay.serve.run import open_sinks
+
     store = store or MemoryStore()
     warnings: list[str] = []
-    config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams))
+    if config is None:
+        config = ServeConfig(base_dir=str(tmp), policy="policy.yaml", upstreams=tuple(upstreams), **config_more)
+    sinks = open_sinks(config)
     with trio.fail_after(TIMEOUT):
         async with open_gateway(
-            config, load_policy(policy.encode()), store_for=store.twin, warn=warnings.append, approval_key=approval_key
+            config,
+            load_policy(policy.encode()),
+            store_for=store.twin,
+            sinks=sinks,
+            warn=warnings.append,
+            approval_key=approval_key,
+            approver=approver,
         ) as gw:
             yield gw, warnings
 
@@ -105,12 +122,16 @@ class Client:
 
 
 async def connect(
-    gw: ServeGateway, who: Identity, version: str = "2025-06-18", caps: dict | None = None
+    gw: ServeGateway,
+    who: Identity,
+    version: str = "2025-06-18",
+    caps: dict | None = None,
+    client_info: dict | None = None,
 ) -> tuple[Client, dict]:
     params = {
         "protocolVersion": version,
         "capabilities": caps or {"sampling": {}},
-        "clientInfo": {"name": "t", "version": "1"},
+        "clientInfo": client_info or {"name": "t", "version": "1"},
     }
     conversation, result = await gw.open(who, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     return Client(conversation), result

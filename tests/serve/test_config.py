@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.gateway.config import (
+    Approver,
     ClientCredentials,
     ConfigError,
     Secret,
@@ -129,11 +130,30 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("separator: ''", "separator: must be a non-empty string"),
         ("version: 2", "version: must be 1"),
         ("approval_key: abc", "approval_key: a secret is never written"),
+        ("approvals: {approver: phone}", "approvals.approver: is required: webhook or queue"),
+        ("approvals: {approver: webhook}", "approvals.url: is required"),
+        ("approvals: {approver: webhook, url: 'http://approve.example/x'}", "approvals.url: must be an https URL"),
+        ("approvals: {approver: webhook, url: 'https://a.example', secret: s}", "approvals.secret: a secret is never"),
+        ("approvals: {approver: queue, url: 'https://a.example'}", "approvals.url: is for a webhook approver"),
+        ("approvals: {approver: queue, timeout: 0s}", "approvals.timeout: must be above zero"),
+        ("approvals: {approver: queue, timeout: -1}", "approvals.timeout: a duration must be"),
+        ("approvals: {approver: queue, colour: red}", "approvals.colour: unknown key"),
     ],
 )
 def test_single_rules(text, needle):
     base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
     assert any(needle in p for p in problems(base + text + "\n")), problems(base + text + "\n")
+
+
+def test_approvals():
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    assert parse(base).approvals is None
+    got = parse(base + "approvals: {approver: queue}\n").approvals
+    assert got == Approver("queue")
+    got = parse(
+        base + "approvals: {approver: webhook, url: 'http://127.0.0.1:9/ok', secret: {env: HOOK_KEY}, timeout: 2m}\n"
+    ).approvals
+    assert got == Approver("webhook", url="http://127.0.0.1:9/ok", secret=Secret(env="HOOK_KEY"), timeout_s=120.0)
 
 
 def test_oauth_rules():
@@ -183,7 +203,19 @@ _yamlish = st.recursive(
     max_leaves=20,
 )
 _keys = st.sampled_from(
-    ["policy", "listen", "identity", "upstreams", "limits", "tls", "origins", "separator", "approval_key", "x"]
+    [
+        "policy",
+        "listen",
+        "identity",
+        "upstreams",
+        "limits",
+        "tls",
+        "origins",
+        "separator",
+        "approval_key",
+        "approvals",
+        "x",
+    ]
 )
 
 

@@ -5,16 +5,20 @@ server-everything over stdio. Every wait is on an event."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from assay.gateway.config import Upstream
 from gwsupport import (
     EVERYTHING_SERVER,
+    Client,
     TIMEOUT,
     connect,
     denied,
@@ -36,7 +40,7 @@ async def test_tools_of_every_upstream_merged_and_prefixed_denied_ones_hidden(tm
         assert set(init["capabilities"]) >= {"tools", "resources", "prompts", "completions"}
         names = [t["name"] for t in (await a.request("tools/list"))["result"]["tools"]]
         # both pages of each upstream, in the config's order; delete_all hidden (the policy denies it)
-        own = ["pid", "read_secret", "send", "hang", "die", "ask", "change"]
+        own = ["pid", "read_secret", "send", "hang", "die", "ask", "change", "wait"]
         assert names == [f"local__{n}" for n in own] + [f"other__{n}" for n in own]
         answer = await a.call("local__delete_all")
         assert denied(answer) and "E_TOOL_DENIED" in text_of(answer)
@@ -231,3 +235,75 @@ async def test_an_approval_asks_the_conversation_whose_call_waits_for_it(tmp_pat
         for client in (yes, no):
             asked = [m for m in client.related if m.get("method") == "elicitation/create"]
             assert len(asked) == 1 and "send" in asked[0]["params"]["message"]
+
+
+async def test_each_call_is_recorded_with_the_client_of_its_own_conversation(tmp_path: Path) -> None:
+    # docs/serve.md, "Records": one link of a user carries the calls of all the user's
+    # conversations, each recorded with its own client's name and version, bounded and printable
+    logs = {"decision_log": "decisions.ndjson", "audit_log": "audit.ndjson"}
+    async with gateway(tmp_path, [stdio("local")], **logs) as (gw, _):
+        cursor, _i = await connect(gw, ALICE, client_info={"name": "cursor", "version": "1.2"})
+        odd, _i = await connect(gw, ALICE, client_info={"name": "evil\x1b[31m\u202e" + "x" * 500, "version": 7})
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        init = {"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "unknown"}, "_meta": meta}
+        modern, _r = await gw.open(ALICE, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        bare, _i = await connect(gw, ALICE, client_info={"version": "no name"})
+        stateless = Client(modern)
+        for client, text in ((cursor, "a"), (odd, "b"), (cursor, "c"), (stateless, "d"), (bare, "e")):
+            assert text_of(await client.call("local__send", {"text": text})) == f"sent {text}"
+        assert len(gw.links_of(ALICE.key)) == 1  # one link carried them all
+    audit = [json.loads(line) for line in (tmp_path / "audit.ndjson").read_text().splitlines()]
+    events = [json.loads(line)["data"] for line in (tmp_path / "decisions.ndjson").read_text().splitlines()]
+    odd_name = ("evil\ufffd[31m\ufffd" + "x" * 500)[:128]  # cut to 128 characters
+    want = [
+        ("cursor", "1.2"),
+        (odd_name, None),
+        ("cursor", "1.2"),
+        ("claude-code", "2.0"),
+        (None, None),
+    ]
+    for records in (audit, [e for e in events if e.get("tool") == "send"]):
+        assert [(r.get("client_name"), r.get("client_version")) for r in records] == want
+        keys = list(records[0])
+        assert keys[keys.index("subject") + 1 :][:2] == ["client_name", "client_version"]
+        assert "client_name" not in records[4] and all(r["subject"] == "alice" for r in records)
+
+
+async def _settled(predicate: Any) -> None:
+    """Wait, on the scheduler and no clock, until ``predicate()`` holds."""
+    with trio.fail_after(TIMEOUT):
+        while not predicate():
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_user_with_no_conversation_and_no_link_is_forgotten(tmp_path: Path) -> None:
+    # docs/serve.md, "Upstreams and the agent session of a user": memory bounded by the users served now
+    async with gateway(tmp_path, [stdio("local", idle_timeout_s=0.2), stdio("slow", idle_timeout_s=3)]) as (gw, _):
+        for n in range(50):  # users that opened a conversation and closed it, no link ever opened
+            c, _i = await connect(gw, user(f"u{n}"))
+            await c.conversation.aclose()
+        assert gw.users == {}
+        a, _i = await connect(gw, ALICE)
+        int(text_of(await a.call("local__pid")))
+        link = gw.links_of(ALICE.key)["local"]
+        with trio.fail_after(TIMEOUT):
+            await link.closed.wait()  # idle: the link ends, the conversation stays, so does alice
+        await _settled(lambda: "local" not in gw.users[ALICE.key].links)
+        assert ALICE.key in gw.users
+        await a.conversation.aclose()
+        assert ALICE.key not in gw.users  # no conversation, no link: forgotten
+        b, _i = await connect(gw, BOB)
+        pid = int(text_of(await b.call("slow__pid")))
+        link = gw.links_of(BOB.key)["slow"]
+        await b.conversation.aclose()
+        assert BOB.key in gw.users  # its link is open (3 s idle)
+        with trio.fail_after(TIMEOUT):
+            await link.closed.wait()
+        await _settled(lambda: BOB.key not in gw.users)  # once it closes, bob is forgotten
+        assert not Path(f"/proc/{pid}").exists()
+        again, _i = await connect(gw, BOB)  # and served again as new
+        assert int(text_of(await again.call("slow__pid"))) != pid

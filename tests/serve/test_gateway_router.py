@@ -93,3 +93,41 @@ def test_initialize_and_eras() -> None:
         "ttlMs": 0,
         "cacheScope": "private",
     }
+
+
+class _SmallBook(UriBook):
+    LIMIT = 5
+    MAX_CHARS = 100
+
+
+@given(
+    lists=st.lists(
+        st.tuples(
+            st.sampled_from(["resources/list", "resources/templates/list"]),
+            st.sampled_from(["fs", "web"]),
+            st.lists(st.text(max_size=60), max_size=8),
+        ),
+        max_size=12,
+    )
+)
+def test_a_uri_book_is_bounded_in_entries_and_characters_and_keeps_the_latest(lists: list) -> None:
+    # docs/serve.md, "Upstreams and the agent session of a user": a user's book cannot grow for ever
+    book = _SmallBook()
+    for method, upstream, uris in lists:
+        key = "uri" if method == "resources/list" else "uriTemplate"
+        book.learn(method, upstream, [{key: u} for u in uris])
+        for held, chars in ((book.uris, book.uri_chars), (book.templates, book.template_chars)):
+            assert len(held) <= 5 and chars == sum(len(k) + len(v) for k, v in held.items()) <= 100
+        if uris:  # the last one listed is always routed
+            assert (book.uris if key == "uri" else book.templates)[uris[-1]] == upstream
+
+
+def test_upstream_requests_waiting_for_a_client_are_bounded_oldest_forgotten() -> None:
+    ids = Ids()
+    first = ids.ask("fs", "x" * 1000)
+    mine = [ids.ask("fs", n) for n in range(Ids.ASKED_MAX)]
+    assert len(ids.asked) == Ids.ASKED_MAX and ids.answered(first) is None and ids.asked_chars == 0
+    assert ids.answered(mine[-1]) == ("fs", Ids.ASKED_MAX - 1)
+    big = [ids.ask("web", "y" * (Ids.ASKED_CHARS_MAX // 4)) for _ in range(5)]
+    assert ids.asked_chars <= Ids.ASKED_CHARS_MAX and ids.answered(big[0]) is None
+    assert ids.answered(big[-1]) == ("web", "y" * (Ids.ASKED_CHARS_MAX // 4))

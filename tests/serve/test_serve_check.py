@@ -58,7 +58,7 @@ def test_an_invalid_config_is_exit_2_one_line_each(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [
         "serve.yaml: x: unknown key (known: version, policy, listen, public_url, tls, origins, identity, store, "
-        "state_dir, separator, limits, approval_key, upstreams, logs)",
+        "state_dir, separator, limits, approval_key, approvals, upstreams, logs)",
         "serve.yaml: identity.none: no authentication is only allowed on a loopback address, not 0.0.0.0",
         "serve.yaml: upstreams.a: needs exactly one of command (a list of strings) or url",
     ]
@@ -124,3 +124,35 @@ def test_an_address_in_use_is_one_line_and_exit_2(tmp_path):
     assert res.returncode == 2, res.stderr
     assert res.stderr.splitlines()[-1] == f"fatal: cannot serve on 127.0.0.1:{port}: Address already in use"
     assert "Traceback" not in res.stderr
+
+
+def test_an_approval_key_shorter_than_16_bytes_cannot_be_used(tmp_path):
+    cfg = setup(tmp_path, CONFIG + "approval_key: {file: approval.key}\n")
+    (tmp_path / "keys.txt").write_text("alice sha256:" + "0" * 64 + "\n")
+    (tmp_path / "approval.key").write_text("short-key\n")
+    res = run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "s3cr3t-value"})
+    assert res.returncode == 1 and res.stderr.splitlines() == [
+        "serve.yaml: approval_key: the key must be at least 16 bytes"
+    ], res.stderr
+    assert "short-key" not in res.stderr
+    (tmp_path / "approval.key").write_text("a-key-of-sixteen-bytes\n")
+    assert run("--config", str(cfg), "--check", env={"SEARCH_TOKEN": "s3cr3t-value"}).returncode == 0
+
+
+def test_a_token_exchange_no_identity_could_feed_is_exit_2_one_line(tmp_path):
+    # docs/serve.md, "Credentials to upstreams": only an OAuth user has a token to exchange
+    exchange = (
+        "  tickets:\n    url: https://tickets.example/mcp\n    credential:\n      token_exchange:"
+        " {token_url: https://issuer.example/token, client_id: gw, client_secret: {env: GW_SECRET},"
+        " audience: tickets}\n"
+    )
+    (tmp_path / "keys.txt").write_text("alice sha256:" + "0" * 64 + "\n")
+    want = (
+        "serve.yaml: upstreams.tickets.credential.token_exchange: needs the user's OAuth token, and identity has"
+        " no oauth (API keys and no authentication give none): no user could use this upstream"
+    )
+    for identity in ("{api_keys: keys.txt}", "{none: true}"):
+        cfg = setup(tmp_path, f"policy: assay.yaml\nidentity: {identity}\nupstreams:\n{exchange}")
+        for args in (("--check",), ()):
+            res = run("--config", str(cfg), *args, env={"GW_SECRET": "s"})
+            assert (res.returncode, res.stdout, res.stderr.splitlines()) == (2, "", [want]), identity

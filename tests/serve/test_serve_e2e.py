@@ -208,3 +208,47 @@ async def test_typescript_clients_through_serve(tmp_path: Path, sdk: str, mode: 
     assert denied["is_error"] is True and denied["texts"][0] == "Content blocked by policy", denied
     contract = json.loads(denied["texts"][1])
     assert contract["error_code"] == "E_SEQUENCE_VIOLATION" and contract["rule"] == "no-exfiltration"
+
+
+async def test_bad_requests_to_a_real_serve_reach_no_upstream(tmp_path: Path) -> None:
+    """A header that disagrees with the body (-32020), a foreign Origin (403), a body over the cap
+    (413), malformed JSON (400): refused by the front of a real `assay mcp serve`, and the remote
+    upstream's call log stays empty."""
+    with issuer() as (iss, key), trio.fail_after(120):
+        async with remote_server(tmp_path, {"E2E_EXPECT_AUTH": "Bearer static-up"}) as remote:
+            async with serve(tmp_path, iss, remote) as (url, _proc):
+                alice = token(iss, key, "alice", "http://127.0.0.1/mcp")
+                base = {"Authorization": f"Bearer {alice}", "Accept": "application/json, text/event-stream"}
+                meta = {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {"name": "web__echo", "arguments": {"message": "x"}, "_meta": meta},
+                }
+                modern = {**base, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    r = await http.post(url, json=call, headers={**modern, "Mcp-Name": "web__other"})
+                    assert r.status_code == 400 and r.json()["error"]["code"] == -32020 and r.json()["id"] == 7
+                    r = await http.post(
+                        url, json=call, headers={**modern, "Mcp-Name": "web__echo", "Origin": "https://evil.example"}
+                    )
+                    assert r.status_code == 403
+                    huge = {**call, "params": {**call["params"], "arguments": {"message": "x" * (5 << 20)}}}
+                    r = await http.post(url, json=huge, headers={**modern, "Mcp-Name": "web__echo"})
+                    assert r.status_code == 413
+                    r = await http.post(
+                        url,
+                        content=b'{"jsonrpc": "2.0", "id": 1, "method": ',
+                        headers={**base, "Content-Type": "application/json"},
+                    )
+                    assert r.status_code == 400 and r.json()["error"]["code"] == -32700
+                    # the same call, well formed, does reach the upstream (the log is the upstream's)
+                    r = await http.post(url, json=call, headers={**modern, "Mcp-Name": "web__echo"})
+                    assert r.status_code == 200, r.text
+    # only the well-formed call reached the upstream
+    calls = [json.loads(line) for line in (tmp_path / "calls.ndjson").read_text().splitlines()]
+    assert calls == [{"tool": "echo", "arguments": {"message": "x"}}]

@@ -35,6 +35,7 @@ from assay.session.approvals.held import (
     read_answer,
     timeout_reason,
 )
+from assay.session.approvals.outofband import OutOfBand
 from assay.session.approvals.offers import (
     CLIENT_CAPABILITIES_META,
     Offers,
@@ -48,7 +49,11 @@ from assay.session.ledger import Ledger
 from assay.session.pending import id_key
 from assay.session.server_side import ServerSide
 
-__all__ = ["ApprovalRoom", "AskedCall", "CallSide"]
+__all__ = ["ApprovalRoom", "AskedCall", "CallSide", "OutOfBandSpec"]
+
+OutOfBandSpec = tuple[str, str, str | None, float | None]
+"""An out-of-band approver: its name, the server's label, the subject, the timeout (None: the
+policy's ``approval_timeout``)."""
 
 _S = ApprovalState
 
@@ -82,6 +87,7 @@ class CallSide(Protocol):
     ledger: Ledger
     pipeline: Pipeline
     label: str
+    released: list[bytes]
 
     def accepted(self, call: HeldCall, out: list[Effect]) -> None: ...
     def settle(self, call: HeldCall, decision: Decision, out: list[Effect], *, answer: bool = True) -> None: ...
@@ -92,7 +98,7 @@ class ApprovalRoom:
     (the policy asks for no approval, or a dry run): then the pipeline has no approval step
     (:attr:`asks` is False). The call path is attached (:meth:`attach`) once it is built."""
 
-    __slots__ = ("_calls", "table", "offers", "fallback", "names", "_retry", "_era")
+    __slots__ = ("_calls", "table", "offers", "fallback", "names", "_retry", "_era", "outofband")
 
     def __init__(
         self,
@@ -103,6 +109,7 @@ class ApprovalRoom:
         key: bytes | None = None,
         signed: Callable[[float], SignedOffers] | None = None,
         era: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
+        approver: OutOfBandSpec | None = None,
     ) -> None:
         self._calls: CallSide | None = None
         self.table: Approvals | None = None
@@ -124,6 +131,11 @@ class ApprovalRoom:
                 ttl = DEFAULT_TIMEOUT_S if timeout is None else timeout
                 self.table = Approvals(ttl, token=token)
                 self.offers = Offers(key) if signed is None else signed(ttl)
+        # an out-of-band approver asks instead of the client (docs/serve.md, "Out-of-band approvers")
+        self.outofband: OutOfBand | None = None
+        if approver is not None and self.table is not None:
+            name, label, subject, timeout = approver
+            self.outofband = OutOfBand(name, self.table, self.denied, label=label, subject=subject, timeout=timeout)
 
     @property
     def asks(self) -> bool:
@@ -132,6 +144,8 @@ class ApprovalRoom:
 
     def attach(self, calls: CallSide) -> None:
         self._calls = calls
+        if self.outofband is not None:
+            self.outofband.calls = calls
 
     @property
     def calls(self) -> CallSide:
@@ -149,7 +163,8 @@ class ApprovalRoom:
         return self.table.deadline if self.table else None
 
     def owns(self, request_id: Any) -> bool:
-        return self.table is not None and self.table.owns(request_id)
+        # out of band, wrap sends the client no request: no answer of the client is wrap's
+        return self.table is not None and self.outofband is None and self.table.owns(request_id)
 
     def take_retry(self) -> bytes | None:
         retry, self._retry = self._retry, None
@@ -167,6 +182,8 @@ class ApprovalRoom:
         offers = self.offers
         if table is None or offers is None:  # not reached: the room is a step only when it asks
             return self._fallback(decision)
+        if self.outofband is not None:
+            return self.outofband.settle(decision)
         frame = call.frame or {}
         modern = self.modern(frame)
         if modern is None:
@@ -211,6 +228,8 @@ class ApprovalRoom:
         offers = self.offers
         if table is None or offers is None:  # not reached: the room is a step only when it asks
             return self._fallback(decision)
+        if self.outofband is not None:
+            return self.outofband.ask(call, decision, out)
         frame = call.frame
         calls = self.calls
         if self.modern(frame) is not None:
@@ -334,7 +353,7 @@ class ApprovalRoom:
             return False
         calls = self.calls
         for call in held:
-            calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["client"]), out)
+            self._close(call, "client", out)
             decision = self.denied(call.decision, _S.CANCELLED, REASONS["client_cancelled"])
             calls.settle(call, decision, out, answer=False)
         if calls.server.owes(key):  # a forwarded request reuses the id: the server gets it too
@@ -348,7 +367,7 @@ class ApprovalRoom:
         if self.table is None:
             return
         for call in self.table.expired(now):
-            self.calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["timed_out"]), out)
+            self._close(call, "timed_out", out)
             reason = timeout_reason(self.table.timeout)
             self.calls.settle(call, self.denied(call.decision, _S.TIMED_OUT, reason), out)
 
@@ -358,8 +377,21 @@ class ApprovalRoom:
         if not self.table:
             return
         for call in self.table.take_all():
-            self.calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS["ended"]), out)
+            self._close(call, "ended", out)
             self.calls.settle(call, self.denied(call.decision, _S.CANCELLED, REASONS["ended"]), out)
+
+    def _close(self, call: HeldCall, cause: str, out: list[Effect]) -> None:
+        """A held call settled by ``cause``: the client's prompt is closed (or the out-of-band
+        approver stops asking)."""
+        if self.outofband is not None:
+            self.outofband.withdraw(call, out)
+        else:
+            self.calls.server.reply(cancel_notification(call.approval_id, CANCEL_REASONS[cause]), out)
+
+    def approver_answered(self, approval_id: Any, answer: str, out: list[Effect]) -> None:
+        """The out-of-band approver's answer (:meth:`OutOfBand.answered`); ignored without one."""
+        if self.outofband is not None:
+            self.outofband.answered(approval_id, answer, out)
 
     def discard(self) -> None:
         """Records cannot be written: held calls are dropped, nothing more is said."""

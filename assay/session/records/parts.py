@@ -41,21 +41,31 @@ Encoder = Callable[[Any], "bytes | None"]
 class Origin(NamedTuple):
     """Which agent session and which server a wrap's records belong to (docs/wrap-records.md,
     "Decision event"): the session key (``None``: the wrap shares no session) and the
-    ``--label``. Constant for one Recorder, so part of every template."""
+    ``--label``. Constant for one Recorder (for one client of a gateway's link: the Recorder
+    keeps templates per client), so part of every template."""
 
     session: str | None
     server: str
     #: the user a gateway's records belong to (docs/serve.md, "Records"); None in wrap, whose
     #: records then have no ``subject`` member at all
     subject: str | None = None
+    #: the client a gateway's call came from, its ``clientInfo`` name and version (docs/serve.md,
+    #: "Records"), already bounded; None when not known (and always in wrap)
+    client_name: str | None = None
+    client_version: str | None = None
 
 
 def origin_members(origin: Origin) -> dict[str, str | None]:
-    """``{"session": .., "server": ..}``, then ``"subject"`` when there is one: the members both
+    """``{"session": .., "server": ..}``, then ``"subject"`` when there is one, then
+    ``"client_name"`` and ``"client_version"`` when the client is known: the members both
     records carry, in this order."""
-    if origin.subject is None:
-        return {"session": origin.session, "server": origin.server}
-    return {"session": origin.session, "server": origin.server, "subject": origin.subject}
+    members: dict[str, str | None] = {"session": origin.session, "server": origin.server}
+    if origin.subject is not None:
+        members["subject"] = origin.subject
+    if origin.client_name is not None:
+        members["client_name"] = origin.client_name
+        members["client_version"] = origin.client_version
+    return members
 
 
 _HEADS_PER_DECISION: Final = 64  # tool bindings kept per template

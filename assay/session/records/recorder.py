@@ -46,6 +46,7 @@ __all__ = ["Recorded", "Recorder"]
 _listed_id: Final = new_listed_id
 
 _TEMPLATES_MAX: Final = 512  # templates kept per recorder (by decision object, and by kind)
+_CLIENTS_MAX: Final = 4  # clients whose templates a gateway link's recorder keeps besides the current one
 
 
 class Recorded(msgspec.Struct, gc=False):
@@ -80,6 +81,9 @@ class Recorder:
     ``new_event_id`` (default: ``evt_decision_<uuid4>`` from a batched random source) and
     ``now`` (default: the clock, RFC 3339 UTC) can be replaced, e.g. by tests; both are called
     once per recorded call, and the event and the audit record of one call carry the same time.
+    ``subject`` (the user) and ``client_of`` (given a call's request id, the name and version of
+    the client it came from, or None) are a gateway's (docs/serve.md, "Records"): both records
+    then carry them after ``server``; wrap gives neither.
 
     The parts that depend on the decision alone (and on the session and server, the same for
     every call) are made once per decision object, or per kind of decision (every field but
@@ -111,6 +115,9 @@ class Recorder:
         "arguments_max",
         "_log_arguments",
         "_new_listed_id",
+        "_client_of",
+        "_client",
+        "_by_client",
     )
 
     def __init__(
@@ -129,6 +136,7 @@ class Recorder:
         arguments_max: int | None = None,
         new_listed_id: Callable[[], str] | None = None,
         subject: str | None = None,
+        client_of: Callable[[Any], tuple[str, str | None] | None] | None = None,
     ) -> None:
         self.source = source
         self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
@@ -156,6 +164,13 @@ class Recorder:
         self.subject = subject
         self._origin = Origin(session, label, subject)
         self._new_listed_id: Callable[[], str] = new_listed_id if new_listed_id is not None else _listed_id
+        # a gateway's link: the client of each call, asked by the call's request id (docs/serve.md,
+        # "Records"); the templates of each client kept apart (their origin differs)
+        self._client_of = client_of
+        self._client: tuple[str, str | None] | None = None
+        self._by_client: dict[
+            tuple[str, str | None] | None, tuple[Origin, dict[int, Template], dict[Any, Template]]
+        ] = {}
 
     @property
     def active(self) -> bool:
@@ -197,6 +212,8 @@ class Recorder:
             self._now()  # called once per recorded call, whatever is built
             return Recorded(None, None, verbose, self._new_id())
         request_id = frame["id"] if "id" in frame else ABSENT
+        if self._client_of is not None:
+            self._for_client(self._client_of(None if request_id is ABSENT else request_id))
         stamp = self._now()
         template = self._templates.get(id(decision))
         # The engine returns the same object for every plain call of a tool, and a fresh one
@@ -280,6 +297,22 @@ class Recorder:
             assert time_part is not None and rid is not None
             audit_line = b"".join((b'{"timestamp":', time_part, audit[0], rid, audit[1]))
         return Recorded(decision_line, audit_line, verbose, event_id)
+
+    def _for_client(self, client: tuple[str, str | None] | None) -> None:
+        """Make ``client``'s origin and templates the current ones (a gateway's link serves the
+        calls of several clients of one user, each recorded with its own)."""
+        if client == self._client:
+            return
+        by_client = self._by_client
+        by_client[self._client] = (self._origin, self._templates, self._shapes)
+        kept = by_client.pop(client, None)
+        if kept is None:
+            if len(by_client) >= _CLIENTS_MAX:
+                by_client.clear()  # bounded: a client's templates are made again when it comes back
+            name, version = client if client is not None else (None, None)
+            kept = (Origin(self.session, self.label, self.subject, name, version), {}, {})
+        self._client = client
+        self._origin, self._templates, self._shapes = kept
 
     def _arguments_part(self, params: Any, rid: bytes, enc: Callable[[Any], bytes | None]) -> bytes | None:
         """``rid`` and then ``,"arguments":<the logged value>`` when ``params`` has arguments

@@ -83,6 +83,7 @@ class Front:
         self.in_flight = InFlight(limits.per_user_concurrency)
         self.draining = False
         self._streams: set[trio.CancelScope] = set()
+        self._requests: set[trio.CancelScope] = set()  # the POSTed requests waiting for their answer
         self._listening: set[str] = set()
 
     # -- the lifecycle, driven by serve_http ----------------------------------------------------
@@ -91,6 +92,12 @@ class Front:
         """Stop taking requests (503); the GET streams end; pending requests go on."""
         self.draining = True
         for scope in list(self._streams):
+            scope.cancel()
+
+    def cancel_requests(self) -> None:
+        """The drain deadline: every request still waiting for its answer is cancelled (the
+        upstream is told) and answered with an error (docs/serve.md, "Stopping")."""
+        for scope in list(self._requests):
             scope.cancel()
 
     async def close_sessions(self) -> None:
@@ -262,17 +269,25 @@ class Front:
         The request runs in this task; one task of the front's nursery watches for the client
         going away, and an event stream, when a related message starts one, is written by
         another (:class:`_Stream`): a related message comes from the upstream's link, which
-        must not wait on this client's socket."""
+        must not wait on this client's socket. At the drain deadline the request is cancelled
+        and answered with an error."""
         stream = _Stream(send) if accept.sse else None
         related = stream.related(self._tasks) if stream is not None else _drop
         gone = trio.CancelScope()
         watching = _watch(self._tasks, receive, gone)
         try:
             with gone:
-                try:
-                    reply = await request(message.message, related)
-                except GatewayError as error:
-                    reply = error_message(message.id, error.code, error.message)
+                reply = error_message(
+                    message.id, INTERNAL_ERROR, "Shutting down: not answered within the drain timeout"
+                )
+                with trio.CancelScope() as drained:  # cancelled at the drain deadline: answered with that error
+                    self._requests.add(drained)
+                    try:
+                        reply = await request(message.message, related)
+                    except GatewayError as error:
+                        reply = error_message(message.id, error.code, error.message)
+                    finally:
+                        self._requests.discard(drained)
                 if stream is not None and (stream.started or not accept.json):
                     await stream.finish(reply)
                 else:

@@ -4,7 +4,8 @@
 HTTP/1.1 and HTTP/2 (h2 over TLS by ALPN; h2c by prior knowledge or upgrade on plain HTTP).
 ``stop`` set (the entry sets it on SIGTERM) drains: no new requests (the listeners close, a
 request on an open connection gets 503), the GET streams end, pending requests are answered
-within ``limits.drain_timeout_s``, then cancelled; the sessions are closed last.
+within ``limits.drain_timeout_s``, then cancelled and answered with an error (written within
+:data:`ANSWER_GRACE_S` more); the sessions are closed last.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from assay.gateway.http import MCP_PATH
 
 from .app import Front
 
-__all__ = ["Bound", "serve_http"]
+__all__ = ["ANSWER_GRACE_S", "Bound", "serve_http"]
+
+#: after the drain deadline, how long the answers of the requests cancelled then have to be written
+ANSWER_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,9 @@ async def serve_http(
     config.accesslog = None  # an access log would be one more place a header could leak
     config.errorlog = logging.getLogger("assay.serve.http")
     config.include_server_header = False
-    config.graceful_timeout = limits.drain_timeout_s
+    # the requests not answered by the drain deadline are cancelled then, and answered with an
+    # error; the connections get this much longer to write those answers before they are closed
+    config.graceful_timeout = limits.drain_timeout_s + ANSWER_GRACE_S
     config.keep_alive_timeout = 30
     if tls_cert is not None and tls_key is not None:
         config.certfile, config.keyfile = tls_cert, tls_key
@@ -87,6 +93,11 @@ async def serve_http(
         finally:
             served.set()
 
+    async def drain_deadline() -> None:
+        await stop.wait()
+        await trio.sleep(limits.drain_timeout_s)
+        front.cancel_requests()
+
     async with trio.open_nursery() as nursery:
         front = Front(
             gateway=gateway,
@@ -98,6 +109,7 @@ async def serve_http(
             resource_metadata=resource_metadata,
         )
         nursery.start_soon(front.expire_sessions)
+        nursery.start_soon(drain_deadline)
         try:
             binds: list[str] = await nursery.start(worker)
             bound = _bound(binds)

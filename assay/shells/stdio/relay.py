@@ -9,7 +9,9 @@ writes records, watches the child and the signals, and keeps time. Tasks, in one
 - the output writer: the one writer of our stdout (server lines and wrap's replies, in the
   session's order, coalesced into few writes);
 - the child watcher, the timer (the session's :attr:`~WrapSession.deadline`), the signal
-  watcher.
+  watcher;
+- one task per :class:`~assay.session.effects.AskApprover`: the approver hook asked, its answer
+  handed to ``approver_answered`` (docs/serve.md, "Out-of-band approvers").
 
 Every task hands what the session returned to one effect runner, :meth:`Relay._perform`: a list
 is performed whole, in order, by one task at a time (a ``trio.Lock``). The one exception is a
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
@@ -43,6 +45,7 @@ from assay.proc import ByteReceiver, ByteSender, ChildHandle
 from assay.session.admission import admit
 from assay.session.effects import (
     AdmitLine,
+    AskApprover,
     CloseServerInput,
     Effect,
     Finish,
@@ -58,11 +61,13 @@ from assay.session.effects import (
     ToClient,
     ToServer,
     Warn,
+    WithdrawApproval,
 )
 from assay.shells.stdio.pipes import RecordSink, RelayFatal, _Pipe, bytes_of, open_stdio
 from assay.session.session import KILL_AFTER_TERM_S, WrapSession
 
 __all__ = [
+    "Approver",
     "READ_SIZE",
     "REPLY_QUEUE_LIMIT",
     "RecordSink",
@@ -75,6 +80,12 @@ __all__ = [
 
 READ_SIZE = 65536
 REPLY_QUEUE_LIMIT = 16 << 20  # client output queued before the client pump waits for the client
+
+Approver = Callable[[AskApprover], Awaitable[str]]
+"""An out-of-band approver: asked about one held call, it answers ``accept``, ``decline``,
+``cancel`` or ``failed`` (docs/serve.md, "Out-of-band approvers"). It is cancelled at the
+call's deadline, when the call is settled otherwise, and with the run; an exception it raises
+answers ``failed``."""
 
 
 class _Batch:
@@ -125,6 +136,7 @@ class Relay:
         env: dict[str, str] | None = None,
         on_session_start: Callable[[], dict[Sink, RecordSink]] | None = None,
         child: ChildHandle | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.argv = argv
         self.session = session
@@ -136,6 +148,9 @@ class Relay:
         self.env = env
         self.on_session_start = on_session_start
         self.child: ChildHandle | None = child
+        self.approver = approver
+        self._asking: dict[str, trio.CancelScope] = {}  # the approver's tasks, by approval id
+        self._nursery: trio.Nursery | None = None
         self._runner = trio.Lock()  # held by the one task performing a list of effects
         self._client_scope = trio.CancelScope()
         # client output: server lines and replies in the session's order
@@ -171,6 +186,7 @@ class Relay:
         self._to_child = _Pipe(child.stdin) if child.stdin is not None else None
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 if self.handle_signals:  # before anything is relayed: the server may have answered already
                     await nursery.start(self._signal_watch)
                 nursery.start_soon(self._output_writer)
@@ -267,6 +283,16 @@ class Relay:
                         todo.extendleft(reversed(session.admitted(verdict)))
                     case StoreAttempt() | StoreBegin() | StoreCommit() | StoreAbort():
                         self._store_send.send_nowait(effect)  # the store task; the list goes on
+                    case AskApprover():
+                        if self.approver is None or self._nursery is None:  # nobody to ask: denied
+                            todo.extend(session.approver_answered(effect.approval_id, "failed"))
+                        else:
+                            scope = self._asking[effect.approval_id] = trio.CancelScope(deadline=effect.deadline)
+                            self._nursery.start_soon(self._ask_approver, self.approver, effect, scope)
+                    case WithdrawApproval():
+                        asking = self._asking.pop(effect.approval_id, None)
+                        if asking is not None:
+                            asking.cancel()
                     case CloseServerInput():
                         if not await self._settle(batch, todo, effect):
                             continue
@@ -496,6 +522,33 @@ class Relay:
             # the client pump may wait for calls queued behind the store to go (held_bytes)
             self._out_progress.set()
             self._out_progress = trio.Event()
+
+    async def _ask_approver(self, approver: Approver, effect: AskApprover, scope: trio.CancelScope) -> None:
+        """One :class:`AskApprover`: the approver's answer goes to the session, unless the
+        call's deadline came first or the call was settled otherwise (the scope cancelled: the
+        session's timer, or whatever settled it, has its deny)."""
+        answer = "failed"
+        failure: str | None = None
+        with scope:
+            try:
+                answer = await approver(effect)
+            except Exception as exc:  # noqa: BLE001 - an approver that fails denies the call
+                failure = exc.__class__.__name__
+        if self._asking.get(effect.approval_id) is scope:
+            del self._asking[effect.approval_id]
+        if scope.cancelled_caught:
+            return
+        runner = self._runner
+        try:
+            runner.acquire_nowait()
+        except trio.WouldBlock:
+            await runner.acquire()
+        try:
+            if failure is not None:
+                self.warn(f"[assay] the approver failed ({failure}): the call is denied")
+            await self._run(self.session.approver_answered(effect.approval_id, answer))
+        finally:
+            runner.release()
 
     async def _signal_watch(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         import signal
