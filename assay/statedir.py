@@ -14,8 +14,6 @@ import os
 import stat
 from collections.abc import Mapping
 
-from assay.policy.storeapi import StoreError
-
 __all__ = ["DB_NAME", "db_path", "ensure_state_dir", "state_dir"]
 
 DB_NAME = "sessions.db"
@@ -47,6 +45,8 @@ def db_path(directory: str) -> str:
 def ensure_state_dir(path: str) -> None:
     """Create ``path`` (and its parents) with mode 0700, or check the one that exists. Raises
     :class:`StoreError` (a one-line cause) when it cannot be made or is not safe to use."""
+    from assay.policy.storeapi import StoreError  # (here: state_dir, on wrap's start-up path, imports nothing)
+
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -43,3 +43,18 @@ def _own_state_dir(tmp_path_factory, monkeypatch):
     tests would join one client session in the user's state directory. ``XDG_STATE_HOME`` (not
     an ASSAY_* variable) passes through ``base_env``."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real Postgres on 127.0.0.1 for this test session (tests/pgserver.py), started when a
+    test first asks for it and stopped at the end; :meth:`~tests.pgserver.PgServer.database`
+    makes each test a database of its own."""
+    from tests.pgserver import start_server, stop_server
+
+    try:
+        server = start_server()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    stop_server(server)

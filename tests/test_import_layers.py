@@ -39,7 +39,7 @@ ENTRIES = ("assay.wrap.run", "assay.wrap.remote", "assay.wrap.sharing", "assay.s
 # (assay.wrap.options, the one declaration of wrap's options, and assay.wrap.errors are plain
 # declarations every layer may read)
 #: Libraries of the shells (their top-level import names).
-IO_LIBRARIES = ("trio", "httpx2")
+IO_LIBRARIES = ("trio", "httpx2", "psycopg", "psycopg_pool")
 
 
 class Rule(NamedTuple):

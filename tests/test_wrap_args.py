@@ -488,6 +488,9 @@ HEAVY = (
     "re2",
     "assay.inspect",  # inspection's (docs/inspect.md): never for a policy without inspect
     "fractions",  # a rate window's exact tie only (assay.policy.rates)
+    "assay.policy.inspecting",  # the inspect, resources and prompts sections' rules
+    "ssl",  # trio's TLS streams and host names (assay.cli.wrap_args.import_trio)
+    "idna",
 )
 
 
@@ -546,6 +549,28 @@ def test_import_trio_restores_find_library():
     )
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
     assert res.stdout.split() == ["True", "True"], res.stderr
+
+
+def test_import_trio_leaves_ssl_and_idna_for_their_first_use():
+    """trio's TLS and host-name code still works: the stand-ins import the real modules on
+    first use, and a later `import ssl` is the real module."""
+    probe = textwrap.dedent("""\
+        import sys
+        from assay.cli.wrap_args import import_trio
+        import_trio()
+        before = [m for m in ("ssl", "idna") if m in sys.modules]
+        import trio._ssl, trio._socket
+        host = trio._socket._idna.encode("bücher.example", uts46=True)
+        import ssl
+        ok = trio._ssl._stdlib_ssl.SSLError is ssl.SSLError and type(ssl).__name__ == "module"
+        import trio.testing
+        left, _right = trio.testing.memory_stream_pair()
+        tls = trio.SSLStream(left, ssl.create_default_context(), server_hostname="example.org")
+        ok = ok and type(tls._ssl_object).__name__ == "SSLObject"
+        print(before, host.decode(), ok)
+    """)
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60, text=True)
+    assert res.stdout.split("\n")[0] == "[] xn--bcher-kva.example True", res.stderr
 
 
 def test_cyclopts_path_still_loads_cyclopts(tmp_path):

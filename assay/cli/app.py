@@ -72,9 +72,19 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
         # wrap imports what it runs (wrap_args.launch resumes it before the run starts)
         collecting = gc.isenabled()
         gc.disable()
+        # docs/wrap.md, "The code cache": the code the imports generate, from the state
+        # directory's cache (wrap_args.launch closes the window before the run starts)
+        from assay.wrap import codecache
+
+        named, state_dir = _state_dir_of(tokens[2 : _dash(tokens)])
+        if named:
+            import os
+
+            codecache.open_window(state_dir, os.environ)
         try:
             from assay.cli import wrap_args
         except BaseException:
+            codecache.close_window()
             if collecting:
                 gc.enable()
             raise
@@ -90,6 +100,7 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
                 except KeyboardInterrupt:
                     return 130
         finally:
+            codecache.close_window()
             wrap_args.gc_paused = False
             if collecting:
                 gc.enable()
@@ -138,6 +149,19 @@ def main(argv: list[str] | None = None, *, fast_wrap: bool = True, fast_help: bo
     if isinstance(result, int):
         return result
     return 0
+
+
+def _state_dir_of(options: list[str]) -> tuple[bool, str | None]:
+    """(whether the state directory is known, the ``--state-dir`` value or None) from a wrap
+    line's options before they are parsed: known when the line gives ``--state-dir`` with its
+    value once, or never (then the environment's is the one); a line it cannot tell about
+    (``--state-dir=...``, given twice, no value) gets its cache window once parsed."""
+    given = [i for i, token in enumerate(options) if token.startswith("--state-dir")]
+    if not given:
+        return True, None
+    if len(given) == 1 and options[given[0]] == "--state-dir" and given[0] + 1 < len(options):
+        return True, options[given[0] + 1]
+    return False, None
 
 
 def _dash(tokens: list[str]) -> int:

@@ -66,6 +66,7 @@ def usable_problems(config: ServeConfig) -> list[str]:
         elif isinstance(cred, (ClientCredentials, TokenExchange)):
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
+    check(config.store_password, "store.password")
     if config.approval_key is not None and not any(p.startswith("approval_key:") for p in found):
         from assay.gateway.config import ConfigError
         from assay.serve.run import read_approval_key
@@ -97,6 +98,35 @@ def usable_problems(config: ServeConfig) -> list[str]:
     return found
 
 
+def migrate_store(config: ServeConfig, name: str) -> int:
+    """``--migrate``: create or upgrade the Postgres store's schema (docs/serve.md, "Several
+    replicas"); 0 with one line on stdout, or 2 with one line on stderr when it cannot."""
+    from assay.gateway.config import ConfigError
+    from assay.gateway.configfile import is_postgres
+
+    if not is_postgres(config.store):
+        print(f"{name}: the store is SQLite, which creates its own schema: nothing to migrate")
+        return 0
+    from assay.policy.storeapi import StoreError
+    from assay.serve.run import postgres_of
+
+    try:
+        database = postgres_of(config, os.environ)
+    except ConfigError as exc:
+        for line in exc.problems:
+            print(f"{name}: {line}", file=sys.stderr)
+        return 2
+    try:
+        before, after = database.migrate_blocking()
+    except StoreError as exc:
+        return fatal(f"cannot migrate the session store: {exc.cause}")
+    if before == after:
+        print(f"{database.where}: the schema is at version {after}, nothing to do")
+    else:
+        print(f"{database.where}: the schema is at version {after} (was {before or 'none'})")
+    return 0
+
+
 def identity_kinds(config: ServeConfig) -> str:
     kinds = [k for k, on in (("oauth", config.oauth), ("api_keys", config.api_keys)) if on]
     return "+".join(kinds) or "none (loopback only)"
@@ -109,10 +139,11 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
         config: Annotated[str, Parameter(name="--config")],
         listen: Annotated[str | None, Parameter(name="--listen")] = None,
         check: Annotated[bool, Parameter(name="--check", negative=())] = False,
+        migrate: Annotated[bool, Parameter(name="--migrate", negative=())] = False,
     ) -> int:
         """Serve the guard as one Streamable HTTP endpoint (/mcp) for a team: users by OAuth or API keys, one agent session per user across the upstream servers.
 
-        Exit codes: 0 served until SIGTERM or SIGINT, or with --check the config is usable; 1 with --check: the config is valid but something it names cannot be used now (a secret, the API key file, a TLS file) or the policy has an unknown key; 2 the config or its policy does not load (one line per problem), or a usage error.
+        Exit codes: 0 served until SIGTERM or SIGINT, or with --check the config is usable, or with --migrate the schema is current; 1 with --check: the config is valid but something it names cannot be used now (a secret, the API key file, a TLS file) or the policy has an unknown key; 2 the config or its policy does not load (one line per problem), the session store cannot be used (its schema missing or older: run --migrate), --migrate could not migrate, or a usage error.
 
         Parameters
         ----------
@@ -122,6 +153,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             HOST:PORT to listen on instead of the config's listen ([::1]:8787 for IPv6).
         check
             Load and check the config and the policy it names, print one line, and exit.
+        migrate
+            Create or upgrade the schema of the config's Postgres session store (docs/serve.md, "Several replicas"), print one line, and exit.
         """
         from assay.gateway.config import ConfigError
         from assay.gateway.configfile import split_listen
@@ -135,6 +168,8 @@ def register(app: cyclopts.App, mcp: cyclopts.App) -> None:
             for line in exc.problems:
                 print(line, file=sys.stderr)
             return 2
+        if migrate:
+            return migrate_store(loaded, os.path.basename(config))
         if loaded.oauth is not None:
             from assay.auth.resource import oauth_problems
 

@@ -17,7 +17,8 @@ No heavy imports here: this module is on the start-up path of every wrap run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -122,28 +123,31 @@ def launch(config: WrapConfig) -> int:
 
     from assay.cli.errors import fatal
     from assay.wrap.errors import WrapError
-    from assay.wrap.run import prepare_wrap, run_prepared, run_wrap
 
     early: Forked | None = None
     try:
-        if config.url is not None:
-            import_trio()
-            import trio
+        with compiling_through_cache(config):
+            from assay.wrap.run import prepare_wrap, run_prepared, run_wrap
 
-            resume_gc()
-            return trio.run(run_wrap, config)
-        prepared = prepare_wrap(config)
-        try:
-            early = start_early(config)
-            import_trio()
-            import trio
+            if config.url is not None:
+                import_trio()
+                prepared = None
+            else:
+                prepared = prepare_wrap(config)
+                try:
+                    early = start_early(config)
+                    import_trio()
 
-            import assay.session.session  # noqa: F401  (what run_prepared imports first: here, before
-            import assay.shells.stdio.relay  # noqa: F401  the collector is resumed)
-        except BaseException:
-            prepared.close()
-            raise
+                    import assay.session.session  # noqa: F401  (what run_prepared imports first: here, before
+                    import assay.shells.stdio.relay  # noqa: F401  the collector is resumed)
+                except BaseException:
+                    prepared.close()
+                    raise
+        import trio
+
         resume_gc()
+        if prepared is None:
+            return trio.run(run_wrap, config)
         return trio.run(partial(run_prepared, prepared, early=early))
     except WrapError as exc:
         sys.stdout.flush()
@@ -151,6 +155,23 @@ def launch(config: WrapConfig) -> int:
     finally:
         if early is not None:
             early.abandon()  # the run ended before it took the server over
+
+
+@contextmanager
+def compiling_through_cache(config: WrapConfig) -> Iterator[None]:
+    """While wrap imports what it runs, generated code (dataclasses', attrs') is compiled
+    through the state directory's code cache (:mod:`assay.wrap.codecache`; docs/wrap.md,
+    "The code cache"): the window :func:`assay.cli.app.main` opened, when it named this state
+    directory, else one opened now."""
+    import os
+
+    from assay.wrap import codecache
+
+    codecache.open_window(config.state_dir, os.environ)
+    try:
+        yield
+    finally:
+        codecache.close_window()
 
 
 #: :func:`assay.cli.app.main` paused the cyclic garbage collector for a wrap's imports (it was
@@ -235,10 +256,41 @@ def import_trio() -> None:
     stand_in.find_library = find_library  # type: ignore[attr-defined]
     sys.modules["ctypes.util"] = stand_in
     ctypes.util = stand_in
+    lazy = [LazyModule(name) for name in LAZY_FOR_TRIO if name not in sys.modules]
+    sys.modules.update((module.__name__, module) for module in lazy)
     try:
         import trio  # noqa: F401
     finally:
         drop_stand_in()
+        for module in lazy:
+            module.leave()
+
+
+#: modules trio imports at once and uses only inside functions (:func:`import_trio`)
+LAZY_FOR_TRIO = ("ssl", "idna")
+
+
+class LazyModule(ModuleType):
+    """A stand-in in ``sys.modules`` for the module of its name, not imported yet: the first
+    attribute read from it imports the real module (and takes the stand-in out of
+    ``sys.modules`` first), and every read is then the real module's."""
+
+    def __getattr__(self, name: str) -> object:
+        real = self.__dict__.get("_real")
+        if real is None:
+            import importlib
+
+            self.leave()
+            real = importlib.import_module(self.__name__)
+            self.__dict__["_real"] = real
+        return getattr(real, name)
+
+    def leave(self) -> None:
+        """Out of ``sys.modules`` (a later import gets the real module)."""
+        import sys
+
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
 
 
 def run(values: dict[str, object], command: Sequence[str]) -> int:

@@ -164,8 +164,13 @@ class ServeConfig:
     api_keys: ApiKeys | None = None
     #: no authentication at all (refused unless ``listen`` is a loopback address)
     no_auth: bool = False
-    #: the session store: ``sqlite`` (the state directory's) or a path to a SQLite file
+    #: the session store: ``sqlite`` (the state directory's), a path to a SQLite file, or a
+    #: ``postgresql://`` URL (docs/serve.md, "Several replicas"; never with a password in it)
     store: str = "sqlite"
+    #: the Postgres store's password (None: libpq's own, PGPASSWORD or ~/.pgpass)
+    store_password: Secret | None = None
+    #: the Postgres store's connection pool: at most this many connections per gateway
+    store_pool: int = 10
     state_dir: str | None = None
     separator: str = "__"
     limits: Limits = field(default_factory=Limits)

@@ -233,7 +233,7 @@ def parse_config(
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query or parts.fragment:
             r.problem(f"origins[{i}]", "must be an origin: scheme://host[:port], nothing after it")
     oauth, api_keys, no_auth = _identity(r, top.get("identity"), public_url, host)
-    store = r.string(top.get("store"), "store") or "sqlite"
+    store, store_password, store_pool = _store(r, top.get("store"), env)
     state_dir = r.string(top.get("state_dir"), "state_dir")
     separator = top.get("separator", "__")
     if not isinstance(separator, str) or not separator or any(c.isspace() or c == "/" for c in separator):
@@ -278,6 +278,8 @@ def parse_config(
         api_keys=api_keys,
         no_auth=no_auth,
         store=store,
+        store_password=store_password,
+        store_pool=store_pool,
         state_dir=state_dir,
         separator=separator,
         limits=limits,
@@ -287,6 +289,53 @@ def parse_config(
         audit_log=audit_log,
         log_max_bytes=log_max,
     )
+
+
+def is_postgres(store: str) -> bool:
+    """Whether the config's ``store`` names a Postgres database (a ``postgresql://`` URL)."""
+    return store.startswith(("postgresql://", "postgres://"))
+
+
+def _store(r: _Reader, value: Any, env: Mapping[str, str]) -> tuple[str, Secret | None, int]:
+    """``store``: ``sqlite``, a SQLite file, a ``postgresql://`` URL, or ``{url, password, pool}``
+    (docs/serve.md, "Several replicas")."""
+    if value is None:
+        return "sqlite", None, 10
+    password: Secret | None = None
+    pool = 10
+    if isinstance(value, dict):
+        got = r.mapping(value, "store", ("url", "password", "pool"))
+        if got is None:
+            return "sqlite", None, 10
+        url = r.string(got.get("url"), "store.url", required=True)
+        if got.get("password") is not None:
+            password = r.secret(got["password"], "store.password", env)
+        pool = r.count(got.get("pool"), "store.pool", 10)
+        if url is None:
+            return "sqlite", None, pool
+        if not is_postgres(url):
+            r.problem("store.url", "must be a postgresql:// URL")
+            return "sqlite", None, pool
+        path = "store.url"
+    else:
+        text = r.string(value, "store")
+        if text is None:
+            return "sqlite", None, 10
+        if not is_postgres(text):
+            return text, None, 10
+        url, path = text, "store"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        r.problem(path, "is not a valid URL (postgresql://user@host:port/database)")
+        return url, password, pool
+    if parts.password is not None:
+        # never echo it: the password is the store's secret
+        r.problem(path, "a password is never written in the file: use store: {url: ..., password: {file|env}}")
+    elif not (parts.hostname or "host=" in parts.query):
+        r.problem(path, "the URL names no host (postgresql://user@host:port/database)")
+    return url, password, pool
 
 
 def _identity(

@@ -62,21 +62,34 @@ def keeper_available() -> bool:
 class Forked:
     """A keeper just forked (:func:`fork_keeper`), from our side: its pid, our ends of the
     server's stdin and stdout and of the control and status pipes, the keeper's first report
-    (``P`` + the server's pid, maybe ``X`` + its status; or ``E`` + errno + message), and the
-    command and environment it was given. ``taken`` once :func:`assay.proc.kept.adopt_kept`
-    took it over; until then, :meth:`abandon` is ours to call."""
+    (:attr:`first`), and the command and environment it was given. ``taken`` once
+    :func:`assay.proc.kept.adopt_kept` took it over; until then, :meth:`abandon` is ours to
+    call."""
 
-    __slots__ = ("pid", "stdin", "stdout", "ctl", "status", "first", "args", "env", "taken")
+    __slots__ = ("pid", "stdin", "stdout", "ctl", "status", "_first", "args", "env", "taken")
 
     def __init__(
-        self, pid: int, fds: tuple[int, int, int, int], first: bytes, args: list[str], env: Mapping[str, str] | None
+        self, pid: int, fds: tuple[int, int, int, int], args: list[str], env: Mapping[str, str] | None
     ) -> None:
         self.pid = pid
         self.stdin, self.stdout, self.ctl, self.status = fds
-        self.first = first
+        self._first: bytes | None = None
         self.args = args
         self.env = env
         self.taken = False
+
+    @property
+    def first(self) -> bytes:
+        """The keeper's first report: ``P`` + the server's pid (maybe ``X`` + its status), or
+        ``E`` + errno + message; read when first asked for (the keeper writes it as soon as the
+        server is started or could not be), so that wrap imports trio meanwhile instead of
+        waiting for the server's exec (docs/testing.md, "Start-up of `assay mcp wrap`")."""
+        if self._first is None:
+            try:
+                self._first = os.read(self.status, 512)
+            except OSError:
+                self._first = b""
+        return self._first
 
     def abandon(self) -> None:
         """End the run before it started: close our ends (end of file on the control pipe: the
@@ -99,7 +112,8 @@ class Forked:
 def fork_keeper(
     args: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
 ) -> Forked:
-    """Fork the keeper, which starts ``args``; wait for its first report. No trio: wrap calls
+    """Fork the keeper, which starts ``args`` (its first report is read when asked for:
+    :attr:`Forked.first`). No trio: wrap calls
     this before it imports trio (docs/wrap.md, "The keeper"), :func:`assay.proc.kept.spawn_kept`
     from the trio thread (the only thread: a fork copies only the thread that forks)."""
     argv = list(args)
@@ -118,12 +132,7 @@ def fork_keeper(
             os._exit(70)
     for fd in (in_r, out_w, ctl_r, st_w):
         os.close(fd)
-    first = b""
-    try:
-        first = os.read(st_r, 512)  # "P"+pid, or "E"+errno+message (the keeper writes it at once)
-    except OSError:
-        pass
-    return Forked(pid, (in_w, out_r, ctl_w, st_r), first, argv, env)
+    return Forked(pid, (in_w, out_r, ctl_w, st_r), argv, env)
 
 
 def _subtree(root: int) -> list[int]:

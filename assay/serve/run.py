@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.gateway.config import ConfigError, ServeConfig
 from assay.gateway.contract import Authenticate
@@ -15,13 +15,31 @@ from assay.policy.storeapi import Store
 from assay.session.effects import Sink
 from assay.shells.stdio.pipes import RecordSink
 
-__all__ = ["open_sinks", "read_approval_key", "run_serve", "store_of"]
+if TYPE_CHECKING:
+    from assay.store.postgres import PostgresDatabase
+
+__all__ = ["open_sinks", "postgres_of", "read_approval_key", "run_serve", "store_of", "stores_of"]
 
 
 def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], Store]:
     """A new store object on the config's sessions (one per link: a store holds one transaction
     at a time): ``sqlite``, the state directory's database (the one ``assay mcp session`` lists),
-    or the SQLite file the config names."""
+    the SQLite file the config names, or the Postgres database (:func:`postgres_of`; its pool is
+    the caller's to close, :func:`stores_of`)."""
+    return stores_of(config, environ)[0]
+
+
+def stores_of(config: ServeConfig, environ: Mapping[str, str]) -> tuple[Callable[[], Store], PostgresDatabase | None]:
+    """:func:`store_of` and the Postgres database its store objects share (None for SQLite).
+    The SQLite store objects of one gateway take turns (:class:`~assay.serve.turns.TurnStore`);
+    Postgres ones do not: the database serializes the calls of one user on the user's row and
+    lets different users' calls run at once (docs/serve.md, "Several replicas")."""
+    from assay.gateway.configfile import is_postgres
+
+    if is_postgres(config.store):
+        database = postgres_of(config, environ)
+        return database.store, database
+
     from assay.statedir import state_dir
     from assay.store.sqlite import SqliteStore
     from assay.store.store import open_store
@@ -31,9 +49,24 @@ def store_of(config: ServeConfig, environ: Mapping[str, str]) -> Callable[[], St
     turns = Turns()  # the links of this gateway write one database: one at a time, queued on trio
     if config.store == "sqlite":
         directory = state_dir(config.state_dir, environ)
-        return lambda: TurnStore(open_store(directory), turns)
+        return (lambda: TurnStore(open_store(directory), turns)), None
     path = os.path.join(config.base_dir, config.store)
-    return lambda: TurnStore(SqliteStore(path), turns)
+    return (lambda: TurnStore(SqliteStore(path), turns)), None
+
+
+def postgres_of(config: ServeConfig, environ: Mapping[str, str]) -> PostgresDatabase:
+    """The config's Postgres database (nothing is opened yet), its password read now (one that
+    cannot be read is a :class:`ConfigError` naming where it looked, never a value)."""
+    from assay.serve.link import LinkError, read_secret
+    from assay.store.postgres import PostgresDatabase
+
+    password = None
+    if config.store_password is not None:
+        try:
+            password = read_secret(config.store_password, config.base_dir, environ)
+        except LinkError as exc:
+            raise ConfigError([f"store.password: {exc}"]) from None
+    return PostgresDatabase(config.store, password, pool=config.store_pool)
 
 
 def read_approval_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
@@ -83,6 +116,8 @@ async def run_serve(
     """Load the policy (a bad one: :class:`ConfigError`, exit 2), open the store (swept while
     serving, closed at the end), build the gateway and serve until the front returns; every
     upstream is stopped on the way out. ``front``: more keyword arguments for ``serve_http``."""
+    import trio
+
     from assay.policy import PolicyError, PolicyFileError, load_policy_file
     from assay.serve.approver import open_approver
     from assay.serve.gateway import open_gateway
@@ -95,7 +130,11 @@ async def run_serve(
     except (PolicyFileError, PolicyError, OSError) as exc:
         raise ConfigError([f"policy: {exc}"]) from None
     approval_key = read_approval_key(config, env)
-    store_for = store_of(config, env)
+    store_for, database = stores_of(config, env)
+    if database is not None:  # a database without the schema this assay writes is not used
+        problem = await database.schema_problem()
+        if problem is not None:
+            raise ConfigError([f"store: {problem}"])
     sinks = open_sinks(config)
     approver = open_approver(config, env, warn)  # docs/serve.md, "Out-of-band approvers"
     hook = approver[0] if approver is not None else None
@@ -127,3 +166,6 @@ async def run_serve(
     finally:
         if approver is not None:
             approver[1]()
+        if database is not None:
+            with trio.CancelScope(shield=True):
+                await database.aclose()

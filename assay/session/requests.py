@@ -13,11 +13,13 @@ JSON-RPC error a refused request gets.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from assay.policy import Decision, Policy
 from assay.policy.fileuri import FileUriRefused, is_file_uri
-from assay.policy.inspecting import ListRules
+
+if TYPE_CHECKING:  # (an annotation: the rules are read only for a policy with resources or prompts)
+    from assay.policy.inspecting import ListRules
 
 __all__ = [
     "BLOCKED_CODE",

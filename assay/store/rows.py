@@ -7,8 +7,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any, Protocol
 
 from assay.policy.storeapi import Alive, ServerRow, SessionKey, SessionRow, expired
+
+
+class Reads(Protocol):
+    """What :func:`session_rows` asks of a connection: SQLite's or psycopg's (the Postgres
+    store, :mod:`assay.store.postgres`)."""
+
+    def execute(self, sql: str, /) -> Any: ...
+
 
 __all__ = ["forget", "session_rows", "sweep_expired"]
 
@@ -30,7 +39,7 @@ def sweep_expired(conn: sqlite3.Connection, now: float, alive: Alive) -> int:
     return len(gone)
 
 
-def session_rows(conn: sqlite3.Connection, alive: Alive) -> list[SessionRow]:
+def session_rows(conn: Reads, alive: Alive) -> list[SessionRow]:
     """Every session of the database, the most recent activity first (then by key)."""
     servers: dict[str, list[ServerRow]] = {}
     for key, server, calls, last, pid in conn.execute(

@@ -59,11 +59,13 @@ async def gateway(
     *,
     config: ServeConfig | None = None,
     approver: Any = None,
+    store_for: Any = None,
     **config_more: Any,
 ) -> AsyncIterator[tuple[ServeGateway, list[str]]]:
     """A gateway over ``upstreams`` (or ``config``'s), with an out-of-band ``approver`` hook;
     ``config_more``: more of the config (``decision_log``, ``audit_log``: the logs are opened as
-    ``assay mcp serve`` opens them)."""
+    ``assay mcp serve`` opens them). ``store_for``: the store objects' maker (by default the
+    ``store``'s twins)."""
     from assay.serve.run import open_sinks
 
     store = store or MemoryStore()
@@ -75,7 +77,7 @@ async def gateway(
         async with open_gateway(
             config,
             load_policy(policy.encode()),
-            store_for=store.twin,
+            store_for=store_for or store.twin,
             sinks=sinks,
             warn=warnings.append,
             approval_key=approval_key,

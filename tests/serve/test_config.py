@@ -237,3 +237,48 @@ def test_any_bytes_are_a_config_or_a_config_error(data):
         parse_config(data, base_dir="/")
     except ConfigError as exc:
         assert exc.problems
+
+
+# -- the store (docs/serve.md, "Several replicas") -----------------------------------------------
+
+MINIMAL = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+
+
+def test_the_store_is_sqlite_a_file_or_a_postgres_url_with_its_password_from_a_secret() -> None:
+    assert (parse(MINIMAL).store, parse(MINIMAL).store_password) == ("sqlite", None)
+    assert parse(MINIMAL + "store: state/sessions.db\n").store == "state/sessions.db"
+    plain = parse(MINIMAL + "store: postgresql://assay@db.example:5432/assay\n")
+    assert (plain.store, plain.store_password, plain.store_pool) == (
+        "postgresql://assay@db.example:5432/assay",
+        None,
+        10,
+    )
+    full = parse(
+        MINIMAL + "store: {url: 'postgres://assay@db:5432/assay?sslmode=require', password: {env: PG_PW}, pool: 3}\n"
+    )
+    assert (full.store, full.store_password, full.store_pool) == (
+        "postgres://assay@db:5432/assay?sslmode=require",
+        Secret(env="PG_PW"),
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("store", "says"),
+    [
+        ("postgresql://assay:hunter2@db/assay", "a password is never written in the file"),
+        ("{url: 'postgresql://assay:hunter2@db/assay'}", "a password is never written in the file"),
+        ("{url: postgresql://db/a, password: hunter2}", "a secret is never written in the file"),
+        ("{url: postgresql://db/a, pool: 0}", "store.pool: must be a whole number above zero"),
+        ("{url: /var/sessions.db}", "store.url: must be a postgresql:// URL"),
+        ("{password: {env: X}}", "store.url: is required"),
+        ("{url: postgresql://db/a, pasword: {env: X}}", "store.pasword: unknown key"),
+        ("postgresql:///assay", "the URL names no host"),
+        ("'postgresql://db:port/a'", "is not a valid URL"),
+    ],
+)
+def test_a_bad_store_is_one_line_that_never_echoes_a_password(store: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(MINIMAL + f"store: {store}\n")
+    assert len(caught.value.problems) == 1 and says in caught.value.problems[0], caught.value.problems
+    assert "hunter2" not in caught.value.problems[0]

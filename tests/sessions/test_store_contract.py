@@ -1,5 +1,6 @@
 """The Store interface's contract (docs/architecture.md, "The Store interface"), the same tests
-for every store: MemoryStore, the SQLite store on a file, and a slow store with latency and lock
+for every store: MemoryStore, the SQLite store on a file, the Postgres store on a real Postgres
+(tests/pgserver.py; docs/serve.md, "Several replicas"), and a slow store with latency and lock
 waits (tests/sessions/slowstore.py) standing in for a networked one. Two store objects on one
 backing are two processes on one database. ``assay mcp session`` takes the slow store as it
 takes the SQLite one: a new store is one class."""
@@ -32,7 +33,7 @@ def _told(key: SessionKey) -> bool | None:
 Factory = Callable[[], Any]
 
 
-@pytest.fixture(params=["memory", "sqlite", "slow"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "slow"])
 def stores(request, tmp_path) -> Factory:
     """A maker of store objects on one backing (each call: another process)."""
     if request.param == "memory":
@@ -47,6 +48,13 @@ def stores(request, tmp_path) -> Factory:
     if request.param == "sqlite":
         path = str(tmp_path / "state" / "sessions.db")
         return lambda: SqliteStore(path, timeout=5.0, alive=_told)
+    if request.param == "postgres":
+        from assay.store.postgres import PostgresDatabase
+        from tests.pgserver import PASSWORD
+
+        database = PostgresDatabase(request.getfixturevalue("pg_server").database(), PASSWORD, timeout=5.0, alive=_told)
+        request.addfinalizer(database.close)
+        return database.store
     backing = Backing(_told)
     return lambda: SlowStore(backing, latency=0.005)
 

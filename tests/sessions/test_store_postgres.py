@@ -1,0 +1,146 @@
+"""The Postgres store beyond the shared contract (docs/serve.md, "Several replicas"), on a real
+Postgres the tests start (tests/pgserver.py): several gateways ("replicas", each with its own
+database object and pool) deciding for one user at the same instant are serialized on the user's
+row, so a per-user limit is counted exactly; the database stopped mid-way is a StoreError (the
+call is denied) and the store works again once it is back; the schema is versioned."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+
+from assay.policy.storeapi import Expect, Loaded, Saved, SessionKey, StoreError
+from assay.store.postgres import SCHEMA_VERSION, PostgresDatabase
+from tests.pgserver import PASSWORD
+
+T0 = 1_800_000_000.0
+ALICE = SessionKey(key="user:https://issuer.test#alice", kind="user", name="alice")
+BOB = SessionKey(key="user:https://issuer.test#bob", kind="user", name="bob")
+
+
+async def test_replicas_deciding_at_once_count_a_per_user_limit_exactly(pg_server) -> None:
+    """200 calls of one user at the same instant over three replicas (three database objects,
+    each with its own pool and four store objects), with a limit of 100 calls: exactly 100 are
+    allowed and the store counts 100. Each call first tries :meth:`attempt` on what it last saw
+    (stale for all but the first) and decides again on the fresh state, as the session core does.
+    Bob's calls meanwhile are counted apart."""
+    url = pg_server.database()
+    replicas = [PostgresDatabase(url, PASSWORD, pool=4, timeout=30.0) for _ in range(3)]
+    stores = [[db.store() for _ in range(4)] for db in replicas]
+    free = [trio.Semaphore(1) for _ in range(12)]  # a store object holds one transaction at a time
+    allowed: list[int] = []
+    denied: list[int] = []
+    bob_allowed: list[int] = []
+    go = trio.Event()
+
+    async def call(n: int, who: SessionKey, out: list[int]) -> None:
+        await go.wait()
+        slot = n % 12
+        store = stores[slot // 4][slot % 4]
+        async with free[slot]:
+            got = await store.attempt(who, "p", f"srv{slot // 4}", Expect(0, 0, 0), Saved(b"1", 1, 1, True), T0)
+            if isinstance(got, int):  # the very first call of the session: written at once
+                out.append(n)
+                return
+            if got.tool_calls < 100:
+                count = got.tool_calls + 1
+                await store.commit(Saved(b"%d" % count, got.requests + 1, count, True), T0)
+                out.append(n)
+            else:
+                await store.commit(Saved(None, got.requests + 1, got.tool_calls, False), T0)
+                denied.append(n)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for n in range(200):
+                nursery.start_soon(call, n, ALICE, allowed)
+            for n in range(20):
+                nursery.start_soon(call, n, BOB, bob_allowed)
+            go.set()
+        assert len(allowed) == 100 and len(denied) == 100 and len(bob_allowed) == 20
+        rows = {r.key: r for r in await stores[1][0].sessions(T0)}
+        alice = rows[ALICE.key]
+        assert (alice.tool_calls, alice.requests, alice.calls) == (100, 200, 100)
+        assert sum(s.calls for s in alice.servers) == 100 and len(alice.servers) == 3
+        assert (rows[BOB.key].tool_calls, rows[BOB.key].calls) == (20, 20)
+        loaded = await stores[2][3].begin(ALICE, "p", "srv2", T0)
+        assert loaded == Loaded(100, b"100", 200, 100)  # every allowed call wrote the part once
+        await stores[2][3].abort()
+    finally:
+        for row in stores:
+            for store in row:
+                await store.aclose()
+        for db in replicas:
+            await db.aclose()
+
+
+async def test_the_database_stopped_midway_denies_and_works_again_after_a_restart(pg_server) -> None:
+    """With Postgres stopped, every method raises StoreError (one line, naming the database and
+    no password) within the store's timeout and leaves no transaction open; once it is started
+    again, the same store objects serve the next calls and nothing written before is lost."""
+    url = pg_server.database()
+    db = PostgresDatabase(url, PASSWORD, timeout=1.0)
+    store, other = db.store(), db.store()
+    try:
+        loaded = await store.begin(ALICE, "p", "srv", T0)
+        assert await store.commit(Saved(b"x", loaded.requests + 1, 1, True), T0) == 1
+        await other.begin(ALICE, "p", "srv", T0)  # a transaction open when the database goes
+        pg_server.stop()
+        try:
+            with pytest.raises(StoreError) as caught:
+                await other.commit(Saved(b"y", 2, 2, True), T0)
+            assert "\n" not in caught.value.cause and PASSWORD not in caught.value.cause
+            for attempt in (
+                lambda: store.begin(ALICE, "p", "srv", T0),
+                lambda: store.attempt(ALICE, "p", "srv", Expect(1, 1, 1), Saved(b"z", 2, 2, True), T0),
+                lambda: store.sessions(T0),
+                lambda: store.reset(ALICE.key, "t", T0),
+                lambda: store.sweep(T0, lambda key: True),
+            ):
+                started = time.monotonic()
+                with pytest.raises(StoreError) as caught:
+                    await attempt()
+                assert time.monotonic() - started < 10.0
+                assert url.rsplit("/", 1)[1] in caught.value.cause and PASSWORD not in caught.value.cause
+        finally:
+            pg_server.start()
+        # back: the first calls may still meet the pool reconnecting; bounded
+        with trio.fail_after(30):
+            while True:
+                try:
+                    loaded = await store.begin(ALICE, "p", "srv", T0 + 1)
+                    break
+                except StoreError:
+                    continue
+        assert loaded == Loaded(1, b"x", 1, 1)  # the open transaction's commit never landed
+        assert await store.commit(Saved(b"w", 2, 2, True), T0 + 1) == 2
+        assert await other.begin(ALICE, "p", "srv", T0 + 2) == Loaded(2, b"w", 2, 2)
+        await other.abort()
+    finally:
+        await store.aclose()
+        await other.aclose()
+        await db.aclose()
+
+
+async def test_the_schema_is_versioned_and_migrated_once(pg_server) -> None:
+    url = pg_server.database(migrated=False)
+    db = PostgresDatabase(url, PASSWORD)
+    assert "no schema yet" in (await db.schema_problem() or "")
+    with pytest.raises(StoreError, match="no schema"):
+        await db.store().sessions(T0)
+    assert await db.migrate() == (0, SCHEMA_VERSION)
+    assert await db.migrate() == (SCHEMA_VERSION, SCHEMA_VERSION)
+    assert await db.schema_problem() is None
+    import psycopg
+
+    with psycopg.connect(url, password=PASSWORD, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = version + 1")
+    assert "newer than this assay's" in (await db.schema_problem() or "")
+    with pytest.raises(StoreError, match="newer"):
+        await db.migrate()
+    bad = PostgresDatabase(url, "not-the-password")
+    problem = await bad.schema_problem() or ""
+    assert problem.startswith("cannot use the session store:") and "not-the-password" not in problem
+    await db.aclose()
