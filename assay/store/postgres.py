@@ -69,7 +69,7 @@ from assay.store.keys import client_alive
 from assay.store.rows import session_rows
 from assay.store.thread import StoreThread, value_of
 
-__all__ = ["EVENTS_KEPT", "LOCK_STEP_MS", "MIGRATIONS", "SCHEMA_VERSION", "PostgresDatabase", "PostgresStore"]
+__all__ = ["DOWN_S", "EVENTS_KEPT", "LOCK_STEP_MS", "MIGRATIONS", "SCHEMA_VERSION", "PostgresDatabase", "PostgresStore"]
 
 EVENTS_KEPT = 1000  # the newest events kept per session
 LOCK_STEP_MS = 50  # one wait for a session's row lock; a cancelled begin stops within it
