@@ -1,6 +1,7 @@
 """`assay mcp serve` under load (docs/serve.md): a benchmark, not a test.
 
     .venv/bin/python bench/bench_serve.py [--runs 3] [--clients 50] [--users 10] [--seconds 5]
+                                          [--compare DIR] [--only tput,latency,idle]
 
 Each run starts a real `assay mcp serve` (the `assay` next to this Python) with OAuth identity
 (a JWKS served on 127.0.0.1, RS256 tokens minted here, every request's token checked), a policy
@@ -15,11 +16,26 @@ bench/mcp_fast_server.py (started by the gateway for each user). Figures:
   latency     one client at 100 calls/s for --paced calls: p50 and p99 through serve, and
               against the same upstream called directly over its pipes (the baseline) in the
               same run; the difference of the p50s is what serve adds (HTTP, JWT, policy,
-              session store, the relay to the upstream).
+              session store, the relay to the upstream). Also the serve process's CPU time per
+              call over those calls (utime + stime from /proc): the figure to trust when other
+              processes share the machine, as a wall-clock p50 moves with their load.
   sessions    --idle 2025-era sessions opened (initialize only) and left idle: the serve
               process's RSS (VmRSS) after them, and before.
+  instructions  (valgrind) the serve process under callgrind: its instructions per tools/call,
+              (count after N2 calls - count after N1) / (N2 - N1), start-up and shutdown
+              cancelled out; and the same for bench/hypercorn_floor.py. A figure the machine's
+              load cannot move (PYTHONHASHSEED fixed); slow: minutes.
+  floor       the same paced client against bench/hypercorn_floor.py: hypercorn configured as
+              serve configures it, answering a fixed result (no identity, policy or upstream).
+              What the HTTP stack alone (httpx2 client, hypercorn) adds over direct on this
+              machine, under this load: what is left of the difference of the p50s is assay's.
 
 Figures are medians over --runs runs; the load average is printed at the start and the end.
+--compare DIR runs every measurement a second time, interleaved run by run, with the assay
+package under DIR (PYTHONPATH=DIR), e.g. an export of the previous commit
+(``git archive HEAD~1 assay | tar -x -C DIR``): before and after in one sitting, under the same
+load. --only runs some of the measurements (tput, latency, idle, floor, instructions; the
+default is the first three).
 """
 
 from __future__ import annotations
@@ -27,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -100,8 +117,14 @@ class Issuer:
         return jwt.encode({"alg": "RS256", "kid": "bench"}, claims, self.key)
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Serve:
-    def __init__(self, tmp: Path, issuer: Issuer) -> None:
+    def __init__(self, tmp: Path, issuer: Issuer, package: str | None = None, prefix: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         (tmp / "assay.yaml").write_text(POLICY)
@@ -112,10 +135,14 @@ class Serve:
             f"limits: {{per_user_concurrency: 64}}\n"
             f"upstreams:\n  fast: {{command: {json.dumps(UPSTREAM)}}}\n"
         )
+        env = dict(os.environ)
+        if package is not None:
+            env["PYTHONPATH"] = os.path.abspath(package)
         self.proc = subprocess.Popen(
-            [ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")],
+            [*prefix, ASSAY, "mcp", "serve", "--config", str(tmp / "serve.yaml")],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
+            env=env,
         )
         assert self.proc.stderr is not None
         for raw in self.proc.stderr:
@@ -131,10 +158,10 @@ class Serve:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 15) -> None:
         self.proc.terminate()
         try:
-            self.proc.wait(15)
+            self.proc.wait(wait)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -208,7 +235,9 @@ async def throughput(url: str, tokens: list[str], clients: int, seconds: float) 
         return done / (trio.current_time() - start)
 
 
-async def paced(url: str, token: str, n: int) -> list[float]:
+async def paced(url: str, token: str, n: int, pid: int) -> tuple[list[float], float]:
+    """The latencies (ms) of ``n`` calls at 100 calls/s, and the serve process's CPU time per
+    call (ms) over them."""
     import httpx2
 
     out = []
@@ -216,12 +245,14 @@ async def paced(url: str, token: str, n: int) -> list[float]:
         h = await session(http, url, token)
         for i in range(20):
             await one_call(http, url, h, i)
+        cpu0 = cpu_seconds(pid)
         for i in range(n):
             t0 = trio.current_time()
             await one_call(http, url, h, 100 + i)
             out.append((trio.current_time() - t0) * 1000)
             await trio.sleep(max(0.0, 0.01 - (trio.current_time() - t0)))
-    return out
+        cpu = (cpu_seconds(pid) - cpu0) / n * 1000
+    return out, cpu
 
 
 def direct(n: int) -> list[float]:
@@ -245,6 +276,83 @@ def direct(n: int) -> list[float]:
     return out
 
 
+class Floor:
+    """bench/hypercorn_floor.py running; ``url`` its endpoint."""
+
+    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, str(HERE / "hypercorn_floor.py")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.proc.stdout is not None
+        port = self.proc.stdout.readline().split()[-1].decode()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+async def calls_in_a_row(url: str, token: str | None, n: int) -> None:
+    """``n`` tools/call one after another (a session first when there is a token)."""
+    import httpx2
+
+    async with httpx2.AsyncClient(timeout=600) as http:
+        heads = HEADERS if token is None else await session(http, url, token)
+        for i in range(n):
+            await one_call(http, url, heads, i)
+
+
+CALLS_N1, CALLS_N2 = 50, 250
+
+
+def instructions(issuer: Issuer, package: str | None, floor: bool) -> float:
+    """Millions of instructions per tools/call of the serve process (or of hypercorn_floor.py),
+    under callgrind."""
+    counts = []
+    for n in (CALLS_N1, CALLS_N2):
+        with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
+            prefix = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p")
+            os.environ["PYTHONHASHSEED"] = "0"  # the child's hashing, so its count, fixed
+            try:
+                if floor:
+                    server = Floor(prefix)
+                    try:
+                        trio.run(calls_in_a_row, server.url, None, n)
+                    finally:
+                        server.stop()
+                else:
+                    serve = Serve(Path(tmp), issuer, package, prefix)
+                    try:
+                        trio.run(calls_in_a_row, serve.url, issuer.token("user0", serve.url), n)
+                    finally:
+                        serve.stop(600)
+            finally:
+                del os.environ["PYTHONHASHSEED"]
+            total = 0
+            for out in Path(tmp).glob("cg.*"):
+                for line in out.read_text().splitlines():
+                    if line.startswith(("summary:", "totals:")):
+                        total = max(total, int(line.split()[1]))
+            counts.append(total)
+    return (counts[1] - counts[0]) / (CALLS_N2 - CALLS_N1) / 1e6
+
+
+async def floor_paced(url: str, n: int) -> list[float]:
+    import httpx2
+
+    out = []
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for i in range(20 + n):
+            t0 = trio.current_time()
+            await one_call(http, url, HEADERS, i)
+            if i >= 20:
+                out.append((trio.current_time() - t0) * 1000)
+            await trio.sleep(max(0.0, 0.01 - (trio.current_time() - t0)))
+    return out
+
+
 async def idle_sessions(url: str, tokens: list[str], n: int) -> None:
     import httpx2
 
@@ -262,6 +370,93 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> dict[str, float]:
+    nan = float("nan")
+    keys = (
+        "tput",
+        "p50",
+        "p99",
+        "direct_p50",
+        "direct_p99",
+        "cpu_ms",
+        "floor_p50",
+        "rss_before",
+        "rss_idle",
+        "minstr",
+        "floor_minstr",
+    )
+    run = dict.fromkeys(keys, nan)
+    if "instructions" in args.only:
+        run["minstr"] = instructions(issuer, package, floor=False)
+        if "floor" in args.only:
+            run["floor_minstr"] = instructions(issuer, package, floor=True)
+    with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
+        serve = Serve(Path(tmp), issuer, package)
+        try:
+            tokens = [issuer.token(f"user{u}", serve.url) for u in range(args.users)]
+            if "tput" in args.only:
+                run["tput"] = trio.run(throughput, serve.url, tokens, args.clients, args.seconds)
+            if "latency" in args.only:
+                lat, run["cpu_ms"] = trio.run(paced, serve.url, tokens[0], args.paced, serve.proc.pid)
+                base = direct(args.paced)
+                run.update(p50=statistics.median(lat), p99=pct(lat, 0.99))
+                run.update(direct_p50=statistics.median(base), direct_p99=pct(base, 0.99))
+            if "floor" in args.only:
+                floor = Floor()
+                try:
+                    run["floor_p50"] = statistics.median(trio.run(floor_paced, floor.url, args.paced))
+                finally:
+                    floor.stop()
+                if run["direct_p50"] != run["direct_p50"]:
+                    run["direct_p50"] = statistics.median(direct(args.paced))
+            if "idle" in args.only:
+                run["rss_before"] = serve.rss_mb()
+                trio.run(idle_sessions, serve.url, tokens, args.idle)
+                run["rss_idle"] = serve.rss_mb()
+        finally:
+            serve.stop()
+    return run
+
+
+def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -> None:
+    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    added = statistics.median(r["p50"] - r["direct_p50"] for r in runs)
+    print()
+    print(f"{label}:")
+    if "tput" in args.only:
+        print(f"tools/call per second, {args.clients} clients of {args.users} users: {med['tput']:.0f}")
+    if "latency" in args.only:
+        print(
+            f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms"
+        )
+        print(f"serve CPU per call (paced calls): {med['cpu_ms']:.3f} ms")
+    if "floor" in args.only:
+        floor = statistics.median(r["floor_p50"] - r["direct_p50"] for r in runs)
+        print(
+            f"HTTP floor (httpx2 + hypercorn, a fixed answer): p50 {med['floor_p50']:.2f} ms, {floor:+.2f} ms over direct"
+        )
+    if "instructions" in args.only:
+        print(f"serve: {med['minstr']:.3f} M instructions per tools/call (callgrind)")
+        if "floor" in args.only:
+            print(f"HTTP floor: {med['floor_minstr']:.3f} M instructions per call (callgrind)")
+    if "idle" in args.only:
+        print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
+    if args.only & {"tput", "latency", "idle"}:
+        print("targets:")
+    for phase, name, ok, shown in (
+        ("tput", f">= {TARGET_TPUT:.0f} tools/call/s", med["tput"] >= TARGET_TPUT, f"{med['tput']:.0f}"),
+        ("latency", f"<= +{TARGET_ADDED_MS:g} ms p50 over direct", added <= TARGET_ADDED_MS, f"{added:+.2f} ms"),
+        (
+            "idle",
+            f"{args.idle} idle sessions <= {TARGET_IDLE_MB:g} MB RSS",
+            med["rss_idle"] <= TARGET_IDLE_MB,
+            f"{med['rss_idle']:.1f} MB",
+        ),
+    ):
+        if phase in args.only:
+            print(f"  {'ok  ' if ok else 'MISS'} {name}: {shown}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -270,51 +465,29 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--paced", type=int, default=500)
     ap.add_argument("--idle", type=int, default=1000)
+    ap.add_argument("--compare", metavar="DIR", help="also run serve with the assay package under DIR")
+    ap.add_argument("--only", default="tput,latency,idle", help="a comma-separated subset of tput,latency,idle,floor")
     args = ap.parse_args()
+    args.only = set(args.only.split(","))
+    if "instructions" in args.only and shutil.which("valgrind") is None:
+        print("bench_serve: instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if args.compare and not (Path(args.compare) / "assay").is_dir():
+        print(f"bench_serve: no assay package under {args.compare}", file=sys.stderr)
+        return 2
     print(f"{os.cpu_count()} CPUs, load average {loadavg()} at start", flush=True)
     issuer = Issuer()
-    runs = []
+    sides: dict[str, tuple[str | None, list[dict[str, float]]]] = {"this checkout": (None, [])}
+    if args.compare:
+        sides[f"compare ({args.compare})"] = (args.compare, [])
     for k in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
-            serve = Serve(Path(tmp), issuer)
-            try:
-                tokens = [issuer.token(f"user{u}", serve.url) for u in range(args.users)]
-                tput = trio.run(throughput, serve.url, tokens, args.clients, args.seconds)
-                lat = trio.run(paced, serve.url, tokens[0], args.paced)
-                base = direct(args.paced)
-                rss0 = serve.rss_mb()
-                trio.run(idle_sessions, serve.url, tokens, args.idle)
-                rss1 = serve.rss_mb()
-            finally:
-                serve.stop()
-        run = {
-            "tput": tput,
-            "p50": statistics.median(lat),
-            "p99": pct(lat, 0.99),
-            "direct_p50": statistics.median(base),
-            "direct_p99": pct(base, 0.99),
-            "rss_before": rss0,
-            "rss_idle": rss1,
-        }
-        runs.append(run)
-        print(f"  run {k + 1}/{args.runs}: " + ", ".join(f"{key} {v:.2f}" for key, v in run.items()), flush=True)
-    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    added = statistics.median(r["p50"] - r["direct_p50"] for r in runs)
-    print()
-    print(f"tools/call per second, {args.clients} clients of {args.users} users: {med['tput']:.0f}")
-    print(f"p50 through serve {med['p50']:.2f} ms (p99 {med['p99']:.2f}); upstream direct {med['direct_p50']:.2f} ms")
-    print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
-    print("targets:")
-    for name, ok, shown in (
-        (f">= {TARGET_TPUT:.0f} tools/call/s", med["tput"] >= TARGET_TPUT, f"{med['tput']:.0f}"),
-        (f"<= +{TARGET_ADDED_MS:g} ms p50 over direct", added <= TARGET_ADDED_MS, f"{added:+.2f} ms"),
-        (
-            f"{args.idle} idle sessions <= {TARGET_IDLE_MB:g} MB RSS",
-            med["rss_idle"] <= TARGET_IDLE_MB,
-            f"{med['rss_idle']:.1f} MB",
-        ),
-    ):
-        print(f"  {'ok  ' if ok else 'MISS'} {name}: {shown}")
+        for label, (package, runs) in sides.items():
+            run = one_run(issuer, args, package)
+            runs.append(run)
+            shown = ", ".join(f"{key} {v:.2f}" for key, v in run.items() if v == v)
+            print(f"  run {k + 1}/{args.runs} [{label}]: {shown}", flush=True)
+    for label, (_, runs) in sides.items():
+        report(runs, args, label)
     print(f"load average {loadavg()} at the end")
     return 0
 

@@ -94,6 +94,13 @@ def usable_problems(config: ServeConfig) -> list[str]:
             found.append(f"identity.api_keys: {exc}")
         except ConfigError as exc:
             found.extend(exc.problems)
+    if config.admin_listen is not None:  # docs/serve.md, "Health and metrics"
+        import importlib.util
+
+        from assay.serve.run import METRICS_MISSING
+
+        if importlib.util.find_spec("prometheus_client") is None:
+            found.append(METRICS_MISSING)
     for where, name in (
         ("tls.cert", config.tls_cert),
         ("tls.key", config.tls_key),

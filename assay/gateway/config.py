@@ -188,3 +188,6 @@ class ServeConfig:
     decision_log: str | None = None
     audit_log: str | None = None
     log_max_bytes: int = 16 * 1024 * 1024
+    #: the admin listener (``host:port``): /healthz, /readyz and the Prometheus metrics
+    #: (docs/serve.md, "Health and metrics"); None: none, and no metrics are kept
+    admin_listen: str | None = None

@@ -206,6 +206,7 @@ def parse_config(
             "approvals",
             "upstreams",
             "logs",
+            "admin_listen",
         ),
     )
     if top is None:
@@ -215,11 +216,20 @@ def parse_config(
         r.problem("version", "must be 1")
     policy = r.string(top.get("policy"), "policy", required=True)
     listen = r.string(top.get("listen"), "listen") or "127.0.0.1:8787"
-    host = "127.0.0.1"
+    host, _port = "127.0.0.1", 8787
     try:
         host, _port = split_listen(listen)
     except ValueError as exc:
         r.problem("listen", str(exc))
+    admin_listen = r.string(top.get("admin_listen"), "admin_listen")
+    if admin_listen is not None:
+        try:
+            admin_host, admin_port = split_listen(admin_listen)
+        except ValueError as exc:
+            r.problem("admin_listen", str(exc))
+        else:
+            if (admin_host, admin_port) == (host, _port) and admin_port != 0:
+                r.problem("admin_listen", "must not be the address of listen")
     public_url = r.url(top.get("public_url"), "public_url")
     tls_cert = tls_key = None
     if top.get("tls") is not None:
@@ -291,6 +301,7 @@ def parse_config(
         decision_log=decision_log,
         audit_log=audit_log,
         log_max_bytes=log_max,
+        admin_listen=admin_listen,
     )
 
 

@@ -52,6 +52,7 @@ from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
+from assay.serve.observe import Metrics
 from assay.serve.rounds import Flight, Parked
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
@@ -297,6 +298,8 @@ class _Conversation:
             link = await user.link(upstream, self.capabilities, link_version(self.version))
         except LinkError as exc:
             user.gateway.warn(f"[assay] {exc}")
+            if user.gateway.metrics is not None:
+                user.gateway.metrics.upstream_error(upstream, "unavailable")
             return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
         if self.modern and rounds:  # a list's pages are not asked in rounds
             return await self._flight(link, method, params, client_id, related)
@@ -428,8 +431,11 @@ class ServeGateway:
         max_frame_bytes: int = 16 << 20,
         approval_key: bytes | None = None,
         approver: Approver | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
+        # docs/serve.md, "Health and metrics": kept only with the config's admin_listen
+        self.metrics = metrics
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
@@ -492,6 +498,7 @@ class ServeGateway:
         if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
         eras: dict[Any, Mapping[str, Any]] = {}
+        watch = self.metrics.link(upstream.name) if self.metrics is not None else None
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -507,6 +514,7 @@ class ServeGateway:
             approver=self.config.approvals.kind if self.config.approvals is not None else None,
             approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
             client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
+            on_decision=watch.decided if watch is not None else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -534,6 +542,7 @@ class ServeGateway:
             eras=eras,
             approver=self.approver,
             clients=clients,
+            watch=watch,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -581,6 +590,7 @@ async def open_gateway(
     environ: Mapping[str, str] | None = None,
     approval_key: bytes | None = None,
     approver: Approver | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -595,6 +605,7 @@ async def open_gateway(
             environ=environ,
             approval_key=approval_key,
             approver=approver,
+            metrics=metrics,
         )
         try:
             yield gateway

@@ -30,6 +30,7 @@ import trio
 from assay import proc
 from assay.gateway.config import Secret, Upstream
 from assay.gateway.router import UPSTREAM_FAILED, error
+from assay.serve.observe import LinkWatch
 from assay.session.effects import Sink
 from assay.session.session import WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -135,6 +136,7 @@ class Link:
         eras: dict[Any, Mapping[str, Any]] | None = None,
         approver: Approver | None = None,
         clients: dict[int, tuple[str, str | None]] | None = None,
+        watch: LinkWatch | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -154,6 +156,8 @@ class Link:
         # the client of each request in flight, by the link's id (what the session's records ask:
         # docs/serve.md, "Records")
         self.clients: dict[int, tuple[str, str | None]] = {} if clients is None else clients
+        # the metrics' watch of this link (docs/serve.md, "Health and metrics"); None: none kept
+        self.watch = watch
         self.alive = False
         self.closed = trio.Event()
         self.failure: str | None = None
@@ -198,6 +202,9 @@ class Link:
         if params is not None:
             message["params"] = dict(params)
         self._touch()
+        watch = self.watch
+        if watch is not None:
+            watch.sent(mine)
         self.write(message)
         try:
             await waiter.done.wait()
@@ -209,6 +216,8 @@ class Link:
             self.eras.pop(mine, None)
             self.clients.pop(mine, None)
             self._touch()
+            if watch is not None:
+                watch.done(mine, waiter.answer)
         assert waiter.answer is not None
         return waiter.answer
 

@@ -6,6 +6,7 @@ parameters, so the gateway runs with any front (a test's) and the command wires 
 from __future__ import annotations
 
 import os
+from functools import partial
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +18,18 @@ from assay.session.effects import Sink
 from assay.shells.stdio.pipes import RecordSink
 
 if TYPE_CHECKING:
+    from assay.serve.gateway import ServeGateway
+    from assay.serve.observe import Metrics
     from assay.store.postgres import PostgresDatabase
 
+#: the one line when admin_listen is set and prometheus-client is not installed
+METRICS_MISSING = "admin_listen: the metrics need prometheus-client: pip install 'assay-mcp[metrics]'"
+
 __all__ = [
+    "METRICS_MISSING",
     "open_sinks",
     "postgres_of",
+    "probe_of",
     "read_approval_key",
     "read_session_key",
     "run_serve",
@@ -77,6 +85,32 @@ def postgres_of(config: ServeConfig, environ: Mapping[str, str]) -> PostgresData
         except LinkError as exc:
             raise ConfigError([f"store.password: {exc}"]) from None
     return PostgresDatabase(config.store, password, pool=config.store_pool)
+
+
+def probe_of(
+    config: ServeConfig, environ: Mapping[str, str], database: PostgresDatabase | None = None
+) -> Callable[[], Awaitable[None]]:
+    """The readiness check of the config's store (docs/serve.md, "Health and metrics"): the
+    SQLite database opened and read on a connection of its own, or the Postgres database's
+    schema read; raises StoreError."""
+    from assay.statedir import db_path, state_dir
+    from assay.store.sqlite import SqliteStore
+
+    if database is not None:
+        from assay.policy.storeapi import StoreError
+
+        async def ping() -> None:
+            problem = await database.schema_problem()
+            if problem is not None:
+                raise StoreError(problem)
+
+        return ping
+
+    if config.store == "sqlite":
+        path = db_path(state_dir(config.state_dir, environ))
+    else:
+        path = os.path.join(config.base_dir, config.store)
+    return SqliteStore(path).ping
 
 
 def read_approval_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
@@ -162,6 +196,19 @@ async def run_serve(
         problem = await database.schema_problem()
         if problem is not None:
             raise ConfigError([f"store: {problem}"])
+    metrics = None
+    if config.admin_listen is not None:  # docs/serve.md, "Health and metrics": only then kept
+        from assay.serve.observe import Metrics, TimedStore
+
+        try:
+            metrics = Metrics()
+        except ImportError:
+            raise ConfigError([METRICS_MISSING]) from None
+        plain = store_for
+
+        def store_for() -> Store:
+            return TimedStore(plain(), metrics)
+
     sinks = open_sinks(config)
     approver = open_approver(config, env, warn)  # docs/serve.md, "Out-of-band approvers"
     hook = approver[0] if approver is not None else None
@@ -177,8 +224,13 @@ async def run_serve(
                 environ=env,
                 approval_key=approval_key,
                 approver=hook,
+                metrics=metrics,
             ) as gateway,
         ):
+            if metrics is not None:
+                probe = probe_of(config, env, database)
+                await _serve_with_admin(config, gateway, metrics, probe, listen, authenticate, serve_http, warn, front)
+                return
             await serve_http(
                 listen=listen or config.listen,
                 gateway=gateway,
@@ -197,3 +249,70 @@ async def run_serve(
         if database is not None:
             with trio.CancelScope(shield=True):
                 await database.aclose()
+
+
+async def _serve_with_admin(
+    config: ServeConfig,
+    gateway: ServeGateway,
+    metrics: Metrics,
+    probe: Callable[[], Awaitable[None]],
+    listen: str | None,
+    authenticate: Authenticate,
+    serve_http: Callable[..., Awaitable[None]],
+    warn: Callable[[str], None],
+    front: dict[str, Any],
+) -> None:
+    """The front with the admin listener beside it (docs/serve.md, "Health and metrics"): it
+    listens first, says ready once the front does, not ready from the drain on, and stops with
+    the front."""
+    import trio
+
+    from assay.serve.observe import MeteredGateway, Readiness
+    from assay.shells.serve.admin import Admin, serve_admin
+    from assay.shells.serve.server import Bound
+
+    assert config.admin_listen is not None
+    stop = front.pop("stop", None)
+    stop = stop if stop is not None else trio.Event()
+    readiness = Readiness(probe, stop=stop, warn=warn)
+    on_ready = front.pop("on_ready", None)
+
+    def listening(bound: Bound) -> None:
+        readiness.listening = True
+        if on_ready is not None:
+            on_ready(bound)
+
+    users = gateway.users
+    metrics.watch(
+        sessions=lambda: sum(1 for u in users.values() for c in u.conversations.values() if not c.modern),
+        users=lambda: len(users),
+        links=lambda: sum(1 for u in users.values() for link in u.links.values() if link.alive),
+    )
+    app = Admin(ready=readiness, metrics=metrics.exposition)
+    async with trio.open_nursery() as nursery:
+        try:
+            admin: Bound = await nursery.start(partial(serve_admin, listen=config.admin_listen, app=app))
+        except (OSError, BaseExceptionGroup) as exc:
+            leaf: BaseException = exc
+            while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                leaf = leaf.exceptions[0]
+            if not isinstance(leaf, OSError):
+                raise
+            raise ConfigError(
+                [f"admin_listen: cannot listen on {config.admin_listen}: {leaf.strerror or leaf}"]
+            ) from None
+        warn(f"assay: admin on {admin.url} (/healthz, /readyz, /metrics)")
+        await serve_http(
+            listen=listen or config.listen,
+            gateway=MeteredGateway(gateway, metrics),
+            authenticate=authenticate,
+            limits=config.limits,
+            origins=config.origins,
+            resource_url=config.public_url,
+            tls_cert=config.tls_cert,
+            tls_key=config.tls_key,
+            on_ready=listening,
+            stop=stop,
+            **front,
+        )
+        nursery.cancel_scope.cancel()

@@ -40,14 +40,22 @@ class TurnStore:
     def where(self) -> str:
         return self._store.where
 
+    async def _take(self) -> None:
+        """The turn: at once when no other link holds it (no checkpoint here: the store's own
+        call, next, is one), else when the holder's transaction ends."""
+        try:
+            self._turns.lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._turns.lock.acquire()
+        self._holding = True
+
     def _release(self) -> None:
         if self._holding:
             self._holding = False
             self._turns.lock.release()
 
     async def begin(self, session: SessionKey, part: str, server: str, now: float) -> Loaded:
-        await self._turns.lock.acquire()
-        self._holding = True
+        await self._take()
         try:
             return await self._store.begin(session, part, server, now)
         except BaseException:
@@ -57,8 +65,7 @@ class TurnStore:
     async def attempt(
         self, session: SessionKey, part: str, server: str, expect: Expect, saved: Saved, now: float
     ) -> int | Loaded:
-        await self._turns.lock.acquire()
-        self._holding = True
+        await self._take()
         try:
             got = await self._store.attempt(session, part, server, expect, saved, now)
         except BaseException:

@@ -5,6 +5,7 @@ the frame counts of a session (docs/wrap-records.md). Sans-IO: records come out 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from assay.policy import Decision
@@ -33,11 +34,21 @@ class Ledger:
         "rejected",
         "dropped",
         "clients",
+        "_observe",
     )
 
-    def __init__(self, recorder: records.Recorder, sinks: tuple[Sink, ...], receipts: bool) -> None:
+    def __init__(
+        self,
+        recorder: records.Recorder,
+        sinks: tuple[Sink, ...],
+        receipts: bool,
+        observe: Callable[[Decision, Mapping[str, Any]], None] | None = None,
+    ) -> None:
         self._recorder = recorder
-        self.active = recorder.active  # whether an evaluated call writes anything
+        # whether an evaluated call goes through :meth:`record`: it writes something, or
+        # ``observe`` (serve's metrics) is told each decision
+        self.active = recorder.active or observe is not None
+        self._observe = observe
         self._sinks = sinks
         self.receipts = receipts
         self.receipting = False  # receipts asked for and the run is a session
@@ -77,7 +88,9 @@ class Ledger:
         out: list[Effect],
     ) -> str | None:
         """Decision event, audit record and --verbose line of one evaluated call; returns the
-        event id (receipts name it)."""
+        event id (receipts name it). ``observe``, when given, is told the decision first."""
+        if self._observe is not None:
+            self._observe(decision, frame)
         rec = self._recorder.record(decision, frame, params, name, valid, binding)
         line = rec.decision_line
         if line is not None:

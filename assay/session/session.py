@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from assay.policy import Policy, SessionState
+from assay.policy import Decision, Policy, SessionState
 from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
 from assay.policy.shared import SharedSession, part_of, shares_state
@@ -121,6 +121,10 @@ class SessionOptions:
     # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
     # docs/serve.md, "Records"); None in wrap
     client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
+    # told every decision as it is recorded (the decision and the client's frame), records on
+    # or off: `assay mcp serve`'s metrics and traces (docs/serve.md, "Health and metrics"); None
+    # in wrap, and in serve without them
+    on_decision: Callable[[Decision, Mapping[str, Any]], None] | None = None
 
 
 def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
@@ -170,7 +174,7 @@ class WrapSession:
             subject=options.subject,
             client_of=options.client_of,
         )
-        self._ledger = Ledger(recorder, options.decision_sinks, options.receipts)
+        self._ledger = Ledger(recorder, options.decision_sinks, options.receipts, options.on_decision)
         baseline: Baseline | None = None
         if options.declared_manifest is not None:  # assay.manifest is loaded only when asked
             from assay.session.baseline import Baseline

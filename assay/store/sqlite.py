@@ -428,6 +428,16 @@ class SqliteStore:
 
         return await trio.to_thread.run_sync(run)
 
+    async def ping(self) -> None:
+        """Whether the database answers, cheaply (a serve's readiness: docs/serve.md, "Health and
+        metrics"): opened on a connection of its own and read, in a worker thread; raises
+        :class:`StoreError`. No database yet is an answer (the first call creates it)."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("SELECT count(*) FROM sessions WHERE 0").fetchone()
+
+        await self._read(work, None)
+
     async def sessions(self, now: float) -> list[SessionRow]:
         alive = self.alive
         return await self._read(lambda conn: session_rows(conn, alive), [])

@@ -67,7 +67,12 @@ class FakeConversation:
         elif name == "block":
             gw.blocked += 1
             gw.changed.set()
-            await gw.release.wait()
+            try:
+                await gw.release.wait()
+            except trio.Cancelled:
+                gw.cancelled += 1
+                gw.changed.set()
+                raise
         elif name == "ask":
             asked = {"inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "sure?"}}}}
             return _result(message, {"resultType": "input_required", **asked})
@@ -97,6 +102,7 @@ class FakeGateway:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     blocked: int = 0
+    cancelled: int = 0
     listening: int = 0
     closed: int = 0
     release: trio.Event = field(default_factory=trio.Event)

@@ -138,6 +138,9 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("approvals: {approver: queue, timeout: 0s}", "approvals.timeout: must be above zero"),
         ("approvals: {approver: queue, timeout: -1}", "approvals.timeout: a duration must be"),
         ("approvals: {approver: queue, colour: red}", "approvals.colour: unknown key"),
+        ("admin_listen: nowhere", "admin_listen: expected host:port"),
+        ("admin_listen: 127.0.0.1:8787", "admin_listen: must not be the address of listen"),
+        ("admin_listen: [a]", "admin_listen: must be a non-empty string"),
     ],
 )
 def test_single_rules(text, needle):
@@ -154,6 +157,15 @@ def test_approvals():
         base + "approvals: {approver: webhook, url: 'http://127.0.0.1:9/ok', secret: {env: HOOK_KEY}, timeout: 2m}\n"
     ).approvals
     assert got == Approver("webhook", url="http://127.0.0.1:9/ok", secret=Secret(env="HOOK_KEY"), timeout_s=120.0)
+
+
+def test_admin_listen():
+    """docs/serve.md, "Health and metrics": off unless set; any address (it is the operator's)."""
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    assert parse(base).admin_listen is None
+    assert parse(base + "admin_listen: 127.0.0.1:9464\n").admin_listen == "127.0.0.1:9464"
+    assert parse(base + "admin_listen: '[::1]:9464'\n").admin_listen == "[::1]:9464"
+    assert parse("listen: 127.0.0.1:0\n" + base + "admin_listen: 127.0.0.1:0\n").admin_listen == "127.0.0.1:0"
 
 
 def test_oauth_rules():

@@ -167,6 +167,35 @@ async def test_session_bound_to_its_user_and_required() -> None:
         assert only.headers["content-type"] == "application/json" and only.json()["id"] == 8
 
 
+async def test_answer_framing_and_a_client_going_away() -> None:
+    gateway = FakeGateway()
+    async with running(gateway) as (bound, _), httpx2.AsyncClient() as http:
+        sid = await _session(http, bound.url)
+        # a JSON answer says its length (no chunked framing)
+        answer = await http.post(bound.url, json=_call(2, "echo"), headers=_headers(mcp_session_id=sid))
+        assert answer.headers["content-length"] == str(len(answer.content))
+        assert "transfer-encoding" not in answer.headers
+        # event streams only accepted: an event stream, even with nothing related before the response
+        only = {**_headers(mcp_session_id=sid), "accept": "text/event-stream"}
+        streamed = await http.post(bound.url, json=_call(3, "echo"), headers=only)
+        assert streamed.headers["content-type"] == "text/event-stream"
+        events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+        assert [e.get("id") for e in events] == [3]
+        # the client goes away while its call is pending: the call is cancelled
+        body = json.dumps(_call(4, "block")).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in _headers(mcp_session_id=sid).items())
+        raw = f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}content-length: {len(body)}\r\n\r\n"
+        stream = await trio.open_tcp_stream(bound.host, bound.port)
+        await stream.send_all(raw.encode() + body)
+        await gateway.until(lambda: gateway.blocked == 1)
+        await stream.aclose()
+        with trio.fail_after(10):
+            await gateway.until(lambda: gateway.cancelled == 1)
+        # and the front still answers
+        again = await http.post(bound.url, json=_call(5, "echo"), headers=_headers(mcp_session_id=sid))
+        assert again.status_code == 200 and again.json()["id"] == 5
+
+
 async def test_idle_sessions_are_closed() -> None:
     gateway = FakeGateway()
     async with running(gateway, session_idle_s=0.2) as (bound, _), httpx2.AsyncClient() as http:

@@ -144,3 +144,28 @@ async def test_the_schema_is_versioned_and_migrated_once(pg_server) -> None:
     problem = await bad.schema_problem() or ""
     assert problem.startswith("cannot use the session store:") and "not-the-password" not in problem
     await db.aclose()
+
+
+async def test_readiness_reads_the_postgres_schema_and_fails_while_the_database_is_down(pg_server) -> None:
+    """serve's /readyz with a Postgres store (docs/serve.md, "Health and metrics"): the probe
+    reads the schema; a database without it, or stopped, is not ready (StoreError)."""
+    from assay.gateway.config import ServeConfig
+    from assay.serve.run import probe_of
+
+    config = ServeConfig(base_dir="/nonexistent", policy="p.yaml", upstreams=())
+    ready = PostgresDatabase(pg_server.database(), PASSWORD, pool=1, timeout=5.0)
+    bare = PostgresDatabase(pg_server.database(migrated=False), PASSWORD, pool=1, timeout=5.0)
+    try:
+        await probe_of(config, {}, ready)()  # the schema is there: ready
+        with pytest.raises(StoreError, match="migrate"):
+            await probe_of(config, {}, bare)()
+        pg_server.stop()
+        try:
+            with pytest.raises(StoreError):
+                await probe_of(config, {}, ready)()
+        finally:
+            pg_server.start()
+        await probe_of(config, {}, ready)()  # back: ready again
+    finally:
+        await ready.aclose()
+        await bare.aclose()

@@ -73,6 +73,7 @@ class Front:
         gateway: Gateway,
         authenticate: Authenticate,
         limits: Limits,
+        tasks: trio.Nursery,
         origins: Iterable[str] = (),
         resource_path: str = MCP_PATH,
         resource_metadata: Mapping[str, Any] | None = None,
@@ -81,6 +82,10 @@ class Front:
     ) -> None:
         self.gateway = gateway
         self.authenticate = authenticate
+        #: where the tasks beside a request run (the watch for the client going away, an event
+        #: stream's writer): spawning into a nursery that lives as long as the server costs less
+        #: than opening one per request
+        self._tasks = tasks
         self.limits = limits
         self.origins = frozenset(origins)
         self.resource_path = resource_path
@@ -158,7 +163,7 @@ class Front:
         if route is Route.METADATA:
             if self.metadata is None:
                 raise Refusal(404, REFUSED, "Not found")
-            await _respond(send, 200, self.metadata if method == "GET" else b"", [_JSON])
+            await _respond(send, 200, self.metadata if method == "GET" else b"", [_JSON], len(self.metadata))
             return
         who = await self._identity(headers.get("authorization"))
         if method == "GET":
@@ -326,49 +331,42 @@ class Front:
         """The request's answer: JSON when its response comes first (and JSON is accepted), else
         an event stream of the related messages, then the response. The client going away
         cancels the request (the 2026-07-28 era's cancellation). In that era a method the gateway
-        does not know is a 404."""
-        out, into = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
+        does not know is a 404.
 
-        async def related(msg: dict[str, Any]) -> None:
-            out.send_nowait((False, msg))
-
-        async def run() -> None:
-            reply = error_message(message.id, INTERNAL_ERROR, "Shutting down: not answered within the drain timeout")
-            with trio.CancelScope() as scope:  # cancelled at the drain deadline: answered with that error
-                self._requests.add(scope)
-                try:
-                    reply = await request(message.message, related)
-                except GatewayError as error:
-                    reply = error_message(message.id, error.code, error.message)
-                finally:
-                    self._requests.discard(scope)
-            out.send_nowait((True, reply))
-
-        async def watch(nursery: trio.Nursery) -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            nursery.cancel_scope.cancel()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run)
-            nursery.start_soon(watch, nursery)
-            final, msg = await into.receive()
-            if not accept.sse:  # JSON only: what comes before the response is not deliverable
-                while not final:
-                    final, msg = await into.receive()
-            if final and accept.json:
-                error = msg.get("error") if message.era is Era.MODERN else None
-                status = 404 if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND else 200
-                await _respond(send, status, encode(msg), [_JSON])
-            else:
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                while True:
-                    await send({"type": "http.response.body", "body": sse_event(msg), "more_body": True})
-                    if final:
-                        break
-                    final, msg = await into.receive()
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            nursery.cancel_scope.cancel()
+        The request runs in this task; one task of the front's nursery watches for the client
+        going away, and an event stream, when a related message starts one, is written by
+        another (:class:`_Stream`): a related message comes from the upstream's link, which
+        must not wait on this client's socket. At the drain deadline the request is cancelled
+        and answered with an error."""
+        stream = _Stream(send) if accept.sse else None
+        related = stream.related(self._tasks) if stream is not None else _drop
+        gone = trio.CancelScope()
+        watching = _watch(self._tasks, receive, gone)
+        try:
+            with gone:
+                reply = error_message(
+                    message.id, INTERNAL_ERROR, "Shutting down: not answered within the drain timeout"
+                )
+                with trio.CancelScope() as drained:  # cancelled at the drain deadline: answered with that error
+                    self._requests.add(drained)
+                    try:
+                        reply = await request(message.message, related)
+                    except GatewayError as error:
+                        reply = error_message(message.id, error.code, error.message)
+                    finally:
+                        self._requests.discard(drained)
+                if stream is not None and (stream.started or not accept.json):
+                    await stream.finish(reply)
+                else:
+                    if stream is not None:
+                        stream.closed = True  # answered as JSON: a late related message is dropped
+                    failed = reply.get("error") if message.era is Era.MODERN else None
+                    status = 404 if isinstance(failed, dict) and failed.get("code") == METHOD_NOT_FOUND else 200
+                    await _respond(send, status, encode(reply), [_JSON])
+        finally:
+            watching.cancel()
+            if stream is not None:
+                stream.scope.cancel()
 
     # -- GET: the session's stream --------------------------------------------------------------
 
@@ -403,6 +401,80 @@ class Front:
             self._listening.discard(session.id)
 
 
+async def _drop(msg: dict[str, Any]) -> None:
+    """A related message for a client that accepts only JSON: not deliverable."""
+
+
+def _watch(tasks: trio.Nursery, receive: Receive, gone: trio.CancelScope) -> trio.CancelScope:
+    """Cancels ``gone`` when the client goes away (``http.disconnect``), from a task of
+    ``tasks``; the scope returned ends the watch."""
+    scope = trio.CancelScope()
+
+    async def watch() -> None:
+        with scope:
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # the server's receive failing: the client cannot be reached either
+                pass
+            gone.cancel()
+
+    tasks.start_soon(watch)
+    return scope
+
+
+class _Stream:
+    """The event-stream answer of one request: the related messages, then the response. Started
+    by the first related message, written by a task of the front's nursery; once the response is
+    decided (:attr:`closed`), a related message is dropped."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.closed = False
+        self.scope = trio.CancelScope()
+        self._error: Exception | None = None
+
+    def related(self, tasks: trio.Nursery) -> Emit:
+        async def emit(msg: dict[str, Any]) -> None:
+            if self.closed:
+                return
+            if not self.started:  # the channel and the writer only now: most answers need neither
+                self.started = True
+                self._done = trio.Event()
+                self._out, self._in = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
+                tasks.start_soon(self._write)
+            self._out.send_nowait((False, msg))
+
+        return emit
+
+    async def finish(self, reply: dict[str, Any]) -> None:
+        """The response, last on the stream (which starts now if nothing related came)."""
+        self.closed = True
+        if not self.started:
+            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await self._send({"type": "http.response.body", "body": sse_event(reply), "more_body": False})
+            return
+        self._out.send_nowait((True, reply))
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+    async def _write(self) -> None:
+        try:
+            with self.scope:
+                await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                final = False
+                while not final:
+                    final, msg = await self._in.receive()
+                    await self._send({"type": "http.response.body", "body": sse_event(msg), "more_body": True})
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception as exc:  # raised in the request's task (finish), as if written there
+            self._error = exc
+        finally:
+            self._done.set()
+
+
 async def _close(conversation: Conversation) -> None:
     """Ends a conversation, even from a cancelled task, within a bound."""
     with trio.CancelScope(shield=True), trio.move_on_after(5):
@@ -413,7 +485,13 @@ def _encoded(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], length: int | None = None
+) -> None:
+    """A whole answer. Its ``Content-Length`` (``length``, for a HEAD: the GET's) spares the
+    chunked framing and the write that ends it."""
+    if status != 204:
+        headers = [*headers, (b"content-length", b"%d" % (len(body) if length is None else length))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 

@@ -69,15 +69,6 @@ async def serve_http(
     from hypercorn.trio import serve
 
     resource_path = urlsplit(resource_url).path if resource_url else MCP_PATH
-    front = Front(
-        gateway=gateway,
-        authenticate=authenticate,
-        limits=limits,
-        origins=origins,
-        resource_path=resource_path or MCP_PATH,
-        resource_metadata=resource_metadata,
-        sealer=sealer,
-    )
     config = Config()
     config.bind = [listen]
     config.accesslog = None  # an access log would be one more place a header could leak
@@ -110,6 +101,16 @@ async def serve_http(
         front.cancel_requests()
 
     async with trio.open_nursery() as nursery:
+        front = Front(
+            gateway=gateway,
+            authenticate=authenticate,
+            limits=limits,
+            tasks=nursery,
+            origins=origins,
+            resource_path=resource_path or MCP_PATH,
+            resource_metadata=resource_metadata,
+            sealer=sealer,
+        )
         nursery.start_soon(front.expire_sessions)
         nursery.start_soon(drain_deadline)
         try:
