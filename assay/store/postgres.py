@@ -1,7 +1,8 @@
 """The agent sessions of several gateways in one Postgres database (docs/serve.md, "Several
 replicas").
 
-:class:`PostgresDatabase` is one database and its connection pool (psycopg 3 and psycopg-pool),
+:class:`PostgresDatabase` is one database and its connection pool (psycopg 3; a small pool of
+its own, :class:`_Pool`, that connects on the calling thread),
 shared by the store objects of one process; :class:`PostgresStore` is the
 :class:`assay.policy.storeapi.Store` one link of the gateway holds. The semantics are the
 SQLite store's (:mod:`assay.store.sqlite`), with the session's row as the lock instead of the
@@ -9,10 +10,14 @@ file's: :meth:`~PostgresStore.begin` takes a connection from the pool, opens a t
 locks the session's row (``INSERT ... ON CONFLICT DO UPDATE``, which creates or locks it in one
 statement) *before* reading the session's totals and one part's state, so two gateways deciding
 for one user at the same instant are serialized on that row, and two users never wait for each
-other. :meth:`~PostgresStore.commit` writes and commits; :meth:`~PostgresStore.attempt` locks the
-row (``SELECT ... FOR UPDATE``), compares the part's version and the totals with what the link
-decided on, and writes, or stays open with the fresh state. Reset and sweep lock the rows they
-change first too (a sweep skips the rows locked by a call: those are not idle).
+other. :meth:`~PostgresStore.commit` writes and commits; :meth:`~PostgresStore.attempt` is one
+statement and one round trip, the schema's ``assay_attempt`` function: it locks the row
+(``SELECT ... FOR UPDATE``), compares the part's version and the totals with what the link
+decided on, and writes; when they differ it writes nothing and the store opens a transaction as
+:meth:`~PostgresStore.begin` does (it stays open with the fresh state). The pool's connections
+are in autocommit (that one statement is its own transaction; a longer one begins with an
+explicit ``BEGIN``). Reset and sweep lock the rows they change first too (a sweep skips the rows
+locked by a call: those are not idle).
 
 The blocking psycopg calls run off the trio thread: a store object's transaction on its own
 long-lived thread (:class:`assay.store.thread.StoreThread`; the transaction stays on one
@@ -23,7 +28,10 @@ own. Waiting for another gateway's lock is cut in steps of :data:`LOCK_STEP_MS` 
 within one step and leaves nothing open. Every failure (the database down, the pool out of
 connections past the timeout, the schema missing) is a :class:`StoreError` with one line, and no
 transaction stays open after one; a connection that broke is dropped and a call that had not
-written yet is tried once more on a fresh one, so a restarted database serves the next call.
+written yet is tried once more on a fresh one, and an idle connection the server closed (or
+said anything on) is never used, so a restarted database serves the next call. While the
+database refuses connections a call fails at once (the last failed attempt is remembered for
+:data:`DOWN_S`), not after the timeout.
 
 The schema is versioned (the ``schema_version`` table): :meth:`PostgresDatabase.migrate` creates
 or upgrades it (``assay mcp serve --migrate``) and :meth:`PostgresDatabase.schema_problem` is
@@ -35,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import threading
 import time
 import urllib.parse
@@ -44,7 +53,6 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.errors
 import trio
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from assay.policy.storeapi import (
     NAMED_IDLE,
@@ -61,10 +69,11 @@ from assay.store.keys import client_alive
 from assay.store.rows import session_rows
 from assay.store.thread import StoreThread, value_of
 
-__all__ = ["EVENTS_KEPT", "LOCK_STEP_MS", "MIGRATIONS", "SCHEMA_VERSION", "PostgresDatabase", "PostgresStore"]
+__all__ = ["DOWN_S", "EVENTS_KEPT", "LOCK_STEP_MS", "MIGRATIONS", "SCHEMA_VERSION", "PostgresDatabase", "PostgresStore"]
 
 EVENTS_KEPT = 1000  # the newest events kept per session
 LOCK_STEP_MS = 50  # one wait for a session's row lock; a cancelled begin stops within it
+DOWN_S = 0.5  # after a failed connection attempt, calls fail at once for this long
 _MIGRATE_LOCK = 0x61737361  # the advisory lock two --migrate runs take in turn
 
 T = TypeVar("T")
@@ -93,6 +102,55 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX events_key ON events(key, id)",
         ),
     ),
+    (
+        2,
+        (
+            # a call's writes (the session's totals, the server's count, the part when it changed):
+            # the part's version after them
+            """CREATE FUNCTION assay_write(_key text, _part text, _server text, _version bigint,
+                _requests bigint, _tool_calls bigint, _now double precision, _entered bigint,
+                _pid bigint, _state bytea, _armed text) RETURNS bigint LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE sessions SET requests = _requests, tool_calls = _tool_calls, last = _now,
+                    calls = calls + _entered WHERE key = _key;
+                INSERT INTO servers(key, server, calls, last, pid) VALUES (_key, _server, _entered, _now, _pid)
+                    ON CONFLICT (key, server) DO UPDATE SET calls = servers.calls + excluded.calls,
+                    last = excluded.last, pid = excluded.pid;
+                IF _state IS NOT NULL THEN
+                    _version := _version + 1;
+                    INSERT INTO parts(key, part, version, state, armed) VALUES (_key, _part, _version, _state, _armed)
+                        ON CONFLICT (key, part) DO UPDATE SET version = excluded.version,
+                        state = excluded.state, armed = excluded.armed;
+                END IF;
+                RETURN _version;
+            END $$""",
+            # PostgresStore.attempt in one statement: lock the session's row, compare the part's
+            # version and the totals with what the call was decided on, and write when they match
+            # (the new version) or nothing (NULL: a new session, or another gateway wrote). Each
+            # statement of a function takes a new snapshot under READ COMMITTED, so the part read
+            # after the lock is what the previous holder committed.
+            """CREATE FUNCTION assay_attempt(_key text, _part text, _server text, _expect_version bigint,
+                _expect_requests bigint, _expect_tool_calls bigint, _requests bigint, _tool_calls bigint,
+                _now double precision, _entered bigint, _pid bigint, _state bytea, _armed text)
+                RETURNS bigint LANGUAGE plpgsql AS $$
+            DECLARE
+                _held record;
+                _version bigint;
+            BEGIN
+                SELECT requests, tool_calls INTO _held FROM sessions WHERE key = _key FOR UPDATE;
+                IF NOT FOUND THEN
+                    RETURN NULL;
+                END IF;
+                SELECT version INTO _version FROM parts WHERE key = _key AND part = _part;
+                IF coalesce(_version, 0) <> _expect_version OR _held.requests <> _expect_requests
+                        OR _held.tool_calls <> _expect_tool_calls THEN
+                    RETURN NULL;
+                END IF;
+                RETURN assay_write(_key, _part, _server, _expect_version, _requests, _tool_calls, _now,
+                    _entered, _pid, _state, _armed);
+            END $$""",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -119,7 +177,101 @@ def _line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-_ERRORS = (psycopg.Error, PoolTimeout, StoreError, OSError, ValueError, TypeError, OverflowError)
+class _PoolTimeout(Exception):
+    """Every connection of the pool stayed in use for the timeout."""
+
+
+def _close(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection
+        pass
+
+
+def _idle_and_open(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` can serve the next call: open, outside a transaction, and nothing came
+    from the server while it was idle (a server shutting down or restarted says so, or closes the
+    socket): a call's one statement may write, so it is never sent on a connection that may be
+    dead and then tried again."""
+    if conn.closed or conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
+
+
+class _Pool:
+    """At most ``size`` connections made by ``connect``, reused newest first: :meth:`get` gives
+    an idle one that is still open, or makes a new one on the calling thread (so a database that
+    refuses connections is an error at once, and one that is back is used by the next call),
+    waiting at most ``timeout`` while all are in use."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], size: int, timeout: float) -> None:
+        self._connect = connect
+        self._size = size
+        self._timeout = timeout
+        self._cond = threading.Condition()
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._count = 0  # idle or in use
+        self._closed = False
+
+    def get(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A connection and whether it is new. Raises psycopg's error (a new one failed) or
+        :class:`_PoolTimeout`."""
+        deadline = time.monotonic() + self._timeout
+        with self._cond:
+            while True:
+                while self._idle:
+                    conn = self._idle.pop()
+                    if _idle_and_open(conn):
+                        return conn, False
+                    self._count -= 1
+                    _close(conn)
+                if self._count < self._size:
+                    self._count += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _PoolTimeout()
+                self._cond.wait(left)
+        try:
+            return self._connect(), True
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def put(self, conn: psycopg.Connection[Any]) -> None:
+        """``conn`` back (closed instead when it is broken, in a transaction, or the pool closed)."""
+        keep = not conn.closed and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with self._cond:
+            if keep and not self._closed:
+                self._idle.append(conn)
+            else:
+                self._count -= 1
+            self._cond.notify()
+        if not keep or self._closed:
+            _close(conn)
+
+    def drop_idle(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for conn in idle:
+            _close(conn)
+
+    def close(self) -> None:
+        """Close the idle connections; those in use are closed when they come back."""
+        with self._cond:
+            self._closed = True
+        self.drop_idle()
+
+
+_ERRORS = (psycopg.Error, _PoolTimeout, StoreError, OSError, ValueError, TypeError, OverflowError)
 
 
 class PostgresDatabase:
@@ -151,75 +303,80 @@ class PostgresDatabase:
         if password is not None:
             self._kwargs["password"] = password
         self._mutex = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._pool: _Pool | None = None
+        # the last failure to connect: (until when new calls fail at once, the error)
+        self._down: tuple[float, StoreError] | None = None
 
     def store(self, alive: Alive | None = None) -> PostgresStore:
         """A new store object (one transaction at a time) on this database's pool."""
         return PostgresStore(self, alive=self.alive if alive is None else alive)
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        # a lock wait is cut in steps (a cancelled call stops within one); a statement never runs
-        # past the timeout; a transaction left idle (a gateway stuck) is ended by the server
-        conn.execute(f"SET lock_timeout = {LOCK_STEP_MS}")
-        conn.execute(f"SET statement_timeout = {max(100, int(self.timeout * 1000))}")
-        conn.execute("SET idle_in_transaction_session_timeout = 60000")
-        conn.commit()
+    def _connect_pooled(self) -> psycopg.Connection[Any]:
+        """A new connection for the pool: in autocommit (a call's one statement is its own
+        transaction, a longer one starts with an explicit ``BEGIN``), with the session's settings
+        in one round trip: a lock wait is cut in steps (a cancelled call stops within one), a
+        statement never runs past the timeout, a transaction left idle (a gateway stuck) is ended
+        by the server."""
+        conn = psycopg.connect(self.url, autocommit=True, **self._kwargs)
+        try:
+            conn.execute(
+                f"SET lock_timeout = {LOCK_STEP_MS}; "
+                f"SET statement_timeout = {max(100, int(self.timeout * 1000))}; "
+                "SET idle_in_transaction_session_timeout = 60000".encode()
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        """The pool (opened now when it is not yet); blocking."""
+    def _connections(self) -> _Pool:
         with self._mutex:
             if self._pool is None:
-                pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                    self.url,
-                    kwargs=self._kwargs,
-                    min_size=1,
-                    max_size=self._size,
-                    open=False,
-                    timeout=self.timeout,
-                    # a database that stays down: the pool stops retrying after this and the next
-                    # call starts again at once (so a restarted database is used within seconds)
-                    reconnect_timeout=max(2.0, self.timeout),
-                    configure=self._configure,
-                    name="assay-sessions",
-                )
-                pool.open(wait=False)
-                self._pool = pool
+                self._pool = _Pool(self._connect_pooled, self._size, self.timeout)
             return self._pool
 
     def take(self) -> psycopg.Connection[Any]:
-        """A connection of the pool (blocking, at most ``timeout``)."""
-        return self.pool().getconn()
+        """A connection of the pool (blocking, at most ``timeout``): an idle one that is still
+        open, or a new one. While the database refuses connections (the last attempt failed less
+        than :data:`DOWN_S` ago) a :class:`StoreError` at once, without trying again. Raises
+        :class:`StoreError`."""
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise down[1]
+        try:
+            conn, new = self._connections().get()
+        except _ERRORS as exc:
+            error = self.cause(exc)
+            if isinstance(exc, (psycopg.Error, OSError)):  # the database took no new connection
+                self._down = (time.monotonic() + DOWN_S, error)
+            raise error from None
+        if new:
+            self._down = None
+        return conn
 
     def give(self, conn: psycopg.Connection[Any]) -> None:
-        """``conn`` back to the pool (rolled back; dropped when broken). Never raises."""
-        pool = self._pool
-        try:
-            if pool is not None and not pool.closed:
-                pool.putconn(conn)
-            else:
-                conn.close()
-        except Exception:  # noqa: BLE001 - a connection that cannot be returned is dropped
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-
-    def drop_broken(self) -> None:
-        """After a connection broke: drop the pool's idle connections that broke too (the
-        database restarted), so the next call gets a working one. Never raises."""
+        """``conn`` back to the pool (dropped when it is broken or not idle). Never raises."""
         pool = self._pool
         if pool is not None:
-            try:
-                pool.check()
-            except Exception:  # noqa: BLE001
-                pass
+            pool.put(conn)
+        else:
+            _close(conn)
+
+    def drop_broken(self) -> None:
+        """After a connection broke: drop the pool's idle connections (the database restarted:
+        they broke too), so the next call opens a fresh one. Never raises."""
+        pool = self._pool
+        if pool is not None:
+            pool.drop_idle()
 
     def cause(self, exc: BaseException) -> StoreError:
         """One line for the user about ``exc``, naming the database (never a password)."""
         if isinstance(exc, StoreError):
             return exc
-        if isinstance(exc, PoolTimeout):
-            return StoreError(f"the session store did not answer within {self.timeout:g} s: {self.where}")
+        if isinstance(exc, _PoolTimeout):
+            return StoreError(
+                f"the session store's {self._size} connections stayed busy for {self.timeout:g} s: {self.where}"
+            )
         if isinstance(exc, psycopg.errors.UndefinedTable):
             return StoreError(f"the session store has no schema (run assay mcp serve --migrate): {self.where}")
         if isinstance(exc, psycopg.errors.LockNotAvailable):
@@ -308,10 +465,7 @@ class PostgresDatabase:
         with self._mutex:
             pool, self._pool = self._pool, None
         if pool is not None:
-            try:
-                pool.close(timeout=self.timeout)
-            except Exception:  # noqa: BLE001
-                pass
+            pool.close()
 
     async def aclose(self) -> None:
         await trio.to_thread.run_sync(self.close)
@@ -330,6 +484,7 @@ class PostgresDatabase:
             except _ERRORS as exc:
                 raise self.cause(exc) from None
             try:
+                conn.execute("BEGIN")
                 return work(conn)
             except psycopg.errors.LockNotAvailable as exc:
                 _rollback(conn)
@@ -474,7 +629,8 @@ class PostgresStore:
 
     def _load(self, conn: psycopg.Connection[Any], session: SessionKey, part: str, now: float) -> Loaded:
         """Lock the session's row (created when absent) and read its totals and ``part``'s state,
-        in a new transaction."""
+        in a new transaction (it stays open)."""
+        conn.execute("BEGIN")
         row = conn.execute(
             "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) "
             "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE SET kind = sessions.kind "
@@ -506,19 +662,39 @@ class PostgresStore:
         written; a :class:`StoreError`)."""
 
         def step(conn: psycopg.Connection[Any]) -> int | Loaded:
-            row = conn.execute(
-                "SELECT requests, tool_calls FROM sessions WHERE key = %s FOR UPDATE", (session.key,)
-            ).fetchone()
-            if row is None:  # a new session, or forgotten since: as begin
-                return self._load(conn, session, part, now)
-            got = conn.execute("SELECT version FROM parts WHERE key = %s AND part = %s", (session.key, part)).fetchone()
-            version = 0 if got is None else int(got[0])
-            if (version, int(row[0]), int(row[1])) != expect:
-                return self._load(conn, session, part, now)  # another gateway wrote: stay open
             if stop is not None and stop.is_set():
                 raise StoreError("cancelled")
-            self._version = expect.version
-            return self._write(conn, saved, now)
+            # one statement, one round trip: the server's assay_attempt locks the row, compares and
+            # writes, as its own transaction (the connection is in autocommit)
+            self._writing = True  # its outcome is unknown if the connection breaks now
+            entered = 1 if saved.entered else 0
+            got = conn.execute(
+                "SELECT assay_attempt(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (
+                    session.key,
+                    part,
+                    server,
+                    expect.version,
+                    expect.requests,
+                    expect.tool_calls,
+                    saved.requests,
+                    saved.tool_calls,
+                    now,
+                    entered,
+                    os.getpid(),
+                    saved.state,
+                    json.dumps(list(saved.armed)) if saved.state is not None else None,
+                ),
+            ).fetchone()
+            if got is not None and got[0] is not None:
+                self._open = None
+                self._release()
+                return int(got[0])
+            # a new session, or another gateway wrote: nothing was written; as begin (it stays open)
+            self._writing = False
+            if stop is not None and stop.is_set():
+                raise StoreError("cancelled")
+            return self._load(conn, session, part, now)
 
         with self._lock:
             if self._open is not None:
@@ -547,25 +723,25 @@ class PostgresStore:
         entered = 1 if saved.entered else 0
         version = self._version
         self._writing = True
-        conn.execute(
-            "UPDATE sessions SET requests = %s, tool_calls = %s, last = %s, calls = calls + %s WHERE key = %s",
-            (saved.requests, saved.tool_calls, now, entered, key),
-        )
-        conn.execute(
-            "INSERT INTO servers(key, server, calls, last, pid) VALUES (%s,%s,%s,%s,%s) "
-            "ON CONFLICT (key, server) DO UPDATE SET calls = servers.calls + excluded.calls, "
-            "last = excluded.last, pid = excluded.pid",
-            (key, server, entered, now, os.getpid()),
-        )
-        if saved.state is not None:
-            version += 1
-            conn.execute(
-                "INSERT INTO parts(key, part, version, state, armed) VALUES (%s,%s,%s,%s,%s) "
-                "ON CONFLICT (key, part) DO UPDATE SET version = excluded.version, state = excluded.state, "
-                "armed = excluded.armed",
-                (key, part, version, saved.state, json.dumps(list(saved.armed))),
-            )
+        row = conn.execute(
+            "SELECT assay_write(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            (
+                key,
+                part,
+                server,
+                version,
+                saved.requests,
+                saved.tool_calls,
+                now,
+                entered,
+                os.getpid(),
+                saved.state,
+                json.dumps(list(saved.armed)) if saved.state is not None else None,
+            ),
+        ).fetchone()
         conn.commit()
+        assert row is not None
+        version = int(row[0])
         self._open = None
         self._release()
         return version

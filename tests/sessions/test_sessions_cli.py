@@ -132,3 +132,56 @@ def test_a_reader_that_goes_away_gets_no_traceback(tmp_path, base_env):
         child.stdout.close()  # like `| head -1`
         err = child.stderr.read()
         assert child.wait(timeout=60) == 0 and b"Traceback" not in err, err
+
+
+def test_list_and_reset_through_a_serve_configs_postgres_store(tmp_path, base_env, pg_server):
+    """`--config serve.yaml` reads the store the serve config names, here its Postgres database
+    (docs/serve.md, "Several replicas"): the users' sessions are listed, one is reset, the
+    other keeps its totals; a config that cannot be used and two stores named are one line each,
+    exit 2."""
+    import sys
+
+    from assay.store.postgres import PostgresDatabase
+    from tests.pgserver import PASSWORD
+
+    url = pg_server.database()
+    db = PostgresDatabase(url, PASSWORD)
+    store = db.store()
+    alice = SessionKey(key="user:https://issuer.test#alice", kind="user", name="alice")
+    bob = SessionKey(key="user:https://issuer.test#bob", kind="user", name="bob")
+    now = time.time()
+    for key, server in ((alice, "github"), (alice, "files"), (bob, "files")):
+        loaded = store.begin_blocking(key, "p", server, now)
+        store.commit_blocking(Saved(b"s", loaded.requests + 1, loaded.tool_calls + 1, True, ("exfil",)), now)
+    store.close()
+    db.close()
+    (tmp_path / "policy.yaml").write_text('version: "2.0"\ntools:\n  allow: ["*"]\n')
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        f"policy: policy.yaml\nlisten: 127.0.0.1:0\nidentity: {{none: true}}\n"
+        f"upstreams:\n  local:\n    command: [{json.dumps(sys.executable)}, -c, pass]\n"
+        f"store: {{url: {json.dumps(url)}, password: {{env: PGPASSWORD_ASSAY}}}}\n"
+    )
+    res = run(base_env, "list", "--config", str(config), PGPASSWORD_ASSAY=PASSWORD)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert next(line for line in lines if line.startswith(alice.key)).split()[:5] == [
+        alice.key,
+        "alice",
+        "yes",
+        "files(1),github(1)",
+        "2",
+    ]
+    res = run(base_env, "reset", alice.key, "--config", str(config), PGPASSWORD_ASSAY=PASSWORD)
+    assert res.returncode == 0 and res.stdout.startswith(f"reset {alice.key}"), res.stderr
+    res = run(base_env, "list", "--json", "--config", str(config), PGPASSWORD_ASSAY=PASSWORD)
+    rows = {r["key"]: r for r in map(json.loads, res.stdout.splitlines())}
+    assert (rows[alice.key]["tool_calls"], rows[alice.key]["armed"]) == (0, [])
+    assert (rows[bob.key]["tool_calls"], rows[bob.key]["armed"]) == (1, ["exfil"])
+    # the password's variable not set: one line naming it, never a traceback
+    res = run(base_env, "list", "--config", str(config))
+    assert (res.returncode, res.stderr.count("\n")) == (2, 1) and "PGPASSWORD_ASSAY" in res.stderr
+    res = run(base_env, "list", "--config", str(tmp_path / "absent.yaml"))
+    assert (res.returncode, res.stderr.count("\n")) == (2, 1)
+    res = run(base_env, "reset", "x", "--config", str(config), "--state-dir", str(tmp_path))
+    assert (res.returncode, res.stderr.count("\n")) == (2, 1) and "give one" in res.stderr

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from assay.policy.storeapi import Expect, Loaded, Saved, SessionKey, StoreError
-from assay.store.postgres import SCHEMA_VERSION, PostgresDatabase
+from assay.store.postgres import DOWN_S, SCHEMA_VERSION, PostgresDatabase
 from tests.pgserver import PASSWORD
 
 T0 = 1_800_000_000.0
@@ -121,6 +121,45 @@ async def test_the_database_stopped_midway_denies_and_works_again_after_a_restar
     finally:
         await store.aclose()
         await other.aclose()
+        await db.aclose()
+
+
+async def test_while_the_database_refuses_connections_calls_fail_at_once_and_work_as_soon_as_it_is_back(
+    pg_server,
+) -> None:
+    """With Postgres stopped, a call is denied at once, not after the store's timeout (2 s here):
+    the idle connection the server closed is not used, the refused connection is remembered for
+    DOWN_S; once the server is back, calls are judged again within DOWN_S."""
+    url = pg_server.database()
+    db = PostgresDatabase(url, PASSWORD, timeout=2.0)
+    store = db.store()
+    try:
+        loaded = await store.begin(ALICE, "p", "srv", T0)
+        version = await store.commit(Saved(b"x", loaded.requests + 1, 1, True), T0)
+        pg_server.stop()
+        try:
+            for n in range(10):
+                started = time.monotonic()
+                with pytest.raises(StoreError) as caught:
+                    if n % 3 == 2:
+                        await store.sessions(T0)
+                    else:
+                        await store.attempt(ALICE, "p", "srv", Expect(version, 1, 1), Saved(b"y", 2, 2, True), T0)
+                assert time.monotonic() - started < 0.5, n
+                assert url.rsplit("/", 1)[1] in caught.value.cause
+        finally:
+            pg_server.start()
+        back = time.monotonic()
+        while True:  # denied at once until DOWN_S after the last refusal, then judged again
+            try:
+                got = await store.attempt(ALICE, "p", "srv", Expect(version, 1, 1), Saved(b"y", 2, 2, True), T0)
+                break
+            except StoreError:
+                assert time.monotonic() - back < DOWN_S + 1.0
+                await trio.sleep(0.01)
+        assert got == version + 1  # nothing was written while it was down
+    finally:
+        await store.aclose()
         await db.aclose()
 
 
