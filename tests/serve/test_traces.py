@@ -158,7 +158,8 @@ def _call(msg_id: int, tool: str, meta: dict[str, Any] | None = None) -> dict[st
 async def test_one_span_per_request_with_the_decision_and_the_clients_parent(tmp_path: Path, admin: str) -> None:
     with receiver() as (got, endpoint):
         config = _config(tmp_path, f"otel: {{endpoint: {endpoint}, service_name: gw-test}}\n{admin}")
-        async with serving(config, 50) as serve, httpx2.AsyncClient(timeout=30) as http:
+        async with serving(config, 50) as serve:
+            http = httpx2.AsyncClient(timeout=30)
             init = {
                 "jsonrpc": "2.0",
                 "id": 0,
@@ -186,7 +187,8 @@ async def test_one_span_per_request_with_the_decision_and_the_clients_parent(tmp
             )
             assert "tools" in listed.json()["result"]
 
-            spans = await trio.to_thread.run_sync(got.wait_for, 4)
+            await trio.to_thread.run_sync(got.wait_for, 4)
+            await http.aclose()  # no connection left open: the drain ends at once
             serve.proc.send_signal(signal.SIGTERM)
             assert await trio.to_thread.run_sync(serve.proc.wait, 60) == 0
         assert got.paths == {"/v1/traces"} and got.services == {"gw-test"}
@@ -236,7 +238,8 @@ async def test_one_span_per_request_with_the_decision_and_the_clients_parent(tmp
 async def test_sigterm_sends_the_spans_still_queued(tmp_path: Path) -> None:
     with receiver() as (got, endpoint):
         config = _config(tmp_path, f"otel: {{endpoint: {endpoint}/v1/traces}}")
-        async with serving(config, 600_000) as serve, httpx2.AsyncClient(timeout=30) as http:  # no timed export
+        async with serving(config, 600_000) as serve:  # no timed export: only the flush at the end
+            http = httpx2.AsyncClient(timeout=30)
             body = _call(1, "local__pid", None)
             body["params"]["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -254,6 +257,7 @@ async def test_sigterm_sends_the_spans_still_queued(tmp_path: Path) -> None:
             )
             assert answer.status_code == 200, answer.text
             assert got.spans == []
+            await http.aclose()
             serve.proc.send_signal(signal.SIGTERM)
             assert await trio.to_thread.run_sync(serve.proc.wait, 60) == 0
         assert len(got.spans) == 1 and got.services == {"assay-serve"}
