@@ -112,13 +112,14 @@ class Tracing:
 
     async def aclose(self, timeout: float = SHUTDOWN_S) -> None:
         """Send the spans still queued and stop the exporter, in a worker thread, waiting at
-        most ``timeout`` seconds (a collector that does not answer is left behind)."""
+        most ``timeout`` seconds (a collector that does not answer is left behind). Not
+        shielded: a second signal (docs/serve.md, "Stopping") stops it at once."""
 
         def flush() -> None:
             self.provider.force_flush(int(timeout * 1000))
             self.provider.shutdown()
 
-        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+        with trio.move_on_after(timeout):
             await trio.to_thread.run_sync(flush, abandon_on_cancel=True)
 
 
