@@ -66,15 +66,20 @@ def usable_problems(config: ServeConfig) -> list[str]:
         elif isinstance(cred, (ClientCredentials, TokenExchange)):
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
+    check(config.session_key, "session_key")
     check(config.store_password, "store.password")
-    if config.approval_key is not None and not any(p.startswith("approval_key:") for p in found):
-        from assay.gateway.config import ConfigError
-        from assay.serve.run import read_approval_key
+    from assay.gateway.config import ConfigError
+    from assay.serve.run import read_approval_key, read_session_key
 
-        try:
-            read_approval_key(config, os.environ)  # at least 16 bytes
-        except ConfigError as exc:
-            found.extend(exc.problems)
+    for given, label, read in (
+        (config.approval_key, "approval_key", read_approval_key),
+        (config.session_key, "session_key", read_session_key),
+    ):
+        if given is not None and not any(p.startswith(label + ":") for p in found):
+            try:
+                read(config, os.environ)  # at least 16 bytes
+            except ConfigError as exc:
+                found.extend(exc.problems)
     if config.approvals is not None:
         check(config.approvals.secret, "approvals.secret")
     if config.api_keys is not None:

@@ -130,6 +130,8 @@ class Limits:
     drain_timeout_s: float = 10.0
     #: a 2025-era session without a request for this long is forgotten
     session_idle_s: float = 3600.0
+    #: a sealed 2025-era session id (``session_key``) is refused this long after ``initialize``
+    session_max_age_s: float = 86400.0
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,9 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     #: HMAC key of 2026-era approval requestState (docs/serve.md, "Approvals")
     approval_key: Secret | None = None
+    #: the key that seals 2025-era session ids, so any replica goes on with a session
+    #: (docs/serve.md, "Several replicas"); None: random ids, known to one process
+    session_key: Secret | None = None
     #: an out-of-band approver (docs/serve.md, "Out-of-band approvers"); None: the client is asked
     approvals: Approver | None = None
     #: the decision log and the audit log (wrap's records, with the user: docs/serve.md,

@@ -203,6 +203,7 @@ def parse_config(
             "separator",
             "limits",
             "approval_key",
+            "session_key",
             "approvals",
             "upstreams",
             "logs",
@@ -254,6 +255,7 @@ def parse_config(
         separator = "__"
     limits = _limits(r, top.get("limits"))
     approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
+    session_key = r.secret(top["session_key"], "session_key", env) if top.get("session_key") is not None else None
     approvals = _approvals(r, top.get("approvals"), env)
     upstreams = _upstreams(r, top.get("upstreams"), separator, env)
     if oauth is None and (api_keys is not None or no_auth):
@@ -297,6 +299,7 @@ def parse_config(
         separator=separator,
         limits=limits,
         approval_key=approval_key,
+        session_key=session_key,
         approvals=approvals,
         decision_log=decision_log,
         audit_log=audit_log,
@@ -441,7 +444,9 @@ def _limits(r: _Reader, value: Any) -> Limits:
     if value is None:
         return Limits()
     got = r.mapping(
-        value, "limits", ("max_body", "per_user_concurrency", "read_timeout", "drain_timeout", "session_idle")
+        value,
+        "limits",
+        ("max_body", "per_user_concurrency", "read_timeout", "drain_timeout", "session_idle", "session_max_age"),
     )
     if got is None:
         return Limits()
@@ -454,6 +459,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
         read_timeout_s=r.duration(got.get("read_timeout"), "limits.read_timeout", d.read_timeout_s),
         drain_timeout_s=r.duration(got.get("drain_timeout"), "limits.drain_timeout", d.drain_timeout_s),
         session_idle_s=r.duration(got.get("session_idle"), "limits.session_idle", d.session_idle_s),
+        session_max_age_s=r.duration(got.get("session_max_age"), "limits.session_max_age", d.session_max_age_s),
     )
 
 

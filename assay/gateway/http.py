@@ -7,8 +7,8 @@ message (400 with a parse or invalid-request error), the protocol era and, for a
 request, its routing headers against its body (400 with -32020). A refusal is a
 :class:`Refusal`: the HTTP status, the headers and the JSON-RPC error body to answer with.
 
-Also here: the 2025-era session table (random ids bound to the user who opened them, idle
-expiry on an injected clock), the per-user count of requests in flight, the event-stream
+Also here: the 2025-era session table (ids bound to the user who opened them: random, or
+sealed by :mod:`assay.gateway.sealed`; idle expiry on an injected clock), the per-user count of requests in flight, the event-stream
 encoding and the ``server/discover`` answer. No trio, no sockets: the shell
 (:mod:`assay.shells.serve`) feeds values in and writes what comes out.
 """
@@ -384,18 +384,28 @@ class Sessions(Generic[T]):
     def __len__(self) -> int:
         return len(self._table)
 
-    def add(self, owner: str, conversation: T, now: float) -> Session[T]:
-        session_id = self._make_id()
-        while session_id in self._table:
+    def add(self, owner: str, conversation: T, now: float, session_id: str | None = None) -> Session[T]:
+        """A new session of ``owner``: under ``session_id`` when given (a sealed id, unique by its
+        random nonce), else under a new random id."""
+        if session_id is None:
             session_id = self._make_id()
+            while session_id in self._table:
+                session_id = self._make_id()
         session = Session(session_id, owner, conversation, now)
         self._table[session_id] = session
         return session
 
     def find(self, session_id: str, owner: str, now: float, msg_id: Any = None) -> Session[T]:
+        session = self.get(session_id, owner, now)
+        if session is None:
+            raise Refusal(404, REFUSED, "Session not found", msg_id)
+        return session
+
+    def get(self, session_id: str, owner: str, now: float) -> Session[T] | None:
+        """The session ``session_id`` of ``owner`` (marked used now), or None."""
         session = self._table.get(session_id)
         if session is None or not secrets.compare_digest(session.owner.encode(), owner.encode()):
-            raise Refusal(404, REFUSED, "Session not found", msg_id)
+            return None
         session.last_used = now
         return session
 

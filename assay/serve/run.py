@@ -10,7 +10,8 @@ from functools import partial
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from assay.gateway.config import ConfigError, ServeConfig
+from assay.gateway.config import ConfigError, Secret, ServeConfig
+from assay.gateway.sealed import Sealer
 from assay.gateway.contract import Authenticate, Gateway
 from assay.policy.storeapi import Store
 from assay.session.effects import Sink
@@ -34,7 +35,9 @@ __all__ = [
     "postgres_of",
     "probe_of",
     "read_approval_key",
+    "read_session_key",
     "run_serve",
+    "sealer_of",
     "store_of",
     "stores_of",
 ]
@@ -117,16 +120,32 @@ def probe_of(
 def read_approval_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
     """The config's ``approval_key`` (its UTF-8 bytes, at least 16), read once at start; None
     when the config names none. One that cannot be read is a :class:`ConfigError`."""
+    return _read_key(config, config.approval_key, "approval_key", environ)
+
+
+def read_session_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
+    """The config's ``session_key`` (docs/serve.md, "Several replicas"), read as ``approval_key``."""
+    return _read_key(config, config.session_key, "session_key", environ)
+
+
+def sealer_of(config: ServeConfig, environ: Mapping[str, str]) -> Sealer | None:
+    """What seals the 2025-era session ids with the config's ``session_key`` (its AES key
+    derived here, once); None without one (random ids, known to one process)."""
+    key = read_session_key(config, environ)
+    return None if key is None else Sealer(key, config.limits.session_max_age_s)
+
+
+def _read_key(config: ServeConfig, secret: Secret | None, where: str, environ: Mapping[str, str]) -> bytes | None:
     from assay.serve.link import LinkError, read_secret
 
-    if config.approval_key is None:
+    if secret is None:
         return None
     try:
-        key = read_secret(config.approval_key, config.base_dir, environ).encode("utf-8", "surrogatepass")
+        key = read_secret(secret, config.base_dir, environ).encode("utf-8", "surrogatepass")
     except LinkError as exc:
-        raise ConfigError([f"approval_key: {exc}"]) from None
+        raise ConfigError([f"{where}: {exc}"]) from None
     if len(key) < 16:
-        raise ConfigError(["approval_key: the key must be at least 16 bytes"])
+        raise ConfigError([f"{where}: the key must be at least 16 bytes"])
     return key
 
 
@@ -175,6 +194,7 @@ async def run_serve(
     except (PolicyFileError, PolicyError, OSError) as exc:
         raise ConfigError([f"policy: {exc}"]) from None
     approval_key = read_approval_key(config, env)
+    sealer = sealer_of(config, env)
     store_for, database = stores_of(config, env)
     if database is not None:  # a database without the schema this assay writes is not used
         problem = await database.schema_problem()
@@ -224,7 +244,16 @@ async def run_serve(
             if metrics is not None:
                 probe = probe_of(config, env, database)
                 await _serve_with_admin(
-                    config, gateway, metrics, tracing, probe, listen, authenticate, serve_http, warn, front
+                    config,
+                    gateway,
+                    metrics,
+                    tracing,
+                    probe,
+                    listen,
+                    authenticate,
+                    serve_http,
+                    warn,
+                    {**front, "sealer": sealer},
                 )
                 return
             await serve_http(
@@ -236,6 +265,7 @@ async def run_serve(
                 resource_url=config.public_url,
                 tls_cert=config.tls_cert,
                 tls_key=config.tls_key,
+                sealer=sealer,
                 **front,
             )
     finally:

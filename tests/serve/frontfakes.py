@@ -129,10 +129,15 @@ class FakeGateway:
 
 
 @asynccontextmanager
-async def running(gateway: FakeGateway, **limits: Any) -> AsyncIterator[tuple[Bound, trio.Event]]:
-    """The front on 127.0.0.1, a free port; yields where it listens and its stop event."""
+async def running(gateway: FakeGateway, sealer: Any = None, **limits: Any) -> AsyncIterator[tuple[Bound, trio.Event]]:
+    """The front on 127.0.0.1, a free port; yields where it listens and its stop event.
+    ``sealer``: seals its session ids (docs/serve.md, "Several replicas")."""
     stop = trio.Event()
-    options = {"origins": ("http://good.example",), "resource_metadata": {"resource": "http://127.0.0.1/mcp"}}
+    options = {
+        "origins": ("http://good.example",),
+        "resource_metadata": {"resource": "http://127.0.0.1/mcp"},
+        "sealer": sealer,
+    }
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(
             lambda task_status: serve_http(

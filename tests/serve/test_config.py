@@ -30,7 +30,8 @@ identity:
     jwks_url: https://issuer.example/jwks
     scopes: [mcp]
   api_keys: keys.txt
-limits: {max_body: 1MiB, per_user_concurrency: 4, read_timeout: 5s, session_idle: 10m}
+limits: {max_body: 1MiB, per_user_concurrency: 4, read_timeout: 5s, session_idle: 10m, session_max_age: 2h}
+session_key: {env: GW_SESSION_KEY}
 upstreams:
   files:
     command: [npx, server-filesystem, /srv]
@@ -64,6 +65,7 @@ def test_a_whole_config_reads_into_the_model():
     assert c.api_keys is not None and c.api_keys.file == "keys.txt" and not c.no_auth
     assert c.limits.max_body_bytes == 1024 * 1024 and c.limits.per_user_concurrency == 4
     assert c.limits.read_timeout_s == 5.0 and c.limits.session_idle_s == 600.0
+    assert c.limits.session_max_age_s == 7200.0 and c.session_key == Secret(env="GW_SESSION_KEY")
     files, search, tickets = c.upstreams
     assert files.transport == "stdio" and files.command == ("npx", "server-filesystem", "/srv")
     assert files.env == (("LOG", "debug"), ("TOKEN", Secret(env="FILES_TOKEN"))) and files.idle_timeout_s == 300
@@ -130,6 +132,8 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("separator: ''", "separator: must be a non-empty string"),
         ("version: 2", "version: must be 1"),
         ("approval_key: abc", "approval_key: a secret is never written"),
+        ("session_key: abc", "session_key: a secret is never written"),
+        ("limits: {session_max_age: soon}", "limits.session_max_age"),
         ("approvals: {approver: phone}", "approvals.approver: is required: webhook or queue"),
         ("approvals: {approver: webhook}", "approvals.url: is required"),
         ("approvals: {approver: webhook, url: 'http://approve.example/x'}", "approvals.url: must be an https URL"),
@@ -247,6 +251,7 @@ _keys = st.sampled_from(
         "origins",
         "separator",
         "approval_key",
+        "session_key",
         "approvals",
         "x",
     ]

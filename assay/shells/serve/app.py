@@ -5,11 +5,17 @@ A minimal ASGI app of its own: each request is checked by the sans-IO core
 cap and the read deadline, and handed to the :class:`~assay.gateway.contract.Gateway`. Answers
 are JSON, or an event stream when messages related to a request come before its response. The
 ``Authorization`` header is read once, handed to ``authenticate`` and never logged or echoed.
+
+With a :class:`~assay.gateway.sealed.Sealer` (the config's ``session_key``), 2025-era session
+ids are sealed, and an id this process has not seen (one another replica answered, or one whose
+conversation idled out here) opens its conversation again for its user (docs/serve.md, "Several
+replicas").
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -49,6 +55,7 @@ from assay.gateway.http import (
     sse_event,
     synthesized_initialize,
 )
+from assay.gateway.sealed import Sealer
 
 __all__ = ["Front"]
 
@@ -57,6 +64,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _JSON = (b"content-type", b"application/json")
+#: sealed ids ended by DELETE that a front remembers (docs/serve.md, "Several replicas")
+MAX_ENDED = 100_000
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -77,6 +86,8 @@ class Front:
         origins: Iterable[str] = (),
         resource_path: str = MCP_PATH,
         resource_metadata: Mapping[str, Any] | None = None,
+        sealer: Sealer | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.gateway = gateway
         self.authenticate = authenticate
@@ -93,6 +104,10 @@ class Front:
         self.metadata = None if resource_metadata is None else encode(dict(resource_metadata))
         self.sessions: Sessions[Conversation] = Sessions(limits.session_idle_s)
         self.in_flight = InFlight(limits.per_user_concurrency)
+        self.sealer = sealer
+        self.wall = wall
+        self._resuming: dict[str, trio.Event] = {}  # sealed ids whose conversation is being opened
+        self._ended: dict[str, int] = {}  # sealed ids ended by DELETE here -> when they expire
         self.draining = False
         self._streams: set[trio.CancelScope] = set()
         self._requests: set[trio.CancelScope] = set()  # the POSTed requests waiting for their answer
@@ -125,6 +140,9 @@ class Front:
             await trio.sleep_until(max(due, trio.current_time() + 0.05))
             for session in self.sessions.expired(trio.current_time()):
                 await _close(session.conversation)
+            if self._ended:
+                now = self.wall()
+                self._ended = {sid: exp for sid, exp in self._ended.items() if exp > now}
 
     # -- ASGI ---------------------------------------------------------------------------------
 
@@ -165,8 +183,9 @@ class Front:
         if method == "GET":
             await self._listen(headers, who, receive, send)
         elif method == "DELETE":
-            session = self._session(headers, who, None)
+            session = await self._session(headers, who, None)
             self.sessions.remove(session.id)
+            self._end(session.id, who)
             await _close(session.conversation)
             await _respond(send, 204, b"", [])
         else:
@@ -184,11 +203,50 @@ class Front:
                 failure.status, REFUSED, failure.reason, headers=(("www-authenticate", failure.www_authenticate),)
             ) from None
 
-    def _session(self, headers: Mapping[str, str], who: Identity, msg_id: Any) -> Session[Conversation]:
+    async def _session(self, headers: Mapping[str, str], who: Identity, msg_id: Any) -> Session[Conversation]:
         session_id = headers.get("mcp-session-id")
         if not session_id:
             raise Refusal(400, -32600, "Bad Request: Mcp-Session-Id header is required", msg_id)
-        return self.sessions.find(session_id, who.key, trio.current_time(), msg_id)
+        if self.sealer is None:
+            return self.sessions.find(session_id, who.key, trio.current_time(), msg_id)
+        while True:
+            session = self.sessions.get(session_id, who.key, trio.current_time())
+            if session is not None:
+                return session
+            pending = self._resuming.get(session_id)
+            if pending is None:
+                return await self._resume(session_id, who, msg_id)
+            await pending.wait()  # another request of the session is opening it: then look again
+
+    async def _resume(self, session_id: str, who: Identity, msg_id: Any) -> Session[Conversation]:
+        """A sealed id this process has no conversation for: opened again for its user (the
+        version, capabilities and client it began with), or a 404 when it does not open for this
+        user, has expired, or was ended here."""
+        assert self.sealer is not None
+        state = self.sealer.open(session_id, who.key, self.wall())
+        if state is None or session_id in self._ended:
+            raise Refusal(404, REFUSED, "Session not found", msg_id)
+        done = self._resuming[session_id] = trio.Event()
+        try:
+            try:
+                conversation, _ = await self.gateway.open(who, state.initialize())
+            except GatewayError:
+                raise Refusal(404, REFUSED, "Session not found", msg_id) from None
+            return self.sessions.add(who.key, conversation, trio.current_time(), session_id)
+        finally:
+            del self._resuming[session_id]
+            done.set()
+
+    def _end(self, session_id: str, who: Identity) -> None:
+        """A sealed id ended by DELETE is not opened again here until it expires (a bounded
+        memory: past :data:`MAX_ENDED` the oldest are forgotten)."""
+        if self.sealer is None:
+            return
+        state = self.sealer.open(session_id, who.key, self.wall())
+        if state is not None:
+            self._ended[session_id] = state.expires
+            while len(self._ended) > MAX_ENDED:
+                del self._ended[next(iter(self._ended))]
 
     async def _read_body(self, receive: Receive) -> bytes:
         cap = self.limits.max_body_bytes
@@ -223,11 +281,20 @@ class Front:
             except GatewayError as error:
                 await self._answer_now(send, accept, error_message(message.id, error.code, error.message), [])
                 return
-            session = self.sessions.add(who.key, conversation, trio.current_time())
+            sealed = None
+            if self.sealer is not None:
+                params = message.message.get("params")
+                sealed = self.sealer.seal(
+                    who.key,
+                    str(result.get("protocolVersion")),
+                    params if isinstance(params, dict) else {},
+                    self.wall(),
+                )
+            session = self.sessions.add(who.key, conversation, trio.current_time(), sealed)
             reply = {"jsonrpc": "2.0", "id": message.id, "result": result}
             await self._answer_now(send, accept, reply, [(b"mcp-session-id", session.id.encode())])
             return
-        session = self._session(headers, who, message.id)
+        session = await self._session(headers, who, message.id)
         session.busy += 1
         try:
             if message.kind == "request":
@@ -318,7 +385,7 @@ class Front:
     # -- GET: the session's stream --------------------------------------------------------------
 
     async def _listen(self, headers: Mapping[str, str], who: Identity, receive: Receive, send: Send) -> None:
-        session = self._session(headers, who, None)
+        session = await self._session(headers, who, None)
         if session.id in self._listening:
             raise Refusal(409, -32600, "Conflict: one GET stream per session")
         self._listening.add(session.id)

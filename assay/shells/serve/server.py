@@ -21,6 +21,7 @@ import trio
 from assay.gateway.config import Limits
 from assay.gateway.contract import Authenticate, Gateway
 from assay.gateway.http import MCP_PATH
+from assay.gateway.sealed import Sealer
 
 from .app import Front
 
@@ -56,6 +57,7 @@ async def serve_http(
     resource_metadata: Mapping[str, Any] | None = None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    sealer: Sealer | None = None,
     on_ready: Callable[[Bound], None] | None = None,
     stop: trio.Event | None = None,
     task_status: trio.TaskStatus[Bound] = trio.TASK_STATUS_IGNORED,
@@ -107,6 +109,7 @@ async def serve_http(
             origins=origins,
             resource_path=resource_path or MCP_PATH,
             resource_metadata=resource_metadata,
+            sealer=sealer,
         )
         nursery.start_soon(front.expire_sessions)
         nursery.start_soon(drain_deadline)
