@@ -60,7 +60,7 @@ class Replica:
         return f"http://127.0.0.1:{self.port}/mcp"
 
 
-def _config(tmp: Path, name: str, db: str, remote: str) -> Path:
+def _config(tmp: Path, name: str, db: str, remote: str, extra: str = "") -> Path:
     path = tmp / f"serve-{name}.yaml"
     path.write_text(
         f"""\
@@ -74,7 +74,7 @@ logs: {{audit: audit-{name}.ndjson}}
 upstreams:
   local: {{command: [{json.dumps(sys.executable)}, {json.dumps(str(STDIO_SERVER))}]}}
   web: {{url: "{remote}"}}
-"""
+{extra}"""
     )
     return path
 
@@ -151,8 +151,10 @@ class Forwarder:
 
 
 @asynccontextmanager
-async def replicas(tmp: Path, db: str, env: dict[str, str], names: tuple[str, ...]) -> AsyncIterator[list[Replica]]:
-    (tmp / "policy.yaml").write_text(POLICY)
+async def replicas(
+    tmp: Path, db: str, env: dict[str, str], names: tuple[str, ...], policy: str = POLICY, extra: str = ""
+) -> AsyncIterator[list[Replica]]:
+    (tmp / "policy.yaml").write_text(policy)
     (tmp / "keys.txt").write_text(
         "".join(f"{who} sha256:{hashlib.sha256(key.encode()).hexdigest()}\n" for who, key in KEYS.items())
     )
@@ -163,7 +165,9 @@ async def replicas(tmp: Path, db: str, env: dict[str, str], names: tuple[str, ..
                 for name in names:
 
                     async def one(name: str = name) -> None:
-                        started.append(await trio.to_thread.run_sync(_start, _config(tmp, name, db, remote), name, env))
+                        started.append(
+                            await trio.to_thread.run_sync(_start, _config(tmp, name, db, remote, extra), name, env)
+                        )
 
                     nursery.start_soon(one)
             started.sort(key=lambda r: names.index(r.name))
