@@ -101,6 +101,18 @@ def usable_problems(config: ServeConfig) -> list[str]:
 
         if importlib.util.find_spec("prometheus_client") is None:
             found.append(METRICS_MISSING)
+    if config.otel is not None:  # docs/serve.md, "Traces"
+        import importlib.util
+
+        from assay.serve.run import OTEL_MISSING
+
+        try:
+            missing = importlib.util.find_spec("opentelemetry.sdk") is None
+            missing = missing or importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None
+        except ModuleNotFoundError:
+            missing = True
+        if missing:
+            found.append(OTEL_MISSING)
     for where, name in (
         ("tls.cert", config.tls_cert),
         ("tls.key", config.tls_key),

@@ -149,6 +149,23 @@ class Approver:
 
 
 @dataclass(frozen=True)
+class Otel:
+    """``otel``: a span per MCP request, sent over OTLP/HTTP (docs/serve.md, "Traces")."""
+
+    #: the collector's OTLP/HTTP base URL (https, or http to a loopback address); the spans go to
+    #: its ``/v1/traces`` (the URL as given when it already ends so)
+    endpoint: str
+    #: the spans' ``service.name``
+    service_name: str = "assay-serve"
+
+    @property
+    def traces_url(self) -> str:
+        if self.endpoint.rstrip("/").endswith("/v1/traces"):
+            return self.endpoint
+        return self.endpoint.rstrip("/") + "/v1/traces"
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     #: the config file's directory: relative paths in the file are read from here
     base_dir: str
@@ -191,3 +208,5 @@ class ServeConfig:
     #: the admin listener (``host:port``): /healthz, /readyz and the Prometheus metrics
     #: (docs/serve.md, "Health and metrics"); None: none, and no metrics are kept
     admin_listen: str | None = None
+    #: the OpenTelemetry traces (docs/serve.md, "Traces"); None: none, and the SDK is not imported
+    otel: Otel | None = None

@@ -18,6 +18,7 @@ from assay.gateway.config import (
     Credential,
     Limits,
     OAuthIdentity,
+    Otel,
     Secret,
     ServeConfig,
     StaticHeader,
@@ -207,6 +208,7 @@ def parse_config(
             "upstreams",
             "logs",
             "admin_listen",
+            "otel",
         ),
     )
     if top is None:
@@ -231,6 +233,7 @@ def parse_config(
             if (admin_host, admin_port) == (host, _port) and admin_port != 0:
                 r.problem("admin_listen", "must not be the address of listen")
     public_url = r.url(top.get("public_url"), "public_url")
+    otel = _otel(r, top.get("otel"))
     tls_cert = tls_key = None
     if top.get("tls") is not None:
         tls = r.mapping(top["tls"], "tls", ("cert", "key"))
@@ -302,7 +305,32 @@ def parse_config(
         audit_log=audit_log,
         log_max_bytes=log_max,
         admin_listen=admin_listen,
+        otel=otel,
     )
+
+
+def _otel(r: _Reader, value: Any) -> Otel | None:
+    """``otel``: ``{endpoint, service_name}`` (docs/serve.md, "Traces"). The endpoint is checked
+    as every URL the gateway sends to: https, or http to a loopback address (a collector on this
+    host, or a sidecar reached through https)."""
+    if value is None:
+        return None
+    got = r.mapping(value, "otel", ("endpoint", "service_name"))
+    if got is None:
+        return None
+    endpoint = r.url(got.get("endpoint"), "otel.endpoint", required=True)
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        if parts.query or parts.fragment or parts.username or parts.password:
+            r.problem("otel.endpoint", "must be a URL without user, query or fragment")
+            endpoint = None
+    name = r.string(got.get("service_name"), "otel.service_name")
+    if name is not None and (len(name) > 256 or not name.isprintable()):
+        r.problem("otel.service_name", "must be printable and at most 256 characters")
+        name = None
+    if endpoint is None:
+        return None
+    return Otel(endpoint=endpoint, service_name=name or "assay-serve")
 
 
 def is_postgres(store: str) -> bool:

@@ -13,10 +13,20 @@ never sees an upstream; the gateway never sees HTTP.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["AuthFailure", "Authenticate", "Conversation", "Emit", "Gateway", "GatewayError", "Identity"]
+__all__ = [
+    "AuthFailure",
+    "Authenticate",
+    "Conversation",
+    "Emit",
+    "Gateway",
+    "GatewayError",
+    "Identity",
+    "request_headers",
+]
 
 #: Sends one message to the client (a server request or notification; on the stream of the POST
 #: that caused it, or on the GET stream).
@@ -88,6 +98,13 @@ class Conversation(Protocol):
         """The session ends (DELETE, expiry, shutdown): pending requests are answered with an
         error and the user's upstreams are released."""
         ...
+
+
+#: The HTTP headers (lower-case names) of the request the current task serves. The front sets it,
+#: in the task that hands the request to the gateway, only for a gateway whose ``wants_headers``
+#: attribute is true (the traces read ``traceparent`` and ``Mcp-Session-Id``: docs/serve.md,
+#: "Traces"); otherwise it is never set and costs nothing.
+request_headers: ContextVar[Mapping[str, str]] = ContextVar("request_headers")
 
 
 class Gateway(Protocol):

@@ -52,8 +52,9 @@ from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
-from assay.serve.observe import Metrics
+from assay.serve.observe import Metrics, Watch
 from assay.serve.rounds import Flight, Parked
+from assay.serve.traces import Tracing
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -432,10 +433,12 @@ class ServeGateway:
         approval_key: bytes | None = None,
         approver: Approver | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.config = config
         # docs/serve.md, "Health and metrics": kept only with the config's admin_listen
         self.metrics = metrics
+        self.tracing = tracing  # docs/serve.md, "Traces": kept only with the config's otel
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
@@ -498,7 +501,9 @@ class ServeGateway:
         if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
         eras: dict[Any, Mapping[str, Any]] = {}
-        watch = self.metrics.link(upstream.name) if self.metrics is not None else None
+        watch: Watch | None = self.metrics.link(upstream.name) if self.metrics is not None else None
+        if self.tracing is not None:
+            watch = self.tracing.link(upstream.name, watch)
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -591,6 +596,7 @@ async def open_gateway(
     approval_key: bytes | None = None,
     approver: Approver | None = None,
     metrics: Metrics | None = None,
+    tracing: Tracing | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -606,6 +612,7 @@ async def open_gateway(
             approval_key=approval_key,
             approver=approver,
             metrics=metrics,
+            tracing=tracing,
         )
         try:
             yield gateway

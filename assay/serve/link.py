@@ -30,7 +30,7 @@ import trio
 from assay import proc
 from assay.gateway.config import Secret, Upstream
 from assay.gateway.router import UPSTREAM_FAILED, error
-from assay.serve.observe import LinkWatch
+from assay.serve.observe import Watch
 from assay.session.effects import Sink
 from assay.session.session import WrapSession
 from assay.shells.stdio.pipes import RecordSink
@@ -136,7 +136,7 @@ class Link:
         eras: dict[Any, Mapping[str, Any]] | None = None,
         approver: Approver | None = None,
         clients: dict[int, tuple[str, str | None]] | None = None,
-        watch: LinkWatch | None = None,
+        watch: Watch | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name

@@ -18,7 +18,7 @@ ones). The session core stays sans-IO: every time is taken here, in the shells, 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -30,7 +30,7 @@ from assay.policy.storeapi import Alive, Expect, Loaded, Saved, SessionKey, Sess
 if TYPE_CHECKING:
     from assay.policy.decision import Decision
 
-__all__ = ["LATENCY_BUCKETS", "LinkWatch", "MeteredGateway", "Metrics", "Readiness", "TimedStore"]
+__all__ = ["LATENCY_BUCKETS", "LinkWatch", "MeteredGateway", "Metrics", "Readiness", "TimedStore", "Watch"]
 
 #: the latency histograms' buckets, in seconds
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -125,6 +125,17 @@ class Metrics:
 
     def upstream_error(self, upstream: str, kind: str) -> None:
         self.upstream_errors.labels(upstream, kind).inc()
+
+
+class Watch(Protocol):
+    """What a link tells about its requests: the metrics' :class:`LinkWatch`, the traces'
+    :class:`~assay.serve.traces.SpanWatch` (docs/serve.md, "Traces"), or both."""
+
+    def sent(self, request_id: int) -> None: ...
+
+    def decided(self, decision: Decision, frame: Mapping[str, Any]) -> None: ...
+
+    def done(self, request_id: int, answer: Mapping[str, Any] | None) -> None: ...
 
 
 class LinkWatch:

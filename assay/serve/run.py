@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.gateway.config import ConfigError, Secret, ServeConfig
 from assay.gateway.sealed import Sealer
-from assay.gateway.contract import Authenticate
+from assay.gateway.contract import Authenticate, Gateway
 from assay.policy.storeapi import Store
 from assay.session.effects import Sink
 from assay.shells.stdio.pipes import RecordSink
@@ -20,13 +20,17 @@ from assay.shells.stdio.pipes import RecordSink
 if TYPE_CHECKING:
     from assay.serve.gateway import ServeGateway
     from assay.serve.observe import Metrics
+    from assay.serve.traces import Tracing
     from assay.store.postgres import PostgresDatabase
 
 #: the one line when admin_listen is set and prometheus-client is not installed
 METRICS_MISSING = "admin_listen: the metrics need prometheus-client: pip install 'assay-mcp[metrics]'"
+#: the one line when otel is set and the OpenTelemetry SDK or its OTLP/HTTP exporter is not installed
+OTEL_MISSING = "otel: the traces need the OpenTelemetry SDK and OTLP exporter: pip install 'assay-mcp[otel]'"
 
 __all__ = [
     "METRICS_MISSING",
+    "OTEL_MISSING",
     "open_sinks",
     "postgres_of",
     "probe_of",
@@ -209,6 +213,15 @@ async def run_serve(
         def store_for() -> Store:
             return TimedStore(plain(), metrics)
 
+    tracing = None
+    if config.otel is not None:  # docs/serve.md, "Traces": only then is the SDK imported
+        from assay import __version__
+        from assay.serve.traces import Tracing
+
+        try:
+            tracing = Tracing(config.otel, version=__version__)
+        except ImportError:
+            raise ConfigError([OTEL_MISSING]) from None
     sinks = open_sinks(config)
     approver = open_approver(config, env, warn)  # docs/serve.md, "Out-of-band approvers"
     hook = approver[0] if approver is not None else None
@@ -225,15 +238,27 @@ async def run_serve(
                 approval_key=approval_key,
                 approver=hook,
                 metrics=metrics,
+                tracing=tracing,
             ) as gateway,
         ):
             if metrics is not None:
                 probe = probe_of(config, env, database)
-                await _serve_with_admin(config, gateway, metrics, probe, listen, authenticate, serve_http, warn, front)
+                await _serve_with_admin(
+                    config,
+                    gateway,
+                    metrics,
+                    tracing,
+                    probe,
+                    listen,
+                    authenticate,
+                    serve_http,
+                    warn,
+                    {**front, "sealer": sealer},
+                )
                 return
             await serve_http(
                 listen=listen or config.listen,
-                gateway=gateway,
+                gateway=gateway if tracing is None else _traced(gateway, tracing),
                 authenticate=authenticate,
                 limits=config.limits,
                 origins=config.origins,
@@ -246,6 +271,8 @@ async def run_serve(
     finally:
         if approver is not None:
             approver[1]()
+        if tracing is not None:  # the last spans go out (at most SHUTDOWN_S), SIGTERM's drain done
+            await tracing.aclose()
         if database is not None:
             with trio.CancelScope(shield=True):
                 await database.aclose()
@@ -255,6 +282,7 @@ async def _serve_with_admin(
     config: ServeConfig,
     gateway: ServeGateway,
     metrics: Metrics,
+    tracing: Tracing | None,
     probe: Callable[[], Awaitable[None]],
     listen: str | None,
     authenticate: Authenticate,
@@ -304,7 +332,7 @@ async def _serve_with_admin(
         warn(f"assay: admin on {admin.url} (/healthz, /readyz, /metrics)")
         await serve_http(
             listen=listen or config.listen,
-            gateway=MeteredGateway(gateway, metrics),
+            gateway=_traced(MeteredGateway(gateway, metrics), tracing),
             authenticate=authenticate,
             limits=config.limits,
             origins=config.origins,
@@ -316,3 +344,13 @@ async def _serve_with_admin(
             **front,
         )
         nursery.cancel_scope.cancel()
+
+
+def _traced(gateway: Gateway, tracing: Tracing | None) -> Gateway:
+    """The gateway the front is given: each request one span when traces are kept (docs/serve.md,
+    "Traces"); outermost, so that the front hands it the request's headers."""
+    if tracing is None:
+        return gateway
+    from assay.serve.traces import TracedGateway
+
+    return TracedGateway(gateway, tracing)

@@ -96,6 +96,8 @@ def handle(msg):
         name, args = params.get("name"), params.get("arguments") or {}
         if name == "pid":
             text(msg_id, os.getpid())
+        elif name == "meta":  # the _meta the upstream got (a gateway's traceparent: docs/serve.md, "Traces")
+            text(msg_id, json.dumps(params.get("_meta")))
         elif name == "read_secret":
             text(msg_id, "the plans are in the drawer")
         elif name in ("send", "delete_all"):

@@ -145,6 +145,16 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("admin_listen: nowhere", "admin_listen: expected host:port"),
         ("admin_listen: 127.0.0.1:8787", "admin_listen: must not be the address of listen"),
         ("admin_listen: [a]", "admin_listen: must be a non-empty string"),
+        ("otel: {service_name: x}", "otel.endpoint: is required"),
+        (
+            "otel: {endpoint: http://collector.example:4318}",
+            "otel.endpoint: must be an https URL (http only to a loopback",
+        ),
+        ("otel: {endpoint: 'https://c.example/?k=v'}", "otel.endpoint: must be a URL without user, query or fragment"),
+        ("otel: {endpoint: 'https://u:p@c.example'}", "otel.endpoint: must be a URL without user, query or fragment"),
+        ("otel: {endpoint: https://c.example, colour: red}", "otel.colour: unknown key"),
+        ("otel: {endpoint: https://c.example, service_name: 3}", "otel.service_name: must be a non-empty string"),
+        ("otel: https://c.example", "otel: must be a mapping"),
     ],
 )
 def test_single_rules(text, needle):
@@ -170,6 +180,18 @@ def test_admin_listen():
     assert parse(base + "admin_listen: 127.0.0.1:9464\n").admin_listen == "127.0.0.1:9464"
     assert parse(base + "admin_listen: '[::1]:9464'\n").admin_listen == "[::1]:9464"
     assert parse("listen: 127.0.0.1:0\n" + base + "admin_listen: 127.0.0.1:0\n").admin_listen == "127.0.0.1:0"
+
+
+def test_otel():
+    """docs/serve.md, "Traces": off unless set; the spans go to the endpoint's /v1/traces."""
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    assert parse(base).otel is None
+    got = parse(base + "otel: {endpoint: 'http://127.0.0.1:4318'}\n").otel
+    assert got is not None and (got.service_name, got.traces_url) == ("assay-serve", "http://127.0.0.1:4318/v1/traces")
+    got = parse(base + "otel: {endpoint: 'https://c.example/otlp/', service_name: gw}\n").otel
+    assert got is not None and (got.service_name, got.traces_url) == ("gw", "https://c.example/otlp/v1/traces")
+    got = parse(base + "otel: {endpoint: 'http://[::1]:4318/v1/traces'}\n").otel
+    assert got is not None and got.traces_url == "http://[::1]:4318/v1/traces"
 
 
 def test_oauth_rules():

@@ -22,7 +22,16 @@ from typing import Any
 import trio
 
 from assay.gateway.config import Limits
-from assay.gateway.contract import AuthFailure, Authenticate, Conversation, Emit, Gateway, GatewayError, Identity
+from assay.gateway.contract import (
+    AuthFailure,
+    Authenticate,
+    Conversation,
+    Emit,
+    Gateway,
+    GatewayError,
+    Identity,
+    request_headers,
+)
 from assay.gateway.http import (
     INTERNAL_ERROR,
     MCP_PATH,
@@ -82,6 +91,9 @@ class Front:
     ) -> None:
         self.gateway = gateway
         self.authenticate = authenticate
+        # a gateway that reads the request's headers (the traces: docs/serve.md, "Traces") gets
+        # them in this context variable; for any other, nothing is set
+        self._headers = request_headers if getattr(gateway, "wants_headers", False) else None
         #: where the tasks beside a request run (the watch for the client going away, an event
         #: stream's writer): spawning into a nursery that lives as long as the server costs less
         #: than opening one per request
@@ -149,6 +161,8 @@ class Front:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = header_map(scope.get("headers", ()))
+        if self._headers is not None:
+            self._headers.set(headers)
         method: str = scope["method"]
         if self.draining:
             raise Refusal(503, INTERNAL_ERROR, "Shutting down", headers=(("retry-after", "1"), ("connection", "close")))
