@@ -284,3 +284,31 @@ def test_wraps_rotate_their_logs_and_log_and_suggest_read_every_file(wrapper):
         [str(ASSAY), "mcp", "wrap", "--log-max-bytes", "-1", "--", "true"], capture_output=True, cwd=tmp, timeout=60
     )
     assert res.returncode == 2 and b"--log-max-bytes" in res.stderr
+
+
+def test_a_log_rotated_away_between_the_open_and_the_look_is_opened_again(tmp_path, monkeypatch):
+    """Another writer renames the log between this one's open and its look at the path (seen
+    under load): the log is opened again, at the path, and rotates; before, the open failed
+    with ENOENT, or (a new file already at the path) wrote into the rotated file for good."""
+    from assay.shells.stdio import rotation
+
+    for recreate in (False, True):
+        log = tmp_path / f"r{int(recreate)}.audit.ndjson"
+        real_lstat = os.lstat
+        moved: list[str] = []
+
+        def racing_lstat(path, *args, **kwargs):
+            if str(path) == str(log) and not moved:  # the other writer rotates right now
+                os.rename(log, str(log) + ".old")
+                if recreate:
+                    log.write_bytes(b"")
+                moved.append(str(path))
+            return real_lstat(path, *args, **kwargs)
+
+        monkeypatch.setattr(rotation.os, "lstat", racing_lstat)
+        sink = rotation.open_log(str(log), "audit log", 1000)
+        monkeypatch.setattr(rotation.os, "lstat", real_lstat)
+        assert moved and isinstance(sink, rotation.RotatingSink)
+        sink.write(record(1))
+        sink.close()
+        assert log.read_bytes() == record(1)  # into the log at the path, not the rotated file

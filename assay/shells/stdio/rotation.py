@@ -54,23 +54,37 @@ class LogOpenError(Exception):
 
 def open_log(path: str, what: str, max_bytes: int) -> RecordSink:
     """Open a log for appending. Never blocks: a FIFO without a reader is an error. A regular
-    file (not through a symlink) rotates at ``max_bytes`` (0: never)."""
-    try:
-        fd = os.open(path, open_flags(), 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise LogOpenError(f"cannot open {what} {path}: it is a FIFO with no reader") from None
-        raise LogOpenError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
-    try:
-        os.set_blocking(fd, True)
-        st, path_st = os.fstat(fd), os.lstat(path)
-        fh = os.fdopen(fd, "ab", buffering=0)
-    except OSError as exc:
-        os.close(fd)
-        raise LogOpenError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
-    if max_bytes and stat.S_ISREG(path_st.st_mode) and _identity(st) == _identity(path_st):
-        return RotatingSink(what, fh, path, max_bytes)
-    return RecordSink(what, fh)
+    file (not through a symlink) rotates at ``max_bytes`` (0: never). A regular file that
+    another writer rotated away between the open and the look at the path is opened again
+    (the file at the path is the log)."""
+    for attempt in range(_TRIES):
+        try:
+            fd = os.open(path, open_flags(), 0o666)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise LogOpenError(f"cannot open {what} {path}: it is a FIFO with no reader") from None
+            raise LogOpenError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+        try:
+            os.set_blocking(fd, True)
+            st = os.fstat(fd)
+            try:
+                path_st: os.stat_result | None = os.lstat(path)
+            except FileNotFoundError:
+                path_st = None
+            moved = path_st is None or (stat.S_ISREG(path_st.st_mode) and _identity(st) != _identity(path_st))
+            if stat.S_ISREG(st.st_mode) and moved and attempt + 1 < _TRIES:
+                os.close(fd)  # rotated away meanwhile: the file at the path is the log
+                continue
+            if path_st is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+            fh = os.fdopen(fd, "ab", buffering=0)
+        except OSError as exc:
+            os.close(fd)
+            raise LogOpenError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+        if max_bytes and stat.S_ISREG(path_st.st_mode) and _identity(st) == _identity(path_st):
+            return RotatingSink(what, fh, path, max_bytes)
+        return RecordSink(what, fh)
+    raise AssertionError("not reached")  # the last attempt returns or raises
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
