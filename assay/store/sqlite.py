@@ -23,6 +23,7 @@ is them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -99,16 +100,41 @@ def _cause(exc: BaseException, path: str, timeout: float) -> str:
     return f"{text}: {path}"
 
 
+# Held while this process creates the database file (:func:`_create`) and while it opens a
+# connection to an existing one: the creation's ``close`` never meets a connection of this
+# process that is being opened on the file.
+_opening = threading.Lock()
+
+
+def _create(path: str) -> None:
+    """Create the database file (mode 0600) when absent; refuse a symlink. The file is never
+    opened and closed here when it exists: closing any descriptor of a file drops every POSIX
+    lock this process holds on it, those of its open SQLite connections too (``fcntl(2)``).
+    SQLite would then go on believing it holds its shared lock on the database while no other
+    process sees it, and another process's last connection to close would checkpoint and
+    delete the WAL under this one's feet: the commits made after would be lost (a wrap's sweep
+    has its own connection open while the store's connects for the first call)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with _opening:
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            if os.path.islink(path):  # what O_NOFOLLOW refused before O_EXCL: never followed
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+            return
+        os.close(fd)  # a new file: no connection of this process has it open
+
+
 def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
     """A connection in autocommit mode (the store manages its transactions) with WAL, the busy
     deadline and the schema. ``create``: the file is created (mode 0600) when absent."""
     if create:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
-        os.close(fd)
+        _create(path)
         conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     else:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
-        conn = sqlite3.connect(uri, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
+        with _opening:
+            conn = sqlite3.connect(uri, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
     try:
         conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
         _until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), timeout)

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import sqlite3
 import tempfile
 
@@ -175,3 +177,37 @@ def test_files_are_private(tmp_path):
     for ext in ("-wal", "-shm"):
         if os.path.exists(path + ext):
             assert os.stat(path + ext).st_mode & 0o077 == 0
+
+
+def _call(store: SqliteStore) -> None:
+    got = store.begin_blocking(A, "p", "s1", T0)
+    store.commit_blocking(Saved(None, got.requests + 1, got.tool_calls + 1, True), T0)
+
+
+async def test_a_connection_of_this_process_keeps_its_locks_while_the_store_connects(tmp_path, monkeypatch):
+    """A wrap's sweep has a connection of its own open while the store connects for the first
+    call. Connecting never closes a descriptor of the existing file (which would drop every
+    POSIX lock of the process on it): else another process's last connection to close takes
+    this one for gone, checkpoints and deletes the WAL, and the commits made after are lost
+    (tests/e2e/test_e2e_session_race.py, the SIGKILLed wraps' counts)."""
+    path = _db(tmp_path)
+    first = SqliteStore(path)
+    _call(first)  # another wrap made the database
+    first.close()
+    store = SqliteStore(path)
+
+    def rows(conn: sqlite3.Connection, alive: object) -> list:
+        conn.execute("SELECT count(*) FROM sessions").fetchone()  # this connection's shared lock
+        _call(store)  # the store's first connection, made meanwhile
+        return []
+
+    monkeypatch.setattr(store_mod, "session_rows", rows)
+    assert await SqliteStore(path).sessions(T0) == []
+    # another wrap opens the database and closes it: it is not the last connection
+    code = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM sessions').fetchone(); c.close()"
+    subprocess.run([sys.executable, "-c", code, path], check=True)
+    assert os.path.exists(path + "-wal")
+    _call(store)
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT tool_calls, calls FROM sessions").fetchone() == (3, 3)
