@@ -296,34 +296,7 @@ def close_window() -> None:
 
 def _write(state_dir: str, directory: str, path: str, body: bytes) -> None:
     """Write the file atomically (a new file renamed into place), creating the directories
-    (0700)."""
-    from assay.policy.storeapi import StoreError
-    from assay.statedir import ensure_state_dir
-    from assay.wrap.policycache import _private_dir
+    (0700): the policy cache's writer."""
+    from assay.wrap.policycache import write_private
 
-    try:
-        ensure_state_dir(state_dir)
-    except StoreError:
-        return
-    try:
-        os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
-    if not _private_dir(directory):
-        return
-    temp = f"{path}.{os.urandom(6).hex()}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    write_private(state_dir, directory, path, path, body)

@@ -205,21 +205,31 @@ def _no_constant(name: str) -> Any:
 def _write_entry(state_dir: str, directory: str, key: str, body: bytes) -> None:
     """Write one entry atomically (a new file renamed into place), creating the directories
     (0700) and dropping the oldest entries over :data:`MAX_ENTRIES`."""
+    final = os.path.join(directory, key + ".json")
+    if write_private(state_dir, directory, final, os.path.join(directory, f".{key}"), body):
+        _trim(directory)
+
+
+def write_private(state_dir: str, directory: str, final: str, temp_prefix: str, body: bytes) -> bool:
+    """Write ``final`` in ``directory`` (under the state directory) atomically: a new file (mode
+    0600, ``temp_prefix`` + a random part + ``.tmp``) renamed into place, the directories
+    created (0700). False, nothing written, when the state directory cannot be made or
+    ``directory`` is not a private directory of this user; an error of the write is raised
+    (the temporary file removed). Also the code cache's writer (:mod:`assay.wrap.codecache`)."""
     from assay.policy.storeapi import StoreError
     from assay.statedir import ensure_state_dir
 
     try:
         ensure_state_dir(state_dir)
     except StoreError:
-        return
+        return False
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
         pass
     if not _private_dir(directory):
-        return
-    final = os.path.join(directory, key + ".json")
-    temp = os.path.join(directory, f".{key}.{os.urandom(6).hex()}.tmp")
+        return False
+    temp = f"{temp_prefix}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
@@ -235,7 +245,7 @@ def _write_entry(state_dir: str, directory: str, key: str, body: bytes) -> None:
         except OSError:
             pass
         raise
-    _trim(directory)
+    return True
 
 
 def _trim(directory: str) -> None:
