@@ -8,7 +8,7 @@ import secrets
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from assay.jsonwrite import dumps, dumps_ascii, dumps_utf8
 
@@ -189,6 +189,24 @@ def read_answer(frame: Mapping[str, Any]) -> str:
     result = frame.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     return action if action in ANSWERS else "failed"
+
+
+class AskedCall(Protocol):
+    """The call a person (or an out-of-band approver) is asked about (the call path's
+    ``ToolCall``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> Any: ...
+    @property
+    def frame(self) -> dict[str, Any]: ...
+    @property
+    def raw(self) -> bytes | None: ...
+    @property
+    def params(self) -> Any: ...
+    @property
+    def valid(self) -> bool: ...
 
 
 @dataclass(slots=True)

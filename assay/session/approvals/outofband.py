@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 
 from assay.policy.decision import ApprovalState, Decision
 from assay.session.approvals.held import REASONS as CLIENT_REASONS
-from assay.session.approvals.held import Approvals, HeldCall, timeout_reason
+from assay.session.approvals.held import Approvals, AskedCall, HeldCall, timeout_reason
 from assay.session.effects import AskApprover, Effect, ToServer, WithdrawApproval
 from assay.session.pending import id_key
 
@@ -39,23 +39,6 @@ REASONS: Final = {
     _S.FAILED: "The approver could not be asked, or its answer could not be read",
 }
 """The deny payload's ``reason`` when the approver did not approve (fixed texts)."""
-
-
-class Asked(Protocol):
-    """The call the approver is asked about (the call path's ``ToolCall``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def arguments(self) -> Any: ...
-    @property
-    def frame(self) -> dict[str, Any]: ...
-    @property
-    def raw(self) -> bytes | None: ...
-    @property
-    def params(self) -> Any: ...
-    @property
-    def valid(self) -> bool: ...
 
 
 class Settling(Protocol):
@@ -110,7 +93,7 @@ class OutOfBand:
             return self.denied(decision, _S.TIMED_OUT, timeout_reason(0))
         return None
 
-    def ask(self, call: Asked, decision: Decision, out: list[Effect]) -> Decision | None:
+    def ask(self, call: AskedCall, decision: Decision, out: list[Effect]) -> Decision | None:
         """Hold the call and ask the approver (None), or the deny to go on with (too many calls
         held, too many bytes)."""
         table = self.table

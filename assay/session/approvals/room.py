@@ -23,6 +23,7 @@ from assay.policy.pipeline import Call, Pipeline
 from assay.policy.shared import Part
 from assay.session import replies
 from assay.session.approvals.held import (
+    AskedCall,
     CANCEL_REASONS,
     DEFAULT_TIMEOUT_S,
     REASONS,
@@ -56,23 +57,6 @@ OutOfBandSpec = tuple[str, str, str | None, float | None]
 policy's ``approval_timeout``)."""
 
 _S = ApprovalState
-
-
-class AskedCall(Protocol):
-    """The call a person is asked about (the call path's ``ToolCall``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def arguments(self) -> Any: ...
-    @property
-    def frame(self) -> dict[str, Any]: ...
-    @property
-    def raw(self) -> bytes | None: ...
-    @property
-    def params(self) -> Any: ...
-    @property
-    def valid(self) -> bool: ...
 
 
 class CallSide(Protocol):
