@@ -6,414 +6,52 @@ upstreams (docs/serve.md, "Upstreams and the agent session of a user").
 session and relay, the user's policy, the upstream's name as the label), all of a user's links
 sharing one agent session in the store (``SessionKey(kind="user")``), so flow rules, rates,
 totals and taint span the user's upstreams and conversations, and a second user never shares a
-link, a process or a session. The routing itself is :mod:`assay.gateway.router` (sans-IO); this
-module moves the messages between a user's conversations and links.
+link, a process or a session. The routing itself is :mod:`assay.gateway.router` (sans-IO); a
+user's conversations and links, and the messages between them, are :mod:`assay.serve.users`;
+this module opens the links and keeps the users.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import trio
 
 from assay.gateway.config import ServeConfig, Upstream
-from assay.gateway.contract import Emit, GatewayError, Identity
-from assay.gateway.http import VERSION_META
+from assay.gateway.contract import GatewayError, Identity
 from assay.gateway.router import (
-    FANOUT_KEYS,
     INVALID_PARAMS,
-    METHOD_NOT_FOUND,
-    UPSTREAM_FAILED,
-    Ids,
     Names,
-    Route,
-    UriBook,
     client_info,
-    error,
-    for_era,
     initialize_result,
-    is_modern,
-    link_version,
     negotiate,
-    route_of,
-    target_of,
 )
 from assay.policy.model import Policy
 from assay.policy.shared import shares_state
-from assay.policy.storeapi import SessionKey, Store
+from assay.policy.storeapi import Store
 from assay.policy.users import for_user
 from assay.auth.upstream_auth import UpstreamTokens, auth_for_upstream
 from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
 from assay.serve.observe import Metrics, Watch
-from assay.serve.rounds import Flight, Parked
+from assay.serve.users import MAX_PAGES, REQUEST_CANCELLED, Conversation, User
 from assay.serve.traces import Tracing
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
 from assay.shells.stdio.pipes import RecordSink
 from assay.shells.stdio.relay import Approver
 
-__all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]
-
-#: pages of one upstream's list the gateway follows (``nextCursor``) before it stops
-MAX_PAGES = 100
-REQUEST_CANCELLED = -32800
-NO_CLIENT = -32603
-
-
-@dataclass(eq=False)
-class _Call:
-    """A client request in flight on one link: where what it causes goes."""
-
-    conversation: _Conversation
-    client_id: Any
-    link: str
-    related: Emit
-    scope: trio.CancelScope
-    flight: bool = False  # a 2026-07-28-era request in rounds: it outlives its conversation
-
-
-@dataclass(eq=False)
-class _User:
-    gateway: ServeGateway
-    who: Identity
-    policy: Policy
-    links: dict[str, Link] = field(default_factory=dict)
-    starting: dict[str, trio.Event] = field(default_factory=dict)
-    conversations: dict[int, _Conversation] = field(default_factory=dict)
-    calls: list[_Call] = field(default_factory=list)
-    ids: Ids = field(default_factory=Ids)
-    uris: UriBook = field(default_factory=UriBook)
-    tokens: dict[str, _Call] = field(default_factory=dict)
-    asked: dict[str, _Call] = field(default_factory=dict)
-    parked: Parked = field(default_factory=Parked)  # 2026-07-28-era requests waiting for a retry
-
-    @property
-    def key(self) -> SessionKey:
-        return SessionKey(key=self.who.key, kind="user", name=self.who.subject)
-
-    async def link(self, name: str, capabilities: Mapping[str, Any], version: str) -> Link:
-        """The user's live link to upstream ``name``, opened on first use. Raises LinkError."""
-        while True:
-            link = self.links.get(name)
-            if link is not None and link.alive:
-                return link
-            starting = self.starting.get(name)
-            if starting is None:
-                break
-            await starting.wait()
-        event = self.starting[name] = trio.Event()
-        try:
-            link = await self.gateway._open_link(self, self.gateway.upstreams[name], capabilities, version)
-            self.links[name] = link
-            return link
-        finally:
-            del self.starting[name]
-            event.set()
-            self.gateway.forget_if_idle(self)
-
-    def latest_call(self, link: str) -> _Call | None:
-        for call in reversed(self.calls):
-            if call.link == link and (call.flight or not call.conversation.closed):
-                return call
-        return None
-
-    async def from_link(self, link: Link, message: dict[str, Any]) -> None:
-        """A message of a link that is not an answer to the gateway: the upstream's (or wrap's)
-        request or notification, to the conversation it belongs to."""
-        method = message.get("method")
-        params = message.get("params")
-        if "id" in message and isinstance(method, str):
-            if method == "ping":
-                link.write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
-                return
-            call = self.latest_call(link.name)
-            if call is None:
-                link.write(error(message["id"], NO_CLIENT, "no request of the client is in flight to ask"))
-                return
-            mine = self.ids.ask(link.name, message["id"])
-            self.asked[mine] = call
-            while len(self.asked) > len(self.ids.asked):  # the oldest the ids forgot (bounded)
-                self.asked.pop(next(iter(self.asked)))
-            await call.related({**message, "id": mine})
-            return
-        if method == "notifications/progress":
-            token = params.get("progressToken") if isinstance(params, dict) else None
-            mapped = self.ids.progress(params)
-            owner = self.tokens.get(token) if isinstance(token, str) else None
-            if mapped is not None and owner is not None:
-                await owner.related({"jsonrpc": "2.0", "method": method, "params": mapped[1]})
-            return
-        if method == "notifications/message":
-            call = self.latest_call(link.name)
-            if call is not None:
-                await call.related(message)
-            return
-        if method == "notifications/cancelled" and isinstance(params, dict):
-            for mine, (upstream, theirs) in list(self.ids.asked.items()):
-                if upstream == link.name and theirs == params.get("requestId"):
-                    self.ids.answered(mine)
-                    call = self.asked.pop(mine, None)
-                    if call is not None:
-                        await call.related({**message, "params": {**params, "requestId": mine}})
-            return
-        if isinstance(method, str) and (
-            method.endswith("/list_changed") or method == "notifications/resources/updated"
-        ):
-            for conversation in list(self.conversations.values()):
-                conversation.tell(message)
-
-    async def from_client(self, message: dict[str, Any]) -> None:
-        """A client's answer to an upstream request: back to the link, with the upstream's id."""
-        mine = message.get("id")
-        mapped = self.ids.answered(mine)
-        self.asked.pop(mine, None) if isinstance(mine, str) else None
-        if mapped is None:
-            return
-        upstream, theirs = mapped
-        link = self.links.get(upstream)
-        if link is not None and link.alive:
-            link.write({**message, "id": theirs})
-
-
-class _Conversation:
-    """One MCP session of one user (the contract's :class:`~assay.gateway.contract.Conversation`)."""
-
-    def __init__(
-        self,
-        user: _User,
-        number: int,
-        version: str,
-        capabilities: Mapping[str, Any],
-        client: tuple[str, str | None] | None = None,
-    ) -> None:
-        self.user = user
-        self.number = number
-        self.version = version
-        #: the client's name and version, as its calls' records carry them (docs/serve.md, "Records")
-        self.client = client
-        self.modern = is_modern(version)
-        self.capabilities = dict(capabilities)
-        self.closed = False
-        self._send, self._receive = trio.open_memory_channel[dict[str, Any]](math.inf)
-        self._told: set[str] = set()  # list changes queued and not yet delivered (merged)
-        self._calls: dict[Any, _Call] = {}
-
-    # -- the contract --------------------------------------------------------------------------
-
-    async def request(self, message: dict[str, Any], related: Emit) -> dict[str, Any]:
-        msg_id = message.get("id")
-        method = message.get("method")
-        params = message.get("params", {})
-        if not isinstance(method, str) or not isinstance(params, dict):
-            return error(msg_id, INVALID_PARAMS, "params must be an object")
-        if self.closed:
-            return error(msg_id, UPSTREAM_FAILED, "the session has ended")
-        route = route_of(method)
-        if route is Route.LOCAL:
-            return {"jsonrpc": "2.0", "id": msg_id, "result": for_era({}, method, self.modern)}
-        if route is Route.UNKNOWN:
-            return error(msg_id, METHOD_NOT_FOUND, f"Method not found: {method:.200}")
-        params = _for_link(params)
-        with trio.CancelScope() as scope:
-            if route is Route.FANOUT:
-                answer = await self._fanout(method, params, msg_id, related, scope)
-            else:
-                target = target_of(method, params, self.user.gateway.names, self.user.uris)
-                if isinstance(target, str):
-                    return error(msg_id, INVALID_PARAMS, target)
-                if self.modern and self.user.parked.claims(target[1]):
-                    answer = await self._resume(method, target[1], related)
-                else:
-                    answer = await self._forward(target[0], method, target[1], msg_id, related, scope)
-        if scope.cancelled_caught:
-            return error(msg_id, REQUEST_CANCELLED, "Request cancelled")
-        answer = {**answer, "id": msg_id}
-        if isinstance(answer.get("result"), dict):
-            answer["result"] = for_era(answer["result"], method, self.modern)
-        return answer
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method is None:
-            await self.user.from_client(message)
-            return
-        params = message.get("params")
-        if method == "notifications/cancelled" and isinstance(params, dict):
-            call = self._calls.get(params.get("requestId"))
-            if call is not None:
-                call.scope.cancel()
-        elif method == "notifications/roots/list_changed":
-            for link in list(self.user.links.values()):
-                link.write(message)
-
-    async def listen(self, emit: Emit) -> None:
-        async for message in self._receive:
-            self._told.discard(str(message.get("method")))
-            await emit(message)
-
-    async def aclose(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.user.conversations.pop(self.number, None)
-        for call in list(self._calls.values()):
-            call.scope.cancel()
-        self._send.close()
-        self.user.gateway.forget_if_idle(self.user)
-
-    # -- the gateway's side ---------------------------------------------------------------------
-
-    def tell(self, message: dict[str, Any]) -> None:
-        """A message for the GET stream; list changes merged while one is not yet delivered."""
-        method = str(message.get("method"))
-        if self.closed or (method.endswith("/list_changed") and method in self._told):
-            return
-        if method.endswith("/list_changed"):
-            self._told.add(method)
-            message = {"jsonrpc": "2.0", "method": method}
-        try:
-            self._send.send_nowait(message)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
-
-    async def _forward(
-        self,
-        upstream: str,
-        method: str,
-        params: dict[str, Any],
-        client_id: Any,
-        related: Emit,
-        scope: trio.CancelScope,
-        rounds: bool = True,
-    ) -> dict[str, Any]:
-        user = self.user
-        try:
-            link = await user.link(upstream, self.capabilities, link_version(self.version))
-        except LinkError as exc:
-            user.gateway.warn(f"[assay] {exc}")
-            if user.gateway.metrics is not None:
-                user.gateway.metrics.upstream_error(upstream, "unavailable")
-            return error(client_id, UPSTREAM_FAILED, f"upstream {upstream} is not available")
-        if self.modern and rounds:  # a list's pages are not asked in rounds
-            return await self._flight(link, method, params, client_id, related)
-        params, token = user.ids.map_token(self.number, params)
-        call = _Call(self, client_id, upstream, related, scope)
-        user.calls.append(call)
-        self._calls[client_id] = call
-        if token is not None:
-            user.tokens[token] = call
-        try:
-            # a 2026-07-28-era request: the link's session is told so (its approvals answer
-            # with input_required), though the link itself is a 2025-era session
-            return await link.request(
-                method, params, era=self.capabilities if self.modern else None, client=self.client
-            )
-        finally:
-            user.calls.remove(call)
-            if self._calls.get(client_id) is call:
-                del self._calls[client_id]
-            if token is not None:
-                user.tokens.pop(token, None)
-                user.ids.tokens.pop(token, None)
-
-    async def _flight(
-        self, link: Link, method: str, params: dict[str, Any], client_id: Any, related: Emit
-    ) -> dict[str, Any]:
-        """A 2026-07-28-era request: a flight of the gateway's own, asked in rounds
-        (:mod:`assay.serve.rounds`); this is its first round."""
-        user = self.user
-        flight = Flight(method, params)
-        mapped, token = user.ids.map_token(self.number, params)
-        call = _Call(self, client_id, link.name, flight.related, flight.scope, flight=True)
-        user.calls.append(call)
-        if token is not None:
-            user.tokens[token] = call
-
-        def end() -> None:
-            user.calls.remove(call)
-            user.parked.drop(flight)
-            if token is not None:
-                user.tokens.pop(token, None)
-                user.ids.tokens.pop(token, None)
-
-        async def send() -> dict[str, Any]:
-            return await link.request(method, mapped, era=self.capabilities, client=self.client)
-
-        user.gateway.nursery.start_soon(flight.run, send, end)
-        return await flight.round(related, user.parked.park)
-
-    async def _resume(self, method: str, params: dict[str, Any], related: Emit) -> dict[str, Any]:
-        """A retry of a 2026-07-28-era request whose upstream asked something: the answers go
-        to the upstream's requests, and the round waits for what comes next."""
-        user = self.user
-        got = user.parked.take(params.get("requestState"), method, params)
-        if isinstance(got, dict):
-            return got
-        for response in got.resume(params):
-            await user.from_client(response)
-        return await got.round(related, user.parked.park)
-
-    async def _fanout(
-        self, method: str, params: dict[str, Any], client_id: Any, related: Emit, scope: trio.CancelScope
-    ) -> dict[str, Any]:
-        gateway = self.user.gateway
-        key = FANOUT_KEYS[method]
-        pages: dict[str, list[Any]] = {}
-        base = {k: v for k, v in params.items() if k != "cursor"}
-
-        async def one(name: str) -> None:
-            got: list[Any] = []
-            cursor: Any = None
-            for _ in range(MAX_PAGES):
-                asked = base if cursor is None else {**base, "cursor": cursor}
-                answer = await self._forward(name, method, asked, client_id, related, scope, rounds=False)
-                result = answer.get("result")
-                if not isinstance(result, dict):
-                    if cursor is None:
-                        return  # this upstream has none to give (or is down): the others go on
-                    break
-                page = result.get(key)
-                got.extend(page if isinstance(page, list) else [])
-                cursor = result.get("nextCursor")
-                if not isinstance(cursor, str) or not cursor:
-                    break
-            pages[name] = got
-
-        async with trio.open_nursery() as nursery:
-            for name in gateway.upstreams:
-                nursery.start_soon(one, name)
-        items: list[Any] = []
-        for name in gateway.upstreams:
-            if name in pages:
-                self.user.uris.learn(method, name, pages[name])
-                items.extend(gateway.names.prefixed(method, name, pages[name]))
-        return {"jsonrpc": "2.0", "id": client_id, "result": {key: items}}
+__all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]  # the first two: users.py's
 
 
 def _asks_approval(policy: Policy) -> bool:
     tools = policy.tools
     return tools.approval_required is not None or tools.approval_required_classes is not None
-
-
-def _for_link(params: dict[str, Any]) -> dict[str, Any]:
-    """A 2026-07-28 request's params as a link (a session of the 2025 era) takes them: without
-    the per-request ``io.modelcontextprotocol/`` members of ``_meta``."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict) or VERSION_META not in meta:
-        return params
-    rest = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
-    out = {k: v for k, v in params.items() if k != "_meta"}
-    if rest:
-        out["_meta"] = rest
-    return out
 
 
 class ServeGateway:
@@ -452,31 +90,31 @@ class ServeGateway:
         self.max_frame_bytes = max_frame_bytes
         self.upstreams: dict[str, Upstream] = {up.name: up for up in config.upstreams}
         self.names = Names(tuple(self.upstreams), config.separator)
-        self.users: dict[str, _User] = {}
+        self.users: dict[str, User] = {}
         self._conversations = 0
         # tokens for url upstreams (client credentials, per-user token exchange), kept per key
         # until shortly before they expire (docs/serve.md, "Credentials to upstreams")
         self.tokens = UpstreamTokens(environ=self.environ)
 
-    async def open(self, who: Identity, initialize: dict[str, Any]) -> tuple[_Conversation, dict[str, Any]]:
+    async def open(self, who: Identity, initialize: dict[str, Any]) -> tuple[Conversation, dict[str, Any]]:
         params = initialize.get("params")
         if not isinstance(params, dict):
             raise GatewayError(INVALID_PARAMS, "initialize needs params")
         version = negotiate(params.get("protocolVersion"))
         user = self.users.get(who.key)
         if user is None:
-            user = self.users[who.key] = _User(self, who, for_user(self.policy, who.claims))
+            user = self.users[who.key] = User(self, who, for_user(self.policy, who.claims))
         else:
             user.who = who  # the latest token (a token exchange's subject)
         caps = params.get("capabilities")
         self._conversations += 1
-        conversation = _Conversation(
+        conversation = Conversation(
             user, self._conversations, version, caps if isinstance(caps, dict) else {}, client_info(params)
         )
         user.conversations[conversation.number] = conversation
         return conversation, initialize_result(version)
 
-    def forget_if_idle(self, user: _User) -> None:
+    def forget_if_idle(self, user: User) -> None:
         """Forget ``user`` once no conversation, call or parked 2026-07-28-era request of theirs is
         left and no link of theirs is open or opening, so the gateway's memory is bounded by the users it serves, not the users it
         served (docs/serve.md, "Upstreams and the agent session of a user"). Their agent session
@@ -493,7 +131,7 @@ class ServeGateway:
         user = self.users.get(key)
         return {} if user is None else {n: link for n, link in user.links.items() if link.alive}
 
-    async def _open_link(self, user: _User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
+    async def open_link(self, user: User, upstream: Upstream, capabilities: Mapping[str, Any], version: str) -> Link:
         policy = user.policy
         shared = None
         clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
