@@ -30,29 +30,41 @@ Figures:
               under the lock). ``calls/s`` is tools/call answered (a result, not an error) per
               second; ``ratio`` is three over one, formed within each run. ``spread`` is how
               the three-replica calls were shared out (from ``X-Replica``).
-  CPU         for each of those phases, each process's CPU time (utime + stime of every thread,
-              from /proc/<pid>/stat) over the phase, as % of one core: each replica, the stdio
-              upstreams (the replicas' children), Postgres (the postmaster and its children),
-              HAProxy, the load generator (this process), and the whole machine (/proc/stat:
-              everything not idle, of 200% on two cores; ``others`` is what none of ours used:
-              other people's work on a shared machine). ``us/call``: the CPU per answered call.
-              A replica near 100% in the one-replica phase is CPU-bound (one trio thread; the
-              store's worker threads block in libpq, not on the CPU); the machine near 200% in
-              the three-replica phase means the cores are the limit, whatever the replicas could
-              do: three Python processes on two cores cannot give more than 2x of one CPU-bound
-              process, less what Postgres, HAProxy, the upstreams and the client need.
+  CPU         for each of those phases, each process's CPU time (utime + stime, from
+              /proc/<pid>/stat) over the phase, as % of one core and as us per answered call:
+              each replica (every thread) and its main thread alone (``trio thread``: the HTTP
+              front, identity, policy, relay; the rest is the store's threads, psycopg and
+              libpq), the stdio upstreams (the replicas' children), Postgres (the postmaster and
+              its children), HAProxy, the load generator (this process); ``replicas`` and
+              ``ours`` their sums; ``machine`` everything not idle (/proc/stat, of 200% on two
+              cores) and ``others`` what none of ours used (other work on a shared machine).
+  limits      what the per-call CPU costs of that run allow on these cores with nothing else
+              running: one replica at most one core for its process (its trio thread and the
+              store's threads share one GIL) or all the cores for all of ours, whichever is
+              less; three replicas at most all the cores for all of ours. Their quotient is the
+              best ratio the machine allows. A replica near 100% of a core in the one-replica
+              phase is CPU-bound; well under it with the machine idle would mean it waits
+              (latency-bound: the store's round trips, the upstream); under it with the machine
+              full means the others took the core. Three Python processes on two cores cannot
+              give more than 2x one CPU-bound process, less the CPU Postgres, HAProxy, the
+              upstreams and the client need per call, which grows with the calls.
   kill        an open-loop load through ``three`` at --kill-rate calls/s over --users users
               (each call sent at its scheduled time on an idle connection of a pool, a new one
               when none is idle); --kill-at seconds in, replica c is SIGKILLed. Each call's
               latency is from its scheduled time to its answer (a call that waited for a
-              connection counts the wait). A call that failed (HAProxy's 502 for a request in
-              flight on c when it died, or the connection cut) was on the killed replica; a call
-              answered with ``X-Replica: a`` or ``b`` was the survivors' (a call HAProxy sent to
-              c after its death found the port closed and was redispatched to a or b: it
-              counts, with its retry, as the survivors'). p50/p99/max of the survivors' calls
-              before the kill (from 0.5 s on: the baseline) and in the window from the kill to
-              --kill-window seconds after it (the health checks mark c down within ~2 s), and
-              how many calls failed. Target: the window's p99 < 1 s.
+              connection counts the wait). A call answered with ``X-Replica: a`` or ``b`` is
+              the survivors' (one HAProxy sent to c after its death found the port closed and
+              was redispatched to a or b at once, round robin: it counts, with its retry, as the
+              survivors'). A call that failed was on c: sent before the kill, it was in flight
+              there (HAProxy answers 502, or closes the client's connection when the request
+              went out on a connection to c it kept alive); sent after the kill, HAProxy wrote
+              it to c on a kept-alive connection before it saw the connection close. HAProxy is
+              not told to retry those (``retry-on empty-response``): the call may have been
+              judged and counted on c, and a retry elsewhere would count it twice; the client
+              sees the failure (docs/serve.md, "Sessions on any replica"). p50/p99/max of
+              the survivors' calls before the kill (from 0.5 s on: the baseline) and in the
+              window from the kill to --kill-window seconds after it (the health checks mark c
+              down within ~2 s); the failed calls, by kind. Target: the window's p99 < 1 s.
 
 Figures are medians over --runs runs (each run's figure first, then the median; the runs'
 values in brackets); the load average is printed at the start and the end, and with each run.
@@ -104,6 +116,7 @@ VICTIM = "c"
 TARGET_RATIO = 2.2
 TARGET_P99 = 1.0
 CLK = os.sysconf("SC_CLK_TCK")
+GROUPS = ("replica a", "replica b", "replica c", "upstreams", "postgres", "haproxy", "load generator")
 
 
 def free_port() -> int:
@@ -191,7 +204,7 @@ def haproxy_config(fds: dict[str, int], replicas: list[Replica]) -> str:
     balance roundrobin
     option httpchk GET /readyz
     http-check expect status 200
-    http-response set-header X-Replica %s
+    http-after-response set-header X-Replica %s
 """
     return f"""\
 global
@@ -254,10 +267,10 @@ class HAProxy:
 # --- CPU from /proc ---------------------------------------------------------------------------
 
 
-def cpu_of(pid: int) -> float:
+def cpu_of(pid: int, path: str = "") -> float:
     """utime + stime of a process (all its threads), in seconds; 0 when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(path or f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / CLK
@@ -297,6 +310,8 @@ class Meter:
         alive = {r.proc.pid: r.name for r in self.replicas}
         kids = children({*alive, self.postgres})
         got = {f"replica {name}": cpu_of(pid) for pid, name in alive.items()}
+        for pid, name in alive.items():  # the main thread (trio's); the rest: the store's threads
+            got[f"  {name}: trio thread"] = cpu_of(pid, f"/proc/{pid}/task/{pid}/stat")
         got["upstreams"] = sum(cpu_of(pid) for pid, parent in kids.items() if parent in alive)
         got["postgres"] = cpu_of(self.postgres) + sum(
             cpu_of(pid) for pid, parent in kids.items() if parent == self.postgres
@@ -313,8 +328,9 @@ def cpu_shares(before: dict[str, float], after: dict[str, float]) -> dict[str, f
     that none of ours used."""
     wall = after["wall"] - before["wall"]
     out = {k: (after[k] - before[k]) / wall * 100 for k in before if k != "wall"}
-    ours = sum(v for k, v in out.items() if k != "machine")
-    out["others"] = max(0.0, out["machine"] - ours)
+    out["replicas"] = sum(v for k, v in out.items() if k.startswith("replica "))
+    out["ours"] = sum(v for k, v in out.items() if k in GROUPS)
+    out["others"] = max(0.0, out["machine"] - out["ours"])
     return out
 
 
@@ -479,6 +495,7 @@ class Sent:
     took: float  # scheduled time to the answer (or the failure)
     ok: bool
     replica: str
+    why: str = ""  # a failure: the HTTP status or the exception
 
 
 async def kill_load(
@@ -492,7 +509,7 @@ async def kill_load(
 
     async def one(i: int, at: float, key: str) -> None:
         conn = idle.pop() if idle else None
-        ok, replica = False, ""
+        ok, replica, why = False, "", ""
         try:
             with trio.fail_after(30):
                 if conn is None:
@@ -500,10 +517,12 @@ async def kill_load(
                 status, headers, body = await conn.request(request(key, i))
             ok = answered(status, body)
             replica = headers.get(b"x-replica", b"?").decode()
-        except (OSError, Closed, trio.BrokenResourceError, trio.TooSlowError, ValueError, IndexError):
+            why = "" if ok else f"HTTP {status}"
+        except (OSError, Closed, trio.BrokenResourceError, trio.TooSlowError, ValueError, IndexError) as exc:
+            why = type(exc).__name__
             if conn is not None:
                 await conn.aclose()
-        sent.append(Sent(at - start, trio.current_time() - at, ok, replica))
+        sent.append(Sent(at - start, trio.current_time() - at, ok, replica, why))
         if conn is not None and not conn.closed:
             if ok:
                 idle.append(conn)
@@ -568,9 +587,7 @@ def one_run(server: Any, args: argparse.Namespace, k: int) -> dict[str, Any]:
                 for mode, mode_keys in (("users", all_keys), ("1 user", all_keys[:1])):
                     for layout in layouts:
                         before = meter.sample()
-                        rate, spread = trio.run(
-                            throughput, proxy.ports[layout], mode_keys, args.clients, args.seconds
-                        )
+                        rate, spread = trio.run(throughput, proxy.ports[layout], mode_keys, args.clients, args.seconds)
                         after = meter.sample()
                         out[f"{layout} {mode} calls/s"] = rate
                         out[f"{layout} {mode} cpu"] = cpu_shares(before, after)
@@ -594,7 +611,15 @@ def one_run(server: Any, args: argparse.Namespace, k: int) -> dict[str, Any]:
                     "window max": max(window),
                     "window calls": len(window),
                     "failed": len(failed),
-                    "failed replicas": sorted({s.replica or "-" for s in failed}),
+                    "failed how": {
+                        how: sum(1 for s in failed if f"{s.why} from {s.replica or '-'}" == how)
+                        for how in sorted({f"{s.why} from {s.replica or '-'}" for s in failed})
+                    },
+                    # sent before the kill: in flight on the victim; after: sent to it (on a
+                    # connection HAProxy kept to it) before HAProxy saw it was gone
+                    "failed in flight": sum(1 for s in failed if s.at < killed),
+                    "failed sent after": sum(1 for s in failed if s.at >= killed),
+                    "failed last sent": max((s.at - killed for s in failed), default=0.0),
                     "victim after kill": sum(1 for s in sent if s.ok and s.replica == VICTIM and s.at > killed),
                     "killed at": killed,
                     "calls": len(sent),
@@ -622,11 +647,13 @@ def med(runs: list[dict[str, Any]], key: str, sub: str | None = None) -> tuple[f
     return statistics.median(values), values
 
 
+def us_per_call(run: dict[str, Any], phase: str, group: str) -> float:
+    """CPU microseconds of ``group`` per call answered in ``phase``."""
+    return float(run[f"{phase} cpu"][group] / 100 / run[f"{phase} calls/s"] * 1e6)
+
+
 def show(values: list[float], fmt: str) -> str:
     return "[" + ", ".join(format(v, fmt) for v in values) + "]"
-
-
-GROUPS = ("replica a", "replica b", "replica c", "upstreams", "postgres", "haproxy", "load generator")
 
 
 def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
@@ -655,13 +682,42 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
         print("CPU, % of one core over each phase (median of the runs), and us of CPU per answered call:")
         phases = [f"{layout} {mode}" for mode in ("users", "1 user") for layout in ("one", "three")]
         print(f"  {'':16}" + "".join(f"{p:>18}" for p in phases))
-        for group in (*GROUPS, "machine", "others"):
+        rows = [x for name in NAMES for x in (f"replica {name}", f"  {name}: trio thread")]
+        for group in (*rows, *GROUPS[3:], "replicas", "ours", "machine", "others"):
             cells = []
             for p in phases:
                 share = statistics.median(r[f"{p} cpu"][group] for r in runs)
-                per = statistics.median(r[f"{p} cpu"][group] / 100 / r[f"{p} calls/s"] * 1e6 for r in runs)
+                per = statistics.median(us_per_call(r, p, group) for r in runs)
                 cells.append(f"{share:6.0f}% {per:6.0f} us")
             print(f"  {group:16}" + "".join(f"{c:>18}" for c in cells))
+        cores = os.cpu_count() or 1
+        print()
+        print(f"what limits it: the CPU ceilings these per-call costs give on {cores} cores with nothing else running")
+        for mode, label in (("users", f"{args.users} users"), ("1 user", "1 user")):
+            one_bound = [r[f"one {mode} cpu"]["replica a"] for r in runs]
+            # one replica: its one thread (a core at most), or the cores for all our processes
+            ones = [
+                min(
+                    1e6 / us_per_call(r, f"one {mode}", "replica a"),
+                    cores * 1e6 / us_per_call(r, f"one {mode}", "ours"),
+                )
+                for r in runs
+            ]
+            # three: the cores for all our processes (three replicas cannot have a core each)
+            threes = [
+                min(
+                    len(NAMES) * 1e6 / us_per_call(r, f"three {mode}", "replicas"),
+                    cores * 1e6 / us_per_call(r, f"three {mode}", "ours"),
+                )
+                for r in runs
+            ]
+            print(
+                f"  {label:9} replica a used {statistics.median(one_bound):.0f}% of a core alone "
+                f"{show(one_bound, '.0f')} (machine "
+                f"{statistics.median(r[f'one {mode} cpu']['machine'] for r in runs):.0f}% of {cores * 100}%); "
+                f"ceiling one {statistics.median(ones):.0f} calls/s, three {statistics.median(threes):.0f} calls/s: "
+                f"at most {statistics.median(t / o for t, o in zip(threes, ones, strict=True)):.2f}x"
+            )
     if "kill" in args.only:
         print()
         print(
@@ -676,12 +732,18 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
                 cells.append(f"{what} {m * 1e3:7.1f} {show([v * 1e3 for v in vs], '.1f')}")
             print(f"  {label:18} " + "   ".join(cells))
         failed = [r["kill"]["failed"] for r in runs]
+        hows = "; ".join(", ".join(f"{n} {how}" for how, n in r["kill"]["failed how"].items()) or "none" for r in runs)
         print(
-            f"  calls failed (in flight on {VICTIM} when it died): {show(failed, 'd')} of "
-            f"{show([r['kill']['calls'] for r in runs], 'd')}; their X-Replica: "
-            f"{sorted({x for r in runs for x in r['kill']['failed replicas']})}; "
-            f"answered by {VICTIM} after the kill: {show([r['kill']['victim after kill'] for r in runs], 'd')}"
+            f"  calls failed (all on {VICTIM}): {show(failed, 'd')} of {show([r['kill']['calls'] for r in runs], 'd')}"
         )
+        print(f"    how, by run: {hows}")
+        print(
+            f"    sent before the kill (in flight on {VICTIM}): {show([r['kill']['failed in flight'] for r in runs], 'd')}; "
+            f"sent after it (to {VICTIM} on a connection HAProxy kept): "
+            f"{show([r['kill']['failed sent after'] for r in runs], 'd')}, the last "
+            f"{max(r['kill']['failed last sent'] for r in runs) * 1e3:.0f} ms after the kill"
+        )
+        print(f"  answered by {VICTIM} after the kill: {show([r['kill']['victim after kill'] for r in runs], 'd')}")
         p99, _ = med(runs, "kill", "window p99")
         good = p99 < TARGET_P99
         ok = ok and good
