@@ -2,7 +2,10 @@
 replicas", "Behind HAProxy"): a benchmark, not a test.
 
     .venv/bin/python bench/bench_replicas.py [--runs 3] [--clients 48] [--users 12] [--seconds 5]
-                                             [--kill-rate 150] [--only tput,kill]
+                                             [--kill-rate 150] [--kill-at 3] [--kill-window 3]
+                                             [--only tput,kill]
+
+Needs Debian's postgresql and haproxy (which ``./dev test`` installs) and the test extras.
 
 Each run starts its own Postgres database (tests/pgserver.py: initdb into a temporary directory
 once, loopback, fsync off as in the tests; a fresh migrated database per run), three `assay mcp
@@ -10,10 +13,11 @@ serve` replicas on it (the `assay` next to this Python; each its own state direc
 ``session_key``, API keys, ``admin_listen`` for the health checks, ``per_user_concurrency`` out of
 the way) with one stdio upstream, bench/mcp_fast_server.py (started by each replica for each user
 on first use), and one HAProxy (Debian's haproxy; it takes sockets this process listens on, ``bind
-fd@N``) with two frontends: ``one`` balances over replica a alone, ``three`` round robin over a, b
-and c. Both backends check each replica's ``/readyz`` on its admin listener (``inter 1s fall 2
-rise 2``), with ``retries 3`` and ``option redispatch 1``, and HAProxy adds an ``X-Replica``
-header naming the replica that answered. The policy has an allowlist, a per-user total
+fd@N``) with three frontends: ``one`` balances over replica a alone, ``three`` round robin over a,
+b and c, ``byuser`` over a, b and c by a hash of the ``Authorization`` header (each user's calls
+on one replica; with few users the spread is uneven). Each backend checks each replica's
+``/readyz`` on its admin listener (``inter 1s fall 2 rise 2``), with ``retries 3`` and ``option
+redispatch 1``, and HAProxy adds an ``X-Replica`` header naming the replica that answered. The policy has an allowlist, a per-user total
 (``max_tool_calls_total``) and a flow rule, so every call is judged in a transaction on the
 user's row in Postgres. Every request is a 2026-07-28-era ``tools/call`` (stateless: nothing
 sticky) of ``fast__search`` over HTTP/1.1 keep-alive, from a small HTTP client of this file (raw
@@ -22,14 +26,20 @@ trio sockets, so the load generator costs little of the two cores; its CPU is re
 Figures:
 
   throughput  --clients closed-loop clients (each its own connection, one call after another)
-              for --seconds, through ``one`` and through ``three`` (interleaved: the order
-              alternates from run to run, all on the same processes), twice: the clients spread
-              over --users users (user c % users), and all of them one user (each user's calls
-              are serialized on the user's row, and with three replicas one user's calls also
-              race for it across replicas: a replica whose view is stale judges the call again
-              under the lock). ``calls/s`` is tools/call answered (a result, not an error) per
-              second; ``ratio`` is three over one, formed within each run. ``spread`` is how
-              the three-replica calls were shared out (from ``X-Replica``).
+              for --seconds through each frontend (interleaved: the order rotates from run to
+              run, all on the same processes), twice: the clients spread over --users users
+              (user c % users; ``one``, ``three``, ``byuser``), and all of them one user
+              (``one``, ``three``). A user's calls are serialized on the user's row; with round
+              robin one user's calls also race for it across replicas: a replica whose view of
+              the row is stale (another replica wrote it since) judges the call again in a
+              transaction holding the lock, one more round trip. ``calls/s`` is tools/call
+              answered (a result, not an error) per second; ``ratio`` is over ``one``'s, formed
+              within each run; ``spread`` how the calls were shared out (from ``X-Replica``).
+  gateway     the replicas' own /metrics (admin listener) before and after each phase, summed:
+              per answered call the store attempts and how many were judged again (the
+              transactions ended by a commit or abort), and the mean time of a tools/call in
+              the gateway, of its decision (the wait for the user's turn in the replica and the
+              store included), of its store operations and of the upstream's answer.
   CPU         for each of those phases, each process's CPU time (utime + stime, from
               /proc/<pid>/stat) over the phase, as % of one core and as us per answered call:
               each replica (every thread) and its main thread alone (``trio thread``: the HTTP
@@ -69,8 +79,9 @@ Figures:
 Figures are medians over --runs runs (each run's figure first, then the median; the runs'
 values in brackets); the load average is printed at the start and the end, and with each run.
 Targets are printed with PASS or MISS: three replicas >= 2.2x the calls/s of one (several
-users), and the survivors' p99 around the kill < 1 s. One run takes about 40 s with the
-defaults (start-up ~5 s, 4 x --seconds of throughput, --kill-at + --kill-window + 1 s of kill).
+users, round robin), and the survivors' p99 around the kill < 1 s. One run takes about 45 s with
+the defaults (start-up ~5 s, 5 x --seconds of throughput, --kill-at + --kill-window + 1 s of
+kill); with --runs 3 about 2.5 minutes.
 """
 
 from __future__ import annotations
@@ -79,6 +90,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -88,6 +100,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +125,7 @@ sequences:
   - {{ type: never_after, id: no-send-after-secret, trigger: {{ tool: "read_file", args_match: {{ path: "secrets/" }} }}, forbidden: "send_*", for: 1h }}
 """
 NAMES = ("a", "b", "c")
+LAYOUTS = ("one", "three", "byuser")  # HAProxy's frontends (docstring)
 VICTIM = "c"
 TARGET_RATIO = 2.2
 TARGET_P99 = 1.0
@@ -200,12 +214,14 @@ def haproxy_config(fds: dict[str, int], replicas: list[Replica]) -> str:
             if r.name in names
         )
 
-    backend = """\
-    balance roundrobin
+    def backend(balance: str) -> str:
+        return f"""\
+    balance {balance}
     option httpchk GET /readyz
     http-check expect status 200
     http-after-response set-header X-Replica %s
 """
+
     return f"""\
 global
     maxconn 4096
@@ -222,16 +238,20 @@ frontend one
 frontend three
     bind fd@{fds["three"]}
     default_backend three
+frontend byuser
+    bind fd@{fds["byuser"]}
+    default_backend byuser
 backend one
-{backend}{servers(("a",))}backend three
-{backend}{servers(NAMES)}"""
+{backend("roundrobin")}{servers(("a",))}backend three
+{backend("roundrobin")}{servers(NAMES)}backend byuser
+{backend("hdr(Authorization)")}{servers(NAMES)}"""
 
 
 class HAProxy:
     def __init__(self, tmp: Path, replicas: list[Replica]) -> None:
         binary = haproxy_binary()
         listeners = {}
-        for name in ("one", "three"):
+        for name in LAYOUTS:
             sock = socket.socket()
             sock.bind(("127.0.0.1", 0))
             sock.listen(1024)
@@ -321,6 +341,41 @@ class Meter:
         got["machine"] = machine_busy()
         got["wall"] = time.monotonic()
         return got
+
+
+SAMPLE = re.compile(
+    r"^assay_serve_(store_seconds|decision_seconds|upstream_seconds|request_seconds)(_count|_sum)(\{[^}]*\})? (\S+)$",
+    re.M,
+)
+
+
+def scrape(replicas: list[Replica]) -> dict[str, float]:
+    """The gateway's own counts and times, summed over the replicas' /metrics: store operations
+    by ``op``, decisions, upstream answers, tools/call requests (``_count`` and ``_sum``)."""
+    out: dict[str, float] = {}
+    for r in replicas:
+        with urllib.request.urlopen(f"http://127.0.0.1:{r.admin}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        for found in SAMPLE.finditer(text):
+            metric, suffix, labels, value = found.groups()
+            label = re.search(r'(?:op|method)="([^"]*)"', labels or "")
+            key = f"{metric}{suffix}" + (f" {label.group(1)}" if label else "")
+            out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def gateway_shares(before: dict[str, float], after: dict[str, float], calls: float) -> dict[str, float]:
+    """Per call answered: the store operations, and the gateway's mean times (ms)."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    n = d.get("request_seconds_count tools/call", 0.0) or 1.0
+    return {
+        "attempts": d.get("store_seconds_count attempt", 0.0) / calls,
+        "again": (d.get("store_seconds_count commit", 0.0) + d.get("store_seconds_count abort", 0.0)) / calls,
+        "request ms": d.get("request_seconds_sum tools/call", 0.0) / n * 1e3,
+        "decision ms": d.get("decision_seconds_sum", 0.0) / max(1.0, d.get("decision_seconds_count", 0.0)) * 1e3,
+        "store ms": sum(v for k, v in d.items() if k.startswith("store_seconds_sum")) / n * 1e3,
+        "upstream ms": d.get("upstream_seconds_sum", 0.0) / max(1.0, d.get("upstream_seconds_count", 0.0)) * 1e3,
+    }
 
 
 def cpu_shares(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -583,16 +638,20 @@ def one_run(server: Any, args: argparse.Namespace, k: int) -> dict[str, Any]:
         try:
             trio.run(warm, proxy.ports["three"], all_keys)
             if "tput" in args.only:
-                layouts = ["one", "three"] if k % 2 == 0 else ["three", "one"]
                 for mode, mode_keys in (("users", all_keys), ("1 user", all_keys[:1])):
-                    for layout in layouts:
+                    layouts = LAYOUTS if mode == "users" else LAYOUTS[:2]
+                    for layout in layouts[k % len(layouts) :] + layouts[: k % len(layouts)]:
+                        seen = scrape(replicas)
                         before = meter.sample()
                         rate, spread = trio.run(throughput, proxy.ports[layout], mode_keys, args.clients, args.seconds)
                         after = meter.sample()
+                        calls = sum(spread.values())
+                        out[f"{layout} {mode} gateway"] = gateway_shares(seen, scrape(replicas), calls)
                         out[f"{layout} {mode} calls/s"] = rate
                         out[f"{layout} {mode} cpu"] = cpu_shares(before, after)
                         out[f"{layout} {mode} spread"] = spread
-                    out[f"ratio {mode}"] = out[f"three {mode} calls/s"] / out[f"one {mode} calls/s"]
+                    for layout in layouts[1:]:
+                        out[f"ratio {layout} {mode}"] = out[f"{layout} {mode} calls/s"] / out[f"one {mode} calls/s"]
             if "kill" in args.only:
                 victim = next(r for r in replicas if r.name == VICTIM)
                 sent, killed = trio.run(
@@ -662,25 +721,28 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
     if "tput" in args.only:
         print()
         print(f"throughput: {args.clients} clients for {args.seconds:g} s each, medians of {len(runs)} runs")
+        described = {"one": "1 replica", "three": "3 replicas", "byuser": "3, by user"}
         for mode, label in (("users", f"{args.users} users"), ("1 user", "1 user")):
             one, ones = med(runs, f"one {mode} calls/s")
-            three, threes = med(runs, f"three {mode} calls/s")
-            ratio, ratios = med(runs, f"ratio {mode}")
-            print(f"  {label:9} 1 replica {one:6.0f} calls/s {show(ones, '.0f')}")
-            print(f"  {'':9} 3 replicas {three:5.0f} calls/s {show(threes, '.0f')}")
-            print(f"  {'':9} ratio {ratio:.2f} {show(ratios, '.2f')}")
-            spread = runs[-1][f"three {mode} spread"]
-            print(f"  {'':9} spread over the replicas (last run): {dict(sorted(spread.items()))}")
-            if mode == "users":
-                good = ratio >= TARGET_RATIO
-                ok = ok and good
-                targets.append(
-                    f"  {'PASS' if good else 'MISS'} three replicas >= {TARGET_RATIO}x the calls/s of one "
-                    f"({args.users} users): {ratio:.2f}x"
+            print(f"  {label:9} {described['one']:11} {one:5.0f} calls/s {show(ones, '.0f')}")
+            for layout in LAYOUTS[1:] if mode == "users" else LAYOUTS[1:2]:
+                rate, rates = med(runs, f"{layout} {mode} calls/s")
+                ratio, ratios = med(runs, f"ratio {layout} {mode}")
+                spread = runs[-1][f"{layout} {mode} spread"]
+                print(
+                    f"  {'':9} {described[layout]:11} {rate:5.0f} calls/s {show(rates, '.0f')}, "
+                    f"ratio {ratio:.2f} {show(ratios, '.2f')}; last run's spread {dict(sorted(spread.items()))}"
                 )
+                if mode == "users" and layout == "three":
+                    good = ratio >= TARGET_RATIO
+                    ok = ok and good
+                    targets.append(
+                        f"  {'PASS' if good else 'MISS'} three replicas (round robin) >= {TARGET_RATIO}x the calls/s "
+                        f"of one ({args.users} users): {ratio:.2f}x"
+                    )
         print()
         print("CPU, % of one core over each phase (median of the runs), and us of CPU per answered call:")
-        phases = [f"{layout} {mode}" for mode in ("users", "1 user") for layout in ("one", "three")]
+        phases = [*(f"{layout} users" for layout in LAYOUTS), "one 1 user", "three 1 user"]
         print(f"  {'':16}" + "".join(f"{p:>18}" for p in phases))
         rows = [x for name in NAMES for x in (f"replica {name}", f"  {name}: trio thread")]
         for group in (*rows, *GROUPS[3:], "replicas", "ours", "machine", "others"):
@@ -690,12 +752,26 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
                 per = statistics.median(us_per_call(r, p, group) for r in runs)
                 cells.append(f"{share:6.0f}% {per:6.0f} us")
             print(f"  {group:16}" + "".join(f"{c:>18}" for c in cells))
+        print()
+        print("the gateway's own figures (its /metrics, summed over the replicas), per answered call:")
+        print(f"  {'':16}" + "".join(f"{p:>18}" for p in phases))
+        for what, fmt, label in (
+            ("attempts", ".2f", "store attempts"),
+            ("again", ".2f", "judged again"),
+            ("request ms", ".2f", "request, ms"),
+            ("decision ms", ".2f", "decision, ms"),
+            ("store ms", ".2f", "store, ms"),
+            ("upstream ms", ".2f", "upstream, ms"),
+        ):
+            cells = [format(statistics.median(r[f"{p} gateway"][what] for r in runs), fmt) for p in phases]
+            print(f"  {label:16}" + "".join(f"{c:>18}" for c in cells))
         cores = os.cpu_count() or 1
         print()
         print(f"what limits it: the CPU ceilings these per-call costs give on {cores} cores with nothing else running")
         for mode, label in (("users", f"{args.users} users"), ("1 user", "1 user")):
             one_bound = [r[f"one {mode} cpu"]["replica a"] for r in runs]
-            # one replica: its one thread (a core at most), or the cores for all our processes
+            # one replica: a core for its process (its threads share one GIL), or the cores for all
+            # of our processes, whichever is less
             ones = [
                 min(
                     1e6 / us_per_call(r, f"one {mode}", "replica a"),
@@ -703,21 +779,26 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
                 )
                 for r in runs
             ]
-            # three: the cores for all our processes (three replicas cannot have a core each)
-            threes = [
-                min(
-                    len(NAMES) * 1e6 / us_per_call(r, f"three {mode}", "replicas"),
-                    cores * 1e6 / us_per_call(r, f"three {mode}", "ours"),
-                )
-                for r in runs
-            ]
-            print(
-                f"  {label:9} replica a used {statistics.median(one_bound):.0f}% of a core alone "
-                f"{show(one_bound, '.0f')} (machine "
+            line = (
+                f"  {label:9} replica a alone used {statistics.median(one_bound):.0f}% of a core "
+                f"{show(one_bound, '.0f')} (the machine "
                 f"{statistics.median(r[f'one {mode} cpu']['machine'] for r in runs):.0f}% of {cores * 100}%); "
-                f"ceiling one {statistics.median(ones):.0f} calls/s, three {statistics.median(threes):.0f} calls/s: "
-                f"at most {statistics.median(t / o for t, o in zip(threes, ones, strict=True)):.2f}x"
+                f"ceiling one {statistics.median(ones):.0f} calls/s"
             )
+            for layout in LAYOUTS[1:] if mode == "users" else LAYOUTS[1:2]:
+                # three: the cores for all of our processes (or a core for each replica)
+                threes = [
+                    min(
+                        len(NAMES) * 1e6 / us_per_call(r, f"{layout} {mode}", "replicas"),
+                        cores * 1e6 / us_per_call(r, f"{layout} {mode}", "ours"),
+                    )
+                    for r in runs
+                ]
+                line += (
+                    f", {described[layout]} {statistics.median(threes):.0f} calls/s (at most "
+                    f"{statistics.median(t / o for t, o in zip(threes, ones, strict=True)):.2f}x)"
+                )
+            print(line)
     if "kill" in args.only:
         print()
         print(
