@@ -818,11 +818,12 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> bool:
             f"  calls failed (all on {VICTIM}): {show(failed, 'd')} of {show([r['kill']['calls'] for r in runs], 'd')}"
         )
         print(f"    how, by run: {hows}")
+        after = [r["kill"]["failed sent after"] for r in runs]
+        last = max(r["kill"]["failed last sent"] for r in runs)
         print(
             f"    sent before the kill (in flight on {VICTIM}): {show([r['kill']['failed in flight'] for r in runs], 'd')}; "
-            f"sent after it (to {VICTIM} on a connection HAProxy kept): "
-            f"{show([r['kill']['failed sent after'] for r in runs], 'd')}, the last "
-            f"{max(r['kill']['failed last sent'] for r in runs) * 1e3:.0f} ms after the kill"
+            f"sent after it (to {VICTIM} on a connection HAProxy kept): {show(after, 'd')}"
+            + (f", the last {last * 1e3:.0f} ms after the kill" if any(after) else "")
         )
         print(f"  answered by {VICTIM} after the kill: {show([r['kill']['victim after kill'] for r in runs], 'd')}")
         p99, _ = med(runs, "kill", "window p99")
