@@ -8,7 +8,8 @@ shared by the store objects of one process; :class:`PostgresStore` is the
 SQLite store's (:mod:`assay.store.sqlite`), with the session's row as the lock instead of the
 file's: :meth:`~PostgresStore.begin` takes a connection from the pool, opens a transaction and
 locks the session's row (``INSERT ... ON CONFLICT DO UPDATE``, which creates or locks it in one
-statement) *before* reading the session's totals and one part's state, so two gateways deciding
+statement) *before* reading the session's totals and one part's state (both in the schema's
+``assay_load``, one statement after ``BEGIN``), so two gateways deciding
 for one user at the same instant are serialized on that row, and two users never wait for each
 other. :meth:`~PostgresStore.commit` writes and commits; :meth:`~PostgresStore.attempt` is one
 statement and one round trip, the schema's ``assay_attempt`` function: it locks the row
@@ -207,24 +208,21 @@ class PostgresStore:
 
     def _load(self, conn: psycopg.Connection[Any], session: SessionKey, part: str, now: float) -> Loaded:
         """Lock the session's row (created when absent) and read its totals and ``part``'s state,
-        in a new transaction (it stays open)."""
+        in a new transaction (it stays open): ``BEGIN`` and one statement, the schema's
+        ``assay_load``. (Sent in a pipeline the two would be one round trip, but psycopg's
+        pipeline mode costs more CPU on both sides than it saves on a near network:
+        ``bench/bench_pgstore.py --stale``.)"""
         conn.execute("BEGIN")
         row = conn.execute(
-            "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE SET kind = sessions.kind "
-            "RETURNING requests, tool_calls",
-            (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+            "SELECT requests, tool_calls, version, state FROM assay_load(%s,%s,%s,%s,%s,%s,%s,%s)",
+            (session.key, session.kind, session.pid, session.start, session.name, session.process, now, part),
         ).fetchone()
         assert row is not None
-        # a statement of its own, after the lock: it sees what the previous holder committed
-        got = conn.execute(
-            "SELECT version, state FROM parts WHERE key = %s AND part = %s", (session.key, part)
-        ).fetchone()
-        version, state = (0, None) if got is None else (int(got[0]), got[1])
+        requests, tool_calls, version, state = row
         if state is not None and not isinstance(state, bytes):
             state = bytes(state)
-        self._version = version
-        return Loaded(version, state, int(row[0]), int(row[1]))
+        self._version = int(version)
+        return Loaded(self._version, state, int(requests), int(tool_calls))
 
     def attempt_blocking(
         self,
