@@ -103,6 +103,7 @@ class PostgresStore:
         self.database = database
         self.alive = alive
         self._conn: psycopg.Connection[Any] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None  # the transaction's statements go through one cursor
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._writing = False  # the transaction's writes were sent (it is not tried again)
@@ -154,8 +155,8 @@ class PostgresStore:
 
     # -- the same work on the calling thread -----------------------------------------------------
 
-    def _transaction(self, step: Callable[[psycopg.Connection[Any]], T], stop: threading.Event | None) -> T:
-        """``step`` on a pooled connection, in a transaction this object keeps (``step`` commits
+    def _transaction(self, step: Callable[[psycopg.Cursor[Any]], T], stop: threading.Event | None) -> T:
+        """``step`` on a cursor of a pooled connection, in a transaction this object keeps (``step`` commits
         it, or it stays open for :meth:`commit`): tried again while the session's row is locked
         (up to the timeout, or until ``stop`` is set) and once on a fresh connection when a pooled
         one turns out broken. On failure nothing stays open and the error is raised."""
@@ -166,7 +167,10 @@ class PostgresStore:
         while True:
             conn = self._conn = database.take()
             try:
-                return step(conn)
+                # one cursor for the transaction's statements (psycopg's conn.execute makes one
+                # per statement: a measurable part of a call's CPU)
+                self._cursor = conn.cursor()
+                return step(self._cursor)
             except psycopg.errors.LockNotAvailable:
                 _rollback(conn)
                 if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
@@ -183,6 +187,7 @@ class PostgresStore:
 
     def _release(self) -> None:
         conn, self._conn = self._conn, None
+        self._cursor = None
         if conn is not None:
             _rollback(conn)
             self.database.give(conn)
@@ -202,18 +207,18 @@ class PostgresStore:
                 raise RuntimeError("PostgresStore: a transaction is already open")
             try:
                 self._open = (session.key, part, server)
-                return self._transaction(lambda conn: self._load(conn, session, part, now), stop)
+                return self._transaction(lambda cur: self._load(cur, session, part, now), stop)
             except _ERRORS as exc:
                 raise self._fail(exc) from None
 
-    def _load(self, conn: psycopg.Connection[Any], session: SessionKey, part: str, now: float) -> Loaded:
+    def _load(self, cur: psycopg.Cursor[Any], session: SessionKey, part: str, now: float) -> Loaded:
         """Lock the session's row (created when absent) and read its totals and ``part``'s state,
         in a new transaction (it stays open): ``BEGIN`` and one statement, the schema's
         ``assay_load``. (Sent in a pipeline the two would be one round trip, but psycopg's
         pipeline mode costs more CPU on both sides than it saves on a near network:
         ``bench/bench_pgstore.py --stale``.)"""
-        conn.execute("BEGIN")
-        row = conn.execute(
+        cur.execute("BEGIN")
+        row = cur.execute(
             "SELECT requests, tool_calls, version, state FROM assay_load(%s,%s,%s,%s,%s,%s,%s,%s)",
             (session.key, session.kind, session.pid, session.start, session.name, session.process, now, part),
         ).fetchone()
@@ -237,14 +242,14 @@ class PostgresStore:
         """:meth:`attempt` on the calling thread; ``stop`` set: give up (before anything is
         written; a :class:`StoreError`)."""
 
-        def step(conn: psycopg.Connection[Any]) -> int | Loaded:
+        def step(cur: psycopg.Cursor[Any]) -> int | Loaded:
             if stop is not None and stop.is_set():
                 raise StoreError("cancelled")
             # one statement, one round trip: the server's assay_attempt locks the row, compares and
             # writes, as its own transaction (the connection is in autocommit)
             self._writing = True  # its outcome is unknown if the connection breaks now
             entered = 1 if saved.entered else 0
-            got = conn.execute(
+            got = cur.execute(
                 "SELECT assay_attempt(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (
                     session.key,
@@ -270,7 +275,7 @@ class PostgresStore:
             self._writing = False
             if stop is not None and stop.is_set():
                 raise StoreError("cancelled")
-            return self._load(conn, session, part, now)
+            return self._load(cur, session, part, now)
 
         with self._lock:
             if self._open is not None:
@@ -284,14 +289,14 @@ class PostgresStore:
     def commit_blocking(self, saved: Saved, now: float) -> int:
         """:meth:`commit` on the calling thread."""
         with self._lock:
-            if self._open is None or self._conn is None:
+            if self._open is None or self._conn is None or self._cursor is None:
                 raise RuntimeError("PostgresStore: no transaction is open")
             try:
-                return self._write(self._conn, saved, now)
+                return self._write(self._conn, self._cursor, saved, now)
             except _ERRORS as exc:
                 raise self._fail(exc) from None
 
-    def _write(self, conn: psycopg.Connection[Any], saved: Saved, now: float) -> int:
+    def _write(self, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any], saved: Saved, now: float) -> int:
         """Write ``saved`` in the open transaction, commit it and give the connection back; the
         part's version now."""
         assert self._open is not None
@@ -299,7 +304,7 @@ class PostgresStore:
         entered = 1 if saved.entered else 0
         version = self._version
         self._writing = True
-        row = conn.execute(
+        row = cur.execute(
             "SELECT assay_write(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 key,

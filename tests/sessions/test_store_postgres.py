@@ -232,7 +232,7 @@ async def test_a_stale_attempt_takes_five_statements(pg_server, monkeypatch: pyt
         await other.begin(ALICE, "p", "b", T0)
         await other.commit(Saved(b"2", 2, 2, True), T0)
         sent: list[str] = []
-        execute, commit = psycopg.Connection.execute, psycopg.Connection.commit
+        execute, commit = psycopg.Cursor.execute, psycopg.Connection.commit
 
         def counted_execute(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
             sent.append(query if isinstance(query, str) else str(query))
@@ -243,7 +243,7 @@ async def test_a_stale_attempt_takes_five_statements(pg_server, monkeypatch: pyt
                 sent.append("COMMIT")
             return commit(self)
 
-        monkeypatch.setattr(psycopg.Connection, "execute", counted_execute)
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
         monkeypatch.setattr(psycopg.Connection, "commit", counted_commit)
         got = await mine.attempt(ALICE, "p", "a", Expect(version, 1, 1), Saved(b"3", 2, 2, True), T0)
         assert got == Loaded(version + 1, b"2", 2, 2)
