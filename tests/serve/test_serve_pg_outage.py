@@ -1,5 +1,5 @@
-"""Postgres stopped and started again under load (docs/serve.md, "Several replicas", "When the
-store is down"): two real `assay mcp serve` replicas on one Postgres (tests/pgserver.py), a
+"""Postgres stopped and started again under load (docs/serve.md, "Several replicas" and "Health
+and metrics"): two real `assay mcp serve` replicas on one Postgres (tests/pgserver.py), a
 steady stream of concurrent 2026-07-28-era calls of one user spread over both, against a
 per-user total so that every decision needs the store. While Postgres is down every call is
 answered, and denied ``E_SESSION_STATE`` (none hangs), pings and tools/list still answer, and
