@@ -103,7 +103,9 @@ async def _ready(http: httpx2.AsyncClient, replica: Replica) -> tuple[int, str]:
     return got.status_code, got.text
 
 
-async def test_postgres_stopped_and_started_under_load(tmp_path: Path, pg_server: Any, base_env: dict[str, str]) -> None:
+async def test_postgres_stopped_and_started_under_load(
+    tmp_path: Path, pg_server: Any, base_env: dict[str, str]
+) -> None:
     env = {**base_env, "PGPASSWORD_ASSAY": PASSWORD, "GATEWAY_SESSION_KEY": SESSION_KEY}
     db = pg_server.database()
     load = Load()
