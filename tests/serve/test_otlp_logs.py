@@ -16,7 +16,14 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
+
+from assay.gateway.config import Otel
+from assay.serve.otlplogs import RecordLogs
+from assay.session.effects import Sink
+from assay.shells.stdio.pipes import RecordSink
 
 from test_observe import ACCEPT, _code
 from test_traces import Receiver, _config, receiver, serving
@@ -131,3 +138,66 @@ async def test_arguments_only_when_asked_and_then_redacted(tmp_path: Path) -> No
 async def test_without_logs_nothing_goes_to_v1_logs(tmp_path: Path, otel: str) -> None:
     got = await _run(tmp_path, otel)
     assert got.paths == {"/v1/traces"} and got.logs == [] and len(got.spans) == 3
+
+
+class _Logger:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def emit(self, record: Any) -> None:
+        self.records.append(record)
+
+
+class _File(RecordSink):
+    def __init__(self) -> None:
+        self.name = "decision log"
+        self.got: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.got.append(data)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.dictionaries(st.text(max_size=12), _json, max_size=6),
+    arguments=_json,
+    secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=12, max_size=30),
+    noise=st.binary(max_size=80),
+)
+def test_any_line_is_one_record_or_none_and_never_the_raw_arguments(
+    data: dict[str, Any], arguments: Any, secret: str, noise: bytes
+) -> None:
+    """Whatever a decision sink is given, the link's sink writes it to the file unchanged, never
+    raises, makes at most one log record per decision event, and with ``log_arguments`` a
+    password among the arguments is never in it."""
+    assume(secret not in json.dumps([data, arguments]))
+    logs = RecordLogs(Otel(endpoint="http://127.0.0.1:9", logs=True, log_arguments=True), version="t", separator="__")
+    logs.logger = _Logger()  # type: ignore[assignment]
+    file = _File()
+    link = logs.link(None, {Sink.DECISION_LOG: file})
+    link.decided(
+        _Decided(), {"id": 7, "method": "tools/call", "params": {"arguments": {"password": secret, "x": arguments}}}
+    )
+    event = {"type": "assay.tool.decision", "data": {**data, "request_id": 7}}
+    line = json.dumps(event).encode() + b"\n"
+    batch = noise + b'"type":"assay.tool.decision"\n' + line
+    link.write(batch)
+    assert file.got == [batch]
+    records = logs.logger.records  # type: ignore[attr-defined]
+    assert len(records) <= 1
+    for record in records:
+        assert secret not in json.dumps(record.attributes) and secret not in str(record.body)
+        assert "[REDACTED:password]" in record.attributes["assay.arguments"]
+    logs.provider.shutdown()
+
+
+class _Decided:
+    outcome = "allow"
+    reason_code = None
