@@ -40,6 +40,7 @@ from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
 from assay.serve.observe import Metrics, Watch
 from assay.serve.users import MAX_PAGES, REQUEST_CANCELLED, Conversation, User
+from assay.serve.otlplogs import RecordLogs
 from assay.serve.traces import Tracing
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
@@ -72,11 +73,14 @@ class ServeGateway:
         approver: Approver | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        record_logs: RecordLogs | None = None,
     ) -> None:
         self.config = config
         # docs/serve.md, "Health and metrics": kept only with the config's admin_listen
         self.metrics = metrics
         self.tracing = tracing  # docs/serve.md, "Traces": kept only with the config's otel
+        # docs/serve.md, "Records as OTLP logs": kept only with the config's otel.logs
+        self.record_logs = record_logs
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
@@ -142,11 +146,16 @@ class ServeGateway:
         watch: Watch | None = self.metrics.link(upstream.name) if self.metrics is not None else None
         if self.tracing is not None:
             watch = self.tracing.link(upstream.name, watch)
+        sinks = self.sinks
+        if self.record_logs is not None:  # the link's decision events become log records too
+            logs = self.record_logs.link(watch, sinks)
+            watch = logs
+            sinks = {**sinks, Sink.DECISION_LOG: logs}
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
-            decision_sinks=tuple(s for s in (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW) if s in self.sinks),
-            audit=Sink.AUDIT_LOG in self.sinks,
+            decision_sinks=tuple(s for s in (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW) if s in sinks),
+            audit=Sink.AUDIT_LOG in sinks,
             max_frame_bytes=self.max_frame_bytes,
             hide_denied_tools=True,
             shared_session_key=user.who.key,
@@ -176,7 +185,7 @@ class ServeGateway:
             capabilities=capabilities,
             version=version,
             on_message=user.from_link,
-            sinks=self.sinks,
+            sinks=sinks,
             warn=self.warn,
             base_dir=self.config.base_dir,
             environ=self.environ,
@@ -235,6 +244,7 @@ async def open_gateway(
     approver: Approver | None = None,
     metrics: Metrics | None = None,
     tracing: Tracing | None = None,
+    record_logs: RecordLogs | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -251,6 +261,7 @@ async def open_gateway(
             approver=approver,
             metrics=metrics,
             tracing=tracing,
+            record_logs=record_logs,
         )
         try:
             yield gateway
