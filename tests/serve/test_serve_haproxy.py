@@ -83,6 +83,10 @@ async def test_three_replicas_behind_haproxy_count_a_per_user_limit_exactly(
                 for k in range(10):
                     nursery.start_soon(client, "bob", k, 5)
                 nursery.start_soon(arm_then_send)
+    # the flow rule armed through A denied the send through C; bob's send went
+    assert not _denied(flow["read"]) and "drawer" in json.dumps(flow["read"])
+    assert _denied(flow["alice"]) and "nothing leaves" in json.dumps(flow["alice"])
+    assert flow["bob"]["result"]["content"][0]["text"] == "sent x"
     alice = echoes["alice"]
     allowed = {m for m, a in alice.items() if not _denied(a)}
     denied = [a for a in alice.values() if _denied(a)]
@@ -90,10 +94,6 @@ async def test_three_replicas_behind_haproxy_count_a_per_user_limit_exactly(
     assert len(allowed) == LIMIT and len(denied) == CLIENTS * EACH - LIMIT
     assert all("E_RATE_LIMIT" in json.dumps(a) and "per-user" in json.dumps(a) for a in denied)
     assert all(a["result"]["content"][0]["text"] == f"echo: {m}" for m, a in alice.items() if m in allowed)
-    # the flow rule armed through A denied the send through C; bob's send went
-    assert not _denied(flow["read"]) and "drawer" in json.dumps(flow["read"])
-    assert _denied(flow["alice"]) and "nothing leaves" in json.dumps(flow["alice"])
-    assert flow["bob"]["result"]["content"][0]["text"] == "sent x"
     assert len(echoes["bob"]) == 50 and not any(_denied(x) for x in echoes["bob"].values())
     # each replica judged some of alice's calls (round robin); together they allowed 500, each once
     audit = {name: _audit(tmp_path, name) for name in ("a", "b", "c")}
