@@ -48,9 +48,11 @@ BACKEND = "    retries 3\n    option redispatch 1\n"
 
 
 def _counts(db: str) -> tuple[int, int]:
-    """alice's tool calls (allowed or denied) and calls that went to a server, in the store."""
+    """alice's tool calls (allowed or denied) and calls that went to a server, in the store. Read
+    under the lock every call's writes take: a killed replica's transaction that held it (its
+    COMMIT perhaps still on the way) has ended, committed or not, before the counts are read."""
     with psycopg.connect(db, password=PASSWORD) as conn:
-        row = conn.execute("SELECT tool_calls, calls FROM sessions WHERE name = 'alice'").fetchone()
+        row = conn.execute("SELECT tool_calls, calls FROM sessions WHERE name = 'alice' FOR UPDATE").fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
@@ -122,8 +124,8 @@ async def test_a_replica_killed_mid_load_loses_no_count_and_counts_nothing_twice
                     victim = started[at]
                     outcome = await _round(http, url, rnd, victim, rng.randrange(BURST))
                     assert await trio.to_thread.run_sync(victim.proc.wait) == -9
-                    started[at] = await _restart(tmp_path, victim, env)
                     after = await trio.to_thread.run_sync(_counts, db)
+                    started[at] = await _restart(tmp_path, victim, env)
                     n = {k: sum(v == k for v in outcome.values()) for k in ("allowed", "denied", "failed")}
                     tool_calls, calls = after[0] - before[0], after[1] - before[1]
                     where = f"round {rnd}, {victim.name} killed: {n}, store +{tool_calls} tool calls +{calls} calls"
