@@ -139,6 +139,7 @@ class ServeGateway:
         policy = user.policy
         shared = None
         clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
+        client_ids: dict[int, Any] = {}  # the link's request id -> the id the client sent, while in flight
         # approvals share the session too: a retry's approval is taken once across the user's links
         if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
@@ -166,6 +167,9 @@ class ServeGateway:
             approver=self.config.approvals.kind if self.config.approvals is not None else None,
             approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
             client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
+            client_id_of=lambda request_id: (
+                client_ids.get(request_id, request_id) if request_id.__class__ is int else request_id
+            ),
             on_decision=watch.decided if watch is not None else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
@@ -195,6 +199,7 @@ class ServeGateway:
             approver=self.approver,
             clients=clients,
             watch=watch,
+            client_ids=client_ids,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
