@@ -67,13 +67,15 @@ def usable_problems(config: ServeConfig) -> list[str]:
             check(cred.client_secret, f"upstreams.{up.name}.credential.client_secret")
     check(config.approval_key, "approval_key")
     check(config.session_key, "session_key")
+    check(config.session_key_previous, "session_key_previous")
     check(config.store_password, "store.password")
     from assay.gateway.config import ConfigError
-    from assay.serve.run import read_approval_key, read_session_key
+    from assay.serve.run import read_approval_key, read_session_key, read_session_key_previous
 
     for given, label, read in (
         (config.approval_key, "approval_key", read_approval_key),
         (config.session_key, "session_key", read_session_key),
+        (config.session_key_previous, "session_key_previous", read_session_key_previous),
     ):
         if given is not None and not any(p.startswith(label + ":") for p in found):
             try:

@@ -198,6 +198,8 @@ class ServeConfig:
     #: the key that seals 2025-era session ids, so any replica goes on with a session
     #: (docs/serve.md, "Several replicas"); None: random ids, known to one process
     session_key: Secret | None = None
+    #: the key before ``session_key``: ids it sealed still open until they expire (rotation)
+    session_key_previous: Secret | None = None
     #: an out-of-band approver (docs/serve.md, "Out-of-band approvers"); None: the client is asked
     approvals: Approver | None = None
     #: the decision log and the audit log (wrap's records, with the user: docs/serve.md,

@@ -64,6 +64,7 @@ def parse_config(
             "limits",
             "approval_key",
             "session_key",
+            "session_key_previous",
             "approvals",
             "upstreams",
             "logs",
@@ -116,6 +117,10 @@ def parse_config(
     limits = _limits(r, top.get("limits"))
     approval_key = r.secret(top["approval_key"], "approval_key", env) if top.get("approval_key") is not None else None
     session_key = r.secret(top["session_key"], "session_key", env) if top.get("session_key") is not None else None
+    previous_key = top.get("session_key_previous")
+    session_key_previous = r.secret(previous_key, "session_key_previous", env) if previous_key is not None else None
+    if session_key_previous is not None and session_key is None:
+        r.problem("session_key_previous", "needs a session_key (the key ids are sealed with now)")
     approvals = _approvals(r, top.get("approvals"), env)
     upstreams = _upstreams(r, top.get("upstreams"), separator, env)
     if oauth is None and (api_keys is not None or no_auth):
@@ -160,6 +165,7 @@ def parse_config(
         limits=limits,
         approval_key=approval_key,
         session_key=session_key,
+        session_key_previous=session_key_previous,
         approvals=approvals,
         decision_log=decision_log,
         audit_log=audit_log,

@@ -12,6 +12,10 @@ as an unknown id does (the front answers both 404).
 The id is ``s1.`` and the URL-safe base64 (no padding) of ``nonce || ciphertext+tag``: visible
 ASCII, as a header value must be. No trio, no clock of its own: ``now`` (seconds since the epoch)
 comes from the caller.
+
+Keys rotate: a sealer seals with its key and also opens ids sealed with the ``previous`` keys (the
+config's ``session_key_previous``), so replicas given a new key keep their clients' sessions
+until those ids expire.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import base64
 import binascii
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,13 +70,25 @@ def _owner_data(owner: str) -> bytes:
     return _CONTEXT + owner.encode("utf-8", "surrogatepass")
 
 
-class Sealer:
-    """Seals and opens session ids with one key (derived from ``secret`` here, once)."""
+def _aead_of(secret: bytes) -> AESGCM:
+    if len(secret) < 16:
+        raise ValueError("the session key must be at least 16 bytes")
+    return AESGCM(hashlib.sha256(_CONTEXT + secret).digest())
 
-    def __init__(self, secret: bytes, max_age_s: float, random: Callable[[int], bytes] = os.urandom) -> None:
-        if len(secret) < 16:
-            raise ValueError("the session key must be at least 16 bytes")
-        self._aead = AESGCM(hashlib.sha256(_CONTEXT + secret).digest())
+
+class Sealer:
+    """Seals session ids with one key and opens those of that key or of the ``previous`` ones
+    (each derived from its secret here, once)."""
+
+    def __init__(
+        self,
+        secret: bytes,
+        max_age_s: float,
+        random: Callable[[int], bytes] = os.urandom,
+        previous: Sequence[bytes] = (),
+    ) -> None:
+        self._aead = _aead_of(secret)
+        self._opens = (self._aead, *(_aead_of(old) for old in previous))
         self.max_age_s = max_age_s
         self._random = random
 
@@ -105,8 +121,9 @@ class Sealer:
         return PREFIX + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
 
     def open(self, session_id: str, owner: str, now: float) -> Resumable | None:
-        """What the id says, when it was sealed with this key for ``owner`` and has not expired;
-        None otherwise (an id of another user, of another key, altered, expired, or no sealed id)."""
+        """What the id says, when it was sealed with this key or a previous one for ``owner`` and
+        has not expired; None otherwise (an id of another user, of another key, altered, expired,
+        or no sealed id)."""
         if not session_id.startswith(PREFIX) or len(session_id) > 4 * MAX_SEALED_BYTES:
             return None
         text = session_id[len(PREFIX) :]
@@ -116,10 +133,18 @@ class Sealer:
             return None
         if len(raw) < _NONCE + _TAG or base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
             return None  # one id, one spelling: the table of a gateway is keyed by the text
+        plain = None
+        for aead in self._opens:
+            try:
+                plain = aead.decrypt(raw[:_NONCE], raw[_NONCE:], _owner_data(owner))
+                break
+            except InvalidTag:
+                continue
+        if plain is None:
+            return None
         try:
-            plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], _owner_data(owner))
             state = msgspec.json.decode(plain, type=_State)
-        except (InvalidTag, msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         if now >= state.exp:
             return None

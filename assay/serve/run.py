@@ -36,6 +36,7 @@ __all__ = [
     "probe_of",
     "read_approval_key",
     "read_session_key",
+    "read_session_key_previous",
     "run_serve",
     "sealer_of",
     "store_of",
@@ -128,11 +129,19 @@ def read_session_key(config: ServeConfig, environ: Mapping[str, str]) -> bytes |
     return _read_key(config, config.session_key, "session_key", environ)
 
 
+def read_session_key_previous(config: ServeConfig, environ: Mapping[str, str]) -> bytes | None:
+    """The config's ``session_key_previous`` (rotation), read as ``session_key``."""
+    return _read_key(config, config.session_key_previous, "session_key_previous", environ)
+
+
 def sealer_of(config: ServeConfig, environ: Mapping[str, str]) -> Sealer | None:
     """What seals the 2025-era session ids with the config's ``session_key`` (its AES key
     derived here, once); None without one (random ids, known to one process)."""
     key = read_session_key(config, environ)
-    return None if key is None else Sealer(key, config.limits.session_max_age_s)
+    if key is None:
+        return None
+    previous = read_session_key_previous(config, environ)
+    return Sealer(key, config.limits.session_max_age_s, previous=() if previous is None else (previous,))
 
 
 def _read_key(config: ServeConfig, secret: Secret | None, where: str, environ: Mapping[str, str]) -> bytes | None:

@@ -32,6 +32,7 @@ identity:
   api_keys: keys.txt
 limits: {max_body: 1MiB, per_user_concurrency: 4, read_timeout: 5s, session_idle: 10m, session_max_age: 2h}
 session_key: {env: GW_SESSION_KEY}
+session_key_previous: {file: old-session.key}
 upstreams:
   files:
     command: [npx, server-filesystem, /srv]
@@ -66,6 +67,7 @@ def test_a_whole_config_reads_into_the_model():
     assert c.limits.max_body_bytes == 1024 * 1024 and c.limits.per_user_concurrency == 4
     assert c.limits.read_timeout_s == 5.0 and c.limits.session_idle_s == 600.0
     assert c.limits.session_max_age_s == 7200.0 and c.session_key == Secret(env="GW_SESSION_KEY")
+    assert c.session_key_previous == Secret(file="old-session.key")
     files, search, tickets = c.upstreams
     assert files.transport == "stdio" and files.command == ("npx", "server-filesystem", "/srv")
     assert files.env == (("LOG", "debug"), ("TOKEN", Secret(env="FILES_TOKEN"))) and files.idle_timeout_s == 300
@@ -133,6 +135,7 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("version: 2", "version: must be 1"),
         ("approval_key: abc", "approval_key: a secret is never written"),
         ("session_key: abc", "session_key: a secret is never written"),
+        ("session_key_previous: {env: OLD}", "session_key_previous: needs a session_key"),
         ("limits: {session_max_age: soon}", "limits.session_max_age"),
         ("approvals: {approver: phone}", "approvals.approver: is required: webhook or queue"),
         ("approvals: {approver: webhook}", "approvals.url: is required"),

@@ -43,6 +43,20 @@ def test_seal_then_open_for_the_same_user_only() -> None:
     assert sealer.seal(ALICE, "2025-11-25", PARAMS, now=1000.0) != sid
 
 
+def test_a_rotated_key_still_opens_the_ids_of_the_previous_one() -> None:
+    old, new = KEY, b"the-next-session-key-0123456789"
+    sid = Sealer(old, max_age_s=100).seal(ALICE, "2025-11-25", PARAMS, now=1000.0)
+    rotated = Sealer(new, max_age_s=100, previous=[old])
+    got = rotated.open(sid, ALICE, now=1050.0)
+    assert got is not None and got.expires == 1100  # the old id keeps its own expiry
+    assert rotated.open(sid, BOB, now=1050.0) is None and rotated.open(sid, ALICE, now=1100.0) is None
+    assert Sealer(new, max_age_s=100).open(sid, ALICE, now=1050.0) is None  # without it: refused
+    # a rotated sealer seals with the new key only: a replica still on the old one refuses it
+    fresh = rotated.seal(ALICE, "2025-11-25", PARAMS, now=1000.0)
+    assert Sealer(old, max_age_s=100).open(fresh, ALICE, now=1050.0) is None
+    assert Sealer(new, max_age_s=100).open(fresh, ALICE, now=1050.0) is not None
+
+
 def test_one_spelling_per_id() -> None:
     """base64's unused bits could give one sealed id several texts: only the canonical opens."""
     sealer = Sealer(KEY, max_age_s=100, random=lambda n: b"\x01" * n)
@@ -160,3 +174,19 @@ async def test_without_the_key_ids_are_one_fronts_own() -> None:
             assert (await _post(http, a.url, "alice", _call(2), sid)).status_code == 200
             assert (await _post(http, b.url, "alice", _call(3), sid)).status_code == 404
             assert two.opened == []
+
+
+def test_the_configs_previous_key_opens_the_ids_sealed_before_the_rotation() -> None:
+    from assay.gateway.configfile import parse_config
+    from assay.serve.run import sealer_of
+
+    text = (
+        b"policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+        b"session_key: {env: NEW}\nsession_key_previous: {env: OLD}\n"
+    )
+    env = {"NEW": "the-next-session-key-0123456789", "OLD": KEY.decode()}
+    rotated = sealer_of(parse_config(text, base_dir="/", environ=env), env)
+    sid = Sealer(KEY, max_age_s=100).seal(ALICE, "2025-11-25", PARAMS, now=1000.0)
+    assert rotated is not None and rotated.open(sid, ALICE, now=1050.0) is not None
+    unrotated = sealer_of(parse_config(text.replace(b"session_key_previous: {env: OLD}\n", b""), base_dir="/"), env)
+    assert unrotated is not None and unrotated.open(sid, ALICE, now=1050.0) is None

@@ -58,8 +58,8 @@ def test_an_invalid_config_is_exit_2_one_line_each(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [
         "serve.yaml: x: unknown key (known: version, policy, listen, public_url, tls, origins, identity, store, "
-        "state_dir, separator, limits, approval_key, session_key, approvals, upstreams, logs, admin_listen,"
-        " otel)",
+        "state_dir, separator, limits, approval_key, session_key, session_key_previous, approvals, upstreams, logs,"
+        " admin_listen, otel)",
         "serve.yaml: identity.none: no authentication is only allowed on a loopback address, not 0.0.0.0",
         "serve.yaml: upstreams.a: needs exactly one of command (a list of strings) or url",
     ]
