@@ -157,12 +157,23 @@ class Otel:
     endpoint: str
     #: the spans' ``service.name``
     service_name: str = "assay-serve"
+    #: the decision records go to the collector as OTLP log records too, to its ``/v1/logs``
+    #: (docs/serve.md, "Records as OTLP logs")
+    logs: bool = False
+    #: those log records carry the call's arguments, redacted and capped as wrap's
+    #: ``--log-arguments`` (docs/wrap-records.md, "Logged arguments"); only with ``logs``
+    log_arguments: bool = False
 
     @property
     def traces_url(self) -> str:
         if self.endpoint.rstrip("/").endswith("/v1/traces"):
             return self.endpoint
         return self.endpoint.rstrip("/") + "/v1/traces"
+
+    @property
+    def logs_url(self) -> str:
+        """``/v1/logs`` beside the traces' ``/v1/traces``."""
+        return self.traces_url[: -len("/v1/traces")] + "/v1/logs"
 
 
 @dataclass(frozen=True)

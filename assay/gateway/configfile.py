@@ -176,12 +176,13 @@ def parse_config(
 
 
 def _otel(r: _Reader, value: Any) -> Otel | None:
-    """``otel``: ``{endpoint, service_name}`` (docs/serve.md, "Traces"). The endpoint is checked
+    """``otel``: ``{endpoint, service_name, logs, log_arguments}`` (docs/serve.md, "Traces" and
+    "Records as OTLP logs"). The endpoint is checked
     as every URL the gateway sends to: https, or http to a loopback address (a collector on this
     host, or a sidecar reached through https)."""
     if value is None:
         return None
-    got = r.mapping(value, "otel", ("endpoint", "service_name"))
+    got = r.mapping(value, "otel", ("endpoint", "service_name", "logs", "log_arguments"))
     if got is None:
         return None
     endpoint = r.url(got.get("endpoint"), "otel.endpoint", required=True)
@@ -194,9 +195,20 @@ def _otel(r: _Reader, value: Any) -> Otel | None:
     if name is not None and (len(name) > 256 or not name.isprintable()):
         r.problem("otel.service_name", "must be printable and at most 256 characters")
         name = None
+    flags = {}
+    for key in ("logs", "log_arguments"):
+        flag = got.get(key, False)
+        if not isinstance(flag, bool):
+            r.problem(f"otel.{key}", "must be true or false")
+            flag = False
+        flags[key] = flag
+    if flags["log_arguments"] and not flags["logs"] and got.get("logs", False) is False:
+        r.problem("otel.log_arguments", "needs otel.logs: true (the arguments go in the OTLP log records)")
     if endpoint is None:
         return None
-    return Otel(endpoint=endpoint, service_name=name or "assay-serve")
+    return Otel(
+        endpoint=endpoint, service_name=name or "assay-serve", logs=flags["logs"], log_arguments=flags["log_arguments"]
+    )
 
 
 def is_postgres(store: str) -> bool:

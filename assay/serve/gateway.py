@@ -40,6 +40,7 @@ from assay.auth.upstream_creds import UpstreamCredError
 from assay.serve.link import Link, LinkError
 from assay.serve.observe import Metrics, Watch
 from assay.serve.users import MAX_PAGES, REQUEST_CANCELLED, Conversation, User
+from assay.serve.otlplogs import RecordLogs
 from assay.serve.traces import Tracing
 from assay.session.effects import Sink
 from assay.session.session import SessionOptions, WrapSession
@@ -72,11 +73,14 @@ class ServeGateway:
         approver: Approver | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        record_logs: RecordLogs | None = None,
     ) -> None:
         self.config = config
         # docs/serve.md, "Health and metrics": kept only with the config's admin_listen
         self.metrics = metrics
         self.tracing = tracing  # docs/serve.md, "Traces": kept only with the config's otel
+        # docs/serve.md, "Records as OTLP logs": kept only with the config's otel.logs
+        self.record_logs = record_logs
         # signs 2026-07-28-era approvals (docs/serve.md, "Approvals"): the config's, or one of
         # this process's own (an approval asked then is taken by this process only)
         self.approval_key = approval_key if approval_key is not None else secrets.token_bytes(32)
@@ -135,6 +139,7 @@ class ServeGateway:
         policy = user.policy
         shared = None
         clients: dict[int, tuple[str, str | None]] = {}  # the link's request id -> its client, while in flight
+        client_ids: dict[int, Any] = {}  # the link's request id -> the id the client sent, while in flight
         # approvals share the session too: a retry's approval is taken once across the user's links
         if self.store_for is not None and (shares_state(policy) or _asks_approval(policy)):
             shared = (self.store_for(), user.key)
@@ -142,11 +147,16 @@ class ServeGateway:
         watch: Watch | None = self.metrics.link(upstream.name) if self.metrics is not None else None
         if self.tracing is not None:
             watch = self.tracing.link(upstream.name, watch)
+        sinks = self.sinks
+        if self.record_logs is not None:  # the link's decision events become log records too
+            logs = self.record_logs.link(watch, sinks)
+            watch = logs
+            sinks = {**sinks, Sink.DECISION_LOG: logs}
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
-            decision_sinks=tuple(s for s in (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW) if s in self.sinks),
-            audit=Sink.AUDIT_LOG in self.sinks,
+            decision_sinks=tuple(s for s in (Sink.DECISION_LOG, Sink.DECISION_LOG_NEW) if s in sinks),
+            audit=Sink.AUDIT_LOG in sinks,
             max_frame_bytes=self.max_frame_bytes,
             hide_denied_tools=True,
             shared_session_key=user.who.key,
@@ -157,6 +167,9 @@ class ServeGateway:
             approver=self.config.approvals.kind if self.config.approvals is not None else None,
             approver_timeout=self.config.approvals.timeout_s if self.config.approvals is not None else None,
             client_of=lambda request_id: clients.get(request_id) if request_id.__class__ is int else None,
+            client_id_of=lambda request_id: (
+                client_ids.get(request_id, request_id) if request_id.__class__ is int else request_id
+            ),
             on_decision=watch.decided if watch is not None else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
@@ -176,7 +189,7 @@ class ServeGateway:
             capabilities=capabilities,
             version=version,
             on_message=user.from_link,
-            sinks=self.sinks,
+            sinks=sinks,
             warn=self.warn,
             base_dir=self.config.base_dir,
             environ=self.environ,
@@ -186,6 +199,7 @@ class ServeGateway:
             approver=self.approver,
             clients=clients,
             watch=watch,
+            client_ids=client_ids,
         )
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -235,6 +249,7 @@ async def open_gateway(
     approver: Approver | None = None,
     metrics: Metrics | None = None,
     tracing: Tracing | None = None,
+    record_logs: RecordLogs | None = None,
 ) -> AsyncIterator[ServeGateway]:
     """A gateway whose links run in a nursery of their own; at the end every link is closed
     (wrap's lifecycle stops each upstream) and waited for."""
@@ -251,6 +266,7 @@ async def open_gateway(
             approver=approver,
             metrics=metrics,
             tracing=tracing,
+            record_logs=record_logs,
         )
         try:
             yield gateway

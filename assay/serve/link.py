@@ -137,6 +137,7 @@ class Link:
         approver: Approver | None = None,
         clients: dict[int, tuple[str, str | None]] | None = None,
         watch: Watch | None = None,
+        client_ids: dict[int, Any] | None = None,
     ) -> None:
         self.upstream = upstream
         self.name = upstream.name
@@ -156,6 +157,8 @@ class Link:
         # the client of each request in flight, by the link's id (what the session's records ask:
         # docs/serve.md, "Records")
         self.clients: dict[int, tuple[str, str | None]] = {} if clients is None else clients
+        # and the id its client sent it with (the records carry it)
+        self.client_ids: dict[int, Any] = {} if client_ids is None else client_ids
         # the metrics' watch of this link (docs/serve.md, "Health and metrics"); None: none kept
         self.watch = watch
         self.alive = False
@@ -184,11 +187,13 @@ class Link:
         *,
         era: Mapping[str, Any] | None = None,
         client: tuple[str, str | None] | None = None,
+        client_id: Any = None,
     ) -> dict[str, Any]:
         """Send one request with the gateway's own id; its answer (``result`` or ``error``, that
         id). Cancelled: the upstream is told (``notifications/cancelled``). ``era``: the client's
         capabilities when the request is of the 2026-07-28 era. ``client``: the name and version
-        of the client it comes from, which its records carry."""
+        of the client it comes from, and ``client_id`` the id it sent the request with (not None),
+        which its records carry."""
         if not self.alive:
             return error(None, UPSTREAM_FAILED, self._gone())
         self._next += 1
@@ -198,6 +203,8 @@ class Link:
             self.eras[mine] = era
         if client is not None:
             self.clients[mine] = client
+        if client_id is not None:
+            self.client_ids[mine] = client_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": mine, "method": method}
         if params is not None:
             message["params"] = dict(params)
@@ -215,6 +222,7 @@ class Link:
         finally:
             self.eras.pop(mine, None)
             self.clients.pop(mine, None)
+            self.client_ids.pop(mine, None)
             self._touch()
             if watch is not None:
                 watch.done(mine, waiter.answer)

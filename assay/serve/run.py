@@ -20,6 +20,7 @@ from assay.shells.stdio.pipes import RecordSink
 if TYPE_CHECKING:
     from assay.serve.gateway import ServeGateway
     from assay.serve.observe import Metrics
+    from assay.serve.otlplogs import RecordLogs
     from assay.serve.traces import Tracing
     from assay.store.postgres import PostgresDatabase
 
@@ -222,13 +223,18 @@ async def run_serve(
         def store_for() -> Store:
             return TimedStore(plain(), metrics)
 
-    tracing = None
+    tracing: Tracing | None = None
+    record_logs: RecordLogs | None = None
     if config.otel is not None:  # docs/serve.md, "Traces": only then is the SDK imported
         from assay import __version__
         from assay.serve.traces import Tracing
 
         try:
             tracing = Tracing(config.otel, version=__version__)
+            if config.otel.logs:  # docs/serve.md, "Records as OTLP logs"
+                from assay.serve.otlplogs import RecordLogs
+
+                record_logs = RecordLogs(config.otel, version=__version__, separator=config.separator)
         except ImportError:
             raise ConfigError([OTEL_MISSING]) from None
     sinks = open_sinks(config)
@@ -248,6 +254,7 @@ async def run_serve(
                 approver=hook,
                 metrics=metrics,
                 tracing=tracing,
+                record_logs=record_logs,
             ) as gateway,
         ):
             if metrics is not None:
@@ -281,7 +288,12 @@ async def run_serve(
         if approver is not None:
             approver[1]()
         if tracing is not None:  # the last spans go out (at most SHUTDOWN_S), SIGTERM's drain done
-            await tracing.aclose()
+            if record_logs is not None:  # and the last log records, alongside
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(record_logs.aclose)
+                    await tracing.aclose()
+            else:
+                await tracing.aclose()
         if database is not None:
             with trio.CancelScope(shield=True):
                 await database.aclose()

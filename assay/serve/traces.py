@@ -143,6 +143,11 @@ class SpanWatch:
         if self.inner is not None:
             self.inner.sent(request_id)
 
+    def span_of(self, request_id: int) -> Span | None:
+        """The span of the request the link sent as ``request_id``, while in flight (the OTLP
+        log record of its decision carries its ids: docs/serve.md, "Records as OTLP logs")."""
+        return self._spans.get(request_id)
+
     def decided(self, decision: Decision, frame: Mapping[str, Any]) -> None:
         request_id = frame.get("id")
         span = self._spans.get(request_id) if request_id.__class__ is int else None

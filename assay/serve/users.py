@@ -309,7 +309,7 @@ class Conversation:
             # a 2026-07-28-era request: the link's session is told so (its approvals answer
             # with input_required), though the link itself is a 2025-era session
             return await link.request(
-                method, params, era=self.capabilities if self.modern else None, client=self.client
+                method, params, era=self.capabilities if self.modern else None, client=self.client, client_id=client_id
             )
         finally:
             user.calls.remove(call)
@@ -340,7 +340,7 @@ class Conversation:
                 user.ids.tokens.pop(token, None)
 
         async def send() -> dict[str, Any]:
-            return await link.request(method, mapped, era=self.capabilities, client=self.client)
+            return await link.request(method, mapped, era=self.capabilities, client=self.client, client_id=client_id)
 
         user.gateway.nursery.start_soon(flight.run, send, end)
         return await flight.round(related, user.parked.park)

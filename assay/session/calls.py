@@ -406,7 +406,11 @@ class CallPath:
         if job.kind == _CALL:
             call = job.call
             assert call is not None
+            if state is not None:
+                job.undo = (state.requests_count, state.tool_calls_count, 0)
             decision = self._asked(call, pipeline.decide(call, now, problem), out)
+            if problem is not None:
+                self._uncount(job)
             if decision is None:  # held for a person: the counters are saved, nothing else
                 if shared.open:
                     self._commit(job, shared.saving(False), now, out)
@@ -445,10 +449,22 @@ class CallPath:
                 out.append(Warn(f"assay: shared session: {problem}; what came back is not remembered"))
             self._done(job, out)
             return
+        if problem is not None and job.kind == _CALL and job.decision is not None:
+            self._uncount(job)  # (a call held for a person keeps its count: it may go later)
         if job.decision is not None and job.entered and problem is not None:
             # the store failed to save it: not counted, so not sent
             job.decision = store_failed(job.decision, job.decision.tool, problem)
         self._settled(job, out)
+
+    def _uncount(self, job: Job) -> None:
+        """The store could not judge or save the call in hand: what its decision counted is
+        taken back, so it is never added to the session's totals once the store is back (the
+        denied call counts nothing; a save that did reach the store counted it there)."""
+        state = self.pipeline.state
+        undo = job.undo
+        if state is not None and undo is not None:
+            state.requests_count, state.tool_calls_count = undo[0], undo[1]
+        job.undo = None
 
     def _settled(self, job: Job, out: list[Effect]) -> None:
         decision = job.decision

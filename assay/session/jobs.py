@@ -56,7 +56,8 @@ class Job:
     being saved). ``attempting``: decided on what the last transaction left and being saved in
     one round trip (the store's ``attempt``); ``undo``: the counters (and the number of
     inspection findings) before that decision, put back when the store says another wrap wrote
-    meanwhile; ``cancel_note``: the client's cancellation (line, frame) that came during the
+    meanwhile (the counters also when the store could not judge or save the call: it counts
+    nothing); ``cancel_note``: the client's cancellation (line, frame) that came during the
     attempt (the call is dropped if it is decided again)."""
 
     __slots__ = (

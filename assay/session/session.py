@@ -121,6 +121,10 @@ class SessionOptions:
     # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
     # docs/serve.md, "Records"); None in wrap
     client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
+    # given a call's request id, the id its client sent it with (`assay mcp serve`, whose link
+    # numbers the requests of several clients: docs/serve.md, "Records"); the records carry that
+    # one. None (wrap), or an id it does not know: the records carry the frame's
+    client_id_of: Callable[[Any], Any] | None = None
     # told every decision as it is recorded (the decision and the client's frame), records on
     # or off: `assay mcp serve`'s metrics and traces (docs/serve.md, "Health and metrics"); None
     # in wrap, and in serve without them
@@ -173,6 +177,7 @@ class WrapSession:
             arguments_max=options.log_arguments_max,
             subject=options.subject,
             client_of=options.client_of,
+            client_id_of=options.client_id_of,
         )
         self._ledger = Ledger(recorder, options.decision_sinks, options.receipts, options.on_decision)
         baseline: Baseline | None = None

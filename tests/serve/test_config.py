@@ -158,6 +158,9 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("otel: {endpoint: https://c.example, colour: red}", "otel.colour: unknown key"),
         ("otel: {endpoint: https://c.example, service_name: 3}", "otel.service_name: must be a non-empty string"),
         ("otel: https://c.example", "otel: must be a mapping"),
+        ("otel: {endpoint: https://c.example, logs: yes please}", "otel.logs: must be true or false"),
+        ("otel: {endpoint: https://c.example, logs: true, log_arguments: 1}", "otel.log_arguments: must be true or"),
+        ("otel: {endpoint: https://c.example, log_arguments: true}", "otel.log_arguments: needs otel.logs: true"),
     ],
 )
 def test_single_rules(text, needle):
@@ -195,6 +198,21 @@ def test_otel():
     assert got is not None and (got.service_name, got.traces_url) == ("gw", "https://c.example/otlp/v1/traces")
     got = parse(base + "otel: {endpoint: 'http://[::1]:4318/v1/traces'}\n").otel
     assert got is not None and got.traces_url == "http://[::1]:4318/v1/traces"
+    assert (got.logs, got.log_arguments) == (False, False)
+
+
+def test_otel_logs():
+    """docs/serve.md, "Records as OTLP logs": off unless set; the records go to /v1/logs beside
+    the spans' /v1/traces; arguments only when asked for, and only with the logs."""
+    base = "policy: p.yaml\nidentity: {none: true}\nupstreams: {a: {command: [x]}}\n"
+    got = parse(base + "otel: {endpoint: 'https://c.example/otlp/', logs: true}\n").otel
+    assert got is not None and (got.logs, got.log_arguments) == (True, False)
+    assert got.logs_url == "https://c.example/otlp/v1/logs"
+    got = parse(base + "otel: {endpoint: 'http://[::1]:4318/v1/traces', logs: true, log_arguments: true}\n").otel
+    assert got is not None and (got.logs, got.log_arguments) == (True, True)
+    assert got.logs_url == "http://[::1]:4318/v1/logs"
+    text = base + "otel: {endpoint: 'https://c.example', logs: 1, log_arguments: true}\n"
+    assert problems(text) == ["serve.yaml: otel.logs: must be true or false"]  # one line, not two
 
 
 def test_oauth_rules():

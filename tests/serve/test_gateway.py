@@ -273,6 +273,26 @@ async def test_each_call_is_recorded_with_the_client_of_its_own_conversation(tmp
         assert "client_name" not in records[4] and all(r["subject"] == "alice" for r in records)
 
 
+async def test_each_call_is_recorded_with_the_id_its_client_sent(tmp_path: Path) -> None:
+    # docs/serve.md, "Records": the link numbers the requests of all the user's conversations
+    # itself, but a record's request_id (and the tool_call_id made of it) is the client's own
+    logs = {"decision_log": "decisions.ndjson", "audit_log": "audit.ndjson"}
+    async with gateway(tmp_path, [stdio("local")], **logs) as (gw, _):
+        one, _i = await connect(gw, ALICE)
+        two, _i = await connect(gw, ALICE)
+        sent = [(one, "call-\u00e9-1"), (two, 4242), (one, 7), (two, 7)]
+        for client, msg_id in sent:
+            assert text_of(await client.call("local__send", {"text": "x"}, msg_id=msg_id)) == "sent x"
+        assert len(gw.links_of(ALICE.key)) == 1
+    audit = [json.loads(line) for line in (tmp_path / "audit.ndjson").read_text().splitlines()]
+    events = [json.loads(line)["data"] for line in (tmp_path / "decisions.ndjson").read_text().splitlines()]
+    ids = [msg_id for _c, msg_id in sent]
+    assert [r["request_id"] for r in audit] == ids
+    sends = [e for e in events if e.get("tool") == "send"]
+    assert [e["request_id"] for e in sends] == ids
+    assert [e["tool_call_id"] for e in sends] == [f"req_{i}" for i in ids]
+
+
 async def _settled(predicate: Any) -> None:
     """Wait, on the scheduler and no clock, until ``predicate()`` holds."""
     with trio.fail_after(TIMEOUT):

@@ -186,6 +186,16 @@ async def test_health_readiness_and_metrics_of_a_real_serve_then_not_ready_while
         assert value(got, "assay_serve_requests_total", method="tools/list", outcome="ok") == 1
         assert value(got, "assay_serve_requests_total", method="initialize", outcome="ok") == 1
         assert value(got, "assay_serve_request_seconds_count", method="tools/call") == 7
+        # exactly the calls made: no decision or tools/call request counted under any other label
+        assert sum(v for (name, _), v in got.items() if name == "assay_serve_decisions_total") == 7
+        assert (
+            sum(
+                v
+                for (name, labels), v in got.items()
+                if name == "assay_serve_requests_total" and ("method", "tools/call") in labels
+            )
+            == 7
+        )
         assert value(got, "assay_serve_decision_seconds_count") == 7
         # the upstream saw the 4 allowed calls, the link's initialize and the list (its pages)
         assert value(got, "assay_serve_upstream_seconds_count", upstream="local") >= 4 + 1 + 1

@@ -54,6 +54,7 @@ class Replica:
     proc: subprocess.Popen[bytes]
     port: int
     lines: list[bytes] = field(default_factory=list)
+    admin: str = ""  # the admin listener's base URL, when the config sets admin_listen
 
     @property
     def url(self) -> str:
@@ -89,8 +90,12 @@ def _start(config: Path, name: str, env: dict[str, str]) -> Replica:
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()
+    admin = ""
+    if line.startswith(b"assay: admin on "):  # admin_listen: it listens first
+        admin = line.split()[3].decode()
+        line = proc.stderr.readline()
     assert line.startswith(b"assay: serving http://127.0.0.1:"), line + proc.stderr.read()
-    replica = Replica(name, proc, int(line.split()[2].decode().rsplit(":", 1)[1].split("/")[0]))
+    replica = Replica(name, proc, int(line.split()[2].decode().rsplit(":", 1)[1].split("/")[0]), admin=admin)
     stderr = proc.stderr
 
     def drain() -> None:  # the rest of its output, so a full pipe never stops it

@@ -22,7 +22,9 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from gwsupport import POLICY, STDIO_SERVER
@@ -37,10 +39,13 @@ OTHER_PARENT = "b7ad6b7169203331"
 
 class Receiver:
     """A stand-in OTLP/HTTP collector: decodes each ExportTraceServiceRequest POSTed to
-    /v1/traces and keeps its spans (name -> attributes, ids, kind), with a condition to wait on."""
+    /v1/traces and keeps its spans (name -> attributes, ids, kind), and each
+    ExportLogsServiceRequest POSTed to /v1/logs and its log records (docs/serve.md, "Records as
+    OTLP logs"), with a condition to wait on."""
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        self.logs: list[dict[str, Any]] = []
         self.services: set[str] = set()
         self.paths: set[str] = set()
         self.changed = threading.Condition()
@@ -51,6 +56,9 @@ class Receiver:
             return list(self.spans)
 
     def take(self, body: bytes, path: str) -> None:
+        if path.endswith("/v1/logs"):
+            self._take_logs(body, path)
+            return
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
         with self.changed:
@@ -63,6 +71,31 @@ class Receiver:
                     for span in scope.spans:
                         self.spans.append(_span(span))
             self.changed.notify_all()
+
+    def _take_logs(self, body: bytes, path: str) -> None:
+        request = ExportLogsServiceRequest()
+        request.ParseFromString(body)
+        with self.changed:
+            self.paths.add(path)
+            for resource in request.resource_logs:
+                for kv in resource.resource.attributes:
+                    if kv.key == "service.name":
+                        self.services.add(kv.value.string_value)
+                for scope in resource.scope_logs:
+                    for record in scope.log_records:
+                        self.logs.append(_log(record))
+            self.changed.notify_all()
+
+
+def _log(record: LogRecord) -> dict[str, Any]:
+    return {
+        "body": _value(record.body),
+        "severity": record.severity_number,
+        "severity_text": record.severity_text,
+        "trace": record.trace_id.hex(),
+        "span": record.span_id.hex(),
+        "attrs": {kv.key: _value(kv.value) for kv in record.attributes},
+    }
 
 
 def _value(v: Any) -> Any:

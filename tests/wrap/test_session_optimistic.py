@@ -164,6 +164,24 @@ def test_a_store_that_fails_at_the_attempt_denies_the_call_and_counts_nothing() 
     trips = store.trips
     assert fs.handle(frame(3, "x")).disposition == "forwarded"
     assert store.trips - trips == 2  # after a failure the state is read again: begin, commit
+    assert store.totals[KEY.key][1:] == [2, 2]  # the denied call was not counted later either
+
+
+def test_calls_denied_while_the_store_failed_are_not_counted_once_it_is_back() -> None:
+    """A call the store could not judge (its transaction failed to open, or its write failed)
+    is denied and never counted: once the store is back the session's total is what it was, so
+    the calls are judged again on it, not refused for the calls made during the outage."""
+    store, clock = Counting(), Clock()
+    fs = wrap(TOTALS, "fs", store, clock)
+    assert fs.handle(frame(1, "x")).disposition == "forwarded"
+    store.fail = "the database is down"
+    for rid in range(2, 12):  # the first fails at the attempt, the rest at the begin
+        failed = fs.handle(frame(rid, "x"))
+        assert failed.disposition == "blocked" and code(failed) == "E_SESSION_STATE"
+    store.fail = None
+    got = [fs.handle(frame(rid, "x")).disposition for rid in range(12, 15)]
+    assert got == ["forwarded", "forwarded", "blocked"]  # max_tool_calls_total: 3
+    assert store.totals[KEY.key][1:] == [4, 3]  # the three allowed and the one denied by the total
 
 
 # -- any interleaving of two wraps' store trips ------------------------------------------------

@@ -83,7 +83,9 @@ class Recorder:
     once per recorded call, and the event and the audit record of one call carry the same time.
     ``subject`` (the user) and ``client_of`` (given a call's request id, the name and version of
     the client it came from, or None) are a gateway's (docs/serve.md, "Records"): both records
-    then carry them after ``server``; wrap gives neither.
+    then carry them after ``server``; wrap gives neither. So is ``client_id_of`` (given a call's
+    request id, the id its client sent it with): ``request_id`` and ``tool_call_id`` are then the
+    client's.
 
     The parts that depend on the decision alone (and on the session and server, the same for
     every call) are made once per decision object, or per kind of decision (every field but
@@ -116,6 +118,7 @@ class Recorder:
         "_log_arguments",
         "_new_listed_id",
         "_client_of",
+        "_client_id_of",
         "_client",
         "_by_client",
     )
@@ -137,6 +140,7 @@ class Recorder:
         new_listed_id: Callable[[], str] | None = None,
         subject: str | None = None,
         client_of: Callable[[Any], tuple[str, str | None] | None] | None = None,
+        client_id_of: Callable[[Any], Any] | None = None,
     ) -> None:
         self.source = source
         self.arguments_max = arguments_max  # --log-arguments: the cap in bytes; None: off
@@ -167,6 +171,7 @@ class Recorder:
         # a gateway's link: the client of each call, asked by the call's request id (docs/serve.md,
         # "Records"); the templates of each client kept apart (their origin differs)
         self._client_of = client_of
+        self._client_id_of = client_id_of
         self._client: tuple[str, str | None] | None = None
         self._by_client: dict[
             tuple[str, str | None] | None, tuple[Origin, dict[int, Template], dict[Any, Template]]
@@ -214,6 +219,8 @@ class Recorder:
         request_id = frame["id"] if "id" in frame else ABSENT
         if self._client_of is not None:
             self._for_client(self._client_of(None if request_id is ABSENT else request_id))
+        if self._client_id_of is not None and request_id is not ABSENT:
+            request_id = self._client_id_of(request_id)  # the id the client sent the call with
         stamp = self._now()
         template = self._templates.get(id(decision))
         # The engine returns the same object for every plain call of a tool, and a fresh one
