@@ -30,6 +30,7 @@ from assay.session.verdicts import (
     rewritten,
     stricter,
 )
+from assay.session.server_messages import Room as MessagesRoom
 from assay.session.watching import Watch
 
 if TYPE_CHECKING:
@@ -47,41 +48,17 @@ _TOOLS_CALL = "tools/call"
 INPUT_METHODS = ("elicitation/create", "sampling/createMessage")
 
 
-class Room(Protocol):
+class Room(MessagesRoom, Protocol):
     """What the answers need of the inspection room they are part of
-    (:class:`assay.session.inspection.Inspector`, which imports this module)."""
+    (:class:`assay.session.inspection.Inspector`, which imports this module): what the server's
+    messages need of it, and the room's other parts."""
 
-    @property
-    def dry_run(self) -> bool: ...
-    @property
-    def max_bytes(self) -> int: ...
-    @property
-    def oversize(self) -> str: ...
-    @property
-    def user(self) -> Callable[[str], Any] | None: ...
     @property
     def messages(self) -> ServerMessages | None: ...
     @property
     def tools(self) -> ToolBook | None: ...
     @property
     def reply(self) -> Callable[[bytes, list[Effect]], None]: ...
-
-    def settings(self, name: str) -> Settings: ...
-
-    def record(
-        self,
-        watch: Watch,
-        rid: Any,
-        action: str,
-        findings: list[dict[str, str]],
-        total: int,
-        out: list[Effect],
-        size: int | None = None,
-    ) -> None: ...
-
-    def remember(
-        self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]
-    ) -> None: ...
 
 
 class Answers:
