@@ -30,12 +30,18 @@ bench/mcp_fast_server.py (started by the gateway for each user). Figures:
               What the HTTP stack alone (httpx2 client, hypercorn) adds over direct on this
               machine, under this load: what is left of the difference of the p50s is assay's.
 
+  remote      the paced client against bench/http_echo_server.py (the MCP Python SDK's
+              Streamable HTTP server, sessions, JSON answers) called directly, then through a
+              serve whose one upstream it is (a remote upstream, `url:`): the p50 of each and
+              their difference, what serve adds over calling a remote upstream directly (the
+              client's HTTP cost is on both sides). Not a target; for reading the one above.
+
 Figures are medians over --runs runs; the load average is printed at the start and the end.
 --compare DIR runs every measurement a second time, interleaved run by run, with the assay
 package under DIR (PYTHONPATH=DIR), e.g. an export of the previous commit
 (``git archive HEAD~1 assay | tar -x -C DIR``): before and after in one sitting, under the same
-load. --only runs some of the measurements (tput, latency, idle, floor, instructions; the
-default is the first three).
+load. --only runs some of the measurements (tput, latency, idle, floor, instructions, remote;
+the default is the first three).
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ UPSTREAM = [sys.executable, str(HERE / "mcp_fast_server.py")]
 POLICY = """\
 version: "2.0"
 tools:
-  allow: ["search", "read_file", "send_*"]
+  allow: ["search", "read_file", "send_*", "echo"]
 schemas:
   search:
     type: object
@@ -124,7 +130,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Serve:
-    def __init__(self, tmp: Path, issuer: Issuer, package: str | None = None, prefix: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        issuer: Issuer,
+        package: str | None = None,
+        prefix: tuple[str, ...] = (),
+        upstream: str = f"fast: {{command: {json.dumps(UPSTREAM)}}}",
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         (tmp / "assay.yaml").write_text(POLICY)
@@ -133,7 +146,7 @@ class Serve:
             f"state_dir: {tmp / 'state'}\n"
             f"identity:\n  oauth: {{issuer: '{issuer.url}', jwks_url: '{issuer.url}/jwks', scopes: [mcp]}}\n"
             f"limits: {{per_user_concurrency: 64}}\n"
-            f"upstreams:\n  fast: {{command: {json.dumps(UPSTREAM)}}}\n"
+            f"upstreams:\n  {upstream}\n"
         )
         env = dict(os.environ)
         if package is not None:
@@ -170,7 +183,7 @@ class Serve:
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-async def session(http, url: str, token: str) -> dict[str, str]:
+async def session(http, url: str, token: str | None) -> dict[str, str]:
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -181,7 +194,7 @@ async def session(http, url: str, token: str) -> dict[str, str]:
             "clientInfo": {"name": "bench", "version": "1"},
         },
     }
-    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    headers = dict(HEADERS) if token is None else {**HEADERS, "Authorization": f"Bearer {token}"}
     r = await http.post(url, headers=headers, json=init)
     r.raise_for_status()
     headers = {**headers, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
@@ -190,17 +203,13 @@ async def session(http, url: str, token: str) -> dict[str, str]:
     return headers
 
 
-def call(i: int) -> dict:
-    return {
-        "jsonrpc": "2.0",
-        "id": i,
-        "method": "tools/call",
-        "params": {"name": "fast__search", "arguments": {"query": f"q{i}", "limit": 10}},
-    }
+def call(i: int, tool: str = "fast__search") -> dict:
+    arguments = {"text": f"q{i}"} if tool.endswith("echo") else {"query": f"q{i}", "limit": 10}
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
 
 
-async def one_call(http, url: str, headers: dict[str, str], i: int) -> None:
-    r = await http.post(url, headers=headers, json=call(i))
+async def one_call(http, url: str, headers: dict[str, str], i: int, tool: str = "fast__search") -> None:
+    r = await http.post(url, headers=headers, json=call(i, tool))
     if r.status_code != 200:
         raise SystemExit(f"bench_serve: HTTP {r.status_code}: {r.text[:200]}")
     body = r.text
@@ -235,20 +244,20 @@ async def throughput(url: str, tokens: list[str], clients: int, seconds: float) 
         return done / (trio.current_time() - start)
 
 
-async def paced(url: str, token: str, n: int, pid: int) -> tuple[list[float], float]:
-    """The latencies (ms) of ``n`` calls at 100 calls/s, and the serve process's CPU time per
-    call (ms) over them."""
+async def paced(url: str, token: str | None, n: int, pid: int, tool: str = "fast__search") -> tuple[list[float], float]:
+    """The latencies (ms) of ``n`` calls of ``tool`` at 100 calls/s, and the CPU time per call
+    (ms) over them of the process ``pid`` (serve, or the server called directly)."""
     import httpx2
 
     out = []
     async with httpx2.AsyncClient(timeout=60) as http:
         h = await session(http, url, token)
         for i in range(20):
-            await one_call(http, url, h, i)
+            await one_call(http, url, h, i, tool)
         cpu0 = cpu_seconds(pid)
         for i in range(n):
             t0 = trio.current_time()
-            await one_call(http, url, h, 100 + i)
+            await one_call(http, url, h, 100 + i, tool)
             out.append((trio.current_time() - t0) * 1000)
             await trio.sleep(max(0.0, 0.01 - (trio.current_time() - t0)))
         cpu = (cpu_seconds(pid) - cpu0) / n * 1000
@@ -384,8 +393,13 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
         "rss_idle",
         "minstr",
         "floor_minstr",
+        "remote_p50",
+        "remote_direct_p50",
+        "remote_cpu_ms",
     )
     run = dict.fromkeys(keys, nan)
+    if "remote" in args.only:
+        remote(issuer, args, package, run)
     if "instructions" in args.only:
         run["minstr"] = instructions(issuer, package, floor=False)
         if "floor" in args.only:
@@ -418,6 +432,40 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
     return run
 
 
+class EchoServer:
+    """bench/http_echo_server.py (the SDK's Streamable HTTP server, JSON answers, sessions)
+    running; ``url`` its endpoint."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "http_echo_server.py")], stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        port = self.proc.stdout.readline().split()[-1].decode()
+        self.url = f"http://127.0.0.1:{port}/mcp"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def remote(issuer: Issuer, args: argparse.Namespace, package: str | None, run: dict[str, float]) -> None:
+    """The remote measurement: the same paced client calls the SDK's Streamable HTTP server
+    directly (``echo``), then through a serve whose upstream it is (``web__echo``)."""
+    echo = EchoServer()
+    try:
+        lat, _ = trio.run(paced, echo.url, None, args.paced, echo.proc.pid, "echo")
+        run["remote_direct_p50"] = statistics.median(lat)
+        with tempfile.TemporaryDirectory(prefix="assay-bench-serve-") as tmp:
+            serve = Serve(Path(tmp), issuer, package, upstream=f"web: {{url: '{echo.url}'}}")
+            try:
+                token = issuer.token("user0", serve.url)
+                lat, run["remote_cpu_ms"] = trio.run(paced, serve.url, token, args.paced, serve.proc.pid, "web__echo")
+                run["remote_p50"] = statistics.median(lat)
+            finally:
+                serve.stop()
+    finally:
+        echo.stop()
+
+
 def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -> None:
     med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     added = statistics.median(r["p50"] - r["direct_p50"] for r in runs)
@@ -434,6 +482,12 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
         floor = statistics.median(r["floor_p50"] - r["direct_p50"] for r in runs)
         print(
             f"HTTP floor (httpx2 + hypercorn, a fixed answer): p50 {med['floor_p50']:.2f} ms, {floor:+.2f} ms over direct"
+        )
+    if "remote" in args.only:
+        over = statistics.median(r["remote_p50"] - r["remote_direct_p50"] for r in runs)
+        print(
+            f"remote upstream (the SDK's Streamable HTTP server): direct p50 {med['remote_direct_p50']:.2f} ms, "
+            f"through serve {med['remote_p50']:.2f} ms ({over:+.2f} ms); serve CPU per call {med['remote_cpu_ms']:.3f} ms"
         )
     if "instructions" in args.only:
         print(f"serve: {med['minstr']:.3f} M instructions per tools/call (callgrind)")
@@ -466,7 +520,11 @@ def main() -> int:
     ap.add_argument("--paced", type=int, default=500)
     ap.add_argument("--idle", type=int, default=1000)
     ap.add_argument("--compare", metavar="DIR", help="also run serve with the assay package under DIR")
-    ap.add_argument("--only", default="tput,latency,idle", help="a comma-separated subset of tput,latency,idle,floor")
+    ap.add_argument(
+        "--only",
+        default="tput,latency,idle",
+        help="a comma-separated subset of tput,latency,idle,floor,instructions,remote",
+    )
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     if "instructions" in args.only and shutil.which("valgrind") is None:

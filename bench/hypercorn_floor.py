@@ -1,5 +1,6 @@
 """The HTTP stack alone, for bench/bench_serve.py's floor figure: hypercorn on trio, configured
-as ``assay mcp serve`` configures it (no access log, no server header), serving an ASGI app that
+as ``assay mcp serve`` configures it (no access log, no server header, the response's head
+written with its body: assay.shells.serve.heads), serving an ASGI app that
 reads a POST's body and answers a fixed JSON-RPC result with its Content-Length: no
 authentication, no policy, no upstream. Prints ``listening <port>`` once it listens.
 
@@ -12,6 +13,8 @@ import sys
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
+
+from assay.shells.serve.heads import hold_heads
 
 BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(BODY))]
@@ -30,6 +33,7 @@ async def app(scope, receive, send):
 
 
 async def main():
+    hold_heads()
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None

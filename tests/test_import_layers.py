@@ -35,7 +35,7 @@ SHELLS: dict[str, tuple[str, ...]] = {
 }
 #: What puts a run together (the core, a shell, an upstream, the store) and what parses a command
 #: line: above every shell, so no shell imports them.
-ENTRIES = ("assay.wrap.run", "assay.wrap.remote", "assay.wrap.sharing", "assay.serve", "assay.cli")
+ENTRIES = ("assay.wrap.run", "assay.wrap.finish", "assay.wrap.remote", "assay.wrap.sharing", "assay.serve", "assay.cli")
 # (assay.wrap.options, the one declaration of wrap's options, and assay.wrap.errors are plain
 # declarations every layer may read)
 #: Libraries of the shells (their top-level import names).

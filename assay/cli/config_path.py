@@ -18,7 +18,7 @@ import cyclopts
 from cyclopts import Parameter
 
 from assay.cli.errors import UsageError
-from assay.wrap.options import flag_of, option_tokens
+from assay.wrap.optionline import flag_of, option_tokens
 from assay.clients import find_assay_script  # noqa: F401  (re-exported: older imports)
 
 

@@ -33,10 +33,8 @@ from assay.wrap.options import (  # noqa: F401  (re-exported: older imports)
     WRAP_OPTIONS,
     WrapOption,
     defaults,
-    option_tokens,
-    plain_float,
-    plain_int,
 )
+from assay.wrap.optionline import option_tokens, plain_float, plain_int, read_option_tokens  # noqa: F401  (option_tokens: older imports)
 
 if TYPE_CHECKING:
     from assay.proc.keeper import Forked
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
 def parse_fast(tokens: Sequence[str]) -> tuple[dict[str, object], list[str]] | None:
     """``tokens`` after ``mcp wrap`` -> (param -> value for every option, server command), or
     ``None`` when the line is not a plain one and the cyclopts command must read it."""
-    parsed = options.read_option_tokens(tokens)
+    parsed = read_option_tokens(tokens)
     if parsed is None or bool(parsed[1]) == any(opt.flag == options.URL_FLAG for opt, _ in parsed[0]):
         return None  # no command and no --url, or both: cyclopts says so
     values = options.defaults()

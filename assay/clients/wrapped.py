@@ -13,7 +13,7 @@ they cannot disagree. A line is wrapped only when
 - what follows is ``mcp wrap <options> -- <command> [args...]``, or ``mcp wrap <options>`` with
   ``--url URL`` among them and no ``--`` (a remote server: docs/protect.md, "Remote servers"),
   the options read with wrap's
-  own option table (:func:`assay.wrap.options.read_option_tokens`): a value option takes the next token
+  own option table (:func:`assay.wrap.optionline.read_option_tokens`): a value option takes the next token
   (which must not start with ``-``) or is one ``--flag=value`` token, a flag takes none; each
   option at most once; a number is a plain one.
 
@@ -32,7 +32,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assay.wrap.options import BY_FLAG, URL_FLAG, plain_float, plain_int, read_option_tokens
+from assay.wrap.optionline import plain_float, plain_int, read_option_tokens
+from assay.wrap.options import BY_FLAG, URL_FLAG
 
 __all__ = ["ASSAY_NAMES", "WrappedLine", "is_assay_executable", "parse_wrap_options", "parse_wrapped"]
 

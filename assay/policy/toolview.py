@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from assay.policy.decision import Outcome
 from assay.policy.engine import DEFAULT_SERVER_ID
-from assay.policy.explain import flow_rules_for, verdict
+from assay.policy.explain import verdict
+from assay.policy.explain_steps import flow_rules_for
 from assay.policy.plans import compile_policy
 
 if TYPE_CHECKING:

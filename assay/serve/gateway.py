@@ -149,7 +149,7 @@ class ServeGateway:
             watch = self.tracing.link(upstream.name, watch)
         sinks = self.sinks
         if self.record_logs is not None:  # the link's decision events become log records too
-            logs = self.record_logs.link(watch, sinks)
+            logs = self.record_logs.link(watch, sinks, client_ids)
             watch = logs
             sinks = {**sinks, Sink.DECISION_LOG: logs}
         options = SessionOptions(

@@ -21,6 +21,7 @@ its queue is full); nothing here raises into a call.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from time import time_ns
 from typing import TYPE_CHECKING, Any
@@ -104,10 +105,14 @@ class RecordLogs:
 
             self._redact = logged_arguments
 
-    def link(self, inner: Watch | None, sinks: Mapping[Sink, RecordSink]) -> LinkLogs:
+    def link(
+        self, inner: Watch | None, sinks: Mapping[Sink, RecordSink], client_ids: Mapping[int, Any] | None = None
+    ) -> LinkLogs:
         """The watch and decision-log sink of one link; ``inner`` its other watch (the traces'
-        and the metrics'), ``sinks`` the config's files (its decision log written first)."""
-        return LinkLogs(self, inner, sinks.get(Sink.DECISION_LOG))
+        and the metrics'), ``sinks`` the config's files (its decision log written first),
+        ``client_ids`` the link's request ids in flight -> the ids their clients sent (what the
+        records carry: docs/serve.md, "Records")."""
+        return LinkLogs(self, inner, sinks.get(Sink.DECISION_LOG), client_ids)
 
     def redacted(self, arguments: Any) -> str:
         """The arguments as wrap's ``--log-arguments`` records them, as JSON text."""
@@ -141,7 +146,13 @@ class LinkLogs(RecordSink):
     """One link's decision-log sink (the config's file, if any, then a log record per decision
     event) and watch (the decision and arguments of each request, until its record or answer)."""
 
-    def __init__(self, logs: RecordLogs, inner: Watch | None, file: RecordSink | None) -> None:
+    def __init__(
+        self,
+        logs: RecordLogs,
+        inner: Watch | None,
+        file: RecordSink | None,
+        client_ids: Mapping[int, Any] | None = None,
+    ) -> None:
         self.name = file.name if file is not None else "decision log"
         self.logs = logs
         self.inner = inner
@@ -149,6 +160,11 @@ class LinkLogs(RecordSink):
         # the traces' watch, which knows each request's span
         self.spans = inner if isinstance(inner, SpanWatch) else None
         self._calls: dict[int, _Call] = {}
+        # a record names the call by the id its client sent (two conversations may send the
+        # same one): the link's ids decided under each, in order, until their record or answer
+        self._client_ids = client_ids
+        self._waiting: dict[tuple[str, Any], deque[int]] = {}
+        self._key_of: dict[int, tuple[str, Any]] = {}
 
     # -- the watch ---------------------------------------------------------------------------------
 
@@ -164,13 +180,39 @@ class LinkLogs(RecordSink):
             if self.logs.arguments and isinstance(params, dict) and "arguments" in params:
                 arguments = self.logs.redacted(params["arguments"])
             self._calls[request_id] = _Call(str(decision.outcome), decision.reason_code, frame.get("method"), arguments)
+            sent = request_id if self._client_ids is None else self._client_ids.get(request_id, request_id)
+            if sent.__class__ in (int, str):
+                key = (sent.__class__.__name__, sent)
+                self._forget(request_id)
+                self._key_of[request_id] = key
+                self._waiting.setdefault(key, deque()).append(request_id)
         if self.inner is not None:
             self.inner.decided(decision, frame)
 
     def done(self, request_id: int, answer: Mapping[str, Any] | None) -> None:
         self._calls.pop(request_id, None)
+        self._forget(request_id)
         if self.inner is not None:
             self.inner.done(request_id, answer)
+
+    def _forget(self, request_id: int) -> None:
+        key = self._key_of.pop(request_id, None)
+        if key is not None:
+            waiting = self._waiting[key]
+            waiting.remove(request_id)
+            if not waiting:
+                del self._waiting[key]
+
+    def _link_id(self, sent: Any) -> int | None:
+        """The link's id of the oldest call decided under the client's id ``sent``."""
+        if sent.__class__ not in (int, str):
+            return None
+        waiting = self._waiting.get((sent.__class__.__name__, sent))
+        if not waiting:
+            return None
+        request_id = waiting[0]
+        self._forget(request_id)
+        return request_id
 
     # -- the sink ----------------------------------------------------------------------------------
 
@@ -190,8 +232,8 @@ class LinkLogs(RecordSink):
 
     def _emit(self, data: _Data) -> None:
         logs = self.logs
-        request_id = data.request_id
-        call = self._calls.pop(request_id, None) if request_id.__class__ is int else None
+        request_id = self._link_id(data.request_id)
+        call = self._calls.pop(request_id, None) if request_id is not None else None
         attributes: dict[str, str] = {}
         if data.subject is not None:
             attributes["enduser.id"] = _cut(data.subject)
@@ -222,7 +264,7 @@ class LinkLogs(RecordSink):
         denied = outcome == "deny"
         body = f"{outcome} {_cut(name)}" + (f": {_cut(data.reason)}" if denied and data.reason else "")
         trace_id = span_id = trace_flags = None
-        span = self.spans.span_of(request_id) if self.spans is not None and request_id.__class__ is int else None
+        span = self.spans.span_of(request_id) if self.spans is not None and request_id is not None else None
         if span is not None:
             context = span.get_span_context()
             trace_id, span_id, trace_flags = context.trace_id, context.span_id, context.trace_flags

@@ -7,11 +7,11 @@ forwarded (sans-IO; docs/policy.md, "Inspecting what comes back", and docs/inspe
   :class:`Watch` waits in the pending table instead of the plain method), :meth:`request` judges
   ``resources/read``, ``resources/subscribe``, ``prompts/get`` and ``completion/complete``
   against ``resources`` and ``prompts`` (and marks a resource read whose contents must be read);
-- :meth:`Inspector.answer` reads an answer a :class:`Watch` waits for: secrets (mask, block,
-  flag), injected instructions (strip, block, flag), text-like blobs, the size ceiling, and
-  answers the clients read differently (malformed: blocked); what it found triggers the flow
-  rules with a response selector and feeds the value taint; nothing is relayed before this
-  verdict;
+- :meth:`Inspector.answer` (its verdicts in :mod:`assay.session.answers`) reads an answer a
+  :class:`Watch` waits for: secrets (mask, block, flag), injected instructions (strip, block,
+  flag), text-like blobs, the size ceiling, and answers the clients read differently
+  (malformed: blocked); what it found (:meth:`Inspector.remember`) triggers the flow rules
+  with a response selector and feeds the value taint; nothing is relayed before this verdict;
 - :attr:`Inspector.messages` (:mod:`assay.session.server_messages`) reads the server's own
   requests and notifications the same way;
 - :meth:`Inspector.listed` reads the tool definitions of a ``tools/list`` answer (flag, hide,
@@ -35,6 +35,7 @@ from assay.policy.inspecting import OFF, Inspect, ListRules, Settings
 from assay.policy.outbound import ARGUMENT_SECRET, TAINTED_ARGUMENT, TOOL_POISONED
 from assay.policy.outbound import OutboundGuard
 from assay.session import replies
+from assay.session.answers import INPUT_METHODS, RESPONSE_BLOCKED, Answers
 from assay.session.effects import Effect
 from assay.session.server_messages import ServerMessages
 from assay.session.requests import (
@@ -47,16 +48,6 @@ from assay.session.requests import (
     judge_request,
     judges,
     outbound_values,
-)
-from assay.session.verdicts import (
-    head_id,
-    id_before,
-    judge,
-    names_a_method,
-    plain_result,
-    read_checked,
-    rewritten,
-    stricter,
 )
 from assay.session.watching import TaintState, Watch, flow_response_kinds, needs_inspector
 
@@ -81,14 +72,10 @@ __all__ = [
     "needs_inspector",
 ]
 
-RESPONSE_BLOCKED = "E_RESPONSE_BLOCKED"
 _NAME_CACHE = 4096
 _POISONED_MAX = 10_000  # poisoned tool names remembered per wrap
 _TOOLS_CALL = "tools/call"
 _ALLOW = Decision("allow", "")  # what the outbound check of a request starts from
-# the requests a 2026-07-28-era answer may carry in its ``inputRequests`` (an ``input_required``
-# result): judged with their own method's settings too (docs/inspect.md, "Where wrap looks")
-INPUT_METHODS = ("elicitation/create", "sampling/createMessage")
 
 
 class Inspector:
@@ -138,6 +125,7 @@ class Inspector:
         if (self.inspect is not None and self.inspect.any_results) or self._flow_secrets or self._flow_injection:
             self.messages = ServerMessages(self)
         self._input: bool | None = None  # whether an input_required answer's requests are read
+        self._answers = Answers(self)  # the verdicts on the answers watched (assay.session.answers)
 
     @property
     def guards_calls(self) -> bool:
@@ -284,80 +272,9 @@ class Inspector:
     def answer(
         self, watch: Watch, line: bytes, out: list[Effect], head: Any = None, gated: bool = False
     ) -> bool | bytes:
-        """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or
-        the bytes to relay instead (masked, stripped, or the blocked reply). ``head``: its
-        members as the server side read them, when it did (:func:`~assay.session.verdicts.plain_result`);
-        ``gated``: the server side found it a plain result and asked the watch's line gate,
-        which did not call it quiet (not asked again).
-
-        An answer the clients read differently (docs/inspect.md, "Malformed answers": both a
-        ``result`` and an ``error``, an ``error`` next to a ``method``, neither) is read whole
-        (what it holds is recorded and remembered) and never relayed: the request gets the
-        blocked reply."""
-        if len(line) > self.max_bytes:
-            return self._oversize(watch, line, out)
-        settings = watch.settings
-        # the usual answer, relayed after one pass over its bytes (not read whole): a plain
-        # result the line gate calls quiet (docs/inspect.md, "Where wrap looks")
-        tried = gated or (self.user is None and not settings.taint and settings.results and plain_result(line, head))
-        if tried and not gated and _linegate(settings)(line):
-            return True
-        message, valid = read_checked(line)
-        if message.__class__ is not dict:
-            # held whole, and not readable as JSON within the work budget: not relayed unread
-            return self._blocked(watch, _client_id(watch, None), [], 0, "the answer could not be read whole", out)
-        rid = _client_id(watch, message.get("id"))
-        malformed = _malformed(message)
-        if malformed is not None:
-            value: Any = message  # every member: nothing of it is relayed, all of it is read
-        else:
-            value = message["result"] if "result" in message else {"error": message["error"]}
-            settings = self._with_input(value, settings)
-            if not settings.results:  # watched for an input_required answer: this is none
-                return True
-            if not tried and self.user is None and not settings.taint and _quiet(line, settings):
-                return True  # one pass over the line says that none of its strings holds a finding
-        verdict = judge(value, settings, self.user, self.max_bytes)
-        found = verdict.found
-        self.remember(watch, found.kinds, found.values, value if settings.taint else None, out)
-        if malformed is not None:
-            finding = {"check": "protocol", "kind": "malformed_answer", "rule": malformed, "pointer": ""}
-            return self._blocked(
-                watch,
-                rid,
-                [finding, *verdict.findings],
-                found.total + 1,
-                f"the answer is malformed JSON-RPC ({malformed.replace('_', ' ')})",
-                out,
-            )
-        if verdict.blocked is not None:
-            return self._blocked(watch, rid, verdict.findings, found.total, "the answer " + verdict.blocked, out)
-        if verdict.findings:
-            self.record(watch, rid, verdict.action, verdict.findings, found.total, out)
-        if self.dry_run:
-            return True
-        new = rewritten(line, message, found.changed, valid)
-        if new is None:
-            return self._blocked(watch, rid, [], 0, "the answer could not be rewritten", out)
-        return True if new is line else new
-
-    def _with_input(self, result: Any, settings: Settings) -> Settings:
-        """The settings an answer is read with: the request's, and, for an ``input_required``
-        result (2026-07-28 era), the stricter of those and each carried request's method's."""
-        if result.__class__ is not dict or result.get("resultType") != "input_required":
-            return settings
-        requests = result.get("inputRequests")
-        if requests.__class__ is not dict:
-            return settings
-        methods = {
-            item.get("method")
-            for item in requests.values()
-            if item.__class__ is dict and item.get("method").__class__ is str
-        }
-        for method in INPUT_METHODS:
-            if method in methods:
-                settings = stricter(settings, self.settings(method))
-        return settings
+        """The verdict on an answer a :class:`Watch` waited for: True to relay ``line``, or the
+        bytes to relay instead (:meth:`assay.session.answers.Answers.answer`)."""
+        return self._answers.answer(watch, line, out, head, gated)
 
     def remember(self, watch: Watch, kinds: frozenset[str], values: list[str], tainted: Any, out: list[Effect]) -> None:
         """What came back triggers the flow rules with a response selector and feeds the value
@@ -397,78 +314,9 @@ class Inspector:
             self.parked = merge(change, out)
 
     def too_long(self, head: bytes, pending: PendingTable, out: list[Effect]) -> bool:
-        """A server line longer than wrap holds while answers that must be read are awaited:
-        True when it is to be dropped to its end, never relayed unread (docs/policy.md,
-        "Inspecting what comes back"). The request it answers gets the blocked reply when its
-        ``head`` (the first bytes) says which; when the head names another request, or says it
-        is a request or notification of the server's, it is relayed as before (False); when it
-        says nothing, every request whose answer must be read gets the blocked reply (fail
-        closed)."""
-        if self.dry_run:  # a dry run changes nothing: relayed as before
-            return False
-        rid = id_before(head)
-        taken: list[tuple[Any, Any]]
-        if rid is not None:
-            if pending.peek(rid).__class__ is not Watch:  # answers nothing, or not read: relayed unread
-                return False
-            found = pending.answer(rid)
-            assert found is not None
-            taken = [(rid, found[1])]
-        elif names_a_method(head):
-            return self.messages is not None and self.messages.too_long(head, out)
-        elif not pending.holds(Watch):
-            return False
-        else:
-            taken = pending.take(Watch)
-        finding = [{"check": "limits", "kind": "oversize", "rule": "hold_limit", "pointer": ""}]
-        for request_id, watch in taken:
-            reply = self._blocked(
-                watch, _client_id(watch, request_id), finding, 1, "the answer is longer than wrap holds", out
-            )
-            if isinstance(reply, bytes):
-                self.reply(reply + b"\n", out)
-        return True
-
-    def _oversize(self, watch: Watch, line: bytes, out: list[Effect]) -> bool | bytes:
-        finding = [{"check": "limits", "kind": "oversize", "rule": "max_bytes", "pointer": ""}]
-        if self.oversize == "pass":
-            self.record(watch, _client_id(watch, head_id(line)), "pass", finding, 1, out, size=len(line))
-            return True
-        return self._blocked(
-            watch,
-            _client_id(watch, head_id(line)),
-            finding,
-            1,
-            f"the answer is over the inspection ceiling ({self.max_bytes} bytes)",
-            out,
-            size=len(line),
-        )
-
-    def _blocked(
-        self,
-        watch: Watch,
-        rid: Any,
-        findings: list[dict[str, str]],
-        total: int,
-        why: str,
-        out: list[Effect],
-        size: int | None = None,
-    ) -> bool | bytes:
-        self.record(watch, rid, "block", findings, total, out, size=size)
-        if self.dry_run:
-            return True
-        contract = {"status": "deny", "error_code": RESPONSE_BLOCKED, "tool": watch.target[:256], "reason": why}
-        if watch.method != _TOOLS_CALL:
-            contract = {
-                "status": "deny",
-                "error_code": RESPONSE_BLOCKED,
-                "method": watch.method,
-                "target": watch.target[:256],
-                "reason": why,
-            }
-            return error_line(rid, contract)
-        structured = self.tools is None or not self.tools.may_have_output_schema(watch.target)
-        return replies.deny_reply(rid, contract, modern=watch.modern, structured=structured).rstrip(b"\n")
+        """A server line longer than wrap holds while answers that must be read are awaited
+        (:meth:`assay.session.answers.Answers.too_long`): True when it is dropped to its end."""
+        return self._answers.too_long(head, pending, out)
 
     def record(
         self,
@@ -543,41 +391,5 @@ def _modern(frame: dict[str, Any]) -> bool:
     return replies.is_modern_request(frame)
 
 
-def _client_id(watch: Watch, server_id: Any) -> Any:
-    """The id of the request as the client sent it (wrap's answer in its place carries it, so
-    every client matches it whatever spelling the server used), else the server's."""
-    return watch.request_id if watch.request_id.__class__ in (int, str) else server_id
-
-
-def _malformed(message: dict[str, Any]) -> str | None:
-    """Why an answer is no answer every client reads alike (docs/inspect.md, "Malformed
-    answers"), or None."""
-    if message.get("method").__class__ is str:
-        return "error_and_method"  # the Python SDK reads it as the error answer; the TypeScript SDKs refuse it
-    has_result, has_error = "result" in message, "error" in message
-    if has_result and has_error:
-        return "result_and_error"  # the Python SDK reads the error; the TypeScript SDKs refuse it
-    if not has_result and not has_error:
-        return "neither_result_nor_error"
-    return None
-
-
-_LINEGATES: dict[tuple[bool, bool], Callable[[bytes], bool]] = {}
 _QUIET: dict[tuple[bool, bool, int], Callable[[bytes], bool]] = {}  # the watches' line gates (Inspector.quiet_for)
 _INPUT_REQUIRED = "input_required"
-
-
-def _quiet(line: bytes, settings: Settings) -> bool:
-    """:func:`assay.inspect.linegate.quiet` (docs/inspect.md, "Speed"), imported on the first
-    answer read."""
-    return _linegate(settings)(line)
-
-
-def _linegate(settings: Settings) -> Callable[[bytes], bool]:
-    which = (settings.secrets != "off", settings.injection != "off")
-    check = _LINEGATES.get(which)
-    if check is None:
-        from assay.inspect.linegate import checker
-
-        check = _LINEGATES[which] = checker(*which)
-    return check

@@ -22,15 +22,9 @@ from typing import TYPE_CHECKING, Any
 from assay import proc
 from assay.shells.stdio.outputs import OneRunPlan, OutputError, check_before_spawn, create_exclusive
 from assay.session.effects import Sink
-from assay.session.reports import (
-    coverage_report,
-    declared_tools_of,
-    new_session_id,
-    pretty_json,
-    session_context,
-    state_window,
-)
+from assay.session.reports import new_session_id, pretty_json, session_context
 from assay.wrap.errors import WrapError as WrapError  # (re-exported: the library's error)
+from assay.wrap.finish import finish_reports
 from assay.wrap.options import (  # noqa: F401  (DEFAULT_LABEL, DEFAULT_SHUTDOWN_GRACE: older imports)
     APPEND,
     CREATE_NEW,
@@ -51,7 +45,7 @@ if TYPE_CHECKING:  # the relay, the session and trio are imported when the run s
     from assay.proc.keeper import Forked
     from assay.shells.upstream_http.target import Target
     from assay.shells.stdio.pipes import RecordSink
-    from assay.session.session import SessionOptions, WrapSession
+    from assay.session.session import SessionOptions
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
 
@@ -475,79 +469,3 @@ async def run_prepared(
             sink.close()
         if restore is not None:
             restore()
-
-
-def finish_reports(
-    config: WrapConfig,
-    policy: Policy,
-    session: WrapSession,
-    source: str | None,
-    session_id: str,
-    code: int,
-    warn: Callable[[str], None],
-) -> int:
-    """Coverage, state window and observed manifest at session end, only if a session started.
-
-    Exit precedence (docs/wrap.md, "One-run outputs and session reports"): a nonzero wrapped
-    status wins, then coverage, then the state window (and observed manifest). Statuses: 3 for
-    a write failure.
-    """
-    statuses: list[tuple[str, int]] = []
-    jobs: list[tuple[str, str, str, Callable[[], Any]]] = []
-    if config.coverage_out:
-        declared = declared_tools_of(
-            allow=policy.tools.allow,
-            deny=policy.tools.deny,
-            schema_keys=policy.schemas.keys(),
-            pin_keys=policy.tool_pins.keys(),
-        )
-        jobs.append(
-            ("coverage", config.coverage_out, "coverage_report_v1", lambda: coverage_report(session.coverage, declared))
-        )
-    if config.state_window_out:
-        jobs.append(
-            (
-                "state-window",
-                config.state_window_out,
-                "session_state_window_v1",
-                lambda: state_window(source or "", config.label, session_id),
-            )
-        )
-    if config.observed_manifest_out:
-        jobs.append(
-            (
-                "observed-manifest",
-                config.observed_manifest_out,
-                "assay.mcp_manifest_observed.v0",
-                lambda: observed_manifest(session, config.label),
-            )
-        )
-    for kind, path, schema, build in jobs:
-        from assay.manifest.publish import publish_new  # only when a report is asked for
-
-        try:
-            publish_new(path, pretty_json(build()))
-        except OSError as exc:
-            warn(f"fatal: cannot write {schema} to {path}: {exc}")
-            statuses.append((kind, 3))
-            continue
-        warn(f"Wrote {schema} to {path}")
-    failed = [status for _kind, status in statuses]
-    if code != 0:
-        if failed:
-            warn(
-                f"Coverage/state-window generation failed after wrapped command exited with code {code}; "
-                "preserving wrapped exit code"
-            )
-        return code
-    return failed[0] if failed else 0
-
-
-def observed_manifest(session: WrapSession, label: str) -> dict[str, Any]:
-    """The last tools/list exchange (whole nextCursor chain) as an observed-v0 document."""
-    from assay.manifest.observed import observed_document
-
-    chain = session.last_chain
-    if chain is None:
-        return observed_document(label, None)
-    return observed_document(label, chain.tools, complete=chain.complete)

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.inspect import injection, normalize
+from assay.inspect import chartable, injection, normalize
+from assay.inspect.chartable import IGNORABLE, LOOK_ALIKES, replacement, table
 from assay.inspect.injection import MARKER, find_injection, find_poison, strip_injection
-from assay.inspect.normalize import IGNORABLE, LOOK_ALIKES, for_phrases, replacement, table, without_ignorables
+from assay.inspect.normalize import for_phrases, without_ignorables
 from assay.inspect.secrets import find_secrets, redact_text
 
 IGNORABLES = sorted({chr(cp) for lo, hi in IGNORABLE for cp in range(lo, hi + 1)})
@@ -40,12 +41,12 @@ SPELLINGS = spellings()
 def test_the_blocks_hold_every_character_normalization_changes() -> None:
     """The table is built from unicodedata over the listed blocks; no other block may hold a
     character that NFKC makes into ASCII letters or digits, or a look-alike."""
-    blocks = set(normalize._BLOCKS)
+    blocks = set(chartable.BLOCKS)
     for cp in range(0x80, 0x110000):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         char = chr(cp)
-        if char in normalize._IGNORABLE_SET:
+        if char in chartable.IGNORABLE_SET:
             continue
         if replacement(char) != char:
             assert cp >> 8 in blocks, hex(cp)
@@ -171,7 +172,7 @@ def test_a_span_of_the_normalized_text_maps_back_to_what_it_came_from(
 @given(NOISY)
 def test_without_ignorables_keeps_every_other_character_in_order(text: str) -> None:
     mapped = without_ignorables(text)
-    clean = "".join(c for c in text if c not in normalize._IGNORABLE_SET)
+    clean = "".join(c for c in text if c not in chartable.IGNORABLE_SET)
     if mapped is None:
         assert clean == text
         return

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.inspect import secrets
-from assay.inspect.normalize import IGNORABLE
+from assay.inspect.chartable import IGNORABLE
 from assay.inspect.secret_keys import placeholder
 from assay.inspect.secrets import (
     KINDS,

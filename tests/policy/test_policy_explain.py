@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy import load_policy
-from assay.policy.explain import FAIL, SKIPPED, explain
+from assay.policy.explain import explain
+from assay.policy.explain_steps import FAIL, SKIPPED
 from assay.policy.toolview import tool_summary
 from assay.policy.pipeline import Call, FlowGuard, Pipeline, RateGuard
 from assay.policy.flows import FlowTracker

@@ -16,7 +16,7 @@ from assay import clients
 from assay.clients import protect as p
 from assay.clients.configs import parse_config_file
 from assay.clients.protect.check import load
-from assay.wrap.options import option_tokens
+from assay.wrap.optionline import option_tokens
 from assay.discover.report import build_document, render_table
 
 OPTS = p.WrapOptions("/opt/venv/bin/assay", "/etc/assay/policy.yaml")

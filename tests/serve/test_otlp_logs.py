@@ -201,3 +201,37 @@ def test_any_line_is_one_record_or_none_and_never_the_raw_arguments(
 class _Decided:
     outcome = "allow"
     reason_code = None
+
+
+class _Denied:
+    outcome = "deny"
+    reason_code = "E_TOOL_DENIED"
+
+
+def test_a_record_is_matched_to_its_call_by_the_id_the_client_sent() -> None:
+    """The records carry the id each client sent (docs/serve.md, "Records"), and two of a
+    user's conversations on one link may send the same one: each record gets the decision of
+    its own call, oldest first, and a call answered without a record leaves nothing behind."""
+    logs = RecordLogs(Otel(endpoint="http://127.0.0.1:9", logs=True), version="t", separator="__")
+    logs.logger = _Logger()  # type: ignore[assignment]
+    client_ids: dict[int, Any] = {}
+    link = logs.link(None, {}, client_ids)
+    call = {"method": "tools/call", "params": {"name": "send", "arguments": {}}}
+    client_ids.update({11: 5, 12: 5, 13: "5", 14: 9})  # two clients sent 5, one "5"
+    link.decided(_Decided(), {"id": 11, **call})
+    link.decided(_Denied(), {"id": 12, **call})
+    link.decided(_Denied(), {"id": 13, **call})
+    link.decided(_Decided(), {"id": 14, **call})
+    link.done(14, None)  # answered, its record never came: forgotten
+
+    def record(request_id: Any) -> bytes:
+        data = {"tool": "send", "server": "local", "request_id": request_id}
+        return json.dumps({"type": "assay.tool.decision", "data": data}, separators=(",", ":")).encode() + b"\n"
+
+    for sent in ("5", 5, 5, 9):
+        link.write(record(sent))
+    got = [(r.attributes["assay.decision"], r.attributes.get("assay.code")) for r in logs.logger.records]  # type: ignore[attr-defined]
+    assert got[:3] == [("deny", "E_TOOL_DENIED"), ("allow", None), ("deny", "E_TOOL_DENIED")]
+    assert "assay.code" not in logs.logger.records[3].attributes  # type: ignore[attr-defined]
+    assert link._waiting == {} and link._key_of == {}
+    logs.provider.shutdown()

@@ -23,7 +23,7 @@ from assay.policy import load_policy
 from assay.session.baseline import REASONS
 from assay.session.effects import Sink
 from assay.session.reports import pretty_json
-from assay.wrap.run import observed_manifest
+from assay.wrap.finish import observed_manifest
 from assay.session.session import SessionOptions
 
 from tests.wrap._harness import Harness

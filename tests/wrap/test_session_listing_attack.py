@@ -382,7 +382,7 @@ def _paged(rid, tools: list, cursor: str | None) -> bytes:
 
 
 def test_a_tool_swapped_on_the_next_page_is_a_drift_and_the_manifest_says_ambiguous():
-    from assay.wrap.run import observed_manifest
+    from assay.wrap.finish import observed_manifest
 
     s = Harness(pinned_policy(), SessionOptions())
     s.handle(request(1, "tools/list"))

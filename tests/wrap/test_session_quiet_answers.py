@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.policy.outbound import OutboundGuard
-from assay.session import inspection, verdicts
+from assay.session import answers, inspection, verdicts
 from assay.session.effects import Sink
 from assay.session.server_side import _read_head
 
@@ -121,13 +121,13 @@ def test_the_fast_way_gives_what_reading_every_answer_whole_gives(message: dict,
     except UnicodeEncodeError:  # a lone surrogate
         return
     fast = _outcome(text, line)
-    original, gate = inspection.plain_result, inspection.Inspector.quiet_for
-    inspection.plain_result = lambda line, head=None: False  # every answer read whole
+    original, gate = answers.plain_result, inspection.Inspector.quiet_for
+    answers.plain_result = lambda line, head=None: False  # every answer read whole
     inspection.Inspector.quiet_for = lambda self, settings: None  # no line gate on the server side either
     try:
         slow = _outcome(text, line)
     finally:
-        inspection.plain_result, inspection.Inspector.quiet_for = original, gate
+        answers.plain_result, inspection.Inspector.quiet_for = original, gate
     assert fast == slow
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from assay.clients.protect.model import WrapOptions
-from assay.wrap.options import flag_of, option_tokens
+from assay.wrap.optionline import flag_of, option_tokens
 from assay.clients.wrapped import parse_wrapped
 
 __all__ = ["wrapped_args", "wrapped_url_args", "header_env", "unwrap_args", "log_name", "event_source"]

@@ -24,6 +24,7 @@ from assay.gateway.http import MCP_PATH
 from assay.gateway.sealed import Sealer
 
 from .app import Front
+from .heads import hold_heads
 
 __all__ = ["ANSWER_GRACE_S", "Bound", "serve_http"]
 
@@ -68,6 +69,7 @@ async def serve_http(
     from hypercorn.config import Config  # serve's path only
     from hypercorn.trio import serve
 
+    hold_heads()  # one write per answer on HTTP/1.1 (heads.py)
     resource_path = urlsplit(resource_url).path if resource_url else MCP_PATH
     config = Config()
     config.bind = [listen]
