@@ -8,7 +8,8 @@ shared by the store objects of one process; :class:`PostgresStore` is the
 SQLite store's (:mod:`assay.store.sqlite`), with the session's row as the lock instead of the
 file's: :meth:`~PostgresStore.begin` takes a connection from the pool, opens a transaction and
 locks the session's row (``INSERT ... ON CONFLICT DO UPDATE``, which creates or locks it in one
-statement) *before* reading the session's totals and one part's state, so two gateways deciding
+statement) *before* reading the session's totals and one part's state (both in the schema's
+``assay_load``, one statement after ``BEGIN``), so two gateways deciding
 for one user at the same instant are serialized on that row, and two users never wait for each
 other. :meth:`~PostgresStore.commit` writes and commits; :meth:`~PostgresStore.attempt` is one
 statement and one round trip, the schema's ``assay_attempt`` function: it locks the row
@@ -102,6 +103,7 @@ class PostgresStore:
         self.database = database
         self.alive = alive
         self._conn: psycopg.Connection[Any] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None  # the transaction's statements go through one cursor
         self._open: tuple[str, str, str] | None = None
         self._version = 0
         self._writing = False  # the transaction's writes were sent (it is not tried again)
@@ -153,8 +155,8 @@ class PostgresStore:
 
     # -- the same work on the calling thread -----------------------------------------------------
 
-    def _transaction(self, step: Callable[[psycopg.Connection[Any]], T], stop: threading.Event | None) -> T:
-        """``step`` on a pooled connection, in a transaction this object keeps (``step`` commits
+    def _transaction(self, step: Callable[[psycopg.Cursor[Any]], T], stop: threading.Event | None) -> T:
+        """``step`` on a cursor of a pooled connection, in a transaction this object keeps (``step`` commits
         it, or it stays open for :meth:`commit`): tried again while the session's row is locked
         (up to the timeout, or until ``stop`` is set) and once on a fresh connection when a pooled
         one turns out broken. On failure nothing stays open and the error is raised."""
@@ -165,7 +167,10 @@ class PostgresStore:
         while True:
             conn = self._conn = database.take()
             try:
-                return step(conn)
+                # one cursor for the transaction's statements (psycopg's conn.execute makes one
+                # per statement: a measurable part of a call's CPU)
+                self._cursor = conn.cursor()
+                return step(self._cursor)
             except psycopg.errors.LockNotAvailable:
                 _rollback(conn)
                 if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
@@ -182,6 +187,7 @@ class PostgresStore:
 
     def _release(self) -> None:
         conn, self._conn = self._conn, None
+        self._cursor = None
         if conn is not None:
             _rollback(conn)
             self.database.give(conn)
@@ -201,30 +207,27 @@ class PostgresStore:
                 raise RuntimeError("PostgresStore: a transaction is already open")
             try:
                 self._open = (session.key, part, server)
-                return self._transaction(lambda conn: self._load(conn, session, part, now), stop)
+                return self._transaction(lambda cur: self._load(cur, session, part, now), stop)
             except _ERRORS as exc:
                 raise self._fail(exc) from None
 
-    def _load(self, conn: psycopg.Connection[Any], session: SessionKey, part: str, now: float) -> Loaded:
+    def _load(self, cur: psycopg.Cursor[Any], session: SessionKey, part: str, now: float) -> Loaded:
         """Lock the session's row (created when absent) and read its totals and ``part``'s state,
-        in a new transaction (it stays open)."""
-        conn.execute("BEGIN")
-        row = conn.execute(
-            "INSERT INTO sessions(key, kind, pid, start, name, process, created, last) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE SET kind = sessions.kind "
-            "RETURNING requests, tool_calls",
-            (session.key, session.kind, session.pid, session.start, session.name, session.process, now, now),
+        in a new transaction (it stays open): ``BEGIN`` and one statement, the schema's
+        ``assay_load``. (Sent in a pipeline the two would be one round trip, but psycopg's
+        pipeline mode costs more CPU on both sides than it saves on a near network:
+        ``bench/bench_pgstore.py --stale``.)"""
+        cur.execute("BEGIN")
+        row = cur.execute(
+            "SELECT requests, tool_calls, version, state FROM assay_load(%s,%s,%s,%s,%s,%s,%s,%s)",
+            (session.key, session.kind, session.pid, session.start, session.name, session.process, now, part),
         ).fetchone()
         assert row is not None
-        # a statement of its own, after the lock: it sees what the previous holder committed
-        got = conn.execute(
-            "SELECT version, state FROM parts WHERE key = %s AND part = %s", (session.key, part)
-        ).fetchone()
-        version, state = (0, None) if got is None else (int(got[0]), got[1])
+        requests, tool_calls, version, state = row
         if state is not None and not isinstance(state, bytes):
             state = bytes(state)
-        self._version = version
-        return Loaded(version, state, int(row[0]), int(row[1]))
+        self._version = int(version)
+        return Loaded(self._version, state, int(requests), int(tool_calls))
 
     def attempt_blocking(
         self,
@@ -239,14 +242,14 @@ class PostgresStore:
         """:meth:`attempt` on the calling thread; ``stop`` set: give up (before anything is
         written; a :class:`StoreError`)."""
 
-        def step(conn: psycopg.Connection[Any]) -> int | Loaded:
+        def step(cur: psycopg.Cursor[Any]) -> int | Loaded:
             if stop is not None and stop.is_set():
                 raise StoreError("cancelled")
             # one statement, one round trip: the server's assay_attempt locks the row, compares and
             # writes, as its own transaction (the connection is in autocommit)
             self._writing = True  # its outcome is unknown if the connection breaks now
             entered = 1 if saved.entered else 0
-            got = conn.execute(
+            got = cur.execute(
                 "SELECT assay_attempt(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (
                     session.key,
@@ -272,7 +275,7 @@ class PostgresStore:
             self._writing = False
             if stop is not None and stop.is_set():
                 raise StoreError("cancelled")
-            return self._load(conn, session, part, now)
+            return self._load(cur, session, part, now)
 
         with self._lock:
             if self._open is not None:
@@ -286,14 +289,14 @@ class PostgresStore:
     def commit_blocking(self, saved: Saved, now: float) -> int:
         """:meth:`commit` on the calling thread."""
         with self._lock:
-            if self._open is None or self._conn is None:
+            if self._open is None or self._conn is None or self._cursor is None:
                 raise RuntimeError("PostgresStore: no transaction is open")
             try:
-                return self._write(self._conn, saved, now)
+                return self._write(self._conn, self._cursor, saved, now)
             except _ERRORS as exc:
                 raise self._fail(exc) from None
 
-    def _write(self, conn: psycopg.Connection[Any], saved: Saved, now: float) -> int:
+    def _write(self, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any], saved: Saved, now: float) -> int:
         """Write ``saved`` in the open transaction, commit it and give the connection back; the
         part's version now."""
         assert self._open is not None
@@ -301,7 +304,7 @@ class PostgresStore:
         entered = 1 if saved.entered else 0
         version = self._version
         self._writing = True
-        row = conn.execute(
+        row = cur.execute(
             "SELECT assay_write(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 key,

@@ -124,7 +124,7 @@ upstreams:
     # created, then nothing to do
     done = _serve(config, "--migrate", env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("the schema is at version 2 (was none)") and done.stderr == ""
+    assert done.stdout.strip().endswith("the schema is at version 3 (was none)") and done.stderr == ""
     done = _serve(config, "--migrate", env=env)
     assert done.returncode == 0 and "nothing to do" in done.stdout
     # a password written in the URL: refused without echoing it

@@ -185,6 +185,83 @@ async def test_the_schema_is_versioned_and_migrated_once(pg_server) -> None:
     await db.aclose()
 
 
+async def test_migrate_upgrades_a_version_2_database_to_3_and_keeps_its_sessions(pg_server) -> None:
+    """A database a version-2 assay made (its steps only) is refused until ``--migrate``, which
+    adds what version 3 has (``assay_load``); the session written before is read after."""
+    import psycopg
+
+    from assay.store.pgschema import MIGRATIONS
+
+    url = pg_server.database(migrated=False)
+    with psycopg.connect(url, password=PASSWORD, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version(version integer NOT NULL)")
+        for version, statements in MIGRATIONS:
+            if version <= 2:
+                for statement in statements:
+                    conn.execute(statement.encode())
+        conn.execute("INSERT INTO schema_version(version) VALUES (2)")
+        conn.execute(
+            "INSERT INTO sessions(key, kind, name, created, last, requests, tool_calls) VALUES (%s,'user','alice',%s,%s,7,5)",
+            (ALICE.key, T0, T0),
+        )
+        conn.execute("INSERT INTO parts(key, part, version, state, armed) VALUES (%s,'p',4,'\\x01','[]')", (ALICE.key,))
+    db = PostgresDatabase(url, PASSWORD)
+    try:
+        assert "version 2, this assay needs 3" in (await db.schema_problem() or "")
+        assert await db.migrate() == (2, 3) and SCHEMA_VERSION == 3
+        assert await db.schema_problem() is None
+        store = db.store()
+        assert await store.begin(ALICE, "p", "srv", T0) == Loaded(4, b"\x01", 7, 5)
+        assert await store.commit(Saved(b"\x02", 8, 6, True), T0) == 5
+        await store.aclose()
+    finally:
+        await db.aclose()
+
+
+async def test_a_stale_attempt_takes_five_statements(pg_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stale path (another replica wrote since this one's last call; docs/serve.md, "Several
+    replicas"): ``assay_attempt`` writes nothing, ``BEGIN`` and ``assay_load`` lock and read in
+    one statement, ``assay_write`` and ``COMMIT``: five statements, each one round trip."""
+    import psycopg
+
+    db = PostgresDatabase(pg_server.database(), PASSWORD)
+    mine, other = db.store(), db.store()
+    try:
+        await mine.begin(ALICE, "p", "a", T0)
+        version = await mine.commit(Saved(b"1", 1, 1, True), T0)
+        await other.begin(ALICE, "p", "b", T0)
+        await other.commit(Saved(b"2", 2, 2, True), T0)
+        sent: list[str] = []
+        execute, commit = psycopg.Cursor.execute, psycopg.Connection.commit
+
+        def counted_execute(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+            sent.append(query if isinstance(query, str) else str(query))
+            return execute(self, query, *args, **kwargs)
+
+        def counted_commit(self):  # type: ignore[no-untyped-def]
+            if self.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                sent.append("COMMIT")
+            return commit(self)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+        monkeypatch.setattr(psycopg.Connection, "commit", counted_commit)
+        got = await mine.attempt(ALICE, "p", "a", Expect(version, 1, 1), Saved(b"3", 2, 2, True), T0)
+        assert got == Loaded(version + 1, b"2", 2, 2)
+        assert await mine.commit(Saved(b"3", 3, 3, True), T0) == version + 2
+        assert [q.split("(")[0].split(" FROM ")[-1] for q in sent] == [
+            "SELECT assay_attempt",
+            "BEGIN",
+            "assay_load",
+            "SELECT assay_write",
+            "COMMIT",
+        ]
+    finally:
+        monkeypatch.undo()
+        await mine.aclose()
+        await other.aclose()
+        await db.aclose()
+
+
 async def test_readiness_reads_the_postgres_schema_and_fails_while_the_database_is_down(pg_server) -> None:
     """serve's /readyz with a Postgres store (docs/serve.md, "Health and metrics"): the probe
     reads the schema; a database without it, or stopped, is not ready (StoreError)."""
