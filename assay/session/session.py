@@ -43,22 +43,21 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from assay.policy import Decision, Policy, SessionState
+from assay.policy import Policy, SessionState
 from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
 from assay.policy.shared import SharedSession, part_of, shares_state
 from assay.policy.storeapi import Loaded, SessionKey, Store, StoreError
 from assay.session import approvals, records
-from assay.session.admission import DEFAULT_MAX_FRAME_BYTES, Admitted, Rejected
+from assay.session.admission import Admitted, Rejected
 from assay.session.approvals.room import ApprovalRoom
 from assay.session.calls import CallPath
 from assay.session.client_side import BIG_CLIENT_LINE as BIG_CLIENT_LINE
 from assay.session.client_side import ClientSide, Start
-from assay.session.effects import Effect, Phase, Sink, StopCause, Warn
+from assay.session.effects import Effect, Phase, StopCause, Warn
 from assay.session.ledger import Ledger
 from assay.session.lifecycle import FATAL_FLUSH_S as FATAL_FLUSH_S  # re-exported: the shell and tests read these here
 from assay.session.lifecycle import KILL_AFTER_TERM_S as KILL_AFTER_TERM_S
@@ -66,7 +65,8 @@ from assay.session.lifecycle import MIN_SILENCE_S as MIN_SILENCE_S
 from assay.session.lifecycle import SIGNAL_DRAIN_S as SIGNAL_DRAIN_S
 from assay.session.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.session.listing import ListChain, tool_definition_digest
-from assay.session.server_side import SERVER_HOLD_LIMIT, ServerSide
+from assay.session.server_side import ServerSide
+from assay.session.sessionoptions import SessionOptions as SessionOptions  # re-exported: the shells build it here
 from assay.session.watching import needs_inspector
 from assay.session.toolbook import ToolBook
 
@@ -76,59 +76,6 @@ if TYPE_CHECKING:
     from assay.session.baseline import Baseline
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
-
-
-@dataclass
-class SessionOptions:
-    """What one run asks for (the wrap options that shape the session)."""
-
-    dry_run: bool = False
-    verbose: bool = False
-    label: str = "default-mcp-server"
-    event_source: str | None = None
-    decision_sinks: tuple[Sink, ...] = ()  # sinks that take decision events
-    audit: bool = False
-    keep_events: bool = False  # keep this run's coverage aggregate (bounded; for --coverage-out)
-    receipts: bool = False  # build request receipts
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    shutdown_grace: float = 1.0
-    server_hold_limit: int = SERVER_HOLD_LIMIT
-    # --declared-manifest: the document assay.manifest.declared.parse_declared returned
-    declared_manifest: dict[str, Any] | None = None
-    hide_denied_tools: bool = False  # --hide-denied-tools (never in a dry run)
-    # the agent session's key in records (docs/wrap.md, "Shared sessions"); None: not shared
-    shared_session_key: str | None = None
-    # --log-arguments: the cap in bytes of each call's logged arguments; None: not logged
-    log_arguments_max: int | None = None
-    # one stderr line when the server ends on its own (a stdio server; a remote one says why it
-    # was lost itself: docs/remote.md, "When the server fails")
-    announce_exit: bool = True
-    # the user whose calls these are (`assay mcp serve`; docs/serve.md, "Records"): the records'
-    # ``subject``; None in wrap
-    subject: str | None = None
-    # signed 2026-07-28-era approvals (`assay mcp serve`; docs/serve.md, "Approvals"): the
-    # gateway's key; None: wrap's own, kept in this session's memory
-    approval_signing_key: bytes | None = None
-    # the client capabilities of a request the shell knows is of the 2026-07-28 era though its
-    # frame does not say so (serve: a link is a 2025-era session); None: read from the frame
-    request_era: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None
-    # an out-of-band approver (`assay mcp serve`'s approvals: docs/serve.md, "Out-of-band
-    # approvers"), by name: a call that needs approval is held and asked of it (AskApprover), in
-    # both eras, never of the client; its timeout (None: the policy's approval_timeout)
-    approver: str | None = None
-    approver_timeout: float | None = None
-    # given a call's request id, the (name, version) of the client it came from, bounded and
-    # printable, or None (`assay mcp serve`, whose link carries several clients' calls:
-    # docs/serve.md, "Records"); None in wrap
-    client_of: Callable[[Any], tuple[str, str | None] | None] | None = None
-    # given a call's request id, the id its client sent it with (`assay mcp serve`, whose link
-    # numbers the requests of several clients: docs/serve.md, "Records"); the records carry that
-    # one. None (wrap), or an id it does not know: the records carry the frame's
-    client_id_of: Callable[[Any], Any] | None = None
-    # told every decision as it is recorded (the decision and the client's frame), records on
-    # or off: `assay mcp serve`'s metrics and traces (docs/serve.md, "Health and metrics"); None
-    # in wrap, and in serve without them
-    on_decision: Callable[[Decision, Mapping[str, Any]], None] | None = None
 
 
 def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
