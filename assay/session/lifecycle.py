@@ -168,6 +168,9 @@ class Lifecycle:
         "grace",
         "_eof_at",
         "_owed_output_at",
+        "_writing",
+        "_writing_owed",
+        "_delivered_at",
         "_deadline",
     )
 
@@ -183,6 +186,9 @@ class Lifecycle:
         self.grace = shutdown_grace
         self._eof_at = 0.0
         self._owed_output_at = 0.0  # the child's last output while it owed answers
+        self._writing = False  # a write of wrap's to the client is under way
+        self._writing_owed = False  # ... while the child owed answers
+        self._delivered_at = 0.0  # when the last such write ended
         self._deadline: float | None = None
 
     def refine(self, event: LifeEvent) -> LifeEvent:
@@ -240,6 +246,20 @@ class Lifecycle:
         if owes_answers:
             self._owed_output_at = now
 
+    def delivery(self, now: float, busy: bool, owes_answers: bool) -> None:
+        """A write of wrap's to the client began (``busy``) or ended at ``now``. Wrap reads none
+        of the child's output while such a write waits for a client slow to read, so the child's
+        silence then is wrap's own: the grace after the client's end (while the child owes
+        answers) and the wait for a child that exited to close its output do not run during
+        the write, and count again from its end."""
+        if busy:
+            self._writing, self._writing_owed = True, owes_answers
+            return
+        self._writing = self._writing_owed = False
+        self._delivered_at = now
+        if owes_answers and now > self._owed_output_at:
+            self._owed_output_at = now
+
     def child_exited(self, returncode: int | None) -> None:
         if self.child is Child.RUNNING:
             self.child = Child.EXITED
@@ -265,12 +285,15 @@ class Lifecycle:
         phase = self.phase
         if phase is Phase.DRAINING:
             # the grace counts from the client's EOF, or from the child's last output while it
-            # owed answers to forwarded requests, whichever is later
+            # owed answers to forwarded requests (or wrap's last write of it to the client),
+            # whichever is later; not while such a write waits for the client
+            if self._writing_owed:
+                return None
             return max(self._eof_at, self._owed_output_at) + self.grace
         if phase is Phase.CHILD_EXITED:
-            if self.server_eof or self.child is Child.SILENCED:
+            if self.server_eof or self.child is Child.SILENCED or self._writing:
                 return None
-            return self.last_output + max(self.grace, MIN_SILENCE_S)
+            return max(self.last_output, self._delivered_at) + max(self.grace, MIN_SILENCE_S)
         if phase is Phase.TERMINATING or phase is Phase.SIGNALLED or phase is Phase.SIGNAL_DRAIN:
             return self._deadline
         return None

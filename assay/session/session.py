@@ -410,6 +410,12 @@ class WrapSession:
             self._fire(LifeEvent.TIMER, out)
         return out
 
+    def client_write(self, busy: bool) -> None:
+        """The shell began (``busy``) or ended a write to the client: the server's silence is not
+        counted while wrap waits for a client slow to read (docs/wrap.md, "Lifecycle"). No
+        effects."""
+        self._life.delivery(self._clock(), busy, bool(self._server.pending))
+
     def output_failed(self, message: str) -> list[Effect]:
         """A record could not be written whole: fatal (exit 2). What came before it still
         gets a few seconds to take effect."""

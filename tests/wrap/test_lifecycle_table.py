@@ -127,6 +127,32 @@ def test_a_silent_descendant_is_killed_once():
     assert life.deadline() is None
 
 
+def test_no_silence_is_counted_while_a_write_waits_for_the_client():
+    # docs/wrap.md, "Lifecycle": wrap reads nothing of the server while it waits for a client
+    # slow to read, so the server's silence then is wrap's own
+    life = Lifecycle(0.0, 1.0)
+    life.fire(E.CLIENT_EOF, 1.0)
+    life.output_seen(1.5, owes_answers=True)
+    assert life.deadline() == 2.5
+    life.delivery(1.6, busy=True, owes_answers=True)
+    assert life.deadline() is None  # the server owes answers and waits for wrap
+    life.delivery(9.0, busy=False, owes_answers=True)
+    assert life.deadline() == 10.0  # the grace counts from the write's end
+    life.delivery(9.5, busy=True, owes_answers=False)
+    assert life.deadline() == 10.0  # owing nothing, the server's silence counts as before
+    life.delivery(20.0, busy=False, owes_answers=False)
+    assert life.deadline() == 10.0
+    # the server exited: its end of output is awaited, not while a write waits for the client
+    gone = Lifecycle(0.0, 1.0)
+    gone.child_exited(0)
+    gone.fire(E.CHILD_EXIT, 1.0)
+    assert gone.deadline() == 1.0
+    gone.delivery(0.5, busy=True, owes_answers=False)
+    assert gone.deadline() is None
+    gone.delivery(7.0, busy=False, owes_answers=False)
+    assert gone.deadline() == 8.0
+
+
 @pytest.mark.parametrize(
     ("rc", "sig", "code"), [(0, None, 0), (3, None, 3), (-9, None, 137), (None, None, 2), (0, 15, 143)]
 )

@@ -167,15 +167,23 @@ class Run:
     """One relay run against a MemoryChild, with the client's side for the test to drive."""
 
     def __init__(
-        self, options: SessionOptions | None = None, *, fail_log: bool = False, stdin_broken: bool = False
+        self,
+        options: SessionOptions | None = None,
+        *,
+        fail_log: bool = False,
+        stdin_broken: bool = False,
+        child: MemoryChild | None = None,
+        lockstep: bool = False,
     ) -> None:
         self.probe = Probe()
         options = options or SessionOptions(decision_sinks=(Sink.DECISION_LOG,), shutdown_grace=5.0)
         self.session = WrapSession(POLICY, options, clock=trio.current_time)
-        self.child = MemoryChild(stdin_broken=stdin_broken)
+        self.child = child or MemoryChild(stdin_broken=stdin_broken)
         self.log = MemorySink("decision log", self.probe, fail=fail_log)
         self.to_wrap, client_in = trio.testing.memory_stream_one_way_pair()
-        client_out, self.from_wrap = trio.testing.memory_stream_one_way_pair()
+        # lockstep: wrap's writes wait for the client to read them, as on a pipe that is full
+        pair = trio.testing.lockstep_stream_one_way_pair if lockstep else trio.testing.memory_stream_one_way_pair
+        client_out, self.from_wrap = pair()
         self.warnings: list[str] = []
         self.relay = Relay(
             [],
@@ -287,6 +295,58 @@ async def test_a_child_that_stopped_reading_is_drained_then_terminated_on_the_ti
     assert run.result.child_returncode == -signal.SIGTERM and run.result.exit_code == 128 + signal.SIGTERM
     assert run.child.signals == [signal.SIGTERM]
     assert trio.current_time() - start >= 5.0  # the shutdown grace passed on the fake clock
+
+
+class LateAnswerChild(MemoryChild):
+    """A server that answers its one request only at the end of its stdin, in 32 pieces of
+    64 KiB on an output that waits for wrap to read it (a pipe's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._server_out, self.stdout = trio.testing.lockstep_stream_one_way_pair()
+
+    async def _serve(self) -> None:
+        got = b""
+        while data := await self._server_in.receive_some(65536):
+            got += data
+        request = json.loads(got.split(b"\n")[0])
+        self.seen.append(request)
+        await self._server_out.send_all(b'{"jsonrpc":"2.0","id":%d,"result":{"text":"' % request["id"])
+        for _ in range(32):
+            await self._server_out.send_all(b"z" * 65536)
+        await self._server_out.send_all(b'"}}\n')
+        await self._exit(0)
+
+
+@pytest.fixture
+def manual_clock():
+    return trio.testing.MockClock()
+
+
+async def test_a_client_slow_to_read_after_its_end_does_not_cut_off_an_answering_server(manual_clock):
+    """docs/wrap.md, "Lifecycle": after the client's end the grace counts the server's silence;
+    a server blocked because wrap waits for a client slow to read its answer is not silent, so
+    it is not stopped, and the answer arrives whole."""
+    grace = 1.0
+    # a line longer than wrap holds is streamed through as it comes (docs/wrap.md, "Output to
+    # the client"), so the server waits for wrap, which waits for the client
+    options = SessionOptions(decision_sinks=(Sink.DECISION_LOG,), shutdown_grace=grace, server_hold_limit=1 << 16)
+    run = Run(options, child=LateAnswerChild(), lockstep=True)
+    async with trio.open_nursery() as nursery:
+        await run.main(nursery)
+        await run.to_wrap.send_all(call(1, "echo"))
+        await run.to_wrap.aclose()  # the client's end; it reads nothing for 10 grace periods
+        await trio.testing.wait_all_tasks_blocked()  # wrap waits for the client, the server for wrap
+        manual_clock.jump(10 * grace)
+        await trio.testing.wait_all_tasks_blocked()  # a timer due now has fired
+        assert run.child.signals == []  # not stopped
+        while not run.received.endswith(b"\n"):  # the client reads at last
+            run.received += await run.from_wrap.receive_some(1 << 20)
+        manual_clock.autojump_threshold = 0  # the run's end may wait on the clock
+    assert run.child.signals == []
+    assert run.result == RunResult(exit_code=0, stop_cause="client_eof", child_returncode=0)
+    answer = json.loads(bytes(run.received))
+    assert answer["id"] == 1 and len(answer["result"]["text"]) == 32 * 65536
 
 
 async def test_the_effect_runner_is_held_by_one_task_at_a_time(autojump_clock):

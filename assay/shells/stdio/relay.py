@@ -453,14 +453,22 @@ class Relay:
             self._out_wake.set()
 
     async def _send(self, data: bytes) -> None:
-        """One write to the client; a client that stopped reading ends the run."""
+        """One write to the client; a client that stopped reading ends the run. The session is
+        told the write is under way, then done: after the client's end, a write that waits for
+        the client does not count as the server's silence."""
+        session = self.session
+        session.client_write(True)
         try:
             await self._to_client.write(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
+            session.client_write(False)
             self._client_gone = True
             self._out.clear()
             self._out_bytes = 0
-            await self._perform(self.session.client_lost())
+            await self._perform(session.client_lost())
+        finally:
+            session.client_write(False)
+            self._check_timer()
 
     async def _child_watch(self, child: ChildHandle) -> None:
         await child.wait_exit()
