@@ -14,6 +14,7 @@ the asking step (``_asked``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ _DENY = Outcome.DENY
 APPROVED = "approved"  # the approval_state of a held call a person accepted
 
 
-class StoreTrip:
+class StoreTrip(ABC):
     """The jobs waiting for the store and the one in hand (see the module docstring)."""
 
     # set by the call path's __init__
@@ -52,15 +53,15 @@ class StoreTrip:
     label: str
     inspector: Inspector | None
 
-    # what the call path does
-    def _asked(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None:
-        raise NotImplementedError
+    # what the call path does (its post-decision path and its asking step)
+    @abstractmethod
+    def _asked(self, call: ToolCall, decision: Decision, out: list[Effect]) -> Decision | None: ...
 
-    def _settled(self, job: Job, out: list[Effect]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _settled(self, job: Job, out: list[Effect]) -> None: ...
 
-    def _done(self, job: Job, out: list[Effect]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _done(self, job: Job, out: list[Effect]) -> None: ...
 
     def _park(self, job: Job, out: list[Effect]) -> None:
         self.jobs.append(job)
