@@ -93,6 +93,14 @@ class PostgresDatabase(Database):
         return PostgresStore(self, alive=self.alive if alive is None else alive)
 
 
+def _written(saved: Saved, now: float, entered: int) -> tuple[Any, ...]:
+    """What ``assay_attempt`` and ``assay_write`` take after the row's key and version: the
+    totals to write, the time, whether a call entered, this process, the part's state and its
+    armed names (JSON)."""
+    armed = json.dumps(list(saved.armed)) if saved.state is not None else None
+    return (saved.requests, saved.tool_calls, now, entered, os.getpid(), saved.state, armed)
+
+
 class PostgresStore:
     """:class:`assay.policy.storeapi.Store` in a :class:`PostgresDatabase`. ``alive`` fills
     :attr:`SessionRow.alive` in :meth:`sessions`. A transaction holds one pooled connection
@@ -258,13 +266,7 @@ class PostgresStore:
                     expect.version,
                     expect.requests,
                     expect.tool_calls,
-                    saved.requests,
-                    saved.tool_calls,
-                    now,
-                    entered,
-                    os.getpid(),
-                    saved.state,
-                    json.dumps(list(saved.armed)) if saved.state is not None else None,
+                    *_written(saved, now, entered),
                 ),
             ).fetchone()
             if got is not None and got[0] is not None:
@@ -311,13 +313,7 @@ class PostgresStore:
                 part,
                 server,
                 version,
-                saved.requests,
-                saved.tool_calls,
-                now,
-                entered,
-                os.getpid(),
-                saved.state,
-                json.dumps(list(saved.armed)) if saved.state is not None else None,
+                *_written(saved, now, entered),
             ),
         ).fetchone()
         conn.commit()
