@@ -25,6 +25,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from assay.session.admission import MAX_DEPTH, has_long_digit_run, too_deep
+
 __all__ = [
     "HEADER_MISMATCH",
     "LEGACY_VERSIONS",
@@ -151,13 +153,24 @@ def accepts(header: str | None) -> Accepts:
     for item in header.split(","):
         kind, _, params = item.strip().partition(";")
         kind = kind.strip().lower()
-        if any(p.strip().replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params.split(";")):
+        if any(_refused(p) for p in params.split(";")):
             continue
         if kind in ("*/*", "application/*", "application/json"):
             json_ok = True
         if kind in ("*/*", "text/*", "text/event-stream"):
             sse_ok = True
     return Accepts(json_ok, sse_ok)
+
+
+def _refused(param: str) -> bool:
+    """A media range's parameter ``q=0`` (the name in any case, the weight 0 in any spelling)."""
+    name, _, value = param.partition("=")
+    if name.strip().lower() != "q":
+        return False
+    try:
+        return float(value.strip()) <= 0
+    except ValueError:
+        return False
 
 
 def check_head(
@@ -170,9 +183,12 @@ def check_head(
     resource_path: str = MCP_PATH,
 ) -> Route:
     """The route of a request, read from its method, path and headers; a :class:`Refusal` for
-    an unknown path (404), an ``Origin`` not allowed (403), a method /mcp does not take (405), a
+    a body framed both by ``Content-Length`` and ``Transfer-Encoding`` (400), an unknown path (404), an ``Origin`` not allowed (403), a method /mcp does not take (405), a
     declared body over the cap (413), a content type not JSON (415) or an ``Accept`` that allows
     none of the answers (406)."""
+    if "transfer-encoding" in headers and "content-length" in headers:
+        # framed two ways: a server must not keep the connection (RFC 9112, section 6.1)
+        raise Refusal(400, INVALID_REQUEST, "Content-Length with Transfer-Encoding", headers=(("connection", "close"),))
     if path in (METADATA_PATH, METADATA_PATH + resource_path) and resource_path.startswith("/"):
         if method not in ("GET", "HEAD"):
             raise Refusal(405, INVALID_REQUEST, "Method not allowed", headers=(("allow", "GET"),))
@@ -270,6 +286,12 @@ def read_message(body: bytes, headers: Mapping[str, str]) -> Message:
         msg = msgspec.json.decode(body)
     except (msgspec.DecodeError, ValueError, RecursionError):
         raise Refusal(400, PARSE_ERROR, "Parse error: the body is not JSON") from None
+    # the guard reads the message as wrap reads a client frame (docs/wrap.md, "Client frames"),
+    # which refuses what msgspec reads: a refusal there would leave the request unanswered
+    if too_deep(body):
+        raise Refusal(400, PARSE_ERROR, f"Parse error: nested deeper than {MAX_DEPTH}")
+    if has_long_digit_run(body) and _overflows(msg):
+        raise Refusal(400, PARSE_ERROR, "Parse error: a number beyond a double's range")
     if isinstance(msg, list):
         raise Refusal(400, INVALID_REQUEST, "Invalid request: one JSON-RPC message per POST (no batches)")
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
@@ -288,6 +310,23 @@ def read_message(body: bytes, headers: Mapping[str, str]) -> Message:
             raise _unsupported(msg_id, header_version)
         return Message(Era.LEGACY, kind, msg, msg_id, method)
     return _modern(kind, msg, msg_id, method, params, meta, headers)
+
+
+def _overflows(value: Any) -> bool:
+    """An integer in ``value`` that a double cannot hold (serde, and the guard, refuse it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int):
+            try:
+                float(item)
+            except OverflowError:
+                return True
+    return False
 
 
 def _unsupported(msg_id: Any, requested: str) -> Refusal:

@@ -49,6 +49,9 @@ from assay.shells.stdio.relay import Approver
 
 __all__ = ["MAX_PAGES", "REQUEST_CANCELLED", "ServeGateway", "open_gateway"]  # the first two: users.py's
 
+#: what a link's frame adds to the body it carries (the link's own id for the client's)
+FRAME_SLACK = 64 * 1024
+
 
 def _asks_approval(policy: Policy) -> bool:
     tools = policy.tools
@@ -91,7 +94,9 @@ class ServeGateway:
         self.sinks = sinks if sinks is not None else {}
         self.warn = warn
         self.environ = os.environ if environ is None else environ
-        self.max_frame_bytes = max_frame_bytes
+        # a message the front took (up to limits.max_body) fits one frame of a link: the guard
+        # would refuse a longer one, unanswered (docs/serve.md, "How a request flows")
+        self.max_frame_bytes = max(max_frame_bytes, config.limits.max_body_bytes + FRAME_SLACK)
         self.upstreams: dict[str, Upstream] = {up.name: up for up in config.upstreams}
         self.names = Names(tuple(self.upstreams), config.separator)
         self.users: dict[str, User] = {}

@@ -242,9 +242,13 @@ class Conversation:
             return
         params = message.get("params")
         if method == "notifications/cancelled" and isinstance(params, dict):
-            call = self._calls.get(params.get("requestId"))
-            if call is not None:
-                call.scope.cancel()
+            request_id = params.get("requestId")
+            # a JSON-RPC id (a string or an integer, as the client's requests are checked): an
+            # object or a list is no key, and true or 1.0 would find the call of id 1
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                call = self._calls.get(request_id)
+                if call is not None:
+                    call.scope.cancel()
         elif method == "notifications/roots/list_changed":
             for link in list(self.user.links.values()):
                 link.write(message)

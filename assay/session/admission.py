@@ -116,8 +116,9 @@ _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _DEPTH_BLOCK = 1 << 20
 
 
-def _too_deep(content: bytes) -> bool:
-    """Nesting deeper than MAX_DEPTH, counted outside strings, in linear time at C speed.
+def too_deep(content: bytes) -> bool:
+    """Nesting deeper than MAX_DEPTH, counted outside strings, in linear time at C speed (also
+    the serve front's check of a POST body: docs/serve.md, "How a request flows").
 
     Only brackets matter, ``{`` and ``[`` alike; they are walked in blocks with the depth
     carried from block to block. A block whose opens cannot reach the limit is skipped at once
@@ -215,7 +216,7 @@ def admit(line: bytes) -> Admitted | Rejected | None:
         return Rejected(line, INVALID_UTF8)
     if "\r" in text:
         return Rejected(line, EMBEDDED_LINE_BREAK)
-    if _too_deep(content):
+    if too_deep(content):
         return Rejected(line, MALFORMED_JSON)
     if not _needs_care(content):
         try:
@@ -271,18 +272,18 @@ def admit_region(region: bytes, lines: list[bytes]) -> list[dict[str, Any]] | No
         if value.__class__ is not dict or value.get("method", "").__class__ is not str:
             return None
         # deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets
-        if len(line) > 2 * MAX_DEPTH and line.count(b"[") + line.count(b"{") > MAX_DEPTH and _too_deep(line):
+        if len(line) > 2 * MAX_DEPTH and line.count(b"[") + line.count(b"{") > MAX_DEPTH and too_deep(line):
             return None
         append(value)
     if len(region) >= 309 and max(map(len, lines)) >= 309:
-        if _has_long_digit_run(region):
+        if has_long_digit_run(region):
             return None
     if _MSG_ENCODE(frames).count(b":") != region.count(b":"):
         return None
     return frames
 
 
-def _has_long_digit_run(data: bytes) -> bool:
+def has_long_digit_run(data: bytes) -> bool:
     """A run of 309 or more digits (an integer that may overflow a double) anywhere."""
     return _LONG_RUN in data.translate(_TO_ZERO_OR_SPACE)
 

@@ -228,6 +228,6 @@ def test_depth_check_matches_a_plain_walk(parts, block):
     _adm._DEPTH_BLOCK = block  # many blocks: the depth carried across them must stay exact
     try:
         doc = b"[" * (_adm.MAX_DEPTH - 3) + content  # near the limit, so both answers occur
-        assert _adm._too_deep(doc + b"]" * (_adm.MAX_DEPTH - 3)) == (_reference_depth(doc) > _adm.MAX_DEPTH)
+        assert _adm.too_deep(doc + b"]" * (_adm.MAX_DEPTH - 3)) == (_reference_depth(doc) > _adm.MAX_DEPTH)
     finally:
         _adm._DEPTH_BLOCK = old
