@@ -33,7 +33,8 @@ them: :mod:`assay.session.client_side` (framing, admission, the client's stream)
 :mod:`assay.session.approvals.room` (asking a person), :mod:`assay.session.server_side` and
 :mod:`assay.session.toolbook` (server lines, pending requests, tools/list answers),
 :mod:`assay.session.ledger` (records, receipts, counts) and :mod:`assay.session.lifecycle` (the phase,
-as one transition table).
+as one transition table). :mod:`assay.session.assembly` builds them (but the lifecycle) from the
+policy and the options.
 
 Time comes from the ``clock`` given to the constructor (the shell passes trio's), so tests run
 the lifecycle without sleeping. docs/wrap.md, "Lifecycle", describes every path.
@@ -41,53 +42,32 @@ the lifecycle without sleeping. docs/wrap.md, "Lifecycle", describes every path.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from assay.policy import Policy, SessionState
-from assay.policy.guards import GuardContext, Surface, build_guards
 from assay.policy.pipeline import Pipeline
-from assay.policy.shared import SharedSession, part_of, shares_state
 from assay.policy.storeapi import Loaded, SessionKey, Store, StoreError
 from assay.session import approvals, records
 from assay.session.admission import Admitted, Rejected
-from assay.session.approvals.room import ApprovalRoom
-from assay.session.calls import CallPath
+from assay.session.assembly import assemble
 from assay.session.client_side import BIG_CLIENT_LINE as BIG_CLIENT_LINE
-from assay.session.client_side import ClientSide, Start
+from assay.session.client_side import Start
 from assay.session.effects import Effect, Phase, StopCause, Warn
-from assay.session.ledger import Ledger
 from assay.session.lifecycle import FATAL_FLUSH_S as FATAL_FLUSH_S  # re-exported: the shell and tests read these here
 from assay.session.lifecycle import KILL_AFTER_TERM_S as KILL_AFTER_TERM_S
 from assay.session.lifecycle import MIN_SILENCE_S as MIN_SILENCE_S
 from assay.session.lifecycle import SIGNAL_DRAIN_S as SIGNAL_DRAIN_S
 from assay.session.lifecycle import Do, LifeEvent, Lifecycle, exit_status
 from assay.session.listing import ListChain, tool_definition_digest
-from assay.session.server_side import ServerSide
 from assay.session.sessionoptions import SessionOptions as SessionOptions  # re-exported: the shells build it here
-from assay.session.watching import needs_inspector
-from assay.session.toolbook import ToolBook
 
 if TYPE_CHECKING:
     from assay.policy.flows import FlowTracker
     from assay.policy.rates import RateTracker
-    from assay.session.baseline import Baseline
 
 __all__ = ["SessionOptions", "WrapSession", "exit_status", "tool_definition_digest"]
-
-
-def _signer(options: SessionOptions, wall_clock: Callable[[], float]) -> Callable[[float], Any] | None:
-    """How the approvals room signs 2026-07-28-era approvals (given the timeout), when the
-    session is given a key (serve); None: wrap's in-memory approvals."""
-    key = options.approval_signing_key
-    if key is None:
-        return None
-    from assay.session.approvals.signed import SignedOffers
-
-    subject = options.shared_session_key or ""
-    return lambda ttl: SignedOffers(key, subject, options.label, wall_clock, ttl)
 
 
 class WrapSession:
@@ -110,119 +90,31 @@ class WrapSession:
         self.options = options = options or SessionOptions()
         self.state = SessionState()
         self._clock = clock
-        recorder = records.Recorder(
-            source=options.event_source or "",
-            label=options.label,
-            session=options.shared_session_key,
-            dry_run=options.dry_run,
-            decision_log=bool(options.decision_sinks),
-            audit_log=options.audit,
-            keep_events=options.keep_events,
-            verbose=options.verbose,
+        rooms = assemble(
+            policy,
+            options,
+            self.state,
+            clock,
             new_event_id=new_event_id,
             now=now,
-            arguments_max=options.log_arguments_max,
-            subject=options.subject,
-            client_of=options.client_of,
-            client_id_of=options.client_id_of,
+            approval_token=approval_token,
+            approval_key=approval_key,
+            shared=shared,
+            wall_clock=wall_clock,
         )
-        self._ledger = Ledger(recorder, options.decision_sinks, options.receipts, options.on_decision)
-        baseline: Baseline | None = None
-        if options.declared_manifest is not None:  # assay.manifest is loaded only when asked
-            from assay.session.baseline import Baseline
-
-            baseline = Baseline(options.declared_manifest)
-        tools = ToolBook(
-            policy,
-            self.state,
-            options.label,
-            verbose=options.verbose,
-            hide=options.hide_denied_tools and not options.dry_run,
-            baseline=baseline,
-            on_seen=self._ledger.tool_listed if options.decision_sinks else None,
-        )
-        self._server = ServerSide(tools, options.server_hold_limit, None)
-        # what comes back, and resources and prompts (docs/policy.md, "Inspecting what comes back")
-        inspector = None
-        taint = None
-        if needs_inspector(policy):
-            from assay.policy.shared import uses_taint
-            from assay.session.inspection import Inspector
-            from assay.session.watching import TaintState
-
-            if uses_taint(policy):
-                seed = (shared[1].key if shared is not None else "local").encode("utf-8", "surrogatepass")
-                taint = TaintState(hashlib.blake2b(seed, digest_size=16, person=b"assay-taint").digest())
-            inspector = Inspector(
-                policy, options.label, self._ledger, self._server.reply, dry_run=options.dry_run, taint=taint
-            )
-            inspector.tools = tools
-            tools.inspector = inspector
-            self._server.inspector = inspector
-        approver = None
-        if options.approver is not None:
-            approver = (options.approver, options.label, options.subject, options.approver_timeout)
-        self._room = ApprovalRoom(
-            policy,
-            dry_run=options.dry_run,
-            token=approval_token,
-            key=approval_key,
-            signed=_signer(options, wall_clock),
-            era=options.request_era,
-            approver=approver,
-        )
-        # the decision pipeline's guards after the engine, in the registry's order
-        # (assay.policy.guards; docs/policy.md, "Evaluation and reason codes")
-        built = build_guards(
-            GuardContext(
-                policy,
-                Surface.WRAP,
-                options.label,
-                self.state,
-                clock,
-                session_key=options.shared_session_key,
-                baseline=baseline,
-                # the inspection room judges what a call sends out, when it has calls to judge
-                # (docs/inspect.md, "Speed")
-                outbound=inspector if inspector is not None and inspector.guards_calls else None,
-                taint=taint,
-                asker=self._room if self._room.asks else None,
-            )
-        )
-        self._guards = built
-        # one agent session across the client's wraps (docs/wrap.md, "Shared sessions"): the
-        # pipeline decides in the store's transaction, and times are the wall clock's
-        sharing: SharedSession | None = None
-        if shared is not None and (shares_state(policy) or built.parts):
-            store, key = shared
-            sharing = SharedSession(store, key, part_of(policy), options.label, self.state, built.parts, wall_clock)
-        pipeline = Pipeline(
-            policy,
-            self.state,
-            built.checks,
-            built.approvals,
-            clock=clock if sharing is None else wall_clock,
-            shared=sharing,
-        )
-        self._calls = CallPath(pipeline, self._ledger, self._server, options.label, options.dry_run, clock)
-        self._room.attach(self._calls)
-        self._calls.attach(self._room)
-        if inspector is not None:
-            inspector.pipeline = pipeline
-            self._calls.inspector = inspector
-        self._server.prefix = self._room.prefix
-        self._client = ClientSide(
-            self._calls.judge, self._server.reply, self._calls.released, self._ledger, options.max_frame_bytes
-        )
+        self._ledger = rooms.ledger
+        self._server = rooms.server
+        self._room = rooms.room
+        self._guards = rooms.guards
+        self._calls = rooms.calls
+        self._client = rooms.client
         self._life = Lifecycle(clock(), options.shutdown_grace)
         # a shared session's calls and merges wait for the store (docs/wrap.md, "Shared
         # sessions"): the client's end, and the server's, are taken once none waits
         self._eof_due = False
         self._server_eof_due = False
-        if sharing is not None:
+        if rooms.shared:
             self._calls.on_idle = self._store_idle
-            if inspector is not None:
-                inspector.merge = self._calls.merge
 
     # -- client -> server --------------------------------------------------------------------
 

@@ -19,18 +19,18 @@ calls. Sessions expire (:func:`assay.policy.storeapi.expired`) when the wrap swe
 transactions of their own, on a connection of their own, in a worker thread (never on the trio
 thread); on a database that does not exist they create nothing. ``assay mcp session list|reset``
 is them.
+
+The file itself (created private, opened with WAL, the busy deadline and the schema, a failure's
+one line) is :mod:`assay.store.sqlitefile`'s.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
 import sqlite3
 import threading
-import time
-import urllib.parse
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -46,157 +46,23 @@ from assay.policy.storeapi import (
     SessionRow,
     StoreError,
 )
+from assay.statedir import ensure_state_dir
 from assay.store.keys import client_alive
 from assay.store.rows import session_rows, sweep_expired
+from assay.store.sqlitefile import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported: the schema's version
+from assay.store.sqlitefile import cause, connect, rollback, until_free
 from assay.store.thread import StoreThread, value_of
-from assay.statedir import ensure_state_dir
 
 __all__ = ["EVENTS_KEPT", "NAMED_IDLE", "SCHEMA_VERSION", "SqliteStore"]
 
-SCHEMA_VERSION = 1
 EVENTS_KEPT = 1000  # the newest events kept per session
 
 T = TypeVar("T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions(
-    key TEXT PRIMARY KEY, kind TEXT NOT NULL, pid INTEGER, start TEXT, name TEXT, process TEXT,
-    created REAL NOT NULL, last REAL NOT NULL,
-    requests INTEGER NOT NULL DEFAULT 0, tool_calls INTEGER NOT NULL DEFAULT 0, calls INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS parts(
-    key TEXT NOT NULL, part TEXT NOT NULL, version INTEGER NOT NULL, state BLOB, armed TEXT,
-    PRIMARY KEY(key, part));
-CREATE TABLE IF NOT EXISTS servers(
-    key TEXT NOT NULL, server TEXT NOT NULL, calls INTEGER NOT NULL, last REAL NOT NULL, pid INTEGER,
-    PRIMARY KEY(key, server));
-CREATE TABLE IF NOT EXISTS events(
-    id INTEGER PRIMARY KEY, key TEXT NOT NULL, time REAL NOT NULL, kind TEXT NOT NULL, detail TEXT);
-CREATE INDEX IF NOT EXISTS events_key ON events(key, id);
-"""
 
 # Test hook (tests/sessions/test_crash.py): ASSAY_TEST_KILL_IN_COMMIT=N makes the Nth commit of
 # this process SIGKILL itself after its UPDATEs and before COMMIT. Read once per store.
 _KILL_ENV = "ASSAY_TEST_KILL_IN_COMMIT"
 _commits_done = [0]
-
-
-def _cause(exc: BaseException, path: str, timeout: float) -> str:
-    """One line for the user: what happened, and the file."""
-    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
-        return f"{exc.strerror or exc}: {path}"
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    low = text.lower()
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
-        return f"database is locked (another wrap held it for more than {timeout:g} s): {path}"
-    if name.startswith("SQLITE_FULL") or "full" in low:
-        return f"disk full, the shared session could not be saved: {path}"
-    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in low or "malformed" in low:
-        return f"not a database (corrupt?): {path}: remove it (its shared sessions are forgotten)"
-    if name.startswith("SQLITE_READONLY") or "readonly" in low or "read-only" in low:
-        return f"read-only, the shared session could not be saved: {path}"
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
-        return f"cannot open the database (a missing or unreadable directory?): {path}"
-    return f"{text}: {path}"
-
-
-# Held while this process creates the database file (:func:`_create`) and while it opens a
-# connection to an existing one: the creation's ``close`` never meets a connection of this
-# process that is being opened on the file.
-_opening = threading.Lock()
-
-
-def _create(path: str) -> None:
-    """Create the database file (mode 0600) when absent; refuse a symlink. The file is never
-    opened and closed here when it exists: closing any descriptor of a file drops every POSIX
-    lock this process holds on it, those of its open SQLite connections too (``fcntl(2)``).
-    SQLite would then go on believing it holds its shared lock on the database while no other
-    process sees it, and another process's last connection to close would checkpoint and
-    delete the WAL under this one's feet: the commits made after would be lost (a wrap's sweep
-    has its own connection open while the store's connects for the first call)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    with _opening:
-        try:
-            fd = os.open(path, flags, 0o600)
-        except FileExistsError:
-            if os.path.islink(path):  # what O_NOFOLLOW refused before O_EXCL: never followed
-                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
-            return
-        os.close(fd)  # a new file: no connection of this process has it open
-
-
-def _connect(path: str, timeout: float, create: bool) -> sqlite3.Connection:
-    """A connection in autocommit mode (the store manages its transactions) with WAL, the busy
-    deadline and the schema. ``create``: the file is created (mode 0600) when absent."""
-    if create:
-        _create(path)
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-    else:
-        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
-        with _opening:
-            conn = sqlite3.connect(uri, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
-        _until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), timeout)
-        # WAL with synchronous=NORMAL: a crash (a killed wrap, even the OS) leaves the database
-        # consistent, as the WAL is synced at each checkpoint; only a power loss may lose the
-        # last commits (calls counted since), never corrupt what is there.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA journal_size_limit = 4194304")  # the WAL file shrinks back to 4 MiB
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
-        elif version != SCHEMA_VERSION:
-            raise StoreError(
-                f"the database was written by another assay version (schema {version}, this one reads "
-                f"{SCHEMA_VERSION}): {path}"
-            )
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _until_free(step: Callable[[], object], timeout: float, stop: threading.Event | None = None) -> None:
-    """``step`` again while the database is locked, for at most ``timeout`` seconds (or until
-    ``stop`` is set: then the last "locked" is raised). Turning a
-    new database to WAL needs the file to itself, and SQLite answers "locked" at once, without
-    its busy wait, while another connection holds a write lock on it: two wraps creating the
-    database at the same instant would otherwise see a spurious failure."""
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        try:
-            step()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc).lower() or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                raise
-        wait = min(pause, max(0.0, deadline - time.monotonic()))
-        if stop is not None:
-            stop.wait(wait)
-        else:
-            time.sleep(wait)
-        pause = min(pause * 2, 0.1)
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    try:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    except sqlite3.Error:
-        pass
-
 
 _LOCK_STEP_MS = 50  # one wait for the write lock inside SQLite; a cancelled begin stops within it
 
@@ -281,14 +147,14 @@ class SqliteStore:
         self._open = None
         conn, self._conn = self._conn, None
         if conn is not None:
-            _rollback(conn)
+            rollback(conn)
             try:
                 conn.close()
             except sqlite3.Error:
                 pass
         if isinstance(exc, StoreError):
             return exc
-        return StoreError(_cause(exc, self.path, self.timeout))
+        return StoreError(cause(exc, self.path, self.timeout))
 
     def begin_blocking(
         self, session: SessionKey, part: str, server: str, now: float, stop: threading.Event | None = None
@@ -309,9 +175,9 @@ class SqliteStore:
         conn = self._conn
         if conn is None:
             ensure_state_dir(os.path.dirname(os.path.abspath(self.path)))
-            conn = self._conn = _connect(self.path, self.timeout, create=True)
+            conn = self._conn = connect(self.path, self.timeout, create=True)
             conn.execute(f"PRAGMA busy_timeout = {_LOCK_STEP_MS}")
-        _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
+        until_free(lambda: conn.execute("BEGIN IMMEDIATE"), self.timeout, stop or threading.Event())
         return conn
 
     def _load(self, conn: sqlite3.Connection, session: SessionKey, part: str, now: float) -> Loaded:
@@ -410,7 +276,7 @@ class SqliteStore:
         with self._lock:
             self._open = None
             if self._conn is not None:
-                _rollback(self._conn)
+                rollback(self._conn)
 
     def close(self) -> None:
         """Close the file (an open transaction is rolled back). Never raises."""
@@ -441,14 +307,14 @@ class SqliteStore:
             if not os.path.exists(path):
                 return absent
             try:
-                conn = _connect(path, timeout, create=False)
+                conn = connect(path, timeout, create=False)
             except (sqlite3.Error, OSError) as exc:
-                raise StoreError(_cause(exc, path, timeout)) from None
+                raise StoreError(cause(exc, path, timeout)) from None
             try:
                 return work(conn)
             except (sqlite3.Error, OSError, ValueError, TypeError, OverflowError) as exc:
-                _rollback(conn)
-                raise StoreError(_cause(exc, path, timeout)) from None
+                rollback(conn)
+                raise StoreError(cause(exc, path, timeout)) from None
             finally:
                 conn.close()
 
@@ -472,7 +338,7 @@ class SqliteStore:
         timeout = self.timeout
 
         def work(conn: sqlite3.Connection) -> bool:
-            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
+            until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
             if conn.execute("SELECT 1 FROM sessions WHERE key = ?", (key,)).fetchone() is None:
                 conn.execute("ROLLBACK")
                 return False
@@ -493,7 +359,7 @@ class SqliteStore:
         timeout = self.timeout
 
         def work(conn: sqlite3.Connection) -> int:
-            _until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
+            until_free(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
             gone = sweep_expired(conn, now, alive)
             conn.execute("COMMIT")
             return gone

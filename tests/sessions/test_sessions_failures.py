@@ -11,6 +11,7 @@ import pytest
 
 from assay.policy.storeapi import Loaded, Saved, SessionKey, StoreError
 from assay.store import sqlite as store_mod
+from assay.store import sqlitefile
 from assay.statedir import ensure_state_dir, state_dir
 from assay.store.sqlite import SqliteStore
 from tests.sessions.syncstore import list_sessions, reset
@@ -102,14 +103,14 @@ def test_read_only_database(tmp_path, monkeypatch):
     """A database that cannot be written (here: query_only, as a read-only mount would)."""
     path = str(tmp_path / "s" / "sessions.db")
     _made(path)
-    real = store_mod._connect
+    real = store_mod.connect
 
     def read_only(*args, **kwargs):
         conn = real(*args, **kwargs)
         conn.execute("PRAGMA query_only = 1")
         return conn
 
-    monkeypatch.setattr(store_mod, "_connect", read_only)
+    monkeypatch.setattr(store_mod, "connect", read_only)
     s = SqliteStore(path)
     _fails(s, "read-only", path)
     assert s._conn is None and s._open is None
@@ -170,7 +171,7 @@ def test_locked_at_the_very_first_open(tmp_path):
 def test_disk_full(tmp_path, monkeypatch):
     path = str(tmp_path / "s" / "sessions.db")
     _made(path)
-    real = store_mod._connect
+    real = store_mod.connect
 
     def small(*args, **kwargs):
         conn = real(*args, **kwargs)
@@ -178,7 +179,7 @@ def test_disk_full(tmp_path, monkeypatch):
         conn.execute(f"PRAGMA max_page_count = {pages}")
         return conn
 
-    monkeypatch.setattr(store_mod, "_connect", small)
+    monkeypatch.setattr(store_mod, "connect", small)
     s = SqliteStore(path)
     assert s.begin_blocking(A, "p", "s", T0) == Loaded(1, b"x", 1, 1)
     with pytest.raises(StoreError) as info:
@@ -246,7 +247,7 @@ def test_two_wraps_creating_the_database_at_once_wait_for_each_other(tmp_path, m
             holder.execute("COMMIT")
         waited.append(seconds)
 
-    monkeypatch.setattr(store_mod.time, "sleep", sleep)
+    monkeypatch.setattr(sqlitefile.time, "sleep", sleep)
     store = SqliteStore(path, timeout=5)
     loaded = store.begin_blocking(A, "p", "s", T0)
     store.commit_blocking(Saved(b"x", loaded.requests + 1, loaded.tool_calls + 1, True), T0)

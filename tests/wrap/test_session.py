@@ -674,6 +674,7 @@ def test_the_session_does_no_io():
 
     for name in (
         "session",
+        "assembly",
         "effects",
         "admission",
         "pending",
