@@ -149,7 +149,7 @@ class Probe:
 
     def attach(self, relay: Relay, child: MemoryChild) -> None:
         self.relay = relay
-        push, signal_group = relay._push_out, child.signal_group
+        push, signal_group = relay._output.push, child.signal_group
 
         def push_out(data: bytes) -> None:
             self.check("reply")
@@ -159,7 +159,7 @@ class Probe:
             self.check("signal")
             signal_group(sig)
 
-        relay._push_out = push_out  # type: ignore[method-assign]
+        relay._output.push = push_out  # type: ignore[method-assign]
         child.signal_group = signal_child  # type: ignore[method-assign]
 
 

@@ -6,8 +6,8 @@ writes records, watches the child and the signals, and keeps time. Tasks, in one
 - the client pump: our stdin -> ``receive_client_data`` / ``client_closed``;
 - the server pump: the child's stdout -> ``receive_server_data`` / ``server_closed``; it waits
   until what it queued for the client was written, so a slow client slows the server down;
-- the output writer: the one writer of our stdout (server lines and wrap's replies, in the
-  session's order, coalesced into few writes);
+- the output writer of :class:`~assay.shells.stdio.clientout.ClientOutput`: the one writer of
+  our stdout (server lines and wrap's replies, in the session's order, coalesced);
 - the child watcher, the timer (the session's :attr:`~WrapSession.deadline`), the signal
   watcher;
 - one task per :class:`~assay.session.effects.AskApprover`: the approver hook asked, its answer
@@ -63,6 +63,7 @@ from assay.session.effects import (
     Warn,
     WithdrawApproval,
 )
+from assay.shells.stdio.clientout import ClientOutput
 from assay.shells.stdio.pipes import RecordSink, RelayFatal, _Pipe, bytes_of, open_stdio
 from assay.session.session import KILL_AFTER_TERM_S, WrapSession
 
@@ -153,15 +154,7 @@ class Relay:
         self._nursery: trio.Nursery | None = None
         self._runner = trio.Lock()  # held by the one task performing a list of effects
         self._client_scope = trio.CancelScope()
-        # client output: server lines and replies in the session's order
-        self._out: deque[bytes] = deque()
-        self._out_bytes = 0
-        self._queued = 0  # chunks ever queued
-        self._written = 0  # chunks ever written (or given up on)
-        self._out_wake = trio.Event()
-        self._out_progress = trio.Event()
-        self._client_gone = False
-        self._writing = False  # a write to the client is in progress (the writer's or inline)
+        self._output = ClientOutput(session, client_out, perform=self._perform, check_timer=self._check_timer)
         self._timer_wake = trio.Event()
         self._timer_target: float | None = None
         self._finish: Finish | None = None
@@ -182,14 +175,13 @@ class Relay:
         child = self.child or self.spawn()
         self._child = child
         session = self.session
-        self._to_client = _Pipe(self.client_out)
         self._to_child = _Pipe(child.stdin) if child.stdin is not None else None
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 if self.handle_signals:  # before anything is relayed: the server may have answered already
                     await nursery.start(self._signal_watch)
-                nursery.start_soon(self._output_writer)
+                nursery.start_soon(self._output.writer)
                 nursery.start_soon(self._server_pump, child)
                 nursery.start_soon(self._client_pump)
                 nursery.start_soon(self._child_watch, child)
@@ -198,9 +190,8 @@ class Relay:
                     nursery.start_soon(self._store_task)
                 await self._finish_set.wait()
                 finish = self._finish
-                if finish is not None and finish.drain and not self._client_gone:
-                    with trio.move_on_at(finish.deadline if finish.deadline is not None else float("inf")):
-                        await self._output_flushed()
+                if finish is not None and finish.drain:
+                    await self._output.drain(finish.deadline)
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
@@ -330,8 +321,9 @@ class Relay:
                 todo.clear()
                 todo.extend(self.session.output_failed(str(exc)))
                 return False
+        push = self._output.push
         for data in replies:
-            self._push_out(data)
+            push(data)
         to_child = self._to_child
         if forwards and to_child is not None:
             self._let_go()
@@ -363,44 +355,11 @@ class Relay:
         if deadline is not None and (target is None or deadline < target):
             self._timer_wake.set()
 
-    # -- client output ---------------------------------------------------------------------------
-
-    def _push_out(self, data: bytes) -> None:
-        if self._client_gone or not data:
-            return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        self._queued += 1
-        self._out_wake.set()
-
-    async def _output_writer(self) -> None:
-        while True:
-            await self._out_wake.wait()
-            self._out_wake = trio.Event()
-            while self._out and not self._writing:  # an inline write of the server pump wakes us after it
-                self._writing = True
-                count = len(self._out)
-                data = b"".join(self._out) if count > 1 else self._out[0]
-                self._out.clear()
-                self._out_bytes = 0
-                if not self._client_gone:
-                    await self._send(data)
-                self._writing = False
-                self._written += count
-                self._out_progress.set()
-                self._out_progress = trio.Event()
-
-    async def _written_up_to(self, mark: int) -> None:
-        while self._written < mark and not self._client_gone:
-            await self._out_progress.wait()
-
-    async def _output_flushed(self) -> None:
-        await self._written_up_to(self._queued)
-
     # -- tasks -----------------------------------------------------------------------------------
 
     async def _client_pump(self) -> None:
         session = self.session
+        output = self._output
         receive = _Pipe(self.client_in).read
         with self._client_scope:
             while True:
@@ -416,12 +375,13 @@ class Relay:
                 # held in the session until a streamed server line ends (docs/wrap.md, "Output
                 # to the client"); either way they leave through the writer, which wakes us.
                 while (
-                    self._out_bytes > REPLY_QUEUE_LIMIT or session.held_bytes > REPLY_QUEUE_LIMIT
-                ) and not self._client_gone:
-                    await self._out_progress.wait()
+                    output.queued_bytes > REPLY_QUEUE_LIMIT or session.held_bytes > REPLY_QUEUE_LIMIT
+                ) and not output.gone:
+                    await output.progress.wait()
 
     async def _server_pump(self, child: ChildHandle) -> None:
         session = self.session
+        output = self._output
         assert child.stdout is not None
         read = _Pipe(child.stdout).read
         while True:
@@ -433,42 +393,13 @@ class Relay:
                 await self._perform(session.server_closed())
                 return
             effects = session.receive_server_data(data)
-            if len(effects) == 1 and not self._out and not self._writing and not self._client_gone:
+            if len(effects) == 1 and not output.chunks and not output.writing and not output.gone:
                 first = effects[0]
                 if type(first) is ToClient:
-                    await self._write_inline(first.data)
+                    await output.write_inline(first.data)
                     continue
             await self._perform(effects)
-            await self._written_up_to(self._queued)
-
-    async def _write_inline(self, data: bytes) -> None:
-        """The usual case of server output (whole lines, nothing else queued): written by the
-        server pump itself, saving two task switches per answer."""
-        self._writing = True
-        try:
-            await self._send(data)
-        finally:
-            self._writing = False
-        if self._out:
-            self._out_wake.set()
-
-    async def _send(self, data: bytes) -> None:
-        """One write to the client; a client that stopped reading ends the run. The session is
-        told the write is under way, then done: after the client's end, a write that waits for
-        the client does not count as the server's silence."""
-        session = self.session
-        session.client_write(True)
-        try:
-            await self._to_client.write(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            session.client_write(False)
-            self._client_gone = True
-            self._out.clear()
-            self._out_bytes = 0
-            await self._perform(session.client_lost())
-        finally:
-            session.client_write(False)
-            self._check_timer()
+            await output.written_up_to(output.queued)
 
     async def _child_watch(self, child: ChildHandle) -> None:
         await child.wait_exit()
@@ -528,8 +459,7 @@ class Relay:
             finally:
                 self._runner.release()
             # the client pump may wait for calls queued behind the store to go (held_bytes)
-            self._out_progress.set()
-            self._out_progress = trio.Event()
+            self._output.progressed()
 
     async def _ask_approver(self, approver: Approver, effect: AskApprover, scope: trio.CancelScope) -> None:
         """One :class:`AskApprover`: the approver's answer goes to the session, unless the
