@@ -157,6 +157,7 @@ class ServeGateway:
             logs = self.record_logs.link(watch, sinks, client_ids)
             watch = logs
             sinks = {**sinks, Sink.DECISION_LOG: logs}
+        links: list[Link] = []  # the link, once made (the session's on_unread answers its requests)
         options = SessionOptions(
             label=upstream.name,
             event_source="assay://serve/" + quote(upstream.name, safe=""),
@@ -176,6 +177,7 @@ class ServeGateway:
                 client_ids.get(request_id, request_id) if request_id.__class__ is int else request_id
             ),
             on_decision=watch.decided if watch is not None else None,
+            on_unread=lambda line, reason: links[0].unread(line, reason) if links else None,
         )
         session = WrapSession(policy, options, clock=trio.current_time, shared=shared)
         auth = None
@@ -206,6 +208,7 @@ class ServeGateway:
             watch=watch,
             client_ids=client_ids,
         )
+        links.append(link)
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:

@@ -29,6 +29,7 @@ import trio
 
 from assay import proc
 from assay.gateway.config import Secret, Upstream
+from assay.gateway.http import INVALID_REQUEST
 from assay.gateway.router import UPSTREAM_FAILED, error
 from assay.serve.observe import Watch
 from assay.session.effects import Sink
@@ -67,6 +68,10 @@ def read_secret(secret: Secret, base_dir: str, environ: Mapping[str, str]) -> st
             raise LinkError(f"the secret's environment variable {secret.env} is not set")
         return value
     raise LinkError("a secret names neither a file nor an environment variable")
+
+
+#: how every request the link writes begins (msgspec keeps the dict's order): its id comes next
+_REQUEST_HEAD = b'{"jsonrpc":"2.0","id":'
 
 
 class _Inbox:
@@ -228,6 +233,21 @@ class Link:
                 watch.done(mine, waiter.answer)
         assert waiter.answer is not None
         return waiter.answer
+
+    def unread(self, line: bytes, reason: str) -> None:
+        """The guard refused a line of this link unread (``SessionOptions.on_unread``): when it
+        is one of the link's requests, that request is answered with the refusal now; the
+        guard's own answer carries a null id, which no waiter would ever match. The link wrote
+        the line itself, so its id is read from where the link's encoding puts it."""
+        if not line.startswith(_REQUEST_HEAD):
+            return
+        digits, comma, rest = line[len(_REQUEST_HEAD) : len(_REQUEST_HEAD) + 40].partition(b",")
+        if not comma or not digits.isdigit() or not rest.startswith(b'"method":'):
+            return
+        waiter = self._pending.pop(int(digits), None)
+        if waiter is not None:
+            waiter.answer = error(None, INVALID_REQUEST, f"Invalid request: the guard could not read it ({reason})")
+            waiter.done.set()
 
     def pending_id(self, waiter_id: int) -> bool:
         return waiter_id in self._pending

@@ -169,7 +169,7 @@ def assemble(
         inspector.pipeline = pipeline
         calls.inspector = inspector
     server.prefix = room.prefix
-    client = ClientSide(calls.judge, server.reply, calls.released, ledger, options.max_frame_bytes)
+    client = ClientSide(calls.judge, server.reply, calls.released, ledger, options.max_frame_bytes, options.on_unread)
     if sharing is not None and inspector is not None:
         inspector.merge = calls.merge
     return Rooms(ledger, server, room, built, calls, client, sharing is not None)

@@ -57,6 +57,7 @@ class ClientSide:
         "_fast_limit",
         "_queue",
         "_fwd",
+        "_on_unread",
     )
 
     def __init__(
@@ -66,8 +67,10 @@ class ClientSide:
         released: list[bytes],
         ledger: Ledger,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        on_unread: Callable[[bytes, str], None] | None = None,
     ) -> None:
         self.reading = Reading.LINES
+        self._on_unread = on_unread
         self.start = Start.WAITING
         self.ledger = ledger
         self._judge = judge
@@ -203,6 +206,8 @@ class ClientSide:
             ledger.rejected += 1
             self._reply(replies.rejection_reply(item.reason), out)
             out.append(Warn(records.rejection_warning(item.reason)))
+            if self._on_unread is not None:
+                self._on_unread(item.raw, item.reason)
             if ledger.receipting:
                 ledger.receipt_rejected(item, out)
             return

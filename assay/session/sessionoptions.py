@@ -67,3 +67,9 @@ class SessionOptions:
     # or off: `assay mcp serve`'s metrics and traces (docs/serve.md, "Health and metrics"); None
     # in wrap, and in serve without them
     on_decision: Callable[[Decision, Mapping[str, Any]], None] | None = None
+    # told every client line the guard refused unread (answered with a null id: not JSON, too
+    # deep, too long, ...), with the line (empty when it was too long to be kept) and the reason:
+    # `assay mcp serve`'s link answers the request it wrote that line for, which would otherwise
+    # wait for an answer with its id (docs/serve.md, "Upstreams and the agent session of a
+    # user"); None in wrap, whose client reads the null-id error itself
+    on_unread: Callable[[bytes, str], None] | None = None

@@ -327,3 +327,21 @@ async def test_a_user_with_no_conversation_and_no_link_is_forgotten(tmp_path: Pa
         assert not Path(f"/proc/{pid}").exists()
         again, _i = await connect(gw, BOB)  # and served again as new
         assert int(text_of(await again.call("slow__pid"))) != pid
+
+
+async def test_a_request_the_guard_cannot_read_is_answered_not_left_waiting(tmp_path: Path) -> None:
+    """The front refuses what the guard would not read (docs/serve.md, "How a request flows");
+    should a request reach a link that way anyhow (here: through the Conversation API, past the
+    front), the guard's refusal carries a null id, and the link answers the request with it at
+    once instead of waiting for an answer with its id that never comes."""
+    async with gateway(tmp_path, [stdio("local")]) as (gw, _):
+        a, _i = await connect(gw, ALICE)
+        deep: Any = "x"
+        for _ in range(200):  # deeper than the guard reads (docs/wrap.md, "Client frames")
+            deep = [deep]
+        with trio.fail_after(10):
+            answer = await a.call("local__send", {"text": deep}, msg_id="deep-1")
+        assert answer["id"] == "deep-1" and answer["error"]["code"] == -32600
+        assert "could not read" in answer["error"]["message"]
+        assert gw.links_of(ALICE.key)["local"].busy == 0  # nothing left waiting
+        assert text_of(await a.call("local__send", {"text": "after"})) == "sent after"

@@ -231,3 +231,29 @@ def test_depth_check_matches_a_plain_walk(parts, block):
         assert _adm.too_deep(doc + b"]" * (_adm.MAX_DEPTH - 3)) == (_reference_depth(doc) > _adm.MAX_DEPTH)
     finally:
         _adm._DEPTH_BLOCK = old
+
+
+def test_a_line_refused_unread_is_told_to_the_on_unread_hook_with_its_reason() -> None:
+    """``SessionOptions.on_unread`` hears every line the guard answers with a null id (serve's
+    link answers its request with it: docs/serve.md, "Upstreams and the agent session of a
+    user"), and nothing else."""
+    from assay.policy import load_policy
+    from assay.session.session import SessionOptions
+
+    from tests.wrap._harness import Harness
+
+    told: list[tuple[bytes, str]] = []
+    h = Harness(
+        load_policy(b'version: "2.0"\ntools:\n  allow: ["a"]\n'),
+        SessionOptions(on_unread=lambda line, reason: told.append((line, reason))),
+    )
+    h.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "arguments": {}}})
+    denied = h.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "b", "arguments": {}}})
+    assert denied.disposition == "blocked" and b'"id":2' in (denied.reply or b"")  # read: answered with its id
+    assert told == []
+    deep = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":' + b"[" * 200 + b"]" * 200 + b"}"
+    out = h.handle(deep)
+    assert out.disposition == "rejected" and b'"id":null' in (out.reply or b"")
+    assert told == [(deep + b"\n", "malformed_json")]
+    h.handle({"jsonrpc": "2.0", "id": 4, "method": 7})
+    assert told[-1] == (b'{"jsonrpc": "2.0", "id": 4, "method": 7}\n', "non_string_method")
