@@ -189,19 +189,21 @@ class Serve:
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
+
+
 async def session(http, url: str, token: str | None) -> dict[str, str]:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
     headers = dict(HEADERS) if token is None else {**HEADERS, "Authorization": f"Bearer {token}"}
-    r = await http.post(url, headers=headers, json=init)
+    r = await http.post(url, headers=headers, json=INITIALIZE)
     r.raise_for_status()
     headers = {**headers, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -329,17 +331,7 @@ def lean_paced(url: str, token: str | None, n: int, tool: str = "fast__search") 
     try:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
-            init = {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "b", "version": "1"},
-                },
-            }
-            status, fields, _ = client.post(json.dumps(init).encode(), headers)
+            status, fields, _ = client.post(json.dumps(INITIALIZE).encode(), headers)
             headers["Mcp-Session-Id"] = fields["mcp-session-id"]
             headers["MCP-Protocol-Version"] = "2025-06-18"
             client.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), headers)

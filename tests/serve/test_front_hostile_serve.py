@@ -17,9 +17,9 @@ import httpx2
 import trio
 
 from tests.serve.gwsupport import POLICY, STDIO_SERVER
+from tests.serve.httpsupport import open_session
 
 ASSAY = str(Path(sys.executable).parent / "assay")
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def _call(msg_id: int, params: bytes) -> bytes:
@@ -53,20 +53,7 @@ upstreams:
             assert line.startswith(b"assay: serving http://127.0.0.1:"), line
             url = line.split()[2].decode()
             async with httpx2.AsyncClient(timeout=15) as http:
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                }
-                opened = await http.post(url, json=init, headers=ACCEPT)
-                headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                assert (await http.post(url, json=note, headers=headers)).status_code == 202
+                headers = await open_session(http, url, version="2025-11-25")
 
                 async def post(body: bytes) -> tuple[int, dict[str, Any]]:
                     response = await http.post(url, content=body, headers=headers)

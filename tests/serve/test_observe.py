@@ -22,9 +22,9 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from gwsupport import POLICY, STDIO_SERVER
+from httpsupport import ACCEPT, open_session
 
 ASSAY = str(Path(sys.executable).parent / "assay")
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 class Serve:
@@ -97,21 +97,7 @@ class Mcp:
         self.next = 1
 
     async def open(self) -> None:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        got = await self.http.post(self.url, json=init, headers=ACCEPT)
-        assert got.status_code == 200, got.text
-        self.session = got.headers["mcp-session-id"]
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await self.http.post(self.url, json=note, headers=self.headers)).status_code == 202
+        self.session = (await open_session(self.http, self.url))["mcp-session-id"]
 
     @property
     def headers(self) -> dict[str, str]:

@@ -25,7 +25,8 @@ from assay.serve.otlplogs import RecordLogs
 from assay.session.effects import Sink
 from assay.shells.stdio.pipes import RecordSink
 
-from test_observe import ACCEPT, _code
+from httpsupport import open_session
+from test_observe import _code
 from test_traces import Receiver, _config, receiver, serving
 
 #: a password under a key the redaction knows, and a GitHub token inside a string
@@ -35,21 +36,7 @@ ARGUMENTS = {"text": f"deploy with {TOKEN}", "password": SECRET, "count": 3}
 
 
 async def _session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "ide", "version": "1.2"},
-        },
-    }
-    opened = await http.post(url, json=init, headers=ACCEPT)
-    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(url, json=note, headers=headers)).status_code == 202
-    return headers
+    return await open_session(http, url, client=("ide", "1.2"))
 
 
 def _call(msg_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
