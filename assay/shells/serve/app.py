@@ -14,7 +14,6 @@ replicas").
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -56,17 +55,24 @@ from assay.gateway.http import (
     synthesized_initialize,
 )
 from assay.gateway.sealed import Sealer
+from assay.shells.serve.asgi import (
+    JSON,
+    SSE_HEADERS,
+    EventStream,
+    Receive,
+    Scope,
+    Send,
+    drop,
+    encoded,
+    lifespan,
+    respond,
+    watch_client,
+)
 
 __all__ = ["Front"]
 
-Scope = Mapping[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-_JSON = (b"content-type", b"application/json")
 #: sealed ids ended by DELETE that a front remembers (docs/serve.md, "Several replicas")
 MAX_ENDED = 100_000
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
 class _Disconnected(Exception):
@@ -148,14 +154,14 @@ class Front:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
         try:
             await self._http(scope, receive, send)
         except Refusal as refusal:
-            await _respond(send, refusal.status, refusal.body(), [_JSON, *_encoded(refusal.headers)])
+            await respond(send, refusal.status, refusal.body(), [JSON, *encoded(refusal.headers)])
         except _Disconnected:
             return
 
@@ -177,7 +183,7 @@ class Front:
         if route is Route.METADATA:
             if self.metadata is None:
                 raise Refusal(404, REFUSED, "Not found")
-            await _respond(send, 200, self.metadata if method == "GET" else b"", [_JSON], len(self.metadata))
+            await respond(send, 200, self.metadata if method == "GET" else b"", [JSON], len(self.metadata))
             return
         who = await self._identity(headers.get("authorization"))
         if method == "GET":
@@ -187,7 +193,7 @@ class Front:
             self.sessions.remove(session.id)
             self._end(session.id, who)
             await _close(session.conversation)
-            await _respond(send, 204, b"", [])
+            await respond(send, 204, b"", [])
         else:
             self.in_flight.acquire(who.key)
             try:
@@ -302,14 +308,14 @@ class Front:
                 await self._answer(message, accept, conversation.request, receive, send)
             else:
                 await session.conversation.notify(message.message)
-                await _respond(send, 202, b"", [])
+                await respond(send, 202, b"", [])
         finally:
             session.busy -= 1
             session.last_used = trio.current_time()
 
     async def _modern(self, message: Message, who: Identity, accept: Accepts, receive: Receive, send: Send) -> None:
         if message.kind != "request":
-            await _respond(send, 202, b"", [])  # no 2026-07-28 client notification has a use here
+            await respond(send, 202, b"", [])  # no 2026-07-28 client notification has a use here
             return
         try:
             conversation, result = await self.gateway.open(who, synthesized_initialize(message))
@@ -330,9 +336,9 @@ class Front:
         self, send: Send, accept: Accepts, reply: dict[str, Any], extra: list[tuple[bytes, bytes]], status: int = 200
     ) -> None:
         if accept.json:
-            await _respond(send, status, encode(reply), [_JSON, *extra])
+            await respond(send, status, encode(reply), [JSON, *extra])
         else:
-            await _respond(send, status, sse_event(reply), [*_SSE_HEADERS, *extra])
+            await respond(send, status, sse_event(reply), [*SSE_HEADERS, *extra])
 
     async def _answer(
         self,
@@ -349,13 +355,13 @@ class Front:
 
         The request runs in this task; one task of the front's nursery watches for the client
         going away, and an event stream, when a related message starts one, is written by
-        another (:class:`_Stream`): a related message comes from the upstream's link, which
+        another (:class:`EventStream`): a related message comes from the upstream's link, which
         must not wait on this client's socket. At the drain deadline the request is cancelled
         and answered with an error."""
-        stream = _Stream(send) if accept.sse else None
-        related = stream.related(self._tasks) if stream is not None else _drop
+        stream = EventStream(send) if accept.sse else None
+        related = stream.related(self._tasks) if stream is not None else drop
         gone = trio.CancelScope()
-        watching = _watch(self._tasks, receive, gone)
+        watching = watch_client(self._tasks, receive, gone)
         try:
             with gone:
                 reply = error_message(
@@ -376,7 +382,7 @@ class Front:
                         stream.closed = True  # answered as JSON: a late related message is dropped
                     failed = reply.get("error") if message.era is Era.MODERN else None
                     status = 404 if isinstance(failed, dict) and failed.get("code") == METHOD_NOT_FOUND else 200
-                    await _respond(send, status, encode(reply), [_JSON])
+                    await respond(send, status, encode(reply), [JSON])
         finally:
             watching.cancel()
             if stream is not None:
@@ -390,7 +396,7 @@ class Front:
             raise Refusal(409, -32600, "Conflict: one GET stream per session")
         self._listening.add(session.id)
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
 
             async def emit(msg: dict[str, Any]) -> None:
@@ -415,106 +421,7 @@ class Front:
             self._listening.discard(session.id)
 
 
-async def _drop(msg: dict[str, Any]) -> None:
-    """A related message for a client that accepts only JSON: not deliverable."""
-
-
-def _watch(tasks: trio.Nursery, receive: Receive, gone: trio.CancelScope) -> trio.CancelScope:
-    """Cancels ``gone`` when the client goes away (``http.disconnect``), from a task of
-    ``tasks``; the scope returned ends the watch."""
-    scope = trio.CancelScope()
-
-    async def watch() -> None:
-        with scope:
-            try:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-            except Exception:  # the server's receive failing: the client cannot be reached either
-                pass
-            gone.cancel()
-
-    tasks.start_soon(watch)
-    return scope
-
-
-class _Stream:
-    """The event-stream answer of one request: the related messages, then the response. Started
-    by the first related message, written by a task of the front's nursery; once the response is
-    decided (:attr:`closed`), a related message is dropped."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self.started = False
-        self.closed = False
-        self.scope = trio.CancelScope()
-        self._error: Exception | None = None
-
-    def related(self, tasks: trio.Nursery) -> Emit:
-        async def emit(msg: dict[str, Any]) -> None:
-            if self.closed:
-                return
-            if not self.started:  # the channel and the writer only now: most answers need neither
-                self.started = True
-                self._done = trio.Event()
-                self._out, self._in = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
-                tasks.start_soon(self._write)
-            self._out.send_nowait((False, msg))
-
-        return emit
-
-    async def finish(self, reply: dict[str, Any]) -> None:
-        """The response, last on the stream (which starts now if nothing related came)."""
-        self.closed = True
-        if not self.started:
-            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            await self._send({"type": "http.response.body", "body": sse_event(reply), "more_body": False})
-            return
-        self._out.send_nowait((True, reply))
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-
-    async def _write(self) -> None:
-        try:
-            with self.scope:
-                await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                final = False
-                while not final:
-                    final, msg = await self._in.receive()
-                    await self._send({"type": "http.response.body", "body": sse_event(msg), "more_body": True})
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception as exc:  # raised in the request's task (finish), as if written there
-            self._error = exc
-        finally:
-            self._done.set()
-
-
 async def _close(conversation: Conversation) -> None:
     """Ends a conversation, even from a cancelled task, within a bound."""
     with trio.CancelScope(shield=True), trio.move_on_after(5):
         await conversation.aclose()
-
-
-def _encoded(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-
-
-async def _respond(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], length: int | None = None
-) -> None:
-    """A whole answer. Its ``Content-Length`` (``length``, for a HEAD: the GET's) spares the
-    chunked framing and the write that ends it."""
-    if status != 204:
-        headers = [*headers, (b"content-length", b"%d" % (len(body) if length is None else length))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        event = await receive()
-        if event["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
