@@ -7,9 +7,8 @@ message (400 with a parse or invalid-request error), the protocol era and, for a
 request, its routing headers against its body (400 with -32020). A refusal is a
 :class:`Refusal`: the HTTP status, the headers and the JSON-RPC error body to answer with.
 
-Also here: the 2025-era session table (ids bound to the user who opened them: random, or
-sealed by :mod:`assay.gateway.sealed`; idle expiry on an injected clock), the per-user count of requests in flight, the event-stream
-encoding and the ``server/discover`` answer. No trio, no sockets: the shell
+Also here: the event-stream encoding and the ``server/discover`` answer (the 2025-era session
+table and the per-user count of requests in flight: :mod:`assay.gateway.sessiontable`). No trio, no sockets: the shell
 (:mod:`assay.shells.serve`) feeds values in and writes what comes out.
 """
 
@@ -17,11 +16,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -35,12 +33,9 @@ __all__ = [
     "MODERN_VERSIONS",
     "Accepts",
     "Era",
-    "InFlight",
     "Message",
     "Refusal",
     "Route",
-    "Session",
-    "Sessions",
     "accepts",
     "check_head",
     "discover_result",
@@ -146,20 +141,41 @@ class Accepts:
 
 
 def accepts(header: str | None) -> Accepts:
-    """What an ``Accept`` header allows of the two answers (no header: both)."""
+    """What an ``Accept`` header allows of the two answers (no header: both). Each answer's type
+    is weighed by the most specific range that names it (``application/json`` before
+    ``application/*`` before ``*/*``, RFC 9110, section 12.5.1), so ``application/json;q=0, */*``
+    refuses JSON; among equally specific ranges, one that allows it is enough."""
     if header is None or not header.strip():
         return Accepts(True, True)
+    json_rank = sse_rank = -1
     json_ok = sse_ok = False
     for item in header.split(","):
         kind, _, params = item.strip().partition(";")
         kind = kind.strip().lower()
-        if any(_refused(p) for p in params.split(";")):
+        ok = not any(_refused(p) for p in params.split(";"))
+        rank = _ranks.get(kind)
+        if rank is None:
             continue
-        if kind in ("*/*", "application/*", "application/json"):
-            json_ok = True
-        if kind in ("*/*", "text/*", "text/event-stream"):
-            sse_ok = True
+        if rank[0] > json_rank:
+            json_rank, json_ok = rank[0], ok
+        elif rank[0] == json_rank >= 0:
+            json_ok = json_ok or ok
+        if rank[1] > sse_rank:
+            sse_rank, sse_ok = rank[1], ok
+        elif rank[1] == sse_rank >= 0:
+            sse_ok = sse_ok or ok
     return Accepts(json_ok, sse_ok)
+
+
+#: a media range -> how specifically it names (JSON, an event stream): 2 the type itself, 1 its
+#: type's wildcard, 0 ``*/*``, -1 not at all
+_ranks = {
+    "*/*": (0, 0),
+    "application/*": (1, -1),
+    "application/json": (2, -1),
+    "text/*": (-1, 1),
+    "text/event-stream": (-1, 2),
+}
 
 
 def _refused(param: str) -> bool:
@@ -390,107 +406,3 @@ def discover_result(initialize_result: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(initialize_result.get("serverInfo"), dict):
         result["_meta"] = {SERVER_INFO_META: initialize_result["serverInfo"]}
     return result
-
-
-# -- sessions and the users' requests in flight ------------------------------------------------
-
-T = TypeVar("T")
-
-
-def new_session_id() -> str:
-    """192 random bits, URL-safe (visible ASCII, as a header value must be)."""
-    return secrets.token_urlsafe(24)
-
-
-@dataclass
-class Session(Generic[T]):
-    id: str
-    owner: str  # the Identity.key that opened it
-    conversation: T
-    last_used: float
-    busy: int = 0
-
-
-class Sessions(Generic[T]):
-    """The 2025-era sessions: id -> the conversation, bound to the user who opened it. Another
-    user's id, or an unknown one, is a 404 (the two are not told apart)."""
-
-    def __init__(self, idle_s: float, make_id: Callable[[], str] = new_session_id) -> None:
-        self.idle_s = idle_s
-        self._make_id = make_id
-        self._table: dict[str, Session[T]] = {}
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def add(self, owner: str, conversation: T, now: float, session_id: str | None = None) -> Session[T]:
-        """A new session of ``owner``: under ``session_id`` when given (a sealed id, unique by its
-        random nonce), else under a new random id."""
-        if session_id is None:
-            session_id = self._make_id()
-            while session_id in self._table:
-                session_id = self._make_id()
-        session = Session(session_id, owner, conversation, now)
-        self._table[session_id] = session
-        return session
-
-    def find(self, session_id: str, owner: str, now: float, msg_id: Any = None) -> Session[T]:
-        session = self.get(session_id, owner, now)
-        if session is None:
-            raise Refusal(404, REFUSED, "Session not found", msg_id)
-        return session
-
-    def get(self, session_id: str, owner: str, now: float) -> Session[T] | None:
-        """The session ``session_id`` of ``owner`` (marked used now), or None."""
-        session = self._table.get(session_id)
-        if session is None or not secrets.compare_digest(session.owner.encode(), owner.encode()):
-            return None
-        session.last_used = now
-        return session
-
-    def remove(self, session_id: str) -> Session[T] | None:
-        return self._table.pop(session_id, None)
-
-    def expired(self, now: float) -> list[Session[T]]:
-        """Removes and returns the sessions idle (no request in flight) for ``idle_s``."""
-        gone = [s for s in self._table.values() if s.busy == 0 and now - s.last_used >= self.idle_s]
-        for session in gone:
-            del self._table[session.id]
-        return gone
-
-    def next_expiry(self) -> float | None:
-        """When the next idle session expires, if nothing uses it."""
-        idle = [s.last_used + self.idle_s for s in self._table.values() if s.busy == 0]
-        return min(idle, default=None)
-
-    def clear(self) -> list[Session[T]]:
-        gone = list(self._table.values())
-        self._table.clear()
-        return gone
-
-
-class InFlight:
-    """Requests of each user in flight, capped: past the cap a request is refused (429)."""
-
-    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
-        self.limit = limit
-        self.retry_after_s = retry_after_s
-        self._count: dict[str, int] = {}
-
-    def acquire(self, key: str) -> None:
-        count = self._count.get(key, 0)
-        if count >= self.limit:
-            raise Refusal(
-                429, INVALID_REQUEST, "Too many requests in flight", headers=(("retry-after", str(self.retry_after_s)),)
-            )
-        self._count[key] = count + 1
-
-    def release(self, key: str) -> None:
-        count = self._count.get(key, 0) - 1
-        if count > 0:
-            self._count[key] = count
-        else:
-            self._count.pop(key, None)
-
-    def __getitem__(self, key: str) -> int:
-        return self._count.get(key, 0)

@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 
 from assay.gateway.http import (
     Era,
-    InFlight,
     Refusal,
-    Sessions,
     accepts,
     check_head,
     header_map,
     read_message,
 )
+from assay.gateway.sessiontable import InFlight, Sessions
 
 STATUSES = {400, 403, 404, 405, 406, 413, 415}
 CODES = {-32700, -32600, -32602, -32020, -32022}

@@ -144,6 +144,14 @@ def test_a_body_framed_two_ways_is_refused_and_the_connection_closed() -> None:
         ("application/json;charset=utf-8;q=0.5", True, False),
         ("application/json;q=zero", True, False),
         ("text/event-stream;Q=0.000", False, False),
+        # the most specific range that names a type weighs it (RFC 9110, section 12.5.1)
+        ("application/json;q=0, */*", False, True),
+        ("*/*, application/json;q=0", False, True),
+        ("application/*;q=0, application/json", True, False),
+        ("text/*;q=0, */*", True, False),
+        ("text/event-stream, text/*;q=0", False, True),
+        ("application/json;q=0, application/json", True, False),
+        ("image/png, */*;q=0", False, False),
     ],
 )
 def test_accept_weights(header: str, json_ok: bool, sse_ok: bool) -> None:

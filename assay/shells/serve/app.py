@@ -38,12 +38,9 @@ from assay.gateway.http import (
     REFUSED,
     Accepts,
     Era,
-    InFlight,
     Message,
     Refusal,
     Route,
-    Session,
-    Sessions,
     accepts,
     check_head,
     discover_result,
@@ -54,6 +51,7 @@ from assay.gateway.http import (
     sse_event,
     synthesized_initialize,
 )
+from assay.gateway.sessiontable import InFlight, Session, Sessions
 from assay.gateway.sealed import Sealer
 from assay.shells.serve.asgi import (
     JSON,
