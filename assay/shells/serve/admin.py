@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import trio
 
+from .asgi import lifespan
 from .server import Bound
 
 __all__ = ["Admin", "serve_admin"]
@@ -43,13 +44,8 @@ class Admin:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         method, path = scope["method"], scope["path"]
