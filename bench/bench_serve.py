@@ -371,14 +371,13 @@ def direct(n: int) -> list[float]:
     return out
 
 
-class Floor:
-    """bench/hypercorn_floor.py running; ``url`` its endpoint."""
+class Script:
+    """A server script of bench/ running that prints its port last on its first line;
+    ``url`` its endpoint."""
 
-    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, str(HERE / "hypercorn_floor.py")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            [*prefix, sys.executable, str(HERE / name)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         assert self.proc.stdout is not None
         port = self.proc.stdout.readline().split()[-1].decode()
@@ -412,7 +411,7 @@ def instructions(issuer: Issuer, package: str | None, floor: bool) -> float:
             os.environ["PYTHONHASHSEED"] = "0"  # the child's hashing, so its count, fixed
             try:
                 if floor:
-                    server = Floor(prefix)
+                    server = Script("hypercorn_floor.py", prefix)
                     try:
                         trio.run(calls_in_a_row, server.url, None, n)
                     finally:
@@ -505,7 +504,7 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
                 run.update(p50=statistics.median(lat), p99=pct(lat, 0.99))
                 run.update(direct_p50=statistics.median(base), direct_p99=pct(base, 0.99))
             if "floor" in args.only:
-                floor = Floor()
+                floor = Script("hypercorn_floor.py")
                 try:
                     run["floor_p50"] = statistics.median(trio.run(floor_paced, floor.url, args.paced))
                     run["lean_floor_p50"] = statistics.median(lean_paced(floor.url, None, args.paced))
@@ -522,25 +521,10 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
     return run
 
 
-class EchoServer:
-    """bench/http_echo_server.py (the SDK's Streamable HTTP server, JSON answers, sessions)
-    running; ``url`` its endpoint."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "http_echo_server.py")], stdout=subprocess.PIPE)
-        assert self.proc.stdout is not None
-        port = self.proc.stdout.readline().split()[-1].decode()
-        self.url = f"http://127.0.0.1:{port}/mcp"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
-
-
 def remote(issuer: Issuer, args: argparse.Namespace, package: str | None, run: dict[str, float]) -> None:
     """The remote measurement: the same paced client calls the SDK's Streamable HTTP server
     directly (``echo``), then through a serve whose upstream it is (``web__echo``)."""
-    echo = EchoServer()
+    echo = Script("http_echo_server.py")  # the SDK's Streamable HTTP server, JSON answers
     try:
         lat, _ = trio.run(paced, echo.url, None, args.paced, echo.proc.pid, "echo")
         run["remote_direct_p50"] = statistics.median(lat)
