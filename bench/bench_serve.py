@@ -371,6 +371,49 @@ def direct(n: int) -> list[float]:
     return out
 
 
+def sdk_ts_paced(n: int, url: str | None = None, token: str | None = None, tool: str = "search") -> list[float]:
+    """The latencies (ms) of ``n`` calls at 100/s through the TypeScript SDK v1's client
+    (bench/sdk_paced_client.mjs): to the upstream over stdio, or to ``url`` over Streamable HTTP."""
+    spec = {"tool": tool, "n": n, **({"url": url, "token": token} if url else {"command": UPSTREAM})}
+    got = subprocess.run(
+        ["node", str(HERE / "sdk_paced_client.mjs"), json.dumps(spec)], capture_output=True, text=True, check=False
+    )
+    if got.returncode != 0:
+        raise SystemExit(f"bench_serve: the TypeScript SDK client failed: {got.stderr.strip()[-500:]}")
+    return json.loads(got.stdout)
+
+
+def sdk_py_paced(n: int, url: str | None = None, token: str | None = None, tool: str = "search") -> list[float]:
+    """The latencies (ms) of ``n`` calls at 100/s through the MCP Python SDK's ``Client`` (2025
+    era, on asyncio, what most Python agents run): to the upstream over stdio, or to ``url``
+    over Streamable HTTP (the SDK's httpx2 client)."""
+    import anyio
+    import httpx2
+    from mcp import Client, StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> list[float]:
+        if url is None:
+            server = StdioServerParameters(command=UPSTREAM[0], args=UPSTREAM[1:])
+        else:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            server = streamable_http_client(url, http_client=http)
+        out = []
+        async with Client(server, mode="legacy") as client:
+            for i in range(20 + n):
+                t0 = time.perf_counter()
+                result = await client.call_tool(tool, {"query": f"q{i}", "limit": 10})
+                took = time.perf_counter() - t0
+                if result.is_error:
+                    raise SystemExit(f"bench_serve: the Python SDK's call failed: {result}")
+                if i >= 20:
+                    out.append(took * 1000)
+                await anyio.sleep(max(0.0, 0.01 - took))
+        return out
+
+    return anyio.run(main)
+
+
 class Script:
     """A server script of bench/ running that prints its port last on its first line;
     ``url`` its endpoint."""
@@ -483,6 +526,12 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
         "remote_p50",
         "remote_direct_p50",
         "remote_cpu_ms",
+        "ts_p50",
+        "ts_direct_p50",
+        "py_p50",
+        "py_direct_p50",
+        "ts_floor_p50",
+        "py_floor_p50",
     )
     run = dict.fromkeys(keys, nan)
     if "remote" in args.only:
@@ -508,10 +557,18 @@ def one_run(issuer: Issuer, args: argparse.Namespace, package: str | None) -> di
                 try:
                     run["floor_p50"] = statistics.median(trio.run(floor_paced, floor.url, args.paced))
                     run["lean_floor_p50"] = statistics.median(lean_paced(floor.url, None, args.paced))
+                    if "sdk" in args.only:
+                        run["ts_floor_p50"] = statistics.median(sdk_ts_paced(args.paced, floor.url, "-", "search"))
+                        run["py_floor_p50"] = statistics.median(sdk_py_paced(args.paced, floor.url, "-", "search"))
                 finally:
                     floor.stop()
                 if run["direct_p50"] != run["direct_p50"]:
                     run["direct_p50"] = statistics.median(direct(args.paced))
+            if "sdk" in args.only:
+                run["ts_direct_p50"] = statistics.median(sdk_ts_paced(args.paced))
+                run["ts_p50"] = statistics.median(sdk_ts_paced(args.paced, serve.url, tokens[0], "fast__search"))
+                run["py_direct_p50"] = statistics.median(sdk_py_paced(args.paced))
+                run["py_p50"] = statistics.median(sdk_py_paced(args.paced, serve.url, tokens[0], "fast__search"))
             if "idle" in args.only:
                 run["rss_before"] = serve.rss_mb()
                 trio.run(idle_sessions, serve.url, tokens, args.idle)
@@ -567,13 +624,24 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
             f"remote upstream (the SDK's Streamable HTTP server): direct p50 {med['remote_direct_p50']:.2f} ms, "
             f"through serve {med['remote_p50']:.2f} ms ({over:+.2f} ms); serve CPU per call {med['remote_cpu_ms']:.3f} ms"
         )
+    if "sdk" in args.only:
+        for name, key in (("TypeScript SDK v1", "ts"), ("Python SDK", "py")):
+            over = statistics.median(r[f"{key}_p50"] - r[f"{key}_direct_p50"] for r in runs)
+            print(
+                f"{name} client: upstream over stdio p50 {med[f'{key}_direct_p50']:.2f} ms, through serve "
+                f"{med[f'{key}_p50']:.2f} ms ({over:+.2f} ms)"
+            )
+            if "floor" in args.only:
+                floor = statistics.median(r[f"{key}_floor_p50"] - r[f"{key}_direct_p50"] for r in runs)
+                print(f"  HTTP floor with it: p50 {med[f'{key}_floor_p50']:.2f} ms, {floor:+.2f} ms over stdio")
     if "instructions" in args.only:
         print(f"serve: {med['minstr']:.3f} M instructions per tools/call (callgrind)")
         if "floor" in args.only:
             print(f"HTTP floor: {med['floor_minstr']:.3f} M instructions per call (callgrind)")
     if "idle" in args.only:
         print(f"serve RSS: {med['rss_before']:.1f} MB, after {args.idle} idle sessions {med['rss_idle']:.1f} MB")
-    if args.only & {"tput", "latency", "idle"}:
+    sdk = {key: statistics.median(r[f"{key}_p50"] - r[f"{key}_direct_p50"] for r in runs) for key in ("ts", "py")}
+    if args.only & {"tput", "latency", "idle", "sdk"}:
         print("targets:")
     for phase, name, ok, shown in (
         ("tput", f">= {TARGET_TPUT:.0f} tools/call/s", med["tput"] >= TARGET_TPUT, f"{med['tput']:.0f}"),
@@ -588,6 +656,18 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
             f"<= +{TARGET_ADDED_MS:g} ms p50 over direct, lean client",
             lean <= TARGET_ADDED_MS,
             f"{lean:+.2f} ms",
+        ),
+        (
+            "sdk",
+            f"<= +{TARGET_ADDED_MS:g} ms p50 over the same client over stdio, TypeScript SDK v1",
+            sdk["ts"] <= TARGET_ADDED_MS,
+            f"{sdk['ts']:+.2f} ms",
+        ),
+        (
+            "sdk",
+            f"<= +{TARGET_ADDED_MS:g} ms p50 over the same client over stdio, Python SDK",
+            sdk["py"] <= TARGET_ADDED_MS,
+            f"{sdk['py']:+.2f} ms",
         ),
         (
             "idle",

@@ -2,7 +2,9 @@
 as ``assay mcp serve`` configures it (no access log, no server header, the response's head
 written with its body: assay.shells.serve.heads), serving an ASGI app that
 reads a POST's body and answers a fixed JSON-RPC result with its Content-Length: no
-authentication, no policy, no upstream. Prints ``listening <port>`` once it listens.
+authentication, no policy, no upstream. Just enough MCP for an SDK's client to connect too (the
+answer carries the request's id; ``initialize`` and ``tools/list`` get their results; a notification 202;
+a GET, the SDK's event stream, 405). Prints ``listening <port>`` once it listens.
 
     python bench/hypercorn_floor.py
 """
@@ -16,8 +18,9 @@ from hypercorn.trio import serve
 
 from assay.shells.serve.heads import hold_heads
 
-BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
-HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(BODY))]
+RESULT = {"content": [{"type": "text", "text": "ok"}]}
+LISTED = {"tools": [{"name": "search", "inputSchema": {"type": "object"}}]}
+INITIALIZED = {"capabilities": {"tools": {}}, "serverInfo": {"name": "floor", "version": "1"}}
 
 
 async def app(scope, receive, send):
@@ -26,10 +29,27 @@ async def app(scope, receive, send):
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return
-    while (await receive()).get("more_body"):
-        pass
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY, "more_body": False})
+    body = b""
+    while True:
+        got = await receive()
+        body += got.get("body", b"")
+        if not got.get("more_body"):
+            break
+    message = json.loads(body) if scope["method"] == "POST" else {}
+    if "id" not in message:  # a notification, or a GET or DELETE
+        status = 202 if scope["method"] == "POST" else 405
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    result = RESULT
+    if message.get("method") == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], **INITIALIZED}
+    elif message.get("method") == "tools/list":
+        result = LISTED
+    answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer, "more_body": False})
 
 
 async def main():
