@@ -324,7 +324,16 @@ def _limits(r: _Reader, value: Any) -> Limits:
     got = r.mapping(
         value,
         "limits",
-        ("max_body", "per_user_concurrency", "read_timeout", "drain_timeout", "session_idle", "session_max_age"),
+        (
+            "max_body",
+            "per_user_concurrency",
+            "read_timeout",
+            "drain_timeout",
+            "session_idle",
+            "session_max_age",
+            "max_connections",
+            "max_connections_per_address",
+        ),
     )
     if got is None:
         return Limits()
@@ -338,6 +347,10 @@ def _limits(r: _Reader, value: Any) -> Limits:
         drain_timeout_s=r.duration(got.get("drain_timeout"), "limits.drain_timeout", d.drain_timeout_s),
         session_idle_s=r.duration(got.get("session_idle"), "limits.session_idle", d.session_idle_s),
         session_max_age_s=r.duration(got.get("session_max_age"), "limits.session_max_age", d.session_max_age_s),
+        max_connections=r.count(got.get("max_connections"), "limits.max_connections", d.max_connections),
+        max_connections_per_address=r.count(
+            got.get("max_connections_per_address"), "limits.max_connections_per_address", d.max_connections_per_address
+        ),
     )
 
 

@@ -22,6 +22,31 @@ def _warn(line: str) -> None:
         pass
 
 
+def _enough_files(config: ServeConfig) -> None:
+    """Raise this process's soft limit on open files so ``limits.max_connections`` fit beside
+    the upstreams' pipes (docs/serve.md, "Connections"); a line when the hard limit is lower."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    from assay.gateway.connections import FILES_RESERVE, files_limit
+
+    wanted = config.limits.max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    to = files_limit(wanted, soft, hard)
+    if to is None:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (to, hard))
+    except (OSError, ValueError):
+        to = soft
+    if to < wanted + FILES_RESERVE:
+        _warn(
+            f"assay: limits.max_connections is {wanted} but this process may open only {to} files "
+            f"(ulimit -n; {FILES_RESERVE} are kept for the rest): lower it, or raise the limit"
+        )
+
+
 async def serve(config: ServeConfig, listen: str | None) -> None:
     """The whole run: raises ConfigError for what cannot be served (exit 2)."""
     import trio
@@ -30,6 +55,7 @@ async def serve(config: ServeConfig, listen: str | None) -> None:
     from assay.serve.run import run_serve
     from assay.shells.serve.server import Bound, serve_http
 
+    _enough_files(config)
     identity = await open_identity(config, warn=_warn)
     stop = trio.Event()
 
@@ -58,6 +84,7 @@ async def serve(config: ServeConfig, listen: str | None) -> None:
             resource_metadata=identity.metadata,
             on_ready=started,
             stop=stop,
+            report=_warn,
         )
         nursery.cancel_scope.cancel()
 

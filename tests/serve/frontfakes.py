@@ -129,14 +129,18 @@ class FakeGateway:
 
 
 @asynccontextmanager
-async def running(gateway: FakeGateway, sealer: Any = None, **limits: Any) -> AsyncIterator[tuple[Bound, trio.Event]]:
+async def running(
+    gateway: FakeGateway, sealer: Any = None, front: dict[str, Any] | None = None, **limits: Any
+) -> AsyncIterator[tuple[Bound, trio.Event]]:
     """The front on 127.0.0.1, a free port; yields where it listens and its stop event.
-    ``sealer``: seals its session ids (docs/serve.md, "Several replicas")."""
+    ``sealer``: seals its session ids (docs/serve.md, "Several replicas"); ``front``: more
+    keyword arguments of ``serve_http`` (``report``, ``tls_cert``...)."""
     stop = trio.Event()
     options = {
         "origins": ("http://good.example",),
         "resource_metadata": {"resource": "http://127.0.0.1/mcp"},
         "sealer": sealer,
+        **(front or {}),
     }
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(

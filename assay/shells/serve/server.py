@@ -19,11 +19,13 @@ from urllib.parse import urlsplit
 import trio
 
 from assay.gateway.config import Limits
+from assay.gateway.connections import ConnectionGate
 from assay.gateway.contract import Authenticate, Gateway
 from assay.gateway.http import MCP_PATH
 from assay.gateway.sealed import Sealer
 
 from .app import Front
+from .conncap import Gatekeeper, gate_connections
 from .heads import hold_heads
 
 __all__ = ["ANSWER_GRACE_S", "Bound", "serve_http"]
@@ -61,15 +63,17 @@ async def serve_http(
     sealer: Sealer | None = None,
     on_ready: Callable[[Bound], None] | None = None,
     stop: trio.Event | None = None,
+    report: Callable[[str], None] | None = None,
     task_status: trio.TaskStatus[Bound] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serves /mcp on ``listen`` (``host:port``) until ``stop`` is set (then drains) or the
     caller cancels (then stops at once). Reports where it listens through ``task_status`` and
-    ``on_ready``."""
+    ``on_ready``; ``report`` gets a line when connections are refused over the limits."""
     from hypercorn.config import Config  # serve's path only
     from hypercorn.trio import serve
 
     hold_heads()  # one write per answer on HTTP/1.1 (heads.py)
+    gate_connections()  # the connection limits (conncap.py)
     resource_path = urlsplit(resource_url).path if resource_url else MCP_PATH
     config = Config()
     config.bind = [listen]
@@ -80,6 +84,8 @@ async def serve_http(
     # error; the connections get this much longer to write those answers before they are closed
     config.graceful_timeout = limits.drain_timeout_s + ANSWER_GRACE_S
     config.keep_alive_timeout = 30
+    gate = ConnectionGate(limits.max_connections, limits.max_connections_per_address)
+    config.assay_gatekeeper = Gatekeeper(gate, report)  # type: ignore[attr-defined]
     if tls_cert is not None and tls_key is not None:
         config.certfile, config.keyfile = tls_cert, tls_key
     stop = stop if stop is not None else trio.Event()

@@ -1,0 +1,140 @@
+"""The connection limits in hypercorn's trio worker (docs/serve.md, "Connections"): each accepted
+connection asks the :class:`~assay.gateway.connections.ConnectionGate` before hypercorn reads a
+byte of it (before a TLS handshake too), and tells it when it ends. A connection over a limit is
+answered on plain HTTP with a 503 (``Retry-After: 1``, a JSON-RPC error body, ``Connection:
+close``) and closed; over TLS it is closed without a handshake, which would cost the gateway more
+than the connection costs the client.
+
+A connection ends when its client closes it. hypercorn would hold an idle connection that the
+client closed (its socket, and so its place under the caps) until its keep-alive timer ran out,
+30 s later: a client that opens a connection per request would pile up 30 s of them. Once the
+client's side has ended, the keep-alive timer is stopped, so the connection closes as soon as
+what it was doing is done (a request in flight is still answered).
+
+hypercorn has no setting for either; :func:`gate_connections` wraps its ``TCPServer.run`` and
+``TCPServer._read_data`` (for the version ``pyproject.toml`` pins), once per process. A server
+whose hypercorn ``Config`` carries no :class:`Gatekeeper` (``config.assay_gatekeeper``) is not
+limited; the early close applies to every hypercorn server of the process."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from assay.gateway.connections import ConnectionGate, Refused
+
+__all__ = ["Gatekeeper", "gate_connections", "refusal_bytes"]
+
+#: a refused connection's answer is written, and its request read and dropped, for this long at
+#: most before it is closed (so the client reads the 503 rather than a reset)
+LINGER_S = 1.0
+#: at most this many refused connections linger at once; past it a refused one is closed at once
+LINGER_MAX = 64
+
+
+def refusal_bytes(refused: Refused) -> bytes:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32603, "message": f"Too many connections (limits.{refused.limit}: {refused.value})"},
+        }
+    ).encode()
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nretry-after: 1\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+class Gatekeeper:
+    """One server's gate, its clock and where its reports go."""
+
+    def __init__(
+        self,
+        gate: ConnectionGate,
+        warn: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.gate = gate
+        self.warn = warn
+        self.clock = clock
+        self.lingering = 0
+
+    def enter(self, address: str) -> Refused | None:
+        refused = self.gate.enter(address, self.clock())
+        if refused is not None and refused.report and self.warn is not None:
+            self.warn(
+                f"assay: refusing connections over limits.{refused.limit} ({refused.value}); "
+                f"{self.gate.open} open, {self.gate.held(address)} from {address}"
+            )
+        return refused
+
+    async def refuse(self, stream: Any, refused: Refused) -> None:
+        """Answer and close a connection :meth:`enter` refused. Never raises but Cancelled."""
+        transport = getattr(stream, "transport_stream", None)
+        if transport is not None or self.lingering >= LINGER_MAX:  # TLS, or too many lingering
+            await trio.aclose_forcefully(transport if transport is not None else stream)
+            return
+        self.lingering += 1
+        try:
+            with trio.move_on_after(LINGER_S):
+                await stream.send_all(refusal_bytes(refused))
+                await stream.send_eof()
+                while await stream.receive_some(65536):
+                    pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self.lingering -= 1
+            await trio.aclose_forcefully(stream)
+
+
+def _peer(stream: Any) -> str:
+    """The peer's address (no port) of an accepted stream, plain or TLS; "" when unknown."""
+    try:
+        peer = getattr(stream, "transport_stream", stream).socket.getpeername()
+    except (OSError, AttributeError):
+        return ""
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+
+def gate_connections() -> None:
+    """Install the connection limits, and the close at the client's end, in hypercorn's trio
+    worker (idempotent)."""
+    from hypercorn.trio import tcp_server
+
+    cls: Any = tcp_server.TCPServer
+    if getattr(cls, "_assay_gated", False):
+        return
+    run = cls.run
+
+    async def gated_run(self: Any) -> None:
+        keeper: Gatekeeper | None = getattr(self.config, "assay_gatekeeper", None)
+        if keeper is None:
+            await run(self)
+            return
+        address = _peer(self.stream)
+        refused = keeper.enter(address)
+        if refused is not None:
+            await keeper.refuse(self.stream, refused)
+            return
+        try:
+            await run(self)
+        finally:
+            keeper.gate.leave(address)
+
+    read_data = cls._read_data
+
+    async def read_then_end(self: Any) -> None:
+        try:
+            await read_data(self)
+        finally:
+            await self.idle_task.stop()  # the client is gone: no keep-alive wait
+
+    cls.run = gated_run
+    cls._read_data = read_then_end
+    cls._assay_gated = True

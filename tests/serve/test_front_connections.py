@@ -1,0 +1,212 @@
+"""The connection limits on a real socket (docs/serve.md, "Connections"): a client that opens
+connections and sends nothing is held to ``limits.max_connections_per_address``, the gateway to
+``limits.max_connections``; a connection over either gets a 503 it can read and is closed, over
+TLS it is closed before the handshake; the connections taken are served, and one that ends makes
+room. Sources 127.0.0.2 and 127.0.0.3 are loopback addresses of their own."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.serve.frontfakes import FakeGateway, running
+from tests.serve.test_front_hostile_wire import INIT, Wire, sized
+
+
+async def connect_from(bound: Any, source: str) -> Wire:
+    sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_STREAM)
+    await sock.bind((source, 0))
+    await sock.connect((bound.host, bound.port))
+    return Wire(trio.SocketStream(sock))
+
+
+async def refused(wire: Wire) -> dict[str, Any]:
+    """The connection's 503 over a limit, read before the server closes it: its error."""
+    status, headers, body = await wire.answer()
+    assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
+    assert await wire.closed()
+    error: dict[str, Any] = json.loads(body)["error"]
+    return error
+
+
+async def served(wire: Wire) -> int:
+    await wire.stream.send_all(sized(INIT))
+    status, _, _ = await wire.answer()
+    return status
+
+
+async def test_one_address_is_held_to_its_cap_and_others_are_served() -> None:
+    reports: list[str] = []
+    limits = {"max_connections": 10, "max_connections_per_address": 2}
+    async with running(FakeGateway(), front={"report": reports.append}, **limits) as (bound, _stop):
+        idle = [await connect_from(bound, "127.0.0.1") for _ in range(2)]  # open, nothing sent
+        over = await connect_from(bound, "127.0.0.1")
+        error = await refused(over)
+        assert "limits.max_connections_per_address: 2" in error["message"]
+        assert len(reports) == 1 and "127.0.0.1" in reports[0]
+        assert await served(await connect_from(bound, "127.0.0.2")) == 200
+        assert await served(idle[0]) == 200  # the connections taken are served
+        # the refused connection's request, sent anyway, changes nothing; another is refused too
+        again = await connect_from(bound, "127.0.0.1")
+        await again.stream.send_all(sized(INIT))
+        await refused(again)
+        assert len(reports) == 1  # reported once a minute, not per connection
+        # one ends: a new connection from that address gets in (once the server has seen it end)
+        await idle[1].stream.aclose()
+        with trio.fail_after(10):
+            while True:
+                wire = await connect_from(bound, "127.0.0.1")
+                await wire.stream.send_all(sized(INIT))
+                status, _, _ = await wire.answer()
+                if status == 200:
+                    break
+                assert status == 503
+                await trio.sleep(0.01)  # a poll for the end to be seen, bounded by fail_after
+
+
+async def test_the_total_cap_holds_across_addresses() -> None:
+    async with running(FakeGateway(), max_connections=3, max_connections_per_address=2) as (bound, _stop):
+        held = [await connect_from(bound, source) for source in ("127.0.0.1", "127.0.0.1", "127.0.0.2")]
+        error = await refused(await connect_from(bound, "127.0.0.3"))
+        assert "limits.max_connections: 3" in error["message"]
+        assert [await served(wire) for wire in held] == [200, 200, 200]
+
+
+def self_signed(where: Path) -> tuple[str, str]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = where / "cert.pem", where / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return str(cert_path), str(key_path)
+
+
+async def test_over_tls_a_connection_over_the_cap_is_closed_before_the_handshake(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    client_tls = ssl.create_default_context()
+    client_tls.check_hostname = False
+    client_tls.verify_mode = ssl.CERT_NONE
+    front = {"tls_cert": cert, "tls_key": key}
+    async with running(FakeGateway(), front=front, max_connections_per_address=1) as (bound, _stop):
+        first = trio.SSLStream(await trio.open_tcp_stream(bound.host, bound.port), client_tls)
+        await first.do_handshake()  # taken: its handshake completes
+        second = trio.SSLStream(await trio.open_tcp_stream(bound.host, bound.port), client_tls)
+        with pytest.raises(trio.BrokenResourceError):
+            with trio.fail_after(10):
+                await second.do_handshake()
+        await first.send_all(sized(INIT))
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += await first.receive_some()
+        assert got.startswith(b"HTTP/1.1 200")
+
+
+async def test_a_connection_the_client_closed_is_closed_at_once_not_after_the_keep_alive() -> None:
+    """hypercorn held a closed idle connection's socket for its 30 s keep-alive; now it goes
+    when the client's side ends, idle or after an answer, so client-closed connections do not
+    pile up under the caps."""
+    import os
+
+    def files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async with running(FakeGateway(), max_connections_per_address=3) as (bound, _stop):
+        before = files()
+        for _ in range(10):
+            idle = await trio.open_tcp_stream(bound.host, bound.port)
+            await idle.aclose()
+            used = await connect_from(bound, "127.0.0.1")
+            assert await served(used) == 200
+            await used.stream.aclose()
+        with trio.fail_after(10):  # the keep-alive is 30 s
+            while files() > before:
+                await trio.sleep(0.01)  # a poll for the server's closes, bounded by fail_after
+            while True:  # and their places under the cap, freed as each connection's task ends
+                held = [await connect_from(bound, "127.0.0.1") for _ in range(3)]
+                if [await served(wire) for wire in held] == [200, 200, 200]:
+                    break
+                for wire in held:
+                    await wire.stream.aclose()
+                await trio.sleep(0.01)
+
+
+async def test_a_real_serve_raises_its_open_files_says_when_it_cannot_and_reports_a_refusal(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.serve.gwsupport import POLICY, STDIO_SERVER
+
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "serve.yaml").write_text(
+        f"""\
+policy: policy.yaml
+listen: 127.0.0.1:0
+public_url: http://127.0.0.1/mcp
+state_dir: {tmp_path / "state"}
+identity: {{none: true}}
+limits: {{max_connections: 600, max_connections_per_address: 1}}
+upstreams:
+  local: {{command: [{json.dumps(sys.executable)}, {json.dumps(str(STDIO_SERVER))}]}}
+"""
+    )
+
+    assay = str(Path(sys.executable).parent / "assay")
+    proc = subprocess.Popen(  # 1100 open files now, at most 1500
+        ["bash", "-c", 'ulimit -Sn 1100 && ulimit -Hn 1500 && exec "$0" "$@"']
+        + [assay, "mcp", "serve", "--config", str(tmp_path / "serve.yaml")],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    assert proc.stderr is not None
+    try:
+        with trio.fail_after(60):
+            lines = []
+            while not lines or not lines[-1].startswith(b"assay: serving"):
+                lines.append(await trio.to_thread.run_sync(proc.stderr.readline))
+                assert lines[-1], lines
+            warned = [line for line in lines if b"max_connections" in line]
+            assert warned == [
+                b"assay: limits.max_connections is 600 but this process may open only 1500 files "
+                b"(ulimit -n; 1024 are kept for the rest): lower it, or raise the limit\n"
+            ]
+            soft, hard = (
+                int(f) for f in Path(f"/proc/{proc.pid}/limits").read_text().split("open files")[1].split()[:2]
+            )
+            assert (soft, hard) == (1500, 1500)  # raised as far as the hard limit allows
+            port = int(lines[-1].split()[2].rsplit(b":", 1)[1].split(b"/")[0])
+            bound = type("Bound", (), {"host": "127.0.0.1", "port": port})()
+            first = await connect_from(bound, "127.0.0.1")
+            error = await refused(await connect_from(bound, "127.0.0.1"))
+            assert "limits.max_connections_per_address: 1" in error["message"]
+            report = await trio.to_thread.run_sync(proc.stderr.readline)
+            assert report.startswith(b"assay: refusing connections over limits.max_connections_per_address (1); ")
+            assert await served(first) == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=30)[1]
+        assert b"Traceback" not in rest, rest
