@@ -6,9 +6,10 @@ end; the clock is the caller's."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
-__all__ = ["ConnectionGate", "FILES_RESERVE", "Refused", "WARN_EVERY_S", "files_limit"]
+__all__ = ["ConnectionGate", "FILES_RESERVE", "Refused", "WARN_EVERY_S", "files_limit", "peer_key"]
 
 #: a refusal is reported (``Refused.report``) at most once in this many seconds
 WARN_EVERY_S = 60.0
@@ -25,6 +26,21 @@ def files_limit(max_connections: int, soft: int, hard: int) -> int | None:
     if soft < 0 or soft >= wanted:
         return None
     return wanted if hard < 0 else min(wanted, hard)
+
+
+def peer_key(address: str) -> str:
+    """What ``max_connections_per_address`` counts a peer by: an IPv4 address (also written as
+    an IPv4-mapped IPv6 one) itself, an IPv6 address by its /64, since one client commonly holds
+    a whole /64; anything else (no address) as given."""
+    try:
+        ip = ipaddress.ip_address(address.partition("%")[0])  # a link-local zone names no client
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 @dataclass(frozen=True)

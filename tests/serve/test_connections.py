@@ -5,10 +5,12 @@ on open files raised to fit them."""
 
 from __future__ import annotations
 
+import ipaddress
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assay.gateway.connections import FILES_RESERVE, WARN_EVERY_S, ConnectionGate, files_limit
+from assay.gateway.connections import FILES_RESERVE, WARN_EVERY_S, ConnectionGate, files_limit, peer_key
 
 
 def test_one_address_is_held_to_its_cap_and_another_still_gets_in() -> None:
@@ -88,3 +90,23 @@ def test_the_open_files_limit_is_raised_to_fit_the_connections_as_far_as_the_har
     assert files_limit(1024, soft=1024, hard=-1) == wanted  # RLIM_INFINITY
     assert files_limit(1024, soft=wanted, hard=524288) is None
     assert files_limit(1024, soft=-1, hard=-1) is None
+
+
+def test_a_peer_is_counted_by_its_ipv4_address_or_its_ipv6_64() -> None:
+    assert peer_key("10.0.0.7") == "10.0.0.7"
+    assert peer_key("::ffff:10.0.0.7") == "10.0.0.7"  # a dual-stack socket's IPv4 client
+    same = {peer_key(a) for a in ("2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:DB8:1:2:0::9")}
+    assert same == {"2001:db8:1:2::/64"}
+    assert peer_key("2001:db8:1:3::1") == "2001:db8:1:3::/64"
+    assert peer_key("fe80::1%eth0") == "fe80::/64"
+    assert peer_key("") == "" and peer_key("not an address") == "not an address"
+
+
+@given(st.ip_addresses(v=6))
+def test_every_address_of_a_64_counts_as_that_64(ip) -> None:
+    key = peer_key(str(ip))
+    if ip.ipv4_mapped is None:
+        assert key == str(ipaddress.IPv6Network((ip, 64), strict=False))
+        assert peer_key(ip.exploded) == key  # however it is written
+    else:
+        assert key == str(ip.ipv4_mapped)

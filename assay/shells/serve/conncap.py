@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from assay.gateway.connections import ConnectionGate, Refused
+from assay.gateway.connections import ConnectionGate, Refused, peer_key
 
 __all__ = ["Gatekeeper", "gate_connections", "refusal_bytes"]
 
@@ -94,12 +94,13 @@ class Gatekeeper:
 
 
 def _peer(stream: Any) -> str:
-    """The peer's address (no port) of an accepted stream, plain or TLS; "" when unknown."""
+    """What the per-address cap counts an accepted stream's peer by (plain or TLS;
+    :func:`~assay.gateway.connections.peer_key`); "" when unknown."""
     try:
         peer = getattr(stream, "transport_stream", stream).socket.getpeername()
     except (OSError, AttributeError):
         return ""
-    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+    return peer_key(str(peer[0]) if isinstance(peer, tuple) else str(peer))
 
 
 def gate_connections() -> None:
