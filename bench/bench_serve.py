@@ -36,6 +36,14 @@ bench/mcp_fast_server.py (started by the gateway for each user). Figures:
               direct on this machine, under this load: what is left of the difference of the
               p50s is assay's.
 
+  sdk         the MCP SDKs' own clients, one after the other, each at 100 calls/s for --paced
+              calls: the TypeScript SDK v1's Client (bench/sdk_paced_client.mjs, on Node, what
+              most hosts ship) and the Python SDK's Client (2025 era, on asyncio), each calling
+              the upstream over stdio (its StdioClientTransport / stdio_client: the baseline) and
+              serve over Streamable HTTP: the difference of the p50s is what a host running that
+              SDK sees serve add. With floor, each also against bench/hypercorn_floor.py: what
+              that client's HTTP transport and hypercorn alone cost over its stdio transport.
+
   remote      the paced client against bench/http_echo_server.py (the MCP Python SDK's
               Streamable HTTP server, sessions, JSON answers) called directly, then through a
               serve whose one upstream it is (a remote upstream, `url:`): the p50 of each and
@@ -46,7 +54,7 @@ Figures are medians over --runs runs; the load average is printed at the start a
 --compare DIR runs every measurement a second time, interleaved run by run, with the assay
 package under DIR (PYTHONPATH=DIR), e.g. an export of the previous commit
 (``git archive HEAD~1 assay | tar -x -C DIR``): before and after in one sitting, under the same
-load. --only runs some of the measurements (tput, latency, idle, floor, instructions, remote;
+load. --only runs some of the measurements (tput, latency, idle, floor, instructions, sdk, remote;
 the default is the first three).
 """
 
@@ -692,7 +700,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="tput,latency,idle",
-        help="a comma-separated subset of tput,latency,idle,floor,instructions,remote",
+        help="a comma-separated subset of tput,latency,idle,floor,instructions,sdk,remote",
     )
     args = ap.parse_args()
     args.only = set(args.only.split(","))
