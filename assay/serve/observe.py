@@ -17,11 +17,12 @@ ones). The session core stays sans-IO: every time is taken here, in the shells, 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from assay.gateway.connections import ConnectionGate
 from assay.gateway.contract import Conversation, Emit, Gateway, GatewayError, Identity
 from assay.gateway.http import VERSION_META
 from assay.gateway.router import UPSTREAM_FAILED, Route, route_of
@@ -113,6 +114,22 @@ class Metrics:
         self.sessions.set_function(lambda: float(sessions()))
         self.users.set_function(lambda: float(users()))
         self.links.set_function(lambda: float(links()))
+
+    def watch_connections(self, gate: ConnectionGate) -> None:
+        """The front's connections: open now, and refused over the limits since the start, read
+        at each scrape (docs/serve.md, "Connections")."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        class Connections:
+            def collect(self) -> Iterator[Any]:
+                yield GaugeMetricFamily("assay_serve_connections", "HTTP connections open", value=gate.open)
+                yield CounterMetricFamily(
+                    "assay_serve_connections_refused",
+                    "HTTP connections refused over limits.max_connections or max_connections_per_address",
+                    value=gate.refused,
+                )
+
+        self.registry.register(Connections())
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text format of everything, and its content type."""

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from assay.gateway.config import ConfigError, Secret, ServeConfig
+from assay.gateway.connections import ConnectionGate
 from assay.gateway.sealed import Sealer
 from assay.gateway.contract import Authenticate, Gateway
 from assay.policy.storeapi import Store
@@ -337,6 +338,8 @@ async def _serve_with_admin(
         users=lambda: len(users),
         links=lambda: sum(1 for u in users.values() for link in u.links.values() if link.alive),
     )
+    connections = ConnectionGate(config.limits.max_connections, config.limits.max_connections_per_address)
+    metrics.watch_connections(connections)
     app = Admin(ready=readiness, metrics=metrics.exposition)
     async with trio.open_nursery() as nursery:
         try:
@@ -362,6 +365,7 @@ async def _serve_with_admin(
             tls_key=config.tls_key,
             on_ready=listening,
             stop=stop,
+            connections=connections,
             **front,
         )
         nursery.cancel_scope.cancel()

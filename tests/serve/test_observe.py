@@ -138,7 +138,9 @@ def value(got: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, *
 
 
 async def test_health_readiness_and_metrics_of_a_real_serve_then_not_ready_while_draining(tmp_path: Path) -> None:
-    config = _config(tmp_path, "admin_listen: 127.0.0.1:0\nlimits: {drain_timeout: 30s}")
+    config = _config(
+        tmp_path, "admin_listen: 127.0.0.1:0\nlimits: {drain_timeout: 30s, max_connections_per_address: 3}"
+    )
     async with serving(config) as serve, httpx2.AsyncClient(timeout=30) as http:
         assert serve.admin.startswith("http://127.0.0.1:")
         assert (await http.get(serve.admin + "/healthz")).status_code == 200
@@ -162,9 +164,28 @@ async def test_health_readiness_and_metrics_of_a_real_serve_then_not_ready_while
         )
         assert "tools" in listed.json()["result"]
 
+        # three idle connections beside the client's one, past the per-address cap of 3: one of
+        # them (whichever the server counts last) is answered 503, the others nothing
+        host, port = serve.url.removeprefix("http://").removesuffix("/mcp").rsplit(":", 1)
+        idle = [await trio.open_tcp_stream(host, int(port)) for _ in range(3)]
+        answers: list[bytes] = []
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def read(stream: trio.SocketStream) -> None:
+                    answers.append(await stream.receive_some())
+                    nursery.cancel_scope.cancel()
+
+                for stream in idle:
+                    nursery.start_soon(read, stream)
+        assert len(answers) == 1 and answers[0].startswith(b"HTTP/1.1 503"), answers
         scraped = await http.get(serve.admin + "/metrics")
         assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
         got = samples(scraped.text)
+        assert value(got, "assay_serve_connections") == 3  # the client's one, and two idle
+        assert value(got, "assay_serve_connections_refused_total") == 1
+        for stream in idle:
+            await stream.aclose()
         assert value(got, "assay_serve_decisions_total", decision="allow", code="") == 4
         assert value(got, "assay_serve_decisions_total", decision="deny", code="E_TOOL_DENIED") == 2
         assert value(got, "assay_serve_decisions_total", decision="deny", code="E_SEQUENCE_VIOLATION") == 1

@@ -64,11 +64,13 @@ async def serve_http(
     on_ready: Callable[[Bound], None] | None = None,
     stop: trio.Event | None = None,
     report: Callable[[str], None] | None = None,
+    connections: ConnectionGate | None = None,
     task_status: trio.TaskStatus[Bound] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serves /mcp on ``listen`` (``host:port``) until ``stop`` is set (then drains) or the
     caller cancels (then stops at once). Reports where it listens through ``task_status`` and
-    ``on_ready``; ``report`` gets a line when connections are refused over the limits."""
+    ``on_ready``; ``report`` gets a line when connections are refused over the limits, counted in
+    ``connections`` (one of the limits' own when not given)."""
     from hypercorn.config import Config  # serve's path only
     from hypercorn.trio import serve
 
@@ -84,7 +86,7 @@ async def serve_http(
     # error; the connections get this much longer to write those answers before they are closed
     config.graceful_timeout = limits.drain_timeout_s + ANSWER_GRACE_S
     config.keep_alive_timeout = 30
-    gate = ConnectionGate(limits.max_connections, limits.max_connections_per_address)
+    gate = connections or ConnectionGate(limits.max_connections, limits.max_connections_per_address)
     config.assay_gatekeeper = Gatekeeper(gate, report)  # type: ignore[attr-defined]
     if tls_cert is not None and tls_key is not None:
         config.certfile, config.keyfile = tls_cert, tls_key
