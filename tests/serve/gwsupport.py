@@ -4,6 +4,7 @@ sent. Every wait is on an event, never a sleep."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -183,3 +184,24 @@ async def remote_server(tmp: Path, env: dict[str, str] | None = None) -> AsyncIt
         with trio.CancelScope(shield=True), trio.move_on_after(30):
             await process.wait()
         await process.stdout.aclose()
+
+
+def local_serve_config(tmp: Path, extra: str = "") -> Path:
+    """A serve.yaml (and its policy.yaml, :data:`POLICY`) in ``tmp`` for a real `assay mcp
+    serve` on 127.0.0.1, any port, without authentication (loopback), with one stdio upstream
+    ``local`` (:data:`STDIO_SERVER`); ``extra``: more top-level lines. Its path."""
+    (tmp / "policy.yaml").write_text(POLICY)
+    config = tmp / "serve.yaml"
+    config.write_text(
+        f"""\
+policy: policy.yaml
+listen: 127.0.0.1:0
+public_url: http://127.0.0.1/mcp
+state_dir: {tmp / "state"}
+identity: {{none: true}}
+{extra}
+upstreams:
+  local: {{command: [{json.dumps(sys.executable)}, {json.dumps(str(STDIO_SERVER))}]}}
+"""
+    )
+    return config

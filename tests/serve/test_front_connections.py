@@ -159,26 +159,13 @@ async def test_a_real_serve_raises_its_open_files_says_when_it_cannot_and_report
     import subprocess
     import sys
 
-    from tests.serve.gwsupport import POLICY, STDIO_SERVER
+    from tests.serve.gwsupport import local_serve_config
 
-    (tmp_path / "policy.yaml").write_text(POLICY)
-    (tmp_path / "serve.yaml").write_text(
-        f"""\
-policy: policy.yaml
-listen: 127.0.0.1:0
-public_url: http://127.0.0.1/mcp
-state_dir: {tmp_path / "state"}
-identity: {{none: true}}
-limits: {{max_connections: 600, max_connections_per_address: 1}}
-upstreams:
-  local: {{command: [{json.dumps(sys.executable)}, {json.dumps(str(STDIO_SERVER))}]}}
-"""
-    )
-
+    config = local_serve_config(tmp_path, "limits: {max_connections: 600, max_connections_per_address: 1}")
     assay = str(Path(sys.executable).parent / "assay")
     proc = subprocess.Popen(  # 1100 open files now, at most 1500
         ["bash", "-c", 'ulimit -Sn 1100 && ulimit -Hn 1500 && exec "$0" "$@"']
-        + [assay, "mcp", "serve", "--config", str(tmp_path / "serve.yaml")],
+        + [assay, "mcp", "serve", "--config", str(config)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
     )

@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import trio
 
-from tests.serve.gwsupport import POLICY, STDIO_SERVER
+from tests.serve.gwsupport import local_serve_config
 from tests.serve.httpsupport import open_session
 
 ASSAY = str(Path(sys.executable).parent / "assay")
@@ -27,22 +27,9 @@ def _call(msg_id: int, params: bytes) -> bytes:
 
 
 async def test_hostile_bodies_against_a_real_serve(tmp_path: Path) -> None:
-    (tmp_path / "policy.yaml").write_text(POLICY)
-    (tmp_path / "serve.yaml").write_text(
-        f"""\
-policy: policy.yaml
-listen: 127.0.0.1:0
-public_url: http://127.0.0.1/mcp
-state_dir: {tmp_path / "state"}
-identity: {{none: true}}
-logs: {{audit: audit.ndjson}}
-limits: {{max_body: 20MiB}}
-upstreams:
-  local: {{command: [{json.dumps(sys.executable)}, {json.dumps(str(STDIO_SERVER))}]}}
-"""
-    )
+    config = local_serve_config(tmp_path, "logs: {audit: audit.ndjson}\nlimits: {max_body: 20MiB}")
     proc = subprocess.Popen(
-        [ASSAY, "mcp", "serve", "--config", str(tmp_path / "serve.yaml")],
+        [ASSAY, "mcp", "serve", "--config", str(config)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
     )
