@@ -197,3 +197,57 @@ async def test_a_real_serve_raises_its_open_files_says_when_it_cannot_and_report
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=30)[1]
         assert b"Traceback" not in rest, rest
+
+
+async def test_a_flood_of_connections_from_one_address_wedges_no_one_else() -> None:
+    """500 connections at once from one address against caps of 40 per address and 100 in all:
+    40 are taken, every other one is answered 503 or (past the refusals lingering at once)
+    closed at once, never left open; another address is served meanwhile; when the flood ends,
+    its places and files are freed."""
+    import os
+
+    def files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async with running(FakeGateway(), max_connections=100, max_connections_per_address=40) as (bound, _stop):
+        before = files()
+        flood = [await trio.open_tcp_stream(bound.host, bound.port) for _ in range(500)]
+        ended: list[bytes] = []
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+
+                async def until_closed(stream: trio.SocketStream) -> None:
+                    got = b""
+                    while True:
+                        try:
+                            data = await stream.receive_some()
+                        except trio.BrokenResourceError:  # closed at once: a reset
+                            data = b""
+                        if not data:
+                            ended.append(got)
+                            return
+                        got += data
+
+                for stream in flood:
+                    nursery.start_soon(until_closed, stream)
+                # meanwhile another address is served
+                assert await served(await connect_from(bound, "127.0.0.2")) == 200
+                with trio.move_on_after(15):  # the 460 refused end; the 40 taken stay open
+                    while len(ended) < 460:
+                        await trio.sleep(0.01)  # a poll of the count, bounded
+                nursery.cancel_scope.cancel()
+        assert len(ended) == 460, len(ended)
+        assert all(got == b"" or got.startswith(b"HTTP/1.1 503") for got in ended)
+        assert any(got.startswith(b"HTTP/1.1 503") for got in ended)
+        for stream in flood:
+            await stream.aclose()
+        with trio.fail_after(10):
+            while files() > before + 1:  # the connection from 127.0.0.2 may still be open
+                await trio.sleep(0.01)  # a poll for the server's closes, bounded by fail_after
+            while True:  # and the flood's places are free again
+                held = [await connect_from(bound, "127.0.0.1") for _ in range(40)]
+                if all([await served(wire) == 200 for wire in held]):
+                    break
+                for wire in held:
+                    await wire.stream.aclose()
+                await trio.sleep(0.01)
