@@ -251,3 +251,32 @@ async def test_a_flood_of_connections_from_one_address_wedges_no_one_else() -> N
                 for wire in held:
                     await wire.stream.aclose()
                 await trio.sleep(0.01)
+
+
+async def test_the_admin_listener_holds_few_connections_and_still_answers_another_address() -> None:
+    from assay.shells.serve.admin import ADMIN_MAX_CONNECTIONS_PER_ADDRESS, Admin, serve_admin
+
+    async def ready() -> None:
+        return None
+
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(
+            lambda task_status: serve_admin(listen="127.0.0.1:0", app=Admin(ready=ready), task_status=task_status)
+        )
+        idle = [await connect_from(bound, "127.0.0.1") for _ in range(ADMIN_MAX_CONNECTIONS_PER_ADDRESS + 1)]
+        answers: list[bytes] = []
+        with trio.fail_after(10):
+            async with trio.open_nursery() as readers:
+
+                async def read(wire: Wire) -> None:
+                    answers.append(await wire.stream.receive_some())
+                    readers.cancel_scope.cancel()
+
+                for wire in idle:
+                    readers.start_soon(read, wire)
+        assert len(answers) == 1 and answers[0].startswith(b"HTTP/1.1 503"), answers
+        other = await connect_from(bound, "127.0.0.2")
+        await other.stream.send_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        status, _, body = await other.answer()
+        assert (status, body) == (200, b"ok\n")
+        nursery.cancel_scope.cancel()

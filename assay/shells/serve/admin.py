@@ -16,10 +16,17 @@ from urllib.parse import urlsplit
 
 import trio
 
+from assay.gateway.connections import ConnectionGate
+
 from .asgi import lifespan
+from .conncap import Gatekeeper, gate_connections
 from .server import Bound
 
-__all__ = ["Admin", "serve_admin"]
+__all__ = ["ADMIN_MAX_CONNECTIONS", "ADMIN_MAX_CONNECTIONS_PER_ADDRESS", "Admin", "serve_admin"]
+
+#: connections open at once on the admin listener, in all and from one peer address
+ADMIN_MAX_CONNECTIONS = 64
+ADMIN_MAX_CONNECTIONS_PER_ADDRESS = 16
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -89,6 +96,11 @@ async def serve_admin(
     config.errorlog = logging.getLogger("assay.serve.admin")
     config.include_server_header = False
     config.keep_alive_timeout = 30
+    # a scraper and a balancer's checks need few connections: a flood of them cannot take the
+    # files the gateway needs (docs/serve.md, "Health and metrics")
+    gate_connections()
+    gate = ConnectionGate(ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_ADDRESS)
+    config.assay_gatekeeper = Gatekeeper(gate)  # type: ignore[attr-defined]
 
     async def worker(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         await serve(cast(Any, app), config, task_status=task_status, mode="asgi")
