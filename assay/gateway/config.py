@@ -132,6 +132,9 @@ class Limits:
     session_idle_s: float = 3600.0
     #: a sealed 2025-era session id (``session_key``) is refused this long after ``initialize``
     session_max_age_s: float = 86400.0
+    #: a connection without a request (since it opened, or since its last answer) is closed
+    #: after this long (docs/serve.md, "How a request flows")
+    keep_alive_s: float = 30.0
     #: connections open at once, in all and from one peer address; past either, a new connection
     #: is answered 503 and closed (docs/serve.md, "Connections")
     max_connections: int = 1024

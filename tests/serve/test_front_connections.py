@@ -280,3 +280,68 @@ async def test_the_admin_listener_holds_few_connections_and_still_answers_anothe
         status, _, body = await other.answer()
         assert (status, body) == (200, b"ok\n")
         nursery.cancel_scope.cancel()
+
+
+MODERN_BLOCK = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "block",
+            "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+).encode()
+MODERN_HEADERS = (b"mcp-protocol-version: 2026-07-28", b"mcp-method: tools/call", b"mcp-name: block")
+
+
+async def test_the_keep_alive_closes_an_idle_connection_never_a_busy_one() -> None:
+    """``limits.keep_alive`` (0.3 s here): a connection that sends nothing, or nothing more after
+    an answer, is closed once that long has passed (not before); a request in flight for several
+    times that long keeps its connection, and after its answer the timer runs again."""
+    gateway = FakeGateway()
+    keep_alive = 0.3
+    async with running(gateway, keep_alive_s=keep_alive) as (bound, _stop):
+        with trio.fail_after(10):
+            start = trio.current_time()
+            idle = await connect_from(bound, "127.0.0.1")
+            assert await idle.closed()
+            assert trio.current_time() - start >= keep_alive - 0.05
+
+            used = await connect_from(bound, "127.0.0.1")
+            assert await served(used) == 200
+            answered = trio.current_time()
+            assert await used.closed()
+            assert trio.current_time() - answered >= keep_alive - 0.05
+
+            busy = await connect_from(bound, "127.0.0.1")
+            await busy.stream.send_all(sized(MODERN_BLOCK, *MODERN_HEADERS))
+            await gateway.until(lambda: gateway.blocked == 1)
+            # a bounded wait past the keep-alive: only a fault can close the connection meanwhile
+            await trio.sleep(keep_alive * 4)
+            gateway.release.set()
+            status, _, body = await busy.answer()
+            assert status == 200 and json.loads(body)["id"] == 7
+            assert await served(busy) == 200  # still open for the next request
+            assert await busy.closed()  # and closed a keep-alive after that one
+
+
+async def test_stopping_closes_the_idle_connections_and_answers_the_busy_one() -> None:
+    gateway = FakeGateway()
+    async with running(gateway) as (bound, stop):  # keep_alive 30 s: the stop does it
+        with trio.fail_after(10):
+            idle = await connect_from(bound, "127.0.0.1")
+            assert await served(idle) == 200
+            busy = await connect_from(bound, "127.0.0.1")
+            await busy.stream.send_all(sized(MODERN_BLOCK, *MODERN_HEADERS))
+            await gateway.until(lambda: gateway.blocked == 1)
+            stop.set()
+            assert await idle.closed()
+            gateway.release.set()
+            status, _, body = await busy.answer()
+            assert status == 200 and json.loads(body)["id"] == 7

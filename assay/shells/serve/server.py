@@ -85,7 +85,7 @@ async def serve_http(
     # the requests not answered by the drain deadline are cancelled then, and answered with an
     # error; the connections get this much longer to write those answers before they are closed
     config.graceful_timeout = limits.drain_timeout_s + ANSWER_GRACE_S
-    config.keep_alive_timeout = 30
+    config.keep_alive_timeout = limits.keep_alive_s
     gate = connections or ConnectionGate(limits.max_connections, limits.max_connections_per_address)
     config.assay_gatekeeper = Gatekeeper(gate, report)  # type: ignore[attr-defined]
     if tls_cert is not None and tls_key is not None:
