@@ -348,12 +348,22 @@ def _limits(r: _Reader, value: Any) -> Limits:
         drain_timeout_s=r.duration(got.get("drain_timeout"), "limits.drain_timeout", d.drain_timeout_s),
         session_idle_s=r.duration(got.get("session_idle"), "limits.session_idle", d.session_idle_s),
         session_max_age_s=r.duration(got.get("session_max_age"), "limits.session_max_age", d.session_max_age_s),
-        keep_alive_s=r.duration(got.get("keep_alive"), "limits.keep_alive", d.keep_alive_s),
+        keep_alive_s=_above_zero(r, got.get("keep_alive"), "limits.keep_alive", d.keep_alive_s),
         max_connections=r.count(got.get("max_connections"), "limits.max_connections", d.max_connections),
         max_connections_per_address=r.count(
             got.get("max_connections_per_address"), "limits.max_connections_per_address", d.max_connections_per_address
         ),
     )
+
+
+def _above_zero(r: _Reader, value: Any, path: str, default: float) -> float:
+    """A duration above zero (a keep-alive of zero would close a connection before its first
+    request could arrive)."""
+    got = r.duration(value, path, default)
+    if got <= 0:
+        r.problem(path, "must be above zero")
+        return default
+    return got
 
 
 def _approvals(r: _Reader, value: Any, environ: Mapping[str, str]) -> Approver | None:

@@ -31,7 +31,7 @@ identity:
     scopes: [mcp]
   api_keys: keys.txt
 limits: {max_body: 1MiB, per_user_concurrency: 4, read_timeout: 5s, session_idle: 10m, session_max_age: 2h,
-         max_connections: 300, max_connections_per_address: 30}
+         max_connections: 300, max_connections_per_address: 30, keep_alive: 45s}
 session_key: {env: GW_SESSION_KEY}
 session_key_previous: {file: old-session.key}
 upstreams:
@@ -69,6 +69,7 @@ def test_a_whole_config_reads_into_the_model():
     assert c.limits.read_timeout_s == 5.0 and c.limits.session_idle_s == 600.0
     assert c.limits.session_max_age_s == 7200.0 and c.session_key == Secret(env="GW_SESSION_KEY")
     assert (c.limits.max_connections, c.limits.max_connections_per_address) == (300, 30)
+    assert c.limits.keep_alive_s == 45.0
     assert c.session_key_previous == Secret(file="old-session.key")
     files, search, tickets = c.upstreams
     assert files.transport == "stdio" and files.command == ("npx", "server-filesystem", "/srv")
@@ -139,6 +140,7 @@ def test_every_problem_is_one_line_and_all_are_reported():
         ("session_key: abc", "session_key: a secret is never written"),
         ("session_key_previous: {env: OLD}", "session_key_previous: needs a session_key"),
         ("limits: {session_max_age: soon}", "limits.session_max_age"),
+        ("limits: {keep_alive: 0s}", "limits.keep_alive: must be above zero"),
         ("limits: {max_connections: 0}", "limits.max_connections: must be a whole number above zero"),
         ("limits: {max_connections_per_address: 1.5}", "limits.max_connections_per_address: must be a whole"),
         ("approvals: {approver: phone}", "approvals.approver: is required: webhook or queue"),
