@@ -345,3 +345,31 @@ async def test_stopping_closes_the_idle_connections_and_answers_the_busy_one() -
             gateway.release.set()
             status, _, body = await busy.answer()
             assert status == 200 and json.loads(body)["id"] == 7
+
+
+async def test_a_fault_in_the_http_server_ends_its_connection_not_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In hypercorn's trio worker an exception out of one connection's task ended the whole
+    server (as HTTP/2 data for an answered stream once did: test_front_h2_answered.py). Here a
+    fault is injected in the HTTP/1.1 protocol for the bytes ``BOOM``: that connection is closed,
+    one line says so, and the other connections and the server go on."""
+    from hypercorn.protocol import h11 as protocol
+
+    handle = protocol.H11Protocol.handle
+
+    async def faulty(self: Any, event: Any) -> None:
+        if b"BOOM" in getattr(event, "data", b""):
+            raise KeyError("injected")
+        await handle(self, event)
+
+    monkeypatch.setattr(protocol.H11Protocol, "handle", faulty)
+    reports: list[str] = []
+    async with running(FakeGateway(), front={"report": reports.append}) as (bound, _stop):
+        with trio.fail_after(10):
+            other = await connect_from(bound, "127.0.0.1")
+            for _ in range(2):
+                hit = await connect_from(bound, "127.0.0.1")
+                await hit.stream.send_all(b"BOOM")
+                assert await hit.closed()
+            assert reports == ["assay: a connection ended by a fault in the HTTP server (KeyError); the rest go on"]
+            assert await served(other) == 200
+            assert await served(await connect_from(bound, "127.0.0.2")) == 200

@@ -20,6 +20,7 @@ from assay.gateway.connections import ConnectionGate
 
 from .asgi import lifespan
 from .conncap import Gatekeeper, gate_connections
+from .h2streams import guard_h2_streams
 from .server import Bound
 
 __all__ = ["ADMIN_MAX_CONNECTIONS", "ADMIN_MAX_CONNECTIONS_PER_ADDRESS", "Admin", "serve_admin"]
@@ -99,6 +100,7 @@ async def serve_admin(
     # a scraper and a balancer's checks need few connections: a flood of them cannot take the
     # files the gateway needs (docs/serve.md, "Health and metrics")
     gate_connections()
+    guard_h2_streams()
     gate = ConnectionGate(ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_ADDRESS)
     config.assay_gatekeeper = Gatekeeper(gate)  # type: ignore[attr-defined]
 

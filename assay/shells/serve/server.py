@@ -26,6 +26,7 @@ from assay.gateway.sealed import Sealer
 
 from .app import Front
 from .conncap import Gatekeeper, gate_connections
+from .h2streams import guard_h2_streams
 from .heads import hold_heads
 
 __all__ = ["ANSWER_GRACE_S", "Bound", "serve_http"]
@@ -76,6 +77,7 @@ async def serve_http(
 
     hold_heads()  # one write per answer on HTTP/1.1 (heads.py)
     gate_connections()  # the connection limits (conncap.py)
+    guard_h2_streams()  # HTTP/2 data for a stream answered early (h2streams.py)
     resource_path = urlsplit(resource_url).path if resource_url else MCP_PATH
     config = Config()
     config.bind = [listen]
