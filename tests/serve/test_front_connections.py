@@ -9,10 +9,13 @@ from __future__ import annotations
 import datetime
 import json
 import ssl
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import trio
 
 from tests.serve.frontfakes import FakeGateway, running
@@ -156,7 +159,6 @@ async def test_a_connection_the_client_closed_is_closed_at_once_not_after_the_ke
 
 async def test_a_real_serve_raises_its_open_files_says_when_it_cannot_and_reports_a_refusal(tmp_path: Path) -> None:
     import signal
-    import subprocess
     import sys
 
     from tests.serve.gwsupport import local_serve_config
@@ -373,3 +375,68 @@ async def test_a_fault_in_the_http_server_ends_its_connection_not_the_server(mon
             assert reports == ["assay: a connection ended by a fault in the HTTP server (KeyError); the rest go on"]
             assert await served(other) == 200
             assert await served(await connect_from(bound, "127.0.0.2")) == 200
+
+
+@given(limit=st.sampled_from(["max_connections", "max_connections_per_address"]), value=st.integers(1, 10**9))
+def test_the_refusal_is_read_by_h11_as_written(limit: str, value: int) -> None:
+    """The 503 bytes, read by h11 (the parser under httpx2 and hypercorn): one whole response,
+    its status, headers and JSON-RPC body as meant, and the connection's end."""
+    import h11
+
+    from assay.gateway.connections import Refused
+    from assay.shells.serve.conncap import refusal_bytes
+
+    conn = h11.Connection(h11.CLIENT)
+    conn.send(h11.Request(method="POST", target="/mcp", headers=[("host", "x"), ("content-length", "0")]))
+    conn.send(h11.EndOfMessage())
+    conn.receive_data(refusal_bytes(Refused(limit, value, False)))
+    response = conn.next_event()
+    assert isinstance(response, h11.Response) and response.status_code == 503
+    headers = {k.decode(): v.decode() for k, v in response.headers}
+    assert (headers["retry-after"], headers["connection"], headers["content-type"]) == (
+        "1",
+        "close",
+        "application/json",
+    )
+    data = conn.next_event()
+    assert isinstance(data, h11.Data)
+    assert json.loads(data.data) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32603, "message": f"Too many connections (limits.{limit}: {value})"},
+    }
+    assert isinstance(conn.next_event(), h11.EndOfMessage)
+
+
+async def test_real_clients_read_the_refusal_alike(tmp_path: Path) -> None:
+    """httpx2 and Node's fetch (the TypeScript SDK's transport) against a connection over the
+    cap: both read a 503 with Retry-After 1 and the same JSON-RPC error."""
+    import shutil
+
+    import httpx2
+
+    node = shutil.which("node")
+    assert node is not None, "node is needed (./dev test installs it)"
+    script = tmp_path / "fetch.mjs"
+    script.write_text(
+        "const r = await fetch(process.argv[2], {method: 'POST', body: '{}', "
+        "headers: {'content-type': 'application/json'}});\n"
+        "process.stdout.write(JSON.stringify({status: r.status, retry: r.headers.get('retry-after'), "
+        "body: await r.json()}));\n"
+    )
+    async with running(FakeGateway(), max_connections_per_address=1) as (bound, _stop):
+        with trio.fail_after(30):
+            held = await connect_from(bound, "127.0.0.1")  # the one place from 127.0.0.1
+            async with httpx2.AsyncClient() as http:
+                response = await http.post(bound.url, json={})
+                by_httpx2 = {
+                    "status": response.status_code,
+                    "retry": response.headers["retry-after"],
+                    "body": response.json(),
+                }
+            got = await trio.run_process([node, str(script), bound.url], capture_stdout=True)
+            by_node = json.loads(got.stdout)
+            assert by_httpx2 == by_node
+            assert by_node["status"] == 503 and by_node["retry"] == "1"
+            assert by_node["body"]["error"]["message"] == "Too many connections (limits.max_connections_per_address: 1)"
+            assert await served(held) == 200
